@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Item is one input as enumerated by a Source, in source order.
+type Item struct {
+	Seq   int64   // position in source order, from 0
+	Name  string  // how errors and the manifest's skipped list name this input (relative path, or "file#record")
+	Path  string  // file a worker reads, when the enumerator did not read the bytes itself
+	Raw   []byte  // bytes already read by the enumerator (CIFAR, IDX), or nil
+	Label int64   // class index
+	Aux   []int64 // auxiliary label columns (for example CIFAR-100's coarse label)
+}
+
+// Clip is what a Source decodes from an Item: one record's worth of frames (one frame for an
+// image) plus its labels and optional per-record metadata (JSON).
+type Clip struct {
+	Frames []transforms.Image
+	Label  int64
+	Aux    []int64
+	Meta   []byte
+}
+
+// SourceInfo describes a source for the manifest and for sizing records.
+type SourceInfo struct {
+	Kind     string         // "cifar10", "cifar100", "idx", "folder", "list", "frames", "video"
+	Classes  []string       // class names indexed by label (may be empty)
+	AuxNames []string       // names of the auxiliary label columns
+	Spec     map[string]any // options describing the source, recorded in the manifest; nothing host-dependent
+	ClipLen  int            // frames per record; 0 for single images
+	HasMeta  bool           // records carry per-record metadata
+}
+
+// A Source enumerates the inputs of a dataset and decodes them.
+//
+// Enumerate is called once, from one goroutine, and must call emit in source order.
+// Decode is called concurrently from worker goroutines; it calls emit for each record the item
+// yields, in order (zero or more: a video yields one record per clip). Errors returned by Decode
+// that wrap ErrSkip or are *InputError are bad inputs: the item is skipped (or the build fails
+// with --on-error fail); other errors abort the build.
+type Source interface {
+	Info() SourceInfo
+	Enumerate(ctx context.Context, emit func(Item) error) error
+	Decode(ctx context.Context, it Item, emit func(Clip) error) error
+}
+
+// Record is one output record, ready to be written.
+type Record struct {
+	Data  []byte
+	Label int64
+	Aux   []int64
+	Meta  []byte
+}
+
+// An Output writes records to one output format. Write is called from one goroutine, in record
+// order. Close finishes every file (synced, under its final name) and returns the entries for the
+// manifest; Abort removes whatever was written.
+type Output interface {
+	Write(r Record) error
+	Close() ([]shard.FileEntry, error)
+	Abort()
+}
+
+// OutputConfig is what every output format is created from.
+type OutputConfig struct {
+	Dir       string           // directory the files go into (a staging directory)
+	Sample    shard.SampleSpec // record spec
+	Label     shard.LabelSpec  // label spec
+	Classes   []string         // class names
+	HasMeta   bool             // records carry metadata
+	ShardSize int64            // byte budget per shard (shards only)
+	Meta      map[string]any   // dataset description stored in each file (source and transform spec)
+}
