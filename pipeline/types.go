@@ -34,6 +34,7 @@ type SourceInfo struct {
 	Spec     map[string]any // options describing the source, recorded in the manifest; nothing host-dependent
 	ClipLen  int            // frames per record; 0 for single images
 	HasMeta  bool           // records carry per-record metadata
+	Count    int64          // expected number of items, for progress; -1 when unknown
 }
 
 // A Source enumerates the inputs of a dataset and decodes them.
@@ -49,7 +50,8 @@ type Source interface {
 	Decode(ctx context.Context, it Item, emit func(Clip) error) error
 }
 
-// Record is one output record, ready to be written.
+// Record is one output record, ready to be written. An Output must not keep Data after Write
+// returns: the buffer is reused.
 type Record struct {
 	Data  []byte
 	Label int64
