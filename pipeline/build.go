@@ -1,0 +1,561 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Version is the packer version recorded in every manifest.
+const Version = "0.1.0"
+
+// OnError policies for bad inputs.
+const (
+	OnErrorSkip = "skip" // list the input in the manifest's skipped and go on
+	OnErrorFail = "fail" // stop the build with an error naming the input
+)
+
+// StagingSuffix names the directory a build writes into before it is renamed to OUT.
+const StagingSuffix = ".packer-partial"
+
+// Options configures a build. The zero value of every optional field is a documented default.
+type Options struct {
+	Source    Source
+	Transform transforms.Spec
+	Format    string                                   // "shards", "npy" or "hdf5"
+	NewOutput func(cfg OutputConfig) (Output, error)   // creates the output for Format
+	Out       string                                   // output directory
+	Force     bool                                     // replace an existing OUT atomically
+	Workers   int                                      // decode/transform goroutines; 0 = GOMAXPROCS
+	OnError   string                                   // OnErrorSkip (default) or OnErrorFail
+	MaxErrors int                                      // abort when more inputs than this are skipped; 0 = no limit
+	ShardSize int64                                    // shard byte budget; 0 = DefaultShardSize
+	Progress  func(items, total, records, bytes int64) // called from the writer goroutine after each item
+	Device    string                                   // recorded in the summary only
+}
+
+// DefaultShardSize is the default byte budget of one shard's data section.
+const DefaultShardSize = 256 << 20
+
+// Summary reports what a build did.
+type Summary struct {
+	Out       string
+	Records   int64
+	Items     int64
+	Bytes     int64          // record bytes written
+	Skipped   int64          // inputs skipped
+	Reasons   map[string]int // skipped inputs by reason kind
+	Elapsed   time.Duration
+	Manifest  *shard.Manifest
+	FileBytes int64 // total size of the data files
+}
+
+// InputError is a bad input: it is skipped with --on-error skip and fails the build otherwise.
+type InputError struct {
+	Input string
+	Err   error
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("%s: %v", e.Input, e.Err) }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// ErrTooManyErrors is returned when more inputs than Options.MaxErrors were skipped.
+var ErrTooManyErrors = errors.New("too many bad inputs")
+
+// ErrOutputExists is returned when OUT exists, is not empty and Force is not set.
+var ErrOutputExists = errors.New("output directory exists (use --force to replace it)")
+
+type job struct {
+	item Item
+	res  chan result
+}
+
+// result is one record of an item, or the item's final status (done set).
+type result struct {
+	rec   Record
+	spec  shard.SampleSpec
+	buf   *[]byte
+	name  string // the item's name
+	done  bool
+	err   error
+	count int // records produced, with done
+}
+
+// Build runs a whole build: enumerate, decode and transform in parallel, write in source order,
+// then commit the output directory atomically with its manifest last.
+func Build(ctx context.Context, opts Options) (*Summary, error) {
+	start := time.Now()
+	if opts.Source == nil || opts.NewOutput == nil {
+		panic("pipeline: Build needs a Source and NewOutput")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.GOMAXPROCS(0)
+	}
+	if opts.OnError == "" {
+		opts.OnError = OnErrorSkip
+	}
+	if opts.OnError != OnErrorSkip && opts.OnError != OnErrorFail {
+		return nil, fmt.Errorf("unknown --on-error policy %q (want skip or fail)", opts.OnError)
+	}
+	if opts.ShardSize <= 0 {
+		opts.ShardSize = DefaultShardSize
+	}
+	tspec := opts.Transform.Normalized()
+	if err := tspec.Validate(); err != nil {
+		return nil, err
+	}
+	out, err := filepath.Abs(opts.Out)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkOut(out, opts.Force); err != nil {
+		return nil, err
+	}
+	staging := out + StagingSuffix
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, fmt.Errorf("remove leftover staging directory: %w", err)
+	}
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		return nil, fmt.Errorf("create staging directory: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			os.RemoveAll(staging)
+		}
+	}()
+
+	info := opts.Source.Info()
+	b := &builder{opts: opts, info: info, tspec: tspec, staging: staging}
+	sum, err := b.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := commitDir(staging, out, opts.Force); err != nil {
+		return nil, err
+	}
+	committed = true
+	sum.Out = out
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// checkOut refuses to overwrite a non-empty output directory without force.
+func checkOut(out string, force bool) error {
+	st, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %w (it is a file)", out, ErrOutputExists)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 && !force {
+		return fmt.Errorf("%s: %w", out, ErrOutputExists)
+	}
+	return nil
+}
+
+// commitDir renames staging to out, replacing an existing out.
+func commitDir(staging, out string, force bool) error {
+	old := out + ".packer-old"
+	if _, err := os.Stat(out); err == nil {
+		if !force {
+			if ents, _ := os.ReadDir(out); len(ents) > 0 {
+				return fmt.Errorf("%s: %w", out, ErrOutputExists)
+			}
+		}
+		os.RemoveAll(old)
+		if err := os.Rename(out, old); err != nil {
+			return fmt.Errorf("move old output aside: %w", err)
+		}
+	}
+	if err := os.Rename(staging, out); err != nil {
+		return fmt.Errorf("commit output: %w", err)
+	}
+	if err := syncDir(filepath.Dir(out)); err != nil {
+		return err
+	}
+	return os.RemoveAll(old)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
+
+type builder struct {
+	opts    Options
+	info    SourceInfo
+	tspec   transforms.Spec
+	staging string
+
+	pool sync.Pool
+}
+
+func (b *builder) run(ctx context.Context) (*Summary, error) {
+	g, ctx := errgroup.WithContext(ctx)
+	jobs := make(chan job, b.opts.Workers)
+	ordered := make(chan chan result, 2*b.opts.Workers)
+
+	g.Go(func() error {
+		defer close(jobs)
+		defer close(ordered)
+		return b.opts.Source.Enumerate(ctx, func(it Item) error {
+			res := make(chan result, 4)
+			select {
+			case ordered <- res:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			select {
+			case jobs <- job{item: it, res: res}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return nil
+		})
+	})
+	for w := 0; w < b.opts.Workers; w++ {
+		g.Go(func() error { return b.worker(ctx, jobs) })
+	}
+	var sum *Summary
+	g.Go(func() error {
+		var err error
+		sum, err = b.write(ctx, ordered)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+func (b *builder) getBuf(n int) *[]byte {
+	if p, ok := b.pool.Get().(*[]byte); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]byte, n)
+	return &s
+}
+
+func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
+	tw := b.tspec.NewWorker()
+	for j := range jobs {
+		n := 0
+		err := b.opts.Source.Decode(ctx, j.item, func(c Clip) error {
+			r, err := b.transform(tw, c)
+			if err != nil {
+				return err
+			}
+			r.name = j.item.Name
+			n++
+			select {
+			case j.res <- r:
+				return nil
+			case <-ctx.Done():
+				b.pool.Put(r.buf)
+				return ctx.Err()
+			}
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		select {
+		case j.res <- result{name: j.item.Name, done: true, err: err, count: n}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		close(j.res)
+	}
+	return nil
+}
+
+// transform applies the transform spec to every frame of a clip, into one pooled buffer.
+func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
+	if len(c.Frames) == 0 {
+		return result{}, errors.New("no frames decoded")
+	}
+	f0 := c.Frames[0]
+	fs := b.tspec.OutputSpec(f0.W, f0.H, f0.C)
+	if err := fs.Validate(); err != nil {
+		return result{}, err
+	}
+	size := int(fs.Size())
+	buf := b.getBuf(size * len(c.Frames))
+	for i, f := range c.Frames {
+		if b.tspec.OutputSpec(f.W, f.H, f.C).Size() != int64(size) {
+			b.pool.Put(buf)
+			return result{}, fmt.Errorf("frame %d is %dx%dx%d, frame 0 is %dx%dx%d", i, f.W, f.H, f.C, f0.W, f0.H, f0.C)
+		}
+		if err := tw.Apply(f, (*buf)[i*size:(i+1)*size]); err != nil {
+			b.pool.Put(buf)
+			return result{}, err
+		}
+	}
+	spec := fs
+	if b.info.ClipLen > 0 {
+		spec = shard.SampleSpec{Shape: append([]int{len(c.Frames)}, fs.Shape...), DType: fs.DType, Layout: "t" + fs.Layout}
+	}
+	return result{rec: Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: spec, buf: buf}, nil
+}
+
+// write is the single writer: it takes items in source order and writes their records.
+func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summary, error) {
+	sum := &Summary{Reasons: map[string]int{}}
+	var (
+		out      Output
+		spec     shard.SampleSpec
+		counts   = make([]int64, len(b.info.Classes))
+		skipped  []shard.Skipped
+		items    int64
+		finished bool
+	)
+	defer func() {
+		if out != nil && !finished {
+			out.Abort()
+		}
+	}()
+	skip := func(name string, err error) error {
+		if b.opts.OnError == OnErrorFail {
+			return &InputError{Input: name, Err: err}
+		}
+		skipped = append(skipped, shard.Skipped{Input: name, Reason: err.Error()})
+		sum.Reasons[reasonKind(err)]++
+		if b.opts.MaxErrors > 0 && len(skipped) > b.opts.MaxErrors {
+			return fmt.Errorf("%w: %d inputs skipped, more than --max-errors %d; last: %s: %v",
+				ErrTooManyErrors, len(skipped), b.opts.MaxErrors, name, err)
+		}
+		return nil
+	}
+	for res := range ordered {
+		bad := false
+		for r := range res {
+			if r.done {
+				if r.err != nil && !bad {
+					if r.count > 0 {
+						r.err = fmt.Errorf("%w (after %d records were packed)", r.err, r.count)
+					}
+					if err := skip(r.name, r.err); err != nil {
+						return nil, err
+					}
+				}
+				break
+			}
+			if bad {
+				b.pool.Put(r.buf)
+				continue
+			}
+			if out == nil {
+				spec = r.spec
+				var err error
+				out, err = b.opts.NewOutput(OutputConfig{
+					Dir: b.staging, Sample: spec,
+					Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
+					Classes:   b.info.Classes,
+					HasMeta:   b.info.HasMeta,
+					ShardSize: b.opts.ShardSize,
+					Meta:      b.datasetMeta(),
+				})
+				if err != nil {
+					return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
+				}
+			} else if !sameShape(spec, r.spec) {
+				bad = true
+				b.pool.Put(r.buf)
+				if err := skip(r.name, fmt.Errorf("record shape %v differs from the dataset's %v (give --crop or --size for a fixed size)", r.spec.Shape, spec.Shape)); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if err := out.Write(r.rec); err != nil {
+				return nil, fmt.Errorf("write %s output: %w", b.opts.Format, err)
+			}
+			if r.rec.Label >= 0 && r.rec.Label < int64(len(counts)) {
+				counts[r.rec.Label]++
+			}
+			sum.Records++
+			sum.Bytes += int64(len(r.rec.Data))
+			b.pool.Put(r.buf)
+		}
+		items++
+		if b.opts.Progress != nil {
+			b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var files []shard.FileEntry
+	if out == nil {
+		spec = b.emptySpec()
+		var err error
+		out, err = b.opts.NewOutput(OutputConfig{Dir: b.staging, Sample: spec,
+			Label: shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)}, Classes: b.info.Classes,
+			HasMeta: b.info.HasMeta, ShardSize: b.opts.ShardSize, Meta: b.datasetMeta()})
+		if err != nil {
+			return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
+		}
+	}
+	files, err := out.Close()
+	finished = true
+	if err != nil {
+		return nil, fmt.Errorf("finish %s output: %w", b.opts.Format, err)
+	}
+	m := &shard.Manifest{
+		Packer:        Version,
+		Format:        b.opts.Format,
+		FormatVersion: shard.Version,
+		Count:         sum.Records,
+		Classes:       nonNil(b.info.Classes),
+		ClassCounts:   counts,
+		Sample:        spec,
+		Label:         shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
+		Source:        b.info.Spec,
+		Transform:     b.transformMap(),
+		Files:         files,
+		Skipped:       nonNil(skipped),
+	}
+	if err := WriteManifest(b.staging, m); err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		sum.FileBytes += f.Size
+	}
+	sum.Items = items
+	sum.Skipped = int64(len(skipped))
+	sum.Manifest = m
+	return sum, nil
+}
+
+// emptySpec is the sample spec of a build that packed nothing.
+func (b *builder) emptySpec() shard.SampleSpec {
+	s := b.tspec.OutputSpec(1, 1, 3)
+	if b.tspec.CropW > 0 {
+		s = b.tspec.OutputSpec(b.tspec.CropW, b.tspec.CropH, 3)
+	} else if b.tspec.Width > 0 {
+		s = b.tspec.OutputSpec(b.tspec.Width, b.tspec.Height, 3)
+	}
+	return s
+}
+
+func sameShape(a, b shard.SampleSpec) bool {
+	if len(a.Shape) != len(b.Shape) || a.DType != b.DType || a.Layout != b.Layout {
+		return false
+	}
+	for i := range a.Shape {
+		if a.Shape[i] != b.Shape[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// reasonKind groups skip reasons for the summary: the innermost error's type or first words.
+func reasonKind(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			break
+		}
+		err = u
+	}
+	msg := err.Error()
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	return msg
+}
+
+func (b *builder) transformMap() map[string]any {
+	data, _ := json.Marshal(b.tspec)
+	m := map[string]any{}
+	_ = json.Unmarshal(data, &m)
+	return m
+}
+
+// datasetMeta is stored in each output file: what the dataset is and how it was made.
+func (b *builder) datasetMeta() map[string]any {
+	return map[string]any{
+		"packer":    Version,
+		"source":    b.info.Spec,
+		"transform": b.transformMap(),
+		"classes":   nonNil(b.info.Classes),
+	}
+}
+
+// WriteManifest writes dir/manifest.json through a temporary name, synced, then renamed.
+func WriteManifest(dir string, m *shard.Manifest) error {
+	data, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, shard.ManifestName), data)
+}
+
+// WriteFileAtomic writes data to path via path.tmp, fsync and rename, then syncs the directory.
+func WriteFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// SortedKeys returns the keys of m in order (for deterministic summaries).
+func SortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
