@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything packer needs on a fresh Debian bookworm machine: the system libraries it
+# links (libjpeg-turbo, libhdf5), the tools it runs (ffmpeg, clang-14 for the PTX build), the
+# reference implementations and test data (Pillow, NumPy, h5py, PyTorch, torchvision,
+# Fashion-MNIST, wallpapers as real photos), and the Go modules. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential pkg-config git ca-certificates
+  libturbojpeg0-dev libjpeg62-turbo-dev libhdf5-dev
+  ffmpeg clang-14
+  python3 python3-pip python3-venv python3-numpy python3-pil python3-h5py python3-pytest
+  python3-torch python3-torchvision
+  dataset-fashion-mnist ukui-wallpapers
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "setup: Go is not installed; install Go 1.26 or later" >&2
+  exit 1
+fi
+go mod download
+go build -o bin/packer ./cmd/packer
+echo "setup: done ($(go version), packer built at bin/packer)"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs the whole packer test suite on a fresh Debian bookworm machine: installs what it needs
+# (scripts/setup.sh), checks formatting, vet and lint, runs the Go tests with the race detector,
+# runs every fuzz target briefly, and runs the Python reader's tests with Debian's Python.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+
+PY=/usr/bin/python3
+export PACKER_PYTHON=$PY
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted"; exit 1; fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== staticcheck"
+STATICCHECK_VERSION=2025.1.1
+if ! command -v staticcheck >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/staticcheck" ]; then
+  go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
+PATH="$(go env GOPATH)/bin:$PATH" staticcheck ./...
+
+echo "== go test -race"
+go test -race -count=1 -timeout 40m ./...
+
+echo "== fuzz (each target briefly)"
+FUZZTIME=${FUZZTIME:-8s}
+for pkg in $(go list ./...); do
+  dir=$(go list -f '{{.Dir}}' "$pkg")
+  for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
+    echo "-- $pkg $target"
+    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
+  done
+done
+
+echo "== python reader (pytest)"
+(cd python && $PY -m pytest -q tests)
+
+echo "== all tests passed"
