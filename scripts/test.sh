@@ -17,7 +17,7 @@ echo "== go vet"
 go vet ./...
 
 echo "== staticcheck"
-STATICCHECK_VERSION=2025.1.1
+STATICCHECK_VERSION=v0.8.2
 if ! command -v staticcheck >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/staticcheck" ]; then
   go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
