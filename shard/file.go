@@ -1,0 +1,138 @@
+package shard
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"path/filepath"
+)
+
+// FileWriter writes one shard file safely: the bytes go to path+".tmp", and Commit checks the
+// finished file's structure, syncs it, renames it to path and syncs the directory, so a crash
+// never leaves a file under the final name that is not a complete shard. It computes the
+// file's SHA-256 on the way, for the manifest.
+//
+// The call order is: CreateFile (Append | DataSize)* (Commit | Abort). Abort may follow a
+// failed Commit. A FileWriter is not safe for concurrent use.
+type FileWriter struct {
+	*Writer
+	path, tmp string
+	f         *os.File
+	hw        hashWriter
+	done      bool
+}
+
+// hashWriter passes writes to a file and to a hash.
+type hashWriter struct {
+	f *os.File
+	h hash.Hash
+	n int64
+}
+
+func (w *hashWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	return n, err
+}
+
+// CreateFile creates path+".tmp" (replacing a stale one) and starts a shard in it.
+func CreateFile(path string, opts WriterOptions) (*FileWriter, error) {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create shard: %w", err)
+	}
+	fw := &FileWriter{path: path, tmp: tmp, f: f, hw: hashWriter{f: f, h: sha256.New()}}
+	fw.Writer, err = NewWriter(&fw.hw, opts)
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return fw, nil
+}
+
+// Commit finishes the shard (Writer.Close), re-reads and checks its header, footer and index,
+// syncs the file, renames it to its final path and syncs the directory. On error the temporary
+// file is left for Abort to remove.
+func (fw *FileWriter) Commit() error {
+	if fw.done {
+		return errClosed
+	}
+	if err := fw.Writer.Close(); err != nil {
+		return fmt.Errorf("%s: %w", fw.tmp, err)
+	}
+	if fw.hw.n != fw.Writer.Size() {
+		return fmt.Errorf("%s: wrote %d bytes, want %d", fw.tmp, fw.hw.n, fw.Writer.Size())
+	}
+	st, err := fw.f.Stat()
+	if err != nil {
+		return fmt.Errorf("commit shard: %w", err)
+	}
+	r, err := NewReaderOptions(fw.f, st.Size(), fw.tmp, ReaderOptions{SkipCRC: true})
+	if err != nil {
+		return fmt.Errorf("commit shard: check written file: %w", err)
+	}
+	if int64(r.Len()) != fw.Writer.Len() {
+		return fmt.Errorf("commit shard: %s holds %d records, wrote %d", fw.tmp, r.Len(), fw.Writer.Len())
+	}
+	if err := fw.f.Sync(); err != nil {
+		return fmt.Errorf("commit shard: %w", err)
+	}
+	if err := fw.f.Close(); err != nil {
+		return fmt.Errorf("commit shard: %w", err)
+	}
+	fw.f = nil
+	if err := os.Rename(fw.tmp, fw.path); err != nil {
+		return fmt.Errorf("commit shard: %w", err)
+	}
+	fw.done = true
+	return SyncDir(filepath.Dir(fw.path))
+}
+
+// Abort closes and removes the temporary file. It does nothing after a successful Commit.
+func (fw *FileWriter) Abort() error {
+	if fw.done {
+		return nil
+	}
+	fw.done = true
+	var err error
+	if fw.f != nil {
+		err = fw.f.Close()
+		fw.f = nil
+	}
+	if rerr := os.Remove(fw.tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+		err = errors.Join(err, rerr)
+	}
+	return err
+}
+
+// Path returns the final path of the shard.
+func (fw *FileWriter) Path() string { return fw.path }
+
+// FileSize returns the number of bytes written so far; after Commit, the file size.
+func (fw *FileWriter) FileSize() int64 { return fw.hw.n }
+
+// SHA256 returns the lower-case hex SHA-256 of the bytes written so far; after Commit, of the
+// whole file.
+func (fw *FileWriter) SHA256() string { return hex.EncodeToString(fw.hw.h.Sum(nil)) }
+
+// SyncDir fsyncs a directory so that renames in it are durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,270 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// headerInfo is a parsed shard header.
+type headerInfo struct {
+	flags   uint16
+	metaLen int64
+	meta    []byte // the meta JSON bytes
+	spec    SampleSpec
+	label   LabelSpec
+	index   int
+	k       int64 // block_records from the meta JSON
+	fields  map[string]any
+}
+
+// dataOffset is where the header says the data section starts.
+func (h *headerInfo) dataOffset() int64 { return alignUp(HeaderFixed + h.metaLen) }
+
+// footerInfo is a parsed shard footer.
+type footerInfo struct {
+	n, recordSize, dataOffset, dataLen, indexOffset, indexLen, k int64
+	indexCRC                                                     uint32
+}
+
+// readFull reads len(p) bytes at off. A short read is reported as truncation of the file, any
+// other failure as an I/O error naming the file.
+func readFull(r io.ReaderAt, p []byte, off int64, name string) error {
+	n, err := r.ReadAt(p, off)
+	if n == len(p) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return corrupt(name, off+int64(n), ErrTruncated, "read %d bytes, want %d", n, len(p))
+	}
+	return fmt.Errorf("read %s at offset %d: %w", name, off, err)
+}
+
+// parseHeaderFixed checks the fixed header fields, in the order FORMAT.md requires: magic,
+// version, then everything else.
+func parseHeaderFixed(b []byte, name string) (flags uint16, metaLen int64, err error) {
+	if string(b[hdrMagicOff:hdrMagicOff+len(HeaderMagic)]) != HeaderMagic {
+		return 0, 0, corrupt(name, hdrMagicOff, ErrMagic, "header magic %q", b[hdrMagicOff:hdrMagicOff+len(HeaderMagic)])
+	}
+	if v := le.Uint16(b[hdrVersionOff:]); v != Version {
+		return 0, 0, corrupt(name, hdrVersionOff, ErrVersion, "version %d (this reader knows version %d)", v, Version)
+	}
+	flags = le.Uint16(b[hdrFlagsOff:])
+	if flags&^knownFlags != 0 {
+		return 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "unknown flags %#04x", flags&^knownFlags)
+	}
+	metaLen = int64(le.Uint32(b[hdrMetaLenOff:]))
+	if metaLen > MaxMetaLen {
+		return 0, 0, corrupt(name, hdrMetaLenOff, ErrTooLarge, "meta length %d, limit %d", metaLen, MaxMetaLen)
+	}
+	return flags, metaLen, nil
+}
+
+// metaJSON holds the meta keys the format defines.
+type metaJSON struct {
+	Sample *SampleSpec `json:"sample"`
+	Label  *LabelSpec  `json:"label"`
+	Shard  *struct {
+		Index *int `json:"index"`
+	} `json:"shard"`
+	BlockRecords *int64 `json:"block_records"`
+}
+
+// parseMeta decodes and checks the meta JSON.
+func parseMeta(h *headerInfo, name string) error {
+	bad := func(format string, args ...any) error {
+		return corrupt(name, HeaderFixed, ErrFormat, "meta: "+format, args...)
+	}
+	var m metaJSON
+	if err := json.Unmarshal(h.meta, &m); err != nil {
+		return bad("%v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(h.meta))
+	dec.UseNumber()
+	if err := dec.Decode(&h.fields); err != nil {
+		return bad("%v", err)
+	}
+	if m.Sample == nil || m.Label == nil || m.Shard == nil || m.Shard.Index == nil || m.BlockRecords == nil {
+		return bad("missing sample, label, shard.index or block_records")
+	}
+	if err := m.Sample.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if m.Label.DType != "int64" {
+		return bad("label dtype %q, want int64", m.Label.DType)
+	}
+	if len(m.Label.Aux) > MaxAux {
+		return corrupt(name, HeaderFixed, ErrTooLarge, "meta: %d aux columns, limit %d", len(m.Label.Aux), MaxAux)
+	}
+	if *m.Shard.Index < 0 {
+		return bad("negative shard index %d", *m.Shard.Index)
+	}
+	if *m.BlockRecords < 1 || *m.BlockRecords > MaxRecords {
+		return bad("block_records %d out of range", *m.BlockRecords)
+	}
+	if m.Label.Aux == nil {
+		m.Label.Aux = []string{}
+	}
+	h.spec, h.label, h.index, h.k = *m.Sample, *m.Label, *m.Shard.Index, *m.BlockRecords
+	return nil
+}
+
+// readHeader reads and checks the header: magic, version, flags, meta length, CRC, reserved
+// bytes and meta JSON.
+func readHeader(r io.ReaderAt, size int64, name string) (*headerInfo, error) {
+	var fixed [HeaderFixed]byte
+	if size < HeaderFixed {
+		n := min(size, int64(len(HeaderMagic)))
+		if err := readFull(r, fixed[:n], 0, name); err != nil {
+			return nil, err
+		}
+		if string(fixed[:n]) != HeaderMagic[:n] || n == 0 {
+			return nil, corrupt(name, 0, ErrMagic, "file of %d bytes", size)
+		}
+		return nil, corrupt(name, size, ErrTruncated, "file of %d bytes", size)
+	}
+	if err := readFull(r, fixed[:], 0, name); err != nil {
+		return nil, err
+	}
+	flags, metaLen, err := parseHeaderFixed(fixed[:], name)
+	if err != nil {
+		return nil, err
+	}
+	if HeaderFixed+metaLen > size {
+		return nil, corrupt(name, size, ErrTruncated, "meta JSON of %d bytes ends past the end of the file", metaLen)
+	}
+	h := &headerInfo{flags: flags, metaLen: metaLen, meta: make([]byte, metaLen)}
+	if err := readFull(r, h.meta, HeaderFixed, name); err != nil {
+		return nil, err
+	}
+	if got, want := crc32cUpdate(crc32c(fixed[:hdrCRCOff]), h.meta), le.Uint32(fixed[hdrCRCOff:]); got != want {
+		return h, corrupt(name, 0, ErrChecksum, "header CRC %#08x, stored %#08x", got, want)
+	}
+	for _, c := range fixed[hdrCRCOff+4:] {
+		if c != 0 {
+			return h, corrupt(name, hdrCRCOff+4, ErrPadding, "reserved header bytes are not zero")
+		}
+	}
+	if err := parseMeta(h, name); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// readFooter reads the footer and checks its magic, its CRC and its internal consistency
+// (limits, offsets, file size). It does not compare it with the header.
+func readFooter(r io.ReaderAt, size int64, name string) (*footerInfo, error) {
+	if size < Align+FooterSize || size%Align != 0 {
+		return nil, corrupt(name, size, ErrTruncated, "file size %d is not a positive multiple of %d past the header", size, Align)
+	}
+	var b [FooterSize]byte
+	off := size - FooterSize
+	if err := readFull(r, b[:], off, name); err != nil {
+		return nil, err
+	}
+	if string(b[ftMagicOff:]) != FooterMagic {
+		return nil, corrupt(name, off+ftMagicOff, ErrMagic, "footer magic %q", b[ftMagicOff:])
+	}
+	if got, want := crc32c(b[:ftFooterCRCOff]), le.Uint32(b[ftFooterCRCOff:]); got != want {
+		return nil, corrupt(name, off, ErrChecksum, "footer CRC %#08x, stored %#08x", got, want)
+	}
+	u := func(o int) uint64 { return le.Uint64(b[o:]) }
+	bad := func(e error, format string, args ...any) error {
+		return corrupt(name, off, e, "footer: "+format, args...)
+	}
+	if u(ftRecordCountOff) > MaxRecords {
+		return nil, bad(ErrTooLarge, "record count %d, limit %d", u(ftRecordCountOff), int64(MaxRecords))
+	}
+	if u(ftRecordSizeOff) > MaxRecordSize {
+		return nil, bad(ErrTooLarge, "record size %d, limit %d", u(ftRecordSizeOff), MaxRecordSize)
+	}
+	for _, o := range []int{ftDataOffsetOff, ftDataLenOff, ftIndexOffsetOff, ftIndexLenOff} {
+		if u(o) > uint64(size) {
+			return nil, bad(ErrTruncated, "field at footer offset %d is %d, past the file size %d", o, u(o), size)
+		}
+	}
+	f := &footerInfo{
+		n: int64(u(ftRecordCountOff)), recordSize: int64(u(ftRecordSizeOff)),
+		dataOffset: int64(u(ftDataOffsetOff)), dataLen: int64(u(ftDataLenOff)),
+		indexOffset: int64(u(ftIndexOffsetOff)), indexLen: int64(u(ftIndexLenOff)),
+		k: int64(le.Uint32(b[ftBlockRecordsOff:])), indexCRC: le.Uint32(b[ftIndexCRCOff:]),
+	}
+	switch {
+	case f.k < 1:
+		return nil, bad(ErrFormat, "block_records is 0")
+	case f.dataOffset < Align || f.dataOffset%Align != 0:
+		return nil, bad(ErrFormat, "data offset %d is not a positive multiple of %d", f.dataOffset, Align)
+	case f.recordSize > 0 && f.dataLen != f.n*f.recordSize:
+		return nil, bad(ErrFormat, "data length %d is not %d records of %d bytes", f.dataLen, f.n, f.recordSize)
+	case f.indexOffset != alignUp(f.dataOffset+f.dataLen):
+		return nil, bad(ErrFormat, "index offset %d, want %d", f.indexOffset, alignUp(f.dataOffset+f.dataLen))
+	}
+	if want := fileSize(f.indexOffset, f.indexLen); size != want {
+		e := ErrFormat
+		if size < want {
+			e = ErrTruncated
+		}
+		return nil, bad(e, "file size %d, the footer implies %d", size, want)
+	}
+	return f, nil
+}
+
+// checkHeaderFooter cross-checks a valid header and a valid footer and returns the index layout
+// without the metablob length (the caller fills it from the index when FlagMeta is set).
+func checkHeaderFooter(h *headerInfo, f *footerInfo, name string, size int64) (indexLayout, error) {
+	off := size - FooterSize
+	bad := func(format string, args ...any) error { return corrupt(name, off, ErrFormat, format, args...) }
+	if f.dataOffset != h.dataOffset() {
+		return indexLayout{}, bad("data offset %d, the header implies %d", f.dataOffset, h.dataOffset())
+	}
+	if f.k != h.k {
+		return indexLayout{}, bad("block_records %d, the header says %d", f.k, h.k)
+	}
+	if h.flags&FlagVarSize != 0 {
+		if f.recordSize != 0 {
+			return indexLayout{}, bad("record size %d in a variable-size shard", f.recordSize)
+		}
+	} else if !h.spec.Fixed() || f.recordSize != h.spec.Size() {
+		return indexLayout{}, bad("record size %d, sample spec %v %s", f.recordSize, h.spec.Shape, h.spec.DType)
+	}
+	l := newIndexLayout(f.n, int64(len(h.label.Aux)), f.k, h.flags, 0)
+	if h.flags&FlagMeta != 0 {
+		if f.indexLen < l.size {
+			return indexLayout{}, bad("index length %d, want at least %d", f.indexLen, l.size)
+		}
+		l = newIndexLayout(f.n, int64(len(h.label.Aux)), f.k, h.flags, f.indexLen-l.size)
+	}
+	if f.indexLen != l.size {
+		return indexLayout{}, bad("index length %d, want %d", f.indexLen, l.size)
+	}
+	return l, nil
+}
+
+// checkIndex checks the offsets tables of an index whose CRC matched.
+func checkIndex(index []byte, l indexLayout, dataLen int64, name string, indexOffset int64) error {
+	if l.varSize {
+		prev := uint64(0)
+		for i := int64(0); i <= l.n; i++ {
+			o := le.Uint64(index[l.offs+i*8:])
+			if (i == 0 && o != 0) || o < prev || o-prev > MaxRecordSize || (i == l.n && o != uint64(dataLen)) {
+				first := max(i-1, 0)
+				return corruptRecords(name, first, 1, indexOffset+l.offs+i*8, ErrFormat, "offsets table entry %d is %d (previous %d, data length %d)", i, o, prev, dataLen)
+			}
+			prev = o
+		}
+	}
+	if l.hasMeta {
+		prev := uint64(0)
+		for i := int64(0); i <= l.n; i++ {
+			o := le.Uint64(index[l.metaOffs+i*8:])
+			if (i == 0 && o != 0) || o < prev || (i == l.n && o != uint64(l.blobLen)) {
+				first := max(i-1, 0)
+				return corruptRecords(name, first, 1, indexOffset+l.metaOffs+i*8, ErrFormat, "metadata offsets entry %d is %d (previous %d, blob length %d)", i, o, prev, l.blobLen)
+			}
+			prev = o
+		}
+	}
+	return nil
+}

@@ -1,0 +1,336 @@
+package shard
+
+import (
+	"fmt"
+	"io"
+	"math/bits"
+	"os"
+	"sync/atomic"
+)
+
+// ReaderOptions configures a Reader. The zero value checks checksums.
+type ReaderOptions struct {
+	// SkipCRC turns off the check of the data blocks' CRC-32C. The header, footer and index
+	// are always checked when the shard is opened.
+	SkipCRC bool
+}
+
+// Reader gives random access to the records of one shard.
+//
+// Opening a shard reads and checks the header, the footer and the whole index (offsets,
+// labels, aux values, per-record metadata and block checksums), which stays in memory; record
+// bytes are read on demand. Unless ReaderOptions.SkipCRC is set, the first read touching a
+// checksum block reads and checks the whole block; later reads of a checked block read only the
+// bytes asked for.
+//
+// A Reader is safe for concurrent use by multiple goroutines when its io.ReaderAt is (an
+// *os.File is). Methods that take a record number panic when it is out of range, like a slice
+// index; corrupt bytes never cause a panic but a *CorruptionError.
+type Reader struct {
+	r    io.ReaderAt
+	file *os.File // owned when opened by Open
+	name string
+	size int64
+	opts ReaderOptions
+
+	h  *headerInfo
+	ft *footerInfo
+	l  indexLayout
+
+	index    []byte
+	verified []atomic.Uint64 // bit per checksum block that has been checked
+}
+
+// Open opens the shard file at path and checks its structure. Close releases it.
+func Open(path string) (*Reader, error) { return OpenOptions(path, ReaderOptions{}) }
+
+// OpenOptions is Open with options.
+func OpenOptions(path string, opts ReaderOptions) (*Reader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open shard: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open shard: %w", err)
+	}
+	r, err := NewReaderOptions(f, st.Size(), path, opts)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	r.file = f
+	return r, nil
+}
+
+// NewReader reads a shard of size bytes from r; name is used in errors.
+func NewReader(r io.ReaderAt, size int64, name string) (*Reader, error) {
+	return NewReaderOptions(r, size, name, ReaderOptions{})
+}
+
+// NewReaderOptions is NewReader with options.
+func NewReaderOptions(r io.ReaderAt, size int64, name string, opts ReaderOptions) (*Reader, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("shard: %s: negative size %d", name, size)
+	}
+	h, err := readHeader(r, size, name)
+	if err != nil {
+		return nil, err
+	}
+	ft, err := readFooter(r, size, name)
+	if err != nil {
+		return nil, err
+	}
+	l, err := checkHeaderFooter(h, ft, name, size)
+	if err != nil {
+		return nil, err
+	}
+	index := make([]byte, ft.indexLen) // indexLen ≤ size, checked by readFooter
+	if err := readFull(r, index, ft.indexOffset, name); err != nil {
+		return nil, err
+	}
+	if got := crc32c(index); got != ft.indexCRC {
+		return nil, corrupt(name, ft.indexOffset, ErrChecksum, "index CRC %#08x, stored %#08x", got, ft.indexCRC)
+	}
+	if err := checkIndex(index, l, ft.dataLen, name, ft.indexOffset); err != nil {
+		return nil, err
+	}
+	sr := &Reader{r: r, name: name, size: size, opts: opts, h: h, ft: ft, l: l, index: index}
+	sr.verified = make([]atomic.Uint64, (l.blocks+63)/64)
+	return sr, nil
+}
+
+// Close closes the file opened by Open. It does nothing for a Reader made by NewReader.
+func (r *Reader) Close() error {
+	if r.file == nil {
+		return nil
+	}
+	err := r.file.Close()
+	r.file = nil
+	return err
+}
+
+// Name returns the name the Reader was opened with.
+func (r *Reader) Name() string { return r.name }
+
+// Size returns the file size.
+func (r *Reader) Size() int64 { return r.size }
+
+// Len returns the number of records.
+func (r *Reader) Len() int { return int(r.ft.n) }
+
+// Spec returns the sample spec of the records.
+func (r *Reader) Spec() SampleSpec { return r.h.spec }
+
+// LabelSpec returns the label spec.
+func (r *Reader) LabelSpec() LabelSpec { return r.h.label }
+
+// ShardIndex returns the shard's position in its dataset, from its meta JSON.
+func (r *Reader) ShardIndex() int { return r.h.index }
+
+// Meta returns the decoded meta JSON (numbers as json.Number). The caller must not modify it.
+func (r *Reader) Meta() map[string]any { return r.h.fields }
+
+// MetaJSON returns the meta JSON bytes as stored. The caller must not modify them.
+func (r *Reader) MetaJSON() []byte { return r.h.meta }
+
+// RecordSize returns the size of every record, or 0 for a shard of variable-size records.
+func (r *Reader) RecordSize() int64 { return r.ft.recordSize }
+
+// VarSize reports whether the records have different sizes.
+func (r *Reader) VarSize() bool { return r.l.varSize }
+
+// HasRecordMeta reports whether the shard carries per-record metadata.
+func (r *Reader) HasRecordMeta() bool { return r.l.hasMeta }
+
+// BlockRecords returns the number of records per checksum block.
+func (r *Reader) BlockRecords() int64 { return r.ft.k }
+
+// DataOffset returns the file offset of the data section.
+func (r *Reader) DataOffset() int64 { return r.ft.dataOffset }
+
+// DataSize returns the size of the data section without padding.
+func (r *Reader) DataSize() int64 { return r.ft.dataLen }
+
+func (r *Reader) checkIndex(i int) {
+	if i < 0 || int64(i) >= r.ft.n {
+		panic(fmt.Sprintf("shard: record %d out of range [0, %d) in %s", i, r.ft.n, r.name))
+	}
+}
+
+func (r *Reader) checkRange(i, j int) {
+	if i < 0 || j < i || int64(j) > r.ft.n {
+		panic(fmt.Sprintf("shard: record range [%d, %d) out of range [0, %d) in %s", i, j, r.ft.n, r.name))
+	}
+}
+
+// off returns the data-relative offset of record i, 0 ≤ i ≤ n.
+func (r *Reader) off(i int64) int64 {
+	if r.l.varSize {
+		return int64(le.Uint64(r.index[r.l.offs+i*8:]))
+	}
+	return i * r.ft.recordSize
+}
+
+// DataRange returns the file offset and length of the bytes of records [i, j), one
+// contiguous range.
+func (r *Reader) DataRange(i, j int) (off, n int64) {
+	r.checkRange(i, j)
+	a, b := r.off(int64(i)), r.off(int64(j))
+	return r.ft.dataOffset + a, b - a
+}
+
+// RecordLen returns the size of record i.
+func (r *Reader) RecordLen(i int) int64 {
+	r.checkIndex(i)
+	return r.off(int64(i)+1) - r.off(int64(i))
+}
+
+// Label returns the label of record i.
+func (r *Reader) Label(i int) int64 {
+	r.checkIndex(i)
+	return int64(le.Uint64(r.index[r.l.labels+int64(i)*8:]))
+}
+
+// Aux returns the aux label values of record i, one per column of LabelSpec().Aux.
+func (r *Reader) Aux(i int) []int64 {
+	r.checkIndex(i)
+	a := r.l.naux
+	out := make([]int64, a)
+	base := r.l.aux + int64(i)*a*8
+	for c := range out {
+		out[c] = int64(le.Uint64(r.index[base+int64(c)*8:]))
+	}
+	return out
+}
+
+// RecordMeta returns the per-record metadata of record i, or nil when the shard has none.
+// The returned slice aliases the Reader's index and must not be modified.
+func (r *Reader) RecordMeta(i int) []byte {
+	r.checkIndex(i)
+	if !r.l.hasMeta {
+		return nil
+	}
+	a := le.Uint64(r.index[r.l.metaOffs+int64(i)*8:])
+	b := le.Uint64(r.index[r.l.metaOffs+int64(i+1)*8:])
+	return r.index[r.l.blob+int64(a) : r.l.blob+int64(b) : r.l.blob+int64(b)]
+}
+
+// Record returns a new slice holding the bytes of record i.
+func (r *Reader) Record(i int) ([]byte, error) {
+	r.checkIndex(i)
+	buf := make([]byte, r.RecordLen(i))
+	return r.ReadRecords(i, i+1, buf)
+}
+
+// ReadRecords reads records [i, j) into dst with one ReadAt (the records are one contiguous
+// range) and returns the filled prefix of dst. dst must hold at least the range's length
+// (DataRange); otherwise ReadRecords returns an error. Unless checksums are skipped, every
+// checksum block the range touches is checked.
+func (r *Reader) ReadRecords(i, j int, dst []byte) ([]byte, error) {
+	off, n := r.DataRange(i, j)
+	if int64(len(dst)) < n {
+		return nil, fmt.Errorf("shard: %s: records [%d, %d) need %d bytes, buffer holds %d", r.name, i, j, n, len(dst))
+	}
+	dst = dst[:n]
+	if err := readFull(r.r, dst, off, r.name); err != nil {
+		return nil, err
+	}
+	if !r.opts.SkipCRC {
+		if err := r.verifyRange(int64(i), int64(j), dst); err != nil {
+			return nil, err
+		}
+	}
+	return dst, nil
+}
+
+// blockRange returns the records [a, b) of checksum block k.
+func (r *Reader) blockRange(blk int64) (a, b int64) {
+	a = blk * r.ft.k
+	return a, min(a+r.ft.k, r.ft.n)
+}
+
+// blockCRC returns the stored CRC of checksum block blk.
+func (r *Reader) blockCRC(blk int64) uint32 { return le.Uint32(r.index[r.l.crcs+blk*4:]) }
+
+func (r *Reader) isVerified(blk int64) bool {
+	return r.verified[blk/64].Load()&(1<<(blk%64)) != 0
+}
+
+func (r *Reader) setVerified(blk int64) { r.verified[blk/64].Or(1 << (blk % 64)) }
+
+// verifyRange checks every block touched by records [i, j), whose bytes are data. Blocks wholly
+// inside the range are checked from data; others are read again in full, once.
+func (r *Reader) verifyRange(i, j int64, data []byte) error {
+	if i == j {
+		return nil
+	}
+	base := r.off(i)
+	for blk := i / r.ft.k; blk <= (j-1)/r.ft.k; blk++ {
+		if r.isVerified(blk) {
+			continue
+		}
+		a, b := r.blockRange(blk)
+		var got uint32
+		if a >= i && b <= j {
+			got = crc32c(data[r.off(a)-base : r.off(b)-base])
+		} else {
+			var err error
+			if got, err = r.crcOf(r.off(a), r.off(b)); err != nil {
+				return err
+			}
+		}
+		if want := r.blockCRC(blk); got != want {
+			return corruptRecords(r.name, a, b-a, r.ft.dataOffset+r.off(a), ErrChecksum, "block %d CRC %#08x, stored %#08x", blk, got, want)
+		}
+		r.setVerified(blk)
+	}
+	return nil
+}
+
+// crcOf reads the data bytes [a, b) (data-relative) in chunks and returns their CRC-32C.
+func (r *Reader) crcOf(a, b int64) (uint32, error) {
+	buf := make([]byte, min(b-a, 1<<20))
+	crc := uint32(0)
+	for a < b {
+		p := buf[:min(b-a, int64(len(buf)))]
+		if err := readFull(r.r, p, r.ft.dataOffset+a, r.name); err != nil {
+			return 0, err
+		}
+		crc = crc32cUpdate(crc, p)
+		a += int64(len(p))
+	}
+	return crc, nil
+}
+
+// VerifyRecords checks the checksum blocks touched by records [i, j) without returning their
+// bytes, reading each unchecked block once.
+func (r *Reader) VerifyRecords(i, j int) error {
+	r.checkRange(i, j)
+	if i == j {
+		return nil
+	}
+	for blk := int64(i) / r.ft.k; blk <= int64(j-1)/r.ft.k; blk++ {
+		if r.isVerified(blk) {
+			continue
+		}
+		a, b := r.blockRange(blk)
+		got, err := r.crcOf(r.off(a), r.off(b))
+		if err != nil {
+			return err
+		}
+		if want := r.blockCRC(blk); got != want {
+			return corruptRecords(r.name, a, b-a, r.ft.dataOffset+r.off(a), ErrChecksum, "block %d CRC %#08x, stored %#08x", blk, got, want)
+		}
+		r.setVerified(blk)
+	}
+	return nil
+}
+
+// mulDiv returns floor(a*b/c) without overflow, for 0 ≤ a, 0 ≤ b, a < c or b ≤ c.
+func mulDiv(a, b, c uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	q, _ := bits.Div64(hi, lo, c)
+	return q
+}

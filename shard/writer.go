@@ -1,0 +1,298 @@
+package shard
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// writeBufferSize is the size of the writer's data buffer: records reach the file in writes of
+// about this size (larger records are written straight through).
+const writeBufferSize = 4 << 20
+
+// WriterOptions configures a Writer. The zero value is not usable: Sample must be valid.
+type WriterOptions struct {
+	// Sample is the record spec. A spec with a -1 dimension gives variable-size records.
+	Sample SampleSpec
+	// Label is the label spec; an empty DType means "int64", the only label type of format v1.
+	Label LabelSpec
+	// Meta holds extra keys for the header's meta JSON (packer writes "dataset"). It must not
+	// use the keys the format defines: sample, label, shard, block_records. Values are
+	// re-encoded canonically (sorted keys, no whitespace), so equal values give equal bytes.
+	Meta map[string]any
+	// ShardIndex is the shard's position in its dataset, stored as meta "shard": {"index": k}.
+	ShardIndex int
+	// HasMeta makes the shard carry per-record metadata (FlagMeta); Append's meta argument is
+	// stored only when it is set.
+	HasMeta bool
+}
+
+// Writer writes one shard. It streams record bytes to the underlying writer as they come,
+// through a buffer of about 4 MiB, and keeps only the index (labels, aux values, offsets,
+// per-record metadata and block checksums) in memory.
+//
+// The call order is: NewWriter Append* Close. The first error the Writer meets is kept and
+// returned by every later call. A Writer is not safe for concurrent use.
+type Writer struct {
+	bw         *bufio.Writer
+	flags      uint16
+	recordSize int64 // 0 for variable-size records
+	k          int64 // block_records
+	naux       int
+	dataOffset int64
+	header     []byte
+
+	n        int64
+	dataLen  int64
+	blockCRC uint32
+	blockN   int64
+
+	offs     []byte // encoded index parts
+	labels   []byte
+	aux      []byte
+	metaOffs []byte
+	blob     []byte
+	crcs     []byte
+
+	size   int64 // file size, set by Close
+	err    error
+	closed bool
+}
+
+// errClosed is returned by a Writer used after Close.
+var errClosed = errors.New("shard: writer is closed")
+
+// NewWriter starts a shard on w and writes its header. w receives the file's bytes in order,
+// from offset 0, so any io.Writer works (no seeking). Close writes the index and footer; it
+// does not close w.
+func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
+	if err := opts.Sample.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Label.DType != "" && opts.Label.DType != "int64" {
+		return nil, fmt.Errorf("shard: label dtype %q: format v1 stores int64 labels only", opts.Label.DType)
+	}
+	if len(opts.Label.Aux) > MaxAux {
+		return nil, fmt.Errorf("shard: %d aux label columns, more than the limit %d", len(opts.Label.Aux), MaxAux)
+	}
+	if opts.ShardIndex < 0 {
+		return nil, fmt.Errorf("shard: negative shard index %d", opts.ShardIndex)
+	}
+	sw := &Writer{naux: len(opts.Label.Aux)}
+	if opts.Sample.Fixed() {
+		sw.recordSize = opts.Sample.Size()
+		sw.k = max(1, BlockTarget/sw.recordSize)
+	} else {
+		sw.flags |= FlagVarSize
+		sw.k = 1
+		sw.offs = le.AppendUint64(nil, 0)
+	}
+	if opts.HasMeta {
+		sw.flags |= FlagMeta
+		sw.metaOffs = le.AppendUint64(nil, 0)
+	}
+	meta, err := headerMeta(opts, sw.k)
+	if err != nil {
+		return nil, err
+	}
+	if len(meta) > MaxMetaLen {
+		return nil, fmt.Errorf("shard: meta JSON is %d bytes, more than the limit %d", len(meta), MaxMetaLen)
+	}
+	hdr := make([]byte, HeaderFixed, HeaderFixed+len(meta))
+	copy(hdr[hdrMagicOff:], HeaderMagic)
+	le.PutUint16(hdr[hdrVersionOff:], Version)
+	le.PutUint16(hdr[hdrFlagsOff:], sw.flags)
+	le.PutUint32(hdr[hdrMetaLenOff:], uint32(len(meta)))
+	le.PutUint32(hdr[hdrCRCOff:], crc32cUpdate(crc32c(hdr[:hdrCRCOff]), meta))
+	hdr = append(hdr, meta...)
+	sw.dataOffset = alignUp(int64(len(hdr)))
+	sw.header = hdr
+
+	sw.bw = bufio.NewWriterSize(w, writeBufferSize)
+	if _, err := sw.bw.Write(hdr); err != nil {
+		return nil, fmt.Errorf("write shard header: %w", err)
+	}
+	if err := sw.pad(sw.dataOffset - int64(len(hdr))); err != nil {
+		return nil, fmt.Errorf("write shard header: %w", err)
+	}
+	return sw, nil
+}
+
+// reservedMetaKeys are the meta JSON keys FORMAT.md defines.
+var reservedMetaKeys = []string{"sample", "label", "shard", "block_records"}
+
+// headerMeta builds the canonical meta JSON: sorted keys, no insignificant whitespace.
+func headerMeta(opts WriterOptions, k int64) ([]byte, error) {
+	m := map[string]any{}
+	if len(opts.Meta) > 0 {
+		// Round-trip the caller's values through JSON so structs become maps with sorted keys.
+		raw, err := json.Marshal(opts.Meta)
+		if err != nil {
+			return nil, fmt.Errorf("shard: encode meta: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("shard: encode meta: %w", err)
+		}
+		for _, key := range reservedMetaKeys {
+			if _, ok := m[key]; ok {
+				return nil, fmt.Errorf("shard: meta key %q is reserved by the format", key)
+			}
+		}
+	}
+	aux := opts.Label.Aux
+	if aux == nil {
+		aux = []string{}
+	}
+	m["sample"] = map[string]any{"shape": opts.Sample.Shape, "dtype": opts.Sample.DType, "layout": opts.Sample.Layout}
+	m["label"] = map[string]any{"dtype": "int64", "aux": aux}
+	m["shard"] = map[string]any{"index": opts.ShardIndex}
+	m["block_records"] = k
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("shard: encode meta: %w", err)
+	}
+	return out, nil
+}
+
+// Append adds one record with its label, its aux values (exactly one per aux column of the
+// label spec) and, when the shard has per-record metadata, its metadata bytes (nil for none).
+// Argument errors leave the Writer usable; write errors are kept and returned by every later call.
+func (w *Writer) Append(data []byte, label int64, aux []int64, meta []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errClosed
+	}
+	if len(aux) != w.naux {
+		return fmt.Errorf("shard: record %d: %d aux values, want %d", w.n, len(aux), w.naux)
+	}
+	if w.flags&FlagVarSize == 0 {
+		if int64(len(data)) != w.recordSize {
+			return fmt.Errorf("shard: record %d: %d bytes, want %d", w.n, len(data), w.recordSize)
+		}
+	} else if len(data) > MaxRecordSize {
+		return fmt.Errorf("shard: record %d: %d bytes, more than the limit %d", w.n, len(data), MaxRecordSize)
+	}
+	if meta != nil && w.flags&FlagMeta == 0 {
+		return fmt.Errorf("shard: record %d: per-record metadata given but WriterOptions.HasMeta is false", w.n)
+	}
+	if w.n >= MaxRecords {
+		return fmt.Errorf("shard: more than %d records in one shard", int64(MaxRecords))
+	}
+	if _, err := w.bw.Write(data); err != nil {
+		w.err = fmt.Errorf("write shard record %d: %w", w.n, err)
+		return w.err
+	}
+	w.n++
+	w.dataLen += int64(len(data))
+	w.blockCRC = crc32cUpdate(w.blockCRC, data)
+	w.blockN++
+	if w.blockN == w.k {
+		w.crcs = le.AppendUint32(w.crcs, w.blockCRC)
+		w.blockCRC, w.blockN = 0, 0
+	}
+	if w.flags&FlagVarSize != 0 {
+		w.offs = le.AppendUint64(w.offs, uint64(w.dataLen))
+	}
+	w.labels = le.AppendUint64(w.labels, uint64(label))
+	for _, v := range aux {
+		w.aux = le.AppendUint64(w.aux, uint64(v))
+	}
+	if w.flags&FlagMeta != 0 {
+		w.blob = append(w.blob, meta...)
+		w.metaOffs = le.AppendUint64(w.metaOffs, uint64(len(w.blob)))
+	}
+	return nil
+}
+
+// Len returns the number of records appended so far.
+func (w *Writer) Len() int64 { return w.n }
+
+// DataSize returns the size of the data section so far (the sum of the record sizes), so a
+// caller can split shards by a byte budget before calling Append.
+func (w *Writer) DataSize() int64 { return w.dataLen }
+
+// Close writes the index, the footer and the padding, and flushes. It does not close the
+// underlying writer. Calling Close again returns the same result.
+func (w *Writer) Close() error {
+	if w.closed || w.err != nil {
+		return w.err
+	}
+	w.closed = true
+	if w.blockN > 0 {
+		w.crcs = le.AppendUint32(w.crcs, w.blockCRC)
+		w.blockCRC, w.blockN = 0, 0
+	}
+	dataEnd := w.dataOffset + w.dataLen
+	indexOffset := alignUp(dataEnd)
+	l := newIndexLayout(w.n, int64(w.naux), w.k, w.flags, int64(len(w.blob)))
+	crc := uint32(0)
+	write := func(p []byte) {
+		if w.err == nil {
+			crc = crc32cUpdate(crc, p)
+			_, w.err = w.bw.Write(p)
+		}
+	}
+	if w.err = w.pad(indexOffset - dataEnd); w.err == nil {
+		write(w.offs)
+		write(w.labels)
+		write(w.aux)
+		write(w.metaOffs)
+		write(w.blob)
+		write(w.crcs)
+	}
+	if w.err != nil {
+		w.err = fmt.Errorf("write shard index: %w", w.err)
+		return w.err
+	}
+	size := fileSize(indexOffset, l.size)
+	if err := w.pad(size - FooterSize - indexOffset - l.size); err != nil {
+		w.err = fmt.Errorf("write shard index: %w", err)
+		return w.err
+	}
+	var ft [FooterSize]byte
+	le.PutUint64(ft[ftRecordCountOff:], uint64(w.n))
+	le.PutUint64(ft[ftRecordSizeOff:], uint64(w.recordSize))
+	le.PutUint64(ft[ftDataOffsetOff:], uint64(w.dataOffset))
+	le.PutUint64(ft[ftDataLenOff:], uint64(w.dataLen))
+	le.PutUint64(ft[ftIndexOffsetOff:], uint64(indexOffset))
+	le.PutUint64(ft[ftIndexLenOff:], uint64(l.size))
+	le.PutUint32(ft[ftBlockRecordsOff:], uint32(w.k))
+	le.PutUint32(ft[ftIndexCRCOff:], crc)
+	le.PutUint32(ft[ftFooterCRCOff:], crc32c(ft[:ftFooterCRCOff]))
+	copy(ft[ftMagicOff:], FooterMagic)
+	if _, err := w.bw.Write(ft[:]); err != nil {
+		w.err = fmt.Errorf("write shard footer: %w", err)
+		return w.err
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = fmt.Errorf("write shard: %w", err)
+		return w.err
+	}
+	w.size = size
+	w.offs, w.labels, w.aux, w.metaOffs, w.blob, w.crcs = nil, nil, nil, nil, nil, nil
+	return nil
+}
+
+// Size returns the size of the finished file; it is valid after a successful Close.
+func (w *Writer) Size() int64 { return w.size }
+
+var zeros [Align]byte
+
+// pad writes n zero bytes.
+func (w *Writer) pad(n int64) error {
+	for n > 0 {
+		c := min(n, int64(len(zeros)))
+		if _, err := w.bw.Write(zeros[:c]); err != nil {
+			return err
+		}
+		n -= c
+	}
+	return nil
+}
