@@ -1,0 +1,188 @@
+package transforms
+
+import "fmt"
+
+// Resize returns src resized to w×h with filter f, byte-identical to Pillow 9.4's
+// Image.resize((w, h), f) on an "L" (C=1) or "RGB" (C=3) image. It allocates the result;
+// Workers use the allocation-free region form internally.
+func Resize(src Image, w, h int, f Filter) (Image, error) {
+	if err := checkImage(src); err != nil {
+		return Image{}, err
+	}
+	if w < 1 || h < 1 || w > MaxResampleSize || h > MaxResampleSize {
+		return Image{}, fmt.Errorf("transforms: resize to %dx%d: size out of range", w, h)
+	}
+	if !f.Valid() {
+		return Image{}, fmt.Errorf("transforms: invalid filter %d", int(f))
+	}
+	out := Image{W: w, H: h, C: src.C, Pix: make([]byte, w*h*src.C)}
+	var r resampler
+	r.resizeRegion(out.Pix, w*src.C, src, w, h, f, 0, 0, w, h)
+	return out, nil
+}
+
+func checkImage(src Image) error {
+	if src.W < 1 || src.H < 1 || src.C < 1 || src.C > 4 {
+		return fmt.Errorf("transforms: invalid image %dx%dx%d", src.W, src.H, src.C)
+	}
+	if src.W > MaxResampleSize || src.H > MaxResampleSize {
+		return fmt.Errorf("transforms: image %dx%d too large", src.W, src.H)
+	}
+	if len(src.Pix) < src.W*src.H*src.C {
+		return fmt.Errorf("transforms: image %dx%dx%d has %d bytes, want %d", src.W, src.H, src.C, len(src.Pix), src.W*src.H*src.C)
+	}
+	return nil
+}
+
+// resampler holds the scratch memory of region resizes, reused across images so that the
+// hot path does not allocate once the buffers have grown to the working size.
+type resampler struct {
+	tmp []byte  // horizontal pass output: the source rows the kept output rows need
+	acc []int32 // vertical pass accumulators: one output row
+}
+
+func growBytes(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
+
+// resizeRegion writes the rectangle [x0,x1)×[y0,y1) of "src resized to rw×rh with f" into dst,
+// whose rows are dstStride bytes apart (the rectangle's first pixel at dst[0]). Each output
+// pixel depends only on its own row's and column's weights, so the rectangle is byte-identical
+// to the same pixels of the full resize; only the source rows under the kept rows' filter
+// support go through the horizontal pass, and only the kept columns are computed.
+// The rectangle must lie inside rw×rh and be non-empty; src must be valid.
+func (r *resampler) resizeRegion(dst []byte, dstStride int, src Image, rw, rh int, f Filter, x0, y0, x1, y1 int) {
+	C := src.C
+	rowBytes := (x1 - x0) * C
+	srcStride := src.W * C
+	if rw == src.W && rh == src.H {
+		// Image.resize returns a copy when the size is unchanged.
+		for y := y0; y < y1; y++ {
+			copy(dst[(y-y0)*dstStride:(y-y0)*dstStride+rowBytes], src.Pix[y*srcStride+x0*C:])
+		}
+		return
+	}
+	wx := CachedWeights(src.W, rw, f)
+	wy := CachedWeights(src.H, rh, f)
+
+	// Source rows the kept output rows read.
+	ry0, ry1 := y0, y1
+	if !wy.Identity {
+		ry0, ry1 = src.H, 0
+		for y := y0; y < y1; y++ {
+			s, n := int(wy.Bounds[2*y]), int(wy.Bounds[2*y+1])
+			if n == 0 {
+				continue
+			}
+			ry0 = min(ry0, s)
+			ry1 = max(ry1, s+n)
+		}
+		if ry1 <= ry0 { // every kept row maps outside the source (NEAREST only): black
+			ry0, ry1 = 0, 0
+		}
+	}
+
+	// Horizontal pass into tmp (or a view of src when Pillow skips it).
+	var mid []byte
+	var midStride, midOff int // row y of the intermediate starts at mid[(y-midOff)*midStride]
+	if wx.Identity {
+		mid, midStride, midOff = src.Pix[x0*C:], srcStride, 0
+	} else {
+		r.tmp = growBytes(r.tmp, (ry1-ry0)*rowBytes)
+		for y := ry0; y < ry1; y++ {
+			in := src.Pix[y*srcStride : y*srcStride+srcStride]
+			out := r.tmp[(y-ry0)*rowBytes : (y-ry0+1)*rowBytes]
+			horizontal(out, in, wx, x0, x1, C)
+		}
+		mid, midStride, midOff = r.tmp, rowBytes, ry0
+	}
+
+	// Vertical pass.
+	if wy.Identity {
+		for y := y0; y < y1; y++ {
+			o := (y - midOff) * midStride
+			copy(dst[(y-y0)*dstStride:(y-y0)*dstStride+rowBytes], mid[o:o+rowBytes])
+		}
+		return
+	}
+	if cap(r.acc) < rowBytes {
+		r.acc = make([]int32, rowBytes)
+	}
+	acc := r.acc[:rowBytes]
+	for y := y0; y < y1; y++ {
+		s, n := int(wy.Bounds[2*y]), int(wy.Bounds[2*y+1])
+		k := wy.Coeffs[y*wy.KSize : y*wy.KSize+n]
+		out := dst[(y-y0)*dstStride : (y-y0)*dstStride+rowBytes]
+		vertical(out, acc, mid, midStride, s-midOff, k)
+	}
+}
+
+// horizontal computes output columns [x0,x1) of one row.
+func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
+	ks := w.KSize
+	const half = int32(1) << (PrecisionBits - 1)
+	switch C {
+	case 3:
+		out = out[:(x1-x0)*3]
+		for x := x0; x < x1; x++ {
+			s, n := int(w.Bounds[2*x]), int(w.Bounds[2*x+1])
+			k := w.Coeffs[x*ks : x*ks+n]
+			p := in[s*3 : (s+n)*3]
+			a0, a1, a2 := half, half, half
+			for len(k) > 0 && len(p) >= 3 {
+				c := k[0]
+				a0 += int32(p[0]) * c
+				a1 += int32(p[1]) * c
+				a2 += int32(p[2]) * c
+				k, p = k[1:], p[3:]
+			}
+			o := out[(x-x0)*3 : (x-x0)*3+3]
+			o[0] = clip8(a0 >> PrecisionBits)
+			o[1] = clip8(a1 >> PrecisionBits)
+			o[2] = clip8(a2 >> PrecisionBits)
+		}
+	case 1:
+		out = out[:x1-x0]
+		for x := x0; x < x1; x++ {
+			s, n := int(w.Bounds[2*x]), int(w.Bounds[2*x+1])
+			k := w.Coeffs[x*ks : x*ks+n]
+			p := in[s : s+n]
+			p = p[:len(k)]
+			a := half
+			for t, c := range k {
+				a += int32(p[t]) * c
+			}
+			out[x-x0] = clip8(a >> PrecisionBits)
+		}
+	default:
+		for x := x0; x < x1; x++ {
+			for ch := 0; ch < C; ch++ {
+				out[(x-x0)*C+ch] = w.sample(x, in[ch:], C)
+			}
+		}
+	}
+}
+
+// vertical computes one output row from the intermediate rows s, s+1, ... (row i at
+// mid[i*stride]) with coefficients k, accumulating whole rows at a time (integer sums are
+// order-independent, so this equals Pillow's per-pixel loop).
+func vertical(out []byte, acc []int32, mid []byte, stride, s int, k []int32) {
+	const half = int32(1) << (PrecisionBits - 1)
+	acc = acc[:len(out)]
+	for i := range acc {
+		acc[i] = half
+	}
+	for t, c := range k {
+		row := mid[(s+t)*stride : (s+t)*stride+len(acc)]
+		row = row[:len(acc)]
+		for i, v := range row {
+			acc[i] += int32(v) * c
+		}
+	}
+	for i, a := range acc {
+		out[i] = clip8(a >> PrecisionBits)
+	}
+}

@@ -1,0 +1,207 @@
+package transforms
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+var allFilters = []Filter{Nearest, Box, Bilinear, Hamming, Bicubic, Lanczos}
+
+func randomImage(r *rand.Rand, w, h, c int) Image {
+	img := Image{W: w, H: h, C: c, Pix: make([]byte, w*h*c)}
+	// Mix smooth gradients with noise and hard edges: noise alone hides few rounding cases,
+	// and saturated edges exercise clip8 with the negative lobes of bicubic and lanczos.
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			for ch := 0; ch < c; ch++ {
+				var v int
+				switch (x/7 + y/5 + ch) % 3 {
+				case 0:
+					v = r.IntN(256)
+				case 1:
+					v = (x*255/max(w-1, 1) + y*37 + ch*80) & 255
+				default:
+					if (x/3+y/3)%2 == 0 {
+						v = 255
+					}
+				}
+				img.Pix[(y*w+x)*c+ch] = byte(v)
+			}
+		}
+	}
+	return img
+}
+
+type resizeCase struct {
+	src  Image
+	w, h int
+	f    Filter
+}
+
+func checkResizeCases(t *testing.T, cases []resizeCase) {
+	t.Helper()
+	jobs := make([]pillowJob, len(cases))
+	inputs := make([]Image, len(cases))
+	for i, c := range cases {
+		jobs[i] = pillowJob{"op": "resize", "size": []int{c.w, c.h}, "filter": int(c.f)}
+		inputs[i] = c.src
+	}
+	res := runPillow(t, jobs, inputs)
+	failed := 0
+	for i, c := range cases {
+		name := fmt.Sprintf("%dx%dx%d->%dx%d/%v", c.src.W, c.src.H, c.src.C, c.w, c.h, c.f)
+		if res[i].Error != "" {
+			t.Errorf("%s: pillow: %s", name, res[i].Error)
+			continue
+		}
+		got, err := Resize(c.src, c.w, c.h, c.f)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if d := firstDiff(got.Pix, res[i].Data, c.w, c.src.C); d != "" {
+			t.Errorf("%s: differs from Pillow: %s", name, d)
+			if failed++; failed > 20 {
+				t.Fatal("too many failures")
+			}
+		}
+	}
+}
+
+func TestResizeMatchesPillowSynthetic(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	sizes := [][4]int{ // src w, h -> dst w, h
+		{1, 1, 1, 1}, {1, 1, 5, 3}, {3, 7, 1, 1}, {3, 7, 2, 9}, {7, 3, 31, 2},
+		{64, 48, 32, 24}, {64, 48, 17, 13}, {64, 48, 200, 150}, {64, 48, 64, 97}, {64, 48, 13, 48},
+		{100, 80, 99, 81}, {101, 77, 256, 195}, {333, 250, 224, 168}, {500, 375, 256, 192},
+		{4000, 20, 256, 1}, {4000, 20, 333, 7}, {20, 4000, 3, 301}, {257, 1, 256, 1}, {1, 257, 3, 256},
+		{640, 480, 73, 480}, {97, 203, 97, 5}, {10, 10, 1000, 7},
+	}
+	var cases []resizeCase
+	for _, s := range sizes {
+		for _, c := range []int{3, 1} {
+			src := randomImage(r, s[0], s[1], c)
+			for _, f := range allFilters {
+				cases = append(cases, resizeCase{src, s[2], s[3], f})
+			}
+		}
+	}
+	// Random sizes: thin, tiny, large ratios.
+	for i := 0; i < 40; i++ {
+		sw, sh := 1+r.IntN(300), 1+r.IntN(300)
+		src := randomImage(r, sw, sh, 3)
+		cases = append(cases, resizeCase{src, 1 + r.IntN(400), 1 + r.IntN(400), allFilters[i%len(allFilters)]})
+	}
+	checkResizeCases(t, cases)
+}
+
+func TestResizeMatchesPillowPhotos(t *testing.T) {
+	paths := wallpapers(t, 6)
+	photos := loadPhotos(t, paths, "RGB")
+	var cases []resizeCase
+	for i, p := range photos {
+		w, h := p.W, p.H
+		targets := [][2]int{{256 * w / h, 256}, {224, 224}, {w / 3, h / 7}, {w*5/4 + 1, h*9/8 + 3}}
+		if i > 1 { // keep the run short: the first photos get every filter at every size
+			targets = targets[:2]
+		}
+		for _, tg := range targets {
+			for _, f := range allFilters {
+				cases = append(cases, resizeCase{p, max(tg[0], 1), max(tg[1], 1), f})
+			}
+		}
+	}
+	checkResizeCases(t, cases)
+}
+
+// TestRegionMatchesFull: every rectangle of a resize equals the same pixels of the full resize.
+func TestRegionMatchesFull(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	var rs resampler
+	for i := 0; i < 300; i++ {
+		c := []int{1, 3}[i%2]
+		src := randomImage(r, 1+r.IntN(60), 1+r.IntN(60), c)
+		w, h := 1+r.IntN(80), 1+r.IntN(80)
+		f := allFilters[r.IntN(len(allFilters))]
+		full, err := Resize(src, w, h, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x0, y0 := r.IntN(w), r.IntN(h)
+		x1, y1 := x0+1+r.IntN(w-x0), y0+1+r.IntN(h-y0)
+		stride := (x1-x0)*c + r.IntN(3)*c
+		dst := make([]byte, (y1-y0)*stride)
+		rs.resizeRegion(dst, stride, src, w, h, f, x0, y0, x1, y1)
+		for y := y0; y < y1; y++ {
+			got := dst[(y-y0)*stride : (y-y0)*stride+(x1-x0)*c]
+			want := full.Pix[(y*w+x0)*c : (y*w+x1)*c]
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%dx%dx%d->%dx%d %v region [%d,%d)x[%d,%d): row %d differs", src.W, src.H, c, w, h, f, x0, x1, y0, y1, y)
+			}
+		}
+	}
+}
+
+// TestWeightsApply: the reference per-line formula reproduces a one-axis resize.
+func TestWeightsApply(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, f := range allFilters {
+		src := randomImage(r, 37, 1, 3)
+		got, err := Resize(src, 91, 1, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := ComputeWeights(37, 91, f)
+		out := make([]byte, 91*3)
+		for ch := 0; ch < 3; ch++ {
+			w.Apply(out[ch:], src.Pix[ch:], 3)
+		}
+		if !bytes.Equal(out, got.Pix) {
+			t.Errorf("%v: Weights.Apply differs from Resize", f)
+		}
+	}
+}
+
+func TestWeightsInvariants(t *testing.T) {
+	for _, f := range allFilters {
+		for _, s := range [][2]int{{1, 1}, {1, 9}, {9, 1}, {640, 224}, {224, 640}, {4000, 3}, {5, 5}} {
+			w := ComputeWeights(s[0], s[1], f)
+			if len(w.Bounds) != 2*s[1] || len(w.Coeffs) != w.KSize*s[1] || w.Precision != PrecisionBits {
+				t.Fatalf("%v %v: bad shape", f, s)
+			}
+			for o := 0; o < s[1]; o++ {
+				x0, n := int(w.Bounds[2*o]), int(w.Bounds[2*o+1])
+				if x0 < 0 || n < 0 || n > w.KSize || x0+n > s[0] {
+					t.Fatalf("%v %v: output %d taps [%d,+%d) out of range", f, s, o, x0, n)
+				}
+				for _, c := range w.Coeffs[o*w.KSize+n : (o+1)*w.KSize] {
+					if c != 0 {
+						t.Fatalf("%v %v: unused coefficient not zero", f, s)
+					}
+				}
+			}
+			if w.Identity != (s[0] == s[1]) {
+				t.Fatalf("%v %v: Identity = %v", f, s, w.Identity)
+			}
+		}
+	}
+	if CachedWeights(640, 224, Lanczos) != CachedWeights(640, 224, Lanczos) {
+		t.Error("CachedWeights does not cache")
+	}
+}
+
+func TestResizeDeterministic(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	src := randomImage(r, 301, 203, 3)
+	for _, f := range allFilters {
+		a, _ := Resize(src, 97, 256, f)
+		for i := 0; i < 3; i++ {
+			b, _ := Resize(src, 97, 256, f)
+			if !bytes.Equal(a.Pix, b.Pix) {
+				t.Fatalf("%v: not deterministic", f)
+			}
+		}
+	}
+}
