@@ -1,0 +1,397 @@
+package transforms
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"image"
+	"image/gif"
+	"image/png"
+	"io"
+	"os"
+
+	"golang.org/x/image/bmp"
+	"golang.org/x/image/tiff"
+	"golang.org/x/image/webp"
+)
+
+// DefaultMaxPixels is the default pixel cap: the size above which Pillow refuses to open an
+// image (DecompressionBombError, 2 × PIL.Image.MAX_IMAGE_PIXELS). Between 1× and 2× Pillow
+// only warns and decodes, so a torchvision pipeline trains on such images; packer does too.
+const DefaultMaxPixels int64 = 2 * 89478485
+
+// Decode errors. Every error DecodeFile and DecodeBytes return for bad input wraps exactly one
+// of these (test with errors.Is) inside a *DecodeError naming the file; all of them mean the
+// input, not packer, is at fault, and are suitable as a skip reason.
+var (
+	// ErrUnsupported is returned for a format, or a variant of one, that packer does not
+	// decode (an unknown file type, a 2-component JPEG, an animated WebP, ...).
+	ErrUnsupported = errors.New("unsupported image")
+	// ErrTooLarge is returned, before any pixel is decoded, for an image whose header
+	// claims more pixels than DecodeOptions.MaxPixels.
+	ErrTooLarge = errors.New("image too large")
+	// ErrCorrupt is returned for data the decoder cannot make sense of: bad markers, bad
+	// checksums, invalid compressed data. It means corrupt input.
+	ErrCorrupt = errors.New("corrupt image")
+	// ErrTruncated is returned for a file that ends before its image data does. Pillow raises
+	// for such files unless ImageFile.LOAD_TRUNCATED_IMAGES is set; packer always refuses them.
+	ErrTruncated = errors.New("truncated image")
+	// ErrEmpty is returned for a zero-byte file.
+	ErrEmpty = errors.New("empty file")
+)
+
+// DecodeError is a decode failure for one file. Err wraps one of the sentinel errors above.
+type DecodeError struct {
+	Path string // the file, as the caller named it (may be empty for DecodeBytes)
+	Err  error
+}
+
+func (e *DecodeError) Error() string {
+	if e.Path == "" {
+		return "decode: " + e.Err.Error()
+	}
+	return e.Path + ": decode: " + e.Err.Error()
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// DecodeOptions control DecodeFile and DecodeBytes. The zero value gives the exact
+// (Pillow-identical) decode with the default pixel cap.
+type DecodeOptions struct {
+	// MaxPixels rejects images whose header claims more than this many pixels (width ×
+	// height), before decoding. 0 means DefaultMaxPixels; a negative value disables the cap.
+	MaxPixels int64 `json:"max_pixels,omitempty"`
+	// ExifOrient applies the EXIF orientation tag (JPEG APP1, PNG eXIf, WebP EXIF, TIFF),
+	// as PIL.ImageOps.exif_transpose does. Off by default: Pillow's Image.open and
+	// torchvision ignore it.
+	ExifOrient bool `json:"exif_orient,omitempty"`
+	// Draft, when not nil, enables fast mode: it is called with the (oriented) image size and
+	// returns the smallest size the caller needs; a JPEG is then decoded at the largest DCT
+	// scale 1/8, 1/4 or 1/2 that keeps both dimensions at least that size, chosen as Pillow's
+	// Image.draft does. The output then differs from the exact decode (see docs/fidelity.md).
+	// Other formats ignore it.
+	Draft func(w, h int) (tw, th int) `json:"-"`
+}
+
+func (o DecodeOptions) maxPixels() int64 {
+	if o.MaxPixels == 0 {
+		return DefaultMaxPixels
+	}
+	return o.MaxPixels
+}
+
+// DecodeScratch holds buffers reused across decodes. The Image a decode returns aliases the
+// scratch: it is valid until the next decode with the same scratch. A DecodeScratch is not
+// safe for concurrent use; give each worker its own. A nil *DecodeScratch allocates.
+type DecodeScratch struct {
+	out  []byte
+	aux  []byte
+	file []byte
+}
+
+func (s *DecodeScratch) pix(n int) []byte {
+	if s == nil {
+		return make([]byte, n)
+	}
+	if cap(s.out) < n {
+		s.out = make([]byte, n)
+	}
+	return s.out[:n]
+}
+
+func (s *DecodeScratch) tmp(n int) []byte {
+	if s == nil {
+		return make([]byte, n)
+	}
+	if cap(s.aux) < n {
+		s.aux = make([]byte, n)
+	}
+	return s.aux[:n]
+}
+
+// maxFileSize bounds what DecodeFile reads into memory.
+const maxFileSize = 1 << 30
+
+// DecodeFile reads and decodes an image file into 8-bit RGB (C is always 3), byte-identical
+// to PIL.Image.open(path).convert("RGB") unless opts.Draft is set. The format is found from
+// the content, not the name. Errors for bad input are *DecodeError naming path.
+func DecodeFile(path string, opts DecodeOptions, s *DecodeScratch) (Image, error) {
+	data, err := readFile(path, s)
+	if err != nil {
+		return Image{}, err
+	}
+	img, err := decode(data, opts, s)
+	if err != nil {
+		return Image{}, &DecodeError{Path: path, Err: err}
+	}
+	return img, nil
+}
+
+// DecodeBytes decodes an image held in memory, as DecodeFile does.
+func DecodeBytes(data []byte, opts DecodeOptions, s *DecodeScratch) (Image, error) {
+	img, err := decode(data, opts, s)
+	if err != nil {
+		return Image{}, &DecodeError{Err: err}
+	}
+	return img, nil
+}
+
+func readFile(path string, s *DecodeScratch) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &DecodeError{Path: path, Err: fmt.Errorf("%w: not a regular file", ErrUnsupported)}
+	}
+	size := st.Size()
+	if size > maxFileSize {
+		return nil, &DecodeError{Path: path, Err: fmt.Errorf("%w: file is %d bytes", ErrTooLarge, size)}
+	}
+	var buf []byte
+	if s != nil && int64(cap(s.file)) >= size+1 {
+		buf = s.file[:size+1]
+	} else {
+		buf = make([]byte, size+1)
+		if s != nil {
+			s.file = buf
+		}
+	}
+	// Read one byte more than Stat said, to see a file that grew; io.ReadFull stops at EOF.
+	n, err := io.ReadFull(f, buf)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// Format names what sniff found.
+type format int
+
+const (
+	fmtUnknown format = iota
+	fmtJPEG
+	fmtPNG
+	fmtGIF
+	fmtBMP
+	fmtTIFF
+	fmtWebP
+	fmtPNM
+)
+
+func (f format) String() string {
+	return [...]string{"unknown", "jpeg", "png", "gif", "bmp", "tiff", "webp", "pnm"}[f]
+}
+
+// sniff identifies the format from the first bytes, as Pillow's plugins do.
+func sniff(b []byte) format {
+	switch {
+	case len(b) >= 3 && b[0] == 0xFF && b[1] == 0xD8 && b[2] == 0xFF:
+		return fmtJPEG
+	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+		return fmtPNG
+	case bytes.HasPrefix(b, []byte("GIF87a")) || bytes.HasPrefix(b, []byte("GIF89a")):
+		return fmtGIF
+	case bytes.HasPrefix(b, []byte("BM")):
+		return fmtBMP
+	case bytes.HasPrefix(b, []byte("II*\x00")) || bytes.HasPrefix(b, []byte("MM\x00*")):
+		return fmtTIFF
+	case len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP":
+		return fmtWebP
+	case len(b) >= 2 && b[0] == 'P' && b[1] >= '1' && b[1] <= '6':
+		return fmtPNM
+	}
+	return fmtUnknown
+}
+
+func checkSize(w, h int, opts DecodeOptions) error {
+	if w <= 0 || h <= 0 {
+		return fmt.Errorf("%w: image size %dx%d", ErrCorrupt, w, h)
+	}
+	if max := opts.maxPixels(); max > 0 && int64(w)*int64(h) > max {
+		return fmt.Errorf("%w: %dx%d is %d pixels, over the limit of %d", ErrTooLarge, w, h, int64(w)*int64(h), max)
+	}
+	return nil
+}
+
+func decode(data []byte, opts DecodeOptions, s *DecodeScratch) (Image, error) {
+	if len(data) == 0 {
+		return Image{}, ErrEmpty
+	}
+	f := sniff(data)
+	orient := 1
+	if opts.ExifOrient {
+		orient = exifOrientation(f, data)
+	}
+	var img Image
+	var err error
+	switch f {
+	case fmtJPEG:
+		img, err = decodeJPEG(data, opts, orient, s)
+	case fmtPNM:
+		img, err = decodePNM(data, opts, s)
+	case fmtUnknown:
+		return Image{}, fmt.Errorf("%w: unknown image format", ErrUnsupported)
+	default:
+		img, err = decodeGo(f, data, opts, s)
+	}
+	if err != nil {
+		return Image{}, err
+	}
+	if orient != 1 {
+		img = applyOrientation(img, orient, s)
+	}
+	return img, nil
+}
+
+// draftDenom returns the DCT scale denominator Pillow's JpegImageFile.draft picks for an
+// image of w×h when size tw×th is requested: the largest of 8, 4, 2, 1 not above
+// min(w/tw, h/th).
+func draftDenom(w, h, tw, th int) int {
+	if tw <= 0 || th <= 0 {
+		return 1
+	}
+	scale := min(w/tw, h/th)
+	for _, s := range [...]int{8, 4, 2} {
+		if scale >= s {
+			return s
+		}
+	}
+	return 1
+}
+
+func decodeJPEG(data []byte, opts DecodeOptions, orient int, s *DecodeScratch) (Image, error) {
+	hdr, err := jpegDecodeHeader(data)
+	if err != nil {
+		return Image{}, err
+	}
+	if err := checkSize(hdr.w, hdr.h, opts); err != nil {
+		return Image{}, err
+	}
+	denom := 1
+	if opts.Draft != nil {
+		w, h := hdr.w, hdr.h
+		swap := orient >= 5
+		if swap {
+			w, h = h, w
+		}
+		tw, th := opts.Draft(w, h)
+		if swap {
+			tw, th = th, tw
+		}
+		denom = draftDenom(hdr.w, hdr.h, tw, th)
+	}
+	return jpegDecode(data, denom, s)
+}
+
+// goConfig reads the header with the standard-library style DecodeConfig of each format.
+func goConfig(f format, r io.Reader) (image.Config, error) {
+	switch f {
+	case fmtPNG:
+		return png.DecodeConfig(r)
+	case fmtGIF:
+		return gif.DecodeConfig(r)
+	case fmtBMP:
+		return bmp.DecodeConfig(r)
+	case fmtTIFF:
+		return tiff.DecodeConfig(r)
+	case fmtWebP:
+		return webp.DecodeConfig(r)
+	}
+	return image.Config{}, fmt.Errorf("%w: %v", ErrUnsupported, f)
+}
+
+func goDecode(f format, r io.Reader) (image.Image, error) {
+	switch f {
+	case fmtPNG:
+		return png.Decode(r)
+	case fmtGIF:
+		return gif.Decode(r)
+	case fmtBMP:
+		return bmp.Decode(r)
+	case fmtTIFF:
+		return tiff.Decode(r)
+	case fmtWebP:
+		return webp.Decode(r)
+	}
+	return nil, fmt.Errorf("%w: %v", ErrUnsupported, f)
+}
+
+// goError classifies an error from a Go decoder.
+func goError(f format, err error) error {
+	var fe interface{ Error() string }
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: %v: file is truncated", ErrTruncated, f)
+	case isUnsupported(err):
+		return fmt.Errorf("%w: %v: %v", ErrUnsupported, f, err)
+	case errors.As(err, &fe):
+		return fmt.Errorf("%w: %v: %v", ErrCorrupt, f, err)
+	}
+	return fmt.Errorf("%w: %v: %v", ErrCorrupt, f, err)
+}
+
+func isUnsupported(err error) bool {
+	switch err.(type) {
+	case png.UnsupportedError, tiff.UnsupportedError:
+		return true
+	}
+	if err == bmp.ErrUnsupported {
+		return true
+	}
+	return false
+}
+
+func decodeGo(f format, data []byte, opts DecodeOptions, s *DecodeScratch) (Image, error) {
+	cfg, err := goConfig(f, bytes.NewReader(data))
+	if err != nil {
+		return Image{}, goError(f, err)
+	}
+	if err := checkSize(cfg.Width, cfg.Height, opts); err != nil {
+		return Image{}, err
+	}
+	if f == fmtWebP {
+		if err := webpCheck(data); err != nil {
+			return Image{}, err
+		}
+	}
+	m, err := goDecode(f, bytes.NewReader(data))
+	if err != nil {
+		return Image{}, goError(f, err)
+	}
+	b := m.Bounds()
+	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
+		return Image{}, fmt.Errorf("%w: %v: decoded %dx%d, header says %dx%d", ErrUnsupported, f, b.Dx(), b.Dy(), cfg.Width, cfg.Height)
+	}
+	grey16 := f == fmtPNG && len(data) > 25 && data[24] == 16 && data[25] == 0
+	plte := -1
+	if f == fmtPNG {
+		plte = pngPaletteLen(data)
+	}
+	return toRGB(m, grey16, plte, s)
+}
+
+// pngPaletteLen returns the number of entries in a PNG's PLTE chunk, or -1.
+func pngPaletteLen(b []byte) int {
+	i := 8
+	for n := 0; i+8 <= len(b) && n < 4096; n++ {
+		l := binary.BigEndian.Uint32(b[i:])
+		if uint64(l) > uint64(len(b)-i-8) {
+			return -1
+		}
+		switch string(b[i+4 : i+8]) {
+		case "PLTE":
+			return int(l / 3)
+		case "IDAT", "IEND":
+			return -1
+		}
+		i += 12 + int(l)
+	}
+	return -1
+}

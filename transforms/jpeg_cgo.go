@@ -1,0 +1,244 @@
+//go:build cgo
+
+package transforms
+
+/*
+#cgo LDFLAGS: -ljpeg
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <jpeglib.h>
+
+// pk_err carries libjpeg's fatal errors back across a longjmp. Warnings (corrupt-data
+// messages libjpeg can recover from) are counted but otherwise ignored, as Pillow ignores them.
+typedef struct {
+	struct jpeg_error_mgr pub;
+	jmp_buf jb;
+	char msg[JMSG_LENGTH_MAX];
+} pk_err;
+
+// pk_src is an in-memory source. When libjpeg asks for bytes past the end of the data the
+// file is truncated: remember that, and feed a fake EOI so libjpeg stops cleanly.
+typedef struct {
+	struct jpeg_source_mgr pub;
+	int eof;
+} pk_src;
+
+static const JOCTET pk_fake_eoi[2] = {0xFF, JPEG_EOI};
+
+static void pk_error_exit(j_common_ptr c) {
+	pk_err *e = (pk_err *)c->err;
+	(*c->err->format_message)(c, e->msg);
+	longjmp(e->jb, 1);
+}
+
+static void pk_output_message(j_common_ptr c) { (void)c; }
+
+static void pk_init_source(j_decompress_ptr d) { (void)d; }
+
+static boolean pk_fill_input_buffer(j_decompress_ptr d) {
+	pk_src *s = (pk_src *)d->src;
+	s->eof = 1;
+	s->pub.next_input_byte = pk_fake_eoi;
+	s->pub.bytes_in_buffer = 2;
+	return TRUE;
+}
+
+static void pk_skip_input_data(j_decompress_ptr d, long n) {
+	pk_src *s = (pk_src *)d->src;
+	if (n <= 0) return;
+	if ((size_t)n > s->pub.bytes_in_buffer) {
+		s->eof = 1;
+		s->pub.next_input_byte = pk_fake_eoi;
+		s->pub.bytes_in_buffer = 2;
+		return;
+	}
+	s->pub.next_input_byte += n;
+	s->pub.bytes_in_buffer -= (size_t)n;
+}
+
+static void pk_term_source(j_decompress_ptr d) { (void)d; }
+
+// pk_info is what the header says, plus the output size at the requested scale.
+typedef struct {
+	int width, height;       // full size
+	int comps;               // components in the file
+	int colorspace;          // J_COLOR_SPACE of the file
+	int out_width, out_height;
+	int out_comps;
+	int truncated;
+	int warnings;
+	char msg[JMSG_LENGTH_MAX];
+} pk_info;
+
+// pk_setup prepares d for data; the caller must have set up err's jmp_buf. out_cs is the
+// output colour space libjpeg converts to: RGB for one- and three-component files (libjpeg
+// replicates grey, converts YCbCr with its accurate integer code), CMYK for four-component
+// CMYK and YCCK files, as Pillow asks it.
+static int pk_out_space(int comps) {
+	switch (comps) {
+	case 1: case 3: return JCS_RGB;
+	case 4: return JCS_CMYK;
+	}
+	return -1;
+}
+
+// pk_jpeg_decode reads the header, and, when out is not NULL, decodes the image at scale
+// 1/denom into out (rows of stride bytes). It returns 0 on success, 1 on a libjpeg error
+// (info->msg), 2 for an unsupported component count, 3 when the output size does not fit
+// outlen, 4 for a truncated file. Fancy upsampling and the accurate integer DCT (JDCT_ISLOW)
+// are libjpeg's defaults; they are set explicitly because fidelity depends on them.
+static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
+		unsigned char *out, size_t outlen, size_t stride, pk_info *info) {
+	struct jpeg_decompress_struct d;
+	pk_err err;
+	pk_src src;
+	memset(&d, 0, sizeof d);
+	memset(&src, 0, sizeof src);
+	d.err = jpeg_std_error(&err.pub);
+	err.pub.error_exit = pk_error_exit;
+	err.pub.output_message = pk_output_message;
+	err.msg[0] = 0;
+	if (setjmp(err.jb)) {
+		strncpy(info->msg, err.msg, sizeof info->msg - 1);
+		info->truncated = src.eof;
+		jpeg_destroy_decompress(&d);
+		return 1;
+	}
+	jpeg_create_decompress(&d);
+	src.pub.init_source = pk_init_source;
+	src.pub.fill_input_buffer = pk_fill_input_buffer;
+	src.pub.skip_input_data = pk_skip_input_data;
+	src.pub.resync_to_restart = jpeg_resync_to_restart;
+	src.pub.term_source = pk_term_source;
+	src.pub.next_input_byte = data;
+	src.pub.bytes_in_buffer = len;
+	d.src = &src.pub;
+	jpeg_read_header(&d, TRUE);
+	info->width = (int)d.image_width;
+	info->height = (int)d.image_height;
+	info->comps = d.num_components;
+	info->colorspace = (int)d.jpeg_color_space;
+	int cs = pk_out_space(d.num_components);
+	if (cs < 0) {
+		jpeg_destroy_decompress(&d);
+		return 2;
+	}
+	d.out_color_space = (J_COLOR_SPACE)cs;
+	d.dct_method = JDCT_ISLOW;
+	d.do_fancy_upsampling = TRUE;
+	d.scale_num = 1;
+	d.scale_denom = (unsigned int)(denom > 0 ? denom : 1);
+	jpeg_calc_output_dimensions(&d);
+	info->out_width = (int)d.output_width;
+	info->out_height = (int)d.output_height;
+	info->out_comps = d.out_color_components;
+	if (out == NULL) {
+		info->truncated = src.eof;
+		jpeg_destroy_decompress(&d);
+		return 0;
+	}
+	if ((size_t)d.output_width * (size_t)d.out_color_components > stride ||
+			stride * (size_t)d.output_height > outlen) {
+		jpeg_destroy_decompress(&d);
+		return 3;
+	}
+	jpeg_start_decompress(&d);
+	while (d.output_scanline < d.output_height) {
+		JSAMPROW row = out + (size_t)d.output_scanline * stride;
+		if (jpeg_read_scanlines(&d, &row, 1) != 1) break;
+		if (src.eof) break;
+	}
+	info->truncated = src.eof;
+	info->warnings = (int)err.pub.num_warnings;
+	// Like Pillow, stop once every scanline is out: a missing EOI after complete scan data
+	// is not an error. jpeg_abort discards the rest.
+	jpeg_destroy_decompress(&d);
+	return info->truncated ? 4 : 0;
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// jpegHeader is what the JPEG header says about an image.
+type jpegHeader struct {
+	w, h, comps int
+}
+
+const jpegCgo = true
+
+func jpegCall(data []byte, denom int, out []byte, stride int) (C.pk_info, C.int) {
+	var info C.pk_info
+	if len(data) == 0 {
+		return info, 1
+	}
+	var outp *C.uchar
+	if out != nil {
+		outp = (*C.uchar)(unsafe.Pointer(&out[0]))
+	}
+	rc := C.pk_jpeg_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), C.int(denom),
+		outp, C.size_t(len(out)), C.size_t(stride), &info)
+	return info, rc
+}
+
+func jpegError(info *C.pk_info, rc C.int) error {
+	msg := C.GoString(&info.msg[0])
+	switch {
+	case rc == 4 || info.truncated != 0:
+		return fmt.Errorf("%w: jpeg: file is truncated", ErrTruncated)
+	case rc == 2:
+		return fmt.Errorf("%w: jpeg: %d-component images", ErrUnsupported, int(info.comps))
+	case rc == 3:
+		return fmt.Errorf("jpeg: internal error: output buffer too small")
+	}
+	if msg == "" {
+		msg = "invalid data"
+	}
+	return fmt.Errorf("%w: jpeg: %s", ErrCorrupt, msg)
+}
+
+// jpegDecodeHeader reads the header of a JPEG file.
+func jpegDecodeHeader(data []byte) (jpegHeader, error) {
+	info, rc := jpegCall(data, 1, nil, 0)
+	if rc != 0 {
+		return jpegHeader{}, jpegError(&info, rc)
+	}
+	return jpegHeader{w: int(info.width), h: int(info.height), comps: int(info.comps)}, nil
+}
+
+// jpegDecode decodes a JPEG file at scale 1/denom (denom 1, 2, 4 or 8) into an RGB image,
+// with Pillow's colour handling: grey and YCbCr through libjpeg's own conversion to RGB,
+// CMYK and YCCK as libjpeg's CMYK output, inverted (Pillow always assumes Adobe polarity,
+// rawmode "CMYK;I") and then converted with Pillow's CMYK→RGB formula.
+func jpegDecode(data []byte, denom int, s *DecodeScratch) (Image, error) {
+	info, rc := jpegCall(data, denom, nil, 0)
+	if rc != 0 {
+		return Image{}, jpegError(&info, rc)
+	}
+	w, h, oc := int(info.out_width), int(info.out_height), int(info.out_comps)
+	if w <= 0 || h <= 0 || (oc != 3 && oc != 4) {
+		return Image{}, fmt.Errorf("%w: jpeg: bad output geometry %dx%dx%d", ErrCorrupt, w, h, oc)
+	}
+	stride := w * oc
+	var buf []byte
+	if oc == 4 {
+		buf = s.tmp(stride * h)
+	} else {
+		buf = s.pix(stride * h)
+	}
+	info, rc = jpegCall(data, denom, buf, stride)
+	if rc != 0 {
+		return Image{}, jpegError(&info, rc)
+	}
+	if oc == 3 {
+		return Image{W: w, H: h, C: 3, Pix: buf}, nil
+	}
+	pix := s.pix(w * h * 3)
+	cmykInvertedToRGB(pix, buf)
+	return Image{W: w, H: h, C: 3, Pix: pix}, nil
+}

@@ -1,0 +1,22 @@
+//go:build !cgo
+
+package transforms
+
+import "fmt"
+
+// Without cgo there is no libjpeg-turbo, and no other JPEG decoder gives Pillow's pixels:
+// JPEG files are refused rather than decoded differently.
+
+type jpegHeader struct {
+	w, h, comps int
+}
+
+const jpegCgo = false
+
+func jpegDecodeHeader(data []byte) (jpegHeader, error) {
+	return jpegHeader{}, fmt.Errorf("%w: jpeg: this packer was built without cgo (libjpeg-turbo)", ErrUnsupported)
+}
+
+func jpegDecode(data []byte, denom int, s *DecodeScratch) (Image, error) {
+	return Image{}, fmt.Errorf("%w: jpeg: this packer was built without cgo (libjpeg-turbo)", ErrUnsupported)
+}
