@@ -1,0 +1,304 @@
+// Package verify checks a packed dataset directory against its manifest: every file's presence,
+// size and SHA-256, files the manifest does not list, and the internal structure and checksums
+// of every output format. It reads and reports; it never writes.
+//
+// # Reports
+//
+// Dir reports every fault it finds, not only the first: a damaged shard is still checked block
+// by block, and the other files are still checked. Faults inside shards name the record range.
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+// Fault kinds.
+const (
+	KindManifest  = "manifest"  // manifest.json missing, unreadable, or inconsistent
+	KindMissing   = "missing"   // a file listed in the manifest does not exist
+	KindExtra     = "extra"     // a file exists that the manifest does not list
+	KindSize      = "size"      // a file's size differs from the manifest
+	KindSHA256    = "sha256"    // a file's SHA-256 differs from the manifest
+	KindStructure = "structure" // a file's internal structure is damaged or inconsistent
+	KindChecksum  = "checksum"  // an internal checksum does not match
+	KindIO        = "io"        // a file could not be read
+)
+
+// Fault is one problem found. First and Count give the record range inside File when known
+// (First is -1 otherwise); Offset is the byte offset inside File when known (-1 otherwise).
+type Fault struct {
+	File    string `json:"file"`
+	Kind    string `json:"kind"`
+	First   int64  `json:"first_record"`
+	Count   int64  `json:"records"`
+	Offset  int64  `json:"offset"`
+	Message string `json:"message"`
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	b.WriteString(f.File)
+	if f.First >= 0 {
+		if f.Count > 1 {
+			fmt.Fprintf(&b, ": records %d-%d", f.First, f.First+f.Count-1)
+		} else {
+			fmt.Fprintf(&b, ": record %d", f.First)
+		}
+	}
+	if f.Offset >= 0 {
+		fmt.Fprintf(&b, " at offset %d", f.Offset)
+	}
+	fmt.Fprintf(&b, ": %s: %s", f.Kind, f.Message)
+	return b.String()
+}
+
+// Report is the result of checking one dataset directory.
+type Report struct {
+	Dir     string  `json:"dir"`
+	Format  string  `json:"format"`
+	Count   int64   `json:"count"`
+	Files   int     `json:"files"`
+	Bytes   int64   `json:"bytes"`
+	OK      bool    `json:"ok"`
+	Faults  []Fault `json:"faults"`
+	Skipped int     `json:"skipped_inputs"`
+}
+
+// Options configures Dir.
+type Options struct {
+	// Progress, when set, is called with the number of bytes read so far (from several goroutines).
+	Progress func(bytes int64)
+	// Workers is how many files are checked at once; 0 means 2.
+	Workers int
+}
+
+// FormatChecker checks the structure of non-shard formats (npy, hdf5) against the manifest.
+// It is set by the command that links those formats, so this package stays free of cgo.
+type FormatChecker func(dir string, m *shard.Manifest) []error
+
+// Dir checks the dataset in dir. checkers maps a manifest format to its structural checker.
+// The returned error is for failures of the check itself (cancellation); faults in the data are
+// in the report.
+func Dir(ctx context.Context, dir string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
+	rep := &Report{Dir: dir, Faults: []Fault{}}
+	var mu sync.Mutex
+	add := func(f Fault) {
+		mu.Lock()
+		rep.Faults = append(rep.Faults, f)
+		mu.Unlock()
+	}
+	m, err := shard.ReadManifest(dir)
+	if err != nil {
+		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1, Message: err.Error()})
+		rep.finish()
+		return rep, nil
+	}
+	rep.Format, rep.Count, rep.Files, rep.Skipped = m.Format, m.Count, len(m.Files), len(m.Skipped)
+	for _, f := range m.Files {
+		rep.Bytes += f.Size
+	}
+	checkManifest(m, add)
+	checkExtra(dir, m, add)
+
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = 2
+	}
+	var done atomic.Int64
+	progress := func(n int64) {
+		if opts.Progress != nil {
+			opts.Progress(done.Add(n))
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	var recordsSeen atomic.Int64
+	for _, fe := range m.Files {
+		g.Go(func() error {
+			return checkFile(gctx, dir, m, fe, add, progress, &recordsSeen)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if m.Format == "shards" && recordsSeen.Load() >= 0 && len(rep.Faults) == 0 && recordsSeen.Load() != m.Count {
+		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
+			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
+	}
+	if c := checkers[m.Format]; c != nil && m.Format != "shards" {
+		for _, err := range c(dir, m) {
+			add(Fault{File: faultFile(err), Kind: KindStructure, First: -1, Offset: -1, Message: err.Error()})
+		}
+	}
+	rep.finish()
+	return rep, nil
+}
+
+// faultFile extracts the file name an error message starts with ("images.npy: ..."), if any.
+func faultFile(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return filepath.Base(pe.Path)
+	}
+	if name, _, ok := strings.Cut(err.Error(), ":"); ok && !strings.ContainsAny(name, " ") {
+		return filepath.Base(name)
+	}
+	return shard.ManifestName
+}
+
+func (r *Report) finish() {
+	sort.SliceStable(r.Faults, func(i, j int) bool {
+		a, b := r.Faults[i], r.Faults[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.First < b.First
+	})
+	r.OK = len(r.Faults) == 0
+}
+
+// checkManifest checks the manifest's internal consistency.
+func checkManifest(m *shard.Manifest, add func(Fault)) {
+	bad := func(format string, args ...any) {
+		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1, Message: fmt.Sprintf(format, args...)})
+	}
+	if len(m.ClassCounts) != len(m.Classes) {
+		bad("class_counts has %d entries for %d classes", len(m.ClassCounts), len(m.Classes))
+	} else if len(m.Classes) > 0 {
+		var n int64
+		for _, c := range m.ClassCounts {
+			n += c
+		}
+		if n > m.Count {
+			bad("class_counts add up to %d, more than count %d", n, m.Count)
+		}
+	}
+	seen := map[string]bool{}
+	var next int64
+	for _, f := range m.Files {
+		if seen[f.Path] {
+			bad("file %s is listed twice", f.Path)
+		}
+		seen[f.Path] = true
+		if len(f.SHA256) != 64 {
+			bad("file %s: sha256 %q is not 64 hex digits", f.Path, f.SHA256)
+		}
+		if m.Format == "shards" {
+			if f.FirstRecord != next {
+				bad("file %s: first_record is %d, want %d", f.Path, f.FirstRecord, next)
+			}
+			next += f.Records
+		}
+	}
+	if m.Format == "shards" && next != m.Count {
+		bad("files hold %d records but count is %d", next, m.Count)
+	}
+}
+
+// checkExtra reports files in dir that the manifest does not list.
+func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
+	listed := map[string]bool{shard.ManifestName: true}
+	for _, f := range m.Files {
+		listed[f.Path] = true
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			add(Fault{File: p, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		rel = filepath.ToSlash(rel)
+		if !listed[rel] {
+			add(Fault{File: rel, Kind: KindExtra, First: -1, Offset: -1, Message: "file is not listed in the manifest"})
+		}
+		return nil
+	})
+}
+
+// checkFile checks one listed file: size, SHA-256 and, for shards, structure and checksums.
+// The SHA-256 pass and the structural scan run concurrently over the same file, so on a cold
+// cache the file is read from disk about once.
+func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64) error {
+	path := filepath.Join(dir, filepath.FromSlash(fe.Path))
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		add(Fault{File: fe.Path, Kind: KindMissing, First: -1, Offset: -1, Message: "file listed in the manifest does not exist"})
+		return nil
+	}
+	if err != nil {
+		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
+		return nil
+	}
+	if st.Size() != fe.Size {
+		add(Fault{File: fe.Path, Kind: KindSize, First: -1, Offset: -1,
+			Message: fmt.Sprintf("size is %d bytes, manifest says %d", st.Size(), fe.Size)})
+	}
+	var wg sync.WaitGroup
+	if m.Format == "shards" && strings.HasSuffix(fe.Path, ".pks") {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			scanShard(path, fe, m, add, records)
+		}()
+	}
+	sum, err := hashFile(ctx, path, progress)
+	wg.Wait()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
+		return nil
+	}
+	if sum != strings.ToLower(fe.SHA256) {
+		add(Fault{File: fe.Path, Kind: KindSHA256, First: -1, Offset: -1,
+			Message: fmt.Sprintf("SHA-256 is %s, manifest says %s", sum, fe.SHA256)})
+	}
+	return nil
+}
+
+const hashChunk = 8 << 20
+
+func hashFile(ctx context.Context, path string, progress func(int64)) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, hashChunk)
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		progress(int64(n))
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
