@@ -226,8 +226,8 @@ func hammingKernel(x float64) float64 {
 		return 0
 	}
 	x = float64(x * math.Pi)
-	s := math.Sin(x) / x
-	return float64(s * (hamming054 + float64(hamming046*math.Cos(x))))
+	s := libmSin(x) / x
+	return float64(s * (hamming054 + float64(hamming046*libmCos(x))))
 }
 
 func bicubicKernel(x float64) float64 {
@@ -254,7 +254,7 @@ func sinc(x float64) float64 {
 		return 1
 	}
 	x = float64(x * math.Pi)
-	return math.Sin(x) / x
+	return libmSin(x) / x
 }
 
 func lanczosKernel(x float64) float64 {
