@@ -1,0 +1,184 @@
+package hdf5
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/packer-dev/packer/shard"
+	h5 "gonum.org/v1/hdf5"
+)
+
+// ErrFormat is wrapped by errors reporting a data.h5 whose structure (datasets, shapes, types,
+// counts) does not match what it must hold: the file is damaged or is not packer's.
+var ErrFormat = errors.New("hdf5: invalid file structure")
+
+// expect is what a data.h5 must hold.
+type expect struct {
+	count  int64
+	sample shard.SampleSpec
+	aux    []string
+	meta   bool // /meta must exist (when false it may still exist)
+}
+
+// Check checks dir/data.h5 against the manifest: the file is listed with its size, it opens as
+// HDF5, and /images, /labels, /aux/<name> (and /meta when present) exist with the shapes, element
+// types and record count the manifest gives; the labels and the first and last record are read
+// back. It reports every fault found, each naming the file and the dataset, and never panics on
+// a damaged file. It does not hash the file: the manifest's SHA-256 is checked by verify for
+// every format alike.
+func Check(dir string, m *shard.Manifest) []error {
+	path := filepath.Join(dir, DataFile)
+	var errs []error
+	if m == nil {
+		return []error{fmt.Errorf("%s: no manifest to check against", path)}
+	}
+	var entry *shard.FileEntry
+	for i := range m.Files {
+		if m.Files[i].Path == DataFile {
+			entry = &m.Files[i]
+		}
+	}
+	if entry == nil {
+		errs = append(errs, fmt.Errorf("%s: not listed in the manifest: %w", path, ErrFormat))
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", path, err))
+	}
+	if entry != nil && st.Size() != entry.Size {
+		errs = append(errs, fmt.Errorf("%s: size %d, manifest says %d", path, st.Size(), entry.Size))
+	}
+	return append(errs, checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux})...)
+}
+
+// checkFile checks the structure of the HDF5 file at path.
+func checkFile(path string, exp expect) []error {
+	var errs []error
+	fail := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, a...)...))
+	}
+	_ = lib(func() error {
+		f, err := h5.OpenFile(path, h5.F_ACC_RDONLY)
+		if err != nil {
+			fail("not a readable HDF5 file: %w", h5error("H5Fopen", err))
+			return nil
+		}
+		defer f.Close()
+
+		if s, err := strAttr(f.ID(), "format"); err != nil || s != FormatName {
+			fail("root attribute \"format\" is %q, want %q: %w", s, FormatName, ErrFormat)
+		}
+		if s, err := strAttr(f.ID(), "sample"); err != nil {
+			fail("root attribute \"sample\": %w", err)
+		} else {
+			var spec shard.SampleSpec
+			if err := json.Unmarshal([]byte(s), &spec); err != nil {
+				fail("root attribute \"sample\" %q: %v: %w", s, err, ErrFormat)
+			} else if !slices.Equal(spec.Shape, exp.sample.Shape) || spec.DType != exp.sample.DType || spec.Layout != exp.sample.Layout {
+				fail("root attribute \"sample\" is %s, manifest says %v %s %s: %w", s, exp.sample.Shape, exp.sample.DType, exp.sample.Layout, ErrFormat)
+			}
+		}
+
+		// /images: [count, shape...] of the sample dtype.
+		shape := []uint64{uint64(exp.count)}
+		for _, d := range exp.sample.Shape {
+			shape = append(shape, uint64(d))
+		}
+		images := openChecked(f, ImagesName, shape, fail, func(t typeInfo) bool {
+			dt, ok := dtypeOf(t)
+			return ok && dt == exp.sample.DType
+		}, string(exp.sample.DType))
+		if images != nil {
+			if exp.count > 0 && exp.sample.Size() > 0 {
+				buf := make([]byte, exp.sample.Size())
+				for _, i := range []int64{0, exp.count - 1} {
+					if err := readRows(images, i, 1, buf); err != nil {
+						fail("/%s: record %d: %w", ImagesName, i, err)
+					}
+				}
+			}
+			images.Close()
+		}
+
+		// /labels and /aux/<name>: [count] int64, read in full.
+		cols := []string{LabelsName}
+		if len(exp.aux) > 0 && !linkExists(f.ID(), AuxGroup) {
+			fail("no group /%s for auxiliary labels %v: %w", AuxGroup, exp.aux, ErrFormat)
+		} else {
+			for _, a := range exp.aux {
+				cols = append(cols, AuxGroup+"/"+a)
+			}
+		}
+		for _, name := range cols {
+			ds := openChecked(f, name, []uint64{uint64(exp.count)}, fail, isInt64, "int64")
+			if ds == nil {
+				continue
+			}
+			buf := make([]byte, 8*labelChunkRows)
+			for start := int64(0); start < exp.count; start += labelChunkRows {
+				n := min(exp.count-start, labelChunkRows)
+				if err := readRows(ds, start, n, buf[:8*n]); err != nil {
+					fail("/%s: %w", name, err)
+					break
+				}
+			}
+			ds.Close()
+		}
+
+		// /meta: [count] strings, when present.
+		if linkExists(f.ID(), MetaName) || exp.meta {
+			ds := openChecked(f, MetaName, []uint64{uint64(exp.count)}, fail, func(t typeInfo) bool { return t.vlenStr }, "variable-length string")
+			if ds != nil {
+				for _, i := range []int64{0, exp.count - 1} {
+					if exp.count == 0 {
+						break
+					}
+					if _, err := readString(ds, i); err != nil {
+						fail("/%s: record %d: %w", MetaName, i, err)
+					}
+				}
+				ds.Close()
+			}
+		}
+		return nil
+	})
+	return errs
+}
+
+// openChecked opens dataset name and checks its shape and element type, reporting faults through
+// fail. It returns the open dataset when both match, else nil.
+func openChecked(f *h5.File, name string, shape []uint64, fail func(string, ...any), typeOK func(typeInfo) bool, typeName string) *h5.Dataset {
+	if !linkExists(f.ID(), name) {
+		fail("no dataset /%s: %w", name, ErrFormat)
+		return nil
+	}
+	ds, err := f.OpenDataset(name)
+	if err != nil {
+		fail("open /%s: %w", name, h5error("H5Dopen", err))
+		return nil
+	}
+	ok := true
+	if cur, _, err := dims(ds); err != nil {
+		fail("/%s: %w", name, err)
+		ok = false
+	} else if !slices.Equal(cur, shape) {
+		fail("/%s has shape %v, manifest says %v: %w", name, cur, shape, ErrFormat)
+		ok = false
+	}
+	if t, err := datasetType(ds); err != nil {
+		fail("/%s: %w", name, err)
+		ok = false
+	} else if !typeOK(t) {
+		fail("/%s: element type (class %d, %d bytes) is not %s: %w", name, t.class, t.size, typeName, ErrFormat)
+		ok = false
+	}
+	if !ok {
+		ds.Close()
+		return nil
+	}
+	return ds
+}

@@ -1,0 +1,204 @@
+package hdf5
+
+// The #cgo lines mirror gonum.org/v1/hdf5's own: Debian and Ubuntu install the serial library
+// under /usr/lib/<triplet>/hdf5/serial with headers in /usr/include/hdf5/serial, which is where
+// libhdf5-dev puts them, so `go build` needs no environment variables there.
+
+// #cgo CFLAGS: -I/usr/local/include
+// #cgo LDFLAGS: -L/usr/local/lib -lhdf5
+// #cgo linux,amd64 CFLAGS: -I/usr/include/hdf5/serial
+// #cgo linux,amd64 LDFLAGS: -L/usr/lib/x86_64-linux-gnu/hdf5/serial
+// #cgo linux,arm64 CFLAGS: -I/usr/include/hdf5/serial
+// #cgo linux,arm64 LDFLAGS: -L/usr/lib/aarch64-linux-gnu/hdf5/serial
+// #include <stdlib.h>
+// #include <string.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	h5 "gonum.org/v1/hdf5"
+)
+
+// libMu serialises every call into libhdf5. The library is only safe for concurrent use when
+// built thread-safe (Debian's is; others may not be), and even then it runs one call at a time
+// behind its own global lock, so nothing is lost by taking the lock here. It is the package's only
+// global state, and it guards a process-global C library.
+var libMu sync.Mutex
+
+// lib runs fn holding libMu on a locked OS thread with HDF5's error printing turned off for that
+// thread. In a thread-safe libhdf5 the error stack is per thread, so silencing it once (as the
+// binding's init does, on whichever thread runs init) does not cover the threads Go later runs
+// cgo calls on; doing it here, lazily, before every batch of calls does.
+func lib(fn func() error) error {
+	libMu.Lock()
+	defer libMu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	C.pk_silence()
+	return fn()
+}
+
+// ErrHDF5 is wrapped by every error that comes from libhdf5 itself.
+var ErrHDF5 = errors.New("hdf5: library error")
+
+// h5error describes the failure of an HDF5 call: what was attempted, and the innermost message
+// of the library's error stack. It must run on the thread that made the failing call (inside lib).
+func h5error(what string, err error) error {
+	var buf [512]C.char
+	C.pk_errmsg(&buf[0], C.size_t(len(buf)))
+	msg := C.GoString(&buf[0])
+	switch {
+	case msg != "" && err != nil:
+		return fmt.Errorf("%s: %s (%v): %w", what, msg, err, ErrHDF5)
+	case msg != "":
+		return fmt.Errorf("%s: %s: %w", what, msg, ErrHDF5)
+	case err != nil:
+		return fmt.Errorf("%s: %v: %w", what, err, ErrHDF5)
+	}
+	return fmt.Errorf("%s: %w", what, ErrHDF5)
+}
+
+func herr(rc C.herr_t, what string) error {
+	if rc < 0 {
+		return h5error(what, nil)
+	}
+	return nil
+}
+
+func hid(id int64) C.hid_t { return C.hid_t(id) }
+
+// LibraryVersion returns the version of the libhdf5 the program is linked with.
+func LibraryVersion() (major, minor, release uint) {
+	var a, b, c C.uint
+	_ = lib(func() error { C.pk_version(&a, &b, &c); return nil })
+	return uint(a), uint(b), uint(c)
+}
+
+// withCString runs fn with s as a NUL-terminated C string.
+func withCString(s string, fn func(*C.char) C.herr_t) C.herr_t {
+	cs := C.CString(s)
+	defer C.free(unsafe.Pointer(cs))
+	return fn(cs)
+}
+
+// setStrAttr attaches the scalar UTF-8 string attribute name=value to the object id.
+func setStrAttr(id int64, name, value string) error {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	cv := C.CString(value)
+	defer C.free(unsafe.Pointer(cv))
+	return herr(C.pk_set_str_attr(hid(id), cn, cv), "write attribute "+name)
+}
+
+// strAttr reads the scalar string attribute name of the object id.
+func strAttr(id int64, name string) (string, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	var out *C.char
+	if err := herr(C.pk_get_str_attr(hid(id), cn, &out), "read attribute "+name); err != nil {
+		return "", err
+	}
+	defer C.pk_free(unsafe.Pointer(out))
+	if out == nil {
+		return "", nil
+	}
+	return C.GoString(out), nil
+}
+
+// linkExists reports whether the path name exists under the location id (one level at a time, as
+// H5Lexists requires).
+func linkExists(id int64, name string) bool {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	return C.pk_link_exists(hid(id), cn) > 0
+}
+
+// dims returns a dataset's current and maximum dimensions.
+func dims(ds *h5.Dataset) (cur, max []uint64, err error) {
+	var d, m [32]C.hsize_t
+	rank := C.pk_dims(hid(ds.ID()), &d[0], &m[0], C.int(len(d)))
+	if rank < 0 || int(rank) > len(d) {
+		return nil, nil, h5error("read dataspace", nil)
+	}
+	cur = make([]uint64, rank)
+	max = make([]uint64, rank)
+	for i := range cur {
+		cur[i], max[i] = uint64(d[i]), uint64(m[i])
+	}
+	return cur, max, nil
+}
+
+// typeInfo describes a dataset's element type.
+type typeInfo struct {
+	class   int // C.H5T_class_t
+	size    int
+	signed  bool
+	order   int // C.H5T_order_t, or -1
+	vlenStr bool
+}
+
+const (
+	classInteger = int(C.H5T_INTEGER)
+	classFloat   = int(C.H5T_FLOAT)
+	classString  = int(C.H5T_STRING)
+	orderLE      = int(C.H5T_ORDER_LE)
+)
+
+func datasetType(ds *h5.Dataset) (typeInfo, error) {
+	var cls, sign, order, vs C.int
+	var size C.size_t
+	if C.pk_type_info(hid(ds.ID()), &cls, &size, &sign, &order, &vs) < 0 {
+		return typeInfo{}, h5error("read datatype", nil)
+	}
+	return typeInfo{class: int(cls), size: int(size), signed: sign == C.H5T_SGN_2, order: int(order), vlenStr: vs != 0}, nil
+}
+
+// writeRows grows ds to start+n rows and writes buf (n rows in the dataset's type) at row start.
+func writeRows(ds *h5.Dataset, start, n int64, buf []byte) error {
+	if n == 0 {
+		return nil
+	}
+	rc := C.pk_write_rows(hid(ds.ID()), C.hsize_t(start), C.hsize_t(n), unsafe.Pointer(&buf[0]), C.size_t(len(buf)))
+	return herr(rc, fmt.Sprintf("write rows %d-%d", start, start+n-1))
+}
+
+// writeStrings grows the string dataset ds to start+n rows and writes the n NUL-terminated
+// strings packed in buf at row start.
+func writeStrings(ds *h5.Dataset, start, n int64, packed []byte) error {
+	if n == 0 {
+		return nil
+	}
+	rc := C.pk_write_strings(hid(ds.ID()), C.hsize_t(start), C.hsize_t(n), (*C.char)(unsafe.Pointer(&packed[0])), C.size_t(len(packed)))
+	return herr(rc, fmt.Sprintf("write strings %d-%d", start, start+n-1))
+}
+
+// readRows reads n rows from row start of ds into buf, in the dataset's own type.
+func readRows(ds *h5.Dataset, start, n int64, buf []byte) error {
+	if n == 0 {
+		return nil
+	}
+	if len(buf) == 0 {
+		return fmt.Errorf("read rows %d-%d: empty buffer", start, start+n-1)
+	}
+	rc := C.pk_read_rows(hid(ds.ID()), C.hsize_t(start), C.hsize_t(n), unsafe.Pointer(&buf[0]), C.size_t(len(buf)))
+	return herr(rc, fmt.Sprintf("read rows %d-%d", start, start+n-1))
+}
+
+// readString reads string i of a variable-length string dataset.
+func readString(ds *h5.Dataset, i int64) ([]byte, error) {
+	var out *C.char
+	if err := herr(C.pk_read_string(hid(ds.ID()), C.hsize_t(i), &out), fmt.Sprintf("read string %d", i)); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return nil, nil
+	}
+	defer C.pk_free(unsafe.Pointer(out))
+	return C.GoBytes(unsafe.Pointer(out), C.int(C.strlen(out))), nil
+}

@@ -1,0 +1,261 @@
+package hdf5
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/packer-dev/packer/shard"
+	h5 "gonum.org/v1/hdf5"
+)
+
+// Reader reads a data.h5 written by this package: record i's bytes, label and metadata, for
+// inspect, preview and bench. Its methods may be called from several goroutines; they run one at
+// a time. Reader: Open (Len | Sample | Classes | Read | Labels | Record | Meta)* Close.
+type Reader struct {
+	path    string
+	f       *h5.File
+	images  *h5.Dataset
+	labels  *h5.Dataset
+	meta    *h5.Dataset // nil when the file has no /meta
+	n       int64
+	rec     int64 // bytes per record
+	sample  shard.SampleSpec
+	classes []string
+}
+
+// Open opens dir/data.h5.
+func Open(dir string) (*Reader, error) {
+	return OpenFile(filepath.Join(dir, DataFile))
+}
+
+// OpenFile opens an HDF5 file written by this package. Errors name the file and the dataset.
+func OpenFile(path string) (*Reader, error) {
+	r := &Reader{path: path}
+	err := lib(func() error {
+		if err := r.open(); err != nil {
+			r.closeHandles()
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) open() error {
+	f, err := h5.OpenFile(r.path, h5.F_ACC_RDONLY)
+	if err != nil {
+		return fmt.Errorf("%s: not a readable HDF5 file: %w", r.path, h5error("H5Fopen", err))
+	}
+	r.f = f
+	if r.images, err = r.dataset(ImagesName); err != nil {
+		return err
+	}
+	if r.labels, err = r.dataset(LabelsName); err != nil {
+		return err
+	}
+	if linkExists(f.ID(), MetaName) {
+		if r.meta, err = r.dataset(MetaName); err != nil {
+			return err
+		}
+	}
+	idims, _, err := dims(r.images)
+	if err != nil {
+		return fmt.Errorf("%s: /%s: %w", r.path, ImagesName, err)
+	}
+	ldims, _, err := dims(r.labels)
+	if err != nil {
+		return fmt.Errorf("%s: /%s: %w", r.path, LabelsName, err)
+	}
+	if len(idims) < 2 || len(ldims) != 1 || idims[0] != ldims[0] {
+		return fmt.Errorf("%s: /%s has shape %v and /%s %v: want [N, ...] and [N]: %w", r.path, ImagesName, idims, LabelsName, ldims, ErrFormat)
+	}
+	r.n = int64(ldims[0])
+	it, err := datasetType(r.images)
+	if err != nil {
+		return fmt.Errorf("%s: /%s: %w", r.path, ImagesName, err)
+	}
+	dt, ok := dtypeOf(it)
+	if !ok {
+		return fmt.Errorf("%s: /%s: element type (class %d, %d bytes) is not uint8, float16 or float32: %w", r.path, ImagesName, it.class, it.size, ErrFormat)
+	}
+	lt, err := datasetType(r.labels)
+	if err != nil {
+		return fmt.Errorf("%s: /%s: %w", r.path, LabelsName, err)
+	}
+	if !isInt64(lt) {
+		return fmt.Errorf("%s: /%s: element type is not little-endian int64: %w", r.path, LabelsName, ErrFormat)
+	}
+	r.sample = shard.SampleSpec{DType: dt}
+	r.rec = int64(it.size)
+	for _, d := range idims[1:] {
+		r.sample.Shape = append(r.sample.Shape, int(d))
+		r.rec *= int64(d)
+	}
+	if r.rec <= 0 || r.rec > shard.MaxRecordSize {
+		return fmt.Errorf("%s: /%s: record size %d out of range: %w", r.path, ImagesName, r.rec, ErrFormat)
+	}
+	if s, err := strAttr(r.f.ID(), "sample"); err == nil {
+		var spec shard.SampleSpec
+		if json.Unmarshal([]byte(s), &spec) == nil && slices.Equal(spec.Shape, r.sample.Shape) && spec.DType == dt {
+			r.sample.Layout = spec.Layout
+		}
+	}
+	if s, err := strAttr(r.f.ID(), "classes"); err == nil {
+		_ = json.Unmarshal([]byte(s), &r.classes)
+	}
+	return nil
+}
+
+func (r *Reader) dataset(name string) (*h5.Dataset, error) {
+	if !linkExists(r.f.ID(), name) {
+		return nil, fmt.Errorf("%s: no dataset /%s: %w", r.path, name, ErrFormat)
+	}
+	ds, err := r.f.OpenDataset(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open /%s: %w", r.path, name, h5error("H5Dopen", err))
+	}
+	return ds, nil
+}
+
+// Len returns the number of records.
+func (r *Reader) Len() int64 { return r.n }
+
+// Sample returns the record spec: shape and dtype from /images, layout from the "sample"
+// attribute.
+func (r *Reader) Sample() shard.SampleSpec { return r.sample }
+
+// RecordSize returns the size of one record in bytes.
+func (r *Reader) RecordSize() int64 { return r.rec }
+
+// Classes returns the class names from the "classes" attribute (nil when absent).
+func (r *Reader) Classes() []string { return r.classes }
+
+// Read reads records [start, start+n) into dst, which must hold exactly n records.
+func (r *Reader) Read(start, n int64, dst []byte) error {
+	if start < 0 || n < 0 || start > r.n || n > r.n-start {
+		return fmt.Errorf("%s: records %d+%d out of range [0, %d)", r.path, start, n, r.n)
+	}
+	if int64(len(dst)) != n*r.rec {
+		return fmt.Errorf("%s: buffer of %d bytes for %d records of %d bytes", r.path, len(dst), n, r.rec)
+	}
+	return lib(func() error {
+		if r.images == nil {
+			return errors.New("hdf5: Reader is closed")
+		}
+		if err := readRows(r.images, start, n, dst); err != nil {
+			return fmt.Errorf("%s: /%s: %w", r.path, ImagesName, err)
+		}
+		return nil
+	})
+}
+
+// Labels returns the labels of records [start, start+n).
+func (r *Reader) Labels(start, n int64) ([]int64, error) {
+	if start < 0 || n < 0 || start > r.n || n > r.n-start {
+		return nil, fmt.Errorf("%s: records %d+%d out of range [0, %d)", r.path, start, n, r.n)
+	}
+	buf := make([]byte, 8*n)
+	err := lib(func() error {
+		if r.labels == nil {
+			return errors.New("hdf5: Reader is closed")
+		}
+		if err := readRows(r.labels, start, n, buf); err != nil {
+			return fmt.Errorf("%s: /%s: %w", r.path, LabelsName, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(buf[8*i:]))
+	}
+	return out, nil
+}
+
+// Record returns record i's bytes and label.
+func (r *Reader) Record(i int64) ([]byte, int64, error) {
+	if i < 0 || i >= r.n {
+		return nil, 0, fmt.Errorf("%s: record %d out of range [0, %d)", r.path, i, r.n)
+	}
+	data := make([]byte, r.rec)
+	if err := r.Read(i, 1, data); err != nil {
+		return nil, 0, err
+	}
+	l, err := r.Labels(i, 1)
+	if err != nil {
+		return nil, 0, err
+	}
+	return data, l[0], nil
+}
+
+// Meta returns record i's metadata, or nil when the file has none.
+func (r *Reader) Meta(i int64) ([]byte, error) {
+	if i < 0 || i >= r.n {
+		return nil, fmt.Errorf("%s: record %d out of range [0, %d)", r.path, i, r.n)
+	}
+	var out []byte
+	err := lib(func() error {
+		if r.meta == nil {
+			return nil
+		}
+		var err error
+		if out, err = readString(r.meta, i); err != nil {
+			return fmt.Errorf("%s: /%s: %w", r.path, MetaName, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Close releases the file.
+func (r *Reader) Close() error {
+	return lib(r.closeHandles)
+}
+
+func (r *Reader) closeHandles() error {
+	var errs []error
+	for _, ds := range []**h5.Dataset{&r.images, &r.labels, &r.meta} {
+		if *ds != nil {
+			if err := (*ds).Close(); err != nil {
+				errs = append(errs, h5error("close dataset", err))
+			}
+			*ds = nil
+		}
+	}
+	if r.f != nil {
+		if err := r.f.Close(); err != nil {
+			errs = append(errs, h5error("close file", err))
+		}
+		r.f = nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%s: %w", r.path, err)
+	}
+	return nil
+}
+
+// dtypeOf maps an element type to a sample dtype.
+func dtypeOf(t typeInfo) (shard.DType, bool) {
+	switch {
+	case t.class == classInteger && t.size == 1 && !t.signed:
+		return shard.Uint8, true
+	case t.class == classFloat && t.size == 2 && t.order == orderLE:
+		return shard.Float16, true
+	case t.class == classFloat && t.size == 4 && t.order == orderLE:
+		return shard.Float32, true
+	}
+	return "", false
+}
+
+func isInt64(t typeInfo) bool {
+	return t.class == classInteger && t.size == 8 && t.signed && t.order == orderLE
+}

@@ -1,0 +1,500 @@
+package hdf5
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+	h5 "gonum.org/v1/hdf5"
+)
+
+// writer is the pipeline.Output of --format hdf5. Its grammar is New Write* (Close | Abort).
+type writer struct {
+	cfg   pipeline.OutputConfig
+	tmp   string // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
+	final string
+
+	f      *h5.File
+	images *column
+	labels *column
+	aux    []*column
+	meta   *strColumn
+
+	n      int64 // records written
+	err    error // first error; returned by every later call
+	closed bool
+}
+
+// column buffers whole chunks of rows of one fixed-size dataset and writes each as one hyperslab.
+type column struct {
+	name      string
+	ds        *h5.Dataset
+	rowBytes  int
+	chunkRows int
+	buf       []byte // up to chunkRows rows
+	rows      int    // rows in buf
+	written   int64  // rows already in the file
+}
+
+// strColumn buffers variable-length strings (record metadata) NUL-terminated, back to back.
+type strColumn struct {
+	ds        *h5.Dataset
+	chunkRows int
+	buf       []byte
+	rows      int
+	written   int64
+}
+
+// New creates Dir/data.h5 (under a temporary name until Close) for records of cfg.Sample.
+// Samples must have a fixed shape: HDF5 datasets are rectangular.
+func New(cfg pipeline.OutputConfig) (pipeline.Output, error) {
+	if err := cfg.Sample.Validate(); err != nil {
+		return nil, fmt.Errorf("hdf5: %w", err)
+	}
+	if !cfg.Sample.Fixed() {
+		return nil, fmt.Errorf("hdf5: samples of varying shape %v cannot be stored in one rectangular dataset (use --format shards)", cfg.Sample.Shape)
+	}
+	if cfg.Label.DType != "" && cfg.Label.DType != "int64" {
+		return nil, fmt.Errorf("hdf5: label dtype %q is not supported (int64 only)", cfg.Label.DType)
+	}
+	for _, a := range cfg.Label.Aux {
+		if err := checkAuxName(a); err != nil {
+			return nil, err
+		}
+	}
+	w := &writer{
+		cfg:   cfg,
+		tmp:   filepath.Join(cfg.Dir, DataFile+".tmp"),
+		final: filepath.Join(cfg.Dir, DataFile),
+	}
+	if err := lib(w.create); err != nil {
+		w.Abort()
+		return nil, err
+	}
+	return w, nil
+}
+
+func checkAuxName(a string) error {
+	if a == "" || a == "." || a == ".." || strings.ContainsAny(a, "/\x00") {
+		return fmt.Errorf("hdf5: auxiliary label name %q cannot be a dataset name", a)
+	}
+	return nil
+}
+
+// Chunk sizes. Every dataset is chunked along axis 0 only, so a chunk is a run of whole records:
+// an image chunk is as many records as fit in ChunkBytes (at least one), an int64 column chunk is
+// 8192 labels (64 KiB), and a metadata chunk is 4096 strings (64 KiB of heap references).
+const (
+	ChunkBytes     = 1 << 20
+	labelChunkRows = 8192
+	metaChunkRows  = 4096
+)
+
+// imageChunkRows returns the number of records per /images chunk for records of size rec bytes.
+func imageChunkRows(rec int64) int {
+	if rec >= ChunkBytes {
+		return 1
+	}
+	return int(ChunkBytes / rec)
+}
+
+func (w *writer) create() error {
+	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("hdf5: %w", err)
+	}
+	f, err := h5.CreateFile(w.tmp, h5.F_ACC_EXCL)
+	if err != nil {
+		return fmt.Errorf("hdf5: create %s: %w", w.tmp, h5error("H5Fcreate", err))
+	}
+	w.f = f
+	if err := herr(C.pk_file_setup(hid(f.ID())), "set library version bounds"); err != nil {
+		return fmt.Errorf("hdf5: %s: %w", w.tmp, err)
+	}
+
+	attrs := []struct {
+		name string
+		v    any
+	}{
+		{"format", FormatName},
+		{"classes", nonNil(w.cfg.Classes)},
+		{"sample", w.cfg.Sample},
+		{"label", labelSpec(w.cfg.Label)},
+		{"spec", w.cfg.Meta},
+	}
+	for _, a := range attrs {
+		s, ok := a.v.(string)
+		if !ok {
+			b, err := marshal(a.v)
+			if err != nil {
+				return fmt.Errorf("hdf5: attribute %s: %w", a.name, err)
+			}
+			s = string(b)
+		}
+		if err := setStrAttr(f.ID(), a.name, s); err != nil {
+			return fmt.Errorf("hdf5: %s: %w", w.tmp, err)
+		}
+	}
+
+	rec := w.cfg.Sample.Size()
+	elem, err := imageType(w.cfg.Sample.DType)
+	if err != nil {
+		return err
+	}
+	defer elem.Close()
+	shape := make([]uint, len(w.cfg.Sample.Shape))
+	for i, d := range w.cfg.Sample.Shape {
+		shape[i] = uint(d)
+	}
+	w.images, err = w.newColumn(ImagesName, elem, shape, int(rec), imageChunkRows(rec))
+	if err != nil {
+		return err
+	}
+	w.labels, err = w.newColumn(LabelsName, h5.T_STD_I64LE, nil, 8, labelChunkRows)
+	if err != nil {
+		return err
+	}
+	if len(w.cfg.Label.Aux) > 0 {
+		cn := C.CString(AuxGroup)
+		g := C.pk_create_group(hid(f.ID()), cn)
+		C.free(unsafe.Pointer(cn))
+		if g < 0 {
+			return fmt.Errorf("hdf5: %s: %w", w.tmp, h5error("create group "+AuxGroup, nil))
+		}
+		C.H5Gclose(g)
+		for _, a := range w.cfg.Label.Aux {
+			c, err := w.newColumn(AuxGroup+"/"+a, h5.T_STD_I64LE, nil, 8, labelChunkRows)
+			if err != nil {
+				return err
+			}
+			w.aux = append(w.aux, c)
+		}
+	}
+	if w.cfg.HasMeta {
+		st, err := h5.T_C_S1.Copy()
+		if err != nil {
+			return fmt.Errorf("hdf5: string type: %w", h5error("H5Tcopy", err))
+		}
+		defer st.Close()
+		if err := herr(C.pk_make_vlen_utf8(hid(st.ID())), "string type"); err != nil {
+			return fmt.Errorf("hdf5: %w", err)
+		}
+		ds, err := w.createDataset(MetaName, st, nil, metaChunkRows, false)
+		if err != nil {
+			return err
+		}
+		w.meta = &strColumn{ds: ds, chunkRows: metaChunkRows}
+	}
+	return nil
+}
+
+// imageType returns the HDF5 file type for a sample dtype; the caller closes it.
+func imageType(d shard.DType) (*h5.Datatype, error) {
+	var base *h5.Datatype
+	switch d {
+	case shard.Uint8:
+		base = h5.T_STD_U8LE
+	case shard.Float16, shard.Float32:
+		base = h5.T_IEEE_F32LE
+	default:
+		return nil, fmt.Errorf("hdf5: unsupported dtype %q", d)
+	}
+	t, err := base.Copy()
+	if err != nil {
+		return nil, fmt.Errorf("hdf5: datatype: %w", h5error("H5Tcopy", err))
+	}
+	if d == shard.Float16 {
+		if err := herr(C.pk_make_float16(hid(t.ID())), "float16 type"); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("hdf5: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// createDataset makes an empty dataset [0, shape...] with an unlimited first axis, chunked by
+// chunkRows records, with no object times and (fill) a zero fill value.
+func (w *writer) createDataset(name string, t *h5.Datatype, shape []uint, chunkRows int, fill bool) (*h5.Dataset, error) {
+	dimsNow := append([]uint{0}, shape...)
+	maxDims := append([]uint{^uint(0)}, shape...) // H5S_UNLIMITED on axis 0
+	chunk := append([]uint{uint(chunkRows)}, shape...)
+	space, err := h5.CreateSimpleDataspace(dimsNow, maxDims)
+	if err != nil {
+		return nil, fmt.Errorf("hdf5: dataspace for %s: %w", name, h5error("H5Screate_simple", err))
+	}
+	defer space.Close()
+	dcpl, err := h5.NewPropList(h5.P_DATASET_CREATE)
+	if err != nil {
+		return nil, fmt.Errorf("hdf5: %w", h5error("H5Pcreate", err))
+	}
+	defer dcpl.Close()
+	if err := dcpl.SetChunk(chunk); err != nil {
+		return nil, fmt.Errorf("hdf5: chunk %v for %s: %w", chunk, name, h5error("H5Pset_chunk", err))
+	}
+	fillType := C.hid_t(-1)
+	if fill {
+		fillType = hid(t.ID())
+	}
+	if err := herr(C.pk_dcpl_setup(hid(dcpl.ID()), fillType), "dataset creation properties"); err != nil {
+		return nil, fmt.Errorf("hdf5: %s: %w", name, err)
+	}
+	ds, err := w.f.CreateDatasetWith(name, t, space, dcpl)
+	if err != nil {
+		return nil, fmt.Errorf("hdf5: %s: create dataset /%s: %w", w.tmp, name, h5error("H5Dcreate2", err))
+	}
+	return ds, nil
+}
+
+func (w *writer) newColumn(name string, t *h5.Datatype, shape []uint, rowBytes, chunkRows int) (*column, error) {
+	ds, err := w.createDataset(name, t, shape, chunkRows, true)
+	if err != nil {
+		return nil, err
+	}
+	return &column{name: name, ds: ds, rowBytes: rowBytes, chunkRows: chunkRows}, nil
+}
+
+// add appends one row; the caller flushes when full reports true.
+func (c *column) add(row []byte) (full bool) {
+	if c.buf == nil {
+		c.buf = make([]byte, 0, c.rowBytes*c.chunkRows)
+	}
+	c.buf = append(c.buf, row...)
+	c.rows++
+	return c.rows == c.chunkRows
+}
+
+func (c *column) flush() error {
+	if c.rows == 0 {
+		return nil
+	}
+	if err := writeRows(c.ds, c.written, int64(c.rows), c.buf); err != nil {
+		return fmt.Errorf("/%s: %w", c.name, err)
+	}
+	c.written += int64(c.rows)
+	c.rows = 0
+	c.buf = c.buf[:0]
+	return nil
+}
+
+func (c *strColumn) add(s []byte) (full bool) {
+	c.buf = append(c.buf, s...)
+	c.buf = append(c.buf, 0)
+	c.rows++
+	return c.rows == c.chunkRows
+}
+
+func (c *strColumn) flush() error {
+	if c.rows == 0 {
+		return nil
+	}
+	if err := writeStrings(c.ds, c.written, int64(c.rows), c.buf); err != nil {
+		return fmt.Errorf("/%s: %w", MetaName, err)
+	}
+	c.written += int64(c.rows)
+	c.rows = 0
+	c.buf = c.buf[:0]
+	return nil
+}
+
+// Write appends one record. Records are buffered and written a whole chunk at a time.
+func (w *writer) Write(r pipeline.Record) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return errors.New("hdf5: Write after Close")
+	}
+	if int64(len(r.Data)) != w.cfg.Sample.Size() {
+		return fmt.Errorf("hdf5: record %d: %d bytes, want %d for shape %v %s", w.n, len(r.Data), w.cfg.Sample.Size(), w.cfg.Sample.Shape, w.cfg.Sample.DType)
+	}
+	if len(r.Aux) != len(w.aux) {
+		return fmt.Errorf("hdf5: record %d: %d auxiliary labels, want %d", w.n, len(r.Aux), len(w.aux))
+	}
+	if w.meta == nil && len(r.Meta) > 0 {
+		return fmt.Errorf("hdf5: record %d carries metadata but the output was created without HasMeta", w.n)
+	}
+	if w.meta != nil && bytes.IndexByte(r.Meta, 0) >= 0 {
+		return fmt.Errorf("hdf5: record %d: metadata contains a NUL byte", w.n)
+	}
+	w.err = lib(func() error {
+		if w.images.add(r.Data) {
+			if err := w.images.flush(); err != nil {
+				return err
+			}
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], uint64(r.Label))
+		if w.labels.add(b[:]) {
+			if err := w.labels.flush(); err != nil {
+				return err
+			}
+		}
+		for i, c := range w.aux {
+			binary.LittleEndian.PutUint64(b[:], uint64(r.Aux[i]))
+			if c.add(b[:]) {
+				if err := c.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if w.meta != nil && w.meta.add(r.Meta) {
+			return w.meta.flush()
+		}
+		return nil
+	})
+	if w.err != nil {
+		w.err = fmt.Errorf("hdf5: %s: record %d: %w", w.tmp, w.n, w.err)
+		return w.err
+	}
+	w.n++
+	return nil
+}
+
+// Close writes the buffered records, closes the file, checks its structure, syncs it, renames it
+// to data.h5 and returns its manifest entry.
+func (w *writer) Close() ([]shard.FileEntry, error) {
+	if w.err != nil {
+		w.Abort()
+		return nil, w.err
+	}
+	if w.closed {
+		return nil, errors.New("hdf5: Close called twice")
+	}
+	w.closed = true
+	err := lib(func() error {
+		var errs []error
+		for _, c := range append([]*column{w.images, w.labels}, w.aux...) {
+			errs = append(errs, c.flush())
+		}
+		if w.meta != nil {
+			errs = append(errs, w.meta.flush())
+		}
+		return errors.Join(append(errs, w.closeHandles())...)
+	})
+	if err != nil {
+		w.err = fmt.Errorf("hdf5: %s: %w", w.tmp, err)
+		w.Abort()
+		return nil, w.err
+	}
+	exp := expect{count: w.n, sample: w.cfg.Sample, aux: w.cfg.Label.Aux, meta: w.cfg.HasMeta}
+	if errs := checkFile(w.tmp, exp); len(errs) > 0 {
+		w.err = fmt.Errorf("hdf5: file just written fails its check: %w", errors.Join(errs...))
+		w.Abort()
+		return nil, w.err
+	}
+	entry, err := commit(w.tmp, w.final)
+	if err != nil {
+		w.err = fmt.Errorf("hdf5: %w", err)
+		w.Abort()
+		return nil, w.err
+	}
+	entry.Records = w.n
+	return []shard.FileEntry{entry}, nil
+}
+
+// closeHandles closes every dataset and the file; it runs inside lib.
+func (w *writer) closeHandles() error {
+	var errs []error
+	cols := append([]*column{w.images, w.labels}, w.aux...)
+	for _, c := range cols {
+		if c != nil && c.ds != nil {
+			if err := c.ds.Close(); err != nil {
+				errs = append(errs, h5error("close /"+c.name, err))
+			}
+			c.ds = nil
+		}
+	}
+	if w.meta != nil && w.meta.ds != nil {
+		if err := w.meta.ds.Close(); err != nil {
+			errs = append(errs, h5error("close /"+MetaName, err))
+		}
+		w.meta.ds = nil
+	}
+	if w.f != nil {
+		if err := w.f.Close(); err != nil {
+			errs = append(errs, h5error("close file", err))
+		}
+		w.f = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Abort closes the file and removes it. It is safe to call at any time, more than once.
+func (w *writer) Abort() {
+	_ = lib(w.closeHandles)
+	w.closed = true
+	if w.err == nil {
+		w.err = errors.New("hdf5: output aborted")
+	}
+	_ = os.Remove(w.tmp)
+}
+
+// commit syncs tmp, renames it to final, syncs the directory and returns final's manifest entry.
+func commit(tmp, final string) (shard.FileEntry, error) {
+	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		return shard.FileEntry{}, err
+	}
+	h := sha256.New()
+	size, err := io.Copy(h, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return shard.FileEntry{}, fmt.Errorf("sync %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return shard.FileEntry{}, err
+	}
+	if d, err := os.Open(filepath.Dir(final)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return shard.FileEntry{}, fmt.Errorf("sync directory: %w", err)
+		}
+	}
+	return shard.FileEntry{Path: filepath.Base(final), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+// marshal encodes v as compact JSON with sorted map keys and no HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func labelSpec(l shard.LabelSpec) shard.LabelSpec {
+	if l.DType == "" {
+		l.DType = "int64"
+	}
+	l.Aux = nonNil(l.Aux)
+	return l
+}
