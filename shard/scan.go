@@ -99,7 +99,7 @@ func (s *scanner) run() error {
 		if err := s.fault(ferr); err != nil {
 			return err
 		}
-		if h != nil {
+		if herr == nil {
 			// The header alone still locates its own padding.
 			return s.checkZero(HeaderFixed+h.metaLen, min(h.dataOffset(), s.size))
 		}
@@ -115,7 +115,7 @@ func (s *scanner) run() error {
 			hdrOK = false
 		}
 	}
-	if h != nil && HeaderFixed+h.metaLen <= ft.dataOffset {
+	if herr == nil && HeaderFixed+h.metaLen <= ft.dataOffset {
 		if err := s.checkZero(HeaderFixed+h.metaLen, ft.dataOffset); err != nil {
 			return err
 		}

@@ -1,0 +1,1 @@
+hello, world, this is not a shard at all
