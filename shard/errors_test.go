@@ -191,10 +191,10 @@ func TestScanEveryFault(t *testing.T) {
 	recs := randomRecords(opts, 10, 3)
 	b := buildShard(t, opts, recs)
 	const rs = 256 << 10
-	b[Align+1*rs+5] ^= 1  // block 0 (records 0-3)
-	b[Align+9*rs+7] ^= 1  // block 2 (records 8-9)
+	b[Align+1*rs+5] ^= 1        // block 0 (records 0-3)
+	b[Align+9*rs+7] ^= 1        // block 2 (records 8-9)
 	b[len(b)-FooterSize-9] ^= 1 // index padding
-	b[HeaderFixed+2] ^= 1 // header CRC
+	b[HeaderFixed+2] ^= 1       // header CRC
 	var faults []*CorruptionError
 	var progress int64
 	err := ScanWith(bytes.NewReader(b), int64(len(b)), "multi.pks", ScanOptions{ChunkSize: 100000, Progress: func(n int64) { progress += n }},
