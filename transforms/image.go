@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/packer-dev/packer/shard"
 )
@@ -14,7 +15,8 @@ type Image struct {
 }
 
 // Spec is the full, serialisable transform chain applied to every frame: resize, crop, layout,
-// element type and normalisation. The zero value is the identity in HWC uint8.
+// element type and normalisation, in that order (torchvision's Resize, CenterCrop, ToTensor,
+// Normalize). The zero value is the identity in HWC uint8.
 type Spec struct {
 	Resize  int       `json:"resize,omitempty"`   // shorter side to Resize (torchvision Resize(N))
 	Width   int       `json:"width,omitempty"`    // exact output size (--size WxH), with Height
@@ -30,7 +32,8 @@ type Spec struct {
 	Fast    bool      `json:"fast,omitempty"`     // allow reduced-scale JPEG decoding
 }
 
-// Normalized returns the spec with defaults filled in.
+// Normalized returns the spec with defaults filled in: layout hwc, dtype uint8, and filter
+// bilinear (torchvision's default) when the spec resizes.
 func (s Spec) Normalized() Spec {
 	if s.Layout == "" {
 		s.Layout = "hwc"
@@ -50,52 +53,192 @@ func (s Spec) Validate() error {
 	if s.Layout != "hwc" && s.Layout != "chw" {
 		return fmt.Errorf("transforms: unknown layout %q (want hwc or chw)", s.Layout)
 	}
-	if shard.DType(s.DType).Size() == 0 {
+	switch s.DType {
+	case "uint8", "float16", "float32":
+	default:
 		return fmt.Errorf("transforms: unknown dtype %q (want uint8, float16 or float32)", s.DType)
 	}
-	if s.Resize > 0 || s.Width > 0 || s.CropW > 0 {
-		return fmt.Errorf("transforms: resize and crop are not implemented yet")
+	if s.Filter != "" {
+		if _, err := ParseFilter(s.Filter); err != nil {
+			return err
+		}
 	}
-	if s.DType != "uint8" {
-		return fmt.Errorf("transforms: dtype %s is not implemented yet", s.DType)
+	if s.Resize < 0 || s.Width < 0 || s.Height < 0 || s.MaxSize < 0 || s.CropW < 0 || s.CropH < 0 {
+		return fmt.Errorf("transforms: sizes must not be negative")
+	}
+	if s.Resize > 0 && (s.Width > 0 || s.Height > 0) {
+		return fmt.Errorf("transforms: resize %d and size %dx%d are exclusive", s.Resize, s.Width, s.Height)
+	}
+	if (s.Width > 0) != (s.Height > 0) {
+		return fmt.Errorf("transforms: size needs both width and height, got %dx%d", s.Width, s.Height)
+	}
+	if s.MaxSize > 0 {
+		if s.Resize == 0 {
+			return fmt.Errorf("transforms: max size applies only with resize N (torchvision refuses it with an exact size)")
+		}
+		if s.MaxSize <= s.Resize {
+			return fmt.Errorf("transforms: max size %d must be larger than resize %d", s.MaxSize, s.Resize)
+		}
+	}
+	if (s.CropW > 0) != (s.CropH > 0) {
+		return fmt.Errorf("transforms: crop needs both width and height, got %dx%d", s.CropW, s.CropH)
+	}
+	for _, v := range []int{s.Resize, s.Width, s.Height, s.MaxSize, s.CropW, s.CropH} {
+		if v > MaxResampleSize {
+			return fmt.Errorf("transforms: size %d is too large (max %d)", v, MaxResampleSize)
+		}
+	}
+	if len(s.Mean) != len(s.Std) {
+		return fmt.Errorf("transforms: %d mean values but %d std values", len(s.Mean), len(s.Std))
+	}
+	if len(s.Mean) > 0 {
+		if s.DType == "uint8" {
+			return fmt.Errorf("transforms: mean/std normalisation needs a float dtype (float16 or float32)")
+		}
+		if len(s.Mean) != 1 && len(s.Mean) != 3 {
+			return fmt.Errorf("transforms: mean/std need 1 or 3 values, got %d", len(s.Mean))
+		}
+		for i := range s.Mean {
+			if float32(s.Std[i]) == 0 || math.IsNaN(s.Std[i]) || math.IsInf(s.Std[i], 0) ||
+				math.IsNaN(s.Mean[i]) || math.IsInf(s.Mean[i], 0) {
+				return fmt.Errorf("transforms: mean %v / std %v: std must be finite and non-zero", s.Mean[i], s.Std[i])
+			}
+		}
 	}
 	return nil
 }
 
-// OutputSpec returns the spec of one transformed frame for a source image of w×h×c.
+// filter returns the spec's filter (bilinear when unset).
+func (s Spec) filter() Filter {
+	f, err := ParseFilter(s.Filter)
+	if err != nil {
+		return Bilinear
+	}
+	return f
+}
+
+// ResizedSize returns the size a w×h source has after the spec's resize step (the source size
+// when the spec does not resize).
+func (s Spec) ResizedSize(w, h int) (rw, rh int, err error) {
+	switch {
+	case s.Resize > 0:
+		return ResizeOutputSize(w, h, s.Resize, s.MaxSize)
+	case s.Width > 0:
+		return s.Width, s.Height, nil
+	}
+	return w, h, nil
+}
+
+// FrameSize returns the width and height of the output frame for a w×h source: the crop
+// size when the spec crops, otherwise the resized size.
+func (s Spec) FrameSize(w, h int) (fw, fh int, err error) {
+	g, err := s.geometry(w, h)
+	return g.ow, g.oh, err
+}
+
+// FixedSize reports the output frame size when it does not depend on the source size (the
+// spec crops, or resizes to an exact size).
+func (s Spec) FixedSize() (w, h int, ok bool) {
+	switch {
+	case s.CropW > 0:
+		return s.CropW, s.CropH, true
+	case s.Width > 0:
+		return s.Width, s.Height, true
+	}
+	return 0, 0, false
+}
+
+func (s Spec) geometry(w, h int) (geometry, error) {
+	if w < 1 || h < 1 {
+		return geometry{}, fmt.Errorf("transforms: empty image %dx%d", w, h)
+	}
+	rw, rh, err := s.ResizedSize(w, h)
+	if err != nil {
+		return geometry{}, err
+	}
+	g := geometry{rw: rw, rh: rh, ow: rw, oh: rh}
+	if s.CropW > 0 {
+		g.ow, g.oh = s.CropW, s.CropH
+		g.ox, g.oy = CenterCropOffset(rw, s.CropW), CenterCropOffset(rh, s.CropH)
+	}
+	return g, nil
+}
+
+// OutputSpec returns the spec of one transformed frame for a source image of w×h×c. When the
+// size is unusable (a resize that would produce an empty image), the shape has a zero
+// dimension, which shard.SampleSpec.Validate rejects and Apply reports as an error.
 func (s Spec) OutputSpec(w, h, c int) shard.SampleSpec {
 	s = s.Normalized()
-	shape := []int{h, w, c}
+	fw, fh, err := s.FrameSize(w, h)
+	if err != nil {
+		fw, fh = 0, 0
+	}
+	shape := []int{fh, fw, c}
 	if s.Layout == "chw" {
-		shape = []int{c, h, w}
+		shape = []int{c, fh, fw}
 	}
 	return shard.SampleSpec{Shape: shape, DType: shard.DType(s.DType), Layout: s.Layout}
 }
 
 // Worker applies a Spec. A Worker holds scratch buffers and is not safe for concurrent use;
-// give each goroutine its own.
+// give each goroutine its own. After the first images, Apply does not allocate (the
+// resampling weights come from a shared cache, computed once per size pair).
 type Worker struct {
-	spec Spec
+	spec   Spec
+	filter Filter
+	rs     resampler
+	frame  []byte     // 8-bit HWC frame when dst is not one
+	luts   *frameLUTs // float outputs
 }
 
 // NewWorker returns a Worker for the spec, which must be valid.
-func (s Spec) NewWorker() *Worker { return &Worker{spec: s.Normalized()} }
+func (s Spec) NewWorker() *Worker {
+	s = s.Normalized()
+	w := &Worker{spec: s, filter: s.filter()}
+	if s.DType != "uint8" {
+		w.luts = makeFrameLUTs(s.Mean, s.Std)
+	}
+	return w
+}
 
-// Apply transforms src into dst, which must be exactly OutputSpec(src.W, src.H, src.C).Size() bytes.
+// Apply transforms src into dst, which must be exactly OutputSpec(src.W, src.H, src.C).Size()
+// bytes: resize (Pillow's Image.resize with the spec's filter), centre crop with zero padding
+// (torchvision's CenterCrop), then layout and element type. Only the output pixels that
+// survive the crop are computed; the bytes are those of resizing fully and cropping after.
 func (w *Worker) Apply(src Image, dst []byte) error {
-	out := w.spec.OutputSpec(src.W, src.H, src.C)
-	if int64(len(dst)) != out.Size() {
-		return fmt.Errorf("transforms: destination is %d bytes, want %d", len(dst), out.Size())
+	if err := checkImage(src); err != nil {
+		return err
 	}
-	if w.spec.Layout == "chw" {
-		plane := src.W * src.H
-		for i := 0; i < plane; i++ {
-			for ch := 0; ch < src.C; ch++ {
-				dst[ch*plane+i] = src.Pix[i*src.C+ch]
-			}
-		}
-		return nil
+	s := &w.spec
+	g, err := s.geometry(src.W, src.H)
+	if err != nil {
+		return err
 	}
-	copy(dst, src.Pix)
+	if want := int64(g.ow) * int64(g.oh) * int64(src.C) * int64(shard.DType(s.DType).Size()); int64(len(dst)) != want {
+		return fmt.Errorf("transforms: destination is %d bytes, want %d", len(dst), want)
+	}
+	if len(s.Mean) > 1 && len(s.Mean) != src.C {
+		return fmt.Errorf("transforms: %d mean/std values for a %d-channel image", len(s.Mean), src.C)
+	}
+	C := src.C
+	frameBytes := g.ow * g.oh * C
+	frame := dst
+	direct := s.DType == "uint8" && s.Layout == "hwc"
+	if !direct {
+		w.frame = growBytes(w.frame, frameBytes)
+		frame = w.frame
+	}
+	x0, y0, x1, y1 := g.visible()
+	if g.padded() {
+		clear(frame[:frameBytes])
+	}
+	if x1 > x0 && y1 > y0 {
+		stride := g.ow * C
+		w.rs.resizeRegion(frame[y0*stride+x0*C:], stride, src, g.rw, g.rh, w.filter,
+			x0+g.ox, y0+g.oy, x1+g.ox, y1+g.oy)
+	}
+	if !direct {
+		writeFrame(dst, frame, g.ow, g.oh, C, s.Layout == "chw", s.DType, w.luts)
+	}
 	return nil
 }

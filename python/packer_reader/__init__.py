@@ -1,0 +1,38 @@
+"""packer_reader: read packer output (shards, npy, hdf5) from Python at disk speed.
+
+    import packer_reader
+    ds = packer_reader.open("out/")            # any of the three formats, through manifest.json
+    img, label = ds[0]                          # ndarray with ds.shape / ds.dtype, int
+    for images, labels in ds.batches(256, shuffle=True, seed=1, epoch=0):
+        ...                                     # [B, ...] array (reused buffer), [B] int64
+
+Order of records (shuffle, rank/world split, resume) follows shard/ORDER.md exactly, like the
+Go reader. Shards are parsed as shard/FORMAT.md specifies: magic, version, flags, limits and the
+header, footer and index CRC-32C are checked when a dataset is opened; the CRC-32C of record data
+is checked while reading only with ``open(path, verify_crc=True)`` (it costs CPU time: the
+pure-Python CRC runs at a few hundred MB/s, below disk speed). ``verify(path)`` always checks
+everything: file sizes, SHA-256, every data block CRC, padding, and npy/hdf5 shapes.
+
+PyTorch: see ``packer_reader.torch``.
+"""
+
+from ._dataset import Dataset, HDF5Dataset, NpyDataset, ShardDataset, load_manifest
+from ._dataset import open_dataset as _open
+from ._errors import CorruptionError, FormatError, PackerError
+from ._verify import Fault, Report, verify
+
+__version__ = "0.1.0"
+
+__all__ = ["open", "verify", "Dataset", "ShardDataset", "NpyDataset", "HDF5Dataset", "Report", "Fault",
+           "PackerError", "FormatError", "CorruptionError", "load_manifest"]
+
+
+def open(path, verify_crc=False, direct=False):  # noqa: A001 - the package's entry point
+    """Open a packer output directory (its manifest decides the format), a manifest.json, or a
+    single ``.pks`` shard file. Returns a :class:`Dataset`.
+
+    ``verify_crc``: check the CRC-32C of every data block the first time a read touches it
+    (shards only; npy and hdf5 carry no internal checksums, use :func:`verify`).
+    ``direct``: read batches with ``O_DIRECT`` where the platform and file system allow it,
+    bypassing the page cache (for cold, read-once passes over data larger than memory)."""
+    return _open(path, verify_crc=verify_crc, direct=direct)

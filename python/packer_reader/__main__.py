@@ -1,0 +1,53 @@
+"""python3 -m packer_reader verify DIR [--json]   |   python3 -m packer_reader inspect DIR
+
+Exit status: 0 success, 2 usage error, 3 corrupt or mismatching data, 1 other failure."""
+
+import argparse
+import json
+import sys
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_CORRUPT = 3
+
+
+def main(argv=None):
+    import packer_reader
+
+    ap = argparse.ArgumentParser(prog="python3 -m packer_reader", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd")
+    v = sub.add_parser("verify", help="check every file of a packer output directory against its manifest")
+    v.add_argument("dir")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    i = sub.add_parser("inspect", help="print a short summary of a dataset")
+    i.add_argument("dir")
+    try:
+        args = ap.parse_args(argv)
+    except SystemExit as e:
+        return EXIT_USAGE if e.code else EXIT_OK
+    if args.cmd is None:
+        ap.print_usage(sys.stderr)
+        return EXIT_USAGE
+    if args.cmd == "verify":
+        rep = packer_reader.verify(args.dir)
+        print(json.dumps(rep.to_dict(), indent=2) if args.json else str(rep))
+        return EXIT_OK if rep.ok else EXIT_CORRUPT
+    try:
+        with packer_reader.open(args.dir) as ds:
+            print(repr(ds))
+            print("classes: %d %s" % (len(ds.classes), ds.classes[:10]))
+            print("sample: %s" % json.dumps(ds.sample_spec))
+            if ds.aux_names:
+                print("aux: %s" % ds.aux_names)
+    except packer_reader.FormatError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return EXIT_CORRUPT
+    except packer_reader.PackerError as e:
+        print("error: %s" % e, file=sys.stderr)
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

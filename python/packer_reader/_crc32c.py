@@ -1,0 +1,202 @@
+"""CRC-32C (Castagnoli), as Go's ``hash/crc32`` computes it with ``crc32.Castagnoli``.
+
+Pure Python over NumPy, no compiler needed. When the optional ``google_crc32c`` or ``crc32c``
+module is importable it is used instead (both compute the same function in C).
+
+The NumPy implementation uses the linearity of the CRC over GF(2): the data is cut into
+chunks of ``_L`` bytes, each chunk's raw CRC (register started at 0) is the XOR of one
+table lookup per byte position (``_POS[p][byte]``, "slicing by _L", vectorised over all
+chunks at once), and the chunk CRCs are folded pairwise with "shift by n zero bytes"
+operators until one value is left. Throughput is a few hundred MB/s on one core, against
+about 1 MB/s for a byte-at-a-time Python loop.
+"""
+
+import numpy as np
+
+_POLY = 0x82F63B78  # reflected Castagnoli polynomial
+_MASK = 0xFFFFFFFF
+_L = 64  # bytes per chunk in the vectorised path
+_SLAB = 1 << 22  # bytes per vectorised slab (bounds temporary memory to a few slab sizes)
+_SMALL = 1024  # below this many bytes the plain table loop is faster
+
+
+def _make_table():
+    t = []
+    for b in range(256):
+        c = b
+        for _ in range(8):
+            c = (c >> 1) ^ (_POLY if c & 1 else 0)
+        t.append(c)
+    return t
+
+
+_T = _make_table()
+_TNP = np.array(_T, dtype=np.uint32)
+
+
+def _raw_py(reg, data):
+    """Raw register update over data (no init, no final xor), plain Python."""
+    t = _T
+    for b in data:
+        reg = t[(reg ^ b) & 0xFF] ^ (reg >> 8)
+    return reg
+
+
+# --- shift-by-zeros operators ------------------------------------------------------------
+# An operator is the list of 32 columns: op[i] = image of the register value 1 << i.
+
+
+def _op_apply(op, x):
+    r = 0
+    i = 0
+    while x:
+        if x & 1:
+            r ^= op[i]
+        x >>= 1
+        i += 1
+    return r
+
+
+def _op_compose(a, b):
+    """Operator a after b."""
+    return [_op_apply(a, c) for c in b]
+
+
+_Z1 = [_raw_py(1 << i, b"\x00") for i in range(32)]
+_ZPOW = [_Z1]  # _ZPOW[k] shifts by 2**k zero bytes
+
+
+def _zpow(k):
+    while len(_ZPOW) <= k:
+        z = _ZPOW[-1]
+        _ZPOW.append(_op_compose(z, z))
+    return _ZPOW[k]
+
+
+def _shift(x, n):
+    """Register x advanced over n zero bytes."""
+    k = 0
+    while n and x:
+        if n & 1:
+            x = _op_apply(_zpow(k), x)
+        n >>= 1
+        k += 1
+    return x
+
+
+def _op_for(n):
+    """Operator shifting by n zero bytes, as 32 columns."""
+    return [_shift(1 << i, n) for i in range(32)]
+
+
+def _byte_tables(op):
+    """Four 256-entry tables so that op(x) = t0[x&255] ^ t1[x>>8&255] ^ t2[...] ^ t3[x>>24]."""
+    cols = np.array(op, dtype=np.uint32)
+    v = np.arange(256, dtype=np.uint32)
+    out = np.zeros((4, 256), dtype=np.uint32)
+    for k in range(4):
+        for bit in range(8):
+            out[k] ^= np.where((v >> bit) & 1 == 1, cols[8 * k + bit], np.uint32(0)).astype(np.uint32)
+    return out
+
+
+def _apply_np(tabs, x):
+    return (tabs[0][x & 0xFF] ^ tabs[1][(x >> 8) & 0xFF]
+            ^ tabs[2][(x >> 16) & 0xFF] ^ tabs[3][x >> 24])
+
+
+# Position tables: contribution of byte value v at position p of an _L-byte chunk to the
+# chunk's raw CRC: Z_{L-1-p}(T[v]). Stored flat so index = p*256 + v.
+def _pos_tables():
+    z1 = _byte_tables(_Z1)
+    rows = [None] * _L
+    cur = _TNP.copy()
+    for p in range(_L - 1, -1, -1):
+        rows[p] = cur
+        cur = _apply_np(z1, cur)
+    return np.concatenate(rows).astype(np.uint32)
+
+
+_POS = None
+_POSOFF = (np.arange(_L, dtype=np.uint16) * 256).reshape(1, _L)
+_LEVEL = []  # _LEVEL[j]: byte tables of the operator shifting by _L * 2**j
+
+
+def _level(j):
+    while len(_LEVEL) <= j:
+        _LEVEL.append(_byte_tables(_op_for(_L << len(_LEVEL))))
+    return _LEVEL[j]
+
+
+def _raw_np(buf):
+    """Raw CRC (register from 0) of a byte array whose length is a multiple of _L."""
+    global _POS
+    if _POS is None:
+        _POS = _pos_tables()
+    m = buf.size // _L
+    d = buf.reshape(m, _L)
+    idx = d + _POSOFF  # uint16: p*256 + byte
+    r = np.bitwise_xor.reduce(_POS[idx], axis=1)
+    j = 0
+    while r.size > 1:
+        if r.size & 1:
+            # a leading zero chunk does not change a raw CRC started at 0
+            r = np.concatenate((np.zeros(1, dtype=np.uint32), r))
+        r = _apply_np(_level(j), r[0::2]) ^ r[1::2]
+        j += 1
+    return int(r[0])
+
+
+def _raw(reg, data):
+    mv = memoryview(data).cast("B")
+    n = len(mv)
+    if n < _SMALL:
+        return _raw_py(reg, mv)
+    arr = np.frombuffer(mv, dtype=np.uint8)
+    head = n % _L
+    if head:
+        reg = _raw_py(reg, mv[:head])
+    pos = head
+    while pos < n:
+        end = min(n, pos + _SLAB)
+        reg = _shift(reg, end - pos) ^ _raw_np(arr[pos:end])
+        pos = end
+    return reg
+
+
+def _crc32c_numpy(data, crc=0):
+    return _raw((crc ^ _MASK) & _MASK, data) ^ _MASK
+
+
+def crc32c_python(data, crc=0):
+    """Byte-at-a-time reference implementation (slow; used by tests)."""
+    return _raw_py((crc ^ _MASK) & _MASK, memoryview(data).cast("B")) ^ _MASK
+
+
+def combine(crc1, crc2, len2):
+    """CRC-32C of A||B from crc1 = crc(A), crc2 = crc(B) and len2 = len(B)."""
+    return _shift(crc1, len2) ^ crc2
+
+
+BACKEND = "numpy"
+crc32c = _crc32c_numpy
+try:  # optional C implementations, same function
+    import google_crc32c as _g
+
+    if _g.implementation == "c":
+        def crc32c(data, crc=0):  # noqa: F811
+            return _g.extend(crc, bytes(data) if not isinstance(data, bytes) else data)
+
+        BACKEND = "google_crc32c"
+except Exception:  # pragma: no cover - optional
+    try:
+        import crc32c as _c
+
+        def crc32c(data, crc=0):  # noqa: F811
+            return _c.crc32c(data, crc)
+
+        BACKEND = "crc32c"
+    except Exception:
+        pass
+
+crc32c.__doc__ = "CRC-32C of data (bytes-like), extending crc (a finished CRC-32C of earlier bytes)."

@@ -1,0 +1,678 @@
+"""Datasets over packer output directories (shards, npy, hdf5) and their batch iterators."""
+
+import bisect
+import json
+import os
+import queue
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from . import _order
+from ._errors import FormatError, PackerError
+from ._io import open_direct, open_ro, pread_into, preadv_into
+from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
+
+MANIFEST = "manifest.json"
+MAX_MANIFEST = 1 << 30
+FORMATS = ("shards", "npy", "hdf5")
+
+
+# -- manifest -------------------------------------------------------------------------------
+
+def load_manifest(directory):
+    """Read and sanity-check directory/manifest.json; return the dict."""
+    path = os.path.join(str(directory), MANIFEST)
+    try:
+        size = os.stat(path).st_size
+    except OSError as e:
+        raise FormatError(path, "cannot open manifest: %s" % e.strerror)
+    if size > MAX_MANIFEST:
+        raise FormatError(path, "manifest larger than %d bytes" % MAX_MANIFEST)
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        m = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise FormatError(path, "invalid manifest JSON: %s" % e)
+    if not isinstance(m, dict):
+        raise FormatError(path, "manifest is not a JSON object")
+    if m.get("format") not in FORMATS:
+        raise FormatError(path, "unknown format %r" % (m.get("format"),))
+    count = m.get("count")
+    if not isinstance(count, int) or count < 0:
+        raise FormatError(path, "invalid count %r" % (count,))
+    parse_sample_spec(m.get("sample"), path)
+    files = m.get("files") or []
+    if not isinstance(files, list):
+        raise FormatError(path, "files is not a list")
+    for fe in files:
+        p = fe.get("path") if isinstance(fe, dict) else None
+        if not isinstance(p, str) or not p or p.startswith("/") or "\\" in p or \
+                any(part in ("", ".", "..") for part in p.split("/")):
+            raise FormatError(path, "file path %r is not a local relative path" % (p,))
+        if not isinstance(fe.get("size", 0), int) or fe.get("size", 0) < 0:
+            raise FormatError(path, "file %s: invalid size" % p)
+    label = m.get("label") or {}
+    aux = (label.get("aux") or []) if isinstance(label, dict) else []
+    if not isinstance(aux, list) or not all(isinstance(a, str) and a and "/" not in a for a in aux):
+        raise FormatError(path, "label.aux must be a list of column names")
+    return m
+
+
+def _aligned_empty(nbytes):
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % ALIGN
+    return raw[off:off + nbytes]
+
+
+class _Buf:
+    """One reusable batch buffer: raw bytes (aligned, with slack for O_DIRECT) and labels."""
+
+    def __init__(self, nbytes, batch_size):
+        self.raw = _aligned_empty(nbytes)
+        self.labels = np.empty(batch_size, dtype=np.int64)
+
+
+_END = object()
+
+
+class _Failure:
+    def __init__(self, exc):
+        self.exc = exc
+
+
+# -- base class -----------------------------------------------------------------------------
+
+class Dataset:
+    """A packed dataset. ``len(ds)``, ``ds[i] -> (image, label)``; see the package docs.
+
+    Attributes: ``path``, ``format`` ("shards", "npy" or "hdf5"), ``manifest`` (dict),
+    ``classes`` (list of names indexed by label), ``class_counts``, ``sample_spec`` (dict with
+    shape, dtype, layout), ``shape`` (tuple), ``dtype`` (numpy dtype), ``record_size`` (bytes, or
+    None for variable-size records), ``labels`` (int64 array of every label), ``aux_names``.
+
+    A Dataset may be read from several threads; a batch iterator must be used by one thread."""
+
+    format = None
+
+    def __init__(self, path, manifest, verify_crc=False, direct=False):
+        self.path = str(path)
+        self.manifest = manifest or {}
+        m = self.manifest
+        self.classes = list(m.get("classes") or [])
+        self.class_counts = list(m.get("class_counts") or [])
+        self.verify_crc = bool(verify_crc)
+        self.direct = bool(direct)
+        self._closed = False
+
+    def _init_spec(self, spec, where):
+        self.sample_spec = dict(spec)
+        self.shape, self.dtype, self.record_size = parse_sample_spec(spec, where)
+        self.fixed = self.record_size is not None
+
+    # -- random access -----------------------------------------------------------------
+    def __len__(self):
+        return self.count
+
+    def _index(self, i):
+        i = int(i)
+        if i < 0:
+            i += self.count
+        if not 0 <= i < self.count:
+            raise IndexError("record %d out of range [0, %d)" % (i, self.count))
+        return i
+
+    def __getitem__(self, i):
+        i = self._index(i)
+        return self._read_one(i), int(self.labels[i])
+
+    def __iter__(self):
+        for i in range(self.count):
+            yield self[i]
+
+    def image(self, i):
+        return self._read_one(self._index(i))
+
+    def label(self, i):
+        return int(self.labels[self._index(i)])
+
+    def aux(self, i):
+        """Auxiliary integer labels of record i as a dict {name: int} (empty when none)."""
+        i = self._index(i)
+        return {name: int(self._aux[i, k]) for k, name in enumerate(self.aux_names)}
+
+    def meta(self, i):
+        """Per-record metadata (a dict, e.g. clip info for videos), or None when absent."""
+        return self._meta(self._index(i))
+
+    def _meta(self, i):
+        return None
+
+    def close(self):
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return "<packer_reader %s dataset %s: %d records of %s %s>" % (
+            self.format, self.path, self.count, self.dtype.name, list(self.shape))
+
+    # -- order ---------------------------------------------------------------------------
+    def _shard_layout(self):
+        """(counts, firsts) of the units that ORDER.md shuffles: shards, or one unit."""
+        return [self.count], [0]
+
+    def order(self, shuffle=False, seed=0, epoch=0, rank=0, world_size=1, buffer_size=4096):
+        """Every record index this rank emits in the epoch, in ORDER.md order (int64 array)."""
+        counts, firsts = self._shard_layout()
+        return _order.order_indices(counts, firsts, shuffle, seed, epoch, rank, world_size, buffer_size)
+
+    # -- batches -------------------------------------------------------------------------
+    def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
+                drop_last=False, buffer_size=4096, start=0, copy=False, prefetch=1):
+        """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
+
+        ``start`` resumes at that position of this rank's sequence (records already consumed in
+        this epoch). Without ``copy=True`` the yielded arrays are views of reusable buffers that
+        stay valid only until the next batch is requested; ``copy=True`` yields fresh arrays.
+        ``prefetch`` batches are read ahead by a background thread (0: read in the caller's
+        thread). Variable-size datasets yield a list of arrays instead of one ``[B, ...]``
+        array."""
+        B = int(batch_size)
+        if B < 1:
+            raise ValueError("batch_size must be >= 1")
+        start = int(start)
+        if start < 0:
+            raise ValueError("start must be >= 0")
+        plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
+        if not self.fixed:
+            return self._var_batches(plan, copy)
+        return self._fixed_batches(plan, B, copy, prefetch)
+
+    def _plan(self, B, shuffle, seed, epoch, rank, world, drop_last, buffer_size, start):
+        """List of batches, each ("range", first, n) or ("idx", int64 array)."""
+        counts, firsts = self._shard_layout()
+        if shuffle:
+            idx = _order.order_indices(counts, firsts, True, seed, epoch, rank, world, buffer_size)[start:]
+            items = [("idx", idx[p:p + B]) for p in range(0, idx.size, B)]
+        else:
+            lo, hi = _order.rank_bounds(self.count, rank, world)
+            lo = min(hi, lo + start)
+            items = [("range", p, min(B, hi - p)) for p in range(lo, hi, B)]
+        if drop_last and items:
+            last = items[-1]
+            n = last[2] if last[0] == "range" else last[1].size
+            if n < B:
+                items.pop()
+        return items
+
+    def _var_batches(self, plan, copy):
+        for item in plan:
+            idx = range(item[1], item[1] + item[2]) if item[0] == "range" else item[1].tolist()
+            imgs = [self._read_one(i) for i in idx]
+            labels = self.labels[np.asarray(list(idx), dtype=np.int64)]
+            yield imgs, labels
+
+    def _fixed_batches(self, plan, B, copy, prefetch):
+        nbytes = B * self.record_size + 2 * ALIGN
+        nbuf = max(1, int(prefetch) + 1)
+
+        def fill(item, buf):
+            if copy:  # a fresh buffer per batch: read straight into it, no second copy
+                buf = _Buf(nbytes, B)
+            if item[0] == "range":
+                _, first, n = item
+                images = self._fill_range(first, n, buf.raw)
+                np.copyto(buf.labels[:n], self.labels[first:first + n])
+            else:
+                idx = item[1]
+                n = idx.size
+                images = buf.raw[:n * self.record_size].view(self.dtype).reshape((n,) + self.shape)
+                self._fill_indices(idx, images)
+                np.take(self.labels, idx, out=buf.labels[:n])
+            return images, buf.labels[:n]
+
+        if prefetch <= 0:
+            buf = _Buf(nbytes, B)
+            for item in plan:
+                yield fill(item, buf)
+            return
+
+        free = queue.Queue()
+        full = queue.Queue()
+        for _ in range(nbuf):
+            free.put(_Buf(nbytes, B))
+        stop = threading.Event()
+
+        def producer():
+            try:
+                for item in plan:
+                    buf = free.get()
+                    if stop.is_set() or buf is None:
+                        return
+                    full.put((buf, fill(item, buf)))
+                full.put(_END)
+            except BaseException as e:  # handed to the consumer
+                full.put(_Failure(e))
+
+        t = threading.Thread(target=producer, name="packer_reader-prefetch", daemon=True)
+        t.start()
+        try:
+            while True:
+                x = full.get()
+                if x is _END:
+                    return
+                if isinstance(x, _Failure):
+                    raise x.exc
+                buf, out = x
+                yield out
+                free.put(buf)
+        finally:
+            stop.set()
+            free.put(None)
+            t.join()
+
+    # -- backend hooks -------------------------------------------------------------------
+    def _read_one(self, i):
+        raise NotImplementedError
+
+    def _fill_range(self, first, n, raw):
+        raise NotImplementedError
+
+    def _fill_indices(self, idx, images):
+        raise NotImplementedError
+
+
+# -- fixed-size byte segments (shards and npy) ----------------------------------------------
+
+class _SegmentDataset(Dataset):
+    """Records stored as byte ranges of one or more files (shards, or images.npy)."""
+
+    def _setup_segments(self, segs):
+        self._segs = segs
+        self._firsts = [s.first for s in segs]
+        self._dfds = {}
+
+    def _locate(self, i):
+        s = bisect.bisect_right(self._firsts, i) - 1
+        return s, i - self._firsts[s]
+
+    def _shard_layout(self):
+        return [s.n for s in self._segs], list(self._firsts)
+
+    def _direct_fd(self, s):
+        fd = self._dfds.get(s, -2)
+        if fd == -2:
+            fd = open_direct(self._segs[s].path)
+            self._dfds[s] = -1 if fd is None else fd
+        return None if fd is None or fd < 0 else fd
+
+    def close(self):
+        for s in getattr(self, "_segs", []):
+            s.close()
+        for fd in getattr(self, "_dfds", {}).values():
+            if fd >= 0:
+                os.close(fd)
+        self._dfds = {}
+        super().close()
+
+    def _read_one(self, i):
+        s, li = self._locate(i)
+        seg = self._segs[s]
+        raw = seg.read_record(li)
+        if self.verify_crc:
+            seg.check_records(li, li + 1, memoryview(raw))
+        arr = np.frombuffer(raw, dtype=self.dtype)
+        return arr.reshape(self._record_shape(seg, li, arr.size))
+
+    def _record_shape(self, seg, li, size):
+        if self.fixed:
+            return self.shape
+        known = 1
+        for d in self.shape:
+            if d > 0:
+                known *= d
+        var = [k for k, d in enumerate(self.shape) if d < 0]
+        if len(var) == 1 and known and size % known == 0:
+            sh = list(self.shape)
+            sh[var[0]] = size // known
+            return tuple(sh)
+        m = seg.record_meta(li) if hasattr(seg, "record_meta") else None
+        if isinstance(m, dict) and isinstance(m.get("shape"), list):
+            return tuple(m["shape"])
+        return (size,)
+
+    def _fill_range(self, first, n, raw):
+        rs = self.record_size
+        pos = 0
+        lead = 0
+        i = first
+        end = first + n
+        while i < end:
+            s, li = self._locate(i)
+            seg = self._segs[s]
+            take = min(end - i, seg.n - li)
+            off, ln = seg.range_span(li, li + take)
+            dfd = self._direct_fd(s) if (self.direct and pos == 0) else None
+            if dfd is not None:
+                lead = off % ALIGN
+                a = off - lead
+                need = lead + ln
+                span = min(align_up(need), raw.size)
+                mv = memoryview(raw)[:span]
+                got = 0
+                while got < need:
+                    try:
+                        k = os.preadv(dfd, [mv[got:]], a + got)
+                    except OSError:
+                        k = -1
+                    if k <= 0:
+                        break
+                    got += k
+                if got < need:  # O_DIRECT refused or short: fall back to a buffered read
+                    lead = 0
+                    pread_into(seg.fd, memoryview(raw)[:ln], off, seg.path)
+            else:
+                pread_into(seg.fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
+            if self.verify_crc:
+                seg.check_records(li, li + take, memoryview(raw)[lead + pos:lead + pos + ln])
+            pos += ln
+            i += take
+        return raw[lead:lead + n * rs].view(self.dtype).reshape((n,) + self.shape)
+
+    def _fill_indices(self, idx, images):
+        rs = self.record_size
+        out = memoryview(images.reshape(-1).view(np.uint8))
+        order = np.argsort(idx, kind="stable")
+        sidx = idx[order]
+        k = 0
+        n = sidx.size
+        while k < n:
+            s, li = self._locate(int(sidx[k]))
+            seg = self._segs[s]
+            limit = self._firsts[s] + seg.n
+            j = k + 1
+            while j < n and sidx[j] == sidx[j - 1] + 1 and sidx[j] < limit:
+                j += 1
+            off, _ = seg.range_span(li, li)
+            views = [out[int(p) * rs:(int(p) + 1) * rs] for p in order[k:j]]
+            preadv_into(seg.fd, views, off, seg.path)
+            if self.verify_crc:
+                seg.check_records(li, li + (j - k))
+            k = j
+
+
+class ShardDataset(_SegmentDataset):
+    """A directory of packer shards (format "shards")."""
+
+    format = "shards"
+
+    def __init__(self, path, manifest, verify_crc=False, direct=False, shard_paths=None):
+        super().__init__(path, manifest, verify_crc, direct)
+        if shard_paths is None:
+            shard_paths = [os.path.join(self.path, fe["path"]) for fe in self.manifest.get("files", [])
+                           if fe["path"].endswith(".pks")]
+        segs = []
+        first = 0
+        try:
+            for p in shard_paths:
+                sf = ShardFile(p, first)
+                segs.append(sf)
+                first += sf.n
+        except BaseException:
+            for s in segs:
+                s.close()
+            raise
+        self._setup_segments(segs)
+        self.count = first
+        spec = self.manifest.get("sample") or (segs[0].meta.get("sample") if segs else None)
+        if spec is None:
+            raise FormatError(self.path, "no sample spec (empty dataset without manifest)")
+        self._init_spec(spec, self.path)
+        m = self.manifest
+        if m and m.get("count") != self.count:
+            self.close()
+            raise FormatError(os.path.join(self.path, MANIFEST),
+                              "manifest count %r, the shards hold %d records" % (m.get("count"), self.count))
+        for s in segs:
+            if (list(s.shape), s.dtype) != (list(self.shape), self.dtype):
+                self.close()
+                raise FormatError(s.path, "sample spec %s %s differs from the dataset's %s %s"
+                                  % (list(s.shape), s.dtype.name, list(self.shape), self.dtype.name))
+        label = m.get("label") or (segs[0].meta.get("label") if segs else {}) or {}
+        self.aux_names = list(label.get("aux") or [])
+        for s in segs:
+            if s.aux_names != self.aux_names:
+                self.close()
+                raise FormatError(s.path, "aux columns %r differ from the dataset's %r" % (s.aux_names, self.aux_names))
+        a = len(self.aux_names)
+        self.labels = np.concatenate([s.labels for s in segs]) if segs else np.zeros(0, np.int64)
+        self._aux = np.concatenate([s.aux for s in segs]) if segs else np.zeros((0, a), np.int64)
+        self.shards = segs
+
+    def _meta(self, i):
+        s, li = self._locate(i)
+        return self._segs[s].record_meta(li)
+
+
+class _RawSegment:
+    """Fixed-size records stored back to back in a plain file (images.npy)."""
+
+    def __init__(self, path, data_offset, record_size, n):
+        self.path = path
+        self.data_offset = data_offset
+        self.record_size = record_size
+        self.n = n
+        self.first = 0
+        self.fd = open_ro(path)
+
+    def range_span(self, lo, hi):
+        return self.data_offset + lo * self.record_size, (hi - lo) * self.record_size
+
+    def read_record(self, i):
+        buf = bytearray(self.record_size)
+        pread_into(self.fd, memoryview(buf), self.data_offset + i * self.record_size, self.path)
+        return buf
+
+    def check_records(self, lo, hi, data=None):
+        pass
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def read_npy_header(path):
+    """(shape, dtype, fortran_order, data_offset) of an .npy file, with FormatError on failure."""
+    fmt = np.lib.format
+    try:
+        with open(path, "rb") as f:
+            major, minor = fmt.read_magic(f)
+            if (major, minor) == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(f)
+            elif major in (2, 3):
+                shape, fortran, dtype = fmt.read_array_header_2_0(f)
+            else:
+                raise ValueError("unsupported npy version %d.%d" % (major, minor))
+            return tuple(shape), dtype, fortran, f.tell()
+    except OSError as e:
+        raise FormatError(path, "cannot read: %s" % (e.strerror or e))
+    except ValueError as e:
+        raise FormatError(path, "not a valid .npy file: %s" % e)
+
+
+def load_npy_column(path, n, what):
+    shape, dtype, fortran, off = read_npy_header(path)
+    if shape != (n,) or dtype.kind != "i" or dtype.itemsize != 8:
+        raise FormatError(path, "%s must be [%d] int64, found %s %s" % (what, n, list(shape), dtype))
+    size = os.stat(path).st_size
+    if size != off + 8 * n:
+        raise FormatError(path, "file is %d bytes, expected %d" % (size, off + 8 * n))
+    arr = np.empty(n, dtype=dtype)
+    fd = open_ro(path)
+    try:
+        pread_into(fd, memoryview(arr).cast("B"), off, path)
+    finally:
+        os.close(fd)
+    return arr.astype(np.int64, copy=False)
+
+
+class NpyDataset(_SegmentDataset):
+    """A directory with images.npy, labels.npy, aux_<name>.npy and optional meta.jsonl."""
+
+    format = "npy"
+
+    def __init__(self, path, manifest, verify_crc=False, direct=False):
+        super().__init__(path, manifest, verify_crc, direct)
+        m = self.manifest
+        self._init_spec(m["sample"], os.path.join(self.path, MANIFEST))
+        if not self.fixed:
+            raise FormatError(self.path, "npy datasets need a fixed sample shape")
+        n = m["count"]
+        self.count = n
+        ipath = os.path.join(self.path, "images.npy")
+        shape, dtype, fortran, off = read_npy_header(ipath)
+        if fortran or shape != (n,) + self.shape or dtype.str.lstrip("<|") != self.dtype.str.lstrip("<|"):
+            raise FormatError(ipath, "array is %s %s%s, the manifest says %s %s" % (
+                list(shape), dtype, " (Fortran order)" if fortran else "", [n] + list(self.shape), self.dtype))
+        size = os.stat(ipath).st_size
+        if size != off + n * self.record_size:
+            raise FormatError(ipath, "file is %d bytes, expected %d" % (size, off + n * self.record_size))
+        self._setup_segments([_RawSegment(ipath, off, self.record_size, n)])
+        self.labels = load_npy_column(os.path.join(self.path, "labels.npy"), n, "labels")
+        self.aux_names = list((m.get("label") or {}).get("aux") or [])
+        cols = [load_npy_column(os.path.join(self.path, "aux_%s.npy" % a), n, "aux column " + a)
+                for a in self.aux_names]
+        self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)
+        self._meta_lines = None
+        self._meta_path = os.path.join(self.path, "meta.jsonl")
+
+    def _meta(self, i):
+        if self._meta_lines is None:
+            if not os.path.exists(self._meta_path):
+                self._meta_lines = []
+            else:
+                with open(self._meta_path, "rb") as f:
+                    self._meta_lines = f.read().split(b"\n")
+        if i >= len(self._meta_lines) or not self._meta_lines[i].strip():
+            return None
+        return json.loads(self._meta_lines[i].decode("utf-8"))
+
+
+def _import_h5py():
+    try:
+        import h5py
+    except ImportError:
+        raise PackerError("reading hdf5 datasets needs h5py (pip install h5py, or apt install python3-h5py)")
+    return h5py
+
+
+class HDF5Dataset(Dataset):
+    """data.h5 with /images [N, ...] and /labels [N] int64, read through h5py."""
+
+    format = "hdf5"
+
+    def __init__(self, path, manifest, verify_crc=False, direct=False):
+        super().__init__(path, manifest, verify_crc, direct)
+        h5py = _import_h5py()
+        m = self.manifest
+        self._init_spec(m["sample"], os.path.join(self.path, MANIFEST))
+        self.count = n = m["count"]
+        names = [fe["path"] for fe in m.get("files", []) if fe["path"].endswith((".h5", ".hdf5"))]
+        self.h5path = os.path.join(self.path, names[0] if names else "data.h5")
+        try:
+            self._f = h5py.File(self.h5path, "r")
+        except OSError as e:
+            raise FormatError(self.h5path, "cannot open HDF5 file: %s" % e)
+        try:
+            self._check_and_load(n)
+        except BaseException:
+            self._f.close()
+            raise
+
+    def _check_and_load(self, n):
+        f = self._f
+        for name in ("images", "labels"):
+            if name not in f:
+                raise FormatError(self.h5path, "missing dataset /%s" % name)
+        self._images = f["images"]
+        im = self._images
+        if tuple(im.shape) != (n,) + self.shape or im.dtype.str.lstrip("<|") != self.dtype.str.lstrip("<|"):
+            raise FormatError(self.h5path, "/images is %s %s, the manifest says %s %s" % (
+                list(im.shape), im.dtype, [n] + list(self.shape), self.dtype))
+        lab = f["labels"]
+        if tuple(lab.shape) != (n,) or lab.dtype.kind != "i" or lab.dtype.itemsize != 8:
+            raise FormatError(self.h5path, "/labels is %s %s, expected [%d] int64" % (list(lab.shape), lab.dtype, n))
+        self.labels = np.asarray(lab[...], dtype=np.int64)
+        self.aux_names = list((self.manifest.get("label") or {}).get("aux") or [])
+        cols = []
+        for a in self.aux_names:
+            ds = None
+            for key in ("aux/" + a, "aux_" + a, a):
+                if key in f:
+                    ds = f[key]
+                    break
+            if ds is None:
+                raise FormatError(self.h5path, "missing aux column %r" % a)
+            cols.append(np.asarray(ds[...], dtype=np.int64).reshape(n))
+        self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)
+        self._meta_ds = f["meta"] if "meta" in f else None
+
+    def close(self):
+        if not self._closed:
+            self._f.close()
+        super().close()
+
+    def _read_one(self, i):
+        out = np.empty(self.shape, dtype=self.dtype)
+        self._images.read_direct(out, np.s_[i], np.s_[...])
+        return out
+
+    def _fill_range(self, first, n, raw):
+        images = raw[:n * self.record_size].view(self.dtype).reshape((n,) + self.shape)
+        if n:
+            self._images.read_direct(images, np.s_[first:first + n], np.s_[0:n])
+        return images
+
+    def _fill_indices(self, idx, images):
+        order = np.argsort(idx, kind="stable")
+        sidx = idx[order]
+        k, n = 0, sidx.size
+        while k < n:
+            j = k + 1
+            while j < n and sidx[j] == sidx[j - 1] + 1:
+                j += 1
+            a = int(sidx[k])
+            tmp = np.empty((j - k,) + self.shape, dtype=self.dtype)
+            self._images.read_direct(tmp, np.s_[a:a + j - k], np.s_[0:j - k])
+            images[order[k:j]] = tmp
+            k = j
+
+    def _meta(self, i):
+        if self._meta_ds is None:
+            return None
+        v = self._meta_ds[i]
+        if isinstance(v, bytes):
+            v = v.decode("utf-8")
+        return json.loads(v) if v else None
+
+
+def open_dataset(path, verify_crc=False, direct=False):
+    """Open a packer output directory (or its manifest.json, or a single .pks shard file)."""
+    p = Path(path)
+    if p.is_file() and p.suffix == ".pks":
+        return ShardDataset(str(p.parent), {}, verify_crc, direct, shard_paths=[str(p)])
+    if p.is_file() and p.name == MANIFEST:
+        p = p.parent
+    if not p.is_dir():
+        raise FormatError(str(p), "not a packer output directory")
+    m = load_manifest(p)
+    cls = {"shards": ShardDataset, "npy": NpyDataset, "hdf5": HDF5Dataset}[m["format"]]
+    return cls(str(p), m, verify_crc, direct)

@@ -1,0 +1,357 @@
+"""Parsing of one packer shard file, exactly as shard/FORMAT.md (version 1) describes it."""
+
+import json
+import os
+import struct
+
+import numpy as np
+
+from . import _crc32c
+from ._errors import CorruptionError, FormatError
+from ._io import open_ro, pread, pread_into, preadv_into
+
+HEADER_MAGIC = b"PKSHARD\x00"
+FOOTER_MAGIC = b"PKS1"
+VERSION = 1
+ALIGN = 4096
+HEADER_FIXED = 32
+FOOTER_SIZE = 64
+FLAG_VAR_SIZE = 1 << 0
+FLAG_META = 1 << 1
+KNOWN_FLAGS = FLAG_VAR_SIZE | FLAG_META
+BLOCK_TARGET = 1 << 20
+MAX_META_LEN = 1 << 20
+MAX_RECORDS = (1 << 32) - 1
+MAX_RECORD_SIZE = 1 << 30
+MAX_AUX = 16
+
+DTYPES = {"uint8": np.dtype("u1"), "float16": np.dtype("<f2"), "float32": np.dtype("<f4")}
+
+_FOOTER = struct.Struct("<QQQQQQIII4s")
+
+
+def align_up(x):
+    return x + (-x % ALIGN)
+
+
+def sample_dtype(name, path):
+    try:
+        return DTYPES[name]
+    except (KeyError, TypeError):
+        raise FormatError(path, "unknown sample dtype %r" % (name,))
+
+
+def parse_sample_spec(spec, path):
+    """Validate a sample spec dict; return (shape tuple, numpy dtype, fixed record size or None)."""
+    if not isinstance(spec, dict):
+        raise FormatError(path, "sample spec is not an object")
+    dt = sample_dtype(spec.get("dtype"), path)
+    shape = spec.get("shape")
+    if not isinstance(shape, list) or not 1 <= len(shape) <= 8 or not all(isinstance(d, int) for d in shape):
+        raise FormatError(path, "sample shape %r must be a list of 1 to 8 integers" % (shape,))
+    size = dt.itemsize
+    for d in shape:
+        if d == 0 or d < -1:
+            raise FormatError(path, "invalid dimension %d in sample shape %r" % (d, shape))
+        if d > 0:
+            size *= d
+            if size > MAX_RECORD_SIZE:
+                raise FormatError(path, "sample shape %r exceeds the record size limit" % (shape,))
+    fixed = all(d > 0 for d in shape)
+    return tuple(shape), dt, (size if fixed else None)
+
+
+class ShardFile:
+    """One open shard. Parsing checks magic, version, flags, every length against the limits and
+    the file size before allocating, and the header, footer and index CRC-32C. Record data CRCs
+    are checked on demand (``check_records``, ``verify_blocks``).
+
+    ``first`` is the dataset index of the shard's record 0; it only labels error messages."""
+
+    def __init__(self, path, first=0):
+        self.path = str(path)
+        self.first = first
+        self.fd = open_ro(self.path)
+        try:
+            self._parse()
+        except BaseException:
+            os.close(self.fd)
+            self.fd = -1
+            raise
+        self._verified = np.zeros(self.num_blocks, dtype=bool)
+        self._partial = {}
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    # -- parsing -------------------------------------------------------------------------
+    def _fail(self, reason, offset=None):
+        raise FormatError(self.path, reason, offset)
+
+    def _all_records(self):
+        n = getattr(self, "n", None)
+        return None if n is None else (self.first, self.first + n)
+
+    def _parse(self):
+        p = self.path
+        size = os.fstat(self.fd).st_size
+        self.file_size = size
+        if size < HEADER_FIXED:
+            self._fail("file is %d bytes, shorter than a shard header" % size)
+        hdr = bytes(pread(self.fd, HEADER_FIXED, 0, p))
+        if hdr[0:8] != HEADER_MAGIC:
+            self._fail("bad magic %r, not a packer shard" % hdr[0:8], 0)
+        version, flags, meta_len, header_crc = struct.unpack_from("<HHII", hdr, 8)
+        if version != VERSION:
+            self._fail("unsupported shard format version %d (this reader knows version %d)" % (version, VERSION), 8)
+        if flags & ~KNOWN_FLAGS:
+            self._fail("unknown flags 0x%04x" % (flags & ~KNOWN_FLAGS), 10)
+        if meta_len > MAX_META_LEN:
+            self._fail("meta length %d exceeds the limit %d" % (meta_len, MAX_META_LEN), 12)
+        if HEADER_FIXED + meta_len + FOOTER_SIZE > size:
+            self._fail("meta length %d does not fit in a %d-byte file" % (meta_len, size), 12)
+        if hdr[20:32] != bytes(12):
+            self._fail("reserved header bytes are not zero", 20)
+        self.flags = flags
+        self.meta_len = meta_len
+        self.var_size = bool(flags & FLAG_VAR_SIZE)
+        self.has_meta = bool(flags & FLAG_META)
+
+        # footer (its CRC is checked before any of its fields is used)
+        if size < FOOTER_SIZE or size % ALIGN:
+            self._fail("file size %d is not a multiple of %d" % (size, ALIGN))
+        foot_off = size - FOOTER_SIZE
+        ft = bytes(pread(self.fd, FOOTER_SIZE, foot_off, p))
+        (n, record_size, data_offset, data_len, index_offset, index_len,
+         k, index_crc, footer_crc, fmagic) = _FOOTER.unpack(ft)
+        if fmagic != FOOTER_MAGIC:
+            self._fail("bad trailer magic %r (truncated or not a shard)" % fmagic, foot_off + 60)
+        if _crc32c.crc32c(ft[:56]) != footer_crc:
+            raise CorruptionError(p, None, foot_off, "footer CRC-32C mismatch")
+        if n > MAX_RECORDS:
+            self._fail("record count %d exceeds the limit" % n, foot_off)
+        self.n = n
+        meta_bytes = bytes(pread(self.fd, meta_len, HEADER_FIXED, p))
+        if _crc32c.crc32c(meta_bytes, _crc32c.crc32c(hdr[:16])) != header_crc:
+            raise CorruptionError(p, self._all_records(), 0, "header CRC-32C mismatch")
+        try:
+            meta = json.loads(meta_bytes.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            self._fail("meta JSON is invalid: %s" % e, HEADER_FIXED)
+        if not isinstance(meta, dict):
+            self._fail("meta JSON is not an object", HEADER_FIXED)
+        self.meta = meta
+        self.shape, self.dtype, fixed_size = parse_sample_spec(meta.get("sample"), p)
+        label = meta.get("label") or {}
+        aux = (label.get("aux") or []) if isinstance(label, dict) else None
+        if not isinstance(aux, list) or not all(isinstance(a, str) for a in aux):
+            self._fail("label.aux must be a list of names")
+        if len(aux) > MAX_AUX:
+            self._fail("%d aux columns exceed the limit %d" % (len(aux), MAX_AUX))
+        self.aux_names = list(aux)
+        a = len(aux)
+
+        if data_offset != align_up(HEADER_FIXED + meta_len):
+            self._fail("data_offset %d, expected %d" % (data_offset, align_up(HEADER_FIXED + meta_len)), foot_off + 16)
+        if k < 1:
+            self._fail("block_records is 0", foot_off + 48)
+        mk = meta.get("block_records")
+        if mk is not None and mk != k:
+            self._fail("block_records %r in meta differs from %d in footer" % (mk, k))
+        if self.var_size:
+            if record_size != 0:
+                self._fail("record_size %d must be 0 for variable-size records" % record_size, foot_off + 8)
+        else:
+            if fixed_size is None:
+                self._fail("sample shape %r has a varying dimension but FlagVarSize is not set" % (list(self.shape),))
+            if record_size != fixed_size:
+                self._fail("record_size %d, the sample spec gives %d" % (record_size, fixed_size), foot_off + 8)
+            if data_len != n * record_size:
+                self._fail("data_len %d, expected %d records x %d bytes" % (data_len, n, record_size), foot_off + 24)
+        if data_len > size:
+            self._fail("data_len %d exceeds the file size %d" % (data_len, size), foot_off + 24)
+        if index_offset != align_up(data_offset + data_len):
+            self._fail("index_offset %d, expected %d" % (index_offset, align_up(data_offset + data_len)), foot_off + 32)
+        if index_len > size or align_up(index_offset + index_len + FOOTER_SIZE) != size:
+            self._fail("index_len %d does not fit the file size %d" % (index_len, size), foot_off + 40)
+        nb = -(-n // k)
+        fixed_part = (n * 8 + n * a * 8 + nb * 4 + ((n + 1) * 8 if self.var_size else 0)
+                      + ((n + 1) * 8 if self.has_meta else 0))
+        if self.has_meta:
+            if index_len < fixed_part:
+                self._fail("index_len %d is smaller than its fixed parts (%d bytes)" % (index_len, fixed_part), foot_off + 40)
+        elif index_len != fixed_part:
+            self._fail("index_len %d, expected %d" % (index_len, fixed_part), foot_off + 40)
+        self.record_size = record_size
+        self.data_offset = data_offset
+        self.data_len = data_len
+        self.index_offset = index_offset
+        self.index_len = index_len
+        self.block_records = k
+        self.num_blocks = nb
+
+        idx = pread(self.fd, index_len, index_offset, p)
+        if _crc32c.crc32c(idx) != index_crc:
+            raise CorruptionError(p, self._all_records(), index_offset, "index CRC-32C mismatch")
+        pos = 0
+
+        def take(count, dt):
+            nonlocal pos
+            arr = np.frombuffer(idx, dtype=dt, count=count, offset=pos)
+            pos += count * dt.itemsize
+            return arr
+
+        u64 = np.dtype("<u8")
+        i64 = np.dtype("<i8")
+        self.offsets = None
+        if self.var_size:
+            off = take(n + 1, u64)
+            if off[0] != 0 or off[-1] != data_len or (n and np.any(np.diff(off.astype(np.int64)) < 0)):
+                self._fail("record offsets table is not 0..data_len non-decreasing", index_offset)
+            if n and int(np.max(np.diff(off))) > MAX_RECORD_SIZE:
+                self._fail("a record exceeds the record size limit", index_offset)
+            self.offsets = off.astype(np.int64)
+        self.labels = take(n, i64).astype(np.int64)
+        self.aux = take(n * a, i64).astype(np.int64).reshape(n, a)
+        self.metaoffs = None
+        self.metablob = None
+        if self.has_meta:
+            m = take(n + 1, u64).astype(np.int64)
+            blob_len = index_len - fixed_part
+            if m[0] != 0 or m[-1] != blob_len or (n and np.any(np.diff(m) < 0)):
+                self._fail("per-record meta offsets are not 0..%d non-decreasing" % blob_len, index_offset)
+            self.metaoffs = m
+            self.metablob = bytes(idx[pos:pos + blob_len])
+            pos += blob_len
+        self.crcs = take(nb, np.dtype("<u4")).astype(np.uint32)
+
+    # -- records -------------------------------------------------------------------------
+    def record_span(self, i):
+        """(file offset, length) of local record i."""
+        if self.var_size:
+            a = int(self.offsets[i])
+            return self.data_offset + a, int(self.offsets[i + 1]) - a
+        return self.data_offset + i * self.record_size, self.record_size
+
+    def range_span(self, lo, hi):
+        """(file offset, length) of local records [lo, hi)."""
+        if self.var_size:
+            a = int(self.offsets[lo])
+            return self.data_offset + a, int(self.offsets[hi]) - a
+        return self.data_offset + lo * self.record_size, (hi - lo) * self.record_size
+
+    def read_range_into(self, lo, hi, mv):
+        off, ln = self.range_span(lo, hi)
+        pread_into(self.fd, mv[:ln], off, self.path)
+        return ln
+
+    def read_record(self, i):
+        off, ln = self.record_span(i)
+        return pread(self.fd, ln, off, self.path)
+
+    def record_meta(self, i):
+        if self.metaoffs is None:
+            return None
+        raw = self.metablob[int(self.metaoffs[i]):int(self.metaoffs[i + 1])]
+        if not raw:
+            return None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return raw
+
+    # -- data checksums ------------------------------------------------------------------
+    def block_bounds(self, j):
+        k = self.block_records
+        return j * k, min((j + 1) * k, self.n)
+
+    def _block_error(self, j, reason):
+        lo, hi = self.block_bounds(j)
+        off, _ = self.range_span(lo, hi)
+        return CorruptionError(self.path, (self.first + lo, self.first + hi), off,
+                               "data block %d (shard records %d..%d): %s" % (j, lo, hi - 1, reason))
+
+    def check_block(self, j, data=None):
+        """Check block j's CRC (reading it unless data is given); raise CorruptionError."""
+        lo, hi = self.block_bounds(j)
+        if data is None:
+            off, ln = self.range_span(lo, hi)
+            data = memoryview(bytearray(ln))
+            try:
+                pread_into(self.fd, data, off, self.path)
+            except FormatError as e:
+                raise self._block_error(j, "truncated: %s" % e.reason)
+        got = _crc32c.crc32c(data)
+        if got != int(self.crcs[j]):
+            raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)" % (int(self.crcs[j]), got))
+        self._verified[j] = True
+
+    def check_records(self, lo, hi, data=None):
+        """Check the CRC of every block touching local records [lo, hi). data, when given, holds
+        exactly those records' bytes as read; blocks it covers only partly are finished from
+        consecutive calls (sequential reading) or read again from the file."""
+        if hi <= lo:
+            return
+        k = self.block_records
+        base, _ = self.range_span(lo, lo)
+        for j in range(lo // k, (hi - 1) // k + 1):
+            if self._verified[j]:
+                continue
+            b_lo, b_hi = self.block_bounds(j)
+            s_lo, s_hi = max(lo, b_lo), min(hi, b_hi)
+            if data is None:
+                self.check_block(j)
+                continue
+            o1, ln = self.range_span(s_lo, s_hi)
+            seg = data[o1 - base:o1 - base + ln]
+            if s_lo == b_lo and s_hi == b_hi:
+                self.check_block(j, seg)
+            elif s_lo == b_lo:
+                self._partial[j] = (s_hi, _crc32c.crc32c(seg))
+            elif j in self._partial and self._partial[j][0] == s_lo:
+                crc = _crc32c.crc32c(seg, self._partial[j][1])
+                if s_hi == b_hi:
+                    del self._partial[j]
+                    if crc != int(self.crcs[j]):
+                        raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)" % (int(self.crcs[j]), crc))
+                    self._verified[j] = True
+                else:
+                    self._partial[j] = (s_hi, crc)
+            else:
+                self.check_block(j)
+
+    def verify_blocks(self):
+        """Check every data block; return the list of CorruptionErrors (all of them)."""
+        faults = []
+        for j in range(self.num_blocks):
+            try:
+                self.check_block(j)
+            except CorruptionError as e:
+                faults.append(e)
+        return faults
+
+    def check_padding(self):
+        """Return the list of FormatErrors for non-zero padding bytes."""
+        faults = []
+        gaps = [
+            (HEADER_FIXED + self.meta_len, self.data_offset, "header padding"),
+            (self.data_offset + self.data_len, self.index_offset, "data padding"),
+            (self.index_offset + self.index_len, self.file_size - FOOTER_SIZE, "index padding"),
+        ]
+        for a, b, what in gaps:
+            if b > a:
+                buf = pread(self.fd, b - a, a, self.path)
+                nz = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8))
+                if nz.size:
+                    faults.append(FormatError(self.path, "%s is not zero" % what, a + int(nz[0])))
+        return faults
+
+
+def scatter_read(seg_fd, path, spans_and_views):
+    """Read consecutive (offset-ordered, adjacent) spans into views with one preadv per run."""
+    if not spans_and_views:
+        return
+    off0 = spans_and_views[0][0]
+    preadv_into(seg_fd, [v for _, v in spans_and_views], off0, path)

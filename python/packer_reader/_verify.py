@@ -1,0 +1,327 @@
+"""packer_reader.verify: the integrity checks of ``packer verify``, in Python."""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+
+from ._errors import CorruptionError, FormatError, PackerError
+from ._shard import ShardFile, parse_sample_spec
+
+CHUNK = 8 << 20
+
+
+class Fault:
+    """One problem found by verify. ``kind`` is one of: manifest, missing, extra, size, sha256,
+    structure, checksum, padding, shape, count, labels."""
+
+    def __init__(self, kind, path, reason, record_range=None, offset=None):
+        self.kind = kind
+        self.path = path
+        self.reason = reason
+        self.record_range = record_range
+        self.offset = offset
+
+    def to_dict(self):
+        return {"kind": self.kind, "path": self.path, "reason": self.reason,
+                "record_range": list(self.record_range) if self.record_range else None, "offset": self.offset}
+
+    def __str__(self):
+        s = "%s: %s" % (self.path, self.reason)
+        if self.record_range:
+            a, b = self.record_range
+            s += " [records %d..%d]" % (a, b - 1)
+        if self.offset is not None:
+            s += " (offset %d)" % self.offset
+        return "%s: %s" % (self.kind, s)
+
+    __repr__ = __str__
+
+
+class Report:
+    """What verify found: ``ok`` (no faults), ``faults`` (list of Fault), ``notes`` (checks that
+    could not run, e.g. h5py missing), ``files`` and ``records`` checked."""
+
+    def __init__(self, path):
+        self.path = path
+        self.faults = []
+        self.notes = []
+        self.files = 0
+        self.records = 0
+        self.bytes = 0
+
+    @property
+    def ok(self):
+        return not self.faults
+
+    def add(self, kind, path, reason, record_range=None, offset=None):
+        self.faults.append(Fault(kind, path, reason, record_range, offset))
+
+    def add_error(self, err, kind=None):
+        if isinstance(err, CorruptionError):
+            self.add(kind or "checksum", err.path, err.reason, err.record_range, err.offset)
+        elif isinstance(err, FormatError):
+            self.add(kind or "structure", err.path, err.reason, None, err.offset)
+        else:
+            self.add(kind or "structure", self.path, str(err))
+
+    def to_dict(self):
+        return {"path": self.path, "ok": self.ok, "files": self.files, "records": self.records,
+                "bytes": self.bytes, "faults": [f.to_dict() for f in self.faults], "notes": list(self.notes)}
+
+    def __str__(self):
+        lines = ["%s: %s (%d files, %d records, %d bytes checked)" % (
+            self.path, "OK" if self.ok else "%d fault(s)" % len(self.faults), self.files, self.records, self.bytes)]
+        lines += ["  " + str(f) for f in self.faults]
+        lines += ["  note: " + n for n in self.notes]
+        return "\n".join(lines)
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    buf = bytearray(CHUNK)
+    mv = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(mv)
+            if not n:
+                break
+            h.update(mv[:n])
+    return h.hexdigest()
+
+
+def verify(path):
+    """Check a packer output directory against its manifest.json and return a :class:`Report`.
+
+    Checks: manifest well-formed; every listed file present with the listed size and SHA-256;
+    no unlisted (extra) files; shards: magic, version, flags, limits, header/footer/index CRC,
+    every data block CRC (naming its record range), zero padding, record counts and sample spec
+    against the manifest; npy: headers, shapes, dtypes and sizes; hdf5: dataset shapes and
+    dtypes (when h5py is importable); labels within the class list and matching class_counts.
+    Every fault is reported, not only the first."""
+    from ._dataset import MANIFEST, load_manifest  # no import cycle at module load
+
+    root = str(path)
+    if os.path.isfile(root) and os.path.basename(root) == MANIFEST:
+        root = os.path.dirname(root) or "."
+    rep = Report(root)
+    try:
+        m = load_manifest(root)
+    except FormatError as e:
+        rep.add_error(e, "manifest")
+        return rep
+    mpath = os.path.join(root, MANIFEST)
+
+    # files: presence, size, sha256
+    listed = {}
+    present = {}
+    for fe in m.get("files") or []:
+        rel = fe["path"]
+        listed[rel] = fe
+        full = os.path.join(root, *rel.split("/"))
+        try:
+            st = os.stat(full)
+        except OSError:
+            rep.add("missing", full, "listed in the manifest but missing")
+            continue
+        rep.files += 1
+        present[rel] = full
+        if "size" in fe and st.st_size != fe["size"]:
+            rep.add("size", full, "size %d, manifest says %d" % (st.st_size, fe["size"]))
+        else:
+            want = str(fe.get("sha256", "")).lower()
+            got = _sha256(full)
+            rep.bytes += st.st_size
+            if got != want:
+                rep.add("sha256", full, "SHA-256 %s, manifest says %s" % (got, want or "nothing"))
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fn in sorted(filenames):
+            full = os.path.join(dirpath, fn)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            if rel != MANIFEST and rel not in listed:
+                rep.add("extra", full, "file not listed in the manifest")
+
+    fmt = m["format"]
+    try:
+        if fmt == "shards":
+            labels = _verify_shards(rep, m, root, present, listed)
+        elif fmt == "npy":
+            labels = _verify_npy(rep, m, root, present)
+        else:
+            labels = _verify_hdf5(rep, m, root, present)
+    except PackerError as e:  # never a crash: anything unexpected is a fault
+        rep.add_error(e)
+        labels = None
+    if labels is not None:
+        _check_labels(rep, m, mpath, labels)
+    return rep
+
+
+def _check_labels(rep, m, mpath, labels):
+    classes = m.get("classes") or []
+    if classes and labels.size:
+        bad = np.flatnonzero((labels < 0) | (labels >= len(classes)))
+        if bad.size:
+            rep.add("labels", mpath, "%d label(s) outside [0, %d), first at record %d" % (
+                bad.size, len(classes), int(bad[0])), (int(bad[0]), int(bad[0]) + 1))
+    cc = m.get("class_counts")
+    if cc and classes and len(cc) == len(classes):
+        ok = labels[(labels >= 0) & (labels < len(classes))]
+        got = np.bincount(ok, minlength=len(classes)).tolist()
+        if got != list(cc):
+            rep.add("labels", mpath, "class_counts %s do not match the labels %s" % (list(cc), got))
+    elif cc and len(cc) != len(classes):
+        rep.add("manifest", mpath, "class_counts has %d entries for %d classes" % (len(cc), len(classes)))
+
+
+def _verify_shards(rep, m, root, present, listed):
+    shape, dtype, _ = parse_sample_spec(m["sample"], os.path.join(root, "manifest.json"))
+    shard_entries = [fe for fe in m.get("files") or [] if fe["path"].endswith(".pks")]
+    first = 0
+    total = 0
+    all_labels = []
+    complete = True
+    for pos, fe in enumerate(shard_entries):
+        rel = fe["path"]
+        declared_first = fe.get("first_record", first if pos else 0) or 0
+        if declared_first != first and complete:
+            rep.add("count", os.path.join(root, rel), "first_record %d, expected %d" % (declared_first, first))
+        if rel not in present:
+            complete = False
+            first = declared_first + (fe.get("records") or 0)
+            continue
+        full = present[rel]
+        try:
+            sf = ShardFile(full, declared_first)
+        except PackerError as e:
+            rep.add_error(e)
+            complete = False
+            first = declared_first + (fe.get("records") or 0)
+            continue
+        try:
+            rep.records += sf.n
+            total += sf.n
+            if "records" in fe and fe["records"] != sf.n:
+                rep.add("count", full, "holds %d records, manifest says %d" % (sf.n, fe["records"]))
+            if (sf.shape, sf.dtype) != (shape, dtype):
+                rep.add("shape", full, "sample %s %s, manifest says %s %s" % (
+                    list(sf.shape), sf.dtype.name, list(shape), dtype.name))
+            idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
+            if idx is not None and idx != pos:
+                rep.add("structure", full, "meta shard.index %r, but it is file %d of the dataset" % (idx, pos))
+            for err in sf.check_padding():
+                rep.add("padding", err.path, err.reason, None, err.offset)
+            for err in sf.verify_blocks():
+                rep.add_error(err, "checksum")
+            all_labels.append(sf.labels)
+            first = declared_first + sf.n
+        finally:
+            sf.close()
+    if complete and total != m["count"]:
+        rep.add("count", os.path.join(root, "manifest.json"),
+                "manifest count %d, the shards hold %d records" % (m["count"], total))
+    if not complete:
+        return None
+    return np.concatenate(all_labels) if all_labels else np.zeros(0, np.int64)
+
+
+def _verify_npy(rep, m, root, present):
+    from ._dataset import read_npy_header
+
+    n = m["count"]
+    shape, dtype, rs = parse_sample_spec(m["sample"], os.path.join(root, "manifest.json"))
+    labels = None
+    rep.records = n
+    cols = [("images.npy", (n,) + shape, dtype)]
+    cols.append(("labels.npy", (n,), np.dtype("<i8")))
+    for a in (m.get("label") or {}).get("aux") or []:
+        cols.append(("aux_%s.npy" % a, (n,), np.dtype("<i8")))
+    for name, want_shape, want_dtype in cols:
+        full = os.path.join(root, name)
+        if name not in present:
+            if not os.path.exists(full):
+                if os.path.join(root, name) not in [f.path for f in rep.faults]:
+                    rep.add("missing", full, "required by the npy format")
+            continue
+        try:
+            got_shape, got_dtype, fortran, off = read_npy_header(full)
+        except FormatError as e:
+            rep.add_error(e)
+            continue
+        if got_shape != want_shape or got_dtype.str.lstrip("<|") != want_dtype.str.lstrip("<|") or fortran:
+            rep.add("shape", full, "array is %s %s%s, expected %s %s" % (
+                list(got_shape), got_dtype, " (Fortran order)" if fortran else "", list(want_shape), want_dtype))
+            continue
+        size = os.stat(full).st_size
+        expect = off + int(np.prod(want_shape)) * want_dtype.itemsize
+        if size != expect:
+            rep.add("size", full, "file is %d bytes, the header implies %d" % (size, expect))
+            continue
+        if name == "labels.npy":
+            labels = np.fromfile(full, dtype=want_dtype, offset=off, count=n).astype(np.int64)
+    mj = os.path.join(root, "meta.jsonl")
+    if os.path.exists(mj):
+        with open(mj, "rb") as f:
+            lines = f.read().split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        if len(lines) != n:
+            rep.add("count", mj, "%d lines for %d records" % (len(lines), n))
+        for i, ln in enumerate(lines):
+            try:
+                json.loads(ln.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                rep.add("structure", mj, "line %d is not JSON" % (i + 1), (i, i + 1))
+                break
+    return labels
+
+
+def _verify_hdf5(rep, m, root, present):
+    n = m["count"]
+    rep.records = n
+    shape, dtype, _ = parse_sample_spec(m["sample"], os.path.join(root, "manifest.json"))
+    names = [rel for rel in present if rel.endswith((".h5", ".hdf5"))]
+    if not names:
+        if not any(f.kind == "missing" for f in rep.faults):
+            rep.add("missing", os.path.join(root, "data.h5"), "no HDF5 file in the manifest")
+        return None
+    full = present[names[0]]
+    try:
+        import h5py
+    except ImportError:
+        rep.notes.append("h5py is not installed: HDF5 structure (shapes, dtypes) not checked")
+        return None
+    try:
+        f = h5py.File(full, "r")
+    except Exception as e:  # h5py raises OSError and others for damaged files
+        rep.add("structure", full, "cannot open as HDF5: %s" % e)
+        return None
+    labels = None
+    try:
+        for name, want_shape, want in (("images", (n,) + shape, dtype), ("labels", (n,), np.dtype("<i8"))):
+            if name not in f:
+                rep.add("structure", full, "missing dataset /%s" % name)
+                continue
+            d = f[name]
+            if not hasattr(d, "shape"):
+                rep.add("structure", full, "/%s is not a dataset" % name)
+                continue
+            if tuple(d.shape) != want_shape or d.dtype.str.lstrip("<|") != want.str.lstrip("<|"):
+                rep.add("shape", full, "/%s is %s %s, expected %s %s" % (name, list(d.shape), d.dtype,
+                                                                       list(want_shape), want))
+                continue
+            if name == "labels":
+                try:
+                    labels = np.asarray(d[...], dtype=np.int64)
+                except Exception as e:
+                    rep.add("structure", full, "cannot read /labels: %s" % e)
+        for a in (m.get("label") or {}).get("aux") or []:
+            if not any(k in f for k in ("aux/" + a, "aux_" + a, a)):
+                rep.add("structure", full, "missing aux column %r" % a)
+    except Exception as e:
+        rep.add("structure", full, "unreadable: %s" % e)
+    finally:
+        f.close()
+    return labels

@@ -1,0 +1,170 @@
+"""PyTorch integration: an ``IterableDataset`` over a packer dataset.
+
+Each DataLoader worker of each distributed rank reads its own part of the epoch, exactly as
+shard/ORDER.md defines (worker ``w`` of ``nw`` in rank ``r`` of ``W`` reads as rank
+``r*nw + w`` of ``W*nw``), so every record is seen exactly once per epoch across all ranks and
+workers, and the Go and Python readers agree on the order. Batching happens inside the dataset
+(large contiguous reads), so give the DataLoader ``batch_size=None``.
+
+Complete training loop::
+
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader
+    from packer_reader.torch import PackerIterableDataset
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    data = PackerIterableDataset("out/", batch_size=256, shuffle=True, seed=42, drop_last=True)
+    loader = DataLoader(data, batch_size=None, num_workers=2,
+                        pin_memory=(device == "cuda"), persistent_workers=False)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(len(data.classes))).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for epoch in range(10):
+        data.set_epoch(epoch)                      # new shuffle each epoch, same on every rank
+        for images, labels in loader:              # uint8 [B, H, W, C] and int64 [B]
+            images = images.to(device, non_blocking=True).float().div_(255)
+            labels = labels.to(device, non_blocking=True)
+            loss = F.cross_entropy(model(images), labels)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+With ``torch.distributed`` initialised, each rank reads its own slice automatically (or pass
+``rank=`` and ``world_size=``). To resume inside an epoch, call ``set_epoch(e)`` and
+``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
+(this assumes the DataLoader's default in-order round-robin over workers, which holds until the
+first worker runs out of batches at the end of the epoch).
+
+Tensors: every yielded tensor owns its memory (the reader reads each batch straight into a fresh
+array and wraps it with ``torch.from_numpy``, no extra copy). ``pin_memory=True`` pins it in this
+dataset when CUDA is available and no worker processes are used; with ``num_workers > 0`` use
+the DataLoader's own ``pin_memory=True`` instead (pinning happens in the main process)."""
+
+import torch as _torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from ._dataset import open_dataset
+
+__all__ = ["PackerIterableDataset", "split_for_worker"]
+
+
+def split_for_worker(rank=None, world_size=None):
+    """(rank', world') of the calling DataLoader worker as ORDER.md defines, from the given
+    rank/world_size or torch.distributed when initialised, and torch's worker info."""
+    if rank is None or world_size is None:
+        dist = getattr(_torch, "distributed", None)
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank = dist.get_rank() if rank is None else rank
+            world_size = dist.get_world_size() if world_size is None else world_size
+        else:
+            rank = 0 if rank is None else rank
+            world_size = 1 if world_size is None else world_size
+    info = get_worker_info()
+    w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+    return rank * nw + w, world_size * nw, w, nw
+
+
+class PackerIterableDataset(IterableDataset):
+    """Yields ``(images, labels)`` batches as tensors (``[B, ...]`` and int64 ``[B]``).
+
+    Arguments: ``path`` (packer output directory), ``batch_size``, ``shuffle``, ``seed``,
+    ``epoch``, ``drop_last``, ``buffer_size`` (shuffle buffer, records), ``rank``/``world_size``
+    (default: torch.distributed when initialised, else 0/1), ``pin_memory``, ``start`` (batches
+    already consumed this epoch, see set_start), ``verify_crc``, ``prefetch`` (batches read ahead
+    per worker by a background thread), ``direct`` (O_DIRECT reads), ``num_workers`` (the
+    DataLoader's worker count; only used by ``len()``, since each worker has its own last batch)."""
+
+    def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
+                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=False, prefetch=1,
+                 direct=False, num_workers=None):
+        super().__init__()
+        self.num_workers = num_workers
+        self.path = str(path)
+        self.batch_size = int(batch_size)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = epoch
+        self.drop_last = drop_last
+        self.buffer_size = buffer_size
+        self.rank = rank
+        self.world_size = world_size
+        self.pin_memory = pin_memory
+        self.start = start
+        self.verify_crc = verify_crc
+        self.prefetch = prefetch
+        self.direct = direct
+        self._ds = None
+        self._pid = None
+        ds = self._dataset()  # fail early on a bad path, and expose the metadata
+        self.classes = ds.classes
+        self.sample_spec = ds.sample_spec
+        self.count = len(ds)
+
+    def _dataset(self):
+        import os
+
+        if self._ds is None or self._pid != os.getpid():  # one open dataset per process
+            self._ds = open_dataset(self.path, verify_crc=self.verify_crc, direct=self.direct)
+            self._pid = os.getpid()
+        return self._ds
+
+    def __getstate__(self):
+        st = self.__dict__.copy()
+        st["_ds"] = None
+        st["_pid"] = None
+        return st
+
+    def set_epoch(self, epoch):
+        """Select the epoch (changes the shuffle); resets the resume position to 0."""
+        self.epoch = int(epoch)
+        self.start = 0
+
+    def set_start(self, batches_consumed):
+        """Resume the current epoch after this many batches already yielded by this rank."""
+        self.start = int(batches_consumed)
+
+    def _worker_batches(self, w, nw):
+        # batches worker w already delivered when `start` batches came round-robin from nw workers
+        return max(0, -(-(self.start - w) // nw))
+
+    def __len__(self):
+        """Batches this rank yields per epoch (all its workers together; pass num_workers= to the
+        constructor to get the right count with DataLoader workers). Ignores set_start."""
+        from . import _order
+
+        info = get_worker_info()
+        nw = info.num_workers if info is not None else max(1, self.num_workers or 1)
+        r, W, _, _ = split_for_worker(self.rank, self.world_size)
+        if info is not None:
+            r //= nw
+            W //= nw
+        total = 0
+        for w in range(nw):
+            lo, hi = _order.rank_bounds(self.count, r * nw + w, W * nw)
+            n = hi - lo
+            total += n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return total
+
+    def __iter__(self):
+        rp, wp, w, nw = split_for_worker(self.rank, self.world_size)
+        # The DataLoader always asks worker 0 first. After resuming at batch `start`, the next
+        # batch is due from the ORDER.md reader start % nw, so worker w plays reader
+        # (w + start) % nw: the resumed sequence of batches is the uninterrupted one.
+        v = (w + self.start) % nw
+        rp = rp - w + v
+        ds = self._dataset()
+        start_records = self._worker_batches(v, nw) * self.batch_size
+        pin = self.pin_memory and get_worker_info() is None and _torch.cuda.is_available()
+        it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch, rank=rp,
+                        world_size=wp, drop_last=self.drop_last, buffer_size=self.buffer_size,
+                        start=start_records, copy=True, prefetch=self.prefetch)
+        for images, labels in it:
+            if isinstance(images, list):
+                x = [_torch.from_numpy(a.copy()) for a in images]
+            else:
+                x = _torch.from_numpy(images)
+            y = _torch.from_numpy(labels)
+            if pin:
+                x = [t.pin_memory() for t in x] if isinstance(x, list) else x.pin_memory()
+                y = y.pin_memory()
+            yield x, y

@@ -1,0 +1,39 @@
+import os
+import subprocess
+import sys
+
+PYDIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(*args):
+    env = dict(os.environ, PYTHONPATH=PYDIR)
+    return subprocess.run([sys.executable, "-m", "packer_reader"] + list(args), capture_output=True, text=True,
+                          env=env, cwd=PYDIR)
+
+
+def test_verify_exit_codes(shards_dir, tmp_path):
+    import shutil
+
+    r = run("verify", shards_dir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout
+    d = str(tmp_path / "bad")
+    shutil.copytree(shards_dir, d)
+    p = os.path.join(d, "shard-00003.pks")
+    with open(p, "r+b") as f:
+        f.seek(4096 + 100)
+        b = f.read(1)
+        f.seek(4096 + 100)
+        f.write(bytes([b[0] ^ 1]))
+    r = run("verify", d)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "shard-00003.pks" in r.stdout and "checksum" in r.stdout and "records 90..96" in r.stdout
+    r = run("verify", d, "--json")
+    assert r.returncode == 3 and '"ok": false' in r.stdout
+    assert run("bogus").returncode == 2
+    assert run().returncode == 2
+
+
+def test_inspect(npy_dir):
+    r = run("inspect", npy_dir)
+    assert r.returncode == 0 and "203 records" in r.stdout

@@ -1,0 +1,166 @@
+import os
+
+import numpy as np
+import pytest
+
+import packer_reader
+import shardwriter
+from conftest import CLASSES, SPEC, make_images
+
+
+def collect(it, copy=True):
+    imgs, labs = [], []
+    for x, y in it:
+        imgs.append(x.copy() if copy else x)
+        labs.append(y.copy() if copy else y)
+    return imgs, labs
+
+
+def test_open_and_random_access(shards_dir, data):
+    imgs, labels, coarse, metas = data
+    with packer_reader.open(shards_dir) as ds:
+        assert isinstance(ds, packer_reader.ShardDataset)
+        assert len(ds) == len(imgs) and len(ds.shards) == 7
+        assert ds.classes == CLASSES
+        assert ds.sample_spec == SPEC and ds.shape == (4, 5, 3) and ds.dtype == np.uint8
+        for i in [0, 29, 30, 31, 119, 202, -1]:
+            img, lab = ds[i]
+            assert img.shape == (4, 5, 3) and img.dtype == np.uint8
+            assert np.array_equal(img, imgs[i]) and lab == labels[i] == ds.label(i)
+            assert ds.aux(i) == {"coarse": int(coarse[i])}
+            assert ds.meta(i) == metas[i]
+        with pytest.raises(IndexError):
+            ds[len(imgs)]
+        assert np.array_equal(ds.labels, labels)
+
+
+def test_open_manifest_path_and_single_shard(shards_dir, data):
+    imgs = data[0]
+    with packer_reader.open(os.path.join(shards_dir, "manifest.json")) as ds:
+        assert len(ds) == len(imgs)
+    with packer_reader.open(os.path.join(shards_dir, "shard-00001.pks")) as ds:
+        assert len(ds) == 30 and np.array_equal(ds[0][0], imgs[30])
+
+
+@pytest.mark.parametrize("B", [1, 7, 30, 64, 500])
+@pytest.mark.parametrize("prefetch", [0, 2])
+def test_batches_in_order(shards_dir, data, B, prefetch):
+    imgs, labels = data[0], data[1]
+    with packer_reader.open(shards_dir) as ds:
+        xs, ys = collect(ds.batches(B, prefetch=prefetch))
+    assert all(x.shape[0] == B for x in xs[:-1]) and all(x.shape[1:] == (4, 5, 3) for x in xs)
+    assert np.array_equal(np.concatenate(xs), imgs)
+    assert np.array_equal(np.concatenate(ys), labels) and ys[0].dtype == np.int64
+
+
+def test_batches_reuse_buffers_unless_copy(shards_dir, data):
+    with packer_reader.open(shards_dir) as ds:
+        a = list(ds.batches(10, prefetch=0))
+        assert a[0][0].base is a[1][0].base or np.shares_memory(a[0][0], a[1][0])
+        b = list(ds.batches(10, copy=True))
+        assert not np.shares_memory(b[0][0], b[1][0])
+        assert np.array_equal(b[3][0], data[0][30:40])
+
+
+def test_drop_last_and_start(shards_dir, data):
+    imgs = data[0]
+    with packer_reader.open(shards_dir) as ds:
+        xs, _ = collect(ds.batches(50, drop_last=True))
+        assert [len(x) for x in xs] == [50, 50, 50, 50]
+        xs, _ = collect(ds.batches(16, start=37))
+        assert np.array_equal(np.concatenate(xs), imgs[37:])
+        assert list(ds.batches(16, start=1000)) == []
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 5])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rank_split_covers_everything_once(shards_dir, data, world, shuffle):
+    imgs, labels = data[0], data[1]
+    seen = []
+    with packer_reader.open(shards_dir) as ds:
+        for r in range(world):
+            order = ds.order(shuffle=shuffle, seed=9, epoch=1, rank=r, world_size=world, buffer_size=20)
+            xs, ys = collect(ds.batches(8, shuffle=shuffle, seed=9, epoch=1, rank=r, world_size=world,
+                                        buffer_size=20))
+            x = np.concatenate(xs)
+            assert np.array_equal(x, imgs[order]) and np.array_equal(np.concatenate(ys), labels[order])
+            seen += order.tolist()
+    assert sorted(seen) == list(range(len(imgs)))
+
+
+def test_shuffle_determinism(shards_dir, data):
+    imgs = data[0]
+    with packer_reader.open(shards_dir) as ds:
+        a = np.concatenate(collect(ds.batches(32, shuffle=True, seed=5))[1])
+        b = np.concatenate(collect(ds.batches(32, shuffle=True, seed=5, prefetch=0))[1])
+        c = np.concatenate(collect(ds.batches(32, shuffle=True, seed=6))[1])
+        d = np.concatenate(collect(ds.batches(32, shuffle=True, seed=5, epoch=1))[1])
+        xs, _ = collect(ds.batches(32, shuffle=True, seed=5))
+        order = ds.order(shuffle=True, seed=5)
+    assert np.array_equal(a, b) and not np.array_equal(a, c) and not np.array_equal(a, d)
+    assert np.array_equal(np.concatenate(xs), imgs[order])
+    assert sorted(order.tolist()) == list(range(len(imgs)))
+
+
+def test_shuffle_resume(shards_dir):
+    with packer_reader.open(shards_dir) as ds:
+        full = np.concatenate(collect(ds.batches(10, shuffle=True, seed=3, epoch=2, rank=1, world_size=2))[0])
+        for start in [0, 5, 10, 57, 101]:
+            part = collect(ds.batches(10, shuffle=True, seed=3, epoch=2, rank=1, world_size=2, start=start))[0]
+            got = np.concatenate(part) if part else np.zeros((0,) + full.shape[1:], full.dtype)
+            assert np.array_equal(got, full[start:])
+
+
+def test_verify_crc_reads(shards_dir, data):
+    imgs = data[0]
+    with packer_reader.open(shards_dir, verify_crc=True) as ds:
+        assert np.array_equal(np.concatenate(collect(ds.batches(11))[0]), imgs)
+        assert ds.shards[0]._verified.all()
+    with packer_reader.open(shards_dir, verify_crc=True) as ds:
+        xs = collect(ds.batches(13, shuffle=True, seed=1))[0]
+        assert all(s._verified.all() for s in ds.shards)
+        assert len(np.concatenate(xs)) == len(imgs)
+
+
+def test_direct_io(tmp_path):
+    imgs = make_images(300, shape=(32, 32, 3), seed=4)  # 3 KiB records: batches are not page aligned
+    labels = np.arange(300) % 5
+    shardwriter.write_dataset(str(tmp_path), list(imgs), labels, CLASSES,
+                              {"shape": [32, 32, 3], "dtype": "uint8", "layout": "hwc"}, shard_size=3072 * 70)
+    with packer_reader.open(str(tmp_path), direct=True, verify_crc=True) as ds:
+        assert np.array_equal(np.concatenate(collect(ds.batches(33))[0]), imgs)
+
+
+def test_float_dtypes(tmp_path):
+    for dt, name in [(np.float16, "float16"), (np.float32, "float32")]:
+        imgs = make_images(40, shape=(3, 4, 4), dtype=dt)
+        spec = {"shape": [3, 4, 4], "dtype": name, "layout": "chw"}
+        d = str(tmp_path / name)
+        shardwriter.write_dataset(d, list(imgs), np.zeros(40, int), ["x"], spec, shard_size=700)
+        with packer_reader.open(d) as ds:
+            assert ds.dtype == np.dtype(dt) and ds[3][0].dtype == np.dtype(dt)
+            assert np.array_equal(np.concatenate(collect(ds.batches(6, shuffle=True, seed=1))[0]),
+                                  imgs[ds.order(shuffle=True, seed=1)])
+
+
+def test_variable_size_records(tmp_path):
+    rng = np.random.default_rng(2)
+    clips = [rng.integers(0, 256, (t, 2, 2, 3), dtype=np.uint8) for t in [1, 4, 2, 7, 3, 5]]
+    metas = [{"frames": len(c), "video": "v%d.mp4" % i} for i, c in enumerate(clips)]
+    spec = {"shape": [-1, 2, 2, 3], "dtype": "uint8", "layout": "thwc"}
+    shardwriter.write_dataset(str(tmp_path), clips, [0, 1, 0, 1, 0, 1], ["a", "b"], spec, metas=metas,
+                              shard_size=12 * 9)
+    with packer_reader.open(str(tmp_path), verify_crc=True) as ds:
+        assert not ds.fixed and len(ds) == 6
+        for i, c in enumerate(clips):
+            assert np.array_equal(ds[i][0], c) and ds.meta(i) == metas[i]
+        got = [x for b, _ in ds.batches(4, shuffle=True, seed=2) for x in b]
+        order = ds.order(shuffle=True, seed=2)
+        assert all(np.array_equal(g, clips[i]) for g, i in zip(got, order))
+    assert packer_reader.verify(str(tmp_path)).ok
+
+
+def test_empty_dataset(tmp_path):
+    shardwriter.write_dataset(str(tmp_path), [], [], ["a"], SPEC)
+    with packer_reader.open(str(tmp_path)) as ds:
+        assert len(ds) == 0 and list(ds.batches(4)) == []

@@ -1,0 +1,278 @@
+package transforms
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+func applySpec(t testing.TB, s Spec, src Image) []byte {
+	t.Helper()
+	if err := s.Validate(); err != nil {
+		t.Fatalf("%+v: %v", s, err)
+	}
+	out := s.OutputSpec(src.W, src.H, src.C)
+	dst := make([]byte, out.Size())
+	if err := s.NewWorker().Apply(src, dst); err != nil {
+		t.Fatalf("%+v on %dx%d: %v", s, src.W, src.H, err)
+	}
+	return dst
+}
+
+// pipelineJob is the torchvision pipeline of a Spec, for pillow_ref.py.
+func pipelineJob(s Spec) pipelineCase {
+	j := pillowJob{"op": "pipeline", "filter": int(s.Normalized().filter())}
+	if s.Resize > 0 {
+		j["resize"] = s.Resize
+		if s.MaxSize > 0 {
+			j["max_size"] = s.MaxSize
+		}
+	}
+	if s.Width > 0 {
+		j["size"] = []int{s.Width, s.Height}
+	}
+	if s.CropW > 0 {
+		j["crop"] = []int{s.CropW, s.CropH}
+	}
+	return pipelineCase{spec: s, job: j}
+}
+
+type pipelineCase struct {
+	spec Spec
+	job  pillowJob
+	src  Image
+}
+
+func checkPipeline(t *testing.T, cases []pipelineCase) {
+	t.Helper()
+	jobs := make([]pillowJob, len(cases))
+	inputs := make([]Image, len(cases))
+	for i, c := range cases {
+		jobs[i], inputs[i] = c.job, c.src
+	}
+	res := runPillow(t, jobs, inputs)
+	for i, c := range cases {
+		name := fmt.Sprintf("%dx%dx%d %+v", c.src.W, c.src.H, c.src.C, c.spec)
+		if res[i].Error != "" {
+			// torchvision refuses it (an empty resize): packer must refuse it too.
+			if _, _, err := c.spec.FrameSize(c.src.W, c.src.H); err == nil {
+				t.Errorf("%s: torchvision fails (%s) but packer accepts it", name, res[i].Error)
+			}
+			continue
+		}
+		fw, fh, err := c.spec.FrameSize(c.src.W, c.src.H)
+		if err != nil || fw != res[i].W || fh != res[i].H {
+			t.Errorf("%s: frame %dx%d (%v), torchvision %dx%d", name, fw, fh, err, res[i].W, res[i].H)
+			continue
+		}
+		got := applySpec(t, c.spec, c.src)
+		if d := firstDiff(got, res[i].Data, fw, c.src.C); d != "" {
+			t.Errorf("%s: differs from torchvision/Pillow: %s", name, d)
+		}
+	}
+}
+
+// TestPipelineMatchesTorchvisionPhotos: Resize(256) + CenterCrop(224), the ImageNet
+// evaluation transform, on real photos, byte for byte, for every filter.
+func TestPipelineMatchesTorchvisionPhotos(t *testing.T) {
+	photos := loadPhotos(t, wallpapers(t, 12), "RGB")
+	var cases []pipelineCase
+	for i, p := range photos {
+		for _, f := range allFilters {
+			if i >= 4 && f != Bilinear {
+				continue // bilinear (the default) on every photo, all filters on the first few
+			}
+			c := pipelineJob(Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f.String()})
+			c.src = p
+			cases = append(cases, c)
+		}
+	}
+	// Greyscale ("L") too.
+	for _, p := range loadPhotos(t, wallpapers(t, 2), "L") {
+		c := pipelineJob(Spec{Resize: 256, CropW: 224, CropH: 224})
+		c.src = p
+		cases = append(cases, c)
+	}
+	checkPipeline(t, cases)
+}
+
+func TestPipelineMatchesTorchvisionSynthetic(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	specs := []Spec{
+		{Resize: 256, CropW: 224, CropH: 224},
+		{Resize: 32, CropW: 17, CropH: 31, Filter: "bicubic"},
+		{Resize: 64, MaxSize: 80, CropW: 60, CropH: 60, Filter: "lanczos"},
+		{Resize: 50, MaxSize: 51},
+		{Resize: 7},
+		{Width: 33, Height: 17, Filter: "hamming"},
+		{Width: 40, Height: 300, CropW: 41, CropH: 299, Filter: "box"},
+		{CropW: 10, CropH: 13},                                             // crop without resize
+		{CropW: 500, CropH: 7},                                             // pad one axis, crop the other
+		{CropW: 301, CropH: 302},                                           // pad both (odd and even padding)
+		{Resize: 20, CropW: 64, CropH: 64, Filter: "nearest"},              // pad after resize
+		{Resize: 1, CropW: 2, CropH: 3},                                    // 1-pixel short side
+		{Width: 1, Height: 1, CropW: 1, CropH: 1, Filter: "lanczos"},       //
+		{Resize: 100, CropW: 99, CropH: 98, Filter: "nearest"},             //
+		{Resize: 123, MaxSize: 200, CropW: 100, CropH: 101, Filter: "box"}, //
+	}
+	sizes := [][2]int{{64, 48}, {48, 64}, {100, 100}, {3, 7}, {1, 1}, {301, 200}, {200, 301}, {4000, 20}, {20, 400}, {257, 256}}
+	var cases []pipelineCase
+	for _, s := range specs {
+		for i, sz := range sizes {
+			c := pipelineJob(s)
+			c.src = randomImage(r, sz[0], sz[1], []int{3, 1}[i%2])
+			cases = append(cases, c)
+		}
+	}
+	checkPipeline(t, cases)
+}
+
+func TestCenterCropOffset(t *testing.T) {
+	for _, c := range []struct{ size, crop, want int }{
+		{10, 10, 0}, {11, 10, 0}, {12, 10, 1}, {13, 10, 2}, {15, 10, 2}, {17, 10, 4}, {19, 10, 4},
+		{256, 224, 16}, {341, 224, 58}, {9, 10, 0}, {8, 10, -1}, {7, 10, -1}, {1, 10, -4},
+	} {
+		if got := CenterCropOffset(c.size, c.crop); got != c.want {
+			t.Errorf("CenterCropOffset(%d, %d) = %d, want %d", c.size, c.crop, got, c.want)
+		}
+	}
+}
+
+func TestResizeOutputSize(t *testing.T) {
+	for _, c := range []struct{ w, h, size, max, ww, wh int }{
+		{500, 375, 256, 0, 341, 256}, {375, 500, 256, 0, 256, 341}, {256, 256, 256, 0, 256, 256},
+		{4000, 20, 256, 0, 51200, 256}, {4000, 20, 256, 300, 300, 1}, {640, 480, 224, 0, 298, 224},
+		{333, 500, 224, 0, 224, 336}, {1920, 1080, 256, 400, 400, 225},
+	} {
+		w, h, err := ResizeOutputSize(c.w, c.h, c.size, c.max)
+		if err != nil || w != c.ww || h != c.wh {
+			t.Errorf("ResizeOutputSize(%d, %d, %d, %d) = %d, %d, %v; want %d, %d", c.w, c.h, c.size, c.max, w, h, err, c.ww, c.wh)
+		}
+	}
+	if _, _, err := ResizeOutputSize(1, 100000, 256, 300); err == nil {
+		t.Error("empty resize accepted")
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	bad := []Spec{
+		{Layout: "nhwc"}, {DType: "int8"}, {Filter: "cubic", Resize: 3}, {Resize: 3, Width: 4, Height: 4},
+		{Width: 3}, {MaxSize: 10}, {Resize: 10, MaxSize: 10}, {CropW: 3}, {Resize: -1},
+		{DType: "float32", Mean: []float64{0.5}}, {DType: "float32", Mean: []float64{0.5}, Std: []float64{0}},
+		{DType: "uint8", Mean: []float64{0.5}, Std: []float64{0.5}}, {DType: "float32", Mean: []float64{1, 2}, Std: []float64{1, 2}},
+	}
+	for _, s := range bad {
+		if s.Validate() == nil {
+			t.Errorf("%+v: accepted", s)
+		}
+	}
+	good := []Spec{{}, {Resize: 256, CropW: 224, CropH: 224}, {Width: 3, Height: 4, Layout: "chw", DType: "float16"},
+		{DType: "float32", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}}
+	for _, s := range good {
+		if err := s.Validate(); err != nil {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+}
+
+// TestTensorMatchesTorchvision: layout, dtype and normalisation against ToTensor + Normalize
+// (torch when importable, numpy float32 otherwise) on a cropped real-size frame.
+func TestTensorMatchesTorchvision(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 8))
+	imnetMean, imnetStd := []float64{0.485, 0.456, 0.406}, []float64{0.229, 0.224, 0.225}
+	var jobs []pillowJob
+	var inputs, srcs []Image
+	var specs []Spec
+	for _, layout := range []string{"hwc", "chw"} {
+		for _, dt := range []string{"float32", "float16"} {
+			for _, norm := range []bool{false, true} {
+				for _, c := range []int{3, 1} {
+					s := Spec{Resize: 40, CropW: 32, CropH: 30, Layout: layout, DType: dt}
+					j := pillowJob{"op": "tensor", "dtype": dt, "layout": layout}
+					if norm {
+						s.Mean, s.Std = imnetMean, imnetStd
+						if c == 1 {
+							s.Mean, s.Std = []float64{0.5}, []float64{0.25}
+						}
+						j["mean"], j["std"] = s.Mean, s.Std
+					}
+					src := randomImage(r, 57, 45, c)
+					// The Python side gets the resized and cropped uint8 frame.
+					u8 := applySpec(t, Spec{Resize: s.Resize, CropW: s.CropW, CropH: s.CropH}, src)
+					jobs = append(jobs, j)
+					inputs = append(inputs, Image{W: 32, H: 30, C: c, Pix: u8})
+					srcs = append(srcs, src)
+					specs = append(specs, s)
+				}
+			}
+		}
+	}
+	res := runPillow(t, jobs, inputs)
+	for i, s := range specs {
+		if res[i].Error != "" {
+			t.Fatalf("%+v: %s", s, res[i].Error)
+		}
+		got := applySpec(t, s, srcs[i])
+		if !bytes.Equal(got, res[i].Data) {
+			t.Errorf("%+v C=%d: differs from torchvision (%s)", s, srcs[i].C, firstDiff(got, res[i].Data, 1, 1))
+		}
+	}
+}
+
+func TestCHWUint8(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	src := randomImage(r, 5, 4, 3)
+	got := applySpec(t, Spec{Layout: "chw"}, src)
+	for ch := 0; ch < 3; ch++ {
+		for i := 0; i < 20; i++ {
+			if got[ch*20+i] != src.Pix[i*3+ch] {
+				t.Fatalf("chw: channel %d pixel %d wrong", ch, i)
+			}
+		}
+	}
+}
+
+func TestApplyErrors(t *testing.T) {
+	s := Spec{Resize: 256, MaxSize: 300}
+	w := s.NewWorker()
+	if err := w.Apply(Image{W: 1, H: 100000, C: 1, Pix: make([]byte, 100000)}, nil); err == nil {
+		t.Error("empty resize accepted")
+	}
+	if sp := s.OutputSpec(1, 100000, 1); sp.Validate() == nil {
+		t.Error("OutputSpec of an empty resize validates")
+	}
+	if err := w.Apply(Image{W: 10, H: 10, C: 3, Pix: make([]byte, 299)}, nil); err == nil {
+		t.Error("short image accepted")
+	}
+	if err := (Spec{}).NewWorker().Apply(Image{W: 2, H: 2, C: 3, Pix: make([]byte, 12)}, make([]byte, 11)); err == nil {
+		t.Error("short destination accepted")
+	}
+}
+
+// TestWorkerReuse: a Worker gives the same bytes as a fresh one whatever it processed
+// before, and does not allocate on the hot path once warm.
+func TestWorkerReuse(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 10))
+	s := Spec{Resize: 64, CropW: 56, CropH: 56, DType: "float16", Layout: "chw", Mean: []float64{0.5}, Std: []float64{0.5}}
+	w := s.NewWorker()
+	for i := 0; i < 30; i++ {
+		src := randomImage(r, 20+r.IntN(200), 20+r.IntN(200), 3)
+		dst := make([]byte, s.OutputSpec(src.W, src.H, 3).Size())
+		if err := w.Apply(src, dst); err != nil {
+			t.Fatal(err)
+		}
+		if want := applySpec(t, s, src); !bytes.Equal(dst, want) {
+			t.Fatalf("image %d: reused worker differs", i)
+		}
+	}
+	src := randomImage(r, 500, 375, 3)
+	for _, s := range []Spec{{Resize: 256, CropW: 224, CropH: 224}, s} {
+		w := s.NewWorker()
+		dst := make([]byte, s.OutputSpec(src.W, src.H, 3).Size())
+		_ = w.Apply(src, dst)
+		if n := testing.AllocsPerRun(10, func() { _ = w.Apply(src, dst) }); n > 0 {
+			t.Errorf("%+v: Apply allocates %v times per image", s, n)
+		}
+	}
+}
