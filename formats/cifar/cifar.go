@@ -410,7 +410,7 @@ func (s *Source) openArchive(p string, l layout) error {
 		}
 		base := path.Base(h.Name)
 		if i, ok := want[base]; ok && members[i] == "" {
-				if err := s.checkSize(an+": "+h.Name, h.Size); err != nil {
+			if err := s.checkSize(an+": "+h.Name, h.Size); err != nil {
 				return err
 			}
 			members[i], sizes[i] = h.Name, h.Size
