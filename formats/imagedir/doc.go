@@ -1,0 +1,37 @@
+// Package imagedir reads image datasets laid out as torchvision's ImageFolder expects
+// (--from folder) or listed in a file (--from list), and decodes their images with
+// transforms.DecodeFile.
+//
+// # Folder
+//
+// Every non-hidden subfolder of the root is a class; labels are class indexes in sorted
+// name order. A class's images are found recursively, in torchvision's order: its folders
+// sorted by path (as sorted(os.walk(...)) sorts them), then the files of each sorted by name.
+// Only files with one of Extensions (case-insensitive, torchvision's IMG_EXTENSIONS) are
+// images; others are ignored, as ImageFolder ignores them.
+//
+// Differences from torchvision, deliberate and recorded in the manifest's source spec:
+//   - Hidden files and folders (names starting with ".") are ignored. torchvision includes
+//     them, so ".ipynb_checkpoints" becomes a class and macOS "._x.jpg" files fail to decode.
+//   - A root without class folders, or a class folder without images, is refused when the
+//     source is opened (torchvision raises "Found no valid file for the classes ..."); nothing
+//     is packed.
+//   - Symbolic links to files and folders are followed, as torchvision follows them, but a
+//     folder that links back to one of its own ancestors is not entered again (os.walk with
+//     followlinks=True would loop).
+//
+// # List
+//
+// A CSV file with a header (columns "path" and "label") or JSON Lines; see OpenList.
+//
+// # Errors
+//
+// OpenFolder and OpenList fail on unusable datasets (ErrNoClasses, ErrEmptyClass, a
+// FormatError naming the list line). Decode returns a *pipeline.InputError for a bad image,
+// naming it by its relative path and wrapping the transforms error kind, so the build skips
+// it or fails as --on-error says.
+//
+// # Concurrency
+//
+// Info and Enumerate are called from one goroutine; Decode is safe for concurrent use.
+package imagedir

@@ -1,0 +1,334 @@
+package imagedir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// The source kinds this package reads.
+const (
+	KindFolder = "folder"
+	KindList   = "list"
+)
+
+// Extensions are the file extensions torchvision's ImageFolder accepts (IMG_EXTENSIONS),
+// matched case-insensitively. Files with other extensions are not images to a folder source
+// and are ignored, as ImageFolder ignores them.
+var Extensions = []string{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
+
+// ErrNoClasses is returned by OpenFolder for a root without class folders.
+var ErrNoClasses = errors.New("no class folders")
+
+// ErrEmptyClass is returned by OpenFolder when a class folder holds no image file.
+var ErrEmptyClass = errors.New("found no valid file for the classes")
+
+// A FormatError reports a malformed list file (--from list).
+type FormatError string
+
+func (e FormatError) Error() string { return "imagedir: invalid list: " + string(e) }
+
+// Options configure a Source.
+type Options struct {
+	// Decode is passed to transforms.DecodeFile for every image: pixel cap, EXIF orientation,
+	// and the fast-mode Draft function (see transforms.DraftSize).
+	Decode transforms.DecodeOptions
+}
+
+// Source is a pipeline.Source over an image folder or an image list.
+type Source struct {
+	kind    string
+	root    string // folder root, or the list's folder
+	list    string // list file (list kind)
+	listFmt string // "csv" or "jsonl"
+	named   bool   // list labels are class names
+	classes []string
+	index   map[string]int64 // class name → label (named lists)
+	count   int64
+	opts    Options
+	scratch sync.Pool // *transforms.DecodeScratch, one per worker at a time
+}
+
+var _ pipeline.Source = (*Source)(nil)
+
+// Open opens a folder or list source by kind.
+func Open(p, kind string, opts Options) (*Source, error) {
+	switch kind {
+	case KindFolder:
+		return OpenFolder(p, opts)
+	case KindList:
+		return OpenList(p, opts)
+	}
+	return nil, fmt.Errorf("imagedir: unknown kind %q", kind)
+}
+
+// isHidden reports names packer ignores: dot files and dot folders (".DS_Store",
+// "._photo.jpg", ".ipynb_checkpoints").
+func isHidden(name string) bool { return strings.HasPrefix(name, ".") }
+
+// isImageName reports whether name has one of Extensions, case-insensitively.
+func isImageName(name string) bool {
+	lower := strings.ToLower(name)
+	for _, e := range Extensions {
+		if strings.HasSuffix(lower, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// OpenFolder opens an ImageFolder-style dataset: every non-hidden subfolder of root is a
+// class, labelled by its index in the sorted class names; its images are found recursively.
+// It walks the tree once to count the images and to refuse, as torchvision does, a root
+// with no class folder or a class folder with no image.
+func OpenFolder(root string, opts Options) (*Source, error) {
+	classes, err := listClasses(root)
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{kind: KindFolder, root: root, classes: classes, opts: opts}
+	var empty []string
+	for _, c := range classes {
+		n := 0
+		err := walkClass(context.Background(), root, c, func(string) error { n++; return nil })
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			empty = append(empty, c)
+		}
+		s.count += int64(n)
+	}
+	if len(empty) > 0 {
+		return nil, fmt.Errorf("imagedir: %s: %w %s (supported extensions: %s); remove the empty class folders or add images",
+			root, ErrEmptyClass, strings.Join(empty, ", "), strings.Join(Extensions, ", "))
+	}
+	return s, nil
+}
+
+// listClasses returns the sorted names of root's non-hidden subfolders (symbolic links to
+// folders count, as os.scandir's is_dir() follows them).
+func listClasses(root string) ([]string, error) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return nil, fmt.Errorf("imagedir: %w", err)
+	}
+	var classes []string
+	for _, e := range ents {
+		if isHidden(e.Name()) {
+			continue
+		}
+		if isDir(filepath.Join(root, e.Name()), e) {
+			classes = append(classes, e.Name())
+		}
+	}
+	if len(classes) == 0 {
+		return nil, fmt.Errorf("imagedir: %s: %w (want one subfolder per class)", root, ErrNoClasses)
+	}
+	sort.Strings(classes)
+	return classes, nil
+}
+
+// isDir reports whether a directory entry is a folder, following symbolic links.
+func isDir(full string, e fs.DirEntry) bool {
+	if e.IsDir() {
+		return true
+	}
+	if e.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(full)
+	return err == nil && st.IsDir()
+}
+
+// isFile reports whether a directory entry is a regular file, following symbolic links.
+func isFile(full string, e fs.DirEntry) bool {
+	if e.Type().IsRegular() {
+		return true
+	}
+	if e.Type()&fs.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(full)
+	return err == nil && st.Mode().IsRegular()
+}
+
+// walkClass calls fn with the slash-separated path, relative to root, of every image of class
+// c, in torchvision's order: the class's folders (found recursively, following symbolic
+// links) sorted by path, as sorted(os.walk(...)) orders them, and the files in each sorted by
+// name. A folder that is its own ancestor through a link is not entered twice.
+func walkClass(ctx context.Context, root, c string, fn func(rel string) error) error {
+	// Collect the folders first: os.walk's tuples are sorted by path string, which is not
+	// depth-first order ("a-b" sorts between "a" and "a/b").
+	type dir struct {
+		rel   string
+		chain []os.FileInfo // the folder and its ancestors, for loop detection
+	}
+	var dirs []string
+	st, err := os.Stat(filepath.Join(root, c))
+	if err != nil {
+		return fmt.Errorf("imagedir: %w", err)
+	}
+	stack := []dir{{rel: c, chain: []os.FileInfo{st}}}
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		d := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		dirs = append(dirs, d.rel)
+		ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(d.rel)))
+		if err != nil {
+			return fmt.Errorf("imagedir: %w", err)
+		}
+		for _, e := range ents {
+			if isHidden(e.Name()) {
+				continue
+			}
+			full := filepath.Join(root, filepath.FromSlash(d.rel), e.Name())
+			if !isDir(full, e) {
+				continue
+			}
+			st, err := os.Stat(full)
+			if err != nil {
+				continue
+			}
+			loop := false
+			for _, a := range d.chain {
+				if os.SameFile(a, st) {
+					loop = true
+					break
+				}
+			}
+			if loop {
+				continue
+			}
+			chain := append(append([]os.FileInfo(nil), d.chain...), st)
+			stack = append(stack, dir{rel: path.Join(d.rel, e.Name()), chain: chain})
+		}
+	}
+	sort.Strings(dirs)
+	for _, rel := range dirs {
+		ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(rel)))
+		if err != nil {
+			return fmt.Errorf("imagedir: %w", err)
+		}
+		// os.ReadDir sorts by name.
+		for _, e := range ents {
+			name := e.Name()
+			if isHidden(name) || !isImageName(name) {
+				continue
+			}
+			if !isFile(filepath.Join(root, filepath.FromSlash(rel), name), e) {
+				continue
+			}
+			if err := fn(rel + "/" + name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Info describes the source. Spec holds only relative, host-independent facts.
+func (s *Source) Info() pipeline.SourceInfo {
+	spec := map[string]any{"kind": s.kind}
+	switch s.kind {
+	case KindFolder:
+		spec["extensions"] = Extensions
+		spec["hidden"] = "ignored"
+		spec["symlinks"] = "followed"
+	case KindList:
+		spec["list"] = filepath.Base(s.list)
+		spec["list_format"] = s.listFmt
+		if s.named {
+			spec["labels"] = "names"
+		} else {
+			spec["labels"] = "integers"
+		}
+	}
+	d := s.opts.Decode
+	spec["exif_orient"] = d.ExifOrient
+	spec["fast_decode"] = d.Draft != nil
+	mp := d.MaxPixels
+	if mp == 0 {
+		mp = transforms.DefaultMaxPixels
+	}
+	spec["max_pixels"] = mp
+	return pipeline.SourceInfo{
+		Kind:    s.kind,
+		Classes: append([]string(nil), s.classes...),
+		Spec:    spec,
+		Count:   s.count,
+	}
+}
+
+// Enumerate emits every image in source order: classes in order, then each class's files
+// (folder), or the list's lines in order (list). Item.Name is the path relative to the root
+// (folder) or as written in the list; Item.Path is the file to read.
+func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	var seq int64
+	if s.kind == KindList {
+		return s.readList(ctx, func(e listEntry) error {
+			it := pipeline.Item{Seq: seq, Name: e.path, Path: s.resolve(e.path), Label: e.label}
+			seq++
+			return emit(it)
+		})
+	}
+	for label, c := range s.classes {
+		err := walkClass(ctx, s.root, c, func(rel string) error {
+			it := pipeline.Item{Seq: seq, Name: rel, Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+			seq++
+			return emit(it)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resolve returns the file a list entry names: relative paths are relative to the list's folder.
+func (s *Source) resolve(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(s.root, filepath.FromSlash(p))
+}
+
+// Decode decodes one image to RGB with the source's decode options. A bad image is returned
+// as an error naming it by Item.Name (never by an absolute path), wrapping a transforms
+// sentinel error (ErrCorrupt, ErrTruncated, ErrTooLarge, ...), which the pipeline skips or
+// fails on as --on-error says.
+func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
+	if sc == nil {
+		sc = new(transforms.DecodeScratch)
+	}
+	// The image aliases the scratch; emit transforms it before returning, so the scratch
+	// can go back to the pool afterwards.
+	defer s.scratch.Put(sc)
+	img, err := transforms.DecodeFile(it.Path, s.opts.Decode, sc)
+	if err != nil {
+		var de *transforms.DecodeError
+		var pe *fs.PathError
+		switch {
+		case errors.As(err, &de):
+			err = de.Err
+		case errors.As(err, &pe):
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		}
+		return &pipeline.InputError{Input: it.Name, Err: err}
+	}
+	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label})
+}

@@ -1,0 +1,269 @@
+package imagedir
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// corpus returns a file of the transforms decode corpus.
+func corpus(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "transforms", "testdata", "corpus", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func write(t *testing.T, root string, files map[string][]byte) {
+	t.Helper()
+	for name, data := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func enumerate(t *testing.T, s *Source) []pipeline.Item {
+	t.Helper()
+	var items []pipeline.Item
+	if err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
+		items = append(items, it)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return items
+}
+
+func names(items []pipeline.Item) []string {
+	var out []string
+	for _, it := range items {
+		out = append(out, it.Name)
+	}
+	return out
+}
+
+func TestFolderOrderAndFilters(t *testing.T) {
+	root := t.TempDir()
+	jpg, png := corpus(t, "baseline-420.jpg"), corpus(t, "rgb.png")
+	write(t, root, map[string][]byte{
+		"dog/b.JPG":                jpg,
+		"dog/a.png":                png,
+		"dog/a/z.jpeg":             jpg,
+		"dog/a-b/y.webp":           corpus(t, "lossless.webp"),
+		"dog/notes.txt":            []byte("x"),
+		"dog/.hidden.jpg":          jpg,
+		"dog/.cache/c.jpg":         jpg,
+		"cat/x.Tiff":               corpus(t, "rgb.tif"),
+		"cat/y.bmp":                corpus(t, "rgb.bmp"),
+		"cat/z.pgm":                corpus(t, "grey.ppm"),
+		".ipynb_checkpoints/k.jpg": jpg,
+		"README.md":                []byte("not a class"),
+	})
+	s, err := OpenFolder(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := s.Info()
+	if !reflect.DeepEqual(info.Classes, []string{"cat", "dog"}) {
+		t.Errorf("classes %v", info.Classes)
+	}
+	items := enumerate(t, s)
+	// torchvision order: folders sorted by path ("dog", "dog/a", "dog/a-b"), files by name.
+	want := []string{"cat/x.Tiff", "cat/y.bmp", "cat/z.pgm", "dog/a.png", "dog/b.JPG", "dog/a/z.jpeg", "dog/a-b/y.webp"}
+	if got := names(items); !reflect.DeepEqual(got, want) {
+		t.Errorf("order\n got %v\nwant %v", got, want)
+	}
+	if info.Count != int64(len(want)) {
+		t.Errorf("count %d, want %d", info.Count, len(want))
+	}
+	for i, it := range items {
+		if it.Seq != int64(i) || it.Label != map[bool]int64{true: 0, false: 1}[strings.HasPrefix(it.Name, "cat/")] {
+			t.Errorf("item %d: seq %d label %d", i, it.Seq, it.Label)
+		}
+		var got []transforms.Image
+		if err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+			got = append(got, c.Frames...)
+			if c.Label != it.Label {
+				t.Errorf("%s: clip label %d", it.Name, c.Label)
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("%s: %v", it.Name, err)
+		} else if len(got) != 1 || got[0].C != 3 {
+			t.Errorf("%s: decoded %d frames", it.Name, len(got))
+		}
+	}
+	for _, v := range info.Spec {
+		if s, ok := v.(string); ok && strings.Contains(s, root) {
+			t.Errorf("spec holds the absolute root: %v", info.Spec)
+		}
+	}
+}
+
+func TestFolderEmptyClass(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, map[string][]byte{"a/x.jpg": corpus(t, "baseline-420.jpg"), "b/readme.txt": []byte("x")})
+	if err := os.Mkdir(filepath.Join(root, "c"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenFolder(root, Options{})
+	if !errors.Is(err, ErrEmptyClass) || !strings.Contains(err.Error(), "b, c") {
+		t.Fatalf("got %v, want ErrEmptyClass naming b, c", err)
+	}
+	if _, err := OpenFolder(t.TempDir(), Options{}); !errors.Is(err, ErrNoClasses) {
+		t.Fatalf("empty root: got %v, want ErrNoClasses", err)
+	}
+}
+
+func TestFolderSymlinks(t *testing.T) {
+	root := t.TempDir()
+	other := t.TempDir()
+	write(t, other, map[string][]byte{"ext.jpg": corpus(t, "baseline-420.jpg")})
+	write(t, root, map[string][]byte{"a/x.jpg": corpus(t, "baseline-420.jpg")})
+	if err := os.Symlink(other, filepath.Join(root, "b")); err != nil {
+		t.Skip("no symlinks:", err)
+	}
+	if err := os.Symlink(filepath.Join(root, "a"), filepath.Join(root, "a", "loop")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := OpenFolder(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := names(enumerate(t, s)), []string{"a/x.jpg", "b/ext.jpg"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestDecodeBadImage(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, map[string][]byte{"a/bad.jpg": corpus(t, "truncated.jpg")})
+	s, err := OpenFolder(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := enumerate(t, s)[0]
+	err = s.Decode(context.Background(), it, func(pipeline.Clip) error { return nil })
+	var ie *pipeline.InputError
+	if !errors.As(err, &ie) || !errors.Is(err, transforms.ErrTruncated) {
+		t.Fatalf("got %v, want an InputError wrapping ErrTruncated", err)
+	}
+	if strings.Contains(err.Error(), root) || !strings.Contains(err.Error(), "a/bad.jpg") {
+		t.Errorf("error %q should name a/bad.jpg and not the absolute root", err)
+	}
+}
+
+func TestListCSVAndJSONL(t *testing.T) {
+	root := t.TempDir()
+	jpg := corpus(t, "baseline-420.jpg")
+	write(t, root, map[string][]byte{"img/1.jpg": jpg, "img/2.jpg": jpg, "sub/3.png": corpus(t, "rgb.png")})
+	cases := []struct {
+		name, body string
+		classes    []string
+		labels     []int64
+		wantErr    bool
+	}{
+		{"ints.csv", "path,label\nimg/2.jpg,5\nimg/1.jpg,0\n./sub/3.png,2\n", nil, []int64{5, 0, 2}, false},
+		{"names.csv", "label,path,extra\ndog,img/2.jpg,x\ncat,img/1.jpg,y\n\"dog\",\"sub/3.png\",z\n", []string{"cat", "dog"}, []int64{1, 0, 1}, false},
+		{"mixed.csv", "path,label\nimg/1.jpg,3\nimg/2.jpg,cat\n", []string{"3", "cat"}, []int64{0, 1}, false},
+		{"ints.jsonl", "{\"path\": \"img/1.jpg\", \"label\": 7}\n\n{\"path\":\"img/2.jpg\",\"label\":0}\n", nil, []int64{7, 0}, false},
+		{"names.jsonl", "{\"path\": \"img/1.jpg\", \"label\": \"b\"}\n{\"path\":\"img/2.jpg\",\"label\":\"a\"}\n", []string{"a", "b"}, []int64{1, 0}, false},
+		{"sniffed.txt", "{\"path\": \"img/1.jpg\", \"label\": 1}\n", nil, []int64{1}, false},
+		{"mix.jsonl", "{\"path\": \"img/1.jpg\", \"label\": 1}\n{\"path\":\"img/2.jpg\",\"label\":\"a\"}\n", nil, nil, true},
+		{"neg.jsonl", "{\"path\": \"img/1.jpg\", \"label\": -1}\n", nil, nil, true},
+		{"noheader.csv", "img/1.jpg,1\n", nil, nil, true},
+		{"nolabel.csv", "path,label\nimg/1.jpg,\n", nil, nil, true},
+		{"empty.csv", "path,label\n", nil, nil, true},
+		{"badjson.jsonl", "{\"path\": \n", nil, nil, true},
+	}
+	listDir := filepath.Join(root, "list")
+	if err := os.Symlink(root, listDir); err != nil {
+		t.Skip(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			lp := filepath.Join(root, c.name)
+			if err := os.WriteFile(lp, []byte(c.body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := OpenList(lp, Options{})
+			if c.wantErr {
+				var fe FormatError
+				if err == nil || !errors.As(err, &fe) {
+					t.Fatalf("got %v, want a FormatError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Info().Classes; !reflect.DeepEqual(got, c.classes) && !(len(got) == 0 && len(c.classes) == 0) {
+				t.Errorf("classes %v, want %v", got, c.classes)
+			}
+			items := enumerate(t, s)
+			var labels []int64
+			for _, it := range items {
+				labels = append(labels, it.Label)
+				if err := s.Decode(context.Background(), it, func(pipeline.Clip) error { return nil }); err != nil {
+					t.Errorf("%s: %v", it.Name, err)
+				}
+			}
+			if !reflect.DeepEqual(labels, c.labels) {
+				t.Errorf("labels %v, want %v", labels, c.labels)
+			}
+			if s.Info().Count != int64(len(c.labels)) {
+				t.Errorf("count %d", s.Info().Count)
+			}
+		})
+	}
+}
+
+// FuzzList feeds arbitrary list files to the CSV and JSONL parsers: no panic, and whatever
+// opens enumerates the number of entries it counted.
+func FuzzList(f *testing.F) {
+	f.Add([]byte("path,label\na.jpg,1\nb.jpg,cat\n"), false)
+	f.Add([]byte("{\"path\": \"a.jpg\", \"label\": 3}\n{\"path\": \"b\", \"label\": 1}\n"), true)
+	f.Add([]byte("label,path\n\"x\"\"y\",\"p,q\"\n"), false)
+	f.Fuzz(func(t *testing.T, data []byte, jsonl bool) {
+		dir := t.TempDir()
+		name := "list.csv"
+		if jsonl {
+			name = "list.jsonl"
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenList(p, Options{})
+		if err != nil {
+			return
+		}
+		n := int64(0)
+		if err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
+			n++
+			if it.Label < 0 || (s.named && it.Label >= int64(len(s.classes))) {
+				t.Fatalf("label %d out of range", it.Label)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n != s.count {
+			t.Fatalf("enumerated %d, counted %d", n, s.count)
+		}
+	})
+}
