@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -27,9 +28,29 @@ type Reader struct {
 	classes []string
 }
 
-// Open opens dir/data.h5.
+// Open opens dir/data.h5. When dir/manifest.json lists data.h5, a file of another size is
+// refused as damaged without being parsed.
+//
+// Open trusts the file's bytes otherwise: it does not hash it (bench and preview must not read a
+// whole dataset first), and libhdf5 can crash the process on a damaged file. Run Check (packer
+// verify) first on a file that may be damaged.
 func Open(dir string) (*Reader, error) {
-	return OpenFile(filepath.Join(dir, DataFile))
+	path := filepath.Join(dir, DataFile)
+	if m, err := shard.ReadManifest(dir); err == nil {
+		for _, fe := range m.Files {
+			if fe.Path != DataFile {
+				continue
+			}
+			st, err := os.Stat(path)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			if st.Size() != fe.Size {
+				return nil, fmt.Errorf("%s: size is %d bytes, manifest says %d: %w", path, st.Size(), fe.Size, ErrDamaged)
+			}
+		}
+	}
+	return OpenFile(path)
 }
 
 // OpenFile opens an HDF5 file written by this package. Errors name the file and the dataset.

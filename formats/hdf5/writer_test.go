@@ -1,0 +1,141 @@
+package hdf5
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+)
+
+func TestNewRejects(t *testing.T) {
+	base := pipeline.OutputConfig{Dir: t.TempDir(), Sample: shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8}}
+	cases := map[string]func(*pipeline.OutputConfig){
+		"varying-shape": func(c *pipeline.OutputConfig) { c.Sample.Shape = []int{-1, 2} },
+		"bad-dtype":     func(c *pipeline.OutputConfig) { c.Sample.DType = "int7" },
+		"no-shape":      func(c *pipeline.OutputConfig) { c.Sample.Shape = nil },
+		"aux-slash":     func(c *pipeline.OutputConfig) { c.Label.Aux = []string{"a/b"} },
+		"aux-empty":     func(c *pipeline.OutputConfig) { c.Label.Aux = []string{""} },
+		"label-dtype":   func(c *pipeline.OutputConfig) { c.Label.DType = "float32" },
+		"no-dir":        func(c *pipeline.OutputConfig) { c.Dir = filepath.Join(c.Dir, "missing", "dir") },
+	}
+	for name, edit := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg := base
+			edit(&cfg)
+			if out, err := New(cfg); err == nil {
+				out.Abort()
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+
+func TestWriteRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		meta bool
+		rec  pipeline.Record
+		text string
+	}{
+		{"short", false, pipeline.Record{Data: make([]byte, 3)}, "3 bytes, want 4"},
+		{"aux", false, pipeline.Record{Data: make([]byte, 4), Aux: []int64{1, 2}}, "2 auxiliary labels, want 1"},
+		{"meta-not-declared", false, pipeline.Record{Data: make([]byte, 4), Aux: []int64{1}, Meta: []byte("x")}, "HasMeta"},
+		{"meta-nul", true, pipeline.Record{Data: make([]byte, 4), Aux: []int64{1}, Meta: []byte("a\x00b")}, "NUL"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8},
+				Label: shard.LabelSpec{Aux: []string{"a"}}, HasMeta: c.meta}
+			out, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Abort()
+			if err := out.Write(pipeline.Record{Data: make([]byte, 4), Aux: []int64{7}}); err != nil {
+				t.Fatal(err)
+			}
+			err = out.Write(c.rec)
+			if err == nil || !strings.Contains(err.Error(), c.text) {
+				t.Fatalf("Write: %v, want an error containing %q", err, c.text)
+			}
+		})
+	}
+}
+
+// TestAbort: an aborted output leaves nothing behind, and an output that was never closed never
+// shows a data.h5.
+func TestAbort(t *testing.T) {
+	dir := t.TempDir()
+	s := makeSet(dir, 10, []int{4, 4, 3}, shard.Uint8, nil, false)
+	out, err := New(s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range s.records {
+		if err := out.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, DataFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("data.h5 exists before Close: %v", err)
+	}
+	out.Abort()
+	out.Abort()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 0 {
+		t.Fatalf("Abort left %v", ents)
+	}
+	if err := out.Write(s.records[0]); err == nil {
+		t.Fatal("Write after Abort: no error")
+	}
+	if _, err := out.Close(); err == nil {
+		t.Fatal("Close after Abort: no error")
+	}
+}
+
+// TestConcurrentOutputs writes two files at once from two goroutines (the build may run two
+// outputs; tests run in parallel): the package lock keeps libhdf5 calls apart.
+func TestConcurrentOutputs(t *testing.T) {
+	sets := []testSet{
+		makeSet(t.TempDir(), 120, []int{16, 16, 3}, shard.Uint8, []string{"c"}, true),
+		makeSet(t.TempDir(), 120, []int{16, 16, 3}, shard.Uint8, []string{"c"}, true),
+	}
+	errc := make(chan error, len(sets))
+	for _, s := range sets {
+		go func() {
+			out, err := New(s.cfg)
+			if err != nil {
+				errc <- err
+				return
+			}
+			for _, r := range s.records {
+				if err := out.Write(r); err != nil {
+					out.Abort()
+					errc <- err
+					return
+				}
+			}
+			_, err = out.Close()
+			errc <- err
+		}()
+	}
+	for range sets {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, _ := os.ReadFile(filepath.Join(sets[0].cfg.Dir, DataFile))
+	b, _ := os.ReadFile(filepath.Join(sets[1].cfg.Dir, DataFile))
+	if len(a) == 0 || string(a) != string(b) {
+		t.Fatal("the same records written concurrently gave different files")
+	}
+	readBack(t, sets[0])
+}
