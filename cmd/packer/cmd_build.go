@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+type buildOptions struct {
+	IO *iostreams
+
+	Source    string
+	Out       string
+	From      string
+	Format    string
+	Split     string
+	Resize    int
+	Size      string
+	MaxSize   int
+	Crop      string
+	Filter    string
+	Layout    string
+	DType     string
+	Mean      string
+	Std       string
+	Fast      bool
+	ExifOrien bool
+	Workers   int
+	Device    string
+	OnError   string
+	MaxErrors int
+	ShardSize string
+	Force     bool
+
+	// video
+	FPS        float64
+	ClipLen    int
+	ClipStride int
+	ShortClip  string
+	Timeout    time.Duration
+
+	transform transforms.Spec
+	shardSize int64
+}
+
+func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
+	opts := &buildOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "build SOURCE -o OUT [flags]",
+		Short: "Pack a dataset into shards, NumPy or HDF5 files",
+		Long: `Build reads the dataset at SOURCE, decodes and transforms every sample in parallel, and
+writes the records in source order to OUT, with OUT/manifest.json written last.
+
+Sources (--from; detected from SOURCE when omitted):
+  cifar10, cifar100  the official binary layout: the extracted folder or the .tar.gz
+  idx                MNIST-family IDX files (gzip or raw): a folder holding
+                     {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
+  folder             class subfolders of images (torchvision ImageFolder layout)
+  list               a CSV (path,label) or JSONL ({"path":..,"label":..}) file
+  frames             SRC/class/video_id/frame images
+  video              SRC/class/*.{mp4,mkv,avi,webm,mov}, decoded by ffmpeg
+
+The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT when complete, so an
+interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
+refused unless --force is given; then it is replaced atomically when the new build completes.
+
+Bad inputs (corrupt, truncated, unsupported files) are skipped and listed with their
+reason in the manifest's "skipped" (--on-error skip, the default), or stop the build
+with an error naming the file (--on-error fail).
+` + exitStatusHelp,
+		Example: `  packer build /usr/share/datasets/fashion-mnist -o fmnist
+  packer build cifar-10-binary.tar.gz --split test -o cifar-test --format npy
+  packer build ~/imagenet/train -o in224 --resize 256 --crop 224
+  packer build ~/imagenet/val -o in224f --resize 256 --crop 224 --dtype float16 \
+      --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --layout chw`,
+		Args: argsUsage(cobra.ExactArgs(1)),
+		PreRunE: func(c *cobra.Command, args []string) error {
+			if err := opts.validate(); err != nil {
+				return usagef(err)
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Source = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runBuild(c.Context(), opts)
+		},
+	}
+	opts.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *buildOptions) addFlags(f *pflag.FlagSet) {
+	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
+	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video (default: detect)")
+	f.StringVar(&o.Format, "format", "shards", "output format: shards|npy|hdf5")
+	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
+	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
+	f.StringVar(&o.Size, "size", "", "resize to exactly WxH")
+	f.IntVar(&o.MaxSize, "max-size", 0, "with --resize, cap the longer side (torchvision max_size)")
+	f.StringVar(&o.Crop, "crop", "", "centre crop N or WxH (torchvision CenterCrop, zero padding when smaller)")
+	f.StringVar(&o.Filter, "filter", "bilinear", "resampling filter: nearest|box|bilinear|hamming|bicubic|lanczos (Pillow)")
+	f.StringVar(&o.Layout, "layout", "hwc", "sample layout: hwc|chw")
+	f.StringVar(&o.DType, "dtype", "uint8", "sample type: uint8|float16|float32")
+	f.StringVar(&o.Mean, "mean", "", "per-channel mean r,g,b on the 0..1 scale (float dtypes)")
+	f.StringVar(&o.Std, "std", "", "per-channel std r,g,b (float dtypes)")
+	f.BoolVar(&o.Fast, "fast", false, "decode JPEGs at a reduced DCT scale when the target is much smaller (not byte-identical to Pillow)")
+	f.BoolVar(&o.ExifOrien, "exif-orient", false, "apply EXIF orientation (Pillow and torchvision ignore it)")
+	f.IntVar(&o.Workers, "workers", runtime.GOMAXPROCS(0), "decode/transform workers")
+	f.StringVar(&o.Device, "device", "auto", "where to resize: auto|cpu|gpu")
+	f.StringVar(&o.OnError, "on-error", "skip", "bad input policy: skip (list in manifest) | fail")
+	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
+	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
+	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
+	f.Float64Var(&o.FPS, "fps", 0, "video: resample the timeline to F frames per second (0: every frame)")
+	f.IntVar(&o.ClipLen, "clip-len", 0, "video/frames: frames per clip record (0: one record per frame)")
+	f.IntVar(&o.ClipStride, "clip-stride", 0, "video/frames: frames between clip starts (default: clip length)")
+	f.StringVar(&o.ShortClip, "short", "skip", "video/frames shorter than one clip: skip|pad")
+	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: give up on one file after this long")
+}
+
+func (o *buildOptions) validate() error {
+	if o.Out == "" {
+		return errors.New("--out (-o) is required")
+	}
+	switch o.Format {
+	case "shards", "npy", "hdf5":
+	default:
+		return fmt.Errorf("unknown --format %q (want shards, npy or hdf5)", o.Format)
+	}
+	switch o.Split {
+	case "train", "test":
+	default:
+		return fmt.Errorf("unknown --split %q (want train or test)", o.Split)
+	}
+	switch o.Device {
+	case "auto", "cpu", "gpu":
+	default:
+		return fmt.Errorf("unknown --device %q (want auto, cpu or gpu)", o.Device)
+	}
+	if o.Workers < 1 {
+		return fmt.Errorf("--workers must be at least 1, got %d", o.Workers)
+	}
+	if o.Resize < 0 || o.MaxSize < 0 || o.MaxErrors < 0 || o.ClipLen < 0 || o.ClipStride < 0 {
+		return errors.New("--resize, --max-size, --max-errors, --clip-len and --clip-stride must not be negative")
+	}
+	if o.Resize > 0 && o.Size != "" {
+		return errors.New("give --resize or --size, not both")
+	}
+	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Filter: o.Filter, Layout: o.Layout, DType: o.DType, Fast: o.Fast}
+	if o.Size != "" {
+		w, h, err := parseWxH(o.Size)
+		if err != nil {
+			return fmt.Errorf("--size: %w", err)
+		}
+		t.Width, t.Height = w, h
+	}
+	if o.Crop != "" {
+		w, h, err := parseWxH(o.Crop)
+		if err != nil {
+			return fmt.Errorf("--crop: %w", err)
+		}
+		t.CropW, t.CropH = w, h
+	}
+	var err error
+	if t.Mean, err = parseFloats(o.Mean); err != nil {
+		return fmt.Errorf("--mean: %w", err)
+	}
+	if t.Std, err = parseFloats(o.Std); err != nil {
+		return fmt.Errorf("--std: %w", err)
+	}
+	if o.Resize == 0 && o.Size == "" {
+		t.Filter = ""
+	}
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	o.transform = t
+	if o.shardSize, err = parseBytes(o.ShardSize); err != nil {
+		return fmt.Errorf("--shard-size: %w", err)
+	}
+	if o.OnError != pipeline.OnErrorSkip && o.OnError != pipeline.OnErrorFail {
+		return fmt.Errorf("unknown --on-error %q (want skip or fail)", o.OnError)
+	}
+	if o.ShortClip != "skip" && o.ShortClip != "pad" {
+		return fmt.Errorf("unknown --short %q (want skip or pad)", o.ShortClip)
+	}
+	return nil
+}
+
+// parseWxH parses "N" (square) or "WxH".
+func parseWxH(s string) (w, h int, err error) {
+	a, b, ok := strings.Cut(strings.ToLower(s), "x")
+	if w, err = strconv.Atoi(a); err != nil || w <= 0 {
+		return 0, 0, fmt.Errorf("%q is not N or WxH with positive integers", s)
+	}
+	if !ok {
+		return w, w, nil
+	}
+	if h, err = strconv.Atoi(b); err != nil || h <= 0 {
+		return 0, 0, fmt.Errorf("%q is not N or WxH with positive integers", s)
+	}
+	return w, h, nil
+}
+
+func parseFloats(s string) ([]float64, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a comma-separated list of numbers", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseBytes parses sizes like 256MiB, 1GiB, 64MB, 1000000.
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suf string
+		m   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suf) {
+			t, mult = strings.TrimSuffix(t, u.suf), u.m
+			break
+		}
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, fmt.Errorf("%q is not a positive size such as 256MiB", s)
+	}
+	return v * mult, nil
+}
+
+func runBuild(ctx context.Context, o *buildOptions) error {
+	src, kind, err := openSource(o)
+	if err != nil {
+		return err
+	}
+	newOut, err := outputFor(o.Format)
+	if err != nil {
+		return usagef(err)
+	}
+	device, err := resolveDevice(o.Device)
+	if err != nil {
+		return err
+	}
+	info := src.Info()
+	bar := progress.New(o.IO.Err, "packing "+kind, "items", info.Count)
+	sum, err := pipeline.Build(ctx, pipeline.Options{
+		Source:    src,
+		Transform: o.transform,
+		Format:    o.Format,
+		NewOutput: newOut,
+		Out:       o.Out,
+		Force:     o.Force,
+		Workers:   o.Workers,
+		OnError:   o.OnError,
+		MaxErrors: o.MaxErrors,
+		ShardSize: o.shardSize,
+		Device:    device,
+		Progress: func(items, total, records, bytes int64) {
+			bar.Set(items)
+		},
+	})
+	bar.Finish()
+	if err != nil {
+		return fmt.Errorf("build %s: %w", o.Source, err)
+	}
+	secs := sum.Elapsed.Seconds()
+	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %.1f MB]\n",
+		sum.Records, sum.Items, kind, sum.Out, o.Format, len(sum.Manifest.Files), float64(sum.FileBytes)/1e6)
+	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %.1f MB/s\n",
+		device, o.Workers, secs, float64(sum.Records)/secs, float64(sum.Bytes)/1e6/secs)
+	if sum.Skipped > 0 {
+		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json):\n", sum.Skipped, o.Out)
+		for _, k := range pipeline.SortedKeys(sum.Reasons) {
+			fmt.Fprintf(o.IO.Out, "  %6d  %s\n", sum.Reasons[k], k)
+		}
+	}
+	return nil
+}

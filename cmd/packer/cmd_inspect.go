@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+type inspectOptions struct {
+	IO      *iostreams
+	Dir     string
+	JSON    bool
+	Records int
+}
+
+func newInspectCommand(io *iostreams, runF func(context.Context, *inspectOptions) error) *cobra.Command {
+	opts := &inspectOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "inspect OUT",
+		Short: "Summarise a packed dataset: source, transform, classes, sample spec, files",
+		Long: `Inspect prints what OUT holds, from its manifest: the source and transform it was built
+with, the record count, every class with its record count, the sample shape, dtype and layout,
+the files with their sizes, and how many inputs were skipped and why. With --records N it also
+prints the labels and per-record metadata (for example video clip positions) of the first N
+records. It does not check integrity: use packer verify for that.
+` + exitStatusHelp,
+		Example: `  packer inspect fmnist
+  packer inspect --json fmnist | jq .classes
+  packer inspect --records 5 ucf-clips`,
+		Args: argsUsage(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Dir = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runInspect(c.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the summary as JSON")
+	cmd.Flags().IntVar(&opts.Records, "records", 0, "also show the labels and metadata of the first N records")
+	return cmd
+}
+
+// inspectSummary is the --json form of inspect.
+type inspectSummary struct {
+	Dir       string            `json:"dir"`
+	Packer    string            `json:"packer"`
+	Format    string            `json:"format"`
+	Count     int64             `json:"count"`
+	Sample    shard.SampleSpec  `json:"sample"`
+	Label     shard.LabelSpec   `json:"label"`
+	Source    map[string]any    `json:"source"`
+	Transform map[string]any    `json:"transform"`
+	Classes   []classCount      `json:"classes"`
+	Files     []shard.FileEntry `json:"files"`
+	Bytes     int64             `json:"bytes"`
+	Skipped   int               `json:"skipped"`
+	Reasons   map[string]int    `json:"skipped_by_reason"`
+	Records   []recordInfo      `json:"records,omitempty"`
+}
+
+type classCount struct {
+	Label int    `json:"label"`
+	Name  string `json:"name"`
+	Count int64  `json:"count"`
+}
+
+type recordInfo struct {
+	Index int64           `json:"index"`
+	Label int64           `json:"label"`
+	Aux   []int64         `json:"aux,omitempty"`
+	Meta  json.RawMessage `json:"meta,omitempty"`
+}
+
+func runInspect(ctx context.Context, o *inspectOptions) error {
+	m, err := shard.ReadManifest(o.Dir)
+	if err != nil {
+		return err
+	}
+	s := inspectSummary{Dir: o.Dir, Packer: m.Packer, Format: m.Format, Count: m.Count, Sample: m.Sample, Label: m.Label,
+		Source: m.Source, Transform: m.Transform, Files: m.Files, Skipped: len(m.Skipped), Reasons: map[string]int{}}
+	for i, name := range m.Classes {
+		var n int64
+		if i < len(m.ClassCounts) {
+			n = m.ClassCounts[i]
+		}
+		s.Classes = append(s.Classes, classCount{Label: i, Name: name, Count: n})
+	}
+	for _, f := range m.Files {
+		s.Bytes += f.Size
+	}
+	for _, sk := range m.Skipped {
+		s.Reasons[skipKind(sk.Reason)]++
+	}
+	if o.Records > 0 {
+		ds, err := openAny(o.Dir)
+		if err != nil {
+			return err
+		}
+		defer ds.Close()
+		for i := int64(0); i < int64(o.Records) && i < ds.Len(); i++ {
+			ri, err := ds.Info(i)
+			if err != nil {
+				return err
+			}
+			s.Records = append(s.Records, ri)
+		}
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
+	w := tabwriter.NewWriter(o.IO.Out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "dataset\t%s\n", o.Dir)
+	fmt.Fprintf(w, "format\t%s (packer %s)\n", m.Format, m.Packer)
+	fmt.Fprintf(w, "source\t%s\n", compactJSON(m.Source))
+	fmt.Fprintf(w, "transform\t%s\n", compactJSON(m.Transform))
+	fmt.Fprintf(w, "records\t%d\n", m.Count)
+	fmt.Fprintf(w, "sample\tshape %v, %s, layout %s (%s per record)\n", m.Sample.Shape, m.Sample.DType, m.Sample.Layout, byteSize(m.Sample.Size()))
+	if len(m.Label.Aux) > 0 {
+		fmt.Fprintf(w, "labels\tint64, auxiliary columns %s\n", strings.Join(m.Label.Aux, ", "))
+	}
+	fmt.Fprintf(w, "files\t%d, %s\n", len(m.Files), byteSize(s.Bytes))
+	w.Flush()
+	if len(s.Classes) > 0 {
+		fmt.Fprintf(o.IO.Out, "\nclasses (%d):\n", len(s.Classes))
+		for _, c := range s.Classes {
+			fmt.Fprintf(o.IO.Out, "  %4d  %-24s %d\n", c.Label, c.Name, c.Count)
+		}
+	}
+	fmt.Fprintf(o.IO.Out, "\nfiles:\n")
+	for i, f := range m.Files {
+		if i == 20 && len(m.Files) > 24 {
+			fmt.Fprintf(o.IO.Out, "  ... %d more\n", len(m.Files)-20)
+			break
+		}
+		fmt.Fprintf(o.IO.Out, "  %-20s %10s", f.Path, byteSize(f.Size))
+		if f.Records > 0 {
+			fmt.Fprintf(o.IO.Out, "  records %d-%d", f.FirstRecord, f.FirstRecord+f.Records-1)
+		}
+		fmt.Fprintln(o.IO.Out)
+	}
+	fmt.Fprintf(o.IO.Out, "\nskipped inputs: %d\n", len(m.Skipped))
+	keys := make([]string, 0, len(s.Reasons))
+	for k := range s.Reasons {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(o.IO.Out, "  %6d  %s\n", s.Reasons[k], k)
+	}
+	if len(s.Records) > 0 {
+		fmt.Fprintf(o.IO.Out, "\nfirst %d records:\n", len(s.Records))
+		for _, r := range s.Records {
+			name := ""
+			if r.Label >= 0 && int(r.Label) < len(m.Classes) {
+				name = " (" + m.Classes[r.Label] + ")"
+			}
+			fmt.Fprintf(o.IO.Out, "  %6d  label %d%s", r.Index, r.Label, name)
+			if len(r.Aux) > 0 {
+				fmt.Fprintf(o.IO.Out, "  aux %v", r.Aux)
+			}
+			if len(r.Meta) > 0 {
+				fmt.Fprintf(o.IO.Out, "  %s", r.Meta)
+			}
+			fmt.Fprintln(o.IO.Out)
+		}
+	}
+	return nil
+}
+
+// skipKind shortens a skip reason to its kind: the text after the last "path: " prefix.
+func skipKind(reason string) string {
+	if i := strings.LastIndex(reason, ": "); i >= 0 && i+2 < len(reason) {
+		reason = reason[i+2:]
+	}
+	if len(reason) > 60 {
+		reason = reason[:60]
+	}
+	return reason
+}
+
+func compactJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+func byteSize(n int64) string {
+	switch {
+	case n < 0:
+		return "variable"
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

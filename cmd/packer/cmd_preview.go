@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/image/font"
+	"golang.org/x/image/font/basicfont"
+	"golang.org/x/image/math/fixed"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+type previewOptions struct {
+	IO    *iostreams
+	Dir   string
+	Out   string
+	Count int
+	Seed  uint64
+	Tile  int
+}
+
+func newPreviewCommand(io *iostreams, runF func(context.Context, *previewOptions) error) *cobra.Command {
+	opts := &previewOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "preview OUT -o sheet.png",
+		Short: "Draw a contact sheet of packed records with their class names",
+		Long: `Preview picks a seeded random sample of records from the dataset in OUT (any format) and
+draws them as a grid in a PNG, each captioned with its record index and class name, so you
+can look at what was packed (colour order, orientation, crops) instead of trusting numbers.
+Float records are mapped back to pixels with the dataset's mean and std; clips show their
+first frame.
+` + exitStatusHelp,
+		Example: `  packer preview fmnist -o fmnist.png
+  packer preview in224 -o sheet.png --count 100 --seed 7`,
+		Args: argsUsage(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Dir = args[0]
+			if opts.Out == "" {
+				return usagef(errors.New("--out (-o) is required"))
+			}
+			if opts.Count < 1 || opts.Tile < 16 {
+				return usagef(errors.New("--count must be at least 1 and --tile at least 16"))
+			}
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runPreview(c.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "PNG file to write (required)")
+	cmd.Flags().IntVar(&opts.Count, "count", 64, "records to show")
+	cmd.Flags().Uint64Var(&opts.Seed, "seed", 1, "seed of the sample")
+	cmd.Flags().IntVar(&opts.Tile, "tile", 128, "tile size in pixels")
+	return cmd
+}
+
+func runPreview(ctx context.Context, o *previewOptions) error {
+	ds, err := openAny(o.Dir)
+	if err != nil {
+		return err
+	}
+	defer ds.Close()
+	m := ds.Manifest()
+	n := ds.Len()
+	if n == 0 {
+		return fmt.Errorf("%s: the dataset has no records", o.Dir)
+	}
+	k := int64(o.Count)
+	if k > n {
+		k = n
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x9e3779b97f4a7c15))
+	picked := map[int64]bool{}
+	for int64(len(picked)) < k {
+		picked[rng.Int64N(n)] = true
+	}
+	idx := make([]int64, 0, k)
+	for i := range picked {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+
+	cols := int(math.Ceil(math.Sqrt(float64(k))))
+	rows := (int(k) + cols - 1) / cols
+	const caption = 16
+	tw, th := o.Tile, o.Tile+caption
+	sheet := image.NewRGBA(image.Rect(0, 0, cols*tw, rows*th))
+	draw.Draw(sheet, sheet.Bounds(), image.NewUniform(color.RGBA{32, 32, 32, 255}), image.Point{}, draw.Src)
+	for p, i := range idx {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := ds.Record(i)
+		if err != nil {
+			return err
+		}
+		ri, err := ds.Info(i)
+		if err != nil {
+			return err
+		}
+		img, err := recordImage(m, data)
+		if err != nil {
+			return err
+		}
+		x0, y0 := (p%cols)*tw, (p/cols)*th
+		drawScaled(sheet, image.Rect(x0+2, y0+2, x0+tw-2, y0+o.Tile-2), img)
+		name := fmt.Sprint(ri.Label)
+		if ri.Label >= 0 && int(ri.Label) < len(m.Classes) {
+			name = m.Classes[ri.Label]
+		}
+		label := fmt.Sprintf("%d %s", i, name)
+		if max := (tw - 4) / 7; len(label) > max {
+			label = label[:max]
+		}
+		d := font.Drawer{Dst: sheet, Src: image.White, Face: basicfont.Face7x13,
+			Dot: fixed.P(x0+3, y0+o.Tile+12)}
+		d.DrawString(label)
+	}
+	f, err := os.Create(o.Out)
+	if err != nil {
+		return err
+	}
+	if err := png.Encode(f, sheet); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.IO.Out, "wrote %s: %d records of %s in a %dx%d grid\n", o.Out, k, o.Dir, cols, rows)
+	return nil
+}
+
+// recordImage turns one record into an RGBA image: first frame of a clip, CHW or HWC,
+// uint8 or float mapped back through mean/std.
+func recordImage(m *shard.Manifest, data []byte) (*image.RGBA, error) {
+	shape := m.Sample.Shape
+	layout := m.Sample.Layout
+	if len(layout) == 4 && layout[0] == 't' { // clip: first frame
+		layout = layout[1:]
+		shape = shape[1:]
+	}
+	if len(shape) != 3 {
+		return nil, fmt.Errorf("preview: cannot draw records of shape %v", m.Sample.Shape)
+	}
+	var h, w, c int
+	if layout == "chw" {
+		c, h, w = shape[0], shape[1], shape[2]
+	} else {
+		h, w, c = shape[0], shape[1], shape[2]
+	}
+	es := m.Sample.DType.Size()
+	if len(data) < h*w*c*es {
+		return nil, fmt.Errorf("preview: record is %d bytes, want at least %d", len(data), h*w*c*es)
+	}
+	mean, std := floatsOf(m.Transform["mean"]), floatsOf(m.Transform["std"])
+	val := func(y, x, ch int) uint8 {
+		var i int
+		if layout == "chw" {
+			i = (ch*h+y)*w + x
+		} else {
+			i = (y*w+x)*c + ch
+		}
+		switch m.Sample.DType {
+		case shard.Uint8:
+			return data[i]
+		case shard.Float32:
+			v := float64(math.Float32frombits(le32(data[i*4:])))
+			return denorm(v, ch, mean, std)
+		case shard.Float16:
+			v := float64(half(uint16(data[i*2]) | uint16(data[i*2+1])<<8))
+			return denorm(v, ch, mean, std)
+		}
+		return 0
+	}
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			var r, g, b uint8
+			if c >= 3 {
+				r, g, b = val(y, x, 0), val(y, x, 1), val(y, x, 2)
+			} else {
+				r = val(y, x, 0)
+				g, b = r, r
+			}
+			img.SetRGBA(x, y, color.RGBA{r, g, b, 255})
+		}
+	}
+	return img, nil
+}
+
+func le32(b []byte) uint32 {
+	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
+}
+
+// half converts an IEEE binary16 value to float32.
+func half(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0 && frac == 0:
+		return math.Float32frombits(sign)
+	case exp == 0:
+		return float32(math.Copysign(float64(frac)*math.Pow(2, -24), float64(int32(sign)|1)))
+	case exp == 31:
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
+}
+
+func denorm(v float64, ch int, mean, std []float64) uint8 {
+	if ch < len(std) {
+		v *= std[ch]
+	}
+	if ch < len(mean) {
+		v += mean[ch]
+	}
+	if len(mean) == 0 && len(std) == 0 && v > 1.5 {
+		v /= 255 // unnormalised float pixels
+	}
+	return uint8(math.Round(math.Min(math.Max(v, 0), 1) * 255))
+}
+
+func floatsOf(v any) []float64 {
+	arr, _ := v.([]any)
+	out := make([]float64, 0, len(arr))
+	for _, x := range arr {
+		switch t := x.(type) {
+		case float64:
+			out = append(out, t)
+		case interface{ Float64() (float64, error) }:
+			f, _ := t.Float64()
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// drawScaled draws src into r of dst, scaled by nearest neighbour to fit, keeping aspect.
+func drawScaled(dst *image.RGBA, r image.Rectangle, src *image.RGBA) {
+	sw, sh := src.Bounds().Dx(), src.Bounds().Dy()
+	scale := math.Min(float64(r.Dx())/float64(sw), float64(r.Dy())/float64(sh))
+	w, h := int(float64(sw)*scale), int(float64(sh)*scale)
+	x0, y0 := r.Min.X+(r.Dx()-w)/2, r.Min.Y+(r.Dy()-h)/2
+	for y := 0; y < h; y++ {
+		sy := int(float64(y) / scale)
+		for x := 0; x < w; x++ {
+			sx := int(float64(x) / scale)
+			dst.SetRGBA(x0+x, y0+y, src.RGBAAt(sx, sy))
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/verify"
+)
+
+type verifyOptions struct {
+	IO      *iostreams
+	Dir     string
+	JSON    bool
+	Workers int
+}
+
+func newVerifyCommand(io *iostreams, runF func(context.Context, *verifyOptions) error) *cobra.Command {
+	opts := &verifyOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "verify OUT",
+		Short: "Check every file of a packed dataset against its manifest",
+		Long: `Verify checks the dataset in OUT against OUT/manifest.json: that every listed file exists
+with the listed size and SHA-256, that no unlisted file is present, and the internal
+structure of every file: for shards the header, index and footer checksums and the CRC-32C
+of every block of records (naming the damaged record range); for npy and hdf5 the array
+headers, shapes, dtypes and counts. It reports every fault, not only the first.
+` + exitStatusHelp,
+		Example: `  packer verify fmnist
+  packer verify --json fmnist > report.json`,
+		Args: argsUsage(cobra.ExactArgs(1)),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Dir = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runVerify(c.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON on stdout")
+	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "files checked at once")
+	return cmd
+}
+
+func runVerify(ctx context.Context, o *verifyOptions) error {
+	var bar *progress.Bar
+	total := int64(-1)
+	if m, err := readManifestQuiet(o.Dir); err == nil {
+		total = 0
+		for _, f := range m.Files {
+			total += f.Size
+		}
+	}
+	bar = progress.New(o.IO.Err, "verifying", "bytes", total)
+	rep, err := verify.Dir(ctx, o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
+	bar.Finish()
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range rep.Faults {
+			fmt.Fprintln(o.IO.Out, f.String())
+		}
+		if rep.OK {
+			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %d %s files (%.1f MB) match the manifest\n",
+				o.Dir, rep.Count, rep.Files, rep.Format, float64(rep.Bytes)/1e6)
+		} else {
+			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
+		}
+	}
+	if !rep.OK {
+		return fmt.Errorf("%w: %s: %d faults%s", errCorrupt, o.Dir, len(rep.Faults), map[bool]string{true: "", false: " (see above)"}[o.JSON])
+	}
+	return nil
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"github.com/packer-dev/packer/formats/hdf5"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/verify"
+)
+
+// anyDataset is random access to a packed dataset of any format, for inspect and preview.
+type anyDataset interface {
+	Manifest() *shard.Manifest
+	Len() int64
+	Record(i int64) ([]byte, error)
+	Info(i int64) (recordInfo, error)
+	Close() error
+}
+
+// openAny opens the dataset in dir through its manifest, whatever its format.
+func openAny(dir string) (anyDataset, error) {
+	m, err := shard.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	switch m.Format {
+	case "shards":
+		return openShards(dir, m)
+	case "hdf5":
+		r, err := hdf5.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		return &hdf5Dataset{m: m, r: r}, nil
+	}
+	return nil, fmt.Errorf("%s: format %q cannot be opened by this command", dir, m.Format)
+}
+
+func readManifestQuiet(dir string) (*shard.Manifest, error) { return shard.ReadManifest(dir) }
+
+// formatCheckers are the structural checks of the non-shard formats, for verify.
+func formatCheckers() map[string]verify.FormatChecker {
+	return map[string]verify.FormatChecker{
+		"hdf5": hdf5.Check,
+	}
+}
+
+// shardsDataset is random access across the shards of a dataset.
+type shardsDataset struct {
+	m       *shard.Manifest
+	readers []*shard.Reader
+	first   []int64
+}
+
+func openShards(dir string, m *shard.Manifest) (*shardsDataset, error) {
+	d := &shardsDataset{m: m}
+	var next int64
+	for _, f := range m.Files {
+		r, err := shard.Open(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		if err != nil {
+			d.Close()
+			return nil, err
+		}
+		d.readers = append(d.readers, r)
+		d.first = append(d.first, next)
+		next += int64(r.Len())
+	}
+	return d, nil
+}
+
+func (d *shardsDataset) Manifest() *shard.Manifest { return d.m }
+
+func (d *shardsDataset) Len() int64 {
+	if len(d.readers) == 0 {
+		return 0
+	}
+	return d.first[len(d.first)-1] + int64(d.readers[len(d.readers)-1].Len())
+}
+
+func (d *shardsDataset) locate(i int64) (*shard.Reader, int, error) {
+	if i < 0 || i >= d.Len() {
+		return nil, 0, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+	}
+	k := sort.Search(len(d.first), func(k int) bool { return d.first[k] > i }) - 1
+	return d.readers[k], int(i - d.first[k]), nil
+}
+
+func (d *shardsDataset) Record(i int64) ([]byte, error) {
+	r, j, err := d.locate(i)
+	if err != nil {
+		return nil, err
+	}
+	return r.Record(j)
+}
+
+func (d *shardsDataset) Info(i int64) (recordInfo, error) {
+	r, j, err := d.locate(i)
+	if err != nil {
+		return recordInfo{}, err
+	}
+	ri := recordInfo{Index: i, Label: r.Label(j), Aux: r.Aux(j)}
+	if meta := r.RecordMeta(j); len(meta) > 0 && json.Valid(meta) {
+		ri.Meta = json.RawMessage(meta)
+	}
+	return ri, nil
+}
+
+func (d *shardsDataset) Close() error {
+	for _, r := range d.readers {
+		r.Close()
+	}
+	return nil
+}
+
+type hdf5Dataset struct {
+	m *shard.Manifest
+	r *hdf5.Reader
+}
+
+func (d *hdf5Dataset) Manifest() *shard.Manifest { return d.m }
+func (d *hdf5Dataset) Len() int64                { return d.r.Len() }
+func (d *hdf5Dataset) Record(i int64) ([]byte, error) {
+	b, _, err := d.r.Record(i)
+	return b, err
+}
+func (d *hdf5Dataset) Info(i int64) (recordInfo, error) {
+	_, label, err := d.r.Record(i)
+	if err != nil {
+		return recordInfo{}, err
+	}
+	ri := recordInfo{Index: i, Label: label}
+	if meta, err := d.r.Meta(i); err == nil && len(meta) > 0 && json.Valid(meta) {
+		ri.Meta = json.RawMessage(meta)
+	}
+	return ri, nil
+}
+func (d *hdf5Dataset) Close() error { return d.r.Close() }

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/packer-dev/packer/formats/cifar"
+	"github.com/packer-dev/packer/formats/hdf5"
+	"github.com/packer-dev/packer/pipeline"
+)
+
+// openSource opens the build's source, detecting its kind when --from is not given.
+func openSource(o *buildOptions) (pipeline.Source, string, error) {
+	kind := o.From
+	if kind == "" {
+		var err error
+		if kind, err = detectTODO(o.Source); err != nil {
+			return nil, "", usagef(fmt.Errorf("cannot tell the source kind of %s: %w (give --from)", o.Source, err))
+		}
+	}
+	var (
+		src pipeline.Source
+		err error
+	)
+	switch kind {
+	case "cifar10", "cifar100":
+		src, err = cifar.Open(o.Source, kind, o.Split)
+	default:
+		return nil, "", usagef(fmt.Errorf("unknown --from %q (want folder, list, cifar10, cifar100, idx, frames or video)", kind))
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	return src, kind, nil
+}
+
+// outputFor returns the output constructor of a --format.
+func outputFor(format string) (func(pipeline.OutputConfig) (pipeline.Output, error), error) {
+	switch format {
+	case "shards":
+		return pipeline.NewShardOutput, nil
+	case "hdf5":
+		return hdf5.New, nil
+	}
+	return nil, fmt.Errorf("unknown --format %q (want shards, npy or hdf5)", format)
+}
+
+func detectTODO(string) (string, error) { return "", fmt.Errorf("detection not wired yet") }
