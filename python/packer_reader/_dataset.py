@@ -415,15 +415,20 @@ class ShardDataset(_SegmentDataset):
 
     def __init__(self, path, manifest, verify_crc=False, direct=False, shard_paths=None):
         super().__init__(path, manifest, verify_crc, direct)
+        entries = [fe for fe in self.manifest.get("files", []) if fe["path"].endswith(".pks")]
         if shard_paths is None:
-            shard_paths = [os.path.join(self.path, fe["path"]) for fe in self.manifest.get("files", [])
-                           if fe["path"].endswith(".pks")]
+            shard_paths = [os.path.join(self.path, fe["path"]) for fe in entries]
+        else:
+            entries = [{} for _ in shard_paths]
         segs = []
         first = 0
         try:
-            for p in shard_paths:
+            for p, fe in zip(shard_paths, entries):
                 sf = ShardFile(p, first)
                 segs.append(sf)
+                if fe.get("records", sf.n) != sf.n or fe.get("first_record", first) != first:
+                    raise FormatError(p, "holds records %d..%d, the manifest says %d records from %d" % (
+                        first, first + sf.n - 1, fe.get("records", sf.n), fe.get("first_record", first)))
                 first += sf.n
         except BaseException:
             for s in segs:
@@ -470,6 +475,7 @@ class _RawSegment:
         self.record_size = record_size
         self.n = n
         self.first = 0
+        self.fd = -1
         self.fd = open_ro(path)
 
     def range_span(self, lo, hi):
@@ -487,6 +493,12 @@ class _RawSegment:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 def read_npy_header(path):

@@ -71,6 +71,7 @@ class ShardFile:
     def __init__(self, path, first=0):
         self.path = str(path)
         self.first = first
+        self.fd = -1
         self.fd = open_ro(self.path)
         try:
             self._parse()
@@ -85,6 +86,12 @@ class ShardFile:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
     # -- parsing -------------------------------------------------------------------------
     def _fail(self, reason, offset=None):

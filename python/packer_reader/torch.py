@@ -99,6 +99,8 @@ class PackerIterableDataset(IterableDataset):
         self.classes = ds.classes
         self.sample_spec = ds.sample_spec
         self.count = len(ds)
+        ds.close()  # workers open their own (h5py handles must not cross a fork)
+        self._ds = None
 
     def _dataset(self):
         import os

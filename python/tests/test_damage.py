@@ -187,3 +187,18 @@ def test_not_a_shard(tmp_path):
     p.write_bytes(b"\0" * 8192)
     with pytest.raises(FormatError, match="magic"):
         packer_reader.open(str(p))
+
+
+def test_manifest_record_counts_must_match(ds_dir):
+    import json
+
+    mp = os.path.join(ds_dir, "manifest.json")
+    with open(mp) as f:
+        m = json.load(f)
+    m["files"][1]["records"] = 31
+    with open(mp, "w") as f:
+        json.dump(m, f)
+    with pytest.raises(FormatError, match="manifest says 31 records"):
+        packer_reader.open(ds_dir)
+    rep = packer_reader.verify(ds_dir)
+    assert any(f.kind == "count" and f.path == shard(ds_dir, 1) for f in rep.faults), rep
