@@ -196,12 +196,8 @@ func (r *Reader) Label(i int) int64 {
 // Aux returns the aux label values of record i, one per column of LabelSpec().Aux.
 func (r *Reader) Aux(i int) []int64 {
 	r.checkIndex(i)
-	a := r.l.naux
-	out := make([]int64, a)
-	base := r.l.aux + int64(i)*a*8
-	for c := range out {
-		out[c] = int64(le.Uint64(r.index[base+int64(c)*8:]))
-	}
+	out := make([]int64, r.l.naux)
+	r.auxInto(i, out)
 	return out
 }
 
@@ -333,4 +329,12 @@ func mulDiv(a, b, c uint64) uint64 {
 	hi, lo := bits.Mul64(a, b)
 	q, _ := bits.Div64(hi, lo, c)
 	return q
+}
+
+// auxInto stores the aux values of record i in dst, which has one element per aux column.
+func (r *Reader) auxInto(i int, dst []int64) {
+	base := r.l.aux + int64(i)*r.l.naux*8
+	for c := range dst {
+		dst[c] = int64(le.Uint64(r.index[base+int64(c)*8:]))
+	}
 }

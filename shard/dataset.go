@@ -1,0 +1,189 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Dataset is a packed dataset directory: its manifest and its shards, with records numbered
+// across shards in manifest order (ORDER.md).
+//
+// Shards are opened on first use (each open reads the shard's header, footer and index) and
+// stay open until Close. A Dataset is safe for concurrent use.
+type Dataset struct {
+	dir   string
+	m     *Manifest
+	opts  ReaderOptions
+	paths []string
+	first []int64 // first[s] is the first record of shard s; first[len] is the count
+
+	mu      sync.Mutex
+	readers []*Reader
+}
+
+// OpenDataset opens the dataset in dir through its manifest.json, which must have format
+// "shards". Checksums of the records read are checked.
+func OpenDataset(dir string) (*Dataset, error) { return OpenDatasetOptions(dir, ReaderOptions{}) }
+
+// OpenDatasetOptions is OpenDataset with options for the shard readers.
+func OpenDatasetOptions(dir string, opts ReaderOptions) (*Dataset, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.Format != "shards" {
+		return nil, fmt.Errorf("%s: dataset format %q, want \"shards\"", dir, m.Format)
+	}
+	if m.FormatVersion != Version {
+		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)
+	}
+	d := &Dataset{dir: dir, m: m, opts: opts}
+	for _, f := range m.Files {
+		if strings.HasSuffix(f.Path, ".pks") {
+			d.paths = append(d.paths, filepath.Join(dir, filepath.FromSlash(f.Path)))
+		}
+	}
+	d.readers = make([]*Reader, len(d.paths))
+	d.first = make([]int64, len(d.paths)+1)
+	// Record counts come from the manifest when it has them all; otherwise from the shards.
+	var sum int64
+	known := true
+	for s, f := range shardEntries(m) {
+		d.first[s] = sum
+		sum += f.Records
+		known = known && f.Records > 0
+	}
+	if !known || sum != m.Count {
+		sum = 0
+		clear(d.first)
+		for s := range d.paths {
+			r, err := d.Shard(s)
+			if err != nil {
+				d.Close()
+				return nil, err
+			}
+			d.first[s] = sum
+			sum += int64(r.Len())
+		}
+	}
+	d.first[len(d.paths)] = sum
+	if sum != m.Count {
+		d.Close()
+		return nil, fmt.Errorf("%s: the shards hold %d records, the manifest says %d", dir, sum, m.Count)
+	}
+	return d, nil
+}
+
+func shardEntries(m *Manifest) []FileEntry {
+	var out []FileEntry
+	for _, f := range m.Files {
+		if strings.HasSuffix(f.Path, ".pks") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Close closes every open shard.
+func (d *Dataset) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var err error
+	for i, r := range d.readers {
+		if r != nil {
+			err = errors.Join(err, r.Close())
+			d.readers[i] = nil
+		}
+	}
+	return err
+}
+
+// Manifest returns the dataset's manifest. The caller must not modify it.
+func (d *Dataset) Manifest() *Manifest { return d.m }
+
+// Dir returns the dataset directory.
+func (d *Dataset) Dir() string { return d.dir }
+
+// Len returns the number of records.
+func (d *Dataset) Len() int64 { return d.first[len(d.paths)] }
+
+// NumShards returns the number of shards.
+func (d *Dataset) NumShards() int { return len(d.paths) }
+
+// ShardPath returns the file path of shard s.
+func (d *Dataset) ShardPath(s int) string { return d.paths[s] }
+
+// ShardCounts returns the record count of every shard, the input of EpochOrder.
+func (d *Dataset) ShardCounts() []int64 {
+	c := make([]int64, len(d.paths))
+	for s := range c {
+		c[s] = d.first[s+1] - d.first[s]
+	}
+	return c
+}
+
+// Locate returns the shard holding record i and the record's number within it.
+func (d *Dataset) Locate(i int64) (shard int, local int) {
+	if i < 0 || i >= d.Len() {
+		panic(fmt.Sprintf("shard: record %d out of range [0, %d) in %s", i, d.Len(), d.dir))
+	}
+	s := sort.Search(len(d.paths), func(s int) bool { return d.first[s+1] > i })
+	return s, int(i - d.first[s])
+}
+
+// Shard returns the reader of shard s, opening it on first use and checking it against the
+// manifest (sample spec, aux columns, shard index, record count).
+func (d *Dataset) Shard(s int) (*Reader, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r := d.readers[s]; r != nil {
+		return r, nil
+	}
+	r, err := OpenOptions(d.paths[s], d.opts)
+	if err != nil {
+		return nil, err
+	}
+	spec, want := r.Spec(), d.m.Sample
+	bad := ""
+	switch {
+	case !slices.Equal(spec.Shape, want.Shape) || spec.DType != want.DType || spec.Layout != want.Layout:
+		bad = fmt.Sprintf("sample spec %v %s %s, the manifest says %v %s %s", spec.Shape, spec.DType, spec.Layout, want.Shape, want.DType, want.Layout)
+	case len(r.LabelSpec().Aux) != len(d.m.Label.Aux):
+		bad = fmt.Sprintf("%d aux columns, the manifest says %d", len(r.LabelSpec().Aux), len(d.m.Label.Aux))
+	case r.ShardIndex() != s:
+		bad = fmt.Sprintf("shard index %d at position %d of the manifest", r.ShardIndex(), s)
+	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:
+		bad = fmt.Sprintf("%d records, the manifest says %d", r.Len(), d.first[s+1]-d.first[s])
+	}
+	if bad != "" {
+		r.Close()
+		return nil, fmt.Errorf("%s: %s", d.paths[s], bad)
+	}
+	d.readers[s] = r
+	return r, nil
+}
+
+// Record returns a new slice holding the bytes of record i (numbered across shards).
+func (d *Dataset) Record(i int64) ([]byte, error) {
+	s, j := d.Locate(i)
+	r, err := d.Shard(s)
+	if err != nil {
+		return nil, err
+	}
+	return r.Record(j)
+}
+
+// Label returns the label of record i.
+func (d *Dataset) Label(i int64) (int64, error) {
+	s, j := d.Locate(i)
+	r, err := d.Shard(s)
+	if err != nil {
+		return 0, err
+	}
+	return r.Label(j), nil
+}

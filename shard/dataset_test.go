@@ -1,0 +1,302 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// buildDataset writes recs into shards of the given record counts under a new directory, with
+// a manifest, and returns the directory.
+func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []int) string {
+	t.Helper()
+	dir := t.TempDir()
+	m := &Manifest{Packer: "test", Format: "shards", FormatVersion: Version, Sample: opts.Sample, Label: opts.Label}
+	next := 0
+	for s, c := range counts {
+		o := opts
+		o.ShardIndex = s
+		name := fmt.Sprintf("shard-%05d.pks", s)
+		fw, err := CreateFile(filepath.Join(dir, name), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs[next : next+c] {
+			if err := fw.Append(r.data, r.label, r.aux, r.meta); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fw.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		m.Files = append(m.Files, FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: int64(c), FirstRecord: int64(next)})
+		next += c
+	}
+	m.Count = int64(next)
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var fixedDatasetOpts = WriterOptions{Sample: SampleSpec{Shape: []int{8, 8, 3}, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{DType: "int64", Aux: []string{"coarse"}}}
+
+func TestDatasetRandomAccess(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 100, 7)
+	dir := buildDataset(t, fixedDatasetOpts, recs, []int{40, 1, 59})
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Len() != 100 || d.NumShards() != 3 || !slices.Equal(d.ShardCounts(), []int64{40, 1, 59}) {
+		t.Fatalf("Len %d, shards %d, counts %v", d.Len(), d.NumShards(), d.ShardCounts())
+	}
+	for i := int64(99); i >= 0; i-- {
+		got, err := d.Record(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lab, err := d.Label(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, recs[i].data) || lab != recs[i].label {
+			t.Fatalf("record %d differs", i)
+		}
+	}
+}
+
+// loaderCase runs a Loader to the end and returns the batches' indices, and checks every
+// record's bytes, label and aux values against recs.
+func runLoader(t *testing.T, d *Dataset, recs []testRecord, opts LoaderOptions) (indices []int64, sizes []int) {
+	t.Helper()
+	l, err := d.NewLoader(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for l.Next() {
+		b := l.Batch()
+		if b.Position != opts.Start+int64(len(indices)) {
+			t.Fatalf("batch position %d, want %d", b.Position, opts.Start+int64(len(indices)))
+		}
+		sizes = append(sizes, b.Len())
+		var off int64
+		for k, idx := range b.Indices {
+			want := recs[idx]
+			var data []byte
+			if b.Offsets != nil {
+				data = b.Data[b.Offsets[k]:b.Offsets[k+1]]
+			} else {
+				n := int64(len(b.Data) / b.Len())
+				data = b.Data[off : off+n]
+				off += n
+			}
+			if !bytes.Equal(data, want.data) || b.Labels[k] != want.label {
+				t.Fatalf("record %d (batch position %d+%d) differs", idx, b.Position, k)
+			}
+			if len(want.aux) > 0 && !slices.Equal(b.Aux[k*len(want.aux):(k+1)*len(want.aux)], want.aux) {
+				t.Fatalf("record %d aux differs", idx)
+			}
+		}
+		indices = append(indices, b.Indices...)
+		if l.Position() != opts.Start+int64(len(indices)) {
+			t.Fatalf("Position %d, want %d", l.Position(), opts.Start+int64(len(indices)))
+		}
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(indices)) != l.Len() {
+		t.Fatalf("delivered %d records, Len says %d", len(indices), l.Len())
+	}
+	return indices, sizes
+}
+
+func TestLoader(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 300, 8)
+	dir := buildDataset(t, fixedDatasetOpts, recs, []int{100, 7, 150, 43})
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	counts := d.ShardCounts()
+	for _, shuffle := range []bool{false, true} {
+		for _, direct := range []bool{false, true} {
+			for _, bs := range []int{1, 7, 64, 512} {
+				for _, readSize := range []int{1, 10000, 0} {
+					name := fmt.Sprintf("shuffle=%v/direct=%v/batch=%d/read=%d", shuffle, direct, bs, readSize)
+					t.Run(name, func(t *testing.T) {
+						for world := 1; world <= 3; world += 2 {
+							var all []int64
+							for rank := range world {
+								opts := LoaderOptions{BatchSize: bs, Shuffle: shuffle, Seed: 9, Epoch: 1, Rank: rank, World: world,
+									Buffer: 50, ReadSize: readSize, Direct: direct, Prefetch: 1 + rank, VerifyCRC: bs == 7, Lock: true}
+								got, sizes := runLoader(t, d, recs, opts)
+								want, _ := EpochOrder(counts, OrderOptions{Shuffle: shuffle, Seed: 9, Epoch: 1, Rank: rank, World: world, Buffer: 50})
+								if !slices.Equal(got, want) {
+									t.Fatalf("rank %d/%d: order %v, want %v", rank, world, got, want)
+								}
+								for i, s := range sizes {
+									if s != bs && i != len(sizes)-1 {
+										t.Fatalf("batch %d has %d records", i, s)
+									}
+								}
+								all = append(all, got...)
+								// Resume in the middle equals the tail.
+								if len(want) > 5 {
+									opts.Start = int64(len(want)) / 3
+									tail, _ := runLoader(t, d, recs, opts)
+									if !slices.Equal(tail, want[opts.Start:]) {
+										t.Fatalf("resume at %d: %v, want %v", opts.Start, tail, want[opts.Start:])
+									}
+								}
+								opts.Start, opts.DropLast = 0, true
+								dropped, sizes := runLoader(t, d, recs, opts)
+								if len(dropped) != len(want)/bs*bs || (len(sizes) > 0 && sizes[len(sizes)-1] != bs) {
+									t.Fatalf("DropLast delivered %d records in batches %v", len(dropped), sizes)
+								}
+							}
+							slices.Sort(all)
+							for i, x := range all {
+								if x != int64(i) {
+									t.Fatalf("world %d does not read every record once", world)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestLoaderVarSize(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, 3}, DType: Uint8, Layout: "thwc"}, HasMeta: true}
+	recs := randomRecords(opts, 80, 9)
+	recs[5].data = nil // an empty record
+	dir := buildDataset(t, opts, recs, []int{30, 50})
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, direct := range []bool{false, true} {
+		for _, shuffle := range []bool{false, true} {
+			got, _ := runLoader(t, d, recs, LoaderOptions{BatchSize: 6, Shuffle: shuffle, Seed: 3, Buffer: 10, Direct: direct, ReadSize: 20000, VerifyCRC: true})
+			if len(got) != 80 {
+				t.Fatalf("read %d records", len(got))
+			}
+		}
+	}
+}
+
+// countingAlloc checks that the Loader frees what it allocates.
+type countingAlloc struct {
+	mu   sync.Mutex
+	live map[*byte]int
+	max  int
+	def  MmapAllocator
+}
+
+func (a *countingAlloc) Alloc(n int) ([]byte, error) {
+	b, err := a.def.Alloc(n)
+	if err == nil {
+		a.mu.Lock()
+		a.live[&b[:1][0]] = n
+		a.max = max(a.max, len(a.live))
+		a.mu.Unlock()
+	}
+	return b, err
+}
+
+func (a *countingAlloc) Free(b []byte) error {
+	a.mu.Lock()
+	delete(a.live, &b[:1][0])
+	a.mu.Unlock()
+	return a.def.Free(b)
+}
+
+func TestLoaderAllocatorAndClose(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 200, 10)
+	dir := buildDataset(t, fixedDatasetOpts, recs, []int{200})
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	a := &countingAlloc{live: map[*byte]int{}}
+	l, err := d.NewLoader(LoaderOptions{BatchSize: 3, ReadSize: 1, Prefetch: 3, Alloc: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5 && l.Next(); i++ { // stop early: Close must stop the producer
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.live) != 0 || a.max != 3 {
+		t.Errorf("allocations live after Close: %d (max %d, want 3)", len(a.live), a.max)
+	}
+	if l.Next() {
+		t.Error("Next after Close")
+	}
+	if _, err := d.NewLoader(LoaderOptions{BatchSize: 0}); err == nil {
+		t.Error("batch size 0 accepted")
+	}
+	if _, err := d.NewLoader(LoaderOptions{BatchSize: 1, Start: 201}); err == nil {
+		t.Error("start past the end accepted")
+	}
+}
+
+func TestLoaderCorruption(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{256, 1024}, DType: Uint8, Layout: "hwc"}} // k = 4
+	recs := randomRecords(opts, 12, 11)
+	dir := buildDataset(t, opts, recs, []int{12})
+	path := filepath.Join(dir, "shard-00000.pks")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[Align+5*(256<<10)+3] ^= 1 // record 5, block 1 (records 4-7)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, shuffle := range []bool{false, true} {
+		l, err := d.NewLoader(LoaderOptions{BatchSize: 2, Shuffle: shuffle, VerifyCRC: true, ReadSize: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l.Next() {
+			for _, idx := range l.Batch().Indices {
+				if idx >= 4 && idx < 8 {
+					t.Fatalf("record %d of the damaged block handed out", idx)
+				}
+			}
+		}
+		var ce *CorruptionError
+		if !errors.As(l.Err(), &ce) || !errors.Is(l.Err(), ErrChecksum) || ce.Record != 4 || ce.Records != 4 || ce.Path != path {
+			t.Errorf("Err = %v, want a checksum error for records 4-7 of %s", l.Err(), path)
+		}
+		l.Close()
+	}
+	if _, err := d.Record(5); !errors.Is(err, ErrChecksum) {
+		t.Errorf("Record(5) = %v", err)
+	}
+}

@@ -1,0 +1,517 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// Loader defaults.
+const (
+	// DefaultPrefetch is the number of buffers in a Loader's ring.
+	DefaultPrefetch = 4
+	// DefaultReadSize is the amount of record data a Loader aims to put in one buffer: small
+	// batches are grouped so that reads stay large.
+	DefaultReadSize = 8 << 20
+)
+
+// LoaderOptions configures a Loader. The zero value of every field but BatchSize is a usable
+// default.
+type LoaderOptions struct {
+	BatchSize int // records per batch, ≥ 1
+
+	// The record order, as ORDER.md specifies: Shuffle, Seed and Epoch select the epoch's
+	// permutation, Rank and World this reader's part (combine DataLoader workers into them as
+	// ORDER.md says), Buffer the shuffle buffer size (0: DefaultShuffleBuffer).
+	Shuffle bool
+	Seed    uint64
+	Epoch   uint64
+	Rank    int
+	World   int // 0 means 1
+	Buffer  int
+
+	// Start is the position to resume from: the number of records of this rank's epoch
+	// sequence already consumed (Loader.Position of the last batch processed). Batches are
+	// grouped from Start on.
+	Start int64
+	// DropLast drops the last batch of the epoch when it has fewer than BatchSize records.
+	DropLast bool
+
+	// Prefetch is the number of buffers in the ring (0: DefaultPrefetch): one is handed out
+	// to the caller while the others are filled ahead.
+	Prefetch int
+	// ReadSize is the amount of record data to read into one buffer (0: DefaultReadSize),
+	// rounded to whole batches; one buffer holds at least one batch.
+	ReadSize int
+	// Direct reads with O_DIRECT, bypassing the page cache, where the OS and file system
+	// support it; elsewhere (tmpfs, non-Linux) reads fall back to the page cache. See
+	// Loader.DirectIO.
+	Direct bool
+	// Lock locks the default allocator's buffers in memory (mlock) when the process is
+	// permitted to; see Loader.Locked. It is ignored when Alloc is set.
+	Lock bool
+	// Alloc provides the ring's buffers; nil means an MmapAllocator.
+	Alloc Allocator
+	// VerifyCRC checks the CRC-32C of every checksum block the loader reads from before the
+	// block's records are handed out. A block that a buffer covers only in part is read again
+	// in full, once, so this can cost up to one checksum block (1 MiB) of extra reading per
+	// buffer, and with Shuffle about one extra pass over the data.
+	VerifyCRC bool
+}
+
+// Batch is one batch of records. Every slice in it is a view into the Loader's buffers and is
+// valid until the next call to Next or Close; copy what must outlive that.
+type Batch struct {
+	// Data holds the batch's records back to back. For fixed-size records it is a [B, ...]
+	// array of the dataset's sample spec, ready to be wrapped as a tensor.
+	Data []byte
+	// Offsets is nil for fixed-size records; for variable-size records, record k of the batch
+	// is Data[Offsets[k]:Offsets[k+1]].
+	Offsets []int64
+	Labels  []int64 // label of each record
+	Aux     []int64 // aux label values, row-major [B, len(aux columns)]; nil when there are none
+	Indices []int64 // dataset record number of each record
+	// Position is the epoch position (ORDER.md) of the batch's first record; the position
+	// after the batch, to resume from, is Position+len(Labels).
+	Position int64
+}
+
+// Len returns the number of records in the batch.
+func (b *Batch) Len() int { return len(b.Labels) }
+
+// Loader streams one epoch of a rank's records in batches. One goroutine fills a small ring of
+// reusable page-aligned buffers ahead of the caller with large sequential reads (aligned, for
+// O_DIRECT); batches are views into those buffers. Without Shuffle, the consecutive records
+// of a buffer are read with one read per shard they come from, straight into the buffer (no
+// copy); with Shuffle, records are gathered (read one run of consecutive records at a time)
+// into the buffer in the ORDER.md order.
+//
+// The call order is: NewLoader (Next Batch)* Close; Err after Next returns false. A Loader is
+// not safe for concurrent use: call it from one goroutine. Close must be called to stop the
+// prefetching goroutine and release the buffers.
+type Loader struct {
+	ds         *Dataset
+	opts       LoaderOptions
+	alloc      Allocator
+	mmap       *MmapAllocator // the default allocator, when used
+	recordSize int64
+	naux       int
+	order      []int64 // this rank's epoch sequence when shuffling; nil otherwise
+	lo         int64   // first stream index of this rank, when not shuffling
+	start, end int64   // positions to deliver
+	perSlot    int     // records per buffer, a multiple of BatchSize
+
+	slots       []*slot
+	free, ready chan *slot
+	done        chan struct{}
+	wg          sync.WaitGroup
+
+	// Producer state.
+	files    []*os.File
+	direct   []bool
+	parts    []part
+	indirect atomic.Bool // some read went through the page cache
+
+	// Consumer state.
+	cur      *slot
+	curBatch int
+	batch    Batch
+	boffs    []int64
+	pos      int64
+	err      error
+	closed   bool
+}
+
+// slot is one buffer of the ring with the records it holds.
+type slot struct {
+	buf    []byte // from the Allocator
+	data   []byte // the records' bytes, within buf
+	offs   []int64
+	labels []int64
+	aux    []int64
+	idx    []int64
+	pos    int64 // position of the first record
+	n      int   // number of records
+	err    error
+}
+
+// part is a run of consecutive records of one shard within a slot.
+type part struct {
+	shard    int
+	r        *Reader
+	a, b     int   // records [a, b) of the shard
+	k        int   // index in the slot of record a
+	off, len int64 // file range
+}
+
+// NewLoader starts a Loader over the dataset. Its goroutine starts reading at once.
+func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
+	if opts.BatchSize < 1 {
+		return nil, fmt.Errorf("shard: batch size %d, want ≥ 1", opts.BatchSize)
+	}
+	oo := OrderOptions{Shuffle: opts.Shuffle, Seed: opts.Seed, Epoch: opts.Epoch, Rank: opts.Rank, World: opts.World, Buffer: opts.Buffer}
+	if err := oo.normalize(); err != nil {
+		return nil, err
+	}
+	if opts.Prefetch < 0 || opts.ReadSize < 0 || opts.Start < 0 {
+		return nil, fmt.Errorf("shard: negative Prefetch, ReadSize or Start")
+	}
+	if opts.Prefetch == 0 {
+		opts.Prefetch = DefaultPrefetch
+	}
+	if opts.ReadSize == 0 {
+		opts.ReadSize = DefaultReadSize
+	}
+	l := &Loader{ds: d, opts: opts, alloc: opts.Alloc, naux: len(d.m.Label.Aux)}
+	if l.alloc == nil {
+		l.mmap = &MmapAllocator{Lock: opts.Lock}
+		l.alloc = l.mmap
+	}
+	lo, hi := RankRange(d.Len(), oo.Rank, oo.World)
+	total := hi - lo
+	if opts.Shuffle {
+		var err error
+		if l.order, err = EpochOrder(d.ShardCounts(), oo); err != nil {
+			return nil, err
+		}
+	}
+	l.lo = lo
+	if opts.Start > total {
+		return nil, fmt.Errorf("shard: start position %d is past the end of the epoch (%d records for rank %d of %d)", opts.Start, total, oo.Rank, oo.World)
+	}
+	l.start, l.end, l.pos = opts.Start, total, opts.Start
+	if opts.DropLast {
+		l.end = l.start + (total-l.start)/int64(opts.BatchSize)*int64(opts.BatchSize)
+	}
+
+	// Size the buffers from the record size (the average one for variable-size records).
+	avg := d.m.Sample.Size()
+	l.recordSize = max(avg, 0)
+	if avg < 0 {
+		avg = 1
+		if d.NumShards() > 0 {
+			r, err := d.Shard(0)
+			if err != nil {
+				return nil, err
+			}
+			if r.Len() > 0 {
+				avg = max(1, r.DataSize()/int64(r.Len()))
+			}
+		}
+	}
+	batchBytes := avg * int64(opts.BatchSize)
+	perSlot := int64(opts.BatchSize) * max(1, int64(opts.ReadSize)/batchBytes)
+	perSlot = max(1, min(perSlot, l.end-l.start))
+	l.perSlot = int(perSlot)
+	bufSize := int(perSlot*avg + 3*Align)
+
+	l.files = make([]*os.File, d.NumShards())
+	l.direct = make([]bool, d.NumShards())
+	l.free = make(chan *slot, opts.Prefetch)
+	l.ready = make(chan *slot, opts.Prefetch)
+	l.done = make(chan struct{})
+	for range opts.Prefetch {
+		buf, err := l.alloc.Alloc(bufSize)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		s := &slot{buf: buf, offs: make([]int64, perSlot+1), labels: make([]int64, perSlot),
+			aux: make([]int64, perSlot*int64(l.naux)), idx: make([]int64, perSlot)}
+		l.slots = append(l.slots, s)
+		l.free <- s
+	}
+	l.wg.Add(1)
+	go l.produce()
+	return l, nil
+}
+
+// Len returns the number of records the Loader delivers in all (from Start to the end of the
+// epoch, less a dropped last batch).
+func (l *Loader) Len() int64 { return l.end - l.start }
+
+// Position returns the epoch position after the current batch: the Start to resume from once
+// the current batch has been processed.
+func (l *Loader) Position() int64 { return l.pos }
+
+// Locked reports whether the ring's buffers are locked in memory. It is false when Lock was not
+// asked for, when the process may not lock that much memory, or when a custom Allocator is used
+// (which then knows best).
+func (l *Loader) Locked() bool { return l.mmap != nil && l.mmap.Locked() }
+
+// DirectIO reports whether every read so far bypassed the page cache (O_DIRECT).
+func (l *Loader) DirectIO() bool { return l.opts.Direct && !l.indirect.Load() }
+
+// Next advances to the next batch and reports whether there is one. It returns false at the end
+// of the epoch or on an error (see Err).
+func (l *Loader) Next() bool {
+	if l.err != nil || l.closed {
+		return false
+	}
+	if s := l.cur; s != nil {
+		if (l.curBatch+1)*l.opts.BatchSize < s.n {
+			l.curBatch++
+			l.setBatch()
+			return true
+		}
+		l.cur = nil
+		l.free <- s
+	}
+	s, ok := <-l.ready
+	if !ok {
+		return false
+	}
+	if s.err != nil {
+		l.err = s.err
+		l.free <- s
+		return false
+	}
+	l.cur, l.curBatch = s, 0
+	l.setBatch()
+	return true
+}
+
+func (l *Loader) setBatch() {
+	s := l.cur
+	a := l.curBatch * l.opts.BatchSize
+	b := min(a+l.opts.BatchSize, s.n)
+	x, y := s.offs[a], s.offs[b]
+	l.batch = Batch{
+		Data:     s.data[x:y:y],
+		Labels:   s.labels[a:b:b],
+		Indices:  s.idx[a:b:b],
+		Position: s.pos + int64(a),
+	}
+	if l.naux > 0 {
+		l.batch.Aux = s.aux[a*l.naux : b*l.naux : b*l.naux]
+	}
+	if l.recordSize == 0 {
+		l.boffs = l.boffs[:0]
+		for k := a; k <= b; k++ {
+			l.boffs = append(l.boffs, s.offs[k]-x)
+		}
+		l.batch.Offsets = l.boffs
+	}
+	l.pos = s.pos + int64(b)
+}
+
+// Batch returns the current batch. Its slices are valid until the next call to Next or Close.
+func (l *Loader) Batch() Batch { return l.batch }
+
+// Err returns the error that ended the epoch early, or nil.
+func (l *Loader) Err() error { return l.err }
+
+// Close stops the prefetching goroutine, releases the buffers and closes the files. Batches
+// handed out before are invalid after it.
+func (l *Loader) Close() error {
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	if l.done != nil {
+		close(l.done)
+		l.wg.Wait()
+	}
+	l.cur = nil
+	l.batch = Batch{}
+	var err error
+	for _, s := range l.slots {
+		err = errors.Join(err, l.alloc.Free(s.buf))
+		s.buf, s.data = nil, nil
+	}
+	for i, f := range l.files {
+		if f != nil {
+			err = errors.Join(err, f.Close())
+			l.files[i] = nil
+		}
+	}
+	return err
+}
+
+// produce fills free buffers in order and queues them, until the epoch ends, an error occurs
+// or the Loader is closed.
+func (l *Loader) produce() {
+	defer l.wg.Done()
+	defer close(l.ready)
+	for p := l.start; p < l.end; {
+		var s *slot
+		select {
+		case s = <-l.free:
+		case <-l.done:
+			return
+		}
+		p1 := min(p+int64(l.perSlot), l.end)
+		s.err = l.fill(s, p, p1)
+		select {
+		case l.ready <- s:
+		case <-l.done:
+			return
+		}
+		if s.err != nil {
+			return
+		}
+		p = p1
+	}
+}
+
+// at returns the dataset record number at epoch position p.
+func (l *Loader) at(p int64) int64 {
+	if l.order != nil {
+		return l.order[p]
+	}
+	return l.lo + p
+}
+
+// file returns the open file of shard s and whether it is read with O_DIRECT.
+func (l *Loader) file(s int) (*os.File, bool, error) {
+	if f := l.files[s]; f != nil {
+		return f, l.direct[s], nil
+	}
+	var (
+		f      *os.File
+		direct bool
+		err    error
+	)
+	if l.opts.Direct {
+		f, direct, err = openDirect(l.ds.ShardPath(s))
+	} else {
+		f, err = os.Open(l.ds.ShardPath(s))
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open shard: %w", err)
+	}
+	if !direct {
+		l.indirect.Store(true)
+	}
+	l.files[s], l.direct[s] = f, direct
+	return f, direct, nil
+}
+
+// fill reads the records at positions [p0, p1) into s.
+func (l *Loader) fill(s *slot, p0, p1 int64) error {
+	n := int(p1 - p0)
+	s.pos, s.n = p0, n
+	for k := range n {
+		s.idx[k] = l.at(p0 + int64(k))
+	}
+	// Group the records into runs of consecutive records of one shard.
+	parts := l.parts[:0]
+	for k := 0; k < n; {
+		sh, local := l.ds.Locate(s.idx[k])
+		end := l.ds.first[sh+1]
+		j := k + 1
+		for j < n && s.idx[j] == s.idx[j-1]+1 && s.idx[j] < end {
+			j++
+		}
+		parts = append(parts, part{shard: sh, a: local, b: local + j - k, k: k})
+		k = j
+	}
+	l.parts = parts
+	// Open what is needed and size the buffer: an O_DIRECT read lands at an aligned place at
+	// or after the end of the data so far, and is moved down to it.
+	need, cursor := 0, 0
+	for i := range parts {
+		p := &parts[i]
+		r, err := l.ds.Shard(p.shard)
+		if err != nil {
+			return err
+		}
+		p.r = r
+		p.off, p.len = r.DataRange(p.a, p.b)
+		_, direct, err := l.file(p.shard)
+		if err != nil {
+			return err
+		}
+		if direct {
+			start, end := p.off&^(Align-1), alignUp(p.off+p.len)
+			need = max(need, int(alignUp(int64(cursor))+end-start))
+			if i == 0 {
+				cursor = int(p.off - start)
+			}
+		} else {
+			need = max(need, cursor+int(p.len))
+		}
+		cursor += int(p.len)
+	}
+	if need > cap(s.buf) {
+		if err := l.alloc.Free(s.buf); err != nil {
+			return err
+		}
+		s.buf, s.data = nil, nil
+		buf, err := l.alloc.Alloc(int(alignUp(int64(need + need/4))))
+		if err != nil {
+			return err
+		}
+		s.buf = buf
+	}
+	buf := s.buf[:cap(s.buf)]
+	cursor, dataStart := 0, 0
+	for i := range parts {
+		p := &parts[i]
+		at, err := l.readPart(p, buf, cursor, i == 0)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			dataStart, cursor = at, at
+		}
+		base := p.r.off(int64(p.a))
+		for rec := p.a; rec < p.b; rec++ {
+			k := p.k + rec - p.a
+			s.offs[k] = int64(cursor-dataStart) + p.r.off(int64(rec)) - base
+			s.labels[k] = p.r.Label(rec)
+			if l.naux > 0 {
+				p.r.auxInto(rec, s.aux[k*l.naux:(k+1)*l.naux])
+			}
+		}
+		if l.opts.VerifyCRC {
+			if err := p.r.verifyRange(int64(p.a), int64(p.b), buf[cursor:cursor+int(p.len)]); err != nil {
+				return err
+			}
+		}
+		cursor += int(p.len)
+	}
+	s.offs[n] = int64(cursor - dataStart)
+	s.data = buf[dataStart:cursor]
+	return nil
+}
+
+// readPart reads part p into buf so that its data starts at cursor (or, for the first part of
+// a buffer, wherever an aligned read puts it) and returns where the data starts.
+func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, error) {
+	f, direct, err := l.file(p.shard)
+	if err != nil {
+		return 0, err
+	}
+	name := l.ds.ShardPath(p.shard)
+	if direct {
+		start, end := p.off&^(Align-1), alignUp(p.off+p.len)
+		q := int(alignUp(int64(cursor)))
+		err := readFull(f, buf[q:q+int(end-start)], start, name)
+		if err == nil {
+			src := q + int(p.off-start)
+			if first {
+				return src, nil
+			}
+			copy(buf[cursor:], buf[src:src+int(p.len)])
+			return cursor, nil
+		}
+		if !directUnsupported(err) {
+			return 0, err
+		}
+		// The file system took O_DIRECT at open but refuses the read: use the page cache.
+		nf, err := os.Open(name)
+		if err != nil {
+			return 0, fmt.Errorf("open shard: %w", err)
+		}
+		f.Close()
+		l.files[p.shard], l.direct[p.shard], f = nf, false, nf
+		l.indirect.Store(true)
+	}
+	if err := readFull(f, buf[cursor:cursor+int(p.len)], p.off, name); err != nil {
+		return 0, err
+	}
+	return cursor, nil
+}
