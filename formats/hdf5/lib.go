@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -54,9 +55,11 @@ func h5error(what string, err error) error {
 	C.pk_errmsg(&buf[0], C.size_t(len(buf)))
 	msg := C.GoString(&buf[0])
 	switch {
-	case msg != "" && err != nil:
-		return fmt.Errorf("%s: %s (%v): %w", what, msg, err, ErrHDF5)
 	case msg != "":
+		// The library's message names the API call; the binding's error ("code -1") adds nothing.
+		if api, _, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(api, "H5") {
+			return fmt.Errorf("%s: %w", msg, ErrHDF5)
+		}
 		return fmt.Errorf("%s: %s: %w", what, msg, ErrHDF5)
 	case err != nil:
 		return fmt.Errorf("%s: %v: %w", what, err, ErrHDF5)
@@ -78,13 +81,6 @@ func LibraryVersion() (major, minor, release uint) {
 	var a, b, c C.uint
 	_ = lib(func() error { C.pk_version(&a, &b, &c); return nil })
 	return uint(a), uint(b), uint(c)
-}
-
-// withCString runs fn with s as a NUL-terminated C string.
-func withCString(s string, fn func(*C.char) C.herr_t) C.herr_t {
-	cs := C.CString(s)
-	defer C.free(unsafe.Pointer(cs))
-	return fn(cs)
 }
 
 // setStrAttr attaches the scalar UTF-8 string attribute name=value to the object id.

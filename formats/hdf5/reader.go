@@ -75,14 +75,24 @@ func (r *Reader) open() error {
 		return fmt.Errorf("%s: not a readable HDF5 file: %w", r.path, h5error("H5Fopen", err))
 	}
 	r.f = f
-	if r.images, err = r.dataset(ImagesName); err != nil {
+	// Whole-chunk reads bypass the chunk cache: with no cache, libhdf5 reads each chunk
+	// straight into the caller's buffer instead of through a cached copy.
+	dapl, err := h5.NewPropList(h5.P_DATASET_ACCESS)
+	if err != nil {
+		return fmt.Errorf("%s: %w", r.path, h5error("H5Pcreate", err))
+	}
+	defer dapl.Close()
+	if err := dapl.SetChunkCache(0, 0, 1); err != nil {
+		return fmt.Errorf("%s: %w", r.path, h5error("H5Pset_chunk_cache", err))
+	}
+	if r.images, err = r.dataset(ImagesName, dapl); err != nil {
 		return err
 	}
-	if r.labels, err = r.dataset(LabelsName); err != nil {
+	if r.labels, err = r.dataset(LabelsName, nil); err != nil {
 		return err
 	}
 	if linkExists(f.ID(), MetaName) {
-		if r.meta, err = r.dataset(MetaName); err != nil {
+		if r.meta, err = r.dataset(MetaName, nil); err != nil {
 			return err
 		}
 	}
@@ -134,11 +144,17 @@ func (r *Reader) open() error {
 	return nil
 }
 
-func (r *Reader) dataset(name string) (*h5.Dataset, error) {
+func (r *Reader) dataset(name string, dapl *h5.PropList) (*h5.Dataset, error) {
 	if !linkExists(r.f.ID(), name) {
 		return nil, fmt.Errorf("%s: no dataset /%s: %w", r.path, name, ErrFormat)
 	}
-	ds, err := r.f.OpenDataset(name)
+	var ds *h5.Dataset
+	var err error
+	if dapl != nil {
+		ds, err = r.f.OpenDatasetWith(name, dapl)
+	} else {
+		ds, err = r.f.OpenDataset(name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: open /%s: %w", r.path, name, h5error("H5Dopen", err))
 	}
