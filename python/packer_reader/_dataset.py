@@ -61,8 +61,10 @@ def load_manifest(directory):
     return m
 
 
-def _aligned_empty(nbytes):
-    raw = np.empty(nbytes + ALIGN, dtype=np.uint8)
+def _aligned_empty(nbytes, alloc=None):
+    raw = np.empty(nbytes + ALIGN, dtype=np.uint8) if alloc is None else alloc(nbytes + ALIGN)
+    if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size < nbytes + ALIGN or not raw.flags.writeable:
+        raise ValueError("alloc must return a writable 1-D uint8 array of at least %d bytes" % (nbytes + ALIGN))
     off = (-raw.ctypes.data) % ALIGN
     return raw[off:off + nbytes]
 
@@ -70,8 +72,8 @@ def _aligned_empty(nbytes):
 class _Buf:
     """One reusable batch buffer: raw bytes (aligned, with slack for O_DIRECT) and labels."""
 
-    def __init__(self, nbytes, batch_size):
-        self.raw = _aligned_empty(nbytes)
+    def __init__(self, nbytes, batch_size, alloc=None):
+        self.raw = _aligned_empty(nbytes, alloc)
         self.labels = np.empty(batch_size, dtype=np.int64)
 
 
@@ -175,7 +177,7 @@ class Dataset:
 
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
-                drop_last=False, buffer_size=4096, start=0, copy=False, prefetch=1):
+                drop_last=False, buffer_size=4096, start=0, copy=False, prefetch=1, alloc=None):
         """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
 
         ``start`` resumes at that position of this rank's sequence (records already consumed in
@@ -183,7 +185,11 @@ class Dataset:
         stay valid only until the next batch is requested; ``copy=True`` yields fresh arrays.
         ``prefetch`` batches are read ahead by a background thread (0: read in the caller's
         thread). Variable-size datasets yield a list of arrays instead of one ``[B, ...]``
-        array."""
+        array.
+
+        ``alloc(nbytes)``, when given, provides the memory of every image buffer: it must return a
+        writable 1-D uint8 array of at least nbytes (for example the ``.numpy()`` of a pinned or
+        shared-memory torch tensor), and records are read straight into it."""
         B = int(batch_size)
         if B < 1:
             raise ValueError("batch_size must be >= 1")
@@ -193,7 +199,7 @@ class Dataset:
         plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
         if not self.fixed:
             return self._var_batches(plan, copy)
-        return self._fixed_batches(plan, B, copy, prefetch)
+        return self._fixed_batches(plan, B, copy, prefetch, alloc)
 
     def _plan(self, B, shuffle, seed, epoch, rank, world, drop_last, buffer_size, start):
         """List of batches, each ("range", first, n) or ("idx", int64 array)."""
@@ -219,13 +225,13 @@ class Dataset:
             labels = self.labels[np.asarray(list(idx), dtype=np.int64)]
             yield imgs, labels
 
-    def _fixed_batches(self, plan, B, copy, prefetch):
+    def _fixed_batches(self, plan, B, copy, prefetch, alloc=None):
         nbytes = B * self.record_size + 2 * ALIGN
         nbuf = max(1, int(prefetch) + 1)
 
         def fill(item, buf):
             if copy:  # a fresh buffer per batch: read straight into it, no second copy
-                buf = _Buf(nbytes, B)
+                buf = _Buf(nbytes, B, alloc)
             if item[0] == "range":
                 _, first, n = item
                 images = self._fill_range(first, n, buf.raw)
@@ -239,7 +245,7 @@ class Dataset:
             return images, buf.labels[:n]
 
         if prefetch <= 0:
-            buf = _Buf(nbytes, B)
+            buf = _Buf(nbytes, B, alloc)
             for item in plan:
                 yield fill(item, buf)
             return
@@ -247,7 +253,7 @@ class Dataset:
         free = queue.Queue()
         full = queue.Queue()
         for _ in range(nbuf):
-            free.put(_Buf(nbytes, B))
+            free.put(_Buf(nbytes, B, alloc) if not copy else _Buf(0, 0))
         stop = threading.Event()
 
         def producer():

@@ -35,10 +35,11 @@ With ``torch.distributed`` initialised, each rank reads its own slice automatica
 (this assumes the DataLoader's default in-order round-robin over workers, which holds until the
 first worker runs out of batches at the end of the epoch).
 
-Tensors: every yielded tensor owns its memory (the reader reads each batch straight into a fresh
-array and wraps it with ``torch.from_numpy``, no extra copy). ``pin_memory=True`` pins it in this
-dataset when CUDA is available and no worker processes are used; with ``num_workers > 0`` use
-the DataLoader's own ``pin_memory=True`` instead (pinning happens in the main process)."""
+Tensors: every yielded tensor owns its memory; the reader reads each batch straight into it.
+In DataLoader workers that memory is shared memory, so the batch reaches the main process as a
+handle, not a copy. ``pin_memory=True`` without worker processes (and with CUDA) reads straight
+into pinned memory; with ``num_workers > 0`` use the DataLoader's own ``pin_memory=True``
+(pinning happens in the main process, one copy)."""
 
 import torch as _torch
 from torch.utils.data import IterableDataset, get_worker_info
@@ -156,17 +157,63 @@ class PackerIterableDataset(IterableDataset):
         rp = rp - w + v
         ds = self._dataset()
         start_records = self._worker_batches(v, nw) * self.batch_size
-        pin = self.pin_memory and get_worker_info() is None and _torch.cuda.is_available()
+        in_worker = get_worker_info() is not None
+        pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
+        tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
         it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch, rank=rp,
                         world_size=wp, drop_last=self.drop_last, buffer_size=self.buffer_size,
-                        start=start_records, copy=True, prefetch=self.prefetch)
+                        start=start_records, copy=True, prefetch=self.prefetch,
+                        alloc=tensors.alloc if tensors is not None else None)
         for images, labels in it:
             if isinstance(images, list):
-                x = [_torch.from_numpy(a.copy()) for a in images]
+                x = [_torch.from_numpy(a) for a in images]
+                if pin:
+                    x = [t.pin_memory() for t in x]
+            elif tensors is not None:
+                x = tensors.view(images)  # the batch was read straight into shared/pinned memory
             else:
                 x = _torch.from_numpy(images)
             y = _torch.from_numpy(labels)
             if pin:
-                x = [t.pin_memory() for t in x] if isinstance(x, list) else x.pin_memory()
                 y = y.pin_memory()
             yield x, y
+
+
+_TORCH_DTYPES = {"uint8": _torch.uint8, "float16": _torch.float16, "float32": _torch.float32}
+
+
+class _TensorBuffers:
+    """Batch memory owned by torch: shared memory in DataLoader workers (the batch then crosses
+    to the main process as a handle, not a copy) or pinned memory (host-to-device copies are
+    async DMA). The reader reads records straight into it."""
+
+    def __init__(self, shared, pinned):
+        import threading
+
+        self.shared = shared
+        self.pinned = pinned
+        self.live = {}
+        self.lock = threading.Lock()
+
+    def alloc(self, nbytes):
+        if self.shared:
+            t = _torch.empty(0, dtype=_torch.uint8).set_(_torch.UntypedStorage._new_shared(nbytes))
+        else:
+            t = _torch.empty(nbytes, dtype=_torch.uint8, pin_memory=self.pinned)
+        a = t.numpy()
+        with self.lock:
+            self.live[a.ctypes.data] = t
+        return a
+
+    def view(self, images):
+        p = images.ctypes.data
+        with self.lock:
+            for base, t in self.live.items():
+                if base <= p < base + t.numel():
+                    del self.live[base]  # each buffer carries one batch (copy=True)
+                    break
+            else:
+                raise RuntimeError("packer_reader: batch memory not found")
+        off = p - base
+        x = t[off:off + images.nbytes].view(_TORCH_DTYPES[images.dtype.name])
+        return x.view(images.shape)

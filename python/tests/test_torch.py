@@ -87,3 +87,25 @@ def test_resume_with_workers(torch, shards_dir):
     rest, _ = _all(DataLoader(ds, batch_size=None, num_workers=2))
     assert len(rest) == len(full) - 5
     assert all(np.array_equal(a, b) for a, b in zip(rest, full[5:]))
+
+
+def test_batches_read_straight_into_shared_tensors(torch, tmp_path):
+    import packer_reader
+    import shardwriter
+    from conftest import make_images
+    from packer_reader.torch import _TensorBuffers
+
+    imgs = make_images(50, shape=(3, 5, 5), dtype=np.float16)
+    shardwriter.write_dataset(str(tmp_path), list(imgs), np.arange(50) % 2, ["a", "b"],
+                              {"shape": [3, 5, 5], "dtype": "float16", "layout": "chw"}, shard_size=150 * 17)
+    tb = _TensorBuffers(shared=True, pinned=False)
+    got = []
+    with packer_reader.open(str(tmp_path)) as ds:
+        for x, _ in ds.batches(8, shuffle=True, seed=1, copy=True, prefetch=2, alloc=tb.alloc):
+            t = tb.view(x)
+            assert t.is_shared() and t.dtype == torch.float16 and tuple(t.shape) == x.shape
+            assert t.data_ptr() == x.ctypes.data
+            got.append(t.clone())
+        order = ds.order(shuffle=True, seed=1)
+    assert np.array_equal(torch.cat(got).numpy(), imgs[order])
+    assert not tb.live
