@@ -339,6 +339,64 @@ class ShardFile:
                 faults.append(e)
         return faults
 
+    def stream_check(self, sha=None, chunk=8 << 20):
+        """One sequential pass over the whole file: feeds every byte to ``sha`` (a hashlib object)
+        when given, checks every data block's CRC-32C and that every padding byte is zero.
+        Returns the list of faults (CorruptionError per bad block, FormatError per bad padding)."""
+        faults = []
+        nb = self.num_blocks
+        starts = np.empty(nb, dtype=np.int64)
+        ends = np.empty(nb, dtype=np.int64)
+        for j in range(nb):
+            a, b = self.block_bounds(j)
+            starts[j], ln = self.range_span(a, b)
+            ends[j] = starts[j] + ln
+        crc = [0] * nb
+        pads = [
+            (HEADER_FIXED + self.meta_len, self.data_offset, "header padding"),
+            (self.data_offset + self.data_len, self.index_offset, "data padding"),
+            (self.index_offset + self.index_len, self.file_size - FOOTER_SIZE, "index padding"),
+        ]
+        bad_pad = set()
+        for j in range(nb):  # empty blocks (possible with variable-size records)
+            if starts[j] == ends[j] and int(self.crcs[j]) != 0:
+                faults.append(self._block_error(j, "CRC-32C mismatch (stored %08x, computed 00000000)"
+                                                % int(self.crcs[j])))
+        buf = bytearray(chunk)
+        mv = memoryview(buf)
+        pos = 0
+        j = 0
+        size = self.file_size
+        while pos < size:
+            n = os.preadv(self.fd, [mv[:min(chunk, size - pos)]], pos)
+            if n <= 0:
+                faults.append(FormatError(self.path, "file ends at %d, expected %d bytes" % (pos, size), pos))
+                break
+            c0, c1 = pos, pos + n
+            piece = mv[:n]
+            if sha is not None:
+                sha.update(piece)
+            while j < nb and ends[j] <= c0:
+                j += 1
+            k = j
+            while k < nb and starts[k] < c1:
+                a, b = max(int(starts[k]), c0), min(int(ends[k]), c1)
+                if a < b:
+                    crc[k] = _crc32c.crc32c(piece[a - c0:b - c0], crc[k])
+                    if b == ends[k] and crc[k] != int(self.crcs[k]):
+                        faults.append(self._block_error(k, "CRC-32C mismatch (stored %08x, computed %08x)"
+                                                        % (int(self.crcs[k]), crc[k])))
+                k += 1
+            for a, b, what in pads:
+                a, b = max(a, c0), min(b, c1)
+                if a < b and what not in bad_pad:
+                    nz = np.flatnonzero(np.frombuffer(piece[a - c0:b - c0], dtype=np.uint8))
+                    if nz.size:
+                        bad_pad.add(what)
+                        faults.append(FormatError(self.path, "%s is not zero" % what, a + int(nz[0])))
+            pos = c1
+        return faults
+
     def check_padding(self):
         """Return the list of FormatErrors for non-zero padding bytes."""
         faults = []

@@ -50,6 +50,12 @@ class Report:
         self.files = 0
         self.records = 0
         self.bytes = 0
+        self.pending_sha = {}  # rel -> (path, wanted hex): hashed during a format's own pass
+
+    def check_sha(self, full, want, got):
+        self.bytes += os.path.getsize(full)
+        if got != want:
+            self.add("sha256", full, "SHA-256 %s, manifest says %s" % (got, want or "nothing"))
 
     @property
     def ok(self):
@@ -130,11 +136,7 @@ def verify(path):
         if "size" in fe and st.st_size != fe["size"]:
             rep.add("size", full, "size %d, manifest says %d" % (st.st_size, fe["size"]))
         else:
-            want = str(fe.get("sha256", "")).lower()
-            got = _sha256(full)
-            rep.bytes += st.st_size
-            if got != want:
-                rep.add("sha256", full, "SHA-256 %s, manifest says %s" % (got, want or "nothing"))
+            rep.pending_sha[rel] = (full, str(fe.get("sha256", "")).lower())
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for fn in sorted(filenames):
@@ -154,6 +156,9 @@ def verify(path):
     except PackerError as e:  # never a crash: anything unexpected is a fault
         rep.add_error(e)
         labels = None
+    for rel, (full, want) in sorted(rep.pending_sha.items()):  # files no format check has read
+        rep.check_sha(full, want, _sha256(full))
+    rep.pending_sha = {}
     if labels is not None:
         _check_labels(rep, m, mpath, labels)
     return rep
@@ -211,10 +216,17 @@ def _verify_shards(rep, m, root, present, listed):
             idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
             if idx is not None and idx != pos:
                 rep.add("structure", full, "meta shard.index %r, but it is file %d of the dataset" % (idx, pos))
-            for err in sf.check_padding():
-                rep.add("padding", err.path, err.reason, None, err.offset)
-            for err in sf.verify_blocks():
-                rep.add_error(err, "checksum")
+            pend = rep.pending_sha.pop(rel, None)
+            sha = hashlib.sha256() if pend else None
+            for err in sf.stream_check(sha):  # one read of the file: SHA-256, block CRCs, padding
+                if isinstance(err, CorruptionError):
+                    rep.add_error(err, "checksum")
+                elif "padding" in err.reason:
+                    rep.add("padding", err.path, err.reason, None, err.offset)
+                else:
+                    rep.add_error(err)
+            if pend:
+                rep.check_sha(full, pend[1], sha.hexdigest())
             all_labels.append(sf.labels)
             first = declared_first + sf.n
         finally:

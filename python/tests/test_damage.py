@@ -202,3 +202,27 @@ def test_manifest_record_counts_must_match(ds_dir):
         packer_reader.open(ds_dir)
     rep = packer_reader.verify(ds_dir)
     assert any(f.kind == "count" and f.path == shard(ds_dir, 1) for f in rep.faults), rep
+
+
+@pytest.mark.parametrize("chunk", [97, 1000, 4096, 1 << 20])
+def test_stream_check_matches_block_checks(ds_dir, chunk):
+    import hashlib
+
+    from packer_reader._shard import ShardFile
+
+    p = shard(ds_dir, 1)
+    n, rs, data_off, data_len = footer(p)[:4]
+    for rec in (0, 13, 14, 29):
+        flip(p, data_off + rec * rs + 7)
+    flip(p, data_off + data_len + 1)  # data padding
+    sf = ShardFile(p, 30)
+    try:
+        sha = hashlib.sha256()
+        faults = sf.stream_check(sha, chunk=chunk)
+        with open(p, "rb") as f:
+            assert sha.hexdigest() == hashlib.sha256(f.read()).hexdigest()
+        ranges = [f.record_range for f in faults if isinstance(f, CorruptionError)]
+        assert ranges == [e.record_range for e in sf.verify_blocks()] == [(30, 37), (37, 44), (44, 51), (58, 60)]
+        assert [f.reason for f in faults if not isinstance(f, CorruptionError)] == ["data padding is not zero"]
+    finally:
+        sf.close()
