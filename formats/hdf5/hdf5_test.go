@@ -147,6 +147,23 @@ func readBack(t *testing.T, s testSet) {
 			}
 		}
 	}
+	for k, name := range s.cfg.Label.Aux {
+		got, err := r.Aux(name, 0, r.Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range s.records {
+			if got[i] != want.Aux[k] {
+				t.Fatalf("record %d aux %s = %d, want %d", i, name, got[i], want.Aux[k])
+			}
+		}
+	}
+	if _, err := r.Aux("nope", 0, 0); err == nil {
+		t.Fatal("Aux of a missing column: no error")
+	}
+	if js, err := r.Attr("spec"); err != nil || !strings.Contains(js, `"transform":{"resize":8}`) {
+		t.Fatalf("spec attribute %q, %v", js, err)
+	}
 	if n := int64(len(s.records)); n > 0 {
 		all := make([]byte, n*r.RecordSize())
 		if err := r.Read(0, n, all); err != nil {

@@ -253,6 +253,66 @@ func (r *Reader) Meta(i int64) ([]byte, error) {
 	return out, err
 }
 
+// Attr returns the root string attribute name ("format", "classes", "sample", "label" or
+// "spec"; JSON except "format").
+func (r *Reader) Attr(name string) (string, error) {
+	var out string
+	err := lib(func() error {
+		if r.f == nil {
+			return errors.New("hdf5: Reader is closed")
+		}
+		var err error
+		if out, err = strAttr(r.f.ID(), name); err != nil {
+			return fmt.Errorf("%s: %w", r.path, err)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Aux returns the auxiliary labels /aux/<name> of records [start, start+n).
+func (r *Reader) Aux(name string, start, n int64) ([]int64, error) {
+	if err := checkAuxName(name); err != nil {
+		return nil, err
+	}
+	if start < 0 || n < 0 || start > r.n || n > r.n-start {
+		return nil, fmt.Errorf("%s: records %d+%d out of range [0, %d)", r.path, start, n, r.n)
+	}
+	buf := make([]byte, 8*n)
+	path := AuxGroup + "/" + name
+	err := lib(func() error {
+		if r.f == nil {
+			return errors.New("hdf5: Reader is closed")
+		}
+		if !linkExists(r.f.ID(), AuxGroup) {
+			return fmt.Errorf("%s: no dataset /%s: %w", r.path, path, ErrFormat)
+		}
+		ds, err := r.dataset(path, nil)
+		if err != nil {
+			return err
+		}
+		defer ds.Close()
+		if t, err := datasetType(ds); err != nil || !isInt64(t) {
+			return fmt.Errorf("%s: /%s: element type is not little-endian int64: %w", r.path, path, ErrFormat)
+		}
+		if d, _, err := dims(ds); err != nil || len(d) != 1 || d[0] != uint64(r.n) {
+			return fmt.Errorf("%s: /%s: shape %v, want [%d]: %w", r.path, path, d, r.n, ErrFormat)
+		}
+		if err := readRows(ds, start, n, buf); err != nil {
+			return fmt.Errorf("%s: /%s: %w", r.path, path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(buf[8*i:]))
+	}
+	return out, nil
+}
+
 // Close releases the file.
 func (r *Reader) Close() error {
 	return lib(r.closeHandles)
