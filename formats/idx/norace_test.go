@@ -1,0 +1,5 @@
+//go:build !race
+
+package idx
+
+const raceEnabled = false
