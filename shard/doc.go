@@ -1,9 +1,57 @@
 // Package shard reads and writes packer shard files and dataset manifests.
 //
+// A packed dataset is a directory of shard files (shard-NNNNN.pks) and a manifest.json that
+// lists them. Each shard stores its records raw and back to back, so a batch of consecutive
+// fixed-size records is one contiguous byte range that can be read straight into a [B, ...]
+// array; labels, aux labels, per-record metadata and checksums live apart from the records, in
+// an index at the end of the file.
+//
 // # Format
 //
 // The bytes of a shard are specified in FORMAT.md, beside this file; the constants in format.go
-// are checked against it by the tests.
+// are checked against it by the tests. The order in which a dataset's records are read (shard
+// shuffle, rank split, shuffle buffer, resume) is specified in ORDER.md and implemented by
+// EpochOrder; testdata/order_vectors.json holds golden sequences that every reader must
+// reproduce.
+//
+// Writing: NewWriter streams one shard to any io.Writer (Append* Close); CreateFile does the
+// same into path.tmp and Commit checks, syncs and renames it, computing its SHA-256 for the
+// manifest.
+//
+// Reading: Open or NewReader give random access to one shard (Record, ReadRecords, Label, Aux,
+// RecordMeta, DataRange). OpenDataset opens a directory through its manifest, with random
+// access across shards and Dataset.NewLoader, a streaming batch loader for training: one
+// prefetching goroutine, a ring of reusable page-aligned (optionally mlocked, or caller
+// allocated, see Allocator) buffers, large sequential reads (optionally O_DIRECT), batches
+// handed out as views into the buffers.
+//
+// Checking: every shard carries CRC-32C checksums of its header, footer, index and of each
+// block of records. Readers check the header, footer and index on open and, by default, each
+// block before returning its records. Scan checks a whole shard at sequential-read speed and
+// reports every fault with the file, the record range and the offset. Errors for bad bytes
+// are *CorruptionError values wrapping one of ErrMagic, ErrVersion, ErrChecksum, ErrTooLarge,
+// ErrTruncated, ErrPadding or ErrFormat; no input makes this package panic.
+//
+// # Concurrency
+//
+// A Writer, a FileWriter and a Loader are not safe for concurrent use: each must be used from
+// one goroutine at a time. A Reader and a Dataset are safe for concurrent use (their reads are
+// positioned reads). Scan may run concurrently on different files.
+//
+// A Loader's Batch (its Data, Offsets, Labels, Aux and Indices) is a view into the Loader's
+// ring and is valid until the next call to Next or Close; copy whatever must live longer. The
+// Loader's own goroutine fills the other buffers of the ring meanwhile, never the one handed
+// out. Close stops that goroutine and frees the buffers; it must be called.
+//
+// # Limits
+//
+// Every length read from a file is checked against the limits of FORMAT.md (MaxMetaLen,
+// MaxRecords, MaxRecordSize, MaxAux) and against the file size before memory is allocated
+// for it, so a damaged or hostile file cannot make a reader allocate more than about its own
+// size. A Reader keeps its shard's index in memory (8 bytes per record for labels, more with
+// aux columns, variable sizes or metadata); a Loader holds Prefetch buffers of about ReadSize
+// bytes each (at least one batch), plus, when shuffling, this rank's record numbers (8 bytes
+// per record) and the shuffle buffer.
 //
 // This package uses the standard library only, so trainers can embed it without cgo.
 package shard

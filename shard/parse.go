@@ -223,8 +223,8 @@ func checkHeaderFooter(h *headerInfo, f *footerInfo, name string, size int64) (i
 		return indexLayout{}, bad("block_records %d, the header says %d", f.k, h.k)
 	}
 	if h.flags&FlagVarSize != 0 {
-		if f.recordSize != 0 {
-			return indexLayout{}, bad("record size %d in a variable-size shard", f.recordSize)
+		if h.spec.Fixed() || f.recordSize != 0 {
+			return indexLayout{}, bad("variable-size flag with record size %d and sample shape %v", f.recordSize, h.spec.Shape)
 		}
 	} else if !h.spec.Fixed() || f.recordSize != h.spec.Size() {
 		return indexLayout{}, bad("record size %d, sample spec %v %s", f.recordSize, h.spec.Shape, h.spec.DType)

@@ -1,0 +1,101 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// FuzzReader feeds arbitrary bytes to NewReader and Scan. They must never panic, must report
+// bad bytes as *CorruptionError, and must not allocate more than the input's size allows (every
+// length is checked against the file size). Whatever opens, reads and scans clean is rewritten
+// through a Writer and must read back equal.
+func FuzzReader(f *testing.F) {
+	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pks"))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 4<<20 {
+			return
+		}
+		size := int64(len(data))
+		var faults []*CorruptionError
+		if err := Scan(bytes.NewReader(data), size, "fuzz", func(e *CorruptionError) { faults = append(faults, e) }); err != nil {
+			t.Fatalf("Scan returned a non-corruption error: %v", err)
+		}
+		r, err := NewReader(bytes.NewReader(data), size, "fuzz")
+		if err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) {
+				t.Fatalf("NewReader error %v is not a *CorruptionError", err)
+			}
+			if len(faults) == 0 {
+				t.Fatalf("NewReader fails (%v) but Scan finds nothing", err)
+			}
+			return
+		}
+		recs := make([]testRecord, r.Len())
+		clean := len(faults) == 0
+		for i := range recs {
+			d, err := r.Record(i)
+			if err != nil {
+				var ce *CorruptionError
+				if !errors.As(err, &ce) {
+					t.Fatalf("Record(%d) error %v is not a *CorruptionError", i, err)
+				}
+				if clean {
+					t.Fatalf("Record(%d) fails (%v) but Scan finds nothing", i, err)
+				}
+				return
+			}
+			recs[i] = testRecord{data: d, label: r.Label(i), aux: r.Aux(i), meta: r.RecordMeta(i)}
+		}
+		if !clean {
+			return
+		}
+		// Rewrite and read back.
+		extra := map[string]any{}
+		for k, v := range r.Meta() {
+			if !slices.Contains(reservedMetaKeys, k) {
+				extra[k] = v
+			}
+		}
+		opts := WriterOptions{Sample: r.Spec(), Label: r.LabelSpec(), Meta: extra, ShardIndex: r.ShardIndex(), HasMeta: r.HasRecordMeta()}
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, opts)
+		if err != nil {
+			t.Fatalf("rewrite: %v", err)
+		}
+		for _, rec := range recs {
+			meta := rec.meta
+			if meta == nil && opts.HasMeta {
+				meta = []byte{}
+			}
+			if err := w.Append(rec.data, rec.label, rec.aux, meta); err != nil {
+				t.Fatalf("rewrite: %v", err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatalf("rewrite: %v", err)
+		}
+		r2, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "rewritten")
+		if err != nil {
+			t.Fatalf("read rewritten shard: %v", err)
+		}
+		for i := range recs {
+			recs[i].meta = bytes.Clone(recs[i].meta)
+			if len(recs[i].meta) == 0 {
+				recs[i].meta = nil
+			}
+		}
+		checkRecords(t, r2, recs)
+	})
+}
