@@ -77,10 +77,19 @@ var ErrTooManyErrors = errors.New("too many bad inputs")
 // ErrOutputExists is returned when OUT exists, is not empty and Force is not set.
 var ErrOutputExists = errors.New("output directory exists (use --force to replace it)")
 
+// job is a group of consecutive items handled by one worker; its records and one done marker
+// per item go to res in order. Small items already read by the enumerator (CIFAR, IDX records)
+// are grouped so the per-item cost of channel hand-offs is paid once per group.
 type job struct {
-	item Item
-	res  chan result
+	items []Item
+	res   chan result
 }
+
+// groupBytes is the raw size up to which enumerated items are grouped into one job.
+const groupBytes = 256 << 10
+
+// maxGroup bounds the items of one job.
+const maxGroup = 256
 
 // result is one record of an item, or the item's final status (done set).
 type result struct {
@@ -223,20 +232,38 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 	g.Go(func() error {
 		defer close(jobs)
 		defer close(ordered)
-		return b.opts.Source.Enumerate(ctx, func(it Item) error {
-			res := make(chan result, 4)
+		var group []Item
+		var groupSize int
+		flush := func() error {
+			if len(group) == 0 {
+				return nil
+			}
+			res := make(chan result, 8)
 			select {
 			case ordered <- res:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 			select {
-			case jobs <- job{item: it, res: res}:
+			case jobs <- job{items: group, res: res}:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			group, groupSize = nil, 0
+			return nil
+		}
+		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+			group = append(group, it)
+			groupSize += len(it.Raw)
+			if it.Raw == nil || groupSize >= groupBytes || len(group) >= maxGroup {
+				return flush()
+			}
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		return flush()
 	})
 	for w := 0; w < b.opts.Workers; w++ {
 		g.Go(func() error { return b.worker(ctx, jobs) })
@@ -265,29 +292,31 @@ func (b *builder) getBuf(n int) *[]byte {
 func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 	tw := b.tspec.NewWorker()
 	for j := range jobs {
-		n := 0
-		err := b.opts.Source.Decode(ctx, j.item, func(c Clip) error {
-			r, err := b.transform(tw, c)
-			if err != nil {
-				return err
-			}
-			r.name = j.item.Name
-			n++
-			select {
-			case j.res <- r:
-				return nil
-			case <-ctx.Done():
-				b.pool.Put(r.buf)
+		for _, it := range j.items {
+			n := 0
+			err := b.opts.Source.Decode(ctx, it, func(c Clip) error {
+				r, err := b.transform(tw, c)
+				if err != nil {
+					return err
+				}
+				r.name = it.Name
+				n++
+				select {
+				case j.res <- r:
+					return nil
+				case <-ctx.Done():
+					b.pool.Put(r.buf)
+					return ctx.Err()
+				}
+			})
+			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-		})
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		select {
-		case j.res <- result{name: j.item.Name, done: true, err: err, count: n}:
-		case <-ctx.Done():
-			return ctx.Err()
+			select {
+			case j.res <- result{name: it.Name, done: true, err: err, count: n}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 		close(j.res)
 	}
@@ -363,7 +392,12 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summa
 						return nil, err
 					}
 				}
-				break
+				bad = false
+				items++
+				if b.opts.Progress != nil {
+					b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
+				}
+				continue
 			}
 			if bad {
 				b.pool.Put(r.buf)
@@ -400,10 +434,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summa
 			sum.Records++
 			sum.Bytes += int64(len(r.rec.Data))
 			b.pool.Put(r.buf)
-		}
-		items++
-		if b.opts.Progress != nil {
-			b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
