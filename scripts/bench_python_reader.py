@@ -2,6 +2,7 @@
 """Full-pass throughput of the Python reader (packer_reader) against dd on the same files.
 
     scripts/bench_python_reader.sh [DIR] [--gb 2] [--batch 256] [--prefetch 1] [--repeat 3]
+                                   [--torch-workers 0 2]
 
 DIR is a packer output directory (any format). Without DIR, a synthetic shard dataset of
 --gb gigabytes of 224x224x3 uint8 records is generated once in --bench-dir (default
@@ -10,7 +11,8 @@ DIR is a packer output directory (any format). Without DIR, a synthetic shard da
 Cold: the page cache is dropped (root only; otherwise the table says "NOT cold"), dd reads every
 data file with bs=4M iflag=direct; the cache is dropped again before each reader pass (buffered,
 then direct=True). Warm: the files are in the page cache; dd bs=4M against a reader pass, best of
---repeat. Ratios are reader GB/s over dd GB/s measured in the same run."""
+--repeat. Ratios are reader GB/s over dd GB/s measured in the same run. --torch-workers adds warm
+shuffled passes through a torch DataLoader (ratio against warm dd)."""
 
 import argparse
 import json
@@ -92,6 +94,30 @@ print(time.perf_counter() - t, n, n * rs)
     return float(out[0]), int(out[1]), int(out[2])
 
 
+def torch_pass(d, batch, workers, prefetch):
+    """A full warm pass through a torch DataLoader (batches built by the dataset)."""
+    code = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import torch
+from torch.utils.data import DataLoader
+from packer_reader.torch import PackerIterableDataset
+d, B, nw, pf = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+data = PackerIterableDataset(d, batch_size=B, shuffle=True, seed=1, prefetch=pf)
+loader = DataLoader(data, batch_size=None, num_workers=nw)
+t = time.perf_counter()
+n = 0
+nb = 0
+for x, y in loader:
+    n += len(x)
+    nb += x.numel() * x.element_size()
+print(time.perf_counter() - t, n, nb)
+"""
+    out = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "python"), d, str(batch), str(workers),
+                          str(prefetch)], check=True, capture_output=True, text=True).stdout.split()
+    return float(out[0]), int(out[1]), int(out[2])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", nargs="?")
@@ -100,6 +126,8 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--prefetch", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--torch-workers", type=int, nargs="*", default=[],
+                    help="also time a warm shuffled pass through a torch DataLoader with these worker counts")
     a = ap.parse_args()
     d = a.dir
     if d is None:
@@ -135,6 +163,10 @@ def main():
     print("%-36s %8s %11s %7s" % ("pass", "GB/s", "samples/s", "ratio"))
     for name, gbs, sps, ratio in rows:
         print("%-36s %8.2f %11s %7.2f" % (name, gbs, "-" if sps is None else "%.0f" % sps, ratio))
+    for nw in a.torch_workers:
+        t = torch_pass(d, a.batch, nw, a.prefetch)
+        print("%-36s %8.2f %11.0f %7.2f" % ("torch DataLoader, shuffle, %d workers" % nw, t[2] / t[0] / 1e9,
+                                            t[1] / t[0], t[2] / t[0] / 1e9 / ddw))
     if not cold:
         print("note: the page cache could not be dropped (not root?): cold rows are not cold")
 
