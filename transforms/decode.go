@@ -397,36 +397,21 @@ func pngPaletteLen(b []byte) int {
 }
 
 // DraftSize returns the DecodeOptions.Draft function for fast mode under spec, or nil when the
-// spec does not ask for fast mode or has no resize: the size the image will be resized to
-// (torchvision Resize(N) with its truncating rounding and max_size, or the exact --size), so
-// a JPEG is decoded at the largest DCT reduction that stays at least that large.
-func DraftSize(spec Spec) func(w, h int) (int, int) {
-	if !spec.Fast {
+// spec does not ask for fast mode or does not resize. The requested size is the size the
+// image will be resized to (Spec.ResizedSize: torchvision Resize(N) rounding and max_size,
+// or the exact --size) times gap (at least 1), so a JPEG is decoded at the largest DCT
+// reduction that keeps at least gap × the resized size in both dimensions. Gap 1 is
+// Pillow's draft(mode, size) with the target size; Pillow's thumbnail() uses a gap of 2.
+func DraftSize(spec Spec, gap int) func(w, h int) (int, int) {
+	if !spec.Fast || (spec.Resize <= 0 && spec.Width <= 0) {
 		return nil
 	}
-	switch {
-	case spec.Width > 0 && spec.Height > 0:
-		tw, th := spec.Width, spec.Height
-		return func(int, int) (int, int) { return tw, th }
-	case spec.Resize > 0:
-		n, maxSize := spec.Resize, spec.MaxSize
-		return func(w, h int) (int, int) {
-			short, long := w, h
-			if w > h {
-				short, long = h, w
-			}
-			if short <= 0 {
-				return 0, 0
-			}
-			ns, nl := n, int(int64(n)*int64(long)/int64(short))
-			if maxSize > 0 && nl > maxSize {
-				ns, nl = int(int64(maxSize)*int64(ns)/int64(nl)), maxSize
-			}
-			if w <= h {
-				return ns, nl
-			}
-			return nl, ns
+	gap = max(gap, 1)
+	return func(w, h int) (int, int) {
+		rw, rh, err := spec.ResizedSize(w, h)
+		if err != nil {
+			return 0, 0 // full-size decode
 		}
+		return rw * gap, rh * gap
 	}
-	return nil
 }

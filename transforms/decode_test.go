@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The decode fidelity tests compare with Pillow itself: Debian's /usr/bin/python3 with
@@ -116,6 +117,7 @@ func pillowDecode(t testing.TB, jobs []pillowDecodeJob) []pillowDecodeResult {
 // must decode byte-identical to Pillow. Pillow's verdict for each is in the comment.
 var corpusExpect = map[string]error{
 	"truncated.jpg":        ErrTruncated,   // Pillow: OSError image file is truncated
+	"missing-eoi.jpg":      ErrTruncated,   // Pillow: OSError image file is truncated
 	"empty.jpg":            ErrEmpty,       // Pillow: UnidentifiedImageError
 	"text.jpg":             ErrUnsupported, // Pillow: UnidentifiedImageError
 	"huge-60000x60000.jpg": ErrTooLarge,    // Pillow: DecompressionBombError
@@ -311,4 +313,55 @@ func psnr(a, b []byte) (p float64, maxd int, mean float64) {
 		return math.Inf(1), 0, 0
 	}
 	return 10 * math.Log10(255*255/(se/n)), maxd, sa / n
+}
+
+// TestFastModeError measures fast mode (reduced-scale JPEG decode) against the exact decode,
+// both followed by Resize(256) + CenterCrop(224) bilinear, on Debian's wallpaper JPEGs. It
+// logs max/mean absolute difference and PSNR per gap (see docs/fidelity.md for the numbers)
+// and fails if fast mode falls below 30 dB on any photo.
+func TestFastModeError(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	files, _ := filepath.Glob("/usr/share/backgrounds/*.jpg")
+	if len(files) == 0 {
+		t.Skip("no wallpapers in /usr/share/backgrounds")
+	}
+	sort.Strings(files)
+	spec := Spec{Resize: 256, CropW: 224, CropH: 224, Fast: true}
+	w := spec.NewWorker()
+	out := spec.OutputSpec(224, 224, 3)
+	run := func(f string, draft func(int, int) (int, int)) ([]byte, Image, time.Duration) {
+		t0 := time.Now()
+		img, err := DecodeFile(f, DecodeOptions{Draft: draft}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := make([]byte, out.Size())
+		if err := w.Apply(img, dst); err != nil {
+			t.Fatal(err)
+		}
+		return dst, img, time.Since(t0)
+	}
+	for _, gap := range []int{1, 2} {
+		var worst, sumMean float64 = math.Inf(1), 0
+		worstMax := 0
+		var tExact, tFast time.Duration
+		for _, f := range files {
+			exact, _, te := run(f, nil)
+			fast, img, tf := run(f, DraftSize(spec, gap))
+			tExact += te
+			tFast += tf
+			p, maxd, mean := psnr(exact, fast)
+			t.Logf("gap %d %s: decoded %dx%d: max %d mean %.3f PSNR %.2f dB", gap, filepath.Base(f), img.W, img.H, maxd, mean, p)
+			worst = math.Min(worst, p)
+			worstMax = max(worstMax, maxd)
+			sumMean += mean
+			if p < 30 {
+				t.Errorf("gap %d %s: PSNR %.2f dB below 30", gap, f, p)
+			}
+		}
+		t.Logf("gap %d: worst PSNR %.2f dB, max abs diff %d, mean abs diff %.3f; time exact %v fast %v (%.1fx)",
+			gap, worst, worstMax, sumMean/float64(len(files)), tExact, tFast, float64(tExact)/float64(tFast))
+	}
 }

@@ -124,6 +124,9 @@ def main():
     # Damaged and hostile inputs.
     good = enc(base, "JPEG", quality=85)
     save("truncated.jpg", good[: len(good) // 2])
+    assert good.endswith(b"\xff\xd9")
+    save("missing-eoi.jpg", good[:-2])
+    save("early-eoi.jpg", good[: len(good) * 2 // 3] + b"\xff\xd9")
     save("empty.jpg", b"")
     save("text.jpg", b"this is not a JPEG file\n")
     huge = bytearray(enc(photo(8, 8), "JPEG"))

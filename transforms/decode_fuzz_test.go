@@ -1,0 +1,81 @@
+package transforms
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzDecode feeds arbitrary bytes to the decoder, seeded with every corpus file: it must
+// never panic or hang, must classify every failure as one of the sentinel errors, and must
+// return a consistent RGB image otherwise. Images over 1e6 pixels are refused by the cap.
+func FuzzDecode(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "corpus", "*"))
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil && len(b) < 64<<10 {
+			f.Add(b, false)
+		}
+	}
+	sentinels := []error{ErrUnsupported, ErrTooLarge, ErrCorrupt, ErrTruncated, ErrEmpty}
+	f.Fuzz(func(t *testing.T, data []byte, fast bool) {
+		opts := DecodeOptions{MaxPixels: 1e6, ExifOrient: fast}
+		if fast {
+			opts.Draft = func(w, h int) (int, int) { return w / 3, h / 5 }
+		}
+		img, err := DecodeBytes(data, opts, nil)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v is not a *DecodeError", err)
+			}
+			for _, s := range sentinels {
+				if errors.Is(err, s) {
+					return
+				}
+			}
+			t.Fatalf("error %v wraps no sentinel", err)
+		}
+		if img.C != 3 || img.W <= 0 || img.H <= 0 || len(img.Pix) != img.W*img.H*3 {
+			t.Fatalf("bad image %dx%dx%d with %d bytes", img.W, img.H, img.C, len(img.Pix))
+		}
+	})
+}
+
+// FuzzExif feeds arbitrary EXIF (TIFF) payloads to the orientation parser, alone and inside a
+// JPEG APP1 segment.
+func FuzzExif(f *testing.F) {
+	le := []byte("II*\x00\x08\x00\x00\x00\x01\x00\x12\x01\x03\x00\x01\x00\x00\x00\x06\x00\x00\x00\x00\x00\x00\x00")
+	be := []byte("MM\x00*\x00\x00\x00\x08\x00\x01\x01\x12\x00\x03\x00\x00\x00\x01\x00\x08\x00\x00\x00\x00\x00\x00")
+	f.Add(le)
+	f.Add(be)
+	f.Add([]byte("II*\x00\xff\xff\xff\xff"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		o := ExifOrientation(data)
+		if o < 1 || o > 8 {
+			t.Fatalf("orientation %d", o)
+		}
+		if len(data) > 60000 {
+			return
+		}
+		var jpg bytes.Buffer
+		jpg.Write([]byte{0xFF, 0xD8, 0xFF, 0xE1})
+		_ = binary.Write(&jpg, binary.BigEndian, uint16(len(data)+8))
+		jpg.WriteString("Exif\x00\x00")
+		jpg.Write(data)
+		jpg.Write([]byte{0xFF, 0xD9})
+		if got := exifOrientation(fmtJPEG, jpg.Bytes()); got != o {
+			t.Fatalf("in a JPEG: orientation %d, alone %d", got, o)
+		}
+		img := Image{W: 3, H: 2, C: 3, Pix: make([]byte, 18)}
+		for i := range img.Pix {
+			img.Pix[i] = byte(i)
+		}
+		r := applyOrientation(img, o, nil)
+		if r.W*r.H != 6 || len(r.Pix) != 18 {
+			t.Fatalf("orientation %d: %dx%d", o, r.W, r.H)
+		}
+	})
+}
