@@ -106,7 +106,33 @@ def test_hdf5_damaged(h5_dir, tmp_path):
     with pytest.raises(packer_reader.FormatError):
         packer_reader.open(d)
     rep = packer_reader.verify(d)
-    assert sorted(f.kind for f in rep.faults) == ["sha256", "structure"], rep
+    assert [f.kind for f in rep.faults] == ["sha256"] and "not parsed" in rep.notes[0], rep
+
+
+def test_hdf5_structure_mismatch(h5_dir, tmp_path):
+    """A well-formed data.h5 whose datasets do not match the manifest (hashes updated)."""
+    import hashlib
+    import json
+    import shutil
+
+    h5py = pytest.importorskip("h5py")
+    d = str(tmp_path / "h5shape")
+    shutil.copytree(h5_dir, d)
+    p = os.path.join(d, "data.h5")
+    with h5py.File(p, "a") as f:
+        del f["labels"]
+        f.create_dataset("labels", data=np.zeros(7, dtype=np.int32))
+    mp = os.path.join(d, "manifest.json")
+    with open(mp) as f:
+        m = json.load(f)
+    with open(p, "rb") as f:
+        m["files"][0].update(size=os.path.getsize(p), sha256=hashlib.sha256(f.read()).hexdigest())
+    with open(mp, "w") as f:
+        json.dump(m, f)
+    rep = packer_reader.verify(d)
+    assert [f.kind for f in rep.faults] == ["shape"] and "/labels" in rep.faults[0].reason, rep
+    with pytest.raises(packer_reader.FormatError, match="labels"):
+        packer_reader.open(d)
 
 
 def test_hdf5_direct_h5py(h5_dir, data):
