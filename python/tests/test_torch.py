@@ -109,3 +109,23 @@ def test_batches_read_straight_into_shared_tensors(torch, tmp_path):
         order = ds.order(shuffle=True, seed=1)
     assert np.array_equal(torch.cat(got).numpy(), imgs[order])
     assert not tb.live
+
+
+def test_rank_from_torch_distributed(torch, shards_dir, data, monkeypatch):
+    import torch.distributed as dist
+
+    import packer_reader
+    from packer_reader.torch import PackerIterableDataset, split_for_worker
+
+    monkeypatch.setattr(dist, "is_available", lambda: True)
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_rank", lambda: 2)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 3)
+    assert split_for_worker() == (2, 3, 0, 1)
+    assert split_for_worker(rank=0, world_size=1) == (0, 1, 0, 1)
+    ds = PackerIterableDataset(shards_dir, batch_size=9, shuffle=True, seed=4)
+    got = np.concatenate([x.numpy() for x, _ in ds])
+    with packer_reader.open(shards_dir) as pds:
+        order = pds.order(shuffle=True, seed=4, rank=2, world_size=3)
+    assert np.array_equal(got, data[0][order])
+    assert len(ds) == -(-len(order) // 9)
