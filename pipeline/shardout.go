@@ -1,13 +1,8 @@
 package pipeline
 
 import (
-	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -24,12 +19,11 @@ type shardOutput struct {
 	files []shard.FileEntry
 	next  int64 // first record of the current shard
 
-	f    *os.File
-	bw   *bufio.Writer
-	h    hash.Hash
+	sink *sink
 	w    *shard.Writer
 	name string
 	err  error
+	sync syncer
 }
 
 // NewShardOutput returns the Output for --format shards.
@@ -43,58 +37,59 @@ func NewShardOutput(cfg OutputConfig) (Output, error) {
 func (o *shardOutput) open() error {
 	k := len(o.files)
 	o.name = ShardName(k)
-	f, err := os.Create(filepath.Join(o.cfg.Dir, o.name+".tmp"))
+	sk, err := newSink(filepath.Join(o.cfg.Dir, o.name+".tmp"))
 	if err != nil {
 		return err
 	}
-	o.f = f
-	o.h = sha256.New()
-	o.bw = bufio.NewWriterSize(io.MultiWriter(f, o.h), 4<<20)
-	o.w, err = shard.NewWriter(o.bw, shard.WriterOptions{
+	o.sink = sk
+	o.w, err = shard.NewWriter(sk, shard.WriterOptions{
 		Sample: o.cfg.Sample, Label: o.cfg.Label, ShardIndex: k, HasMeta: o.cfg.HasMeta,
 		Meta: map[string]any{"dataset": o.cfg.Meta},
 	})
 	return err
 }
 
-// finish completes the current shard: index and footer, flush, re-open and check, fsync, rename.
+// finish completes the current shard: index and footer, then, in the background, fsync,
+// re-open and check, and rename to the final name.
 func (o *shardOutput) finish() error {
 	if err := o.w.Close(); err != nil {
 		return err
 	}
-	if err := o.bw.Flush(); err != nil {
+	sum, err := o.sink.finish()
+	if err != nil {
 		return err
 	}
-	if err := o.f.Sync(); err != nil {
+	f, name, n, size := o.sink.f, o.name, o.w.Len(), o.w.Size()
+	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, SHA256: sum, Records: n, FirstRecord: o.next})
+	o.next += n
+	o.w, o.sink = nil, nil
+	dir := o.cfg.Dir
+	o.sync.run(func() error { return commitShard(f, dir, name, n) })
+	return nil
+}
+
+// commitShard syncs a finished shard file, re-reads its header, index and footer, and renames it.
+func commitShard(f *os.File, dir, name string, n int64) error {
+	tmp := f.Name()
+	if err := f.Sync(); err != nil {
+		f.Close()
 		return err
 	}
-	tmp := o.f.Name()
-	if err := o.f.Close(); err != nil {
+	if err := f.Close(); err != nil {
 		return err
 	}
-	o.f = nil
 	r, err := shard.Open(tmp)
 	if err != nil {
 		return fmt.Errorf("re-read the shard just written: %w", err)
 	}
-	n := int64(r.Len())
+	got := int64(r.Len())
 	if err := r.Close(); err != nil {
 		return err
 	}
-	if n != o.w.Len() {
-		return fmt.Errorf("shard %s: re-read %d records, wrote %d", o.name, n, o.w.Len())
+	if got != n {
+		return fmt.Errorf("shard %s: re-read %d records, wrote %d", name, got, n)
 	}
-	final := filepath.Join(o.cfg.Dir, o.name)
-	if err := os.Rename(tmp, final); err != nil {
-		return err
-	}
-	o.files = append(o.files, shard.FileEntry{
-		Path: o.name, Size: o.w.Size(), SHA256: hex.EncodeToString(o.h.Sum(nil)),
-		Records: n, FirstRecord: o.next,
-	})
-	o.next += n
-	o.w = nil
-	return nil
+	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
 func (o *shardOutput) Write(r Record) error {
@@ -124,6 +119,9 @@ func (o *shardOutput) Close() ([]shard.FileEntry, error) {
 			return nil, o.err
 		}
 	}
+	if o.err = o.sync.wait(); o.err != nil {
+		return nil, o.err
+	}
 	if err := syncDir(o.cfg.Dir); err != nil {
 		return nil, err
 	}
@@ -134,11 +132,10 @@ func (o *shardOutput) Close() ([]shard.FileEntry, error) {
 }
 
 func (o *shardOutput) Abort() {
-	if o.f != nil {
-		name := o.f.Name()
-		o.f.Close()
-		os.Remove(name)
+	if o.sink != nil {
+		o.sink.abort()
 	}
+	_ = o.sync.wait()
 	for _, fe := range o.files {
 		os.Remove(filepath.Join(o.cfg.Dir, fe.Path))
 	}

@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"hash"
+	"os"
+	"sync"
+)
+
+// sinkChunk is the size of the buffers a sink hands to its goroutine.
+const sinkChunk = 4 << 20
+
+// sink writes a file and computes its SHA-256 on a goroutine of its own, so the caller's
+// goroutine (the single build writer) only copies bytes into a buffer. Writes are in order.
+type sink struct {
+	f    *os.File
+	h    hash.Hash
+	cur  []byte
+	ch   chan []byte
+	free chan []byte
+	done chan struct{}
+	err  error // set by the goroutine, read after done
+	size int64
+}
+
+func newSink(path string) (*sink, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &sink{f: f, h: sha256.New(), ch: make(chan []byte, 2), free: make(chan []byte, 3), done: make(chan struct{})}
+	for i := 0; i < 3; i++ {
+		s.free <- make([]byte, 0, sinkChunk)
+	}
+	s.cur = <-s.free
+	go s.loop()
+	return s, nil
+}
+
+func (s *sink) loop() {
+	defer close(s.done)
+	for b := range s.ch {
+		if s.err == nil {
+			_, s.err = s.f.Write(b)
+			s.h.Write(b)
+		}
+		s.free <- b[:0]
+	}
+}
+
+// Write copies p into the sink. It never fails itself; errors show at finish.
+func (s *sink) Write(p []byte) (int, error) {
+	n := len(p)
+	s.size += int64(n)
+	for len(p) > 0 {
+		k := copy(s.cur[len(s.cur):cap(s.cur)], p)
+		s.cur = s.cur[:len(s.cur)+k]
+		p = p[k:]
+		if len(s.cur) == cap(s.cur) {
+			s.ch <- s.cur
+			s.cur = <-s.free
+		}
+	}
+	return n, nil
+}
+
+// finish flushes the sink and waits for its goroutine; it returns the SHA-256 in hex.
+func (s *sink) finish() (string, error) {
+	if len(s.cur) > 0 {
+		s.ch <- s.cur
+	}
+	close(s.ch)
+	<-s.done
+	if s.err != nil {
+		s.f.Close()
+		return "", s.err
+	}
+	return hex.EncodeToString(s.h.Sum(nil)), nil
+}
+
+// abort stops the sink and removes its file.
+func (s *sink) abort() {
+	select {
+	case <-s.done:
+	default:
+		close(s.ch)
+		<-s.done
+	}
+	name := s.f.Name()
+	s.f.Close()
+	os.Remove(name)
+}
+
+// syncer completes files in the background (fsync, check, rename) while the build goes on.
+type syncer struct {
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	err error
+}
+
+func (y *syncer) run(fn func() error) {
+	y.wg.Add(1)
+	go func() {
+		defer y.wg.Done()
+		if err := fn(); err != nil {
+			y.mu.Lock()
+			y.err = errors.Join(y.err, err)
+			y.mu.Unlock()
+		}
+	}()
+}
+
+func (y *syncer) wait() error {
+	y.wg.Wait()
+	return y.err
+}
