@@ -127,7 +127,8 @@ func (d *Dataset) ShardCounts() []int64 {
 	return c
 }
 
-// Locate returns the shard holding record i and the record's number within it.
+// Locate returns the shard holding record i and the record's number within it. It panics if i
+// is out of range.
 func (d *Dataset) Locate(i int64) (shard int, local int) {
 	if i < 0 || i >= d.Len() {
 		panic(fmt.Sprintf("shard: record %d out of range [0, %d) in %s", i, d.Len(), d.dir))
@@ -168,8 +169,18 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 	return r, nil
 }
 
+func (d *Dataset) checkRecord(i int64) error {
+	if i < 0 || i >= d.Len() {
+		return fmt.Errorf("shard: %s: record %d out of range [0, %d)", d.dir, i, d.Len())
+	}
+	return nil
+}
+
 // Record returns a new slice holding the bytes of record i (numbered across shards).
 func (d *Dataset) Record(i int64) ([]byte, error) {
+	if err := d.checkRecord(i); err != nil {
+		return nil, err
+	}
 	s, j := d.Locate(i)
 	r, err := d.Shard(s)
 	if err != nil {
@@ -180,6 +191,9 @@ func (d *Dataset) Record(i int64) ([]byte, error) {
 
 // Label returns the label of record i.
 func (d *Dataset) Label(i int64) (int64, error) {
+	if err := d.checkRecord(i); err != nil {
+		return 0, err
+	}
 	s, j := d.Locate(i)
 	r, err := d.Shard(s)
 	if err != nil {

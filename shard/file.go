@@ -23,6 +23,7 @@ type FileWriter struct {
 	f         *os.File
 	hw        hashWriter
 	done      bool
+	err       error // first Commit error, returned again by later calls
 }
 
 // hashWriter passes writes to a file and to a hash.
@@ -60,9 +61,17 @@ func CreateFile(path string, opts WriterOptions) (*FileWriter, error) {
 // syncs the file, renames it to its final path and syncs the directory. On error the temporary
 // file is left for Abort to remove.
 func (fw *FileWriter) Commit() error {
+	if fw.err != nil {
+		return fw.err
+	}
 	if fw.done {
 		return errClosed
 	}
+	fw.err = fw.commit()
+	return fw.err
+}
+
+func (fw *FileWriter) commit() error {
 	if err := fw.Writer.Close(); err != nil {
 		return fmt.Errorf("%s: %w", fw.tmp, err)
 	}

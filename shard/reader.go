@@ -24,8 +24,9 @@ type ReaderOptions struct {
 // bytes asked for.
 //
 // A Reader is safe for concurrent use by multiple goroutines when its io.ReaderAt is (an
-// *os.File is). Methods that take a record number panic when it is out of range, like a slice
-// index; corrupt bytes never cause a panic but a *CorruptionError.
+// *os.File is). Record and ReadRecords return an error for a record number out of range; the
+// accessors without an error result (Label, Aux, RecordMeta, RecordLen, DataRange) panic, like
+// a slice index. Corrupt bytes never cause a panic but a *CorruptionError.
 type Reader struct {
 	r    io.ReaderAt
 	file *os.File // owned when opened by Open
@@ -215,7 +216,9 @@ func (r *Reader) RecordMeta(i int) []byte {
 
 // Record returns a new slice holding the bytes of record i.
 func (r *Reader) Record(i int) ([]byte, error) {
-	r.checkIndex(i)
+	if i < 0 || int64(i) >= r.ft.n {
+		return nil, fmt.Errorf("shard: %s: record %d out of range [0, %d)", r.name, i, r.ft.n)
+	}
 	buf := make([]byte, r.RecordLen(i))
 	return r.ReadRecords(i, i+1, buf)
 }
@@ -225,6 +228,9 @@ func (r *Reader) Record(i int) ([]byte, error) {
 // (DataRange); otherwise ReadRecords returns an error. Unless checksums are skipped, every
 // checksum block the range touches is checked.
 func (r *Reader) ReadRecords(i, j int, dst []byte) ([]byte, error) {
+	if i < 0 || j < i || int64(j) > r.ft.n {
+		return nil, fmt.Errorf("shard: %s: record range [%d, %d) out of range [0, %d)", r.name, i, j, r.ft.n)
+	}
 	off, n := r.DataRange(i, j)
 	if int64(len(dst)) < n {
 		return nil, fmt.Errorf("shard: %s: records [%d, %d) need %d bytes, buffer holds %d", r.name, i, j, n, len(dst))

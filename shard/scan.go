@@ -2,7 +2,9 @@ package shard
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 )
 
 // DefaultScanChunk is the size of Scan's sequential reads.
@@ -31,6 +33,20 @@ type ScanOptions struct {
 // report is nil, Scan returns the first fault as its error instead.
 func Scan(r io.ReaderAt, size int64, name string, report func(*CorruptionError)) error {
 	return ScanWith(r, size, name, ScanOptions{}, report)
+}
+
+// ScanFile runs ScanWith on the file at path.
+func ScanFile(path string, opts ScanOptions, report func(*CorruptionError)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("scan shard: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("scan shard: %w", err)
+	}
+	return ScanWith(f, st.Size(), path, opts, report)
 }
 
 // ScanWith is Scan with options.
@@ -73,6 +89,7 @@ func (s *scanner) fault(err error) error {
 }
 
 func (s *scanner) progress(n int64) {
+	n = min(n, s.size-s.done)
 	if s.opts.Progress != nil && n > 0 {
 		s.opts.Progress(n)
 		s.done += n
