@@ -64,8 +64,8 @@
 // bytes. libhdf5 does not survive arbitrary damage: random bit flips in a small data.h5 made
 // 1.10.8 crash with SIGSEGV or loop forever in 3 of 400 trials. Check therefore compares the
 // file's size and SHA-256 with the manifest before libhdf5 sees it, and reports a damaged file
-// without parsing it: it says that and where the bytes differ from the manifest (size,
-// signature), not which records are damaged. Open checks only the size; a Reader on a damaged
+// without parsing it: it names the file and what differs (size, signature, SHA-256), not which
+// records are damaged. Open checks only the size; a Reader on a damaged
 // file can crash the process.
 package hdf5
 
