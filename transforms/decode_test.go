@@ -365,3 +365,31 @@ func TestFastModeError(t *testing.T) {
 			gap, worst, worstMax, sumMean/float64(len(files)), tExact, tFast, float64(tExact)/float64(tFast))
 	}
 }
+
+// BenchmarkDecode decodes a wallpaper JPEG and PNG, exact and at the draft scale fast mode
+// picks for Resize(256) (gap 1).
+func BenchmarkDecode(b *testing.B) {
+	for _, f := range []string{"/usr/share/backgrounds/the-mouse.jpg", "/usr/share/backgrounds/calla.png"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			b.Skip(err)
+		}
+		for _, mode := range []string{"exact", "draft"} {
+			b.Run(filepath.Ext(f)[1:]+"/"+mode, func(b *testing.B) {
+				opts := DecodeOptions{}
+				if mode == "draft" {
+					opts.Draft = DraftSize(Spec{Resize: 256, Fast: true}, 1)
+				}
+				var s DecodeScratch
+				b.SetBytes(int64(len(data)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if _, err := DecodeBytes(data, opts, &s); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

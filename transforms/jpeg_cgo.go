@@ -146,8 +146,11 @@ static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 	}
 	jpeg_start_decompress(&d);
 	while (d.output_scanline < d.output_height) {
-		JSAMPROW row = out + (size_t)d.output_scanline * stride;
-		if (jpeg_read_scanlines(&d, &row, 1) != 1) break;
+		JSAMPROW rows[16];
+		JDIMENSION n = d.output_height - d.output_scanline, i;
+		if (n > 16) n = 16;
+		for (i = 0; i < n; i++) rows[i] = out + (size_t)(d.output_scanline + i) * stride;
+		if (jpeg_read_scanlines(&d, rows, n) == 0) break;
 		if (src.eof) break;
 	}
 	info->truncated = src.eof;
