@@ -50,8 +50,11 @@ type buildOptions struct {
 	ShortClip  string
 	Timeout    time.Duration
 
+	Classes   string
+
 	transform transforms.Spec
 	shardSize int64
+	classes   []string
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -124,6 +127,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.OnError, "on-error", "skip", "bad input policy: skip (list in manifest) | fail")
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
+	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
 	f.Float64Var(&o.FPS, "fps", 0, "video: resample the timeline to F frames per second (0: every frame)")
 	f.IntVar(&o.ClipLen, "clip-len", 0, "video/frames: frames per clip record (0: one record per frame)")
@@ -191,6 +195,11 @@ func (o *buildOptions) validate() error {
 	o.transform = t
 	if o.shardSize, err = parseBytes(o.ShardSize); err != nil {
 		return fmt.Errorf("--shard-size: %w", err)
+	}
+	if o.Classes != "" {
+		for _, c := range strings.Split(o.Classes, ",") {
+			o.classes = append(o.classes, strings.TrimSpace(c))
+		}
 	}
 	if o.OnError != pipeline.OnErrorSkip && o.OnError != pipeline.OnErrorFail {
 		return fmt.Errorf("unknown --on-error %q (want skip or fail)", o.OnError)

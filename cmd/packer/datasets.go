@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
-	"sort"
 
 	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/shard"
@@ -28,7 +26,11 @@ func openAny(dir string) (anyDataset, error) {
 	}
 	switch m.Format {
 	case "shards":
-		return openShards(dir, m)
+		d, err := shard.OpenDataset(dir)
+		if err != nil {
+			return nil, err
+		}
+		return shardsDataset{d}, nil
 	case "hdf5":
 		r, err := hdf5.Open(dir)
 		if err != nil {
@@ -48,56 +50,15 @@ func formatCheckers() map[string]verify.FormatChecker {
 	}
 }
 
-// shardsDataset is random access across the shards of a dataset.
-type shardsDataset struct {
-	m       *shard.Manifest
-	readers []*shard.Reader
-	first   []int64
-}
+// shardsDataset adds per-record information to shard.Dataset.
+type shardsDataset struct{ *shard.Dataset }
 
-func openShards(dir string, m *shard.Manifest) (*shardsDataset, error) {
-	d := &shardsDataset{m: m}
-	var next int64
-	for _, f := range m.Files {
-		r, err := shard.Open(filepath.Join(dir, filepath.FromSlash(f.Path)))
-		if err != nil {
-			d.Close()
-			return nil, err
-		}
-		d.readers = append(d.readers, r)
-		d.first = append(d.first, next)
-		next += int64(r.Len())
-	}
-	return d, nil
-}
-
-func (d *shardsDataset) Manifest() *shard.Manifest { return d.m }
-
-func (d *shardsDataset) Len() int64 {
-	if len(d.readers) == 0 {
-		return 0
-	}
-	return d.first[len(d.first)-1] + int64(d.readers[len(d.readers)-1].Len())
-}
-
-func (d *shardsDataset) locate(i int64) (*shard.Reader, int, error) {
+func (d shardsDataset) Info(i int64) (recordInfo, error) {
 	if i < 0 || i >= d.Len() {
-		return nil, 0, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+		return recordInfo{}, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
 	}
-	k := sort.Search(len(d.first), func(k int) bool { return d.first[k] > i }) - 1
-	return d.readers[k], int(i - d.first[k]), nil
-}
-
-func (d *shardsDataset) Record(i int64) ([]byte, error) {
-	r, j, err := d.locate(i)
-	if err != nil {
-		return nil, err
-	}
-	return r.Record(j)
-}
-
-func (d *shardsDataset) Info(i int64) (recordInfo, error) {
-	r, j, err := d.locate(i)
+	s, j := d.Locate(i)
+	r, err := d.Shard(s)
 	if err != nil {
 		return recordInfo{}, err
 	}
@@ -106,13 +67,6 @@ func (d *shardsDataset) Info(i int64) (recordInfo, error) {
 		ri.Meta = json.RawMessage(meta)
 	}
 	return ri, nil
-}
-
-func (d *shardsDataset) Close() error {
-	for _, r := range d.readers {
-		r.Close()
-	}
-	return nil
 }
 
 type hdf5Dataset struct {

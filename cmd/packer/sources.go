@@ -5,6 +5,7 @@ import (
 
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/hdf5"
+	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/pipeline"
 )
 
@@ -24,6 +25,8 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	switch kind {
 	case "cifar10", "cifar100":
 		src, err = cifar.Open(o.Source, kind, o.Split)
+	case "idx":
+		src, err = idx.Open(o.Source, o.Split, o.classes)
 	default:
 		return nil, "", usagef(fmt.Errorf("unknown --from %q (want folder, list, cifar10, cifar100, idx, frames or video)", kind))
 	}
