@@ -50,7 +50,7 @@ type buildOptions struct {
 	ShortClip  string
 	Timeout    time.Duration
 
-	Classes   string
+	Classes string
 
 	transform transforms.Spec
 	shardSize int64
