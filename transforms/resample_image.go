@@ -124,38 +124,47 @@ func (r *resampler) resizeRegion(dst []byte, dstStride int, src Image, rw, rh in
 func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
 	ks := w.KSize
 	const half = int32(1) << (PrecisionBits - 1)
+	bounds := w.Bounds[2*x0 : 2*x1]
 	switch C {
 	case 3:
 		out = out[:(x1-x0)*3]
-		for x := x0; x < x1; x++ {
-			s, n := int(w.Bounds[2*x]), int(w.Bounds[2*x+1])
-			k := w.Coeffs[x*ks : x*ks+n]
+		for j := 0; j < x1-x0; j++ {
+			s, n := int(bounds[2*j]), int(bounds[2*j+1])
+			k := w.Coeffs[(x0+j)*ks : (x0+j)*ks+n]
 			p := in[s*3 : (s+n)*3]
 			a0, a1, a2 := half, half, half
-			for len(k) > 0 && len(p) >= 3 {
-				c := k[0]
-				a0 += int32(p[0]) * c
-				a1 += int32(p[1]) * c
-				a2 += int32(p[2]) * c
-				k, p = k[1:], p[3:]
+			for len(k) >= 2 {
+				c := (*[2]int32)(k)
+				q := (*[6]byte)(p)
+				a0 += int32(q[0])*c[0] + int32(q[3])*c[1]
+				a1 += int32(q[1])*c[0] + int32(q[4])*c[1]
+				a2 += int32(q[2])*c[0] + int32(q[5])*c[1]
+				k, p = k[2:], p[6:]
 			}
-			o := out[(x-x0)*3 : (x-x0)*3+3]
+			if len(k) == 1 {
+				c := k[0]
+				q := (*[3]byte)(p)
+				a0 += int32(q[0]) * c
+				a1 += int32(q[1]) * c
+				a2 += int32(q[2]) * c
+			}
+			o := (*[3]byte)(out[3*j:])
 			o[0] = clip8(a0 >> PrecisionBits)
 			o[1] = clip8(a1 >> PrecisionBits)
 			o[2] = clip8(a2 >> PrecisionBits)
 		}
 	case 1:
 		out = out[:x1-x0]
-		for x := x0; x < x1; x++ {
-			s, n := int(w.Bounds[2*x]), int(w.Bounds[2*x+1])
-			k := w.Coeffs[x*ks : x*ks+n]
+		for j := range out {
+			s, n := int(bounds[2*j]), int(bounds[2*j+1])
+			k := w.Coeffs[(x0+j)*ks : (x0+j)*ks+n]
 			p := in[s : s+n]
 			p = p[:len(k)]
 			a := half
 			for t, c := range k {
 				a += int32(p[t]) * c
 			}
-			out[x-x0] = clip8(a >> PrecisionBits)
+			out[j] = clip8(a >> PrecisionBits)
 		}
 	default:
 		for x := x0; x < x1; x++ {
@@ -167,21 +176,59 @@ func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
 }
 
 // vertical computes one output row from the intermediate rows s, s+1, ... (row i at
-// mid[i*stride]) with coefficients k, accumulating whole rows at a time (integer sums are
-// order-independent, so this equals Pillow's per-pixel loop).
+// mid[i*stride]) with coefficients k, accumulating whole rows, four taps at a time (integer
+// sums are order-independent, so this equals Pillow's per-pixel loop).
 func vertical(out []byte, acc []int32, mid []byte, stride, s int, k []int32) {
 	const half = int32(1) << (PrecisionBits - 1)
-	acc = acc[:len(out)]
-	for i := range acc {
-		acc[i] = half
-	}
-	for t, c := range k {
-		row := mid[(s+t)*stride : (s+t)*stride+len(acc)]
-		row = row[:len(acc)]
-		for i, v := range row {
-			acc[i] += int32(v) * c
+	n := len(out)
+	acc = acc[:n]
+	row := func(t int) []byte { return mid[(s+t)*stride : (s+t)*stride+n] }
+	t := 0
+	switch {
+	case len(k) >= 2:
+		r0, r1 := row(0), row(1)
+		r0, r1 = r0[:len(acc)], r1[:len(acc)]
+		c0, c1 := k[0], k[1]
+		for i := range acc {
+			acc[i] = half + int32(r0[i])*c0 + int32(r1[i])*c1
+		}
+		t = 2
+	case len(k) == 1:
+		r0 := row(0)[:len(acc)]
+		c0 := k[0]
+		for i := range acc {
+			acc[i] = half + int32(r0[i])*c0
+		}
+		t = 1
+	default:
+		for i := range acc {
+			acc[i] = half
 		}
 	}
+	for ; t+4 <= len(k); t += 4 {
+		r0, r1, r2, r3 := row(t), row(t+1), row(t+2), row(t+3)
+		r0, r1, r2, r3 = r0[:len(acc)], r1[:len(acc)], r2[:len(acc)], r3[:len(acc)]
+		c0, c1, c2, c3 := k[t], k[t+1], k[t+2], k[t+3]
+		for i := range acc {
+			acc[i] += int32(r0[i])*c0 + int32(r1[i])*c1 + int32(r2[i])*c2 + int32(r3[i])*c3
+		}
+	}
+	for ; t+2 <= len(k); t += 2 {
+		r0, r1 := row(t), row(t+1)
+		r0, r1 = r0[:len(acc)], r1[:len(acc)]
+		c0, c1 := k[t], k[t+1]
+		for i := range acc {
+			acc[i] += int32(r0[i])*c0 + int32(r1[i])*c1
+		}
+	}
+	if t < len(k) {
+		r0 := row(t)[:len(acc)]
+		c0 := k[t]
+		for i := range acc {
+			acc[i] += int32(r0[i]) * c0
+		}
+	}
+	out = out[:n]
 	for i, a := range acc {
 		out[i] = clip8(a >> PrecisionBits)
 	}

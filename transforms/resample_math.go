@@ -65,26 +65,47 @@ var (
 	pio2c = math.Float64frombits(0xB91F1976B7ED8FBC)
 )
 
-// sinDD and cosDD evaluate the Taylor series of sin(r) and cos(r) in double-double, for
-// |r| <= π/4, where 14 terms take the truncation error below 2^-105.
+// taylor holds the signed Taylor coefficients (-1)^i / n! of sine (odd n, from 3) and cosine
+// (even n, from 2), as double-doubles; 14 terms each take the truncation error below 2^-105
+// for |r| <= π/4.
+var taylor = func() (t struct{ sin, cos [14]dd }) {
+	f := dd{1, 0} // 1/n!, built by exact-enough divisions
+	for n := 1; n <= 29; n++ {
+		f = ddDivInt(f, float64(n))
+		i := n/2 - 1
+		v := f
+		if (n/2)%2 == 1 {
+			v = ddNeg(f)
+		}
+		if n >= 2 && i < 14 {
+			if n%2 == 0 {
+				t.cos[i] = v
+			} else {
+				t.sin[i] = v
+			}
+		}
+	}
+	return t
+}()
+
+// sinDD and cosDD evaluate the series by Horner's rule in double-double.
 func sinDD(r dd) dd {
 	r2 := ddMul(r, r)
-	term, s := r, r
-	for i := 1; i <= 14; i++ {
-		term = ddNeg(ddDivInt(ddMul(term, r2), float64((2*i)*(2*i+1))))
-		s = ddAdd(s, term)
+	p := taylor.sin[13]
+	for i := 12; i >= 0; i-- {
+		p = ddAdd(ddMul(p, r2), taylor.sin[i])
 	}
-	return s
+	p = ddAdd(ddMul(p, r2), dd{1, 0})
+	return ddMul(p, r)
 }
 
 func cosDD(r dd) dd {
 	r2 := ddMul(r, r)
-	term, c := dd{1, 0}, dd{1, 0}
-	for i := 1; i <= 14; i++ {
-		term = ddNeg(ddDivInt(ddMul(term, r2), float64((2*i-1)*(2*i))))
-		c = ddAdd(c, term)
+	p := taylor.cos[13]
+	for i := 12; i >= 0; i-- {
+		p = ddAdd(ddMul(p, r2), taylor.cos[i])
 	}
-	return c
+	return ddAdd(ddMul(p, r2), dd{1, 0})
 }
 
 // reduce returns r = x - k·π/2 in double-double and k mod 4, for 0 < x <= 4π; k·pio2a is

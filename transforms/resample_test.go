@@ -98,18 +98,28 @@ func TestResizeMatchesPillowSynthetic(t *testing.T) {
 }
 
 func TestResizeMatchesPillowPhotos(t *testing.T) {
-	paths := wallpapers(t, 6)
-	photos := loadPhotos(t, paths, "RGB")
+	photos := loadPhotos(t, wallpapers(t, 3), "RGB")
 	var cases []resizeCase
 	for i, p := range photos {
 		w, h := p.W, p.H
-		targets := [][2]int{{256 * w / h, 256}, {224, 224}, {w / 3, h / 7}, {w*5/4 + 1, h*9/8 + 3}}
-		if i > 1 { // keep the run short: the first photos get every filter at every size
-			targets = targets[:2]
+		// Downscales of the full photo (4K wallpapers): antialiasing with large supports.
+		targets := [][2]int{{256 * w / h, 256}, {224, 224}, {w / 3, h / 7}}
+		if i > 0 {
+			targets = targets[:1]
 		}
 		for _, tg := range targets {
 			for _, f := range allFilters {
 				cases = append(cases, resizeCase{p, max(tg[0], 1), max(tg[1], 1), f})
+			}
+		}
+		// Upscales of real content: a small version of the photo, enlarged.
+		small, err := Resize(p, 301, 190, Box)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range [][2]int{{512, 323}, {937, 211}} {
+			for _, f := range allFilters {
+				cases = append(cases, resizeCase{small, tg[0], tg[1], f})
 			}
 		}
 	}
