@@ -54,9 +54,6 @@ func newIndexLayout(n, naux, k int64, flags uint16, blobLen int64) indexLayout {
 	return l
 }
 
-// fixedSize is the index size without the metablob.
-func (l indexLayout) fixedSize() int64 { return l.size - l.blobLen }
-
 // fileSize returns the shard file size for an index of l.size bytes at indexOffset.
 func fileSize(indexOffset, indexLen int64) int64 {
 	return alignUp(indexOffset + indexLen + FooterSize)

@@ -84,9 +84,11 @@ func (b *Batch) Len() int { return len(b.Labels) }
 // Loader streams one epoch of a rank's records in batches. One goroutine fills a small ring of
 // reusable page-aligned buffers ahead of the caller with large sequential reads (aligned, for
 // O_DIRECT); batches are views into those buffers. Without Shuffle, the consecutive records
-// of a buffer are read with one read per shard they come from, straight into the buffer (no
-// copy); with Shuffle, records are gathered (read one run of consecutive records at a time)
-// into the buffer in the ORDER.md order.
+// of a buffer are read with one read per shard they come from, straight into the buffer, and
+// batches are subslices of it (no copy; only with O_DIRECT, when a buffer's records continue
+// into the next shard, that shard's part is moved down to follow the first). With Shuffle,
+// records are gathered into the buffer in the ORDER.md order, one positioned read per run of
+// consecutive records.
 //
 // The call order is: NewLoader (Next Batch)* Close; Err after Next returns false. A Loader is
 // not safe for concurrent use: call it from one goroutine. Close must be called to stop the
