@@ -323,16 +323,14 @@ func goDecode(f format, r io.Reader) (image.Image, error) {
 	return nil, fmt.Errorf("%w: %v", ErrUnsupported, f)
 }
 
-// goError classifies an error from a Go decoder.
+// goError classifies an error from a Go decoder: a short read is truncation, the decoders'
+// unsupported-feature errors are ErrUnsupported, anything else is corrupt data.
 func goError(f format, err error) error {
-	var fe interface{ Error() string }
 	switch {
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return fmt.Errorf("%w: %v: file is truncated", ErrTruncated, f)
 	case isUnsupported(err):
 		return fmt.Errorf("%w: %v: %v", ErrUnsupported, f, err)
-	case errors.As(err, &fe):
-		return fmt.Errorf("%w: %v: %v", ErrCorrupt, f, err)
 	}
 	return fmt.Errorf("%w: %v: %v", ErrCorrupt, f, err)
 }
@@ -342,10 +340,7 @@ func isUnsupported(err error) bool {
 	case png.UnsupportedError, tiff.UnsupportedError:
 		return true
 	}
-	if err == bmp.ErrUnsupported {
-		return true
-	}
-	return false
+	return errors.Is(err, bmp.ErrUnsupported)
 }
 
 func decodeGo(f format, data []byte, opts DecodeOptions, s *DecodeScratch) (Image, error) {

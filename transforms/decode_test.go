@@ -177,6 +177,10 @@ func TestDecodeCorpusMatchesPillow(t *testing.T) {
 	var s DecodeScratch
 	for i, f := range files {
 		name := filepath.Base(f)
+		if !jpegCgo && strings.HasSuffix(name, ".jpg") {
+			t.Logf("%s: skipped, built without cgo (JPEG is refused)", name)
+			continue
+		}
 		got, err := DecodeFile(f, DecodeOptions{}, &s)
 		if wantErr, ok := corpusExpect[name]; ok {
 			if !errors.Is(err, wantErr) {
