@@ -180,23 +180,33 @@ def combine(crc1, crc2, len2):
 
 BACKEND = "numpy"
 crc32c = _crc32c_numpy
-try:  # optional C implementations, same function
+
+
+def _usable(fn):
+    try:
+        return fn(b"123456789") == 0xE3069283 and fn(b"6789", fn(b"12345")) == 0xE3069283
+    except Exception:
+        return False
+
+
+try:  # optional C implementations of the same function, used when present and correct
     import google_crc32c as _g
 
-    if _g.implementation == "c":
-        def crc32c(data, crc=0):  # noqa: F811
-            return _g.extend(crc, bytes(data) if not isinstance(data, bytes) else data)
+    def _google(data, crc=0):
+        return _g.extend(crc, data if isinstance(data, bytes) else bytes(data))
 
-        BACKEND = "google_crc32c"
+    if getattr(_g, "implementation", "") == "c" and _usable(_google):
+        crc32c, BACKEND = _google, "google_crc32c"
 except Exception:  # pragma: no cover - optional
+    pass
+if BACKEND == "numpy":
     try:
         import crc32c as _c
 
-        def crc32c(data, crc=0):  # noqa: F811
+        def _crc32c_module(data, crc=0):
             return _c.crc32c(data, crc)
 
-        BACKEND = "crc32c"
-    except Exception:
+        if _usable(_crc32c_module):
+            crc32c, BACKEND = _crc32c_module, "crc32c"
+    except Exception:  # pragma: no cover - optional
         pass
-
-crc32c.__doc__ = "CRC-32C of data (bytes-like), extending crc (a finished CRC-32C of earlier bytes)."
