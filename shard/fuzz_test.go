@@ -3,9 +3,12 @@ package shard
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -13,6 +16,8 @@ import (
 // bad bytes as *CorruptionError, and must not allocate more than the input's size allows (every
 // length is checked against the file size). Whatever opens, reads and scans clean is rewritten
 // through a Writer and must read back equal.
+var fuzzRuns atomic.Int64
+
 func FuzzReader(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pks"))
 	for _, p := range paths {
@@ -27,6 +32,22 @@ func FuzzReader(f *testing.F) {
 			return
 		}
 		size := int64(len(data))
+		// Everything the reader and Scan allocate is bounded by the input's size (plus fixed
+		// costs), never by lengths read from it. ReadMemStats stops the world, so while fuzzing
+		// only one input in 16 is measured; as a plain test, every seed is.
+		var before runtime.MemStats
+		fuzzing := flag.Lookup("test.fuzz") != nil && flag.Lookup("test.fuzz").Value.String() != ""
+		measure := !fuzzing || fuzzRuns.Add(1)%16 == 1
+		if measure {
+			runtime.ReadMemStats(&before)
+			defer func() {
+				var after runtime.MemStats
+				runtime.ReadMemStats(&after)
+				if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(64*size+(8<<20)); got > limit {
+					t.Errorf("reading %d bytes allocated %d bytes, limit %d", size, got, limit)
+				}
+			}()
+		}
 		var faults []*CorruptionError
 		if err := Scan(bytes.NewReader(data), size, "fuzz", func(e *CorruptionError) { faults = append(faults, e) }); err != nil {
 			t.Fatalf("Scan returned a non-corruption error: %v", err)
@@ -60,6 +81,9 @@ func FuzzReader(f *testing.F) {
 		}
 		if !clean {
 			return
+		}
+		if measure {
+			runtime.ReadMemStats(&before) // the rewrite's 4 MiB write buffer is not the reader's
 		}
 		// Rewrite and read back.
 		extra := map[string]any{}
