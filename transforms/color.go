@@ -27,9 +27,10 @@ import (
 // grey16 says the file was 16-bit grey (Pillow mode I), which Go's PNG decoder returns as
 // NRGBA64 when the file has a tRNS chunk; such pixels are clipped, not shifted.
 //
-// plte is the number of palette entries the file itself defines (PNG's PLTE), or -1 when
-// every entry of a paletted image's Palette came from the file.
-func toRGB(m image.Image, grey16 bool, plte int, s *DecodeScratch) (Image, error) {
+// rawPal, when not nil, is the palette as the file stores it (RGB triples: PNG's PLTE, the
+// GIF colour table of the first frame); it replaces the decoder's palette, which Go's
+// decoders alter (see paletteLookup).
+func toRGB(m image.Image, grey16 bool, rawPal []byte, s *DecodeScratch) (Image, error) {
 	b := m.Bounds()
 	w, h := b.Dx(), b.Dy()
 	if n, ok := m.(*image.NRGBA64); ok && grey16 {
@@ -121,7 +122,7 @@ func toRGB(m image.Image, grey16 bool, plte int, s *DecodeScratch) (Image, error
 		}
 		return highBytes(m.Pix, m.Stride, w, h, s), nil
 	case *image.Paletted:
-		return paletteLookup(m, plte, s), nil
+		return paletteLookup(m, rawPal, s), nil
 	case *image.YCbCr:
 		if m.SubsampleRatio == image.YCbCrSubsampleRatio420 {
 			return webpYCbCrToRGB(m, s), nil
@@ -150,20 +151,28 @@ func highBytes(pix []byte, stride, w, h int, s *DecodeScratch) Image {
 	return Image{W: w, H: h, C: 3, Pix: out}
 }
 
-// paletteLookup converts a paletted image. Pillow keeps a 256-entry palette whose entries
-// past the file's PLTE are a grey ramp (entry i is (i, i, i)), so an out-of-range index i
-// becomes grey i; Go's PNG decoder would give opaque black there, and Go's GIF decoder an
-// error, so the table is built from the file's own entries only.
-func paletteLookup(m *image.Paletted, plte int, s *DecodeScratch) Image {
+// paletteLookup converts a paletted image. Pillow keeps the file's palette colours and a
+// 256-entry table whose entries past the file's palette are a grey ramp (entry i is
+// (i, i, i)), so an out-of-range index i becomes grey i. Go's decoders differ: the PNG decoder
+// gives opaque black for out-of-range indices and the GIF decoder replaces the transparent
+// index's colour by transparent black. So with rawPal (the file's own table) the lookup table
+// is built from the file, not from m.Palette.
+func paletteLookup(m *image.Paletted, rawPal []byte, s *DecodeScratch) Image {
 	var lut [256][3]byte
 	for i := range lut {
 		lut[i] = [3]byte{byte(i), byte(i), byte(i)}
 	}
-	for i, c := range m.Palette {
-		if i >= 256 || (plte >= 0 && i >= plte) {
-			break
+	if rawPal != nil {
+		for i := 0; i < 256 && 3*i+2 < len(rawPal); i++ {
+			lut[i] = [3]byte{rawPal[3*i], rawPal[3*i+1], rawPal[3*i+2]}
 		}
-		lut[i] = colorRGB(c)
+	} else {
+		for i, c := range m.Palette {
+			if i >= 256 {
+				break
+			}
+			lut[i] = colorRGB(c)
+		}
 	}
 	b := m.Bounds()
 	w, h := b.Dx(), b.Dy()

@@ -365,30 +365,77 @@ func decodeGo(f format, data []byte, opts DecodeOptions, s *DecodeScratch) (Imag
 		return Image{}, fmt.Errorf("%w: %v: decoded %dx%d, header says %dx%d", ErrUnsupported, f, b.Dx(), b.Dy(), cfg.Width, cfg.Height)
 	}
 	grey16 := f == fmtPNG && len(data) > 25 && data[24] == 16 && data[25] == 0
-	plte := -1
-	if f == fmtPNG {
-		plte = pngPaletteLen(data)
+	var rawPal []byte
+	switch f {
+	case fmtPNG:
+		rawPal = pngPalette(data)
+	case fmtGIF:
+		rawPal = gifPalette(data)
 	}
-	return toRGB(m, grey16, plte, s)
+	return toRGB(m, grey16, rawPal, s)
 }
 
-// pngPaletteLen returns the number of entries in a PNG's PLTE chunk, or -1.
-func pngPaletteLen(b []byte) int {
+// pngPalette returns a PNG's PLTE chunk data (RGB triples), or nil.
+func pngPalette(b []byte) []byte {
 	i := 8
 	for n := 0; i+8 <= len(b) && n < 4096; n++ {
 		l := binary.BigEndian.Uint32(b[i:])
 		if uint64(l) > uint64(len(b)-i-8) {
-			return -1
+			return nil
 		}
 		switch string(b[i+4 : i+8]) {
 		case "PLTE":
-			return int(l / 3)
+			return b[i+8 : i+8+int(l)]
 		case "IDAT", "IEND":
-			return -1
+			return nil
 		}
 		i += 12 + int(l)
 	}
-	return -1
+	return nil
+}
+
+// gifPalette returns the colour table of a GIF's first image (its local table, or the global
+// one), or nil.
+func gifPalette(b []byte) []byte {
+	if len(b) < 13 {
+		return nil
+	}
+	var global []byte
+	i := 13
+	if b[10]&0x80 != 0 {
+		n := 3 << (b[10]&7 + 1)
+		if i+n > len(b) {
+			return nil
+		}
+		global = b[i : i+n]
+		i += n
+	}
+	for blocks := 0; i < len(b) && blocks < 1<<16; blocks++ {
+		switch b[i] {
+		case 0x21: // extension: label, then data sub-blocks up to a zero length
+			i += 2
+			for i < len(b) && b[i] != 0 {
+				i += int(b[i]) + 1
+			}
+			i++
+		case 0x2C: // image descriptor: position, size, flags, then its local table if any
+			if i+10 > len(b) {
+				return nil
+			}
+			flags := b[i+9]
+			if flags&0x80 == 0 {
+				return global
+			}
+			n := 3 << (flags&7 + 1)
+			if i+10+n > len(b) {
+				return nil
+			}
+			return b[i+10 : i+10+n]
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // DraftSize returns the DecodeOptions.Draft function for fast mode under spec, or nil when the

@@ -122,8 +122,12 @@ var corpusExpect = map[string]error{
 	"text.jpg":             ErrUnsupported, // Pillow: UnidentifiedImageError
 	"huge-60000x60000.jpg": ErrTooLarge,    // Pillow: DecompressionBombError
 	"bad-crc.png":          ErrCorrupt,     // Pillow: OSError broken data stream
-	// Deliberate difference: Pillow opens the first frame of an animated GIF; packer too
-	// (anim.gif is in the table), but Go cannot decode animated WebP (none in the corpus).
+}
+
+// corpusDeliberate lists files Pillow opens and packer refuses, deliberately (docs/fidelity.md):
+// skipped with a reason rather than decoded differently.
+var corpusDeliberate = map[string]error{
+	"anim.webp": ErrUnsupported, // golang.org/x/image/webp has no animation; Pillow gives frame 0
 }
 
 func corpusFiles(t *testing.T) []string {
@@ -182,6 +186,15 @@ func TestDecodeCorpusMatchesPillow(t *testing.T) {
 			continue
 		}
 		got, err := DecodeFile(f, DecodeOptions{}, &s)
+		if wantErr, ok := corpusDeliberate[name]; ok {
+			if !errors.Is(err, wantErr) {
+				t.Errorf("%s: got error %v, want %v", name, err, wantErr)
+			}
+			if want[i].Error != "" {
+				t.Errorf("%s: listed as a deliberate difference, but Pillow refuses it too: %s", name, want[i].Error)
+			}
+			continue
+		}
 		if wantErr, ok := corpusExpect[name]; ok {
 			if !errors.Is(err, wantErr) {
 				t.Errorf("%s: got error %v, want %v", name, err, wantErr)

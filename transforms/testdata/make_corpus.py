@@ -195,6 +195,15 @@ def main():
     save("lossy-alpha.webp", enc(rgba, "WEBP", quality=80))
     save("anim.gif", enc(pal, "GIF", save_all=True, append_images=[pal16.convert("RGB").convert("P")], duration=50))
     save("grey.ppm", enc(base.convert("L"), "PPM"))
+    save("rgba.bmp", enc(rgba, "BMP"))
+    save("grey16.tif", enc(base.convert("L").convert("I").point(lambda v: v * 257).convert("I;16"), "TIFF"))
+    save("palette-trns.gif", enc(pal, "GIF", transparency=3))
+    frame2 = photo(67, 45, seed=9)
+    save("anim.webp", enc(base, "WEBP", save_all=True, append_images=[frame2], duration=50, quality=80))
+    # A three-component JPEG that an Adobe marker (transform 0) declares RGB, not YCbCr.
+    j444 = enc(base, "JPEG", quality=92, subsampling=0)
+    adobe = b"\xff\xee\x00\x0eAdobe\x00\x64\x00\x00\x00\x00\x00"
+    save("adobe-rgb.jpg", j444[:2] + adobe + j444[2:])
     save("rgb.ppm", enc(base, "PPM"))
 
 
