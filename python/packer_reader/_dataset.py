@@ -1,6 +1,7 @@
 """Datasets over packer output directories (shards, npy, hdf5) and their batch iterators."""
 
 import bisect
+import contextlib
 import json
 import os
 import queue
@@ -15,6 +16,9 @@ from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
 
 MANIFEST = "manifest.json"
+# Datasets with more shards than this keep no descriptor open between reads (each read opens,
+# checks the file identity, reads and closes), so huge datasets stay within RLIMIT_NOFILE.
+MAX_OPEN_SHARDS = 256
 MAX_MANIFEST = 1 << 30
 FORMATS = ("shards", "npy", "hdf5")
 
@@ -304,6 +308,7 @@ class _SegmentDataset(Dataset):
         self._segs = segs
         self._firsts = [s.first for s in segs]
         self._dfds = {}
+        self._dlock = threading.Lock()
 
     def _locate(self, i):
         s = bisect.bisect_right(self._firsts, i) - 1
@@ -312,12 +317,47 @@ class _SegmentDataset(Dataset):
     def _shard_layout(self):
         return [s.n for s in self._segs], list(self._firsts)
 
-    def _direct_fd(self, s):
-        fd = self._dfds.get(s, -2)
-        if fd == -2:
-            fd = open_direct(self._segs[s].path)
-            self._dfds[s] = -1 if fd is None else fd
-        return None if fd is None or fd < 0 else fd
+    def _direct_read(self, s, raw, off, ln):
+        """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
+        offset off % ALIGN (so every read is aligned); return that offset, or None where
+        O_DIRECT is refused or fails (the caller then reads buffered)."""
+        seg = self._segs[s]
+        cached = seg.fd >= 0
+        if cached:  # one O_DIRECT descriptor per shard, kept like the buffered one
+            with self._dlock:
+                fd = self._dfds.get(s)
+                if fd is None:
+                    fd = open_direct(seg.path)
+                    fd = -1 if fd is None else fd
+                    self._dfds[s] = fd
+            if fd < 0:
+                return None
+        else:
+            fd = open_direct(seg.path)
+            if fd is None:
+                return None
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != seg._ident:
+                os.close(fd)
+                raise FormatError(seg.path, "the file was replaced or changed since the dataset was opened")
+        try:
+            lead = off % ALIGN
+            a = off - lead
+            need = lead + ln
+            mv = memoryview(raw)[:min(align_up(need), raw.size)]
+            got = 0
+            while got < need:
+                try:
+                    k = os.preadv(fd, [mv[got:]], a + got)
+                except OSError:
+                    return None
+                if k <= 0:
+                    return None
+                got += k
+            return lead
+        finally:
+            if not cached:
+                os.close(fd)
 
     def close(self):
         for s in getattr(self, "_segs", []):
@@ -365,27 +405,16 @@ class _SegmentDataset(Dataset):
             seg = self._segs[s]
             take = min(end - i, seg.n - li)
             off, ln = seg.range_span(li, li + take)
-            dfd = self._direct_fd(s) if (self.direct and pos == 0) else None
-            if dfd is not None:
-                lead = off % ALIGN
-                a = off - lead
-                need = lead + ln
-                span = min(align_up(need), raw.size)
-                mv = memoryview(raw)[:span]
-                got = 0
-                while got < need:
-                    try:
-                        k = os.preadv(dfd, [mv[got:]], a + got)
-                    except OSError:
-                        k = -1
-                    if k <= 0:
-                        break
-                    got += k
-                if got < need:  # O_DIRECT refused or short: fall back to a buffered read
-                    lead = 0
-                    pread_into(seg.fd, memoryview(raw)[:ln], off, seg.path)
+            d_lead = self._direct_read(s, raw, off, ln) if (self.direct and pos == 0) else None
+            if d_lead is not None:
+                lead = d_lead
+            elif self.direct and pos == 0:  # O_DIRECT refused or short: read buffered
+                lead = 0
+                with seg.opened() as fd:
+                    pread_into(fd, memoryview(raw)[:ln], off, seg.path)
             else:
-                pread_into(seg.fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
+                with seg.opened() as fd:
+                    pread_into(fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
             if self.verify_crc:
                 seg.check_records(li, li + take, memoryview(raw)[lead + pos:lead + pos + ln])
             pos += ln
@@ -408,7 +437,8 @@ class _SegmentDataset(Dataset):
                 j += 1
             off, _ = seg.range_span(li, li)
             views = [out[int(p) * rs:(int(p) + 1) * rs] for p in order[k:j]]
-            preadv_into(seg.fd, views, off, seg.path)
+            with seg.opened() as fd:
+                preadv_into(fd, views, off, seg.path)
             if self.verify_crc:
                 seg.check_records(li, li + (j - k))
             k = j
@@ -428,9 +458,10 @@ class ShardDataset(_SegmentDataset):
             entries = [{} for _ in shard_paths]
         segs = []
         first = 0
+        keep_open = len(shard_paths) <= MAX_OPEN_SHARDS
         try:
             for p, fe in zip(shard_paths, entries):
-                sf = ShardFile(p, first)
+                sf = ShardFile(p, first, keep_open)
                 segs.append(sf)
                 if fe.get("records", sf.n) != sf.n or fe.get("first_record", first) != first:
                     raise FormatError(p, "holds records %d..%d, the manifest says %d records from %d" % (
@@ -491,6 +522,10 @@ class _RawSegment:
         buf = bytearray(self.record_size)
         pread_into(self.fd, memoryview(buf), self.data_offset + i * self.record_size, self.path)
         return buf
+
+    @contextlib.contextmanager
+    def opened(self):
+        yield self.fd
 
     def check_records(self, lo, hi, data=None):
         pass

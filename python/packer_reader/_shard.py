@@ -1,5 +1,6 @@
 """Parsing of one packer shard file, exactly as shard/FORMAT.md (version 1) describes it."""
 
+import contextlib
 import json
 import os
 import struct
@@ -66,19 +67,26 @@ class ShardFile:
     the file size before allocating, and the header, footer and index CRC-32C. Record data CRCs
     are checked on demand (``check_records``, ``verify_blocks``).
 
-    ``first`` is the dataset index of the shard's record 0; it only labels error messages."""
+    ``first`` is the dataset index of the shard's record 0; it only labels error messages.
+    With ``keep_open=False`` the descriptor is closed after parsing and every read reopens the
+    file (checking that it is still the same file), for datasets with more shards than a process
+    may hold descriptors."""
 
-    def __init__(self, path, first=0):
+    def __init__(self, path, first=0, keep_open=True):
         self.path = str(path)
         self.first = first
         self.fd = -1
         self.fd = open_ro(self.path)
         try:
+            st = os.fstat(self.fd)
+            self._ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             self._parse()
         except BaseException:
             os.close(self.fd)
             self.fd = -1
             raise
+        if not keep_open:
+            self.close()
         self._verified = np.zeros(self.num_blocks, dtype=bool)
         self._partial = {}
 
@@ -92,6 +100,21 @@ class ShardFile:
             self.close()
         except Exception:
             pass
+
+    @contextlib.contextmanager
+    def opened(self):
+        """The file's descriptor: the one kept open, or a fresh one closed afterwards."""
+        if self.fd >= 0:
+            yield self.fd
+            return
+        fd = open_ro(self.path)
+        try:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self._ident:
+                raise FormatError(self.path, "the file was replaced or changed since the dataset was opened")
+            yield fd
+        finally:
+            os.close(fd)
 
     # -- parsing -------------------------------------------------------------------------
     def _fail(self, reason, offset=None):
@@ -251,12 +274,14 @@ class ShardFile:
 
     def read_range_into(self, lo, hi, mv):
         off, ln = self.range_span(lo, hi)
-        pread_into(self.fd, mv[:ln], off, self.path)
+        with self.opened() as fd:
+            pread_into(fd, mv[:ln], off, self.path)
         return ln
 
     def read_record(self, i):
         off, ln = self.record_span(i)
-        return pread(self.fd, ln, off, self.path)
+        with self.opened() as fd:
+            return pread(fd, ln, off, self.path)
 
     def record_meta(self, i):
         if self.metaoffs is None:
@@ -287,7 +312,8 @@ class ShardFile:
             off, ln = self.range_span(lo, hi)
             data = memoryview(bytearray(ln))
             try:
-                pread_into(self.fd, data, off, self.path)
+                with self.opened() as fd:
+                    pread_into(fd, data, off, self.path)
             except FormatError as e:
                 raise self._block_error(j, "truncated: %s" % e.reason)
         got = _crc32c.crc32c(data)
@@ -364,11 +390,15 @@ class ShardFile:
                                                 % int(self.crcs[j])))
         buf = bytearray(chunk)
         mv = memoryview(buf)
+        size = self.file_size
+        with self.opened() as fd:
+            return self._stream(fd, sha, chunk, faults, nb, starts, ends, crc, pads, bad_pad, mv, size)
+
+    def _stream(self, fd, sha, chunk, faults, nb, starts, ends, crc, pads, bad_pad, mv, size):
         pos = 0
         j = 0
-        size = self.file_size
         while pos < size:
-            n = os.preadv(self.fd, [mv[:min(chunk, size - pos)]], pos)
+            n = os.preadv(fd, [mv[:min(chunk, size - pos)]], pos)
             if n <= 0:
                 faults.append(FormatError(self.path, "file ends at %d, expected %d bytes" % (pos, size), pos))
                 break
@@ -407,7 +437,8 @@ class ShardFile:
         ]
         for a, b, what in gaps:
             if b > a:
-                buf = pread(self.fd, b - a, a, self.path)
+                with self.opened() as fd:
+                    buf = pread(fd, b - a, a, self.path)
                 nz = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8))
                 if nz.size:
                     faults.append(FormatError(self.path, "%s is not zero" % what, a + int(nz[0])))

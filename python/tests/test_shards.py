@@ -164,3 +164,29 @@ def test_empty_dataset(tmp_path):
     shardwriter.write_dataset(str(tmp_path), [], [], ["a"], SPEC)
     with packer_reader.open(str(tmp_path)) as ds:
         assert len(ds) == 0 and list(ds.batches(4)) == []
+
+
+def test_many_shards_keep_no_descriptors(tmp_path, monkeypatch, data):
+    """Above MAX_OPEN_SHARDS each read opens its shard; a replaced shard is detected."""
+    import packer_reader._dataset as dsmod
+
+    imgs, labels = data[0], data[1]
+    monkeypatch.setattr(dsmod, "MAX_OPEN_SHARDS", 3)
+    d = str(tmp_path)
+    shardwriter.write_dataset(d, list(imgs), labels, CLASSES, SPEC, shard_size=60 * 25, block_records=4)
+    for direct in (False, True):
+        with packer_reader.open(d, verify_crc=True, direct=direct) as ds:
+            assert len(ds.shards) == 9 and all(s.fd < 0 for s in ds.shards)
+            assert np.array_equal(np.concatenate(collect(ds.batches(16))[0]), imgs)
+            order = ds.order(shuffle=True, seed=2)
+            assert np.array_equal(np.concatenate(collect(ds.batches(16, shuffle=True, seed=2))[0]), imgs[order])
+            assert np.array_equal(ds[77][0], imgs[77])
+    with packer_reader.open(d) as ds:
+        p = ds.shards[4].path
+        with open(p, "rb") as f:
+            blob = f.read()
+        os.remove(p)
+        with open(p, "wb") as f:  # same bytes, new file
+            f.write(blob)
+        with pytest.raises(packer_reader.FormatError, match="replaced"):
+            ds[4 * 25]
