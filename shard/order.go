@@ -131,3 +131,10 @@ func EpochOrder(counts []int64, o OrderOptions) ([]int64, error) {
 	shuffleInts(buf, &g)
 	return append(out, buf...), nil
 }
+
+// WorkerRank combines a rank of world with a loader worker of workers (for example PyTorch
+// DataLoader workers) into the rank' and world' of ORDER.md: rank' = rank*workers + worker,
+// world' = world*workers.
+func WorkerRank(rank, world, worker, workers int) (rankP, worldP int) {
+	return rank*workers + worker, world * workers
+}

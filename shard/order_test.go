@@ -129,3 +129,16 @@ func TestOrderEpochsDiffer(t *testing.T) {
 		t.Error("epoch or seed does not change the order")
 	}
 }
+
+func TestWorkerRank(t *testing.T) {
+	seen := map[int]bool{}
+	for rank := range 3 {
+		for worker := range 4 {
+			r, w := WorkerRank(rank, 3, worker, 4)
+			if w != 12 || r < 0 || r >= w || seen[r] {
+				t.Fatalf("WorkerRank(%d, 3, %d, 4) = %d, %d", rank, worker, r, w)
+			}
+			seen[r] = true
+		}
+	}
+}
