@@ -1,0 +1,211 @@
+package npy
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+// maxMetaLine bounds one line of meta.jsonl.
+const maxMetaLine = 64 << 20
+
+// expected returns the files an npy dataset described by m must have, with the NumPy type
+// and shape of each .npy file (nil shape for meta.jsonl).
+type expectedFile struct {
+	name  string
+	descr string
+	shape []int64
+}
+
+func expected(m *shard.Manifest) ([]expectedFile, error) {
+	descr := Descr(m.Sample.DType)
+	if descr == "" {
+		return nil, fmt.Errorf("%s: dtype %q cannot be stored in .npy: %w", shard.ManifestName, m.Sample.DType, ErrFormat)
+	}
+	if !m.Sample.Fixed() {
+		return nil, fmt.Errorf("%s: sample shape %v is not fixed: %w", shard.ManifestName, m.Sample.Shape, ErrFormat)
+	}
+	shape := []int64{m.Count}
+	for _, d := range m.Sample.Shape {
+		shape = append(shape, int64(d))
+	}
+	files := []expectedFile{{ImagesFile, descr, shape}, {LabelsFile, LabelDescr, []int64{m.Count}}}
+	for _, a := range m.Label.Aux {
+		if err := checkAuxName(a); err != nil {
+			return nil, fmt.Errorf("%s: %v: %w", shard.ManifestName, err, ErrFormat)
+		}
+		files = append(files, expectedFile{AuxFile(a), LabelDescr, []int64{m.Count}})
+	}
+	return files, nil
+}
+
+// Check checks the npy dataset in dir against its manifest and returns every fault found,
+// each an error starting with the file's name and wrapping ErrFormat (or an I/O error):
+// images.npy, labels.npy and aux_<name>.npy must be listed in the manifest, exist, have a
+// header that parses, the manifest's dtype (labels: <i8), C order, the shape [count, ...sample],
+// a 64-byte aligned data start, exactly the size that header and shape call for, and the size
+// the manifest lists. meta.jsonl, when listed, must hold count lines of valid JSON. Listed
+// files that an npy dataset does not have are reported too. SHA-256 sums are not checked here:
+// verify.Dir hashes every listed file.
+func Check(dir string, m *shard.Manifest) []error {
+	if m == nil {
+		return []error{fmt.Errorf("%s: no manifest to check against: %w", shard.ManifestName, ErrFormat)}
+	}
+	files, err := expected(m)
+	if err != nil {
+		return []error{err}
+	}
+	listed := map[string]shard.FileEntry{}
+	for _, fe := range m.Files {
+		listed[fe.Path] = fe
+	}
+	var errs []error
+	known := map[string]bool{MetaFile: true}
+	for _, ef := range files {
+		known[ef.name] = true
+		fe, ok := listed[ef.name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: not listed in the manifest: %w", ef.name, ErrFormat))
+		}
+		errs = append(errs, checkArray(dir, ef, fe, ok)...)
+	}
+	if fe, ok := listed[MetaFile]; ok {
+		errs = append(errs, checkMeta(dir, fe, m.Count)...)
+	}
+	for _, fe := range m.Files {
+		if !known[fe.Path] {
+			errs = append(errs, fmt.Errorf("%s: listed in the manifest but not a file of an npy dataset: %w", fe.Path, ErrFormat))
+		}
+	}
+	return errs
+}
+
+func checkArray(dir string, ef expectedFile, fe shard.FileEntry, listed bool) []error {
+	name := ef.name
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", name, unwrapPath(err))}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", name, unwrapPath(err))}
+	}
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %w", name, fmt.Sprintf(format, args...), ErrFormat))
+	}
+	if listed && st.Size() != fe.Size {
+		bad("size is %d bytes, manifest says %d", st.Size(), fe.Size)
+	}
+	h, off, err := ReadHeader(bufio.NewReader(f))
+	if err != nil {
+		return append(errs, fmt.Errorf("%s: %w", name, err))
+	}
+	if h.Descr != ef.descr {
+		bad("dtype %s, want %s", h.Descr, ef.descr)
+	}
+	if h.Fortran {
+		bad("Fortran order, want C order")
+	}
+	if !sameShape(h.Shape, ef.shape) {
+		bad("shape %v, want %v", h.Shape, ef.shape)
+	}
+	if off%Align != 0 {
+		bad("data starts at offset %d, not a multiple of %d", off, Align)
+	}
+	if ds := h.DataSize(); ds < 0 {
+		bad("shape %v of %s is too large", h.Shape, h.Descr)
+	} else {
+		if want := off + ds; st.Size() != want {
+			what := "truncated"
+			if st.Size() > want {
+				what = "extra bytes"
+			}
+			bad("size is %d bytes, header %v %s needs %d (%s)", st.Size(), h.Shape, h.Descr, want, what)
+		}
+	}
+	return errs
+}
+
+func sameShape(a []int, b []int64) bool { return equalShape(a, b) }
+
+// unwrapPath drops the directory from an *os.PathError so messages name the dataset file.
+func unwrapPath(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
+func checkMeta(dir string, fe shard.FileEntry, count int64) []error {
+	f, err := os.Open(filepath.Join(dir, MetaFile))
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", MetaFile, unwrapPath(err))}
+	}
+	defer f.Close()
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %w", MetaFile, fmt.Sprintf(format, args...), ErrFormat))
+	}
+	if st, err := f.Stat(); err == nil && st.Size() != fe.Size {
+		bad("size is %d bytes, manifest says %d", st.Size(), fe.Size)
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	var lines, badLines int64
+	for {
+		line, err := readLine(br)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			bad("line %d: %v", lines+1, err)
+			break
+		}
+		if !json.Valid(line) {
+			if badLines++; badLines <= 10 {
+				bad("record %d: line is not valid JSON", lines)
+			}
+		}
+		lines++
+	}
+	if badLines > 10 {
+		bad("%d lines in all are not valid JSON", badLines)
+	}
+	if lines != count {
+		bad("%d lines, want one per record (%d)", lines, count)
+	}
+	return errs
+}
+
+// readLine returns the next newline-terminated line without its newline; a last line
+// without a newline is an error, since the writer ends every line with one.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > maxMetaLine {
+			return nil, fmt.Errorf("line longer than %d bytes", maxMetaLine)
+		}
+		line = append(line, frag...)
+		switch err {
+		case nil:
+			return line[:len(line)-1], nil
+		case bufio.ErrBufferFull:
+			continue
+		case io.EOF:
+			if len(line) == 0 {
+				return nil, io.EOF
+			}
+			return nil, fmt.Errorf("last line %q has no newline", strings.TrimSpace(string(line[:min(len(line), 40)])))
+		default:
+			return nil, err
+		}
+	}
+}

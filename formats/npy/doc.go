@@ -1,0 +1,34 @@
+// Package npy writes packed datasets as NumPy .npy files and reads and checks them.
+//
+// # Format
+//
+// A dataset directory holds images.npy ([N, ...sample shape], dtype |u1, <f2 or <f4),
+// labels.npy ([N], <i8), one aux_<name>.npy ([N], <i8) per auxiliary label column (for example
+// aux_coarse_label.npy for CIFAR-100), and, when records carry metadata, meta.jsonl (one JSON
+// value per line, in record order, "null" for a record without metadata). Class names and the
+// sample spec live in manifest.json. Every .npy file is format version 1.0: the magic
+// "\x93NUMPY", version 1 0, a little-endian uint16 header length, and a header dictionary
+// {'descr': ..., 'fortran_order': False, 'shape': (...), } padded with spaces and a newline so
+// the data starts at a multiple of 64 bytes, as NumPy writes it. numpy.load(path,
+// mmap_mode="r") maps the files directly.
+//
+// # Writing
+//
+// N is not known while records stream in, so the writer reserves the header size that the
+// largest possible N (19 digits) would need and rewrites the header in place at Close, padded to
+// the same size. The header size depends only on the dtype and sample shape, so outputs are
+// byte-identical for identical inputs. Files are written under ".tmp" names, synced, read back
+// once (to check the header just written and compute the SHA-256, which covers the final
+// header and so cannot be computed while streaming), renamed, and the directory is synced.
+//
+// # Reading and checking
+//
+// [ReadHeader] parses a header with a strict parser for the literal subset NumPy writes, never
+// evaluating anything, and checks every length before allocating ([MaxHeaderLen], [MaxDims]).
+// [Check] checks a dataset's structure against its manifest for packer verify and reports
+// every fault; [Open] gives random access for inspect, preview and bench.
+//
+// # Concurrency
+//
+// A [Writer] is used from one goroutine. A [Reader]'s methods are safe for concurrent use.
+package npy

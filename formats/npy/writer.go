@@ -1,0 +1,412 @@
+package npy
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+)
+
+// File names of an npy dataset.
+const (
+	ImagesFile = "images.npy"
+	LabelsFile = "labels.npy"
+	MetaFile   = "meta.jsonl"
+	AuxPrefix  = "aux_" // aux_<name>.npy per auxiliary label column
+	tmpSuffix  = ".tmp"
+	bufSize    = 4 << 20
+	// LabelDescr is the NumPy type of labels and auxiliary labels: little-endian int64.
+	LabelDescr = "<i8"
+)
+
+// Descr returns the NumPy type string of a sample element type, or "" for an unknown one.
+func Descr(d shard.DType) string {
+	switch d {
+	case shard.Uint8:
+		return "|u1"
+	case shard.Float16:
+		return "<f2"
+	case shard.Float32:
+		return "<f4"
+	}
+	return ""
+}
+
+// AuxFile returns the file name of an auxiliary label column.
+func AuxFile(name string) string { return AuxPrefix + name + ".npy" }
+
+// checkAuxName accepts names that make safe, portable file names.
+func checkAuxName(a string) error {
+	if a == "" || len(a) > 64 {
+		return fmt.Errorf("npy: aux column name %q must have 1 to 64 characters", a)
+	}
+	for _, c := range a {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("npy: aux column name %q: only letters, digits, _ and - are allowed", a)
+		}
+	}
+	return nil
+}
+
+// column is one .npy file being written: a reserved header, then the elements.
+type column struct {
+	name   string // final file name
+	tmp    string // path written to
+	final  string // final path
+	f      *os.File
+	w      *bufio.Writer
+	descr  string
+	sample []int // shape of one record (empty for labels)
+	hlen   int   // reserved header size
+}
+
+func newColumn(dir, name, descr string, sample []int) (*column, error) {
+	hdr, err := reservedHeader(descr, sample)
+	if err != nil {
+		return nil, err
+	}
+	c := &column{name: name, tmp: filepath.Join(dir, name+tmpSuffix), final: filepath.Join(dir, name),
+		descr: descr, sample: sample, hlen: len(hdr)}
+	if c.f, err = os.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+		return nil, fmt.Errorf("npy: %w", err)
+	}
+	size := bufSize
+	if len(sample) == 0 {
+		size = 64 << 10
+	}
+	c.w = bufio.NewWriterSize(c.f, size)
+	if _, err := c.w.Write(hdr); err != nil {
+		return c, fmt.Errorf("npy: %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// finish writes the final header for n records, syncs and closes the file, re-reads it to
+// check the header and compute its SHA-256, and renames it to its final name.
+func (c *column) finish(n int64) (shard.FileEntry, error) {
+	if err := c.w.Flush(); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	shape := make([]int64, 1+len(c.sample))
+	shape[0] = n
+	for i, d := range c.sample {
+		shape[i+1] = int64(d)
+	}
+	hdr, err := headerFor(c.descr, shape, c.hlen)
+	if err != nil {
+		return shard.FileEntry{}, err
+	}
+	if _, err := c.f.WriteAt(hdr, 0); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	if err := c.f.Sync(); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	// The SHA-256 covers the final header, which is only known now, so the file is read back
+	// once: that also proves the header parses and the size is what was written.
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	h := sha256.New()
+	br := bufio.NewReaderSize(io.TeeReader(c.f, h), 64<<10)
+	got, off, err := ReadHeader(br)
+	if err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: header just written does not parse: %w", c.name, err)
+	}
+	if got.Descr != c.descr || got.Fortran || !equalShape(got.Shape, shape) || off != int64(c.hlen) {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: header just written reads back as %+v", c.name, got)
+	}
+	if _, err := io.CopyBuffer(io.Discard, br, make([]byte, bufSize)); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: read back: %w", c.name, err)
+	}
+	size, err := c.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	if want := int64(c.hlen) + got.DataSize(); size != want {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: file is %d bytes after writing, want %d", c.name, size, want)
+	}
+	if err := c.f.Close(); err != nil {
+		c.f = nil
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	c.f = nil
+	if err := os.Rename(c.tmp, c.final); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %w", err)
+	}
+	return shard.FileEntry{Path: c.name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func equalShape(a []int, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if int64(a[i]) != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *column) abort() {
+	if c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+	os.Remove(c.tmp)
+	os.Remove(c.final)
+}
+
+// Writer is a pipeline.Output that writes images.npy, labels.npy, one aux_<name>.npy per
+// auxiliary label column and, when records carry metadata, meta.jsonl (one JSON value per
+// line, "null" for a record without metadata).
+//
+// Call order: Write* (Close | Abort). A Writer is not safe for concurrent use. After an
+// error, every later Write and Close returns the same error.
+type Writer struct {
+	cfg     pipeline.OutputConfig
+	recSize int64
+	images  *column
+	labels  *column
+	aux     []*column
+	meta    *column // meta.jsonl: no header, but the same temp-then-rename life
+	metaBuf bytes.Buffer
+	n       int64
+	err     error
+	done    bool
+	scratch [8]byte
+}
+
+var _ pipeline.Output = (*Writer)(nil)
+
+// New creates the files of an npy dataset in cfg.Dir. The sample spec must be fixed-size:
+// .npy holds one [N, ...] array.
+func New(cfg pipeline.OutputConfig) (pipeline.Output, error) {
+	return NewWriter(cfg)
+}
+
+// NewWriter is New with the concrete type.
+func NewWriter(cfg pipeline.OutputConfig) (*Writer, error) {
+	if err := cfg.Sample.Validate(); err != nil {
+		return nil, fmt.Errorf("npy: %w", err)
+	}
+	if !cfg.Sample.Fixed() {
+		return nil, fmt.Errorf("npy: records of shape %v vary in size; .npy holds one fixed-shape array (use --format shards)", cfg.Sample.Shape)
+	}
+	descr := Descr(cfg.Sample.DType)
+	if descr == "" {
+		return nil, fmt.Errorf("npy: unsupported dtype %q", cfg.Sample.DType)
+	}
+	if cfg.Label.DType != "" && cfg.Label.DType != "int64" {
+		return nil, fmt.Errorf("npy: unsupported label dtype %q (want int64)", cfg.Label.DType)
+	}
+	seen := map[string]bool{}
+	for _, a := range cfg.Label.Aux {
+		if err := checkAuxName(a); err != nil {
+			return nil, err
+		}
+		if seen[a] {
+			return nil, fmt.Errorf("npy: aux column %q repeated", a)
+		}
+		seen[a] = true
+	}
+	w := &Writer{cfg: cfg, recSize: cfg.Sample.Size()}
+	fail := func(err error) (*Writer, error) {
+		w.Abort()
+		return nil, err
+	}
+	var err error
+	if w.images, err = newColumn(cfg.Dir, ImagesFile, descr, cfg.Sample.Shape); err != nil {
+		return fail(err)
+	}
+	if w.labels, err = newColumn(cfg.Dir, LabelsFile, LabelDescr, nil); err != nil {
+		return fail(err)
+	}
+	for _, a := range cfg.Label.Aux {
+		c, err := newColumn(cfg.Dir, AuxFile(a), LabelDescr, nil)
+		if c != nil {
+			w.aux = append(w.aux, c)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if cfg.HasMeta {
+		c := &column{name: MetaFile, tmp: filepath.Join(cfg.Dir, MetaFile+tmpSuffix), final: filepath.Join(cfg.Dir, MetaFile)}
+		if c.f, err = os.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			return fail(fmt.Errorf("npy: %w", err))
+		}
+		c.w = bufio.NewWriterSize(c.f, 256<<10)
+		w.meta = c
+	}
+	return w, nil
+}
+
+// Write appends one record. r.Data is not kept after Write returns.
+func (w *Writer) Write(r pipeline.Record) error {
+	if w.done {
+		panic("npy: Write after Close or Abort")
+	}
+	if w.err != nil {
+		return w.err
+	}
+	if int64(len(r.Data)) != w.recSize {
+		return w.fail(fmt.Errorf("npy: record %d has %d bytes, want %d for shape %v %s", w.n, len(r.Data), w.recSize, w.cfg.Sample.Shape, w.cfg.Sample.DType))
+	}
+	if len(r.Aux) != len(w.aux) {
+		return w.fail(fmt.Errorf("npy: record %d has %d aux labels, want %d", w.n, len(r.Aux), len(w.aux)))
+	}
+	if w.meta == nil && len(r.Meta) > 0 {
+		return w.fail(fmt.Errorf("npy: record %d carries metadata but the output was created without HasMeta", w.n))
+	}
+	if _, err := w.images.w.Write(r.Data); err != nil {
+		return w.fail(fmt.Errorf("npy: %s: %w", ImagesFile, err))
+	}
+	if err := w.putInt(w.labels, r.Label); err != nil {
+		return w.fail(err)
+	}
+	for i, c := range w.aux {
+		if err := w.putInt(c, r.Aux[i]); err != nil {
+			return w.fail(err)
+		}
+	}
+	if w.meta != nil {
+		w.metaBuf.Reset()
+		if len(r.Meta) == 0 {
+			w.metaBuf.WriteString("null")
+		} else if err := json.Compact(&w.metaBuf, r.Meta); err != nil {
+			return w.fail(fmt.Errorf("npy: record %d: metadata is not valid JSON: %w", w.n, err))
+		}
+		w.metaBuf.WriteByte('\n')
+		if _, err := w.meta.w.Write(w.metaBuf.Bytes()); err != nil {
+			return w.fail(fmt.Errorf("npy: %s: %w", MetaFile, err))
+		}
+	}
+	w.n++
+	return nil
+}
+
+func (w *Writer) putInt(c *column, v int64) error {
+	binary.LittleEndian.PutUint64(w.scratch[:], uint64(v))
+	if _, err := c.w.Write(w.scratch[:]); err != nil {
+		return fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	return nil
+}
+
+func (w *Writer) fail(err error) error {
+	if w.err == nil {
+		w.err = err
+	}
+	return w.err
+}
+
+// Len returns the number of records written so far.
+func (w *Writer) Len() int64 { return w.n }
+
+// Close finishes every file: final header, sync, read back for the SHA-256, rename to the
+// final name, then a sync of the directory. It returns the files in the order images.npy,
+// labels.npy, aux_<name>.npy (in column order), meta.jsonl. On error, everything written is
+// removed.
+func (w *Writer) Close() ([]shard.FileEntry, error) {
+	if w.done {
+		panic("npy: Close after Close or Abort")
+	}
+	if w.err != nil {
+		w.Abort()
+		return nil, w.err
+	}
+	var files []shard.FileEntry
+	cols := append([]*column{w.images, w.labels}, w.aux...)
+	for _, c := range cols {
+		fe, err := c.finish(w.n)
+		if err != nil {
+			w.err = err
+			w.Abort()
+			return nil, err
+		}
+		files = append(files, fe)
+	}
+	if w.meta != nil {
+		fe, err := w.finishMeta()
+		if err != nil {
+			w.err = err
+			w.Abort()
+			return nil, err
+		}
+		files = append(files, fe)
+	}
+	if err := syncDir(w.cfg.Dir); err != nil {
+		w.err = err
+		w.Abort()
+		return nil, err
+	}
+	w.done = true
+	return files, nil
+}
+
+func (w *Writer) finishMeta() (shard.FileEntry, error) {
+	c := w.meta
+	if err := c.w.Flush(); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	if err := c.f.Sync(); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	h := sha256.New()
+	size, err := io.CopyBuffer(h, c.f, make([]byte, 256<<10))
+	if err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: read back: %w", c.name, err)
+	}
+	err = c.f.Close()
+	c.f = nil
+	if err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
+	}
+	if err := os.Rename(c.tmp, c.final); err != nil {
+		return shard.FileEntry{}, fmt.Errorf("npy: %w", err)
+	}
+	return shard.FileEntry{Path: c.name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("npy: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("npy: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Abort closes and removes every file written, under its temporary or final name.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	for _, c := range append([]*column{w.images, w.labels, w.meta}, w.aux...) {
+		if c != nil {
+			c.abort()
+		}
+	}
+}
