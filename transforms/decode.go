@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/gif"
 	"image/png"
@@ -357,6 +358,12 @@ func decodeGo(f format, data []byte, opts DecodeOptions, s *DecodeScratch) (Imag
 		}
 	}
 	m, err := goDecode(f, bytes.NewReader(data))
+	if err != nil && f == fmtPNG && err.Error() == (png.FormatError("invalid checksum")).Error() {
+		// Pillow checks the CRCs of the chunks before the first IDAT only; Go checks them all.
+		if fixed := pngFixCRCs(data); fixed != nil {
+			m, err = goDecode(f, bytes.NewReader(fixed))
+		}
+	}
 	if err != nil {
 		return Image{}, goError(f, err)
 	}
@@ -392,6 +399,42 @@ func pngPalette(b []byte) []byte {
 		i += 12 + int(l)
 	}
 	return nil
+}
+
+// pngFixCRCs returns a copy of a PNG file with the CRCs of its IDAT and later chunks
+// corrected, or nil when a chunk before the first IDAT has a bad CRC (which Pillow refuses)
+// or nothing needed fixing. Pillow reads IDAT and the chunks after it without checking their
+// CRCs, so packer decodes such files too.
+func pngFixCRCs(b []byte) []byte {
+	var out []byte
+	idat := false
+	i := 8
+	for i+12 <= len(b) {
+		l := binary.BigEndian.Uint32(b[i:])
+		if uint64(l) > uint64(len(b)-i-12) {
+			break
+		}
+		end := i + 8 + int(l)
+		typ := string(b[i+4 : i+8])
+		if typ == "IDAT" {
+			idat = true
+		}
+		want := crc32.ChecksumIEEE(b[i+4 : end])
+		if binary.BigEndian.Uint32(b[end:]) != want {
+			if !idat {
+				return nil
+			}
+			if out == nil {
+				out = bytes.Clone(b)
+			}
+			binary.BigEndian.PutUint32(out[end:], want)
+		}
+		if typ == "IEND" {
+			break
+		}
+		i = end + 4
+	}
+	return out
 }
 
 // gifPalette returns the colour table of a GIF's first image (its local table, or the global

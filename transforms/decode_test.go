@@ -121,7 +121,8 @@ var corpusExpect = map[string]error{
 	"empty.jpg":            ErrEmpty,       // Pillow: UnidentifiedImageError
 	"text.jpg":             ErrUnsupported, // Pillow: UnidentifiedImageError
 	"huge-60000x60000.jpg": ErrTooLarge,    // Pillow: DecompressionBombError
-	"bad-crc.png":          ErrCorrupt,     // Pillow: OSError broken data stream
+	"bad-zlib.png":         ErrCorrupt,     // Pillow: OSError broken data stream
+	"bad-crc-ihdr.png":     ErrCorrupt,     // Pillow: UnidentifiedImageError (bad header checksum)
 }
 
 // corpusDeliberate lists files Pillow opens and packer refuses, deliberately (docs/fidelity.md):

@@ -136,7 +136,17 @@ def main():
     png = bytearray(enc(base, "PNG"))
     k = png.find(b"IDAT")
     png[k + 10] ^= 0x55  # damage the compressed data; the CRC no longer matches
-    save("bad-crc.png", bytes(png))
+    save("bad-zlib.png", bytes(png))
+    # Only checksums damaged: Pillow verifies the CRCs of the chunks before the first IDAT and
+    # ignores those of IDAT and later chunks.
+    png = bytearray(enc(base, "PNG"))
+    k = png.find(b"IDAT")
+    n = struct.unpack(">I", png[k - 4:k])[0]
+    png[k + 4 + n] ^= 0xFF
+    save("bad-crc-idat.png", bytes(png))
+    png = bytearray(enc(base, "PNG"))
+    png[8 + 8 + 13] ^= 0xFF  # IHDR's CRC
+    save("bad-crc-ihdr.png", bytes(png))
 
     # PNG: every colour type, bit depths, palette with and without tRNS, interlacing.
     save("rgb.png", enc(base, "PNG"))
