@@ -50,7 +50,8 @@ type buildOptions struct {
 	ShortClip  string
 	Timeout    time.Duration
 
-	Classes string
+	Classes   string
+	MaxPixels int64
 
 	transform transforms.Spec
 	shardSize int64
@@ -127,6 +128,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.OnError, "on-error", "skip", "bad input policy: skip (list in manifest) | fail")
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
+	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: Pillow's limit, 89478485; -1: no limit)")
 	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
 	f.Float64Var(&o.FPS, "fps", 0, "video: resample the timeline to F frames per second (0: every frame)")

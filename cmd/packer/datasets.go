@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/packer-dev/packer/formats/hdf5"
+	"github.com/packer-dev/packer/formats/npy"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )
@@ -31,12 +32,18 @@ func openAny(dir string) (anyDataset, error) {
 			return nil, err
 		}
 		return shardsDataset{d}, nil
+	case "npy":
+		r, err := npy.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		return &arrayDataset{m: m, r: r}, nil
 	case "hdf5":
 		r, err := hdf5.Open(dir)
 		if err != nil {
 			return nil, err
 		}
-		return &hdf5Dataset{m: m, r: r}, nil
+		return &arrayDataset{m: m, r: r}, nil
 	}
 	return nil, fmt.Errorf("%s: format %q cannot be opened by this command", dir, m.Format)
 }
@@ -46,6 +53,7 @@ func readManifestQuiet(dir string) (*shard.Manifest, error) { return shard.ReadM
 // formatCheckers are the structural checks of the non-shard formats, for verify.
 func formatCheckers() map[string]verify.FormatChecker {
 	return map[string]verify.FormatChecker{
+		"npy":  npy.Check,
 		"hdf5": hdf5.Check,
 	}
 }
@@ -69,18 +77,30 @@ func (d shardsDataset) Info(i int64) (recordInfo, error) {
 	return ri, nil
 }
 
-type hdf5Dataset struct {
-	m *shard.Manifest
-	r *hdf5.Reader
+// arrayReader is what the npy and hdf5 readers have in common.
+type arrayReader interface {
+	Len() int64
+	Record(i int64) ([]byte, int64, error)
+	Meta(i int64) ([]byte, error)
+	Close() error
 }
 
-func (d *hdf5Dataset) Manifest() *shard.Manifest { return d.m }
-func (d *hdf5Dataset) Len() int64                { return d.r.Len() }
-func (d *hdf5Dataset) Record(i int64) ([]byte, error) {
+// arrayDataset is an anyDataset over the npy or hdf5 reader.
+type arrayDataset struct {
+	m *shard.Manifest
+	r arrayReader
+}
+
+func (d *arrayDataset) Manifest() *shard.Manifest { return d.m }
+func (d *arrayDataset) Len() int64                { return d.r.Len() }
+func (d *arrayDataset) Close() error              { return d.r.Close() }
+
+func (d *arrayDataset) Record(i int64) ([]byte, error) {
 	b, _, err := d.r.Record(i)
 	return b, err
 }
-func (d *hdf5Dataset) Info(i int64) (recordInfo, error) {
+
+func (d *arrayDataset) Info(i int64) (recordInfo, error) {
 	_, label, err := d.r.Record(i)
 	if err != nil {
 		return recordInfo{}, err
@@ -91,4 +111,3 @@ func (d *hdf5Dataset) Info(i int64) (recordInfo, error) {
 	}
 	return ri, nil
 }
-func (d *hdf5Dataset) Close() error { return d.r.Close() }

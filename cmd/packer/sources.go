@@ -6,7 +6,10 @@ import (
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/formats/idx"
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/npy"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
 )
 
 // openSource opens the build's source, detecting its kind when --from is not given.
@@ -27,6 +30,12 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 		src, err = cifar.Open(o.Source, kind, o.Split)
 	case "idx":
 		src, err = idx.Open(o.Source, o.Split, o.classes)
+	case "folder", "list":
+		src, err = imagedir.Open(o.Source, kind, imagedir.Options{Decode: transforms.DecodeOptions{
+			MaxPixels:  o.MaxPixels,
+			ExifOrient: o.ExifOrien,
+			Draft:      transforms.DraftSize(o.transform, 1),
+		}})
 	default:
 		return nil, "", usagef(fmt.Errorf("unknown --from %q (want folder, list, cifar10, cifar100, idx, frames or video)", kind))
 	}
@@ -41,6 +50,8 @@ func outputFor(format string) (func(pipeline.OutputConfig) (pipeline.Output, err
 	switch format {
 	case "shards":
 		return pipeline.NewShardOutput, nil
+	case "npy":
+		return npy.New, nil
 	case "hdf5":
 		return hdf5.New, nil
 	}
