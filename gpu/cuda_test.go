@@ -1,0 +1,76 @@
+package gpu
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestNoDriver: without libcuda.so.1 the binding reports a clear, typed error (and never
+// crashes or exits, unlike a binary linked with -lcuda).
+func TestNoDriver(t *testing.T) {
+	_, err := openDriver("libpacker-no-such-driver.so.1")
+	if !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("openDriver of a missing library: %v, want ErrNoDriver", err)
+	}
+	if !strings.HasPrefix(err.Error(), "gpu: CUDA driver not available: dlopen libpacker-no-such-driver.so.1: ") {
+		t.Errorf("error message: %q", err)
+	}
+	info, err := Probe()
+	if err == nil {
+		t.Skipf("a CUDA device is present (%v): the no-driver path is covered by the missing library above", info)
+	}
+	t.Logf("Probe: %v", err)
+	if errors.Is(err, ErrNoDriver) {
+		if !strings.HasPrefix(err.Error(), "gpu: CUDA driver not available: dlopen libcuda.so.1: ") {
+			t.Errorf("Probe error message: %q", err)
+		}
+		if _, err := Open(0); !errors.Is(err, ErrNoDriver) {
+			t.Errorf("Open without a driver: %v", err)
+		}
+		if _, err := DriverVersion(); !errors.Is(err, ErrNoDriver) {
+			t.Errorf("DriverVersion without a driver: %v", err)
+		}
+	}
+}
+
+func TestErrorNames(t *testing.T) {
+	for code, want := range map[Result]string{
+		0: "CUDA_SUCCESS", 2: "CUDA_ERROR_OUT_OF_MEMORY", 100: "CUDA_ERROR_NO_DEVICE",
+		218: "CUDA_ERROR_INVALID_PTX", 700: "CUDA_ERROR_ILLEGAL_ADDRESS", 999: "CUDA_ERROR_UNKNOWN",
+	} {
+		if got := code.String(); got != want {
+			t.Errorf("Result(%d) = %q, want %q", code, got, want)
+		}
+	}
+	err := check("cuMemAlloc_v2", 2)
+	if err.Error() != "gpu: cuMemAlloc_v2: CUDA_ERROR_OUT_OF_MEMORY (2)" {
+		t.Errorf("error text %q", err)
+	}
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Call != "cuMemAlloc_v2" || ce.Code != 2 {
+		t.Errorf("errors.As: %+v", ce)
+	}
+	if !errors.Is(check("cuDeviceGetCount", 100), ErrNoDevice) {
+		t.Error("CUDA_ERROR_NO_DEVICE is not ErrNoDevice")
+	}
+	if check("cuInit", 0) != nil {
+		t.Error("CUDA_SUCCESS is an error")
+	}
+	e := &Error{Call: "cuModuleLoadDataEx", Code: 218, Detail: "JIT error log: ptxas fatal"}
+	if !strings.Contains(e.Error(), "CUDA_ERROR_INVALID_PTX (218): JIT error log: ptxas fatal") {
+		t.Errorf("detail missing: %q", e)
+	}
+}
+
+// TestParamSizes checks the argument encodings the launcher passes to cuLaunchKernel.
+func TestParamSizes(t *testing.T) {
+	p := PtrArg(0x1122334455667788)
+	if p.Size() != 8 || p.b != [8]byte{0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11} {
+		t.Errorf("PtrArg: %+v", p)
+	}
+	q := Int32Arg(-2)
+	if q.Size() != 4 || q.b != [8]byte{0xfe, 0xff, 0xff, 0xff} {
+		t.Errorf("Int32Arg: %+v", q)
+	}
+}

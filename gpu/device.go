@@ -1,0 +1,356 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Info describes a CUDA device.
+type Info struct {
+	Ordinal        int    // device index, as cuDeviceGet takes it
+	Name           string // for example "NVIDIA H100 80GB HBM3"
+	Memory         int64  // total device memory in bytes
+	Major, Minor   int    // compute capability
+	SMs            int    // multiprocessors
+	Driver         int    // CUDA version the driver supports, 1000*major + 10*minor
+	MemoryBusBits  int    // global memory bus width
+	MemoryClockKHz int    // peak memory clock
+}
+
+// String returns a one-line description for build summaries.
+func (i Info) String() string {
+	return fmt.Sprintf("%s (sm_%d%d, %d MiB, CUDA driver %d.%d)", i.Name, i.Major, i.Minor,
+		i.Memory>>20, i.Driver/1000, i.Driver%1000/10)
+}
+
+// CUdevice_attribute values used here (cuda.h).
+const (
+	attrMultiprocessorCount  = 16
+	attrMemoryClockRate      = 36
+	attrGlobalMemoryBusWidth = 37
+	attrComputeCapMajor      = 75
+	attrComputeCapMinor      = 76
+)
+
+// Probe reports the first CUDA device, loading the driver on first use. It returns an error
+// wrapping ErrNoDriver when libcuda.so.1 cannot be loaded, one matching ErrNoDevice when the
+// driver reports no device, and an *Error for any other failed call. It creates no context
+// and is safe for concurrent use; --device auto uses the GPU exactly when Probe succeeds.
+func Probe() (Info, error) {
+	d, err := loadDriver()
+	if err != nil {
+		return Info{}, err
+	}
+	var n int32
+	if err := check("cuDeviceGetCount", d.cuDeviceGetCount(&n)); err != nil {
+		return Info{}, err
+	}
+	if n < 1 {
+		return Info{}, fmt.Errorf("%w: cuDeviceGetCount reports 0 devices", ErrNoDevice)
+	}
+	return deviceInfo(d, 0)
+}
+
+func deviceInfo(d *driver, ordinal int) (Info, error) {
+	var dev int32
+	if err := check("cuDeviceGet", d.cuDeviceGet(&dev, int32(ordinal))); err != nil {
+		return Info{}, err
+	}
+	info := Info{Ordinal: ordinal}
+	name := make([]byte, 256)
+	if err := check("cuDeviceGetName", d.cuDeviceGetName(&name[0], int32(len(name)), dev)); err != nil {
+		return Info{}, err
+	}
+	for i, c := range name {
+		if c == 0 {
+			name = name[:i]
+			break
+		}
+	}
+	info.Name = string(name)
+	var mem uintptr
+	if err := check("cuDeviceTotalMem_v2", d.cuDeviceTotalMem(&mem, dev)); err != nil {
+		return Info{}, err
+	}
+	info.Memory = int64(mem)
+	for _, a := range []struct {
+		attr int32
+		dst  *int
+	}{
+		{attrComputeCapMajor, &info.Major}, {attrComputeCapMinor, &info.Minor},
+		{attrMultiprocessorCount, &info.SMs}, {attrGlobalMemoryBusWidth, &info.MemoryBusBits},
+		{attrMemoryClockRate, &info.MemoryClockKHz},
+	} {
+		var v int32
+		if err := check("cuDeviceGetAttribute", d.cuDeviceGetAttribute(&v, a.attr, dev)); err != nil {
+			return Info{}, fmt.Errorf("attribute %d: %w", a.attr, err)
+		}
+		*a.dst = int(v)
+	}
+	var ver int32
+	if err := check("cuDriverGetVersion", d.cuDriverGetVersion(&ver)); err != nil {
+		return Info{}, err
+	}
+	info.Driver = int(ver)
+	return info, nil
+}
+
+// ErrClosed is returned by the methods of a closed Device.
+var ErrClosed = errors.New("gpu: device is closed")
+
+// ErrWrongThread is returned by a driver method called outside Device.Do: CUDA calls must
+// run on the goroutine that owns the context. It is a programming error, not bad input.
+var ErrWrongThread = errors.New("gpu: driver call outside Device.Do")
+
+// pollInterval is how often the owner goroutine polls pending events while it has no work.
+const pollInterval = 100 * time.Microsecond
+
+// A Device is one CUDA context on one device, owned by one goroutine locked to its OS thread
+// (CUDA contexts are current per thread). All driver calls run on that goroutine: pass them
+// to Do. The methods that call the driver (MemAlloc, Launch, CopyHtoDAsync, ...) must be
+// called from inside a function given to Do, and return ErrWrongThread otherwise. Do and Wait
+// are safe for concurrent use.
+type Device struct {
+	info  Info
+	drv   *driver
+	work  chan func()
+	quit  chan struct{}
+	exit  chan struct{}
+	tid   int     // the owner's OS thread
+	ctx   uintptr // CUcontext
+	mod   uintptr // CUmodule of the embedded PTX
+	funcs map[string]uintptr
+	waits []pendingWait // owned by the loop
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type pendingWait struct {
+	ev   Event
+	done chan error
+}
+
+// Open creates a context on the device with the given ordinal and loads the embedded
+// kernels (JIT-compiled by the driver for the device). Close releases it.
+func Open(ordinal int) (*Device, error) {
+	drv, err := loadDriver()
+	if err != nil {
+		return nil, err
+	}
+	var n int32
+	if err := check("cuDeviceGetCount", drv.cuDeviceGetCount(&n)); err != nil {
+		return nil, err
+	}
+	if ordinal < 0 || ordinal >= int(n) {
+		return nil, fmt.Errorf("%w: device %d requested, %d present", ErrNoDevice, ordinal, n)
+	}
+	info, err := deviceInfo(drv, ordinal)
+	if err != nil {
+		return nil, err
+	}
+	d := &Device{info: info, drv: drv, work: make(chan func()), quit: make(chan struct{}),
+		exit: make(chan struct{}), funcs: make(map[string]uintptr)}
+	started := make(chan error, 1)
+	go d.loop(started)
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Info describes the device.
+func (d *Device) Info() Info { return d.info }
+
+// loop is the owner goroutine: it creates the context, then runs work and polls events.
+func (d *Device) loop(started chan<- error) {
+	// The goroutine exits still locked, so the runtime ends the thread with it: no other
+	// goroutine ever runs on the thread whose id onThread compares with.
+	runtime.LockOSThread()
+	defer close(d.exit)
+	d.tid = unix.Gettid()
+	if err := d.setup(); err != nil {
+		d.teardown()
+		started <- err
+		return
+	}
+	started <- nil
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		if len(d.waits) == 0 {
+			select {
+			case f := <-d.work:
+				f()
+			case <-d.quit:
+				d.closeErr = d.teardown()
+				return
+			}
+			continue
+		}
+		d.pollWaits()
+		if len(d.waits) == 0 {
+			continue
+		}
+		timer.Reset(pollInterval)
+		select {
+		case f := <-d.work:
+			f()
+		case <-timer.C:
+		case <-d.quit:
+			for _, w := range d.waits {
+				w.done <- ErrClosed
+			}
+			d.waits = nil
+			d.closeErr = d.teardown()
+			return
+		}
+		timer.Stop()
+	}
+}
+
+func (d *Device) setup() error {
+	var dev int32
+	if err := check("cuDeviceGet", d.drv.cuDeviceGet(&dev, int32(d.info.Ordinal))); err != nil {
+		return err
+	}
+	// Flags 0: CU_CTX_SCHED_AUTO. The context becomes current on this thread.
+	if err := check("cuCtxCreate_v2", d.drv.cuCtxCreate(&d.ctx, 0, dev)); err != nil {
+		return err
+	}
+	mod, err := d.loadModule(PTX())
+	if err != nil {
+		return err
+	}
+	d.mod = mod
+	for _, k := range launchers {
+		var fn uintptr
+		if err := check("cuModuleGetFunction", d.drv.cuModuleGetFunction(&fn, d.mod, k.Name)); err != nil {
+			return fmt.Errorf("kernel %s: %w", k.Name, err)
+		}
+		d.funcs[k.Name] = fn
+	}
+	return nil
+}
+
+func (d *Device) teardown() error {
+	var errs []error
+	if d.mod != 0 {
+		errs = append(errs, check("cuModuleUnload", d.drv.cuModuleUnload(d.mod)))
+		d.mod = 0
+	}
+	if d.ctx != 0 {
+		errs = append(errs, check("cuCtxDestroy_v2", d.drv.cuCtxDestroy(d.ctx)))
+		d.ctx = 0
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Device) pollWaits() {
+	keep := d.waits[:0]
+	for _, w := range d.waits {
+		r := d.drv.cuEventQuery(uintptr(w.ev))
+		switch r {
+		case 600: // CUDA_ERROR_NOT_READY
+			keep = append(keep, w)
+		default:
+			w.done <- check("cuEventQuery", r)
+		}
+	}
+	clear(d.waits[len(keep):])
+	d.waits = keep
+}
+
+// onThread reports whether the caller runs on the owner goroutine (whose OS thread is locked,
+// so no other goroutine can run on it).
+func (d *Device) onThread() bool {
+	select {
+	case <-d.exit:
+		return false
+	default:
+	}
+	return unix.Gettid() == d.tid
+}
+
+// Do runs f on the goroutine that owns the context and returns its error. A Do from inside
+// another Do runs f directly. It returns ErrClosed after Close.
+func (d *Device) Do(f func() error) error {
+	if d.onThread() {
+		return f()
+	}
+	done := make(chan error, 1)
+	run := func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("gpu: panic in Device.Do: %v", p)
+			}
+		}()
+		done <- f()
+	}
+	select {
+	case d.work <- run:
+	case <-d.exit:
+		return ErrClosed
+	}
+	return <-done
+}
+
+// Wait blocks until the work recorded in ev is complete. The owner goroutine polls the event
+// between other work, so Wait never holds up Do calls from other goroutines. It must not be
+// called from inside Do.
+func (d *Device) Wait(ev Event) error {
+	if d.onThread() {
+		return fmt.Errorf("%w: Wait inside Do", ErrWrongThread)
+	}
+	done := make(chan error, 1)
+	reg := func() { d.waits = append(d.waits, pendingWait{ev: ev, done: done}) }
+	select {
+	case d.work <- reg:
+	case <-d.exit:
+		return ErrClosed
+	}
+	return <-done
+}
+
+// Close destroys the context and stops the owner goroutine. Memory, streams and events
+// created on the device are released with the context. Close is idempotent.
+func (d *Device) Close() error {
+	d.closeOnce.Do(func() {
+		close(d.quit)
+		<-d.exit
+	})
+	return d.closeErr
+}
+
+// call checks that the caller is the owner goroutine, for the driver methods.
+func (d *Device) call(name string) error {
+	if !d.onThread() {
+		return fmt.Errorf("%w: %s", ErrWrongThread, name)
+	}
+	return nil
+}
+
+// MemInfo returns the free and total device memory. Call it inside Do.
+func (d *Device) MemInfo() (free, total int64, err error) {
+	if err := d.call("cuMemGetInfo_v2"); err != nil {
+		return 0, 0, err
+	}
+	var f, t uintptr
+	if err := check("cuMemGetInfo_v2", d.drv.cuMemGetInfo(&f, &t)); err != nil {
+		return 0, 0, err
+	}
+	return int64(f), int64(t), nil
+}
+
+// Synchronize waits for all work on the context. Call it inside Do.
+func (d *Device) Synchronize() error {
+	if err := d.call("cuCtxSynchronize"); err != nil {
+		return err
+	}
+	return check("cuCtxSynchronize", d.drv.cuCtxSynchronize())
+}

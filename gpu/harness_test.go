@@ -1,0 +1,485 @@
+//go:build cgo
+
+package gpu
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/draw"
+	_ "image/jpeg"
+	_ "image/png"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/packer-dev/packer/gpu/kernels"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// hostRun runs a batch through the planner and the kernels' per-thread bodies compiled for
+// the host (the CPU harness), exactly as Resizer.Run does on the device.
+type hostResult struct {
+	outs [][]byte
+	plan *batchPlan
+	mid  []byte
+	pool *hostPool
+}
+
+func hostRun(t testing.TB, spec transforms.Spec, imgs []transforms.Image, luts *lutSet) hostResult {
+	t.Helper()
+	var rec recordPool
+	plan, err := planBatch(spec, imgs, &rec, luts)
+	if err != nil {
+		t.Fatalf("planBatch: %v", err)
+	}
+	pool := &hostPool{}
+	if err := plan.placeWeights(&rec, pool); err != nil {
+		t.Fatalf("placeWeights: %v", err)
+	}
+	src := make([]byte, plan.srcBytes)
+	plan.stageSources(imgs, src)
+	mid := make([]byte, plan.midBytes)
+	dst := make([]byte, plan.dstBytes)
+	hg, vg := plan.grid(plan.maxHWork), plan.grid(plan.maxVWork)
+	kernels.HPass(hg.X, hg.Y, BlockSize, plan.jobs, src, pool.words, mid)
+	kernels.VPass(vg.X, vg.Y, BlockSize, plan.jobs, mid, pool.words, luts.words, dst, plan.layout, plan.esize)
+	outs := make([][]byte, len(imgs))
+	for i := range outs {
+		outs[i] = make([]byte, plan.dstSizes[i])
+	}
+	if err := plan.scatter(dst, outs); err != nil {
+		t.Fatal(err)
+	}
+	return hostResult{outs: outs, plan: plan, mid: mid, pool: pool}
+}
+
+// reference is the CPU answer for one image. It is transforms.Worker.Apply when the
+// transforms package accepts the spec; until resize, crop and float dtypes land there, it is
+// composed from transforms.Resize (Pillow-exact), a centre crop/pad at PlanGeometry's offsets
+// (checked against torchvision by TestPlanGeometry), and the layout/dtype conversion through
+// the same lookup table the kernels get. usedWorker says which.
+func reference(t testing.TB, spec transforms.Spec, im transforms.Image, luts *lutSet) (out []byte, usedWorker bool) {
+	t.Helper()
+	spec = spec.Normalized()
+	_, lutErr := conversionLUT(spec, im.C) // when transforms refuses this channel count, the table is synthetic
+	if spec.Validate() == nil && lutErr == nil {
+		dst := make([]byte, mustOutputSize(t, spec, im))
+		if err := spec.NewWorker().Apply(im, dst); err != nil {
+			t.Fatalf("Worker.Apply: %v", err)
+		}
+		return dst, true
+	}
+	g, err := PlanGeometry(spec, im.W, im.H)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := transforms.Bilinear
+	if spec.Filter != "" {
+		f, _ = transforms.ParseFilter(spec.Filter)
+	}
+	r, err := transforms.Resize(im, g.RW, g.RH, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	C := im.C
+	layout, esize, _ := conversion(spec)
+	out = make([]byte, g.OutW*g.OutH*C*int(esize))
+	for y := 0; y < g.OutH; y++ {
+		for x := 0; x < g.OutW; x++ {
+			for c := 0; c < C; c++ {
+				var v byte
+				rx, ry := x+g.OffX, y+g.OffY
+				if rx >= 0 && rx < g.RW && ry >= 0 && ry < g.RH {
+					v = r.Pix[(ry*g.RW+rx)*C+c]
+				}
+				e := (y*g.OutW+x)*C + c
+				if layout == layoutCHW {
+					e = c*g.OutW*g.OutH + y*g.OutW + x
+				}
+				if esize == 1 {
+					out[e] = v
+					continue
+				}
+				bits := luts.words[lutOffset(C)+c*256+int(v)]
+				for k := 0; k < int(esize); k++ {
+					out[e*int(esize)+k] = byte(bits >> (8 * k))
+				}
+			}
+		}
+	}
+	return out, false
+}
+
+func mustOutputSize(t testing.TB, spec transforms.Spec, im transforms.Image) int {
+	g, err := PlanGeometry(spec, im.W, im.H)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, esize, _ := conversion(spec)
+	return g.OutW * g.OutH * im.C * int(esize)
+}
+
+func randomImage(r *rand.Rand, w, h, c int) transforms.Image {
+	im := transforms.Image{W: w, H: h, C: c, Pix: make([]byte, w*h*c)}
+	for i := range im.Pix {
+		im.Pix[i] = byte(r.IntN(256))
+	}
+	// Some flat and saturated areas too, where clipping happens.
+	for y := 0; y < h/3; y++ {
+		for x := 0; x < w/2; x++ {
+			v := byte(255 * ((x / 3) % 2))
+			for ch := 0; ch < c; ch++ {
+				im.Pix[(y*w+x)*c+ch] = v
+			}
+		}
+	}
+	return im
+}
+
+// testLUTs returns the real conversion tables for spec when transforms implements its dtype,
+// and otherwise random bit patterns (the kernels only look values up, so any table tests
+// them).
+func testLUTs(t testing.TB, spec transforms.Spec, r *rand.Rand) *lutSet {
+	l, err := newLUTSet(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.words == nil {
+		return l
+	}
+	for c := 1; c <= 4; c++ {
+		if l.errs[c] == nil {
+			continue
+		}
+		l.errs[c] = nil
+		for i := lutOffset(c); i < lutOffset(c)+256*c; i++ {
+			l.words[i] = r.Uint32()
+		}
+	}
+	return l
+}
+
+var allFilters = []string{"nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"}
+
+type harnessCase struct {
+	w, h, c int
+	spec    transforms.Spec
+}
+
+func (hc harnessCase) String() string {
+	s := hc.spec
+	return fmt.Sprintf("%dx%dx%d/%s/r%d_s%dx%d/crop%dx%d/%s/%s", hc.w, hc.h, hc.c, s.Filter, s.Resize, s.Width, s.Height, s.CropW, s.CropH, s.Layout, s.DType)
+}
+
+// TestHarnessMatchesCPU runs the kernels' bodies on the CPU over random images, every
+// filter, downscale and upscale, odd sizes, crop and pad, both layouts and all dtypes, in
+// mixed batches, and compares every record byte for byte with the CPU reference.
+func TestHarnessMatchesCPU(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	type geom struct {
+		resize, sw, sh, cw, ch int
+	}
+	geoms := []geom{
+		{resize: 16},                     // shorter side down/up
+		{resize: 7, cw: 5, ch: 5},        // crop
+		{resize: 9, cw: 12, ch: 4},       // pad one axis, crop the other
+		{sw: 13, sh: 5},                  // exact size
+		{sw: 40, sh: 33, cw: 41, ch: 30}, // upscale, pad + crop
+		{cw: 3, ch: 3},                   // crop only
+		{sw: 1, sh: 1},                   // to a single pixel
+		{resize: 23, cw: 31, ch: 31},     // pad both axes
+		{sw: 17, sh: 17},                 // identity for 17x17 images
+	}
+	sizes := [][2]int{{1, 1}, {2, 3}, {17, 17}, {31, 9}, {64, 48}, {7, 100}, {101, 37}}
+	layouts := []string{"hwc", "chw"}
+	imagenet := [2][]float64{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}}
+	dtypes := []struct {
+		dtype     string
+		mean, std []float64
+	}{{"uint8", nil, nil}, {"float16", imagenet[0], imagenet[1]}, {"float32", nil, nil}, {"float32", []float64{0.5}, []float64{0.25}}}
+	n := 0
+	for _, f := range allFilters {
+		for _, g := range geoms {
+			for _, layout := range layouts {
+				for _, dt := range dtypes {
+					spec := transforms.Spec{Resize: g.resize, Width: g.sw, Height: g.sh, CropW: g.cw, CropH: g.ch,
+						Filter: f, Layout: layout, DType: dt.dtype, Mean: dt.mean, Std: dt.std}
+					luts := testLUTs(t, spec, r)
+					// One batch with every size and channel count.
+					var imgs []transforms.Image
+					for _, sz := range sizes {
+						for _, c := range []int{1, 3} {
+							imgs = append(imgs, randomImage(r, sz[0], sz[1], c))
+						}
+					}
+					imgs = append(imgs, randomImage(r, 9, 5, 2), randomImage(r, 5, 9, 4))
+					got := hostRun(t, spec, imgs, luts)
+					for i, im := range imgs {
+						want, _ := reference(t, spec, im, luts)
+						if !bytes.Equal(got.outs[i], want) {
+							hc := harnessCase{im.W, im.H, im.C, spec}
+							t.Fatalf("%v: harness differs from CPU reference at byte %d of %d", hc, firstDiff(got.outs[i], want), len(want))
+						}
+						n++
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d records identical", n)
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// TestHarnessPasses checks each pass on its own against transforms.Weights.Apply, the
+// reference form of the per-sample formula: the horizontal pass's 8-bit intermediate row by
+// row, then the vertical pass column by column on that intermediate.
+func TestHarnessPasses(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 2))
+	for _, f := range allFilters {
+		for _, sz := range [][4]int{{37, 23, 11, 50}, {200, 120, 64, 33}, {5, 5, 80, 3}, {64, 64, 64, 17}} {
+			im := randomImage(r, sz[0], sz[1], 3)
+			spec := transforms.Spec{Width: sz[2], Height: sz[3], Filter: f}
+			luts := testLUTs(t, spec, r)
+			res := hostRun(t, spec, []transforms.Image{im}, luts)
+			ff, _ := transforms.ParseFilter(f)
+			wx := transforms.ComputeWeights(im.W, sz[2], ff)
+			wy := transforms.ComputeWeights(im.H, sz[3], ff)
+			job := res.plan.jobs[:jobWords]
+			ry0, ry1 := int(job[jRY0]), int(job[jRY1])
+			kw := sz[2] * 3
+			row := make([]byte, kw)
+			for y := ry0; y < ry1; y++ {
+				for c := 0; c < 3; c++ {
+					wx.Apply(row[c:], im.Pix[y*im.W*3+c:], 3)
+				}
+				if got := res.mid[(y-ry0)*kw : (y-ry0+1)*kw]; !bytes.Equal(got, row) {
+					t.Fatalf("%s %v: horizontal pass differs from Weights.Apply at source row %d", f, sz, y)
+				}
+			}
+			// Vertical: column x, channel c of the intermediate (rows ry0..ry1, padded to the
+			// full height with what Weights.Apply never reads).
+			colIn := make([]byte, im.H)
+			colOut := make([]byte, sz[3])
+			for x := 0; x < kw; x++ {
+				for y := ry0; y < ry1; y++ {
+					colIn[y] = res.mid[(y-ry0)*kw+x]
+				}
+				wy.Apply(colOut, colIn, 1)
+				for y := 0; y < sz[3]; y++ {
+					if got := res.outs[0][y*kw+x]; got != colOut[y] {
+						t.Fatalf("%s %v: vertical pass differs from Weights.Apply at (%d, %d)", f, sz, x, y)
+					}
+				}
+			}
+		}
+	}
+}
+
+// loadWallpaper decodes a Debian wallpaper into an RGB transforms.Image (alpha dropped).
+// Both sides of the comparison get the same pixels, so the decoder need not be Pillow's.
+func loadWallpaper(t testing.TB, path string) transforms.Image {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Skipf("wallpaper not installed: %v", err)
+	}
+	defer f.Close()
+	src, _, err := image.Decode(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	b := src.Bounds()
+	rgba := image.NewRGBA(image.Rect(0, 0, b.Dx(), b.Dy()))
+	draw.Draw(rgba, rgba.Bounds(), src, b.Min, draw.Src)
+	im := transforms.Image{W: b.Dx(), H: b.Dy(), C: 3, Pix: make([]byte, b.Dx()*b.Dy()*3)}
+	for i := 0; i < b.Dx()*b.Dy(); i++ {
+		copy(im.Pix[3*i:3*i+3], rgba.Pix[4*i:4*i+3])
+	}
+	return im
+}
+
+func wallpapers(t testing.TB, n int) []string {
+	paths, _ := filepath.Glob("/usr/share/backgrounds/*.jpg")
+	pngs, _ := filepath.Glob("/usr/share/backgrounds/*.png")
+	paths = append(paths, pngs...)
+	slices.Sort(paths)
+	if len(paths) == 0 {
+		t.Skip("no wallpapers in /usr/share/backgrounds (apt-get install ukui-wallpapers)")
+	}
+	// One JPEG and one PNG first, then the rest.
+	var out []string
+	for _, p := range paths {
+		if len(out) < n && (len(out) == 0 || filepath.Ext(p) != filepath.Ext(out[0])) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestHarnessWallpapers compares the harness with the CPU reference on real photographs:
+// Resize(256) + CenterCrop(224), every filter, both layouts, and an upscale with padding.
+func TestHarnessWallpapers(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	n := 2
+	filters := allFilters
+	if testing.Short() {
+		n, filters = 1, []string{"bilinear"}
+	}
+	for _, path := range wallpapers(t, n) {
+		im := loadWallpaper(t, path)
+		// A small crop of the photo, upscaled past the crop so it is padded.
+		small := transforms.Image{W: 37, H: 29, C: 3, Pix: make([]byte, 37*29*3)}
+		for y := 0; y < 29; y++ {
+			copy(small.Pix[y*37*3:(y+1)*37*3], im.Pix[(1000+y)*im.W*3+2000*3:])
+		}
+		for _, f := range filters {
+			for i, spec := range []transforms.Spec{
+				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: "hwc"},
+				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: "chw", DType: "float32",
+					Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}},
+				{Width: 60, Height: 45, CropW: 64, CropH: 40, Filter: f, Layout: "hwc", DType: "float16"},
+			} {
+				if testing.Short() && i > 0 {
+					continue
+				}
+				luts := testLUTs(t, spec, r)
+				imgs := []transforms.Image{im, small}
+				got := hostRun(t, spec, imgs, luts)
+				for k, x := range imgs {
+					want, worker := reference(t, spec, x, luts)
+					if !bytes.Equal(got.outs[k], want) {
+						t.Fatalf("%s image %d, %+v: harness differs from the CPU reference (worker=%v) at byte %d",
+							filepath.Base(path), k, spec, worker, firstDiff(got.outs[k], want))
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWorkerReference says which CPU reference the harness tests compared with, so a run's
+// log shows whether transforms.Worker.Apply already covers resize, crop and float dtypes.
+func TestWorkerReference(t *testing.T) {
+	for _, spec := range []transforms.Spec{
+		{Layout: "chw"},
+		{Resize: 256, CropW: 224, CropH: 224},
+		{DType: "float32", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}},
+	} {
+		if err := spec.Validate(); err != nil {
+			t.Logf("%+v: compared with transforms.Resize + crop + table (Worker.Apply does not accept it yet: %v)", spec, err)
+		} else {
+			t.Logf("%+v: compared with transforms.Worker.Apply", spec)
+		}
+	}
+}
+
+// TestJobLayout checks the Go job-table indices against resize_body.h's.
+func TestJobLayout(t *testing.T) {
+	want := []int{jC, jSrcW, jSrcOff, jXB, jXC, jXK, jYB, jYC, jYK, jX0, jX1, jY0, jY1, jRY0, jRY1, jMidOff,
+		jOutW, jOutH, jOffX, jOffY, jDstOff, jHWork, jVWork, jLUTOff, jobWords,
+		transforms.PrecisionBits, layoutHWC, layoutCHW}
+	if got := kernels.Layout(); !slices.Equal(got, want) {
+		t.Fatalf("resize_body.h constants %v, Go has %v", got, want)
+	}
+}
+
+func TestPlanGeometry(t *testing.T) {
+	// Expected values from torchvision 0.14.1: _compute_resized_output_size and center_crop.
+	cases := []struct {
+		w, h, resize, maxSize, cw, ch int
+		want                          Geometry
+	}{
+		{640, 480, 256, 0, 224, 224, Geometry{RW: 341, RH: 256, OutW: 224, OutH: 224, OffX: 58, OffY: 16}},
+		{480, 640, 256, 0, 224, 224, Geometry{RW: 256, RH: 341, OutW: 224, OutH: 224, OffX: 16, OffY: 58}},
+		{3840, 2400, 256, 0, 224, 224, Geometry{RW: 409, RH: 256, OutW: 224, OutH: 224, OffX: 92, OffY: 16}},
+		{3640, 2400, 256, 0, 224, 224, Geometry{RW: 388, RH: 256, OutW: 224, OutH: 224, OffX: 82, OffY: 16}},
+		{17, 9, 256, 0, 224, 224, Geometry{RW: 483, RH: 256, OutW: 224, OutH: 224, OffX: 130, OffY: 16}},
+		{300, 301, 255, 0, 224, 223, Geometry{RW: 255, RH: 255, OutW: 224, OutH: 223, OffX: 16, OffY: 16}},
+		{1000, 10, 32, 100, 32, 32, Geometry{RW: 100, RH: 1, OutW: 32, OutH: 32, OffX: 34, OffY: -15}},
+		{10, 1000, 32, 100, 40, 40, Geometry{RW: 1, RH: 100, OutW: 40, OutH: 40, OffX: -19, OffY: 30}},
+		{333, 500, 224, 0, 225, 224, Geometry{RW: 224, RH: 336, OutW: 225, OutH: 224, OffX: 0, OffY: 56}},
+		{101, 37, 50, 0, 60, 30, Geometry{RW: 136, RH: 50, OutW: 60, OutH: 30, OffX: 38, OffY: 10}},
+		{7, 7, 7, 0, 3, 5, Geometry{RW: 7, RH: 7, OutW: 3, OutH: 5, OffX: 2, OffY: 1}},
+		{2, 3, 0, 0, 4, 4, Geometry{RW: 2, RH: 3, OutW: 4, OutH: 4, OffX: -1, OffY: 0}},
+	}
+	for _, c := range cases {
+		spec := transforms.Spec{Resize: c.resize, MaxSize: c.maxSize, CropW: c.cw, CropH: c.ch}
+		got, err := PlanGeometry(spec, c.w, c.h)
+		if err != nil || got != c.want {
+			t.Errorf("PlanGeometry(%+v, %d, %d) = %+v, %v; want %+v", spec, c.w, c.h, got, err, c.want)
+		}
+	}
+	for _, bad := range []struct {
+		spec transforms.Spec
+		w, h int
+	}{
+		{transforms.Spec{}, 0, 5},
+		{transforms.Spec{CropW: 5}, 5, 5},
+		{transforms.Spec{Resize: 10, MaxSize: 10}, 5, 6},
+		{transforms.Spec{Resize: 1 << 24}, 1, 1000},
+	} {
+		if _, err := PlanGeometry(bad.spec, bad.w, bad.h); err == nil {
+			t.Errorf("PlanGeometry(%+v, %d, %d): no error", bad.spec, bad.w, bad.h)
+		}
+	}
+}
+
+// TestPlanRejectsBadInput: bad images and weights give errors, never a table that would make
+// the kernels read or write outside a buffer.
+func TestPlanRejectsBadInput(t *testing.T) {
+	spec := transforms.Spec{Resize: 8}
+	luts, _ := newLUTSet(spec)
+	for _, im := range []transforms.Image{
+		{W: 0, H: 3, C: 3}, {W: 3, H: 3, C: 3, Pix: make([]byte, 26)}, {W: 3, H: 3, C: 5, Pix: make([]byte, 45)},
+	} {
+		if _, err := planBatch(spec, []transforms.Image{im}, &recordPool{}, luts); err == nil {
+			t.Errorf("planBatch accepted %dx%dx%d with %d bytes", im.W, im.H, im.C, len(im.Pix))
+		}
+	}
+	w := transforms.ComputeWeights(10, 4, transforms.Bilinear)
+	bad := *w
+	bad.Bounds = slices.Clone(w.Bounds)
+	bad.Bounds[2] = 9 // taps past the input
+	if err := checkWeights(&bad); err == nil {
+		t.Error("checkWeights accepted taps outside the input")
+	}
+	if err := checkWeights(w); err != nil {
+		t.Error(err)
+	}
+	full := &hostPool{limit: 4}
+	if _, _, err := full.place(w); err != errPoolFull {
+		t.Errorf("place into a full pool: %v", err)
+	}
+}
+
+// BenchmarkHarness measures the CPU harness (the kernels' bodies run serially on one core):
+// a sanity figure for the kernels' work, not a GPU measurement.
+func BenchmarkHarness(b *testing.B) {
+	r := rand.New(rand.NewPCG(4, 4))
+	im := randomImage(r, 1920, 1080, 3)
+	for _, f := range []string{"bilinear", "lanczos"} {
+		for _, crop := range []int{224, 512} {
+			b.Run(fmt.Sprintf("%s/1080p_to_%d", f, crop), func(b *testing.B) {
+				spec := transforms.Spec{Resize: crop * 8 / 7, CropW: crop, CropH: crop, Filter: f}
+				luts, _ := newLUTSet(spec)
+				b.SetBytes(int64(len(im.Pix)))
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					hostRun(b, spec, []transforms.Image{im}, luts)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Job-table layout: the PK_J_* indices of kernels/resize_body.h. TestJobLayout checks them
+// against the header through the CPU harness.
+const (
+	jC = iota
+	jSrcW
+	jSrcOff
+	jXB
+	jXC
+	jXK
+	jYB
+	jYC
+	jYK
+	jX0
+	jX1
+	jY0
+	jY1
+	jRY0
+	jRY1
+	jMidOff
+	jOutW
+	jOutH
+	jOffX
+	jOffY
+	jDstOff
+	jHWork
+	jVWork
+	jLUTOff
+	jobWords
+)
+
+// Kernel parameters: output layouts (PK_LAYOUT_*).
+const (
+	layoutHWC = 0
+	layoutCHW = 1
+)
+
+// BlockSize is the threads per block of both kernels.
+const BlockSize = 256
+
+// maxGridY is the largest grid y dimension (one job per y): CUDA's limit is 65535.
+const maxGridY = 65535
+
+// maxBufferBytes bounds each batch buffer, since the job table holds int32 byte offsets.
+const maxBufferBytes = math.MaxInt32
+
+// Geometry is where one image's output pixels come from: the image is resized to RW×RH, and
+// output pixel (x, y) of the OutW×OutH record is resized pixel (x+OffX, y+OffY), or padding
+// (zero) where that lies outside the resized image.
+type Geometry struct {
+	RW, RH     int
+	OutW, OutH int
+	OffX, OffY int
+}
+
+// PlanGeometry returns the geometry of spec applied to a w×h image. It is the CPU path's own
+// geometry (transforms.Spec.ResizedSize and transforms.CenterCropOffset: torchvision's
+// Resize(N) with max_size, exact sizes, and CenterCrop with zero padding when the crop is
+// larger), so both paths place every pixel identically.
+func PlanGeometry(spec transforms.Spec, w, h int) (Geometry, error) {
+	if w < 1 || h < 1 {
+		return Geometry{}, fmt.Errorf("gpu: invalid image size %dx%d", w, h)
+	}
+	rw, rh, err := spec.ResizedSize(w, h)
+	if err != nil {
+		return Geometry{}, err
+	}
+	if rw < 1 || rh < 1 || rw > transforms.MaxResampleSize || rh > transforms.MaxResampleSize {
+		return Geometry{}, fmt.Errorf("gpu: resize %dx%d to %dx%d: size out of range", w, h, rw, rh)
+	}
+	g := Geometry{RW: rw, RH: rh, OutW: rw, OutH: rh}
+	if spec.CropW > 0 || spec.CropH > 0 {
+		if spec.CropW < 1 || spec.CropH < 1 {
+			return Geometry{}, fmt.Errorf("gpu: crop needs both width and height, got %dx%d", spec.CropW, spec.CropH)
+		}
+		g.OutW, g.OutH = spec.CropW, spec.CropH
+		g.OffX = transforms.CenterCropOffset(rw, spec.CropW)
+		g.OffY = transforms.CenterCropOffset(rh, spec.CropH)
+	}
+	return g, nil
+}
+
+// weightPool places weights in the device's weight buffer and returns the int32 offsets of
+// their Bounds and Coeffs there.
+type weightPool interface {
+	place(w *transforms.Weights) (bounds, coeffs int32, err error)
+}
+
+// batchPlan is the job table of a batch and the buffer sizes it needs.
+type batchPlan struct {
+	jobs               []int32
+	srcBytes           int // source pixels, images one after another
+	midBytes           int
+	dstBytes           int
+	maxHWork, maxVWork int
+	srcOffs, dstOffs   []int // per image
+	dstSizes           []int
+	layout, esize      int32
+	channels           []int
+}
+
+// conversion is the layout and element size of a spec.
+func conversion(spec transforms.Spec) (layout, esize int32, err error) {
+	spec = spec.Normalized()
+	switch spec.Layout {
+	case "hwc":
+		layout = layoutHWC
+	case "chw":
+		layout = layoutCHW
+	default:
+		return 0, 0, fmt.Errorf("gpu: unknown layout %q", spec.Layout)
+	}
+	switch n := shard.DType(spec.DType).Size(); n {
+	case 1, 2, 4:
+		esize = int32(n)
+	default:
+		return 0, 0, fmt.Errorf("gpu: unsupported dtype %q", spec.DType)
+	}
+	return layout, esize, nil
+}
+
+// planBatch lays out a batch: every image's job, with its weights placed by pool.
+func planBatch(spec transforms.Spec, imgs []transforms.Image, pool weightPool, luts *lutSet) (*batchPlan, error) {
+	spec = spec.Normalized()
+	layout, esize, err := conversion(spec)
+	if err != nil {
+		return nil, err
+	}
+	f := transforms.Bilinear
+	if spec.Filter != "" {
+		if f, err = transforms.ParseFilter(spec.Filter); err != nil {
+			return nil, err
+		}
+	}
+	if len(imgs) > maxGridY {
+		return nil, fmt.Errorf("gpu: batch of %d images, at most %d", len(imgs), maxGridY)
+	}
+	p := &batchPlan{jobs: make([]int32, 0, len(imgs)*jobWords), layout: layout, esize: esize}
+	for i, im := range imgs {
+		if im.W < 1 || im.H < 1 || im.C < 1 || im.C > 4 || len(im.Pix) < im.W*im.H*im.C ||
+			im.W > transforms.MaxResampleSize || im.H > transforms.MaxResampleSize {
+			return nil, fmt.Errorf("gpu: image %d: invalid %dx%dx%d with %d bytes", i, im.W, im.H, im.C, len(im.Pix))
+		}
+		if esize != 1 {
+			if err := luts.errs[im.C]; err != nil {
+				return nil, fmt.Errorf("image %d (%d channels): %w", i, im.C, err)
+			}
+		}
+		g, err := PlanGeometry(spec, im.W, im.H)
+		if err != nil {
+			return nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		wx := transforms.CachedWeights(im.W, g.RW, f)
+		wy := transforms.CachedWeights(im.H, g.RH, f)
+		xb, xc, err := pool.place(wx)
+		if err != nil {
+			return nil, err
+		}
+		yb, yc, err := pool.place(wy)
+		if err != nil {
+			return nil, err
+		}
+		x0, x1 := max(g.OffX, 0), min(g.OffX+g.OutW, g.RW)
+		y0, y1 := max(g.OffY, 0), min(g.OffY+g.OutH, g.RH)
+		if x1 <= x0 || y1 <= y0 {
+			x0, x1, y0, y1 = 0, 0, 0, 0 // the whole record is padding
+		}
+		ry0, ry1 := im.H, 0
+		for y := y0; y < y1; y++ {
+			s, n := int(wy.Bounds[2*y]), int(wy.Bounds[2*y+1])
+			if n > 0 {
+				ry0, ry1 = min(ry0, s), max(ry1, s+n)
+			}
+		}
+		if ry1 <= ry0 {
+			ry0, ry1 = 0, 0
+		}
+		C := im.C
+		srcN := im.W * im.H * C
+		midN := (ry1 - ry0) * (x1 - x0) * C
+		dstN := g.OutW * g.OutH * C * int(esize)
+		hwork := (ry1 - ry0) * (x1 - x0)
+		vwork := g.OutW * g.OutH
+		if int64(p.srcBytes)+int64(srcN) > maxBufferBytes || int64(p.midBytes)+int64(midN) > maxBufferBytes ||
+			int64(p.dstBytes)+int64(dstN) > maxBufferBytes {
+			return nil, fmt.Errorf("gpu: batch exceeds %d bytes per buffer at image %d", maxBufferBytes, i)
+		}
+		job := [jobWords]int32{
+			jC: int32(C), jSrcW: int32(im.W), jSrcOff: int32(p.srcBytes),
+			jXB: xb, jXC: xc, jXK: int32(wx.KSize), jYB: yb, jYC: yc, jYK: int32(wy.KSize),
+			jX0: int32(x0), jX1: int32(x1), jY0: int32(y0), jY1: int32(y1), jRY0: int32(ry0), jRY1: int32(ry1),
+			jMidOff: int32(p.midBytes), jOutW: int32(g.OutW), jOutH: int32(g.OutH),
+			jOffX: int32(g.OffX), jOffY: int32(g.OffY), jDstOff: int32(p.dstBytes),
+			jHWork: int32(hwork), jVWork: int32(vwork), jLUTOff: int32(lutOffset(C)),
+		}
+		p.jobs = append(p.jobs, job[:]...)
+		p.srcOffs = append(p.srcOffs, p.srcBytes)
+		p.dstOffs = append(p.dstOffs, p.dstBytes)
+		p.dstSizes = append(p.dstSizes, dstN)
+		p.channels = append(p.channels, C)
+		p.srcBytes += srcN
+		p.midBytes += midN
+		p.dstBytes += dstN
+		p.maxHWork = max(p.maxHWork, hwork)
+		p.maxVWork = max(p.maxVWork, vwork)
+	}
+	return p, nil
+}
+
+// grid returns the grid of a pass whose largest job has work threads.
+func (p *batchPlan) grid(work int) Dim {
+	return Dim{X: uint32((work + BlockSize - 1) / BlockSize), Y: uint32(len(p.jobs) / jobWords), Z: 1}
+}
+
+// hostPool is a weightPool in a Go slice: the CPU harness's, and the staging copy of the
+// device's pool.
+type hostPool struct {
+	words []int32
+	at    map[weightKey][2]int32
+	limit int // most words, 0 for no limit
+}
+
+// weightKey identifies weights: ComputeWeights is a function of these.
+type weightKey struct {
+	in, out int
+	f       transforms.Filter
+}
+
+// errPoolFull is returned by hostPool.place when the weights do not fit.
+var errPoolFull = fmt.Errorf("gpu: weight pool full")
+
+func (h *hostPool) place(w *transforms.Weights) (int32, int32, error) {
+	key := weightKey{w.InSize, w.OutSize, w.Filter}
+	if off, ok := h.at[key]; ok {
+		return off[0], off[1], nil
+	}
+	if err := checkWeights(w); err != nil {
+		return 0, 0, err
+	}
+	n := len(w.Bounds) + len(w.Coeffs)
+	if (h.limit > 0 && len(h.words)+n > h.limit) || len(h.words)+n > math.MaxInt32 {
+		return 0, 0, errPoolFull
+	}
+	if h.at == nil {
+		h.at = make(map[weightKey][2]int32)
+	}
+	b := int32(len(h.words))
+	h.words = append(h.words, w.Bounds...)
+	c := int32(len(h.words))
+	h.words = append(h.words, w.Coeffs...)
+	h.at[key] = [2]int32{b, c}
+	return b, c, nil
+}
+
+// checkWeights verifies that every tap of w lies inside its input, so that the kernels,
+// which trust the table, never read outside a buffer.
+func checkWeights(w *transforms.Weights) error {
+	if w.Precision != transforms.PrecisionBits || w.KSize < 1 || len(w.Bounds) != 2*w.OutSize || len(w.Coeffs) != w.OutSize*w.KSize {
+		return fmt.Errorf("gpu: malformed weights %d->%d", w.InSize, w.OutSize)
+	}
+	for o := 0; o < w.OutSize; o++ {
+		s, n := int(w.Bounds[2*o]), int(w.Bounds[2*o+1])
+		if n < 0 || n > w.KSize || (n > 0 && (s < 0 || s+n > w.InSize)) {
+			return fmt.Errorf("gpu: weights %d->%d: output %d taps [%d,+%d) outside the input", w.InSize, w.OutSize, o, s, n)
+		}
+	}
+	return nil
+}
+
+// lutSet holds the conversion tables of a spec for 1 to 4 channels, one after another
+// (lutOffset), or why a channel count has none.
+type lutSet struct {
+	words []uint32 // nil for uint8
+	errs  [5]error
+}
+
+// lutOffset is where the table for C channels starts in lutSet.words.
+func lutOffset(C int) int { return 256 * C * (C - 1) / 2 }
+
+// lutWords is the size of a full lutSet.
+const lutWords = 256 * (1 + 2 + 3 + 4)
+
+func newLUTSet(spec transforms.Spec) (*lutSet, error) {
+	_, esize, err := conversion(spec)
+	if err != nil {
+		return nil, err
+	}
+	l := &lutSet{}
+	if esize == 1 {
+		return l, nil
+	}
+	l.words = make([]uint32, lutWords)
+	for c := 1; c <= 4; c++ {
+		t, err := conversionLUT(spec, c)
+		if err != nil {
+			l.errs[c] = err
+			continue
+		}
+		copy(l.words[lutOffset(c):], t)
+	}
+	return l, nil
+}
+
+// conversionLUT returns the float bits of every (channel, byte value) for spec's dtype and
+// normalisation, computed by the CPU reference itself (transforms.Worker.Apply on a 256-pixel
+// image holding every value), so the kernels' float output is the reference's by construction:
+// the device never rounds a float. Nil for uint8.
+func conversionLUT(spec transforms.Spec, channels int) ([]uint32, error) {
+	spec = spec.Normalized()
+	_, esize, err := conversion(spec)
+	if err != nil || esize == 1 {
+		return nil, err
+	}
+	conv := transforms.Spec{Layout: "hwc", DType: spec.DType, Mean: spec.Mean, Std: spec.Std}
+	if err := conv.Validate(); err != nil {
+		return nil, fmt.Errorf("gpu: dtype %s: %w", spec.DType, err)
+	}
+	src := transforms.Image{W: 256, H: 1, C: channels, Pix: make([]byte, 256*channels)}
+	for v := 0; v < 256; v++ {
+		for c := 0; c < channels; c++ {
+			src.Pix[v*channels+c] = byte(v)
+		}
+	}
+	out := make([]byte, 256*channels*int(esize))
+	if err := conv.NewWorker().Apply(src, out); err != nil {
+		return nil, fmt.Errorf("gpu: dtype %s: %w", spec.DType, err)
+	}
+	lut := make([]uint32, 256*channels)
+	for v := 0; v < 256; v++ {
+		for c := 0; c < channels; c++ {
+			e := out[(v*channels+c)*int(esize):]
+			bits := uint32(e[0]) | uint32(e[1])<<8
+			if esize == 4 {
+				bits |= uint32(e[2])<<16 | uint32(e[3])<<24
+			}
+			lut[c*256+v] = bits
+		}
+	}
+	return lut, nil
+}

@@ -1,0 +1,143 @@
+package gpu
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPTXUpToDate rebuilds the PTX with scripts/build-ptx.sh and requires the checked-in,
+// embedded copy to be identical: the kernels' source and the binary's PTX never drift.
+func TestPTXUpToDate(t *testing.T) {
+	if _, err := exec.LookPath("clang-14"); err != nil {
+		t.Skipf("clang-14 not installed (apt-get install clang-14), cannot rebuild the PTX: %v", err)
+	}
+	out := filepath.Join(t.TempDir(), "resize.ptx")
+	cmd := exec.Command("bash", "../scripts/build-ptx.sh", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/build-ptx.sh: %v\n%s", err, b)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := os.ReadFile("kernels/resize.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, checked) {
+		t.Fatalf("gpu/kernels/resize.ptx is stale: run scripts/build-ptx.sh and commit the result")
+	}
+	if string(checked) != PTX() {
+		t.Fatalf("embedded PTX differs from gpu/kernels/resize.ptx: rebuild the package")
+	}
+}
+
+// TestPTXParams checks every launcher's argument list against the .entry signatures parsed
+// from the embedded PTX: same count, same size for each argument.
+func TestPTXParams(t *testing.T) {
+	entries, err := ParsePTXEntries(PTX())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != len(Kernels()) {
+		t.Errorf("PTX has %d entries, Go launches %d kernels", len(entries), len(Kernels()))
+	}
+	for _, k := range Kernels() {
+		if err := k.CheckAgainst(entries); err != nil {
+			t.Error(err)
+		}
+		t.Logf("%s: %v", k.Name, k.ParamSizes())
+	}
+	if err := checkKernelSignatures(PTX()); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestParsePTXEntries(t *testing.T) {
+	const ptx = `
+.version 7.0
+.target sm_52
+.visible .entry a(
+	.param .u64 a_param_0,
+	.param .u32 a_param_1,
+	.param .align 8 .b8 a_param_2[24],
+	.param .f32 a_param_3
+)
+{ ret; }
+.entry b()
+{ ret; }
+`
+	got, err := ParsePTXEntries(ptx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []PTXParam{{".u64", 8}, {".u32", 4}, {".b8", 24}, {".f32", 4}}
+	if len(got["a"]) != len(want) {
+		t.Fatalf("a: %v", got["a"])
+	}
+	for i := range want {
+		if got["a"][i] != want[i] {
+			t.Errorf("a param %d: %v, want %v", i, got["a"][i], want[i])
+		}
+	}
+	if p, ok := got["b"]; !ok || len(p) != 0 {
+		t.Errorf("b: %v %v", p, ok)
+	}
+	for _, bad := range []string{
+		".entry x(\n.param .u128 p\n)",
+		".entry x(\n.param .u32\n)",
+		".entry x(\n.param .u32 p,\n",
+		".entry (\n)",
+		".entry x(\n.param .b8 p[zz]\n)",
+		".entry x()\n{}\n.entry x()\n{}",
+	} {
+		if _, err := ParsePTXEntries(bad); err == nil {
+			t.Errorf("ParsePTXEntries(%q): no error", bad)
+		}
+	}
+	// A launcher that disagrees with the PTX is caught.
+	k := Kernel{Name: "a", params: func() []Param { return []Param{PtrArg(0), PtrArg(0), Int32Arg(0), Int32Arg(0)} }}
+	if err := k.CheckAgainst(got); err == nil || !strings.Contains(err.Error(), "argument 1") {
+		t.Errorf("mismatch not caught: %v", err)
+	}
+}
+
+// ptxas returns the PTX assembler named by $PACKER_PTXAS or found on $PATH.
+func ptxas(t *testing.T) string {
+	if p := os.Getenv("PACKER_PTXAS"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("ptxas")
+	if err != nil {
+		t.Skip("ptxas not found: set PACKER_PTXAS or put it on PATH (pip install nvidia-cuda-nvcc-cu12 ships it in nvidia/cuda_nvcc/bin)")
+	}
+	return p
+}
+
+// TestPTXAssembles assembles the embedded PTX for current GPU architectures with NVIDIA's
+// ptxas, as the driver's JIT will: it catches PTX that clang emits but the JIT rejects.
+func TestPTXAssembles(t *testing.T) {
+	bin := ptxas(t)
+	dir := t.TempDir()
+	in := filepath.Join(dir, "resize.ptx")
+	if err := os.WriteFile(in, []byte(PTX()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, arch := range []string{"sm_52", "sm_80", "sm_90"} {
+		out := filepath.Join(dir, arch+".cubin")
+		b, err := exec.Command(bin, "-arch="+arch, "-O3", "-v", in, "-o", out).CombinedOutput()
+		if err != nil {
+			t.Errorf("ptxas -arch=%s: %v\n%s", arch, err, b)
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "Used") || strings.Contains(line, "spill") {
+				t.Logf("%s: %s", arch, strings.TrimSpace(line))
+			}
+		}
+	}
+}

@@ -1,0 +1,362 @@
+package gpu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/packer-dev/packer/transforms"
+)
+
+// ResizerOptions tune a Resizer. The zero value gives the defaults.
+type ResizerOptions struct {
+	// Streams is how many batches may be in flight at once, each with its own stream and
+	// buffers, so the copies of one overlap the kernels of another. Default 2.
+	Streams int
+	// MaxBatchBytes bounds the source pixels of one device batch; Run splits larger batches.
+	// A single larger image gets a batch of its own. Default 64 MiB.
+	MaxBatchBytes int
+	// WeightPoolBytes is the device memory for cached resampling weights. Default 16 MiB.
+	WeightPoolBytes int
+}
+
+func (o ResizerOptions) withDefaults() ResizerOptions {
+	if o.Streams <= 0 {
+		o.Streams = 2
+	}
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = 64 << 20
+	}
+	if o.MaxBatchBytes > maxBufferBytes/2 {
+		o.MaxBatchBytes = maxBufferBytes / 2
+	}
+	if o.WeightPoolBytes <= 0 {
+		o.WeightPoolBytes = 16 << 20
+	}
+	return o
+}
+
+// A Resizer applies a transforms.Spec (resize, centre crop/pad, layout, dtype and
+// normalisation) to batches of decoded images on a Device, producing exactly the bytes of
+// transforms.Worker.Apply. Run is safe for concurrent use; calling it from at least
+// ResizerOptions.Streams goroutines keeps the device busy while each caller stages its
+// batch. Close releases the device memory.
+type Resizer struct {
+	dev   *Device
+	spec  transforms.Spec
+	opts  ResizerOptions
+	luts  *lutSet
+	slots chan *slot
+
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by the device goroutine (touched only inside Do).
+	pool    hostPool  // host mirror of the device weight pool
+	dWts    DevicePtr // device weight pool, opts.WeightPoolBytes
+	dLUT    DevicePtr // conversion tables (lutWords uint32, or 4 bytes for uint8)
+	uploads int       // weight words uploaded so far (statistics)
+	all     []*slot
+}
+
+// slot is one in-flight batch's stream and buffers. A Run holds it from staging to scatter.
+type slot struct {
+	stream Stream
+	done   Event
+	hSrc   []byte // pinned
+	hJobs  []byte // pinned
+	hDst   []byte // pinned
+	dSrc   DevicePtr
+	dJobs  DevicePtr
+	dMid   DevicePtr
+	dDst   DevicePtr
+	nSrc   int // device capacities
+	nJobs  int
+	nMid   int
+	nDst   int
+}
+
+// NewResizer prepares a Resizer for spec on dev. The spec must be valid for the CPU path
+// (spec.Validate), since the GPU path reproduces it.
+func NewResizer(dev *Device, spec transforms.Spec, opts ResizerOptions) (*Resizer, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	spec = spec.Normalized()
+	luts, err := newLUTSet(spec)
+	if err != nil {
+		return nil, err
+	}
+	r := &Resizer{dev: dev, spec: spec, opts: opts.withDefaults(), luts: luts}
+	r.pool.limit = r.opts.WeightPoolBytes / 4
+	err = dev.Do(func() error {
+		var err error
+		if r.dWts, err = dev.MemAlloc(r.opts.WeightPoolBytes); err != nil {
+			return err
+		}
+		lutBytes := 4
+		if luts.words != nil {
+			lutBytes = 4 * len(luts.words)
+		}
+		if r.dLUT, err = dev.MemAlloc(lutBytes); err != nil {
+			return err
+		}
+		if luts.words != nil {
+			b := make([]byte, lutBytes)
+			putUint32s(b, luts.words)
+			if err := dev.CopyHtoD(r.dLUT, b); err != nil {
+				return err
+			}
+		}
+		for i := 0; i < r.opts.Streams; i++ {
+			s := &slot{}
+			r.all = append(r.all, s)
+			if s.stream, err = dev.NewStream(); err != nil {
+				return err
+			}
+			if s.done, err = dev.NewEvent(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, errors.Join(err, r.free())
+	}
+	r.slots = make(chan *slot, len(r.all))
+	for _, s := range r.all {
+		r.slots <- s
+	}
+	return r, nil
+}
+
+// OutputSize returns the record size, in bytes, of a w×h×c image.
+func (r *Resizer) OutputSize(w, h, c int) (int, error) {
+	g, err := PlanGeometry(r.spec, w, h)
+	if err != nil {
+		return 0, err
+	}
+	_, esize, _ := conversion(r.spec)
+	return g.OutW * g.OutH * c * int(esize), nil
+}
+
+// Run transforms imgs[i] into dsts[i], which must be exactly the record size (OutputSize).
+// It returns when every record is written. The images are only read, and may be reused when
+// Run returns.
+func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
+	if len(imgs) != len(dsts) {
+		return fmt.Errorf("gpu: %d destinations for %d images", len(dsts), len(imgs))
+	}
+	for start := 0; start < len(imgs); {
+		end, bytes := start, 0
+		for end < len(imgs) && end-start < 4096 {
+			n := imgs[end].W * imgs[end].H * imgs[end].C
+			if end > start && bytes+n > r.opts.MaxBatchBytes {
+				break
+			}
+			bytes += n
+			end++
+		}
+		if err := r.runChunk(imgs[start:end], dsts[start:end]); err != nil {
+			if errors.Is(err, errPoolFull) && end-start > 1 {
+				// Too many distinct sizes for the weight pool at once: one image at a time.
+				for i := start; i < end; i++ {
+					if err := r.runChunk(imgs[i:i+1], dsts[i:i+1]); err != nil {
+						return err
+					}
+				}
+			} else {
+				return err
+			}
+		}
+		start = end
+	}
+	return nil
+}
+
+func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
+	var rec recordPool
+	plan, err := planBatch(r.spec, imgs, &rec, r.luts)
+	if err != nil {
+		return err
+	}
+	if err := plan.checkDsts(dsts); err != nil {
+		return err
+	}
+	s, ok := <-r.slots
+	if !ok {
+		return ErrClosed
+	}
+	defer func() { r.slots <- s }()
+	jobBytes := 4 * len(plan.jobs)
+	if err := r.dev.Do(func() error { return r.grow(s, plan.srcBytes, jobBytes, plan.midBytes, plan.dstBytes) }); err != nil {
+		return err
+	}
+	plan.stageSources(imgs, s.hSrc)
+	err = r.dev.Do(func() error {
+		d := r.dev
+		if err := r.placeWeights(plan, &rec); err != nil {
+			return err
+		}
+		putInt32s(s.hJobs, plan.jobs)
+		if err := d.CopyHtoDAsync(s.dSrc, s.hSrc[:plan.srcBytes], s.stream); err != nil {
+			return err
+		}
+		if err := d.CopyHtoDAsync(s.dJobs, s.hJobs[:jobBytes], s.stream); err != nil {
+			return err
+		}
+		block := Dim{BlockSize, 1, 1}
+		if err := d.Launch(kernelHPass, plan.grid(plan.maxHWork), block, s.stream,
+			hpassParams(s.dJobs, s.dSrc, r.dWts, s.dMid)); err != nil {
+			return err
+		}
+		if err := d.Launch(kernelVPass, plan.grid(plan.maxVWork), block, s.stream,
+			vpassParams(s.dJobs, s.dMid, r.dWts, r.dLUT, s.dDst, plan.layout, plan.esize)); err != nil {
+			return err
+		}
+		if err := d.CopyDtoHAsync(s.hDst[:plan.dstBytes], s.dDst, s.stream); err != nil {
+			return err
+		}
+		return d.RecordEvent(s.done, s.stream)
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.dev.Wait(s.done); err != nil {
+		return err
+	}
+	return plan.scatter(s.hDst, dsts)
+}
+
+// placeWeights puts the batch's weights in the device pool, uploading those not there yet.
+// When the pool is full it waits for all work in flight and starts the pool afresh. Runs
+// inside Do, so no other batch enqueues work meanwhile.
+func (r *Resizer) placeWeights(plan *batchPlan, rec *recordPool) error {
+	before := len(r.pool.words)
+	err := plan.placeWeights(rec, &r.pool)
+	if errors.Is(err, errPoolFull) {
+		if err := r.dev.Synchronize(); err != nil {
+			return err
+		}
+		r.pool = hostPool{limit: r.pool.limit}
+		before = 0
+		err = plan.placeWeights(rec, &r.pool)
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(r.pool.words) - before; n > 0 {
+		// A synchronous copy on the legacy default stream: ordered before the kernels of every
+		// (blocking) stream enqueued after it. Weights change rarely, so the stall is rare.
+		b := make([]byte, 4*n)
+		putInt32s(b, r.pool.words[before:])
+		if err := r.dev.CopyHtoD(r.dWts+DevicePtr(4*before), b); err != nil {
+			return err
+		}
+		r.uploads += n
+	}
+	return nil
+}
+
+// grow makes the slot's buffers at least the given sizes. The slot is idle (its last batch
+// was waited for). Runs inside Do.
+func (r *Resizer) grow(s *slot, src, jobs, mid, dst int) error {
+	d := r.dev
+	var err error
+	growHost := func(b *[]byte, n int) error {
+		if len(*b) >= n {
+			return nil
+		}
+		if *b != nil {
+			if err := d.FreeHost(*b); err != nil {
+				return err
+			}
+			*b = nil
+		}
+		*b, err = d.HostAlloc(roundUp(n))
+		return err
+	}
+	growDev := func(p *DevicePtr, have *int, n int) error {
+		if *have >= n {
+			return nil
+		}
+		if err := d.MemFree(*p); err != nil {
+			return err
+		}
+		*p, *have = 0, 0
+		if *p, err = d.MemAlloc(roundUp(n)); err != nil {
+			return err
+		}
+		*have = roundUp(n)
+		return nil
+	}
+	if err := growHost(&s.hSrc, src); err != nil {
+		return err
+	}
+	if err := growHost(&s.hJobs, jobs); err != nil {
+		return err
+	}
+	if err := growHost(&s.hDst, dst); err != nil {
+		return err
+	}
+	if err := growDev(&s.dSrc, &s.nSrc, src); err != nil {
+		return err
+	}
+	if err := growDev(&s.dJobs, &s.nJobs, jobs); err != nil {
+		return err
+	}
+	if err := growDev(&s.dMid, &s.nMid, mid); err != nil {
+		return err
+	}
+	return growDev(&s.dDst, &s.nDst, dst)
+}
+
+// roundUp rounds a buffer size up to a multiple of 1 MiB (at least 64 KiB), so that buffers
+// settle after a few batches.
+func roundUp(n int) int {
+	if n < 64<<10 {
+		return 64 << 10
+	}
+	return (n + (1<<20 - 1)) &^ (1<<20 - 1)
+}
+
+// Close waits for the batches in flight and frees the Resizer's device and pinned memory.
+// Run calls that start after Close return ErrClosed. Close is idempotent.
+func (r *Resizer) Close() error {
+	r.closeOnce.Do(func() {
+		n := cap(r.slots)
+		for i := 0; i < n; i++ {
+			<-r.slots
+		}
+		close(r.slots)
+		r.closeErr = r.free()
+	})
+	return r.closeErr
+}
+
+func (r *Resizer) free() error {
+	return r.dev.Do(func() error {
+		d := r.dev
+		errs := []error{d.Synchronize()}
+		for _, s := range r.all {
+			for _, b := range [][]byte{s.hSrc, s.hJobs, s.hDst} {
+				if b != nil {
+					errs = append(errs, d.FreeHost(b))
+				}
+			}
+			for _, p := range []DevicePtr{s.dSrc, s.dJobs, s.dMid, s.dDst} {
+				errs = append(errs, d.MemFree(p))
+			}
+			if s.done != 0 {
+				errs = append(errs, d.DestroyEvent(s.done))
+			}
+			if s.stream != 0 {
+				errs = append(errs, d.DestroyStream(s.stream))
+			}
+		}
+		errs = append(errs, d.MemFree(r.dWts), d.MemFree(r.dLUT))
+		r.all = nil
+		r.dWts, r.dLUT = 0, 0
+		return errors.Join(errs...)
+	})
+}

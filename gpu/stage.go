@@ -1,0 +1,100 @@
+package gpu
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/packer-dev/packer/transforms"
+)
+
+// stageSources copies each image's pixels to its place in the batch's source buffer.
+func (p *batchPlan) stageSources(imgs []transforms.Image, src []byte) {
+	for i, im := range imgs {
+		n := im.W * im.H * im.C
+		copy(src[p.srcOffs[i]:p.srcOffs[i]+n], im.Pix[:n])
+	}
+}
+
+// scatter copies each image's record from the batch's output buffer to dsts[i], which must
+// be exactly the record's size.
+func (p *batchPlan) scatter(out []byte, dsts [][]byte) error {
+	for i := range p.dstOffs {
+		if len(dsts[i]) != p.dstSizes[i] {
+			return fmt.Errorf("gpu: destination %d is %d bytes, want %d", i, len(dsts[i]), p.dstSizes[i])
+		}
+		copy(dsts[i], out[p.dstOffs[i]:p.dstOffs[i]+p.dstSizes[i]])
+	}
+	return nil
+}
+
+// checkDsts verifies the destination sizes before any work.
+func (p *batchPlan) checkDsts(dsts [][]byte) error {
+	if len(dsts) != len(p.dstOffs) {
+		return fmt.Errorf("gpu: %d destinations for %d images", len(dsts), len(p.dstOffs))
+	}
+	for i := range p.dstOffs {
+		if len(dsts[i]) != p.dstSizes[i] {
+			return fmt.Errorf("gpu: destination %d is %d bytes, want %d", i, len(dsts[i]), p.dstSizes[i])
+		}
+	}
+	return nil
+}
+
+// putInt32s writes v little-endian into b (the device's byte order).
+func putInt32s(b []byte, v []int32) {
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+	}
+}
+
+// putUint32s writes v little-endian into b.
+func putUint32s(b []byte, v []uint32) {
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+}
+
+// recordPool is the weightPool of planning outside the device goroutine: it numbers the
+// distinct weights a batch needs, and placeWeights later patches the job table with their
+// real offsets in the device pool.
+type recordPool struct {
+	list []*transforms.Weights
+	at   map[weightKey]int32
+}
+
+func (r *recordPool) place(w *transforms.Weights) (int32, int32, error) {
+	if err := checkWeights(w); err != nil {
+		return 0, 0, err
+	}
+	key := weightKey{w.InSize, w.OutSize, w.Filter}
+	if i, ok := r.at[key]; ok {
+		return i, i, nil
+	}
+	if r.at == nil {
+		r.at = make(map[weightKey]int32)
+	}
+	i := int32(len(r.list))
+	r.list = append(r.list, w)
+	r.at[key] = i
+	return i, i, nil
+}
+
+// placeWeights places the recorded weights in pool and rewrites the job table's weight
+// offsets from recordPool indices to pool offsets.
+func (p *batchPlan) placeWeights(rec *recordPool, pool *hostPool) error {
+	offs := make([][2]int32, len(rec.list))
+	for i, w := range rec.list {
+		b, c, err := pool.place(w)
+		if err != nil {
+			return err
+		}
+		offs[i] = [2]int32{b, c}
+	}
+	for j := 0; j+jobWords <= len(p.jobs); j += jobWords {
+		job := p.jobs[j : j+jobWords]
+		x, y := offs[job[jXB]], offs[job[jYB]]
+		job[jXB], job[jXC] = x[0], x[1]
+		job[jYB], job[jYC] = y[0], y[1]
+	}
+	return nil
+}
