@@ -164,6 +164,40 @@ func (s Spec) geometry(w, h int) (geometry, error) {
 	return g, nil
 }
 
+// Plan is the geometry and weights of one Spec for one source size: everything another
+// implementation of Apply (the GPU kernels) needs to produce the same bytes.
+//
+// Output pixel (x, y), 0 <= x < OutW, 0 <= y < OutH, is pixel (x+OffX, y+OffY) of the source
+// resized to ResizedW×ResizedH with weights X then Y (horizontal pass into an 8-bit
+// intermediate, then vertical; see [Weights]), or 0 in every channel where that falls
+// outside the resized image (CenterCrop's padding). When the spec does not resize, X and Y
+// are identity weights.
+type Plan struct {
+	SrcW, SrcH         int
+	ResizedW, ResizedH int
+	OutW, OutH         int
+	OffX, OffY         int
+	X, Y               *Weights // shared (cached): do not modify
+}
+
+// Visible returns the output rectangle [x0,x1)×[y0,y1) that is not padding.
+func (p Plan) Visible() (x0, y0, x1, y1 int) {
+	g := geometry{rw: p.ResizedW, rh: p.ResizedH, ow: p.OutW, oh: p.OutH, ox: p.OffX, oy: p.OffY}
+	return g.visible()
+}
+
+// Plan returns the plan for a w×h source.
+func (s Spec) Plan(w, h int) (Plan, error) {
+	s = s.Normalized()
+	g, err := s.geometry(w, h)
+	if err != nil {
+		return Plan{}, err
+	}
+	f := s.filter()
+	return Plan{SrcW: w, SrcH: h, ResizedW: g.rw, ResizedH: g.rh, OutW: g.ow, OutH: g.oh, OffX: g.ox, OffY: g.oy,
+		X: CachedWeights(w, g.rw, f), Y: CachedWeights(h, g.rh, f)}, nil
+}
+
 // OutputSpec returns the spec of one transformed frame for a source image of w×h×c. When the
 // size is unusable (a resize that would produce an empty image), the shape has a zero
 // dimension, which shard.SampleSpec.Validate rejects and Apply reports as an error.

@@ -280,3 +280,52 @@ func TestWorkerReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanReproducesApply: the exported Plan and Weights alone reproduce Apply, through the
+// reference per-sample formula (what a GPU kernel does).
+func TestPlanReproducesApply(t *testing.T) {
+	r := rand.New(rand.NewPCG(14, 14))
+	for i := 0; i < 60; i++ {
+		c := []int{1, 3}[i%2]
+		src := randomImage(r, 1+r.IntN(90), 1+r.IntN(90), c)
+		s := Spec{Resize: 1 + r.IntN(70), Filter: allFilters[i%6].String()}
+		if i%3 != 0 {
+			s.CropW, s.CropH = 1+r.IntN(60), 1+r.IntN(60)
+		}
+		p, err := s.Plan(src.W, src.H)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Horizontal pass over every source row, vertical over the result.
+		mid := make([]byte, p.ResizedW*src.H*c)
+		for y := 0; y < src.H; y++ {
+			for ch := 0; ch < c; ch++ {
+				p.X.Apply(mid[y*p.ResizedW*c+ch:], src.Pix[y*src.W*c+ch:], c)
+			}
+		}
+		res := make([]byte, p.ResizedW*p.ResizedH*c)
+		for x := 0; x < p.ResizedW*c; x++ {
+			col := make([]byte, src.H)
+			for y := range col {
+				col[y] = mid[y*p.ResizedW*c+x]
+			}
+			out := make([]byte, p.ResizedH)
+			p.Y.Apply(out, col, 1)
+			for y, v := range out {
+				res[y*p.ResizedW*c+x] = v
+			}
+		}
+		want := make([]byte, p.OutW*p.OutH*c)
+		for y := 0; y < p.OutH; y++ {
+			for x := 0; x < p.OutW; x++ {
+				sx, sy := x+p.OffX, y+p.OffY
+				if sx >= 0 && sy >= 0 && sx < p.ResizedW && sy < p.ResizedH {
+					copy(want[(y*p.OutW+x)*c:(y*p.OutW+x+1)*c], res[(sy*p.ResizedW+sx)*c:])
+				}
+			}
+		}
+		if got := applySpec(t, s, src); !bytes.Equal(got, want) {
+			t.Fatalf("%+v on %dx%dx%d: Plan reference differs from Apply", s, src.W, src.H, c)
+		}
+	}
+}
