@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"github.com/packer-dev/packer/formats"
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/formats/idx"
@@ -17,7 +18,7 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	kind := o.From
 	if kind == "" {
 		var err error
-		if kind, err = detectTODO(o.Source); err != nil {
+		if kind, err = formats.Detect(o.Source); err != nil {
 			return nil, "", usagef(fmt.Errorf("cannot tell the source kind of %s: %w (give --from)", o.Source, err))
 		}
 	}
@@ -57,5 +58,3 @@ func outputFor(format string) (func(pipeline.OutputConfig) (pipeline.Output, err
 	}
 	return nil, fmt.Errorf("unknown --format %q (want shards, npy or hdf5)", format)
 }
-
-func detectTODO(string) (string, error) { return "", fmt.Errorf("detection not wired yet") }
