@@ -358,14 +358,13 @@ func decodeGo(f format, data []byte, opts DecodeOptions, s *DecodeScratch) (Imag
 		}
 	}
 	m, err := goDecode(f, bytes.NewReader(data))
-	if err != nil && f == fmtPNG && err.Error() == (png.FormatError("invalid checksum")).Error() {
-		// Pillow checks the CRCs of the chunks before the first IDAT only; Go checks them all.
-		if fixed := pngFixCRCs(data); fixed != nil {
-			m, err = goDecode(f, bytes.NewReader(fixed))
-		}
+	if err != nil && f == fmtPNG {
+		m, err = pngRetry(data, err)
+	} else if err != nil {
+		err = goError(f, err)
 	}
 	if err != nil {
-		return Image{}, goError(f, err)
+		return Image{}, err
 	}
 	b := m.Bounds()
 	if b.Dx() != cfg.Width || b.Dy() != cfg.Height {
@@ -401,12 +400,67 @@ func pngPalette(b []byte) []byte {
 	return nil
 }
 
-// pngFixCRCs returns a copy of a PNG file with the CRCs of its IDAT and later chunks
-// corrected, or nil when a chunk before the first IDAT has a bad CRC (which Pillow refuses)
-// or nothing needed fixing. Pillow reads IDAT and the chunks after it without checking their
-// CRCs, so packer decodes such files too.
-func pngFixCRCs(b []byte) []byte {
-	var out []byte
+// pngRetry handles the PNG files Go's decoder refuses and Pillow opens, after a first
+// attempt failed with err: Pillow checks the CRCs of the chunks before the first IDAT only
+// (Go checks them all), and needs no IEND chunk (Go does). It decodes a repaired copy when
+// that is all that is wrong, and classifies the failure otherwise.
+func pngRetry(data []byte, err error) (image.Image, error) {
+	end := pngEnd(data)
+	if end == pngEndsInChunk {
+		return nil, fmt.Errorf("%w: png: file is truncated", ErrTruncated)
+	}
+	fixed, changed, ok := pngFixCRCs(data)
+	if !ok {
+		return nil, fmt.Errorf("%w: png: bad checksum in a chunk before the image data", ErrCorrupt)
+	}
+	if end == pngNoIEND {
+		fixed = append(bytes.Clone(fixed), 0, 0, 0, 0, 'I', 'E', 'N', 'D', 0xAE, 0x42, 0x60, 0x82)
+		changed = true
+	}
+	if !changed {
+		return nil, goError(fmtPNG, err)
+	}
+	m, err := goDecode(fmtPNG, bytes.NewReader(fixed))
+	if err != nil {
+		if end == pngNoIEND {
+			return nil, fmt.Errorf("%w: png: file is truncated (%v)", ErrTruncated, err)
+		}
+		return nil, goError(fmtPNG, err)
+	}
+	return m, nil
+}
+
+// How a PNG file ends.
+const (
+	pngHasIEND     = iota // an IEND chunk is present
+	pngNoIEND             // the file ends after a whole chunk, without IEND
+	pngEndsInChunk        // the file ends inside a chunk: truncated
+)
+
+// pngEnd walks the chunks of a PNG file and says how it ends.
+func pngEnd(b []byte) int {
+	i := 8
+	for i < len(b) {
+		if i+12 > len(b) {
+			return pngEndsInChunk
+		}
+		l := binary.BigEndian.Uint32(b[i:])
+		if uint64(l) > uint64(len(b)-i-12) {
+			return pngEndsInChunk
+		}
+		if string(b[i+4:i+8]) == "IEND" {
+			return pngHasIEND
+		}
+		i += 12 + int(l)
+	}
+	return pngNoIEND
+}
+
+// pngFixCRCs returns the PNG file with the CRCs of its IDAT and later chunks corrected (a
+// copy when one was wrong, and changed), and ok false when a chunk before the first IDAT has
+// a bad CRC, which Pillow refuses too.
+func pngFixCRCs(b []byte) (out []byte, changed, ok bool) {
+	out = b
 	idat := false
 	i := 8
 	for i+12 <= len(b) {
@@ -422,10 +476,10 @@ func pngFixCRCs(b []byte) []byte {
 		want := crc32.ChecksumIEEE(b[i+4 : end])
 		if binary.BigEndian.Uint32(b[end:]) != want {
 			if !idat {
-				return nil
+				return nil, false, false
 			}
-			if out == nil {
-				out = bytes.Clone(b)
+			if !changed {
+				out, changed = bytes.Clone(b), true
 			}
 			binary.BigEndian.PutUint32(out[end:], want)
 		}
@@ -434,7 +488,7 @@ func pngFixCRCs(b []byte) []byte {
 		}
 		i = end + 4
 	}
-	return out
+	return out, changed, true
 }
 
 // gifPalette returns the colour table of a GIF's first image (its local table, or the global

@@ -121,6 +121,7 @@ var corpusExpect = map[string]error{
 	"empty.jpg":            ErrEmpty,       // Pillow: UnidentifiedImageError
 	"text.jpg":             ErrUnsupported, // Pillow: UnidentifiedImageError
 	"huge-60000x60000.jpg": ErrTooLarge,    // Pillow: DecompressionBombError
+	"truncated.png":        ErrTruncated,   // Pillow: OSError image file is truncated
 	"bad-zlib.png":         ErrCorrupt,     // Pillow: OSError broken data stream
 	"bad-crc-ihdr.png":     ErrCorrupt,     // Pillow: UnidentifiedImageError (bad header checksum)
 }

@@ -147,6 +147,10 @@ def main():
     png = bytearray(enc(base, "PNG"))
     png[8 + 8 + 13] ^= 0xFF  # IHDR's CRC
     save("bad-crc-ihdr.png", bytes(png))
+    png = enc(base, "PNG")
+    assert png.endswith(b"IEND\xaeB`\x82")
+    save("missing-iend.png", png[:-12])
+    save("truncated.png", png[: len(png) // 2])
 
     # PNG: every colour type, bit depths, palette with and without tRNS, interlacing.
     save("rgb.png", enc(base, "PNG"))
