@@ -40,9 +40,30 @@ func (e FormatError) Error() string { return "imagedir: invalid list: " + string
 
 // Options configure a Source.
 type Options struct {
-	// Decode is passed to transforms.DecodeFile for every image: pixel cap, EXIF orientation,
-	// and the fast-mode Draft function (see transforms.DraftSize).
+	// Decode is passed to transforms.DecodeFile for every image: pixel cap, EXIF orientation.
+	// Leave Decode.Draft nil and use Transform for fast mode.
 	Decode transforms.DecodeOptions
+	// Transform is the build's transform spec. When Transform.Fast is set (--fast) and it
+	// resizes, JPEGs are decoded at a reduced DCT scale: Decode.Draft becomes
+	// transforms.DraftSize(Transform, FastGap).
+	Transform transforms.Spec
+	// FastGap is how many times the resized size the reduced-scale decode must keep (see
+	// transforms.DraftSize); 0 means DefaultFastGap.
+	FastGap int
+}
+
+// DefaultFastGap is the fast-mode gap: 1, Pillow's draft(mode, size) with the target size
+// (docs/fidelity.md measures 1 and 2).
+const DefaultFastGap = 1
+
+func (o Options) normalized() Options {
+	if o.FastGap <= 0 {
+		o.FastGap = DefaultFastGap
+	}
+	if o.Decode.Draft == nil && o.Transform.Fast {
+		o.Decode.Draft = transforms.DraftSize(o.Transform, o.FastGap)
+	}
+	return o
 }
 
 // Source is a pipeline.Source over an image folder or an image list.
@@ -96,7 +117,7 @@ func OpenFolder(root string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{kind: KindFolder, root: root, classes: classes, opts: opts}
+	s := &Source{kind: KindFolder, root: root, classes: classes, opts: opts.normalized()}
 	var empty []string
 	for _, c := range classes {
 		n := 0
@@ -260,6 +281,9 @@ func (s *Source) Info() pipeline.SourceInfo {
 	d := s.opts.Decode
 	spec["exif_orient"] = d.ExifOrient
 	spec["fast_decode"] = d.Draft != nil
+	if d.Draft != nil && s.opts.Transform.Fast {
+		spec["fast_gap"] = s.opts.FastGap
+	}
 	mp := d.MaxPixels
 	if mp == 0 {
 		mp = transforms.DefaultMaxPixels

@@ -267,3 +267,32 @@ func FuzzList(f *testing.F) {
 		}
 	})
 }
+
+// TestFastOption checks that Options.Transform with Fast decodes JPEGs at a reduced scale.
+func TestFastOption(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, map[string][]byte{"a/wide.jpg": corpus(t, "wide-4000x20.jpg")})
+	for _, c := range []struct {
+		fast bool
+		gap  int
+		w    int
+	}{{false, 0, 4000}, {true, 0, 1000}, {true, 2, 2000}} {
+		spec := transforms.Spec{Resize: 5, Fast: c.fast}
+		s, err := OpenFolder(root, Options{Transform: spec, FastGap: c.gap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Info().Spec["fast_decode"]; got != c.fast {
+			t.Errorf("fast %v: spec fast_decode %v", c.fast, got)
+		}
+		it := enumerate(t, s)[0]
+		if err := s.Decode(context.Background(), it, func(cl pipeline.Clip) error {
+			if f := cl.Frames[0]; f.W != c.w {
+				t.Errorf("fast %v gap %d: decoded width %d, want %d", c.fast, c.gap, f.W, c.w)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

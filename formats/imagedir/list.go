@@ -35,7 +35,7 @@ type listEntry struct {
 // non-negative integer. Relative paths are relative to the list's folder. The whole list is
 // read and checked here; Enumerate reads it again.
 func OpenList(list string, opts Options) (*Source, error) {
-	s := &Source{kind: KindList, list: list, root: filepath.Dir(list), opts: opts}
+	s := &Source{kind: KindList, list: list, root: filepath.Dir(list), opts: opts.normalized()}
 	f, err := os.Open(list)
 	if err != nil {
 		return nil, fmt.Errorf("imagedir: %w", err)
