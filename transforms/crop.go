@@ -70,3 +70,29 @@ func (g geometry) padded() bool {
 	x0, y0, x1, y1 := g.visible()
 	return x0 != 0 || y0 != 0 || x1 != g.ow || y1 != g.oh
 }
+
+// sourceRect returns the source rectangle the visible output reads, for a fullW×fullH source.
+func (g geometry) sourceRect(f Filter, fullW, fullH int) (x0, y0, x1, y1 int) {
+	if g.rw == fullW && g.rh == fullH {
+		return g.sourceRectWeights(nil, nil)
+	}
+	return g.sourceRectWeights(CachedWeights(fullW, g.rw, f), CachedWeights(fullH, g.rh, f))
+}
+
+// sourceRectWeights is sourceRect with the weights given (nil: no resize).
+func (g geometry) sourceRectWeights(wx, wy *Weights) (x0, y0, x1, y1 int) {
+	vx0, vy0, vx1, vy1 := g.visible()
+	if vx1 <= vx0 || vy1 <= vy0 {
+		return 0, 0, 0, 0
+	}
+	x0, y0, x1, y1 = vx0+g.ox, vy0+g.oy, vx1+g.ox, vy1+g.oy
+	if wx == nil || (wx.Identity && wy.Identity) {
+		return x0, y0, x1, y1
+	}
+	x0, x1 = sourceSpan(wx, x0, x1)
+	y0, y1 = sourceSpan(wy, y0, y1)
+	if x1 <= x0 || y1 <= y0 {
+		return 0, 0, 0, 0
+	}
+	return x0, y0, x1, y1
+}

@@ -186,6 +186,14 @@ func (p Plan) Visible() (x0, y0, x1, y1 int) {
 	return g.visible()
 }
 
+// SourceRect returns the source rectangle [x0,x1)×[y0,y1) that the output depends on: a
+// decoder may skip everything else (see [Worker.ApplyWindow]). It is empty (x1 <= x0) only
+// when no output pixel reads the source.
+func (p Plan) SourceRect() (x0, y0, x1, y1 int) {
+	g := geometry{rw: p.ResizedW, rh: p.ResizedH, ow: p.OutW, oh: p.OutH, ox: p.OffX, oy: p.OffY}
+	return g.sourceRectWeights(p.X, p.Y)
+}
+
 // Plan returns the plan for a w×h source.
 func (s Spec) Plan(w, h int) (Plan, error) {
 	s = s.Normalized()
@@ -240,11 +248,20 @@ func (s Spec) NewWorker() *Worker {
 // (torchvision's CenterCrop), then layout and element type. Only the output pixels that
 // survive the crop are computed; the bytes are those of resizing fully and cropping after.
 func (w *Worker) Apply(src Image, dst []byte) error {
+	return w.ApplyWindow(src, 0, 0, src.W, src.H, dst)
+}
+
+// ApplyWindow is Apply for a source of which only a window was decoded (a decoder that can
+// skip scanlines or crop them): src holds the pixels [x, x+src.W) × [y, y+src.H) of a
+// fullW×fullH image, and must cover Plan(fullW, fullH).SourceRect(). dst must be
+// OutputSpec(fullW, fullH, src.C).Size() bytes. The result is byte-identical to Apply on the
+// full image.
+func (w *Worker) ApplyWindow(src Image, x, y, fullW, fullH int, dst []byte) error {
 	if err := checkImage(src); err != nil {
 		return err
 	}
 	s := &w.spec
-	g, err := s.geometry(src.W, src.H)
+	g, err := s.geometry(fullW, fullH)
 	if err != nil {
 		return err
 	}
@@ -254,6 +271,15 @@ func (w *Worker) Apply(src Image, dst []byte) error {
 	if len(s.Mean) > 1 && len(s.Mean) != src.C {
 		return fmt.Errorf("transforms: %d mean/std values for a %d-channel image", len(s.Mean), src.C)
 	}
+	x0, y0, x1, y1 := g.visible()
+	if x != 0 || y != 0 || fullW != src.W || fullH != src.H {
+		sx0, sy0, sx1, sy1 := g.sourceRect(w.filter, fullW, fullH)
+		if x < 0 || y < 0 || x+src.W > fullW || y+src.H > fullH ||
+			(sx1 > sx0 && (sx0 < x || sy0 < y || sx1 > x+src.W || sy1 > y+src.H)) {
+			return fmt.Errorf("transforms: window %dx%d at (%d,%d) of %dx%d does not cover the source rectangle [%d,%d)x[%d,%d)",
+				src.W, src.H, x, y, fullW, fullH, sx0, sx1, sy0, sy1)
+		}
+	}
 	C := src.C
 	frameBytes := g.ow * g.oh * C
 	frame := dst
@@ -262,13 +288,13 @@ func (w *Worker) Apply(src Image, dst []byte) error {
 		w.frame = growBytes(w.frame, frameBytes)
 		frame = w.frame
 	}
-	x0, y0, x1, y1 := g.visible()
 	if g.padded() {
 		clear(frame[:frameBytes])
 	}
 	if x1 > x0 && y1 > y0 {
 		stride := g.ow * C
-		w.rs.resizeRegion(frame[y0*stride+x0*C:], stride, src, g.rw, g.rh, w.filter,
+		win := window{img: src, x: x, y: y, fullW: fullW, fullH: fullH}
+		w.rs.resizeRegion(frame[y0*stride+x0*C:], stride, win, g.rw, g.rh, w.filter,
 			x0+g.ox, y0+g.oy, x1+g.ox, y1+g.oy)
 	}
 	if !direct {

@@ -329,3 +329,69 @@ func TestPlanReproducesApply(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyWindow: decoding only Plan.SourceRect (plus any margin) gives Apply's bytes, and a
+// window that misses part of it is refused.
+func TestApplyWindow(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 15))
+	for i := 0; i < 200; i++ {
+		c := []int{1, 3}[i%2]
+		full := randomImage(r, 1+r.IntN(120), 1+r.IntN(120), c)
+		s := Spec{Resize: 1 + r.IntN(90), Filter: allFilters[i%6].String(), DType: []string{"uint8", "float32"}[i%4/3]}
+		switch i % 5 {
+		case 0:
+			s.Resize = 0
+			s.CropW, s.CropH = 1+r.IntN(100), 1+r.IntN(100)
+		case 1, 2, 3:
+			s.CropW, s.CropH = 1+r.IntN(80), 1+r.IntN(80)
+		}
+		if _, _, err := s.FrameSize(full.W, full.H); err != nil {
+			continue
+		}
+		want := applySpec(t, s, full)
+		p, err := s.Plan(full.W, full.H)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x0, y0, x1, y1 := p.SourceRect()
+		if x1 <= x0 {
+			x0, y0, x1, y1 = 0, 0, 1, 1
+		}
+		// Random margin around the rectangle.
+		wx0, wy0 := x0-r.IntN(x0+1), y0-r.IntN(y0+1)
+		wx1, wy1 := x1+r.IntN(full.W-x1+1), y1+r.IntN(full.H-y1+1)
+		win := Image{W: wx1 - wx0, H: wy1 - wy0, C: c, Pix: make([]byte, (wx1-wx0)*(wy1-wy0)*c)}
+		for y := wy0; y < wy1; y++ {
+			copy(win.Pix[(y-wy0)*win.W*c:(y-wy0+1)*win.W*c], full.Pix[(y*full.W+wx0)*c:(y*full.W+wx1)*c])
+		}
+		got := make([]byte, len(want))
+		w := s.NewWorker()
+		if err := w.ApplyWindow(win, wx0, wy0, full.W, full.H, got); err != nil {
+			t.Fatalf("%+v on %dx%d, window [%d,%d)x[%d,%d) of rect [%d,%d)x[%d,%d): %v", s, full.W, full.H, wx0, wx1, wy0, wy1, x0, x1, y0, y1, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%+v on %dx%d: window [%d,%d)x[%d,%d) differs from Apply", s, full.W, full.H, wx0, wx1, wy0, wy1)
+		}
+		// One column or row short of the rectangle: refused.
+		if x1-x0 > 1 && x0 == wx0 && x0 > 0 {
+			small := Image{W: win.W - 1, H: win.H, C: c, Pix: make([]byte, (win.W-1)*win.H*c)}
+			if w.ApplyWindow(small, wx0+1, wy0, full.W, full.H, got) == nil {
+				t.Fatalf("%+v: window missing column %d accepted", s, x0)
+			}
+		}
+	}
+}
+
+func TestSourceRectSkipsWork(t *testing.T) {
+	// Resize(256) + CenterCrop(224) of a 500x375 landscape photo reads about 2/3 of the
+	// columns and 7/8 of the rows.
+	p, err := Spec{Resize: 256, CropW: 224, CropH: 224}.Plan(500, 375)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x0, y0, x1, y1 := p.SourceRect()
+	if x1-x0 > 340 || y1-y0 > 335 || x0 < 80 || y0 < 20 {
+		t.Errorf("SourceRect = [%d,%d)x[%d,%d)", x0, x1, y0, y1)
+	}
+	t.Logf("Resize(256)+CenterCrop(224) of 500x375 reads [%d,%d)x[%d,%d)", x0, x1, y0, y1)
+}

@@ -17,7 +17,7 @@ func Resize(src Image, w, h int, f Filter) (Image, error) {
 	}
 	out := Image{W: w, H: h, C: src.C, Pix: make([]byte, w*h*src.C)}
 	var r resampler
-	r.resizeRegion(out.Pix, w*src.C, src, w, h, f, 0, 0, w, h)
+	r.resizeRegion(out.Pix, w*src.C, wholeImage(src), w, h, f, 0, 0, w, h)
 	return out, nil
 }
 
@@ -48,54 +48,72 @@ func growBytes(b []byte, n int) []byte {
 	return b[:n]
 }
 
-// resizeRegion writes the rectangle [x0,x1)×[y0,y1) of "src resized to rw×rh with f" into dst,
-// whose rows are dstStride bytes apart (the rectangle's first pixel at dst[0]). Each output
-// pixel depends only on its own row's and column's weights, so the rectangle is byte-identical
-// to the same pixels of the full resize; only the source rows under the kept rows' filter
-// support go through the horizontal pass, and only the kept columns are computed.
-// The rectangle must lie inside rw×rh and be non-empty; src must be valid.
-func (r *resampler) resizeRegion(dst []byte, dstStride int, src Image, rw, rh int, f Filter, x0, y0, x1, y1 int) {
-	C := src.C
+// window is a source image of which only part may be present: img holds the pixels
+// [x, x+img.W) × [y, y+img.H) of a fullW×fullH image.
+type window struct {
+	img          Image
+	x, y         int
+	fullW, fullH int
+}
+
+func wholeImage(img Image) window { return window{img: img, fullW: img.W, fullH: img.H} }
+
+// sourceSpan returns the source range [lo, hi) that outputs [o0, o1) of w read.
+func sourceSpan(w *Weights, o0, o1 int) (lo, hi int) {
+	lo, hi = w.InSize, 0
+	for o := o0; o < o1; o++ {
+		s, n := int(w.Bounds[2*o]), int(w.Bounds[2*o+1])
+		if n == 0 {
+			continue
+		}
+		lo, hi = min(lo, s), max(hi, s+n)
+	}
+	if hi <= lo { // every output maps outside the source (NEAREST only): black
+		return 0, 0
+	}
+	return lo, hi
+}
+
+// resizeRegion writes the rectangle [x0,x1)×[y0,y1) of "the full source resized to rw×rh
+// with f" into dst, whose rows are dstStride bytes apart (the rectangle's first pixel at
+// dst[0]). Each output pixel depends only on its own row's and column's weights, so the
+// rectangle is byte-identical to the same pixels of the full resize; only the source rows
+// under the kept rows' filter support go through the horizontal pass, and only the kept
+// columns are computed. The rectangle must lie inside rw×rh and be non-empty; the window
+// must be valid and cover the source span of the rectangle.
+func (r *resampler) resizeRegion(dst []byte, dstStride int, src window, rw, rh int, f Filter, x0, y0, x1, y1 int) {
+	C := src.img.C
 	rowBytes := (x1 - x0) * C
-	srcStride := src.W * C
-	if rw == src.W && rh == src.H {
+	srcStride := src.img.W * C
+	pix := src.img.Pix
+	if rw == src.fullW && rh == src.fullH {
 		// Image.resize returns a copy when the size is unchanged.
 		for y := y0; y < y1; y++ {
-			copy(dst[(y-y0)*dstStride:(y-y0)*dstStride+rowBytes], src.Pix[y*srcStride+x0*C:])
+			o := (y-src.y)*srcStride + (x0-src.x)*C
+			copy(dst[(y-y0)*dstStride:(y-y0)*dstStride+rowBytes], pix[o:o+rowBytes])
 		}
 		return
 	}
-	wx := CachedWeights(src.W, rw, f)
-	wy := CachedWeights(src.H, rh, f)
+	wx := CachedWeights(src.fullW, rw, f)
+	wy := CachedWeights(src.fullH, rh, f)
 
-	// Source rows the kept output rows read.
-	ry0, ry1 := y0, y1
-	if !wy.Identity {
-		ry0, ry1 = src.H, 0
-		for y := y0; y < y1; y++ {
-			s, n := int(wy.Bounds[2*y]), int(wy.Bounds[2*y+1])
-			if n == 0 {
-				continue
-			}
-			ry0 = min(ry0, s)
-			ry1 = max(ry1, s+n)
-		}
-		if ry1 <= ry0 { // every kept row maps outside the source (NEAREST only): black
-			ry0, ry1 = 0, 0
-		}
-	}
-
-	// Horizontal pass into tmp (or a view of src when Pillow skips it).
+	// Horizontal pass into tmp (or a view of src when Pillow skips it), over the source rows
+	// the kept output rows read.
 	var mid []byte
 	var midStride, midOff int // row y of the intermediate starts at mid[(y-midOff)*midStride]
 	if wx.Identity {
-		mid, midStride, midOff = src.Pix[x0*C:], srcStride, 0
+		mid, midStride, midOff = pix[(x0-src.x)*C:], srcStride, src.y
 	} else {
+		ry0, ry1 := y0, y1
+		if !wy.Identity {
+			ry0, ry1 = sourceSpan(wy, y0, y1)
+		}
 		r.tmp = growBytes(r.tmp, (ry1-ry0)*rowBytes)
 		for y := ry0; y < ry1; y++ {
-			in := src.Pix[y*srcStride : y*srcStride+srcStride]
+			o := (y - src.y) * srcStride
+			in := pix[o : o+srcStride]
 			out := r.tmp[(y-ry0)*rowBytes : (y-ry0+1)*rowBytes]
-			horizontal(out, in, wx, x0, x1, C)
+			horizontal(out, in, wx, x0, x1, C, src.x)
 		}
 		mid, midStride, midOff = r.tmp, rowBytes, ry0
 	}
@@ -120,8 +138,9 @@ func (r *resampler) resizeRegion(dst []byte, dstStride int, src Image, rw, rh in
 	}
 }
 
-// horizontal computes output columns [x0,x1) of one row.
-func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
+// horizontal computes output columns [x0,x1) of one row; in holds source samples from
+// index off on.
+func horizontal(out, in []byte, w *Weights, x0, x1, C, off int) {
 	ks := w.KSize
 	const half = int32(1) << (PrecisionBits - 1)
 	bounds := w.Bounds[2*x0 : 2*x1]
@@ -129,7 +148,10 @@ func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
 	case 3:
 		out = out[:(x1-x0)*3]
 		for j := 0; j < x1-x0; j++ {
-			s, n := int(bounds[2*j]), int(bounds[2*j+1])
+			s, n := int(bounds[2*j])-off, int(bounds[2*j+1])
+			if n == 0 {
+				s = 0 // no taps (NEAREST outside the source): the sum is 0
+			}
 			k := w.Coeffs[(x0+j)*ks : (x0+j)*ks+n]
 			p := in[s*3 : (s+n)*3]
 			a0, a1, a2 := half, half, half
@@ -156,7 +178,10 @@ func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
 	case 1:
 		out = out[:x1-x0]
 		for j := range out {
-			s, n := int(bounds[2*j]), int(bounds[2*j+1])
+			s, n := int(bounds[2*j])-off, int(bounds[2*j+1])
+			if n == 0 {
+				s = 0
+			}
 			k := w.Coeffs[(x0+j)*ks : (x0+j)*ks+n]
 			p := in[s : s+n]
 			p = p[:len(k)]
@@ -168,8 +193,13 @@ func horizontal(out, in []byte, w *Weights, x0, x1, C int) {
 		}
 	default:
 		for x := x0; x < x1; x++ {
+			s, n := int(w.Bounds[2*x])-off, int(w.Bounds[2*x+1])
 			for ch := 0; ch < C; ch++ {
-				out[(x-x0)*C+ch] = w.sample(x, in[ch:], C)
+				acc := half
+				for t, c := range w.Coeffs[x*ks : x*ks+n] {
+					acc += int32(in[(s+t)*C+ch]) * c
+				}
+				out[(x-x0)*C+ch] = clip8(acc >> PrecisionBits)
 			}
 		}
 	}

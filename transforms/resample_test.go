@@ -143,7 +143,7 @@ func TestRegionMatchesFull(t *testing.T) {
 		x1, y1 := x0+1+r.IntN(w-x0), y0+1+r.IntN(h-y0)
 		stride := (x1-x0)*c + r.IntN(3)*c
 		dst := make([]byte, (y1-y0)*stride)
-		rs.resizeRegion(dst, stride, src, w, h, f, x0, y0, x1, y1)
+		rs.resizeRegion(dst, stride, wholeImage(src), w, h, f, x0, y0, x1, y1)
 		for y := y0; y < y1; y++ {
 			got := dst[(y-y0)*stride : (y-y0)*stride+(x1-x0)*c]
 			want := full.Pix[(y*w+x0)*c : (y*w+x1)*c]
