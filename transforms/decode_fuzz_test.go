@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -78,4 +79,38 @@ func FuzzExif(f *testing.F) {
 			t.Fatalf("orientation %d: %dx%d", o, r.W, r.H)
 		}
 	})
+}
+
+// TestJPEGScanLimit repeats a scan of a progressive JPEG past the scan limit: libjpeg only
+// warns about the bogus progression, so without the limit this decodes, and a large image
+// with many scans takes very long.
+func TestJPEGScanLimit(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "corpus", "progressive.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sos := bytes.Index(data, []byte{0xFF, 0xDA})
+	if sos < 0 {
+		t.Fatal("no SOS")
+	}
+	end := sos + 2 + int(binary.BigEndian.Uint16(data[sos+2:]))
+	for end+1 < len(data) && !(data[end] == 0xFF && data[end+1] != 0 && (data[end+1] < 0xD0 || data[end+1] > 0xD7)) {
+		end++
+	}
+	scan := data[sos:end]
+	build := func(n int) []byte {
+		var b bytes.Buffer
+		b.Write(data[:sos])
+		for i := 0; i < n; i++ {
+			b.Write(scan)
+		}
+		b.Write(data[end:])
+		return b.Bytes()
+	}
+	if _, err := DecodeBytes(build(5), DecodeOptions{}, nil); err != nil {
+		t.Fatalf("5 repeated scans: %v", err)
+	}
+	if _, err := DecodeBytes(build(1200), DecodeOptions{}, nil); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "scans") {
+		t.Fatalf("1200 scans: got %v, want ErrUnsupported (too many scans)", err)
+	}
 }

@@ -16,7 +16,23 @@ typedef struct {
 	struct jpeg_error_mgr pub;
 	jmp_buf jb;
 	char msg[JMSG_LENGTH_MAX];
+	int too_many_scans;
 } pk_err;
+
+// PK_MAX_SCANS bounds the scans of a progressive JPEG. Each scan can make libjpeg pass over
+// the whole coefficient buffer, so a small file with a huge number of scans takes very long
+// to decode (a known denial of service; libjpeg-turbo's djpeg has -maxscans for it). Real
+// encoders write about 10.
+#define PK_MAX_SCANS 1000
+
+static void pk_progress(j_common_ptr c) {
+	if (c->is_decompressor && ((j_decompress_ptr)c)->input_scan_number > PK_MAX_SCANS) {
+		pk_err *e = (pk_err *)c->err;
+		e->too_many_scans = 1;
+		snprintf(e->msg, sizeof e->msg, "more than %d progressive scans", PK_MAX_SCANS);
+		longjmp(e->jb, 1);
+	}
+}
 
 // pk_src is an in-memory source. When libjpeg asks for bytes past the end of the data the
 // file is truncated: remember that, and feed a fake EOI so libjpeg stops cleanly.
@@ -87,26 +103,31 @@ static int pk_out_space(int comps) {
 // pk_jpeg_decode reads the header, and, when out is not NULL, decodes the image at scale
 // 1/denom into out (rows of stride bytes). It returns 0 on success, 1 on a libjpeg error
 // (info->msg), 2 for an unsupported component count, 3 when the output size does not fit
-// outlen, 4 for a truncated file. Fancy upsampling and the accurate integer DCT (JDCT_ISLOW)
+// outlen, 4 for a truncated file, 5 for too many progressive scans. Fancy upsampling and the accurate integer DCT (JDCT_ISLOW)
 // are libjpeg's defaults; they are set explicitly because fidelity depends on them.
 static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 		unsigned char *out, size_t outlen, size_t stride, pk_info *info) {
 	struct jpeg_decompress_struct d;
 	pk_err err;
 	pk_src src;
+	struct jpeg_progress_mgr prog;
 	memset(&d, 0, sizeof d);
 	memset(&src, 0, sizeof src);
+	memset(&prog, 0, sizeof prog);
 	d.err = jpeg_std_error(&err.pub);
 	err.pub.error_exit = pk_error_exit;
 	err.pub.output_message = pk_output_message;
 	err.msg[0] = 0;
+	err.too_many_scans = 0;
 	if (setjmp(err.jb)) {
 		strncpy(info->msg, err.msg, sizeof info->msg - 1);
 		info->truncated = src.eof;
 		jpeg_destroy_decompress(&d);
-		return 1;
+		return err.too_many_scans ? 5 : 1;
 	}
 	jpeg_create_decompress(&d);
+	prog.progress_monitor = pk_progress;
+	d.progress = &prog;
 	src.pub.init_source = pk_init_source;
 	src.pub.fill_input_buffer = pk_fill_input_buffer;
 	src.pub.skip_input_data = pk_skip_input_data;
@@ -194,6 +215,8 @@ func jpegError(info *C.pk_info, rc C.int) error {
 	switch {
 	case rc == 4 || info.truncated != 0:
 		return fmt.Errorf("%w: jpeg: file is truncated", ErrTruncated)
+	case rc == 5:
+		return fmt.Errorf("%w: jpeg: %s", ErrUnsupported, msg)
 	case rc == 2:
 		return fmt.Errorf("%w: jpeg: %d-component images", ErrUnsupported, int(info.comps))
 	case rc == 3:
