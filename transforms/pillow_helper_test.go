@@ -13,9 +13,14 @@ import (
 )
 
 // The fidelity tests compare against Pillow itself, run by Debian's /usr/bin/python3 with
-// python3-pil (Pillow 9.4). A missing Pillow fails the tests: set PACKER_NO_PILLOW=1 to skip
-// them explicitly.
-const pythonPath = "/usr/bin/python3"
+// python3-pil (Pillow 9.4), or by the interpreter named in PACKER_PYTHON. A missing Pillow
+// fails the tests: set PACKER_NO_PILLOW=1 to skip them explicitly.
+var pythonPath = func() string {
+	if p := os.Getenv("PACKER_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}()
 
 func requirePillow(t testing.TB) {
 	t.Helper()
@@ -25,7 +30,7 @@ func requirePillow(t testing.TB) {
 	out, err := exec.Command(pythonPath, "-c", "import PIL; print(PIL.__version__)").CombinedOutput()
 	if err != nil {
 		t.Fatalf("fidelity tests need Pillow: %s -c 'import PIL' failed: %v\n%s\n"+
-			"install Debian's python3-pil (scripts/setup), or set PACKER_NO_PILLOW=1 to skip these tests", pythonPath, err, out)
+			"install Debian's python3-pil (apt-get install python3-pil), or set PACKER_NO_PILLOW=1 to skip these tests", pythonPath, err, out)
 	}
 	if v := strings.TrimSpace(string(out)); !strings.HasPrefix(v, "9.") {
 		t.Logf("note: reference Pillow is %s; packer follows Pillow 9.4", v)
