@@ -327,8 +327,24 @@ func wallpapers(t testing.TB, n int) []string {
 	return out
 }
 
+// crop returns the w×h region of im at (x0, y0).
+func crop(im transforms.Image, x0, y0, w, h int) transforms.Image {
+	out := transforms.Image{W: w, H: h, C: im.C, Pix: make([]byte, w*h*im.C)}
+	for y := 0; y < h; y++ {
+		copy(out.Pix[y*w*im.C:(y+1)*w*im.C], im.Pix[((y0+y)*im.W+x0)*im.C:])
+	}
+	return out
+}
+
+type wallCase struct {
+	im   transforms.Image
+	spec transforms.Spec
+}
+
 // TestHarnessWallpapers compares the harness with the CPU reference on real photographs:
-// Resize(256) + CenterCrop(224), every filter, both layouts, and an upscale with padding.
+// a whole 4K wallpaper through Resize(256) + CenterCrop(224), and a 1000×600 region of it
+// (a 1080p-class photo) and a small region upscaled past its crop (padded) through every
+// filter, both layouts and the float dtypes.
 func TestHarnessWallpapers(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	n := 2
@@ -337,32 +353,29 @@ func TestHarnessWallpapers(t *testing.T) {
 		n, filters = 1, []string{"bilinear"}
 	}
 	for _, path := range wallpapers(t, n) {
-		im := loadWallpaper(t, path)
-		// A small crop of the photo, upscaled past the crop so it is padded.
-		small := transforms.Image{W: 37, H: 29, C: 3, Pix: make([]byte, 37*29*3)}
-		for y := 0; y < 29; y++ {
-			copy(small.Pix[y*37*3:(y+1)*37*3], im.Pix[(1000+y)*im.W*3+2000*3:])
+		full := loadWallpaper(t, path)
+		cases := []wallCase{
+			{full, transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: "bilinear"}},
 		}
+		region := crop(full, full.W/2-500, full.H/2-300, 1000, 600)
+		small := crop(full, 2000, 1000, 37, 29)
 		for _, f := range filters {
-			for i, spec := range []transforms.Spec{
+			for _, spec := range []transforms.Spec{
 				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: "hwc"},
 				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: "chw", DType: "float32",
 					Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}},
-				{Width: 60, Height: 45, CropW: 64, CropH: 40, Filter: f, Layout: "hwc", DType: "float16"},
 			} {
-				if testing.Short() && i > 0 {
-					continue
-				}
-				luts := testLUTs(t, spec, r)
-				imgs := []transforms.Image{im, small}
-				got := hostRun(t, spec, imgs, luts)
-				for k, x := range imgs {
-					want, worker := reference(t, spec, x, luts)
-					if !bytes.Equal(got.outs[k], want) {
-						t.Fatalf("%s image %d, %+v: harness differs from the CPU reference (worker=%v) at byte %d",
-							filepath.Base(path), k, spec, worker, firstDiff(got.outs[k], want))
-					}
-				}
+				cases = append(cases, wallCase{region, spec})
+			}
+			cases = append(cases, wallCase{small, transforms.Spec{Width: 60, Height: 45, CropW: 64, CropH: 40, Filter: f, Layout: "hwc", DType: "float16"}})
+		}
+		for _, c := range cases {
+			luts := testLUTs(t, c.spec, r)
+			got := hostRun(t, c.spec, []transforms.Image{c.im}, luts)
+			want, worker := reference(t, c.spec, c.im, luts)
+			if !bytes.Equal(got.outs[0], want) {
+				t.Fatalf("%s %dx%d, %+v: harness differs from the CPU reference (worker=%v) at byte %d",
+					filepath.Base(path), c.im.W, c.im.H, c.spec, worker, firstDiff(got.outs[0], want))
 			}
 		}
 	}
