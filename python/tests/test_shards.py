@@ -190,3 +190,19 @@ def test_many_shards_keep_no_descriptors(tmp_path, monkeypatch, data):
             f.write(blob)
         with pytest.raises(packer_reader.FormatError, match="replaced"):
             ds[4 * 25]
+
+
+def test_copy_batches_recycle_only_dropped_memory(shards_dir, data):
+    import gc
+
+    imgs = data[0]
+    with packer_reader.open(shards_dir) as ds:
+        held = [x for x, _ in ds.batches(20, copy=True, prefetch=2)]  # all kept: nothing reused
+        assert np.array_equal(np.concatenate(held), imgs)
+        assert len({x.ctypes.data for x in held}) == len(held)
+        ptrs = set()
+        for x, _ in ds.batches(20, copy=True, prefetch=0):  # each dropped at once: reused
+            ptrs.add(x.ctypes.data)
+            del x
+            gc.collect()
+        assert len(ptrs) <= 3
