@@ -223,6 +223,9 @@ func (d *Device) setup() error {
 	if err := check("cuCtxCreate_v2", d.drv.cuCtxCreate(&d.ctx, 0, dev)); err != nil {
 		return err
 	}
+	if err := checkKernelSignatures(PTX()); err != nil {
+		return err
+	}
 	mod, err := d.loadModule(PTX())
 	if err != nil {
 		return err

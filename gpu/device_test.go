@@ -1,0 +1,311 @@
+package gpu
+
+// Tests that need a CUDA driver and device. They skip, saying why, on machines without one,
+// and run by themselves where `go test ./gpu/` finds libcuda.so.1 and a device.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// openTestDevice opens device 0, or skips the test when there is no usable driver or device.
+// Once a device is reported, every failure is a test failure.
+func openTestDevice(t *testing.T) *Device {
+	t.Helper()
+	info, err := Probe()
+	if err != nil {
+		t.Skipf("no CUDA device, skipping the device test: %v", err)
+	}
+	d, err := Open(0)
+	if err != nil {
+		t.Fatalf("Probe found %v but Open failed: %v", info, err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return d
+}
+
+func TestDeviceInfo(t *testing.T) {
+	d := openTestDevice(t)
+	info := d.Info()
+	t.Logf("device: %v, %d SMs, %d-bit bus at %d kHz", info, info.SMs, info.MemoryBusBits, info.MemoryClockKHz)
+	if info.Name == "" || info.Memory <= 0 || info.Major < 5 {
+		t.Errorf("implausible device info %+v", info)
+	}
+	err := d.Do(func() error {
+		free, total, err := d.MemInfo()
+		t.Logf("memory: %d MiB free of %d MiB", free>>20, total>>20)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeviceThreadRule: driver methods outside Do are refused, inside they work, and a Do
+// nested in a Do runs inline instead of deadlocking.
+func TestDeviceThreadRule(t *testing.T) {
+	d := openTestDevice(t)
+	if _, err := d.MemAlloc(16); !errors.Is(err, ErrWrongThread) {
+		t.Errorf("MemAlloc outside Do: %v, want ErrWrongThread", err)
+	}
+	err := d.Do(func() error {
+		p, err := d.MemAlloc(16)
+		if err != nil {
+			return err
+		}
+		if err := d.Do(func() error { return d.MemFree(p) }); err != nil {
+			return fmt.Errorf("nested Do: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Do(func() error { return d.Wait(0) }); !errors.Is(err, ErrWrongThread) {
+		t.Errorf("Wait inside Do: %v, want ErrWrongThread", err)
+	}
+}
+
+// TestDeviceJITErrorLog: a module the JIT rejects gives an error naming the call, the
+// CUresult and the JIT's log.
+func TestDeviceJITErrorLog(t *testing.T) {
+	d := openTestDevice(t)
+	bad := ".version 4.1\n.target sm_52\n.address_size 64\n.visible .entry broken(\n)\n{\n\tnot_an_instruction %r1;\n}\n"
+	err := d.Do(func() error {
+		mod, err := d.loadModule(bad)
+		if err == nil {
+			d.drv.cuModuleUnload(mod)
+		}
+		return err
+	})
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Call != "cuModuleLoadDataEx" {
+		t.Fatalf("loading bad PTX: %v", err)
+	}
+	t.Logf("%v", err)
+	if !strings.Contains(err.Error(), "JIT error log") {
+		t.Errorf("error carries no JIT log: %v", err)
+	}
+}
+
+// TestDevicePinnedRoundTrip: pinned buffers from PinnedAllocator go to the device with
+// CopyBatchAsync and come back unchanged, and HostRegister works on mmapped reader buffers.
+func TestDevicePinnedRoundTrip(t *testing.T) {
+	d := openTestDevice(t)
+	a := NewPinnedAllocator(d)
+	const n = 8<<20 + 123
+	in, err := a.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	for i := range in {
+		in[i] = byte(r.Uint32())
+	}
+	var buf DevicePtr
+	var s Stream
+	var ev Event
+	err = d.Do(func() error {
+		var err error
+		if buf, err = d.MemAlloc(n); err != nil {
+			return err
+		}
+		if s, err = d.NewStream(); err != nil {
+			return err
+		}
+		ev, err = d.NewEvent()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.CopyBatchAsync(buf, in, s, 0); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Do(func() error {
+		if err := d.CopyDtoHAsync(out, buf, s); err != nil {
+			return err
+		}
+		return d.RecordEvent(ev, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(ev); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(in, out) {
+		t.Fatalf("pinned round trip changed the data at byte %d", firstDiff(in, out))
+	}
+
+	// A reader buffer from shard's mmap allocator, registered with the driver.
+	var mm shard.MmapAllocator
+	reg, err := mm.Alloc(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mm.Free(reg)
+	copy(reg, in)
+	back := out[:1<<20]
+	clear(back)
+	err = d.Do(func() error {
+		if err := d.HostRegister(reg); err != nil {
+			return err
+		}
+		defer d.HostUnregister(reg)
+		if err := d.CopyHtoDAsync(buf, reg, s); err != nil {
+			return err
+		}
+		if err := d.CopyDtoHAsync(back, buf, s); err != nil {
+			return err
+		}
+		return d.StreamSynchronize(s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(back, reg) {
+		t.Fatal("registered round trip changed the data")
+	}
+
+	err = d.Do(func() error {
+		return errors.Join(d.MemFree(buf), d.DestroyEvent(ev), d.DestroyStream(s))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(a.Free(in), a.Free(out)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Free(make([]byte, 10)); err == nil {
+		t.Error("Free of a foreign buffer: no error")
+	}
+}
+
+// TestDeviceResizeMatchesCPU: the GPU's records equal transforms.Worker.Apply's, byte for
+// byte, over every filter, layout and dtype, random and real images, mixed sizes in one
+// batch, batches split by MaxBatchBytes, and concurrent Run calls.
+func TestDeviceResizeMatchesCPU(t *testing.T) {
+	d := openTestDevice(t)
+	r := rand.New(rand.NewPCG(6, 6))
+	var imgs []transforms.Image
+	for _, sz := range [][2]int{{1, 1}, {17, 9}, {333, 500}, {640, 480}, {1920, 1080}, {7, 300}} {
+		imgs = append(imgs, randomImage(r, sz[0], sz[1], 3))
+	}
+	imgs = append(imgs, randomImage(r, 100, 80, 1))
+	for _, p := range wallpapers(t, 2) {
+		imgs = append(imgs, loadWallpaper(t, p))
+	}
+	imagenet := [2][]float64{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}}
+	var specs []transforms.Spec
+	for _, f := range allFilters {
+		specs = append(specs,
+			transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f},
+			transforms.Spec{Width: 300, Height: 200, CropW: 320, CropH: 180, Filter: f, Layout: "chw", DType: "float16"},
+			transforms.Spec{Resize: 64, Filter: f, Layout: "chw", DType: "float32", Mean: []float64{0.5}, Std: []float64{0.25}},
+		)
+	}
+	specs = append(specs, transforms.Spec{Resize: 256, CropW: 224, CropH: 224, DType: "float32", Mean: imagenet[0], Std: imagenet[1]})
+	for _, spec := range specs {
+		rs, err := NewResizer(d, spec, ResizerOptions{MaxBatchBytes: 8 << 20})
+		if err != nil {
+			t.Fatalf("%+v: %v", spec, err)
+		}
+		var want [][]byte
+		var ok []transforms.Image
+		for _, im := range imgs {
+			sz, err := rs.OutputSize(im.W, im.H, im.C)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := make([]byte, sz)
+			if err := spec.NewWorker().Apply(im, w); err != nil {
+				continue // the CPU refuses it (a grey image with 3 means): so must the GPU
+			}
+			want = append(want, w)
+			ok = append(ok, im)
+		}
+		// Three concurrent callers, each with the whole batch.
+		var wg sync.WaitGroup
+		errs := make([]error, 3)
+		for g := range errs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got := make([][]byte, len(ok))
+				for i := range got {
+					got[i] = make([]byte, len(want[i]))
+				}
+				if err := rs.Run(ok, got); err != nil {
+					errs[g] = err
+					return
+				}
+				for i := range got {
+					if !bytes.Equal(got[i], want[i]) {
+						errs[g] = fmt.Errorf("image %d (%dx%dx%d): GPU differs from CPU at byte %d", i, ok[i].W, ok[i].H, ok[i].C, firstDiff(got[i], want[i]))
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("%+v: %v", spec, err)
+		}
+		if err := rs.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Run(ok[:1], [][]byte{make([]byte, len(want[0]))}); !errors.Is(err, ErrClosed) {
+			t.Errorf("Run after Close: %v", err)
+		}
+	}
+}
+
+// TestDeviceWeightPoolReset: a weight pool too small for a batch's sizes is emptied and
+// refilled (or the batch run image by image) without changing any byte.
+func TestDeviceWeightPoolReset(t *testing.T) {
+	d := openTestDevice(t)
+	r := rand.New(rand.NewPCG(7, 7))
+	spec := transforms.Spec{Resize: 96, CropW: 80, CropH: 80, Filter: "lanczos"}
+	rs, err := NewResizer(d, spec, ResizerOptions{WeightPoolBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	for round := 0; round < 3; round++ {
+		var imgs []transforms.Image
+		var want, got [][]byte
+		for i := 0; i < 40; i++ {
+			im := randomImage(r, 200+r.IntN(800), 200+r.IntN(800), 3)
+			w := make([]byte, 80*80*3)
+			if err := spec.NewWorker().Apply(im, w); err != nil {
+				t.Fatal(err)
+			}
+			imgs, want, got = append(imgs, im), append(want, w), append(got, make([]byte, len(w)))
+		}
+		if err := rs.Run(imgs, got); err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Fatalf("round %d image %d: GPU differs from CPU", round, i)
+			}
+		}
+	}
+}
