@@ -78,6 +78,7 @@ type Weights struct {
 	InSize, OutSize int
 	Filter          Filter
 	KSize           int     // coefficients stored per output sample
+	MaxTaps         int     // largest tap count of any output sample (<= KSize)
 	Bounds          []int32 // per output sample: first source index, number of taps
 	Coeffs          []int32 // KSize per output sample, fixed point with Precision fractional bits
 	Precision       uint    // always PrecisionBits
@@ -140,7 +141,7 @@ func ComputeWeights(inSize, outSize int, f Filter) *Weights {
 
 // unitWeights is the identity pass: one tap of weight 1.0 per sample.
 func unitWeights(n int, f Filter) *Weights {
-	w := &Weights{InSize: n, OutSize: n, Filter: f, KSize: 1, Precision: PrecisionBits, Identity: true,
+	w := &Weights{InSize: n, OutSize: n, Filter: f, KSize: 1, MaxTaps: 1, Precision: PrecisionBits, Identity: true,
 		Bounds: make([]int32, 2*n), Coeffs: make([]int32, n)}
 	for i := 0; i < n; i++ {
 		w.Bounds[2*i] = int32(i)
@@ -154,7 +155,7 @@ func unitWeights(n int, f Filter) *Weights {
 // at a/2 with a = in/out, and is advanced by repeated addition of a, in float64; the index is
 // that position truncated, and positions outside the source give black.
 func nearestWeights(inSize, outSize int) *Weights {
-	w := &Weights{InSize: inSize, OutSize: outSize, Filter: Nearest, KSize: 1, Precision: PrecisionBits,
+	w := &Weights{InSize: inSize, OutSize: outSize, Filter: Nearest, KSize: 1, MaxTaps: 1, Precision: PrecisionBits,
 		Bounds: make([]int32, 2*outSize), Coeffs: make([]int32, outSize)}
 	// a[0] = (double)(box[2] - box[0]) / xsize, box in float32; a[2] = box[0] = 0.
 	a := float64(float32(inSize)) / float64(outSize)
@@ -334,6 +335,7 @@ func filterWeights(inSize, outSize int, f Filter) *Weights {
 		}
 		w.Bounds[2*xx] = int32(xmin)
 		w.Bounds[2*xx+1] = int32(n)
+		w.MaxTaps = max(w.MaxTaps, n)
 	}
 	return w
 }

@@ -147,6 +147,9 @@ func horizontal(out, in []byte, w *Weights, x0, x1, C, off int) {
 	switch C {
 	case 3:
 		out = out[:(x1-x0)*3]
+		if horizontalRGBFixed(out, in, w, x0, off) {
+			return
+		}
 		for j := 0; j < x1-x0; j++ {
 			s, n := int(bounds[2*j])-off, int(bounds[2*j+1])
 			if n == 0 {
@@ -203,6 +206,25 @@ func horizontal(out, in []byte, w *Weights, x0, x1, C, off int) {
 			}
 		}
 	}
+}
+
+// horizontalRGBPixel computes output pixel x of an RGB row by the per-tap loop.
+func horizontalRGBPixel(o, in []byte, w *Weights, x, off int) {
+	const half = int32(1) << (PrecisionBits - 1)
+	s, n := int(w.Bounds[2*x])-off, int(w.Bounds[2*x+1])
+	if n == 0 {
+		s = 0
+	}
+	a0, a1, a2 := half, half, half
+	for t, c := range w.Coeffs[x*w.KSize : x*w.KSize+n] {
+		q := (*[3]byte)(in[3*(s+t):])
+		a0 += int32(q[0]) * c
+		a1 += int32(q[1]) * c
+		a2 += int32(q[2]) * c
+	}
+	o[0] = clip8(a0 >> PrecisionBits)
+	o[1] = clip8(a1 >> PrecisionBits)
+	o[2] = clip8(a2 >> PrecisionBits)
 }
 
 // vertical computes one output row from the intermediate rows s, s+1, ... (row i at
