@@ -14,9 +14,12 @@ Complete training loop::
     from packer_reader.torch import PackerIterableDataset
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    data = PackerIterableDataset("out/", batch_size=256, shuffle=True, seed=42, drop_last=True)
-    loader = DataLoader(data, batch_size=None, num_workers=2,
-                        pin_memory=(device == "cuda"), persistent_workers=False)
+    data = PackerIterableDataset("out/", batch_size=256, shuffle=True, seed=42, drop_last=True,
+                                 pin_memory=(device == "cuda"))  # read straight into pinned memory
+    loader = DataLoader(data, batch_size=None, num_workers=0)
+    # With worker processes instead (only worth it with heavy per-batch Python work):
+    #   data = PackerIterableDataset(..., num_workers=2)
+    #   loader = DataLoader(data, batch_size=None, num_workers=2, pin_memory=(device == "cuda"))
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.LazyLinear(len(data.classes))).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for epoch in range(10):
