@@ -554,3 +554,69 @@ func DraftSize(spec Spec, gap int) func(w, h int) (int, int) {
 		return rw * gap, rh * gap
 	}
 }
+
+// Decoded is an image decoded in part: Image holds the pixels of the rectangle
+// [At.X, At.X+Image.W) × [At.Y, At.Y+Image.H) of a full image of Full.X × Full.Y pixels.
+type Decoded struct {
+	Image
+	Full image.Point // size of the whole (oriented, draft-scaled) image
+	At   image.Point // where Image sits in it
+}
+
+// DecodeFileRegion is DecodeFile for callers that need only part of the image, such as a
+// resize followed by a centre crop. region is called with the size of the whole image (after
+// any draft scale and orientation) and returns the rectangle the caller will read. For a
+// JPEG without EXIF rotation, only those rows are decoded (rows above are skipped, decoding
+// stops after the last) and the columns are cropped to whole iMCUs around the rectangle, so
+// the result may be wider than asked; the pixels are exactly those of the full decode. Other
+// formats are decoded whole (At is 0, 0). A nil region decodes everything.
+func DecodeFileRegion(path string, opts DecodeOptions, region func(w, h int) image.Rectangle, s *DecodeScratch) (Decoded, error) {
+	data, err := readFile(path, s)
+	if err != nil {
+		return Decoded{}, err
+	}
+	d, err := decodeRegion(data, opts, region, s)
+	if err != nil {
+		return Decoded{}, &DecodeError{Path: path, Err: err}
+	}
+	return d, nil
+}
+
+func decodeRegion(data []byte, opts DecodeOptions, region func(w, h int) image.Rectangle, s *DecodeScratch) (Decoded, error) {
+	whole := func() (Decoded, error) {
+		img, err := decode(data, opts, s)
+		if err != nil {
+			return Decoded{}, err
+		}
+		return Decoded{Image: img, Full: image.Pt(img.W, img.H)}, nil
+	}
+	if region == nil || len(data) == 0 || sniff(data) != fmtJPEG {
+		return whole()
+	}
+	if opts.ExifOrient && exifOrientation(fmtJPEG, data) != 1 {
+		return whole()
+	}
+	hdr, err := jpegDecodeHeader(data)
+	if err != nil {
+		return Decoded{}, err
+	}
+	if err := checkSize(hdr.w, hdr.h, opts); err != nil {
+		return Decoded{}, err
+	}
+	denom := 1
+	if opts.Draft != nil {
+		tw, th := opts.Draft(hdr.w, hdr.h)
+		denom = draftDenom(hdr.w, hdr.h, tw, th)
+	}
+	// The output size at 1/denom, as libjpeg computes it (jdiv_round_up).
+	fw, fh := (hdr.w+denom-1)/denom, (hdr.h+denom-1)/denom
+	r := region(fw, fh).Intersect(image.Rect(0, 0, fw, fh))
+	if r.Empty() {
+		return whole()
+	}
+	img, x0, err := jpegDecodeRegion(data, denom, r, s)
+	if err != nil {
+		return Decoded{}, err
+	}
+	return Decoded{Image: img, Full: image.Pt(fw, fh), At: image.Pt(x0, r.Min.Y)}, nil
+}

@@ -85,6 +85,8 @@ typedef struct {
 	int out_comps;
 	int truncated;
 	int warnings;
+	int crop_x, crop_w;      // decoded columns, for a region decode
+	int imcu_w;              // width of an iMCU in output pixels
 	char msg[JMSG_LENGTH_MAX];
 } pk_info;
 
@@ -105,8 +107,14 @@ static int pk_out_space(int comps) {
 // (info->msg), 2 for an unsupported component count, 3 when the output size does not fit
 // outlen, 4 for a truncated file, 5 for too many progressive scans. Fancy upsampling and the accurate integer DCT (JDCT_ISLOW)
 // are libjpeg's defaults; they are set explicitly because fidelity depends on them.
+//
+// When region is not 0, only output columns [rx0, rx1) and rows [ry0, ry1) are asked for:
+// jpeg_crop_scanline widens the columns to iMCU boundaries (info->crop_x, crop_w say where
+// the decoded columns are), jpeg_skip_scanlines skips the rows above, and decoding stops after
+// the last row wanted. out then holds ry1-ry0 rows of crop_w pixels.
 static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
-		unsigned char *out, size_t outlen, size_t stride, pk_info *info) {
+		unsigned char *out, size_t outlen, size_t stride, pk_info *info,
+		int region, int rx0, int rx1, int ry0, int ry1) {
 	struct jpeg_decompress_struct d;
 	pk_err err;
 	pk_src src;
@@ -160,25 +168,56 @@ static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 		jpeg_destroy_decompress(&d);
 		return 0;
 	}
+	JDIMENSION y0 = 0, y1 = d.output_height;
+	if (region) {
+		if (rx0 < 0 || rx1 > (int)d.output_width || rx0 >= rx1 || ry0 < 0 ||
+				ry1 > (int)d.output_height || ry0 >= ry1) {
+			jpeg_destroy_decompress(&d);
+			return 3;
+		}
+		y0 = (JDIMENSION)ry0;
+		y1 = (JDIMENSION)ry1;
+	}
+	jpeg_start_decompress(&d);
+	info->crop_x = 0;
+	info->crop_w = (int)d.output_width;
+	// Fancy upsampling treats the first and last column of a cropped scanline as image
+	// edges, so pad the crop by one iMCU on each side: the columns asked for are then decoded
+	// exactly as in the full image. info->imcu_w is the padding.
+	info->imcu_w = d.max_h_samp_factor * d.min_DCT_scaled_size;
+	if (region) {
+		int pad = info->imcu_w;
+		int cx0 = rx0 - pad > 0 ? rx0 - pad : 0;
+		int cx1 = rx1 + pad < (int)d.output_width ? rx1 + pad : (int)d.output_width;
+		if (cx0 > 0 || cx1 < (int)d.output_width) {
+			JDIMENSION xoff = (JDIMENSION)cx0, w = (JDIMENSION)(cx1 - cx0);
+			jpeg_crop_scanline(&d, &xoff, &w);
+			info->crop_x = (int)xoff;
+			info->crop_w = (int)w;
+		}
+	}
 	if ((size_t)d.output_width * (size_t)d.out_color_components > stride ||
-			stride * (size_t)d.output_height > outlen) {
+			stride * (size_t)(y1 - y0) > outlen) {
 		jpeg_destroy_decompress(&d);
 		return 3;
 	}
-	jpeg_start_decompress(&d);
-	while (d.output_scanline < d.output_height) {
+	if (y0 > 0 && jpeg_skip_scanlines(&d, y0) != y0) {
+		info->truncated = 1;
+	}
+	while (!info->truncated && d.output_scanline < y1) {
 		JSAMPROW rows[16];
-		JDIMENSION n = d.output_height - d.output_scanline, i;
+		JDIMENSION n = y1 - d.output_scanline, i;
 		if (n > 16) n = 16;
-		for (i = 0; i < n; i++) rows[i] = out + (size_t)(d.output_scanline + i) * stride;
+		for (i = 0; i < n; i++) rows[i] = out + (size_t)(d.output_scanline - y0 + i) * stride;
 		if (jpeg_read_scanlines(&d, rows, n) == 0) break;
 		if (src.eof) break;
 	}
-	info->truncated = src.eof;
+	info->truncated |= src.eof;
 	info->warnings = (int)err.pub.num_warnings;
 	// Like Pillow, stop once every scanline is out: a missing EOI after complete scan data
 	// is not an error. jpeg_abort discards the rest.
 	jpeg_destroy_decompress(&d);
+	if (!info->truncated && d.output_scanline < y1) info->truncated = 1;
 	return info->truncated ? 4 : 0;
 }
 */
@@ -186,6 +225,7 @@ import "C"
 
 import (
 	"fmt"
+	"image"
 	"unsafe"
 )
 
@@ -197,6 +237,10 @@ type jpegHeader struct {
 const jpegCgo = true
 
 func jpegCall(data []byte, denom int, out []byte, stride int) (C.pk_info, C.int) {
+	return jpegCallRegion(data, denom, out, stride, nil)
+}
+
+func jpegCallRegion(data []byte, denom int, out []byte, stride int, r *image.Rectangle) (C.pk_info, C.int) {
 	var info C.pk_info
 	if len(data) == 0 {
 		return info, 1
@@ -205,8 +249,12 @@ func jpegCall(data []byte, denom int, out []byte, stride int) (C.pk_info, C.int)
 	if out != nil {
 		outp = (*C.uchar)(unsafe.Pointer(&out[0]))
 	}
+	var region, x0, x1, y0, y1 C.int
+	if r != nil {
+		region, x0, x1, y0, y1 = 1, C.int(r.Min.X), C.int(r.Max.X), C.int(r.Min.Y), C.int(r.Max.Y)
+	}
 	rc := C.pk_jpeg_decode((*C.uchar)(unsafe.Pointer(&data[0])), C.size_t(len(data)), C.int(denom),
-		outp, C.size_t(len(out)), C.size_t(stride), &info)
+		outp, C.size_t(len(out)), C.size_t(stride), &info, region, x0, x1, y0, y1)
 	return info, rc
 }
 
@@ -267,4 +315,52 @@ func jpegDecode(data []byte, denom int, s *DecodeScratch) (Image, error) {
 	pix := s.pix(w * h * 3)
 	cmykInvertedToRGB(pix, buf)
 	return Image{W: w, H: h, C: 3, Pix: pix}, nil
+}
+
+// jpegDecodeRegion decodes the rows r.Min.Y..r.Max.Y of a JPEG (at scale 1/denom) and at
+// least the columns r.Min.X..r.Max.X: libjpeg widens them to whole iMCUs. It returns the
+// decoded image and the column of the full image where it starts. Pixels are those of the
+// full decode (TestDecodeRegionMatchesFull); rows past r.Max.Y are never decoded.
+func jpegDecodeRegion(data []byte, denom int, r image.Rectangle, s *DecodeScratch) (Image, int, error) {
+	info, rc := jpegCall(data, denom, nil, 0)
+	if rc != 0 {
+		return Image{}, 0, jpegError(&info, rc)
+	}
+	w, oc := int(info.out_width), int(info.out_comps)
+	if oc != 3 && oc != 4 {
+		return Image{}, 0, fmt.Errorf("%w: jpeg: bad output geometry %dx%d", ErrCorrupt, w, oc)
+	}
+	// Allocate for the full width: the cropped width is only known after start_decompress.
+	stride := w * oc
+	h := r.Dy()
+	var buf []byte
+	if oc == 4 {
+		buf = s.tmp(stride * h)
+	} else {
+		buf = s.pix(stride * h)
+	}
+	info, rc = jpegCallRegion(data, denom, buf, stride, &r)
+	if rc != 0 {
+		return Image{}, 0, jpegError(&info, rc)
+	}
+	cx, cw, pad := int(info.crop_x), int(info.crop_w), int(info.imcu_w)
+	// Keep exactly the columns asked for; they lie a whole iMCU inside the crop unless the
+	// crop reaches the image edge.
+	if r.Min.X < cx || r.Max.X > cx+cw ||
+		(cx > 0 && r.Min.X-cx < pad) || (cx+cw < w && cx+cw-r.Max.X < pad) {
+		return Image{}, 0, fmt.Errorf("jpeg: internal error: crop %d+%d does not cover %v with margin %d", cx, cw, r, pad)
+	}
+	rw := r.Dx()
+	off := (r.Min.X - cx) * oc
+	pix := s.pix(rw * h * 3)
+	for y := 0; y < h; y++ {
+		row := buf[y*stride+off : y*stride+off+rw*oc]
+		dst := pix[y*rw*3 : (y+1)*rw*3]
+		if oc == 4 {
+			cmykInvertedToRGB(dst, row)
+		} else {
+			copy(dst, row)
+		}
+	}
+	return Image{W: rw, H: h, C: 3, Pix: pix}, r.Min.X, nil
 }

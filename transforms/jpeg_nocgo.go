@@ -2,7 +2,10 @@
 
 package transforms
 
-import "fmt"
+import (
+	"fmt"
+	"image"
+)
 
 // Without cgo there is no libjpeg-turbo, and no other JPEG decoder gives Pillow's pixels:
 // JPEG files are refused rather than decoded differently.
@@ -19,4 +22,8 @@ func jpegDecodeHeader(data []byte) (jpegHeader, error) {
 
 func jpegDecode(data []byte, denom int, s *DecodeScratch) (Image, error) {
 	return Image{}, fmt.Errorf("%w: jpeg: this packer was built without cgo (libjpeg-turbo)", ErrUnsupported)
+}
+
+func jpegDecodeRegion(data []byte, denom int, r image.Rectangle, s *DecodeScratch) (Image, int, error) {
+	return Image{}, 0, fmt.Errorf("%w: jpeg: this packer was built without cgo (libjpeg-turbo)", ErrUnsupported)
 }
