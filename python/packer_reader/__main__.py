@@ -4,6 +4,7 @@ Exit status: 0 success, 2 usage error, 3 corrupt or mismatching data, 1 other fa
 
 import argparse
 import json
+import os
 import sys
 
 EXIT_OK = 0
@@ -50,4 +51,10 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # output piped into head and the like
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = EXIT_FAIL
+    sys.exit(code)

@@ -289,7 +289,7 @@ class Dataset:
             return images, buf.labels[:n]
 
         if prefetch <= 0:
-            buf = _Buf(nbytes, B, alloc)
+            buf = _Buf(nbytes, B, alloc) if not copy else None
             for item in plan:
                 yield fill(item, buf)
             return

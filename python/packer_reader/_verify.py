@@ -23,9 +23,19 @@ class Fault:
         self.record_range = record_range
         self.offset = offset
 
-    def to_dict(self):
-        return {"kind": self.kind, "path": self.path, "reason": self.reason,
-                "record_range": list(self.record_range) if self.record_range else None, "offset": self.offset}
+    def to_dict(self, root=None):
+        """The fault as ``packer verify --json`` writes it (file relative to the dataset)."""
+        f = self.path
+        if root is not None:
+            try:
+                rel = os.path.relpath(self.path, root)
+                if not rel.startswith(".."):
+                    f = rel.replace(os.sep, "/")
+            except ValueError:
+                pass
+        a, b = self.record_range if self.record_range else (-1, -1)
+        return {"file": f, "kind": self.kind, "first_record": a, "records": b - a if a >= 0 else 0,
+                "offset": -1 if self.offset is None else self.offset, "message": self.reason}
 
     def __str__(self):
         s = "%s: %s" % (self.path, self.reason)
@@ -41,7 +51,9 @@ class Fault:
 
 class Report:
     """What verify found: ``ok`` (no faults), ``faults`` (list of Fault), ``notes`` (checks that
-    could not run, e.g. h5py missing), ``files`` and ``records`` checked."""
+    could not run, e.g. h5py missing), ``format``, ``count`` (manifest), ``files``, ``records`` and
+    ``bytes`` checked, ``skipped_inputs`` (inputs the build skipped, listed in the manifest).
+    ``to_dict()`` has the shape of ``packer verify --json``."""
 
     def __init__(self, path):
         self.path = path
@@ -51,6 +63,9 @@ class Report:
         self.records = 0
         self.bytes = 0
         self.pending_sha = {}  # rel -> (path, wanted hex): hashed during a format's own pass
+        self.format = None
+        self.count = 0
+        self.skipped_inputs = 0
 
     def check_sha(self, full, want, got):
         self.bytes += os.path.getsize(full)
@@ -73,8 +88,10 @@ class Report:
             self.add(kind or "structure", self.path, str(err))
 
     def to_dict(self):
-        return {"path": self.path, "ok": self.ok, "files": self.files, "records": self.records,
-                "bytes": self.bytes, "faults": [f.to_dict() for f in self.faults], "notes": list(self.notes)}
+        """The report in the shape of ``packer verify --json`` (plus ``notes``)."""
+        return {"dir": self.path, "format": self.format, "count": self.count, "files": self.files,
+                "bytes": self.bytes, "ok": self.ok, "faults": [f.to_dict(self.path) for f in self.faults],
+                "skipped_inputs": self.skipped_inputs, "notes": list(self.notes)}
 
     def __str__(self):
         lines = ["%s: %s (%d files, %d records, %d bytes checked)" % (
@@ -118,6 +135,9 @@ def verify(path):
         rep.add_error(e, "manifest")
         return rep
     mpath = os.path.join(root, MANIFEST)
+    rep.format = m["format"]
+    rep.count = m["count"]
+    rep.skipped_inputs = len(m.get("skipped") or [])
 
     # files: presence, size, sha256
     listed = {}

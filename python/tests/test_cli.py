@@ -29,7 +29,15 @@ def test_verify_exit_codes(shards_dir, tmp_path):
     assert r.returncode == 3, r.stdout + r.stderr
     assert "shard-00003.pks" in r.stdout and "checksum" in r.stdout and "records 90..96" in r.stdout
     r = run("verify", d, "--json")
-    assert r.returncode == 3 and '"ok": false' in r.stdout
+    assert r.returncode == 3
+    import json
+
+    rep = json.loads(r.stdout)  # the shape of packer verify --json
+    assert rep["ok"] is False and rep["format"] == "shards" and rep["count"] == 203
+    cs = [f for f in rep["faults"] if f["kind"] == "checksum"]
+    assert cs == [{"file": "shard-00003.pks", "kind": "checksum", "first_record": 90, "records": 7,
+                   "offset": 4096, "message": cs[0]["message"]}]
+    assert {f["kind"] for f in rep["faults"]} == {"checksum", "sha256"}
     assert run("bogus").returncode == 2
     assert run().returncode == 2
 
