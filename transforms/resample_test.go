@@ -192,6 +192,13 @@ func TestWeightsInvariants(t *testing.T) {
 					}
 				}
 			}
+			maxTaps := 0
+			for o := 0; o < s[1]; o++ {
+				maxTaps = max(maxTaps, int(w.Bounds[2*o+1]))
+			}
+			if w.MaxTaps != maxTaps {
+				t.Fatalf("%v %v: MaxTaps %d, want %d", f, s, w.MaxTaps, maxTaps)
+			}
 			if w.Identity != (s[0] == s[1]) {
 				t.Fatalf("%v %v: Identity = %v", f, s, w.Identity)
 			}
@@ -212,6 +219,55 @@ func TestResizeDeterministic(t *testing.T) {
 			if !bytes.Equal(a.Pix, b.Pix) {
 				t.Fatalf("%v: not deterministic", f)
 			}
+		}
+	}
+}
+
+// TestConcurrentWorkers: Workers on several goroutines, sharing the weight cache while it
+// fills and is emptied, give the bytes of a sequential run (run with -race).
+func TestConcurrentWorkers(t *testing.T) {
+	r := rand.New(rand.NewPCG(16, 16))
+	type job struct {
+		src  Image
+		spec Spec
+	}
+	var jobs []job
+	for i := 0; i < 64; i++ {
+		s := Spec{Resize: 8 + r.IntN(60), CropW: 1 + r.IntN(40), CropH: 1 + r.IntN(40), Filter: allFilters[i%6].String()}
+		jobs = append(jobs, job{randomImage(r, 1+r.IntN(100), 1+r.IntN(100), []int{1, 3}[i%2]), s})
+	}
+	want := make([][]byte, len(jobs))
+	for i, j := range jobs {
+		want[i] = applySpec(t, j.spec, j.src)
+	}
+	errs := make(chan error, 4)
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			for k := 0; k < 3; k++ {
+				// Churn the cache past its bound so that it is emptied concurrently.
+				for n := 0; n < maxCachedWeights/8; n++ {
+					CachedWeights(2+n, 1+g*3+k, Bilinear)
+				}
+				for i := g; i < len(jobs); i += 2 {
+					j := jobs[i]
+					w := j.spec.NewWorker()
+					dst := make([]byte, j.spec.OutputSpec(j.src.W, j.src.H, j.src.C).Size())
+					if err := w.Apply(j.src, dst); err != nil {
+						errs <- err
+						return
+					}
+					if !bytes.Equal(dst, want[i]) {
+						errs <- fmt.Errorf("job %d differs on goroutine %d", i, g)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
 		}
 	}
 }
