@@ -14,7 +14,7 @@ CHUNK = 8 << 20
 
 class Fault:
     """One problem found by verify. ``kind`` is one of: manifest, missing, extra, size, sha256,
-    structure, checksum, padding, shape, count, labels."""
+    structure (including non-zero padding), checksum, shape, count, labels."""
 
     def __init__(self, kind, path, reason, record_range=None, offset=None):
         self.kind = kind
@@ -155,8 +155,8 @@ def verify(path):
         present[rel] = full
         if "size" in fe and st.st_size != fe["size"]:
             rep.add("size", full, "size %d, manifest says %d" % (st.st_size, fe["size"]))
-        else:
-            rep.pending_sha[rel] = (full, str(fe.get("sha256", "")).lower())
+        # hashed even when the size is wrong, so both faults are reported (as packer verify does)
+        rep.pending_sha[rel] = (full, str(fe.get("sha256", "")).lower())
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for fn in sorted(filenames):
@@ -220,6 +220,11 @@ def _verify_shards(rep, m, root, present, listed):
         full = present[rel]
         try:
             sf = ShardFile(full, declared_first)
+        except CorruptionError as e:  # header, footer or index CRC: no record range, as packer verify
+            rep.add("checksum", e.path, e.reason, None, e.offset)
+            complete = False
+            first = declared_first + (fe.get("records") or 0)
+            continue
         except PackerError as e:
             rep.add_error(e)
             complete = False
@@ -242,7 +247,7 @@ def _verify_shards(rep, m, root, present, listed):
                 if isinstance(err, CorruptionError):
                     rep.add_error(err, "checksum")
                 elif "padding" in err.reason:
-                    rep.add("padding", err.path, err.reason, None, err.offset)
+                    rep.add("structure", err.path, err.reason, None, err.offset)
                 else:
                     rep.add_error(err)
             if pend:
@@ -321,7 +326,7 @@ def _verify_hdf5(rep, m, root, present):
         return None
     full = present[names[0]]
     pend = rep.pending_sha.pop(names[0], None)
-    damaged = pend is None  # its size differs from the manifest's
+    damaged = True
     if pend is not None:
         got = _sha256(full)
         rep.check_sha(full, pend[1], got)
