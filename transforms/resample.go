@@ -136,7 +136,7 @@ func ComputeWeights(inSize, outSize int, f Filter) *Weights {
 	if f == Nearest {
 		return nearestWeights(inSize, outSize)
 	}
-	return filterWeights(inSize, outSize, f)
+	return filterWeights(inSize, outSize, f, true)
 }
 
 // unitWeights is the identity pass: one tap of weight 1.0 per sample.
@@ -265,6 +265,43 @@ func lanczosKernel(x float64) float64 {
 	return 0
 }
 
+// fastKernelFunc returns the kernel evaluated with math.Sin/Cos, for the filters that use
+// them (nil for the others, which are exact already).
+func fastKernelFunc(f Filter) func(float64) float64 {
+	switch f {
+	case Hamming:
+		return func(x float64) float64 {
+			if x < 0 {
+				x = -x
+			}
+			if x == 0 {
+				return 1
+			}
+			if x >= 1 {
+				return 0
+			}
+			x = float64(x * math.Pi)
+			s := math.Sin(x) / x
+			return float64(s * (hamming054 + float64(hamming046*math.Cos(x))))
+		}
+	case Lanczos:
+		sinc := func(x float64) float64 {
+			if x == 0 {
+				return 1
+			}
+			x = float64(x * math.Pi)
+			return math.Sin(x) / x
+		}
+		return func(x float64) float64 {
+			if -3 <= x && x < 3 {
+				return float64(sinc(x) * sinc(x/3))
+			}
+			return 0
+		}
+	}
+	return nil
+}
+
 func kernelFunc(f Filter) func(float64) float64 {
 	switch f {
 	case Box:
@@ -283,8 +320,11 @@ func kernelFunc(f Filter) func(float64) float64 {
 
 // filterWeights is Pillow's precompute_coeffs followed by normalize_coeffs_8bpc, for the box
 // (0, inSize) in float32 as Image.resize passes it.
-func filterWeights(inSize, outSize int, f Filter) *Weights {
-	kernel := kernelFunc(f)
+func filterWeights(inSize, outSize int, f Filter, allowFast bool) *Weights {
+	kernel, fast := kernelFunc(f), fastKernelFunc(f)
+	if !allowFast {
+		fast = nil
+	}
 	in0, in1 := float32(0), float32(inSize)
 	scale := float64(in1-in0) / float64(outSize)
 	filterscale := scale
@@ -315,29 +355,54 @@ func filterWeights(inSize, outSize int, f Filter) *Weights {
 		if n > ksize { // cannot happen (support bounds the span); kept for memory safety
 			n = ksize
 		}
-		ww := 0.0
-		for x := 0; x < n; x++ {
-			v := kernel(float64((float64(x+xmin) - center + 0.5) * ss))
-			k[x] = v
-			ww += v
-		}
 		row := w.Coeffs[xx*ksize : xx*ksize+ksize]
-		for x := 0; x < n; x++ {
-			v := k[x]
-			if ww != 0 {
-				v /= ww
-			}
-			if v < 0 {
-				row[x] = int32(-0.5 + float64(v*(1<<PrecisionBits)))
-			} else {
-				row[x] = int32(0.5 + float64(v*(1<<PrecisionBits)))
-			}
+		// Kernels with sin/cos are first evaluated with the fast math.Sin/Cos; if any
+		// coefficient then lands within a safe margin of a rounding boundary, the row is
+		// recomputed with the correctly rounded versions (see resample_math.go). Outside
+		// that margin, last-bit differences in sin/cos cannot change the integers.
+		if fast == nil || !fixedRow(row, k[:n], fast, xmin, center, ss, true) {
+			fixedRow(row, k[:n], kernel, xmin, center, ss, false)
 		}
 		w.Bounds[2*xx] = int32(xmin)
 		w.Bounds[2*xx+1] = int32(n)
 		w.MaxTaps = max(w.MaxTaps, n)
 	}
 	return w
+}
+
+// safeMargin is how far from a rounding boundary a fixed-point coefficient computed with the
+// fast sin/cos must be to be trusted: their error (a few units in the last place of values
+// at most ~1.2, then a division by the row sum) moves v·2^22 by less than 1e-8.
+const safeMargin = 1e-6
+
+// fixedRow computes one output sample's coefficients (Pillow's precompute_coeffs inner loop
+// and normalize_coeffs_8bpc) into row, with k as scratch. With check, it reports false when
+// a coefficient is within safeMargin of a rounding boundary.
+func fixedRow(row []int32, k []float64, kernel func(float64) float64, xmin int, center, ss float64, check bool) bool {
+	ww := 0.0
+	for x := range k {
+		v := kernel(float64((float64(x+xmin) - center + 0.5) * ss))
+		k[x] = v
+		ww += v
+	}
+	for x, v := range k {
+		if ww != 0 {
+			v /= ww
+		}
+		var t float64
+		if v < 0 {
+			t = -0.5 + float64(v*(1<<PrecisionBits))
+		} else {
+			t = 0.5 + float64(v*(1<<PrecisionBits))
+		}
+		if check {
+			if d := t - math.Round(t); d < safeMargin && d > -safeMargin {
+				return false
+			}
+		}
+		row[x] = int32(t)
+	}
+	return true
 }
 
 // weightKey identifies cached weights.

@@ -5,14 +5,17 @@ import "math"
 // Correctly rounded sine and cosine for the filter kernels.
 //
 // Pillow evaluates its hamming and lanczos kernels with the C library's sin and cos. glibc's
-// are correctly rounded in practice, while Go's math.Sin and math.Cos differ from them in the
-// last bit for roughly one argument in six; a last-bit difference can move a fixed-point
-// coefficient across a rounding boundary. So the kernels use these double-double versions
-// instead: about 106 bits of precision before the final rounding, which makes them correctly
+// are correctly rounded in all but about 0.2% of the kernels' arguments, while Go's math.Sin
+// and math.Cos differ from them in the last bit for about one argument in six (and differ
+// between architectures: s390x has its own assembly). A last-bit difference can move a
+// fixed-point coefficient across a rounding boundary. So the weights are defined by these
+// double-double versions: about 106 bits of precision before the final rounding, correctly
 // rounded except in cases far rarer than any dataset will meet, and identical on every
 // architecture (math.FMA is exact everywhere; every other product is rounded explicitly).
-// They are only for the small arguments the kernels use (|x| <= 4π) and are slow (weights are
-// computed once per size pair).
+// They are slow, so filterWeights first uses math.Sin/Cos and recomputes a row with these
+// only when a coefficient lands within safeMargin of a rounding boundary, where the last
+// bits could matter; elsewhere both give the same integers (TestFastKernelsSafe).
+// They serve only the small arguments the kernels use (|x| <= 4π).
 
 type dd struct{ hi, lo float64 }
 

@@ -188,3 +188,20 @@ func TestWeightsMatchPillowArithmetic(t *testing.T) {
 		t.Fatalf("python answered %d of %d", i, len(pairs))
 	}
 }
+
+// TestFastKernelsSafe: weights computed with math.Sin/Cos under the margin check equal those
+// computed with the correctly rounded sin/cos only.
+func TestFastKernelsSafe(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 17))
+	for i := 0; i < 400; i++ {
+		f := []Filter{Hamming, Lanczos}[i%2]
+		in, out := 1+r.IntN(3000), 1+r.IntN(600)
+		if in == out {
+			continue
+		}
+		a, b := filterWeights(in, out, f, true), filterWeights(in, out, f, false)
+		if fmt.Sprint(a.Bounds) != fmt.Sprint(b.Bounds) || fmt.Sprint(a.Coeffs) != fmt.Sprint(b.Coeffs) {
+			t.Fatalf("%d->%d %v: fast path changes the weights", in, out, f)
+		}
+	}
+}
