@@ -227,3 +227,15 @@ def test_stream_check_matches_block_checks(ds_dir, chunk):
         assert [f.reason for f in faults if not isinstance(f, CorruptionError)] == ["data padding is not zero"]
     finally:
         sf.close()
+
+
+def test_exceptions_pickle_and_accept_a_bare_message():
+    import pickle
+
+    e = CorruptionError("/d/shard-00001.pks", (37, 44), 4096, "data block 1: CRC-32C mismatch")
+    f = pickle.loads(pickle.dumps(e))
+    assert type(f) is CorruptionError and f.record_range == (37, 44) and f.offset == 4096 and str(f) == str(e)
+    g = pickle.loads(pickle.dumps(FormatError("/d/x.pks", "bad magic", 0)))
+    assert g.path == "/d/x.pks" and g.offset == 0 and "bad magic" in str(g)
+    assert str(CorruptionError("whole message")) == "whole message"  # how torch re-raises
+    assert FormatError("whole message").reason == "whole message"

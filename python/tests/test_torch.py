@@ -129,3 +129,24 @@ def test_rank_from_torch_distributed(torch, shards_dir, data, monkeypatch):
         order = pds.order(shuffle=True, seed=4, rank=2, world_size=3)
     assert np.array_equal(got, data[0][order])
     assert len(ds) == -(-len(order) // 9)
+
+
+def test_worker_corruption_reaches_the_trainer(torch, tmp_path, data):
+    import shardwriter
+    from conftest import CLASSES, SPEC
+    from torch.utils.data import DataLoader
+
+    import packer_reader
+    from packer_reader.torch import PackerIterableDataset
+
+    imgs, labels = data[0], data[1]
+    d = str(tmp_path)
+    shardwriter.write_dataset(d, list(imgs), labels, CLASSES, SPEC, shard_size=60 * 50, block_records=10)
+    p = tmp_path / "shard-00002.pks"
+    b = bytearray(p.read_bytes())
+    b[4096 + 60 * 33] ^= 1  # shard 2 (records 100..149), block 3 = records 130..139
+    p.write_bytes(bytes(b))
+    ds = PackerIterableDataset(d, batch_size=16, verify_crc=True)
+    with pytest.raises(packer_reader.CorruptionError, match="shard-00002.pks.*records 130..139"):
+        for _ in DataLoader(ds, batch_size=None, num_workers=2):
+            pass
