@@ -206,3 +206,25 @@ def test_copy_batches_recycle_only_dropped_memory(shards_dir, data):
             del x
             gc.collect()
         assert len(ptrs) <= 3
+
+
+def test_abandoned_iterator_stops_its_thread(shards_dir):
+    import gc
+    import threading
+
+    before = threading.active_count()
+    with packer_reader.open(shards_dir) as ds:
+        for _ in range(3):
+            it = ds.batches(8, prefetch=3)
+            next(it)
+            it.close()  # as a `break` out of a for loop does when the generator is dropped
+        it = ds.batches(8, prefetch=3)
+        next(it)
+        del it
+        gc.collect()
+    assert threading.active_count() == before
+
+
+def test_npy_direct_and_verify_crc_flag(npy_dir, data):
+    with packer_reader.open(npy_dir, direct=True, verify_crc=True) as ds:
+        assert np.array_equal(np.concatenate(collect(ds.batches(17))[0]), data[0])
