@@ -106,13 +106,7 @@ func (w *Weights) sample(o int, in []byte, stride int) byte {
 }
 
 func clip8(v int32) byte {
-	if v < 0 {
-		return 0
-	}
-	if v > 255 {
-		return 255
-	}
-	return byte(v)
+	return byte(min(max(v, 0), 255)) // branch-free (conditional moves)
 }
 
 // MaxResampleSize bounds the sizes ComputeWeights accepts on either side.
