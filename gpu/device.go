@@ -143,6 +143,11 @@ func Open(ordinal int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	return openDevice(drv, ordinal)
+}
+
+// openDevice is Open with a given driver (the tests' fake driver among them).
+func openDevice(drv *driver, ordinal int) (*Device, error) {
 	var n int32
 	if err := check("cuDeviceGetCount", drv.cuDeviceGetCount(&n)); err != nil {
 		return nil, err

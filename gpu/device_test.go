@@ -36,8 +36,28 @@ func openTestDevice(t *testing.T) *Device {
 	return d
 }
 
-func TestDeviceInfo(t *testing.T) {
-	d := openTestDevice(t)
+func TestDeviceInfo(t *testing.T)             { testInfo(t, openTestDevice(t)) }
+func TestDeviceThreadRule(t *testing.T)       { testThreadRule(t, openTestDevice(t)) }
+func TestDeviceJITErrorLog(t *testing.T)      { testJITErrorLog(t, openTestDevice(t)) }
+func TestDevicePinnedRoundTrip(t *testing.T)  { testPinnedRoundTrip(t, openTestDevice(t)) }
+func TestDeviceResizeMatchesCPU(t *testing.T) { testResizeMatchesCPU(t, openTestDevice(t)) }
+func TestDeviceWeightPoolReset(t *testing.T)  { testWeightPoolReset(t, openTestDevice(t)) }
+
+// deviceTests are the device tests, run on a real GPU by the TestDevice* functions and on
+// the fake driver by TestFakeDriver.
+var deviceTests = []struct {
+	name string
+	fn   func(*testing.T, *Device)
+}{
+	{"Info", testInfo},
+	{"ThreadRule", testThreadRule},
+	{"JITErrorLog", testJITErrorLog},
+	{"PinnedRoundTrip", testPinnedRoundTrip},
+	{"ResizeMatchesCPU", testResizeMatchesCPU},
+	{"WeightPoolReset", testWeightPoolReset},
+}
+
+func testInfo(t *testing.T, d *Device) {
 	info := d.Info()
 	t.Logf("device: %v, %d SMs, %d-bit bus at %d kHz", info, info.SMs, info.MemoryBusBits, info.MemoryClockKHz)
 	if info.Name == "" || info.Memory <= 0 || info.Major < 5 {
@@ -55,8 +75,7 @@ func TestDeviceInfo(t *testing.T) {
 
 // TestDeviceThreadRule: driver methods outside Do are refused, inside they work, and a Do
 // nested in a Do runs inline instead of deadlocking.
-func TestDeviceThreadRule(t *testing.T) {
-	d := openTestDevice(t)
+func testThreadRule(t *testing.T, d *Device) {
 	if _, err := d.MemAlloc(16); !errors.Is(err, ErrWrongThread) {
 		t.Errorf("MemAlloc outside Do: %v, want ErrWrongThread", err)
 	}
@@ -80,8 +99,7 @@ func TestDeviceThreadRule(t *testing.T) {
 
 // TestDeviceJITErrorLog: a module the JIT rejects gives an error naming the call, the
 // CUresult and the JIT's log.
-func TestDeviceJITErrorLog(t *testing.T) {
-	d := openTestDevice(t)
+func testJITErrorLog(t *testing.T, d *Device) {
 	bad := ".version 4.1\n.target sm_52\n.address_size 64\n.visible .entry broken(\n)\n{\n\tnot_an_instruction %r1;\n}\n"
 	err := d.Do(func() error {
 		mod, err := d.loadModule(bad)
@@ -102,8 +120,7 @@ func TestDeviceJITErrorLog(t *testing.T) {
 
 // TestDevicePinnedRoundTrip: pinned buffers from PinnedAllocator go to the device with
 // CopyBatchAsync and come back unchanged, and HostRegister works on mmapped reader buffers.
-func TestDevicePinnedRoundTrip(t *testing.T) {
-	d := openTestDevice(t)
+func testPinnedRoundTrip(t *testing.T, d *Device) {
 	a := NewPinnedAllocator(d)
 	const n = 8<<20 + 123
 	in, err := a.Alloc(n)
@@ -201,16 +218,24 @@ func TestDevicePinnedRoundTrip(t *testing.T) {
 // TestDeviceResizeMatchesCPU: the GPU's records equal transforms.Worker.Apply's, byte for
 // byte, over every filter, layout and dtype, random and real images, mixed sizes in one
 // batch, batches split by MaxBatchBytes, and concurrent Run calls.
-func TestDeviceResizeMatchesCPU(t *testing.T) {
-	d := openTestDevice(t)
+func testResizeMatchesCPU(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(6, 6))
 	var imgs []transforms.Image
-	for _, sz := range [][2]int{{1, 1}, {17, 9}, {333, 500}, {640, 480}, {1920, 1080}, {7, 300}} {
+	sizes := [][2]int{{1, 1}, {17, 9}, {333, 500}, {640, 480}, {1920, 1080}, {7, 300}}
+	if d.Info().Name == fakeDeviceName { // the fake runs the kernels on one core
+		sizes = [][2]int{{1, 1}, {17, 9}, {333, 500}, {7, 300}}
+	}
+	for _, sz := range sizes {
 		imgs = append(imgs, randomImage(r, sz[0], sz[1], 3))
 	}
 	imgs = append(imgs, randomImage(r, 100, 80, 1))
-	for _, p := range wallpapers(t, 2) {
-		imgs = append(imgs, loadWallpaper(t, p))
+	if paths := wallpapers(2); len(paths) > 0 && d.Info().Name == fakeDeviceName {
+		im := loadWallpaper(t, paths[0])
+		imgs = append(imgs, crop(im, 1000, 800, 500, 400))
+	} else {
+		for _, p := range paths {
+			imgs = append(imgs, loadWallpaper(t, p))
+		}
 	}
 	imagenet := [2][]float64{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}}
 	var specs []transforms.Spec
@@ -279,8 +304,7 @@ func TestDeviceResizeMatchesCPU(t *testing.T) {
 
 // TestDeviceWeightPoolReset: a weight pool too small for a batch's sizes is emptied and
 // refilled (or the batch run image by image) without changing any byte.
-func TestDeviceWeightPoolReset(t *testing.T) {
-	d := openTestDevice(t)
+func testWeightPoolReset(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(7, 7))
 	spec := transforms.Spec{Resize: 96, CropW: 80, CropH: 80, Filter: "lanczos"}
 	rs, err := NewResizer(d, spec, ResizerOptions{WeightPoolBytes: 64 << 10})
@@ -288,11 +312,15 @@ func TestDeviceWeightPoolReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rs.Close()
-	for round := 0; round < 3; round++ {
+	rounds, n, span := 3, 40, 800
+	if d.Info().Name == fakeDeviceName { // the fake runs the kernels on one core
+		rounds, n, span = 2, 16, 300
+	}
+	for round := 0; round < rounds; round++ {
 		var imgs []transforms.Image
 		var want, got [][]byte
-		for i := 0; i < 40; i++ {
-			im := randomImage(r, 200+r.IntN(800), 200+r.IntN(800), 3)
+		for i := 0; i < n; i++ {
+			im := randomImage(r, 200+r.IntN(span), 200+r.IntN(span), 3)
 			w := make([]byte, 80*80*3)
 			if err := spec.NewWorker().Apply(im, w); err != nil {
 				t.Fatal(err)
@@ -307,5 +335,13 @@ func TestDeviceWeightPoolReset(t *testing.T) {
 				t.Fatalf("round %d image %d: GPU differs from CPU", round, i)
 			}
 		}
+	}
+	var resets, uploads int
+	if err := d.Do(func() error { resets, uploads = rs.resets, rs.uploads; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("weight pool: %d resets, %d words uploaded", resets, uploads)
+	if resets == 0 {
+		t.Error("the weight pool was never reset: the test does not exercise the reset path")
 	}
 }

@@ -56,6 +56,7 @@ type Resizer struct {
 	dWts    DevicePtr // device weight pool, opts.WeightPoolBytes
 	dLUT    DevicePtr // conversion tables (lutWords uint32, or 4 bytes for uint8)
 	uploads int       // weight words uploaded so far (statistics)
+	resets  int       // times the weight pool was emptied
 	all     []*slot
 }
 
@@ -232,30 +233,35 @@ func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 // When the pool is full it waits for all work in flight and starts the pool afresh. Runs
 // inside Do, so no other batch enqueues work meanwhile.
 func (r *Resizer) placeWeights(plan *batchPlan, rec *recordPool) error {
-	before := len(r.pool.words)
-	err := plan.placeWeights(rec, &r.pool)
+	err := r.placeAndUpload(plan, rec)
 	if errors.Is(err, errPoolFull) {
 		if err := r.dev.Synchronize(); err != nil {
 			return err
 		}
 		r.pool = hostPool{limit: r.pool.limit}
-		before = 0
-		err = plan.placeWeights(rec, &r.pool)
+		r.resets++
+		err = r.placeAndUpload(plan, rec)
 	}
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// placeAndUpload places the weights and uploads every word placed, even when placing stops
+// early with errPoolFull: the pool's map must never name weights the device does not hold.
+func (r *Resizer) placeAndUpload(plan *batchPlan, rec *recordPool) error {
+	before := len(r.pool.words)
+	err := plan.placeWeights(rec, &r.pool)
 	if n := len(r.pool.words) - before; n > 0 {
 		// A synchronous copy on the legacy default stream: ordered before the kernels of every
 		// (blocking) stream enqueued after it. Weights change rarely, so the stall is rare.
 		b := make([]byte, 4*n)
 		putInt32s(b, r.pool.words[before:])
-		if err := r.dev.CopyHtoD(r.dWts+DevicePtr(4*before), b); err != nil {
-			return err
+		if uerr := r.dev.CopyHtoD(r.dWts+DevicePtr(4*before), b); uerr != nil {
+			r.pool = hostPool{limit: r.pool.limit} // forget what may not have arrived
+			return uerr
 		}
 		r.uploads += n
 	}
-	return nil
+	return err
 }
 
 // grow makes the slot's buffers at least the given sizes. The slot is idle (its last batch
