@@ -169,8 +169,36 @@ class Dataset:
         return i
 
     def __getitem__(self, i):
+        """``ds[i] -> (image, label)``; ``ds[a:b]`` or ``ds[[i, j, ...]]`` -> ``(images [n, ...],
+        labels [n])`` in fresh arrays (a slice with step 1 is one contiguous read)."""
+        if isinstance(i, slice) or (not isinstance(i, (int, np.integer)) and np.ndim(i) == 1):
+            return self._read_many(i)
         i = self._index(i)
         return self._read_one(i), int(self.labels[i])
+
+    def _read_many(self, key):
+        if isinstance(key, slice):
+            a, b, step = key.indices(self.count)
+            idx = np.arange(a, b, step, dtype=np.int64)
+            contiguous = step == 1
+        else:
+            idx = np.asarray(key, dtype=np.int64)
+            idx = np.where(idx < 0, idx + self.count, idx)
+            if idx.size and (idx.min() < 0 or idx.max() >= self.count):
+                raise IndexError("record index out of range [0, %d)" % self.count)
+            contiguous = False
+        labels = self.labels[idx]
+        if not self.fixed:
+            return [self._read_one(int(j)) for j in idx], labels
+        n = idx.size
+        raw = _aligned_empty(n * self.record_size + 2 * ALIGN)
+        if contiguous and n:
+            images = self._fill_range(int(idx[0]), n, raw)
+        else:
+            images = raw[:n * self.record_size].view(self.dtype).reshape((n,) + self.shape)
+            if n:
+                self._fill_indices(idx, images)
+        return images, labels
 
     def __iter__(self):
         for i in range(self.count):

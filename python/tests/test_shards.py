@@ -228,3 +228,16 @@ def test_abandoned_iterator_stops_its_thread(shards_dir):
 def test_npy_direct_and_verify_crc_flag(npy_dir, data):
     with packer_reader.open(npy_dir, direct=True, verify_crc=True) as ds:
         assert np.array_equal(np.concatenate(collect(ds.batches(17))[0]), data[0])
+
+
+@pytest.mark.parametrize("fmt", ["shards", "npy", "hdf5"])
+def test_slices_and_index_lists(fmt, shards_dir, npy_dir, h5_dir, data):
+    imgs, labels = data[0], data[1]
+    d = {"shards": shards_dir, "npy": npy_dir, "hdf5": h5_dir}[fmt]
+    with packer_reader.open(d) as ds:
+        for key in [slice(25, 95), slice(None, None, 7), slice(200, 250), slice(-5, None), [5, 150, 5, -1], []]:
+            x, y = ds[key]
+            want = np.arange(len(imgs))[key] if not isinstance(key, list) else np.array(key, dtype=int)
+            assert np.array_equal(x, imgs[want]) and np.array_equal(y, labels[want])
+        with pytest.raises(IndexError):
+            ds[[0, 999]]
