@@ -74,3 +74,31 @@ func TestParamSizes(t *testing.T) {
 		t.Errorf("Int32Arg: %+v", q)
 	}
 }
+
+// TestSelect: --device auto falls back to the CPU saying why, --device gpu fails clearly.
+func TestSelect(t *testing.T) {
+	if _, err := Probe(); err == nil {
+		t.Skip("a CUDA device is present: Select would pick it (covered by the device tests)")
+	}
+	d, summary, err := Select("cpu")
+	if d != nil || summary != "cpu" || err != nil {
+		t.Errorf("Select(cpu) = %v, %q, %v", d, summary, err)
+	}
+	d, summary, err = Select("auto")
+	if d != nil || err != nil || !strings.HasPrefix(summary, "cpu (auto: gpu: ") {
+		t.Errorf("Select(auto) = %v, %q, %v", d, summary, err)
+	}
+	t.Logf("auto: %s", summary)
+	d, _, err = Select("gpu")
+	if d != nil || err == nil || !strings.HasPrefix(err.Error(), "--device gpu: no usable GPU: gpu: ") {
+		t.Errorf("Select(gpu) = %v, %v", d, err)
+	}
+	if errors.Is(err, ErrNoDriver) {
+		t.Logf("gpu: %v", err)
+	} else if !errors.Is(err, ErrNoDevice) {
+		t.Errorf("Select(gpu) error wraps neither ErrNoDriver nor ErrNoDevice: %v", err)
+	}
+	if _, _, err := Select("tpu"); err == nil {
+		t.Error("Select(tpu): no error")
+	}
+}

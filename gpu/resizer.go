@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -143,14 +145,17 @@ func (r *Resizer) OutputSize(w, h, c int) (int, error) {
 
 // Run transforms imgs[i] into dsts[i], which must be exactly the record size (OutputSize).
 // It returns when every record is written. The images are only read, and may be reused when
-// Run returns.
+// Run returns. A batch larger than MaxBatchBytes runs as several device batches, up to
+// Streams of them at once, so the copies of one overlap the kernels of the next.
 func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
 	if len(imgs) != len(dsts) {
 		return fmt.Errorf("gpu: %d destinations for %d images", len(dsts), len(imgs))
 	}
+	var g errgroup.Group
+	g.SetLimit(r.opts.Streams)
 	for start := 0; start < len(imgs); {
 		end, bytes := start, 0
-		for end < len(imgs) && end-start < 4096 {
+		for end < len(imgs) && end-start < maxChunkImages {
 			n := imgs[end].W * imgs[end].H * imgs[end].C
 			if end > start && bytes+n > r.opts.MaxBatchBytes {
 				break
@@ -158,21 +163,29 @@ func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
 			bytes += n
 			end++
 		}
-		if err := r.runChunk(imgs[start:end], dsts[start:end]); err != nil {
-			if errors.Is(err, errPoolFull) && end-start > 1 {
-				// Too many distinct sizes for the weight pool at once: one image at a time.
-				for i := start; i < end; i++ {
-					if err := r.runChunk(imgs[i:i+1], dsts[i:i+1]); err != nil {
-						return err
-					}
-				}
-			} else {
+		ci, cd := imgs[start:end], dsts[start:end]
+		g.Go(func() error { return r.runChunkOrSplit(ci, cd) })
+		start = end
+	}
+	return g.Wait()
+}
+
+// maxChunkImages bounds the images of one device batch (the grid's y dimension).
+const maxChunkImages = 4096
+
+// runChunkOrSplit runs a device batch, or its images one by one when their weights do not
+// fit the weight pool together.
+func (r *Resizer) runChunkOrSplit(imgs []transforms.Image, dsts [][]byte) error {
+	err := r.runChunk(imgs, dsts)
+	if errors.Is(err, errPoolFull) && len(imgs) > 1 {
+		for i := range imgs {
+			if err := r.runChunk(imgs[i:i+1], dsts[i:i+1]); err != nil {
 				return err
 			}
 		}
-		start = end
+		return nil
 	}
-	return nil
+	return err
 }
 
 func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
