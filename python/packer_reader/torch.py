@@ -87,13 +87,14 @@ class PackerIterableDataset(IterableDataset):
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
         self.seed = seed
-        self.epoch = epoch
         self.drop_last = drop_last
         self.buffer_size = buffer_size
         self.rank = rank
         self.world_size = world_size
         self.pin_memory = pin_memory
-        self.start = start
+        # epoch and resume position live in shared memory, so set_epoch/set_start reach
+        # persistent DataLoader workers too (they hold their own copy of this object)
+        self._state = _torch.tensor([int(epoch), int(start)], dtype=_torch.int64).share_memory_()
         self.verify_crc = verify_crc
         self.prefetch = prefetch
         self.direct = direct
@@ -120,18 +121,27 @@ class PackerIterableDataset(IterableDataset):
         st["_pid"] = None
         return st
 
+    @property
+    def epoch(self):
+        return int(self._state[0])
+
+    @property
+    def start(self):
+        return int(self._state[1])
+
     def set_epoch(self, epoch):
-        """Select the epoch (changes the shuffle); resets the resume position to 0."""
-        self.epoch = int(epoch)
-        self.start = 0
+        """Select the epoch (changes the shuffle); resets the resume position to 0. Reaches
+        persistent workers too."""
+        self._state[0] = int(epoch)
+        self._state[1] = 0
 
     def set_start(self, batches_consumed):
         """Resume the current epoch after this many batches already yielded by this rank."""
-        self.start = int(batches_consumed)
+        self._state[1] = int(batches_consumed)
 
-    def _worker_batches(self, w, nw):
+    def _worker_batches(self, w, nw, start):
         # batches worker w already delivered when `start` batches came round-robin from nw workers
-        return max(0, -(-(self.start - w) // nw))
+        return max(0, -(-(start - w) // nw))
 
     def __len__(self):
         """Batches this rank yields per epoch (all its workers together; pass num_workers= to the
@@ -156,14 +166,15 @@ class PackerIterableDataset(IterableDataset):
         # The DataLoader always asks worker 0 first. After resuming at batch `start`, the next
         # batch is due from the ORDER.md reader start % nw, so worker w plays reader
         # (w + start) % nw: the resumed sequence of batches is the uninterrupted one.
-        v = (w + self.start) % nw
+        epoch, start = self.epoch, self.start
+        v = (w + start) % nw
         rp = rp - w + v
         ds = self._dataset()
-        start_records = self._worker_batches(v, nw) * self.batch_size
+        start_records = self._worker_batches(v, nw, start) * self.batch_size
         in_worker = get_worker_info() is not None
         pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
         tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
-        it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=self.epoch, rank=rp,
+        it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch, rank=rp,
                         world_size=wp, drop_last=self.drop_last, buffer_size=self.buffer_size,
                         start=start_records, copy=True, prefetch=self.prefetch,
                         alloc=tensors.alloc if tensors is not None else None)

@@ -150,3 +150,21 @@ def test_worker_corruption_reaches_the_trainer(torch, tmp_path, data):
     with pytest.raises(packer_reader.CorruptionError, match="shard-00002.pks.*records 130..139"):
         for _ in DataLoader(ds, batch_size=None, num_workers=2):
             pass
+
+
+def test_set_epoch_reaches_persistent_workers(torch, shards_dir, data):
+    from torch.utils.data import DataLoader
+
+    import packer_reader
+    from packer_reader.torch import PackerIterableDataset
+
+    imgs = data[0]
+    ds = PackerIterableDataset(shards_dir, batch_size=16, shuffle=True, seed=6, buffer_size=30)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+    with packer_reader.open(shards_dir) as pds:
+        for epoch in (0, 1, 2):
+            ds.set_epoch(epoch)
+            xs, _ = _all(loader)
+            w0 = pds.order(shuffle=True, seed=6, epoch=epoch, rank=0, world_size=2, buffer_size=30)
+            got0 = np.concatenate(xs[0::2])
+            assert np.array_equal(got0, imgs[w0][:len(got0)]), "epoch %d" % epoch
