@@ -22,6 +22,12 @@ type Info struct {
 	MemoryClockKHz int    // peak memory clock
 }
 
+// MemoryBandwidth is the peak device memory bandwidth in bytes/s, from the memory clock and
+// bus width (double data rate), as the CUDA samples compute it.
+func (i Info) MemoryBandwidth() float64 {
+	return 2 * float64(i.MemoryClockKHz) * 1e3 * float64(i.MemoryBusBits) / 8
+}
+
 // String returns a one-line description for build summaries.
 func (i Info) String() string {
 	return fmt.Sprintf("%s (sm_%d%d, %d MiB, CUDA driver %d.%d)", i.Name, i.Major, i.Minor,

@@ -55,6 +55,7 @@ var deviceTests = []struct {
 	{"PinnedRoundTrip", testPinnedRoundTrip},
 	{"ResizeMatchesCPU", testResizeMatchesCPU},
 	{"WeightPoolReset", testWeightPoolReset},
+	{"KernelTiming", testKernelTiming},
 }
 
 func testInfo(t *testing.T, d *Device) {

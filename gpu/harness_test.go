@@ -417,3 +417,29 @@ func BenchmarkHarness(b *testing.B) {
 		}
 	}
 }
+
+// TestPaperBound logs the bytes one 1080p image moves through Resize(256) + CenterCrop(224)
+// (the README's on-paper bound) and the time that takes at an H100 SXM's peak memory and
+// PCIe bandwidths.
+func TestPaperBound(t *testing.T) {
+	im := transforms.Image{W: 1920, H: 1080, C: 3, Pix: make([]byte, 1920*1080*3)}
+	for _, f := range []string{"bilinear", "bicubic", "lanczos"} {
+		spec := transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f}
+		luts, _ := newLUTSet(spec)
+		plan, err := planBatch(spec, []transforms.Image{im}, &recordPool{}, luts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link, dram := plan.traffic()
+		if link != 1920*1080*3+224*224*3 {
+			t.Errorf("link bytes %d", link)
+		}
+		h100 := Info{MemoryClockKHz: 2619000, MemoryBusBits: 5120} // H100 SXM5 80GB, as the driver reports it
+		const pcie5 = 64e9                                         // PCIe 5.0 x16, per direction, before overheads
+		t.Logf("%s: source read %d B, intermediate %d B, record %d B; link %d B, device memory %d B; "+
+			"at %.2f TB/s: %.2f us/image (%.0f images/s); over PCIe 5.0 x16: %.0f us/image (%.0f images/s)",
+			f, plan.srcRead, plan.midBytes, plan.dstBytes, link, dram, h100.MemoryBandwidth()/1e12,
+			float64(dram)/h100.MemoryBandwidth()*1e6, h100.MemoryBandwidth()/float64(dram),
+			float64(link)/pcie5*1e6, pcie5/float64(link))
+	}
+}

@@ -106,6 +106,16 @@ type batchPlan struct {
 	dstSizes           []int
 	layout, esize      int32
 	channels           []int
+	srcRead            int // source bytes under the kept pixels' filter support (minimum device reads)
+}
+
+// traffic returns the bytes a batch must move: over the host link (sources up, records
+// down) and through device memory (the uploaded sources written, the needed source region
+// read, the intermediate written and read, the records written, and read for the copy back).
+func (p *batchPlan) traffic() (link, dram int64) {
+	link = int64(p.srcBytes) + int64(p.dstBytes)
+	dram = int64(p.srcBytes) + int64(p.srcRead) + 2*int64(p.midBytes) + 2*int64(p.dstBytes)
+	return link, dram
 }
 
 // conversion is the layout and element size of a spec.
@@ -184,6 +194,13 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, pool weightPool, l
 		if ry1 <= ry0 {
 			ry0, ry1 = 0, 0
 		}
+		cx0, cx1 := im.W, 0 // source columns under the kept columns
+		for x := x0; x < x1; x++ {
+			s, n := int(wx.Bounds[2*x]), int(wx.Bounds[2*x+1])
+			if n > 0 {
+				cx0, cx1 = min(cx0, s), max(cx1, s+n)
+			}
+		}
 		C := im.C
 		srcN := im.W * im.H * C
 		midN := (ry1 - ry0) * (x1 - x0) * C
@@ -207,6 +224,9 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, pool weightPool, l
 		p.dstOffs = append(p.dstOffs, p.dstBytes)
 		p.dstSizes = append(p.dstSizes, dstN)
 		p.channels = append(p.channels, C)
+		if cx1 > cx0 {
+			p.srcRead += (ry1 - ry0) * (cx1 - cx0) * C
+		}
 		p.srcBytes += srcN
 		p.midBytes += midN
 		p.dstBytes += dstN
