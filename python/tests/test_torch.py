@@ -47,6 +47,9 @@ def test_dataloader_two_workers_cover_everything_once(torch, shards_dir, data, s
     xs, ys = _all(loader)
     x, y = np.concatenate(xs), np.concatenate(ys)
     assert len(x) == len(imgs)
+    # labels travel with their images
+    lab_of = {bytes(r): int(l) for r, l in zip(imgs.reshape(len(imgs), -1), labels)}
+    assert all(lab_of[bytes(r)] == int(l) for r, l in zip(x.reshape(len(x), -1), y))
     # identify each sample by its bytes: every record exactly once
     keys = sorted(bytes(r) for r in x.reshape(len(x), -1))
     assert keys == sorted(bytes(r) for r in imgs.reshape(len(imgs), -1))
