@@ -57,9 +57,11 @@ const PrecisionBits = 22
 //
 // For output index o, the taps are source indices Bounds[2*o] ... Bounds[2*o]+Bounds[2*o+1]-1,
 // with coefficients Coeffs[o*KSize : o*KSize+Bounds[2*o+1]]; Bounds[2*o+1] is between 0 and
-// KSize, and the unused coefficients of a row are zero, so a kernel may also always run KSize
-// taps when it clamps the source index (a zero coefficient adds nothing). A tap count of 0
-// produces 0 (Pillow's NEAREST writes black where the mapping falls outside the source).
+// KSize, and the unused coefficients of a row are zero, so a kernel may also run MaxTaps (or
+// KSize) taps for every output when it clamps the source index (a zero coefficient adds
+// nothing). A tap count of 0 produces 0 (Pillow's NEAREST writes black where the mapping
+// falls outside the source). [Spec.Plan] gives the weights and crop geometry of a whole
+// transform.
 //
 // The per-sample formula, for one channel, with 32-bit two's-complement integers:
 //
