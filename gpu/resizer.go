@@ -82,6 +82,9 @@ type slot struct {
 // NewResizer prepares a Resizer for spec on dev. The spec must be valid for the CPU path
 // (spec.Validate), since the GPU path reproduces it.
 func NewResizer(dev *Device, spec transforms.Spec, opts ResizerOptions) (*Resizer, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("gpu: NewResizer: no device")
+	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
