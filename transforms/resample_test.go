@@ -271,3 +271,38 @@ func TestConcurrentWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestMatchesPillowRandom: random sizes (thin extremes included), filters, crops and
+// max sizes, resize alone and the full torchvision pipeline. (A one-off run with 3000
+// resizes and 1500 pipelines found no difference either.)
+func TestMatchesPillowRandom(t *testing.T) {
+	n := 600
+	if testing.Short() {
+		n = 120
+	}
+	r := rand.New(rand.NewPCG(99, 99))
+	var cases []resizeCase
+	for i := 0; i < n; i++ {
+		sw, sh := 1+r.IntN(200), 1+r.IntN(200)
+		if i%10 == 0 {
+			sw, sh = 1+r.IntN(3000), 1+r.IntN(8)
+		}
+		src := randomImage(r, sw, sh, []int{1, 3}[i%2])
+		cases = append(cases, resizeCase{src, 1 + r.IntN(300), 1 + r.IntN(300), allFilters[i%6]})
+	}
+	checkResizeCases(t, cases)
+	var pc []pipelineCase
+	for i := 0; i < n/2; i++ {
+		s := Spec{Resize: 1 + r.IntN(150), Filter: allFilters[i%6].String()}
+		if i%3 == 0 {
+			s.MaxSize = s.Resize + 1 + r.IntN(100)
+		}
+		if i%4 != 0 {
+			s.CropW, s.CropH = 1+r.IntN(160), 1+r.IntN(160)
+		}
+		c := pipelineJob(s)
+		c.src = randomImage(r, 1+r.IntN(250), 1+r.IntN(250), []int{1, 3}[i%2])
+		pc = append(pc, c)
+	}
+	checkPipeline(t, pc)
+}
