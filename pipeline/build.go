@@ -372,7 +372,11 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summa
 		if b.opts.OnError == OnErrorFail {
 			return &InputError{Input: name, Err: err}
 		}
-		skipped = append(skipped, shard.Skipped{Input: name, Reason: err.Error()})
+		reason := err
+		if ie, ok := err.(*InputError); ok && ie.Input == name {
+			reason = ie.Err // the entry names the input already
+		}
+		skipped = append(skipped, shard.Skipped{Input: name, Reason: reason.Error()})
 		sum.Reasons[reasonKind(err)]++
 		if b.opts.MaxErrors > 0 && len(skipped) > b.opts.MaxErrors {
 			return fmt.Errorf("%w: %d inputs skipped, more than --max-errors %d; last: %s: %v",
@@ -382,7 +386,17 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summa
 	}
 	for res := range ordered {
 		bad := false
-		for r := range res {
+		for {
+			var r result
+			var ok bool
+			select {
+			case r, ok = <-res:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if !ok {
+				break
+			}
 			if r.done {
 				if r.err != nil && !bad {
 					if r.count > 0 {

@@ -15,7 +15,10 @@ func main() {
 	defer stop()
 	err := newRootCommand(stdIO()).ExecuteContext(ctx)
 	code := exitCode(ctx, err)
-	if err != nil && !errors.Is(err, errSilent) {
+	switch {
+	case code == exitInterrupted:
+		fmt.Fprintln(os.Stderr, "packer: interrupted; nothing was committed")
+	case err != nil && !errors.Is(err, errSilent):
 		fmt.Fprintln(os.Stderr, "packer:", err)
 	}
 	os.Exit(code)

@@ -9,6 +9,7 @@ import (
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/npy"
+	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -31,12 +32,15 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 		src, err = cifar.Open(o.Source, kind, o.Split)
 	case "idx":
 		src, err = idx.Open(o.Source, o.Split, o.classes)
+	case "frames":
+		src, err = video.OpenFrames(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels})
+	case "video":
+		src, err = video.Open(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout, MaxPixels: o.MaxPixels})
 	case "folder", "list":
-		src, err = imagedir.Open(o.Source, kind, imagedir.Options{Decode: transforms.DecodeOptions{
-			MaxPixels:  o.MaxPixels,
-			ExifOrient: o.ExifOrien,
-			Draft:      transforms.DraftSize(o.transform, 1),
-		}})
+		src, err = imagedir.Open(o.Source, kind, imagedir.Options{
+			Decode:    transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrien},
+			Transform: o.transform,
+		})
 	default:
 		return nil, "", usagef(fmt.Errorf("unknown --from %q (want folder, list, cifar10, cifar100, idx, frames or video)", kind))
 	}
