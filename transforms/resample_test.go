@@ -204,7 +204,7 @@ func TestWeightsInvariants(t *testing.T) {
 			}
 		}
 	}
-	if CachedWeights(640, 224, Lanczos) != CachedWeights(640, 224, Lanczos) {
+	if a, b := CachedWeights(640, 224, Lanczos), CachedWeights(640, 224, Lanczos); a != b {
 		t.Error("CachedWeights does not cache")
 	}
 }
