@@ -56,6 +56,7 @@ var deviceTests = []struct {
 	{"ResizeMatchesCPU", testResizeMatchesCPU},
 	{"WeightPoolReset", testWeightPoolReset},
 	{"KernelTiming", testKernelTiming},
+	{"RunErrors", testRunErrors},
 }
 
 func testInfo(t *testing.T, d *Device) {
