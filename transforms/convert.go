@@ -126,26 +126,40 @@ func writeFrame(dst, frame []byte, w, h, c int, chw bool, dtype string, luts *fr
 		}
 	case "float32":
 		dst = dst[:4*n*c]
+		if chw {
+			for ch := 0; ch < c; ch++ {
+				lut := &luts.f32[ch]
+				plane := dst[4*ch*n : 4*(ch+1)*n]
+				src := frame[ch:]
+				for i := 0; i < n; i++ {
+					binary.LittleEndian.PutUint32(plane[4*i:], math.Float32bits(lut[src[i*c]]))
+				}
+			}
+			return
+		}
 		for ch := 0; ch < c; ch++ {
 			lut := &luts.f32[ch]
-			for i := 0; i < n; i++ {
-				o := i*c + ch // hwc
-				if chw {
-					o = ch*n + i
-				}
-				binary.LittleEndian.PutUint32(dst[4*o:], math.Float32bits(lut[frame[i*c+ch]]))
+			for i := ch; i < len(frame); i += c {
+				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(lut[frame[i]]))
 			}
 		}
 	case "float16":
 		dst = dst[:2*n*c]
+		if chw {
+			for ch := 0; ch < c; ch++ {
+				lut := &luts.f16[ch]
+				plane := dst[2*ch*n : 2*(ch+1)*n]
+				src := frame[ch:]
+				for i := 0; i < n; i++ {
+					binary.LittleEndian.PutUint16(plane[2*i:], lut[src[i*c]])
+				}
+			}
+			return
+		}
 		for ch := 0; ch < c; ch++ {
 			lut := &luts.f16[ch]
-			for i := 0; i < n; i++ {
-				o := i*c + ch
-				if chw {
-					o = ch*n + i
-				}
-				binary.LittleEndian.PutUint16(dst[2*o:], lut[frame[i*c+ch]])
+			for i := ch; i < len(frame); i += c {
+				binary.LittleEndian.PutUint16(dst[2*i:], lut[frame[i]])
 			}
 		}
 	}
