@@ -408,15 +408,22 @@ type weightKey struct {
 }
 
 // weightCache memoises ComputeWeights. It is a pure cache: its contents never change what
-// any function returns, only how fast. Bounded: when full it is emptied and refilled.
+// any function returns, only how fast. It is bounded by entry count and by bytes (weights of
+// a large downscale with a wide filter take megabytes): when full it is emptied and refilled.
 type weightCache struct {
-	mu sync.RWMutex
-	m  map[weightKey]*Weights
+	mu    sync.RWMutex
+	m     map[weightKey]*Weights
+	bytes int
 }
 
-const maxCachedWeights = 4096
+const (
+	maxCachedWeights     = 4096
+	maxCachedWeightBytes = 64 << 20
+)
 
 var sharedWeights = &weightCache{m: make(map[weightKey]*Weights)}
+
+func (w *Weights) sizeBytes() int { return 4 * (len(w.Bounds) + len(w.Coeffs)) }
 
 // CachedWeights is ComputeWeights through a concurrency-safe, bounded cache shared by all
 // Workers, since image sizes repeat across a dataset. The returned Weights are shared and
@@ -431,11 +438,19 @@ func CachedWeights(inSize, outSize int, f Filter) *Weights {
 		return w
 	}
 	w = ComputeWeights(inSize, outSize, f)
-	c.mu.Lock()
-	if len(c.m) >= maxCachedWeights {
-		clear(c.m)
+	n := w.sizeBytes()
+	if n > maxCachedWeightBytes/4 {
+		return w // too large to keep
 	}
-	c.m[key] = w
+	c.mu.Lock()
+	if len(c.m) >= maxCachedWeights || c.bytes+n > maxCachedWeightBytes {
+		clear(c.m)
+		c.bytes = 0
+	}
+	if c.m[key] == nil {
+		c.m[key] = w
+		c.bytes += n
+	}
 	c.mu.Unlock()
 	return w
 }
