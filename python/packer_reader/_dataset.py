@@ -771,9 +771,14 @@ class HDF5Dataset(Dataset):
             while j < n and sidx[j] == sidx[j - 1] + 1:
                 j += 1
             a = int(sidx[k])
-            tmp = np.empty((j - k,) + self.shape, dtype=self.dtype)
-            self._images.read_direct(tmp, np.s_[a:a + j - k], np.s_[0:j - k])
-            images[order[k:j]] = tmp
+            slots = order[k:j]
+            s0 = int(slots[0])
+            if j - k == 1 or np.all(np.diff(slots) == 1):  # straight into the batch
+                self._images.read_direct(images, np.s_[a:a + j - k], np.s_[s0:s0 + j - k])
+            else:
+                tmp = np.empty((j - k,) + self.shape, dtype=self.dtype)
+                self._images.read_direct(tmp, np.s_[a:a + j - k], np.s_[0:j - k])
+                images[slots] = tmp
             k = j
 
     def _meta(self, i):
