@@ -1,0 +1,118 @@
+// Package video reads video datasets for packer build: folders of extracted frames
+// (--from frames, FramesSource) and video files decoded by ffmpeg (--from video, Source), and
+// cuts each video into fixed-size clip records.
+//
+// # Layouts
+//
+// Frames (OpenFrames): SRC/class/video_id/frame images, UCF-101 and Kinetics style. Every
+// non-hidden subfolder of SRC is a class (labels in sorted name order); every non-hidden
+// subfolder of a class is one video, in name order; its frames are its image files (the
+// image-folder extensions, imagedir.Extensions) in natural order (NaturalLess: "frame_2"
+// before "frame_10"; equal numbers with different zero padding by plain byte order). Frames
+// are decoded exactly as images are (transforms.DecodeFile: Pillow-exact RGB). Files lying
+// directly in a class folder are ignored.
+//
+// Videos (Open): SRC/class/*.{mp4,mkv,avi,webm,mov} (VideoExtensions, any case), classes and
+// files sorted by name, not recursive. Each file is first checked with
+// `ffprobe -of json -show_format -show_streams -count_packets`, then decoded by one ffmpeg
+// process writing raw rgb24 frames to a pipe (never to temporary files):
+//
+//	ffmpeg -nostdin -loglevel repeat+level+info -xerror -filter_threads 1 -threads 1 -i FILE
+//	       -map 0:V -an -sn -dn -vf [fps=F,]showinfo=checksum=0 -fps_mode passthrough
+//	       -autoscale 0 -flush_packets 1 -f rawvideo -pix_fmt rgb24 pipe:1
+//
+// V is the first video stream that is not a cover picture. The pixels are ffmpeg's own rgb24
+// conversion, as `ffmpeg -i FILE -f rawvideo -pix_fmt rgb24` gives them, including ffmpeg's
+// default autorotation from the display matrix; the sample aspect ratio is not applied.
+// Both sources then hand frames to the pipeline, which applies the build's transforms
+// (--resize, --crop, --filter, --dtype, --layout) to every frame exactly as to an image.
+//
+// The first line of `ffmpeg -version` is recorded in the manifest's source spec ("ffmpeg"),
+// since decoders can differ between versions.
+//
+// # Sampling
+//
+// Without Options.FPS every decoded frame is used, once (-fps_mode passthrough: ffmpeg neither
+// duplicates nor drops frames to a constant rate). With FPS, ffmpeg's fps filter resamples the
+// timeline to that rate (nearest frame) and frame indexes count the resampled frames. FPS does
+// not apply to frame folders, which have no timeline.
+//
+// # Clips
+//
+// With ClipLen T > 0 each record is T consecutive frames, shape [T, H, W, C] (layout "thwc")
+// or [T, C, H, W] ("tchw"); clips start every ClipStride S frames (default T): frames 0..T-1,
+// S..S+T-1, and so on. S < T overlaps clips, S > T leaves frames out. Frames after the last
+// complete clip are not packed. With ClipLen 0 every frame is its own record ([H, W, C]).
+//
+// A video with fewer than T frames is skipped with the reason "video has N frames, fewer than
+// --clip-len T" (Short "skip", the default; it wraps ErrShort), or packed as one clip whose
+// last frame is repeated to T frames (Short "pad"; the record's metadata says "padded": the
+// number of repeated frames). Padding applies only to videos shorter than one clip.
+//
+// Decoding streams: frames are read one at a time and each clip is emitted as soon as its
+// last frame is decoded, so a worker holds at most T frames (plus ffmpeg's pipe), and build
+// memory is bounded by workers × clip size whatever the video's length.
+//
+// # Metadata
+//
+// Every record carries compact JSON with sorted keys (shard per-record metadata: packer inspect
+// --records N, shard.Reader.RecordMeta, packer_reader's ds.meta(i)):
+//
+//	{"frame":8,"frames":4,"label":2,"time":0.333667,"video":"class/clip.mp4"}
+//
+// video is the path relative to SRC (a folder for frames), label the class index, frame the
+// index of the record's first frame in the (resampled) frame sequence, frames the number of
+// frames in the record (T, or 1), time the first frame's presentation time in seconds. The
+// time is the frame's pts as ffmpeg decodes it (pts × time base, as reported by the showinfo
+// filter after the fps filter, on ffmpeg's timeline that starts the file at 0), rounded to the
+// microsecond; when a frame has no pts it is frame / fps (the --fps rate, or the stream's
+// average rate). Frame folders have no time; their records carry "file", the first frame's
+// file name, instead. "padded" appears only on padded records.
+//
+// # Robustness
+//
+// Every bad video becomes a *pipeline.InputError naming it by its relative path, with a
+// precise, host-independent reason (no absolute paths, no pointer addresses; ffmpeg's last
+// warnings and errors, bounded, are quoted), which the build skips or fails on as --on-error
+// says. Checked before decoding, so that nothing of the video is packed:
+//   - zero-length files (transforms.ErrEmpty);
+//   - files ffprobe cannot open: random bytes, an mp4 truncated before its index ("moov atom
+//     not found") (ErrProbe);
+//   - no video stream, for example audio only; a codec this ffmpeg has no decoder for; no
+//     frame size; frames over the pixel cap; a container whose index lists more frames than
+//     there are readable packets, as an mp4 truncated after its index (FormatError).
+//
+// Found while decoding (the pipeline keeps the clips emitted before, and says how many in the
+// reason):
+//   - damaged data: ffmpeg runs with -xerror, so any decoding error stops it and fails the
+//     video (ErrDecode, with ffmpeg's messages) instead of packing concealed, damaged frames;
+//   - frames that change size mid-stream: ffmpeg would silently rescale them to the first
+//     size; packer turns that off (-autoscale 0) and reads each frame's size from the showinfo
+//     line ffmpeg logs before writing the frame, so a size change is found before its bytes
+//     are read and fails the video (ErrSizeChange, naming the frame and both sizes);
+//   - a hung decoder: Options.Timeout (--decode-timeout, default 5 minutes) bounds ffprobe and
+//     every wait for ffmpeg's next frame (time spent in the pipeline does not count, so long
+//     videos are not cut short); then the tool's whole process group is killed (ErrTimeout).
+//
+// Frame folders fail on an undecodable frame (naming it) and on frames whose size differs from
+// the first frame's (ErrSizeChange); a folder without frame images is skipped.
+//
+// # Determinism
+//
+// Classes, videos and frames are enumerated in sorted order and the pipeline writes records in
+// source order, so the output is byte-identical for any worker count. ffmpeg decoders are
+// bit-exact; each ffmpeg runs single-threaded (Options.Threads, recorded in the manifest), which
+// also keeps the outcome of damaged streams independent of the worker count. Only timeouts
+// depend on the machine.
+//
+// # Concurrency
+//
+// Info and Enumerate are called from one goroutine; Decode is safe for concurrent use and runs
+// one ffmpeg (and before it one ffprobe) per call. The frames in a Clip are valid until emit
+// returns.
+//
+// # Requirements
+//
+// ffmpeg and ffprobe 5.1 or newer (for -fps_mode) on PATH, or named by Options.FFmpeg and
+// Options.FFprobe; Debian's ffmpeg package.
+package video

@@ -1,0 +1,185 @@
+package video
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// FramesSource is a pipeline.Source over folders of extracted frames:
+// SRC/class/video_id/frame images (--from frames).
+type FramesSource struct {
+	root    string
+	classes []string
+	count   int64
+	opts    Options
+	scratch sync.Pool // *transforms.DecodeScratch
+}
+
+var _ pipeline.Source = (*FramesSource)(nil)
+
+// OpenFrames opens a frame-folder dataset: every non-hidden subfolder of root is a class
+// (labels in sorted name order), every non-hidden subfolder of a class is one video, and the
+// video's frames are its image files (imagedir.Extensions) in natural order (NaturalLess).
+// Files directly inside a class folder are ignored. A class without video folders is refused.
+func OpenFrames(root string, opts Options) (*FramesSource, error) {
+	opts, err := opts.validate(KindFrames)
+	if err != nil {
+		return nil, err
+	}
+	classes, err := listClasses(root)
+	if err != nil {
+		return nil, err
+	}
+	n, err := countVideos(root, classes, true, nil, "one folder of frame images per video")
+	if err != nil {
+		return nil, err
+	}
+	return &FramesSource{root: root, classes: classes, count: n, opts: opts}, nil
+}
+
+// Info describes the source; Spec holds only host-independent facts.
+func (s *FramesSource) Info() pipeline.SourceInfo {
+	spec := map[string]any{
+		"kind":        KindFrames,
+		"layout":      "class/video/frame",
+		"extensions":  imagedir.Extensions,
+		"order":       "natural",
+		"hidden":      "ignored",
+		"exif_orient": s.opts.ExifOrient,
+		"max_pixels":  maxPixels(s.opts.MaxPixels),
+	}
+	s.opts.clipSpec(spec)
+	return pipeline.SourceInfo{
+		Kind:    KindFrames,
+		Classes: append([]string(nil), s.classes...),
+		Spec:    spec,
+		ClipLen: s.opts.ClipLen,
+		HasMeta: true,
+		Count:   s.count,
+	}
+}
+
+func maxPixels(v int64) int64 {
+	if v == 0 {
+		return transforms.DefaultMaxPixels
+	}
+	return v
+}
+
+// Enumerate emits one item per video folder, classes in order and folders by name.
+func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	var seq int64
+	return walk(s.root, s.classes, true, nil, func(label int, rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		it := pipeline.Item{Seq: seq, Name: rel, Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+		seq++
+		return emit(it)
+	})
+}
+
+// Decode lists the folder's frames, decodes them one at a time (as transforms.DecodeFile,
+// Pillow-exact RGB) and emits each clip as soon as its last frame is decoded, holding at most
+// ClipLen frames. Every frame must have the first frame's size.
+func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
+	names, err := listEntries(it.Path, false, imagedir.Extensions)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		}
+		return bad(err)
+	}
+	if len(names) == 0 {
+		return bad(fmt.Errorf("%w: the folder holds no frame images (%s)", errNoFrames, strings.Join(imagedir.Extensions, ", ")))
+	}
+	sort.Slice(names, func(i, j int) bool { return NaturalLess(names[i], names[j]) })
+
+	dopts := transforms.DecodeOptions{MaxPixels: s.opts.MaxPixels, ExifOrient: s.opts.ExifOrient}
+	var held []*transforms.DecodeScratch // scratches lent to frames, for the deferred return
+	defer func() {
+		for _, sc := range held {
+			if sc != nil {
+				s.scratch.Put(sc)
+			}
+		}
+	}()
+	release := func(f frame) {
+		i := f.token.(int)
+		s.scratch.Put(held[i])
+		held[i] = nil
+	}
+	c := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label, emit, release)
+	var w0, h0 int
+	for i, name := range names {
+		if err := ctx.Err(); err != nil {
+			c.releaseAll()
+			return err
+		}
+		sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
+		if sc == nil {
+			sc = new(transforms.DecodeScratch)
+		}
+		img, err := transforms.DecodeFile(filepath.Join(it.Path, name), dopts, sc)
+		if err != nil {
+			s.scratch.Put(sc)
+			c.releaseAll()
+			var de *transforms.DecodeError
+			var pe *fs.PathError
+			switch {
+			case errors.As(err, &de):
+				err = de.Err
+			case errors.As(err, &pe):
+				err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+			}
+			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
+		}
+		if i == 0 {
+			w0, h0 = img.W, img.H
+		} else if img.W != w0 || img.H != h0 {
+			s.scratch.Put(sc)
+			c.releaseAll()
+			return bad(fmt.Errorf("%w: frame %d (%s) is %dx%d, frame 0 (%s) is %dx%d; packer does not rescale frames",
+				ErrSizeChange, i, name, img.W, img.H, names[0], w0, h0))
+		}
+		// Frames are held in decode order; the slot index is the token.
+		slot := -1
+		for k, h := range held {
+			if h == nil {
+				slot = k
+				break
+			}
+		}
+		if slot < 0 {
+			slot = len(held)
+			held = append(held, nil)
+		}
+		held[slot] = sc
+		if err := c.push(frame{img: img, index: i, file: name, token: slot}); err != nil {
+			c.releaseAll()
+			return err
+		}
+	}
+	if err := c.finish(); err != nil {
+		if errors.Is(err, ErrShort) || errors.Is(err, errNoFrames) {
+			return bad(err)
+		}
+		return err
+	}
+	return nil
+}
+
+// ErrSizeChange is wrapped by the reason of a video whose frames change size.
+var ErrSizeChange = errors.New("frame size changed")

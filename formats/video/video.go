@@ -1,0 +1,376 @@
+package video
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// ErrNoFFmpeg is returned by Open when ffmpeg or ffprobe cannot be run.
+var ErrNoFFmpeg = errors.New("ffmpeg not found")
+
+// Source is a pipeline.Source over video files: SRC/class/*.{mp4,mkv,avi,webm,mov}
+// (--from video), decoded by ffmpeg to raw RGB through a pipe.
+type Source struct {
+	root     string
+	classes  []string
+	count    int64
+	opts     Options
+	version  string          // first line of `ffmpeg -version`
+	decoders map[string]bool // codec names ffmpeg can decode
+	bufs     sync.Pool       // *[]byte frame buffers
+}
+
+var _ pipeline.Source = (*Source)(nil)
+
+// Open opens a video dataset: every non-hidden subfolder of root is a class (labels in sorted
+// name order) and its files with one of VideoExtensions, sorted by name, are its videos. It
+// runs `ffmpeg -version` (recorded in the manifest) and `ffmpeg -decoders`, and fails with
+// ErrNoFFmpeg when ffmpeg or ffprobe is missing.
+func Open(root string, opts Options) (*Source, error) {
+	opts, err := opts.validate(KindVideo)
+	if err != nil {
+		return nil, err
+	}
+	classes, err := listClasses(root)
+	if err != nil {
+		return nil, err
+	}
+	n, err := countVideos(root, classes, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
+	if err != nil {
+		return nil, err
+	}
+	s := &Source{root: root, classes: classes, count: n, opts: opts}
+	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
+	defer cancel()
+	out, _, err := runTool(ctx, 1<<20, opts.FFmpeg, "-hide_banner", "-version")
+	if err != nil {
+		return nil, fmt.Errorf("video: %w: %s -version: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, opts.FFmpeg, err)
+	}
+	s.version = string(bytes.TrimSpace(firstLine(out)))
+	if _, _, err := runTool(ctx, 1<<20, opts.FFprobe, "-hide_banner", "-version"); err != nil {
+		return nil, fmt.Errorf("video: %w: %s -version: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, opts.FFprobe, err)
+	}
+	out, _, err = runTool(ctx, 4<<20, opts.FFmpeg, "-hide_banner", "-decoders")
+	if err != nil {
+		return nil, fmt.Errorf("video: %s -decoders: %w", opts.FFmpeg, err)
+	}
+	s.decoders = parseDecoders(out)
+	return s, nil
+}
+
+func firstLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i]
+	}
+	return b
+}
+
+// FFmpegVersion returns the first line of `ffmpeg -version`.
+func (s *Source) FFmpegVersion() string { return s.version }
+
+// Info describes the source; Spec holds only host-independent facts (the ffmpeg version
+// and every option that changes the bytes, never thread counts or timeouts).
+func (s *Source) Info() pipeline.SourceInfo {
+	spec := map[string]any{
+		"kind":       KindVideo,
+		"layout":     "class/video",
+		"extensions": VideoExtensions,
+		"hidden":     "ignored",
+		"ffmpeg":     s.version,
+		"decode":     "rawvideo rgb24, -autorotate, no rescaling (-autoscale 0), -fps_mode passthrough, stop at the first decoding error",
+		"sampling":   "every frame",
+		"time":       "pts",
+		"max_pixels": maxPixels(s.opts.MaxPixels),
+		"threads":    s.opts.Threads,
+	}
+	if s.opts.FPS > 0 {
+		spec["fps"] = s.opts.FPS
+		spec["sampling"] = "fps filter"
+	}
+	s.opts.clipSpec(spec)
+	return pipeline.SourceInfo{
+		Kind:    KindVideo,
+		Classes: append([]string(nil), s.classes...),
+		Spec:    spec,
+		ClipLen: s.opts.ClipLen,
+		HasMeta: true,
+		Count:   s.count,
+	}
+}
+
+// Enumerate emits one item per video file, classes in order and files by name.
+func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	var seq int64
+	return walk(s.root, s.classes, false, VideoExtensions, func(label int, rel string) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		it := pipeline.Item{Seq: seq, Name: rel, Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+		seq++
+		return emit(it)
+	})
+}
+
+// Decode probes the file with ffprobe, then decodes it with one ffmpeg process, reading raw
+// RGB frames from its stdout and emitting each clip as soon as its last frame arrives.
+func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
+	if st, err := os.Stat(it.Path); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		}
+		return bad(err)
+	} else if st.Size() == 0 {
+		return bad(fmt.Errorf("%w (0 bytes)", transforms.ErrEmpty))
+	}
+	si, err := s.probe(ctx, it)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return bad(err)
+	}
+	err = s.decode(ctx, it, si, emit)
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ee *emitError
+	if errors.As(err, &ee) {
+		return ee.err
+	}
+	return bad(err)
+}
+
+// probe runs ffprobe on the item and checks its stream.
+func (s *Source) probe(ctx context.Context, it pipeline.Item) (streamInfo, error) {
+	pctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	out, errOut, err := runTool(pctx, 16<<20, s.opts.FFprobe, "-hide_banner", "-v", "error",
+		"-of", "json", "-show_format", "-show_streams", "-count_packets", "--", it.Path)
+	if err != nil {
+		if ctx.Err() != nil {
+			return streamInfo{}, ctx.Err()
+		}
+		diag := cleanLines(splitLines(errOut), it.Path, it.Name)
+		return streamInfo{}, toolError(pctx, ErrProbe, "ffprobe", err, diag, s.opts.Timeout)
+	}
+	return parseProbe(out, s.decoders, maxPixels(s.opts.MaxPixels))
+}
+
+func splitLines(b []byte) []string {
+	var lines []string
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(l)) > 0 {
+			lines = append(lines, string(l))
+		}
+	}
+	if len(lines) > maxStderrLines {
+		lines = lines[len(lines)-maxStderrLines:]
+	}
+	return lines
+}
+
+// ffmpegArgs is the decode command line for one video.
+func (s *Source) ffmpegArgs(path string, si streamInfo) []string {
+	vf := "showinfo=checksum=0"
+	if s.opts.FPS > 0 {
+		vf = "fps=" + strconv.FormatFloat(s.opts.FPS, 'g', -1, 64) + "," + vf
+	}
+	th := strconv.Itoa(s.opts.Threads)
+	return []string{
+		"-nostdin", "-hide_banner", "-nostats", "-loglevel", "repeat+level+info",
+		"-filter_threads", th,
+		"-threads", th, "-i", path,
+		"-map", "0:" + strconv.Itoa(si.Index), "-an", "-sn", "-dn",
+		"-vf", vf, "-fps_mode", "passthrough", "-autoscale", "0",
+		"-flush_packets", "1", "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1",
+	}
+}
+
+// emitError marks an error returned by the pipeline's emit, passed through unchanged.
+type emitError struct{ err error }
+
+func (e *emitError) Error() string { return e.err.Error() }
+func (e *emitError) Unwrap() error { return e.err }
+
+func (s *Source) getBuf(n int) *[]byte {
+	if p, ok := s.bufs.Get().(*[]byte); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+// decode runs ffmpeg on one video and feeds its frames to a clipper. It follows ffmpeg's
+// stderr events in order (see stderrLog): each frame event says the size of the next frame on
+// stdout; the first error event ends the video before any later frame is used.
+func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, emit func(pipeline.Clip) error) error {
+	cmd := newCommand(ctx, s.opts.FFmpeg, s.ffmpegArgs(it.Path, si)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("%w: start %s: %v", ErrDecode, s.opts.FFmpeg, err)
+	}
+	log := newStderrLog()
+	go log.run(stderr)
+	wd := newWatchdog(s.opts.Timeout, func() { killGroup(cmd) })
+	var diag diagTail
+	finished := false
+	defer func() {
+		wd.disarm()
+		if !finished {
+			killGroup(cmd)
+			cmd.Wait() // closes the pipes, at the latest WaitDelay after the kill
+			log.wait()
+		}
+	}()
+	timedOut := func() error {
+		return fmt.Errorf("%w: ffmpeg made no progress for %v (--decode-timeout); killed", ErrTimeout, s.opts.Timeout)
+	}
+	reason := func() string { return cleanLines(diag.lines, it.Path, it.Name) }
+	// exitErr waits for ffmpeg to end (under the watchdog), takes in its remaining messages,
+	// and describes a failure.
+	exitErr := func() error {
+		wd.arm()
+		log.wait()
+		werr := cmd.Wait()
+		wd.disarm()
+		finished = true
+		if wd.fired.Load() {
+			return timedOut()
+		}
+		for {
+			ev, ok := log.next()
+			if !ok {
+				break
+			}
+			if ev.diag != "" {
+				diag.add(ev.diag)
+			}
+		}
+		if werr == nil {
+			return nil
+		}
+		var ee *exec.ExitError
+		if !errors.As(werr, &ee) {
+			return fmt.Errorf("%w: ffmpeg: %v", ErrDecode, werr)
+		}
+		return toolError(ctx, ErrDecode, "ffmpeg", werr, reason(), s.opts.Timeout)
+	}
+
+	release := func(f frame) { s.bufs.Put(f.token.(*[]byte)) }
+	c := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label,
+		func(cl pipeline.Clip) error {
+			if err := emit(cl); err != nil {
+				return &emitError{err}
+			}
+			return nil
+		}, release)
+	defer c.releaseAll()
+	var w0, h0 int
+	for i := 0; ; {
+		wd.arm()
+		ev, ok := log.next()
+		if !ok {
+			// No more frames: stdout must be at its end too.
+			var one [1]byte
+			n, rerr := io.ReadFull(stdout, one[:])
+			wd.disarm()
+			if wd.fired.Load() {
+				return timedOut()
+			}
+			if n > 0 {
+				return fmt.Errorf("%w: ffmpeg wrote more frame data than it reported frames", ErrDecode)
+			}
+			if rerr != nil && !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("%w: read ffmpeg output: %v", ErrDecode, rerr)
+			}
+			break
+		}
+		if ev.diag != "" {
+			wd.disarm()
+			diag.add(ev.diag)
+			if ev.err {
+				return fmt.Errorf("%w at frame %d: %s", ErrDecode, i, reason())
+			}
+			continue
+		}
+		fi := ev.frame
+		if i == 0 {
+			w0, h0 = fi.w, fi.h
+			if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(w0)*int64(h0) > maxPix {
+				wd.disarm()
+				return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", w0, h0, maxPix))
+			}
+		} else if fi.w != w0 || fi.h != h0 {
+			wd.disarm()
+			at := ""
+			if t, ok := fi.seconds(); ok {
+				at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
+			}
+			return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d; packer does not rescale (re-encode the video at one size)",
+				ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
+		}
+		p := s.getBuf(w0 * h0 * 3)
+		_, rerr := io.ReadFull(stdout, *p)
+		wd.disarm()
+		if rerr != nil {
+			s.bufs.Put(p)
+			if wd.fired.Load() {
+				return timedOut()
+			}
+			// ffmpeg stopped: its status and messages are the reason.
+			if err := exitErr(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: frame %d: ffmpeg output ended early: %v", ErrDecode, i, rerr)
+		}
+		f := frame{img: transforms.Image{W: w0, H: h0, C: 3, Pix: *p}, index: i, token: p}
+		if t, ok := fi.seconds(); ok {
+			f.time, f.has = t, true
+		} else if fps := s.rate(si); fps > 0 {
+			f.time, f.has = float64(i)/fps, true
+		}
+		if err := c.push(f); err != nil {
+			return err
+		}
+		i++
+	}
+	// ffmpeg's exit status decides before the short-video policy: a failure that ended the
+	// stream early is the better reason.
+	if err := exitErr(); err != nil {
+		return err
+	}
+	return c.finish()
+}
+
+// rate is the frame rate of the decoded sequence, for times when ffmpeg gives no pts.
+func (s *Source) rate(si streamInfo) float64 {
+	if s.opts.FPS > 0 {
+		return s.opts.FPS
+	}
+	return si.FPS
+}
