@@ -1,0 +1,195 @@
+"""Cross-language tests: the Go `packer build` writes shards, npy and HDF5 from the same sources
+(CIFAR-10, CIFAR-100, IDX, an image folder); packer_reader reads each and must return exactly the
+source bytes; h5py reads data.h5 directly with the same result.
+
+The sources are written here with NumPy and Pillow, independently of the Go code. The packer binary
+is $PACKER_BIN, or built with `go build` from the repository.
+"""
+import gzip
+import os
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import packer_reader
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FORMATS = ["shards", "npy", "hdf5"]
+
+
+@pytest.fixture(scope="module")
+def packer(tmp_path_factory):
+    path = os.environ.get("PACKER_BIN")
+    if path:
+        return path
+    if shutil.which("go") is None:
+        pytest.fail("Go is needed to build packer for the cross-language tests (or set PACKER_BIN)")
+    out = str(tmp_path_factory.mktemp("bin") / "packer")
+    subprocess.run(["go", "build", "-o", out, "./cmd/packer"], cwd=REPO, check=True)
+    return out
+
+
+def build(packer, src, out, *args):
+    res = subprocess.run([packer, "build", str(src), "-o", str(out), "--force", *args],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, f"packer build failed:\n{res.stdout}\n{res.stderr}"
+    res = subprocess.run([packer, "verify", str(out)], capture_output=True, text=True)
+    assert res.returncode == 0, f"packer verify failed:\n{res.stdout}\n{res.stderr}"
+
+
+def read_all(path):
+    """Every record through ds[i] and through batches(), which must agree."""
+    ds = packer_reader.open(str(path))
+    by_index = [ds[i] for i in range(len(ds))]
+    images = [im for im, _ in by_index]
+    labels = [lab for _, lab in by_index]
+    batched, batched_labels = [], []
+    for imgs, labs in ds.batches(7):
+        batched.extend(np.array(imgs, copy=True))
+        batched_labels.extend(int(x) for x in labs)
+    assert len(batched) == len(ds)
+    for a, b in zip(images, batched):
+        assert np.array_equal(a, b)
+    assert labels == batched_labels
+    return ds, np.stack(images) if images else np.zeros((0,)), np.array(labels, dtype=np.int64)
+
+
+def write_cifar(path, kind, n, seed):
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, size=(n, 3, 32, 32), dtype=np.uint8)
+    fine = rng.integers(0, 100 if kind == "cifar100" else 10, size=n, dtype=np.uint8)
+    coarse = rng.integers(0, 20, size=n, dtype=np.uint8)
+    with open(path, "wb") as f:
+        for i in range(n):
+            if kind == "cifar100":
+                f.write(bytes([coarse[i], fine[i]]))
+            else:
+                f.write(bytes([fine[i]]))
+            f.write(pixels[i].tobytes())
+    return pixels, fine.astype(np.int64), coarse.astype(np.int64)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("kind", ["cifar10", "cifar100"])
+def test_cifar(packer, tmp_path, kind, fmt):
+    src = tmp_path / "data.bin"
+    pixels, fine, coarse = write_cifar(src, kind, 123, seed=1)
+    out = tmp_path / "out"
+    build(packer, src, out, "--from", kind, "--format", fmt, "--shard-size", "64KiB")
+    ds, images, labels = read_all(out)
+    assert ds.sample_spec["shape"] == [32, 32, 3]
+    assert np.array_equal(images, pixels.transpose(0, 2, 3, 1))  # HWC, what PIL sees
+    assert np.array_equal(labels, fine)
+    if kind == "cifar100":
+        assert [ds.aux(i)["coarse_label"] for i in range(len(ds))] == coarse.tolist()
+    # CHW keeps the native planes.
+    out_chw = tmp_path / "chw"
+    build(packer, src, out_chw, "--from", kind, "--format", fmt, "--layout", "chw")
+    _, images, _ = read_all(out_chw)
+    assert np.array_equal(images, pixels)
+
+
+def write_idx(path, arr, typecode):
+    dims = arr.shape
+    header = struct.pack(">BBBB", 0, 0, typecode, len(dims)) + b"".join(struct.pack(">I", d) for d in dims)
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wb") as f:
+        f.write(header + arr.astype(arr.dtype.newbyteorder(">")).tobytes())
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_idx(packer, tmp_path, fmt):
+    rng = np.random.default_rng(2)
+    imgs = rng.integers(0, 256, size=(211, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=211).astype(np.int16)
+    src = tmp_path / "idx"
+    src.mkdir()
+    write_idx(src / "train-images-idx3-ubyte.gz", imgs, 0x08)
+    write_idx(src / "train-labels-idx1-ubyte.gz", labels, 0x0B)  # 16-bit labels
+    out = tmp_path / "out"
+    build(packer, src, out, "--from", "idx", "--format", fmt)
+    ds, images, got = read_all(out)
+    assert images.shape == (211, 28, 28, 1)
+    assert np.array_equal(images[..., 0], imgs)
+    assert np.array_equal(got, labels.astype(np.int64))
+
+
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def test_real_fashion_mnist_npy(packer, tmp_path):
+    """The real Fashion-MNIST test split (Debian's dataset-fashion-mnist), via npy."""
+    if not os.path.exists(FASHION):
+        pytest.fail(f"{FASHION} is missing (scripts/setup.sh installs dataset-fashion-mnist)")
+    out = tmp_path / "fm"
+    build(packer, FASHION, out, "--split", "test", "--format", "npy")
+    with gzip.open(os.path.join(FASHION, "t10k-images-idx3-ubyte.gz")) as f:
+        raw = np.frombuffer(f.read()[16:], dtype=np.uint8).reshape(10000, 28, 28)
+    ds = packer_reader.open(str(out))
+    images = np.concatenate([np.array(b, copy=True) for b, _ in ds.batches(1000)])
+    assert np.array_equal(images[..., 0], raw)
+    assert ds.classes[9] == "Ankle boot"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_image_folder(packer, tmp_path, fmt):
+    """PNG and JPEG images of one size: packed pixels equal Pillow's convert("RGB")."""
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    root = tmp_path / "photos"
+    want = []
+    for cls in ["cat", "dog"]:
+        (root / cls).mkdir(parents=True)
+        for k in range(5):
+            arr = rng.integers(0, 256, size=(20, 30, 3), dtype=np.uint8)
+            p = root / cls / f"{k}.png"
+            mode = "RGB" if k % 2 else "L"
+            img = Image.fromarray(arr if mode == "RGB" else arr[..., 0], mode)
+            img.save(p)
+            if k == 4:
+                p = root / cls / f"{k}.jpg"
+                img.save(p, quality=85)
+                (root / cls / f"{k}.png").unlink()
+            want.append((np.asarray(Image.open(p).convert("RGB")), 0 if cls == "cat" else 1))
+    out = tmp_path / "out"
+    build(packer, root, out, "--format", fmt)
+    ds, images, labels = read_all(out)
+    assert ds.classes == ["cat", "dog"]
+    assert len(ds) == len(want)
+    for i, (img, lab) in enumerate(want):
+        assert np.array_equal(images[i], img), f"record {i}"
+        assert labels[i] == lab
+
+
+def test_h5py_reads_data_h5_directly(packer, tmp_path):
+    h5py = pytest.importorskip("h5py") if os.environ.get("PACKER_NO_H5PY") == "1" else __import__("h5py")
+    src = tmp_path / "data.bin"
+    pixels, fine, _ = write_cifar(src, "cifar10", 50, seed=4)
+    out = tmp_path / "out"
+    build(packer, src, out, "--from", "cifar10", "--format", "hdf5")
+    with h5py.File(out / "data.h5", "r") as f:
+        assert np.array_equal(f["images"][:], pixels.transpose(0, 2, 3, 1))
+        assert np.array_equal(f["labels"][:], fine)
+    _, images, labels = read_all(out)
+    assert np.array_equal(images, pixels.transpose(0, 2, 3, 1))
+
+
+def test_float_dtypes_agree_across_formats(packer, tmp_path):
+    """Normalised float16/float32 records are the same bytes in every format."""
+    src = tmp_path / "data.bin"
+    write_cifar(src, "cifar10", 20, seed=5)
+    for dtype in ["float16", "float32"]:
+        arrays = []
+        for fmt in FORMATS:
+            out = tmp_path / f"{dtype}-{fmt}"
+            build(packer, src, out, "--from", "cifar10", "--format", fmt, "--dtype", dtype,
+                  "--mean", "0.5,0.4,0.3", "--std", "0.2,0.25,0.3", "--layout", "chw")
+            _, images, _ = read_all(out)
+            assert images.dtype == np.dtype(dtype)
+            arrays.append(images)
+        for a in arrays[1:]:
+            assert a.tobytes() == arrays[0].tobytes()
