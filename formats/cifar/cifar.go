@@ -368,7 +368,7 @@ func (a *archiveReader) next(max int64) (*tar.Header, error) {
 		if h.Size > max {
 			return nil, fmt.Errorf("%s: size %d is over the limit of %d bytes", h.Name, h.Size, max)
 		}
-		if h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeRegA {
+		if h.Typeflag == tar.TypeReg { // archive/tar reports old-style regular files (TypeRegA) as TypeReg
 			return h, nil
 		}
 	}
