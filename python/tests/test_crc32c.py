@@ -33,3 +33,25 @@ def test_large_against_reference_chunks():
         ref = _crc32c._crc32c_numpy(d[p:p + 65536], ref)
     assert _crc32c._crc32c_numpy(d) == ref
     assert _crc32c.crc32c_python(d[:5000]) == _crc32c._crc32c_numpy(d[:5000])
+
+
+def test_lazy_tables_are_thread_safe():
+    import importlib
+    import threading
+
+    c = importlib.reload(_crc32c)  # fresh, empty tables
+    d = os.urandom((1 << 22) + 4097)
+    want = None
+    results = []
+
+    def work():
+        results.append(c._crc32c_numpy(d))
+
+    ts = [threading.Thread(target=work) for _ in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    want = c._crc32c_numpy(d)
+    assert results == [want] * 6
+    assert c._crc32c_numpy(d[:5000]) == c.crc32c_python(d[:5000])
