@@ -109,7 +109,7 @@ func buildCompare(t *testing.T, env []string, wantDevice string) {
 		{"--filter", "lanczos", "--layout", "chw", "--dtype", "float16", "--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225"},
 	} {
 		outs := map[string]string{}
-		for _, dev := range []string{"cpu", "gpu"} {
+		for _, dev := range []string{"gpu", "cpu"} { // gpu first: skip early while unwired
 			out := filepath.Join(dir, "out-"+dev)
 			os.RemoveAll(out)
 			cmd := exec.Command(bin, append(append([]string{"build", src, "-o", out, "--device", dev}, args...), extra...)...)
