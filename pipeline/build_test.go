@@ -1,0 +1,241 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// genSource is an in-memory source of n small grey images whose decode time varies, so workers
+// finish out of order. Items listed in bad fail to decode; items in odd decode to another size;
+// clips > 0 makes every item yield that many records (as a video yields clips).
+type genSource struct {
+	n     int
+	bad   map[int]bool
+	odd   map[int]bool
+	clips int
+	delay bool
+	block chan struct{} // when set, Decode waits on it (cancellation tests)
+}
+
+func (s *genSource) Info() SourceInfo {
+	return SourceInfo{Kind: "gen", Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n)}
+}
+
+func (s *genSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+	for i := 0; i < s.n; i++ {
+		it := Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Label: int64(i % 3)}
+		if i%2 == 0 {
+			it.Raw = []byte{byte(i)} // exercise grouping of pre-read items
+		}
+		if err := emit(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *genSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+	i := int(it.Seq)
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if s.delay {
+		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
+	}
+	if s.bad[i] {
+		return &InputError{Input: it.Name, Err: errors.New("corrupt input")}
+	}
+	w, h := 4, 3
+	if s.odd[i] {
+		w = 5
+	}
+	n := max(s.clips, 1)
+	for c := 0; c < n; c++ {
+		pix := make([]byte, w*h)
+		for k := range pix {
+			pix[k] = byte(i*7 + k + c)
+		}
+		if err := emit(Clip{Frames: []transforms.Image{{W: w, H: h, C: 1, Pix: pix}}, Label: it.Label}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func build(t *testing.T, src Source, out string, mod func(*Options)) (*Summary, error) {
+	t.Helper()
+	opts := Options{Source: src, Format: "shards", NewOutput: NewShardOutput, Out: out, ShardSize: 64}
+	if mod != nil {
+		mod(&opts)
+	}
+	return Build(context.Background(), opts)
+}
+
+func TestBuildOrderAndDeterminism(t *testing.T) {
+	tmp := t.TempDir()
+	var manifests []string
+	for _, w := range []int{1, 2, 5} {
+		src := &genSource{n: 200, delay: true, bad: map[int]bool{17: true, 101: true}}
+		out := filepath.Join(tmp, fmt.Sprint(w))
+		sum, err := build(t, src, out, func(o *Options) { o.Workers = w })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Records != 198 || sum.Skipped != 2 {
+			t.Fatalf("workers %d: %d records, %d skipped; want 198, 2", w, sum.Records, sum.Skipped)
+		}
+		data, err := os.ReadFile(filepath.Join(out, shard.ManifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifests = append(manifests, string(data))
+		ds, err := shard.OpenDataset(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Records are in source order: record k comes from the k-th good item.
+		k := int64(0)
+		for i := 0; i < 200; i++ {
+			if i == 17 || i == 101 {
+				continue
+			}
+			rec, err := ds.Record(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec[0] != byte(i*7) {
+				t.Fatalf("workers %d: record %d holds item %d's data (%d), want item %d", w, k, rec[0]/7, rec[0], i)
+			}
+			k++
+		}
+		ds.Close()
+	}
+	for _, m := range manifests[1:] {
+		if m != manifests[0] {
+			t.Fatal("manifests differ between worker counts")
+		}
+	}
+	m, _ := shard.ReadManifest(filepath.Join(tmp, "1"))
+	if len(m.Skipped) != 2 || m.Skipped[0].Input != "item-017" || m.Skipped[0].Reason != "corrupt input" {
+		t.Fatalf("skipped = %+v", m.Skipped)
+	}
+	if m.ClassCounts[0]+m.ClassCounts[1]+m.ClassCounts[2] != 198 {
+		t.Fatalf("class counts %v", m.ClassCounts)
+	}
+}
+
+func TestBuildOnErrorFail(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := build(t, &genSource{n: 50, bad: map[int]bool{30: true}}, out, func(o *Options) { o.OnError = OnErrorFail })
+	var ie *InputError
+	if !errors.As(err, &ie) || ie.Input != "item-030" {
+		t.Fatalf("err = %v, want an InputError naming item-030", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a failed build left %s", out)
+	}
+	if _, err := os.Stat(out + StagingSuffix); !os.IsNotExist(err) {
+		t.Fatalf("a failed build left its staging directory")
+	}
+}
+
+func TestBuildMaxErrors(t *testing.T) {
+	bad := map[int]bool{}
+	for i := 0; i < 40; i += 3 {
+		bad[i] = true
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := build(t, &genSource{n: 60, bad: bad}, out, func(o *Options) { o.MaxErrors = 5 })
+	if !errors.Is(err, ErrTooManyErrors) {
+		t.Fatalf("err = %v, want ErrTooManyErrors", err)
+	}
+}
+
+func TestBuildShapeMismatchIsSkipped(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := build(t, &genSource{n: 20, odd: map[int]bool{7: true}}, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != 19 || len(sum.Manifest.Skipped) != 1 || !strings.Contains(sum.Manifest.Skipped[0].Reason, "differs") {
+		t.Fatalf("records %d, skipped %+v", sum.Records, sum.Manifest.Skipped)
+	}
+}
+
+func TestBuildClips(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := build(t, &genSource{n: 10, clips: 3}, out, func(o *Options) { o.Workers = 3 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != 30 || sum.Items != 10 {
+		t.Fatalf("records %d items %d, want 30 and 10", sum.Records, sum.Items)
+	}
+}
+
+func TestBuildEmptySource(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := build(t, &genSource{n: 0}, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Records != 0 || len(sum.Manifest.Files) != 0 {
+		t.Fatalf("empty build: %+v", sum.Manifest)
+	}
+}
+
+func TestBuildCancel(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	src := &genSource{n: 100, block: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Build(ctx, Options{Source: src, Format: "shards", NewOutput: NewShardOutput, Out: out, Workers: 2})
+		done <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Build did not return after cancellation")
+	}
+	for _, p := range []string{out, out + StagingSuffix} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("cancelled build left %s", p)
+		}
+	}
+}
+
+func TestBuildRefusesNonEmptyOutput(t *testing.T) {
+	out := t.TempDir()
+	if err := os.WriteFile(filepath.Join(out, "precious"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(t, &genSource{n: 3}, out, nil); !errors.Is(err, ErrOutputExists) {
+		t.Fatalf("err = %v, want ErrOutputExists", err)
+	}
+	if _, err := build(t, &genSource{n: 3}, out, func(o *Options) { o.Force = true }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "precious")); !os.IsNotExist(err) {
+		t.Fatal("--force kept the old contents")
+	}
+}
