@@ -343,17 +343,22 @@ class ShardFile:
                 self.check_block(j, seg)
             elif s_lo == b_lo:
                 self._partial[j] = (s_hi, _crc32c.crc32c(seg))
-            elif j in self._partial and self._partial[j][0] == s_lo:
-                crc = _crc32c.crc32c(seg, self._partial[j][1])
-                if s_hi == b_hi:
-                    del self._partial[j]
-                    if crc != int(self.crcs[j]):
-                        raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)" % (int(self.crcs[j]), crc))
-                    self._verified[j] = True
-                else:
-                    self._partial[j] = (s_hi, crc)
             else:
-                self.check_block(j)
+                # (end, CRC of the block's bytes up to end): whichever thread wrote it last, the
+                # state is a valid prefix, so concurrent readers can only cause a re-read
+                st = self._partial.get(j)
+                if st is None or st[0] != s_lo:
+                    self.check_block(j)
+                    continue
+                crc = _crc32c.crc32c(seg, st[1])
+                if s_hi < b_hi:
+                    self._partial[j] = (s_hi, crc)
+                    continue
+                self._partial.pop(j, None)
+                if crc != int(self.crcs[j]):
+                    raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)"
+                                            % (int(self.crcs[j]), crc))
+                self._verified[j] = True
 
     def verify_blocks(self):
         """Check every data block; return the list of CorruptionErrors (all of them)."""
