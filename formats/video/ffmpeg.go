@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -29,24 +28,12 @@ const (
 // (so that children it started die with it) when ctx is done.
 func newCommand(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setGroup(cmd)
 	cmd.Cancel = func() error { return killGroup(cmd) }
 	// Pipes held open by a grandchild that escaped the kill are closed after this long.
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Env = append(os.Environ(), "AV_LOG_FORCE_NOCOLOR=1")
 	return cmd
-}
-
-// killGroup kills the command's process group.
-func killGroup(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
-	}
-	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	if errors.Is(err, syscall.ESRCH) {
-		return os.ErrProcessDone
-	}
-	return err
 }
 
 // limitedBuffer keeps the first n bytes written to it.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +37,8 @@ var _ pipeline.Source = (*Source)(nil)
 
 // Open opens a video dataset: every non-hidden subfolder of root is a class (labels in sorted
 // name order) and its files with one of VideoExtensions, sorted by name, are its videos. It
-// runs `ffmpeg -version` (recorded in the manifest) and `ffmpeg -decoders`, and fails with
-// ErrNoFFmpeg when ffmpeg or ffprobe is missing.
+// runs `ffmpeg -decoders` once, for the list of decoders and the version line of its banner
+// (recorded in the manifest), and fails with ErrNoFFmpeg when ffmpeg or ffprobe is missing.
 func Open(root string, opts Options) (*Source, error) {
 	opts, err := opts.validate(KindVideo)
 	if err != nil {
@@ -54,17 +55,17 @@ func Open(root string, opts Options) (*Source, error) {
 	s := &Source{root: root, classes: classes, count: n, opts: opts}
 	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
 	defer cancel()
-	out, _, err := runTool(ctx, 1<<20, opts.FFmpeg, "-hide_banner", "-version")
+	// One run gives both: the banner on stderr starts with the line `ffmpeg -version` prints.
+	out, banner, err := runTool(ctx, 4<<20, opts.FFmpeg, "-nostdin", "-decoders")
 	if err != nil {
-		return nil, fmt.Errorf("video: %w: %s -version: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, opts.FFmpeg, err)
+		return nil, fmt.Errorf("video: %w: %s -decoders: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, opts.FFmpeg, err)
 	}
-	s.version = string(bytes.TrimSpace(firstLine(out)))
-	if _, _, err := runTool(ctx, 1<<20, opts.FFprobe, "-hide_banner", "-version"); err != nil {
-		return nil, fmt.Errorf("video: %w: %s -version: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, opts.FFprobe, err)
+	s.version = string(bytes.TrimSpace(firstLine(banner)))
+	if !strings.HasPrefix(s.version, "ffmpeg version ") {
+		return nil, fmt.Errorf("video: %s does not look like ffmpeg: its banner starts %q", opts.FFmpeg, s.version)
 	}
-	out, _, err = runTool(ctx, 4<<20, opts.FFmpeg, "-hide_banner", "-decoders")
-	if err != nil {
-		return nil, fmt.Errorf("video: %s -decoders: %w", opts.FFmpeg, err)
+	if _, err := exec.LookPath(opts.FFprobe); err != nil {
+		return nil, fmt.Errorf("video: %w: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, err)
 	}
 	s.decoders = parseDecoders(out)
 	return s, nil
@@ -231,6 +232,7 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, em
 	if err != nil {
 		return err
 	}
+	growPipe(stdout, min(max(si.Width*si.Height*3, 64<<10), 1<<20))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%w: start %s: %v", ErrDecode, s.opts.FFmpeg, err)
 	}
@@ -319,6 +321,10 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, em
 			continue
 		}
 		fi := ev.frame
+		if fi.w <= 0 || fi.h <= 0 || int64(fi.w)*int64(fi.h) > 1<<31 {
+			wd.disarm()
+			return fmt.Errorf("%w: ffmpeg reported frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
+		}
 		if i == 0 {
 			w0, h0 = fi.w, fi.h
 			if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(w0)*int64(h0) > maxPix {
