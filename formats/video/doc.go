@@ -17,7 +17,7 @@
 // `ffprobe -of json -show_format -show_streams -count_packets`, then decoded by one ffmpeg
 // process writing raw rgb24 frames to a pipe (never to temporary files):
 //
-//	ffmpeg -nostdin -loglevel repeat+level+info -xerror -filter_threads 1 -threads 1 -i FILE
+//	ffmpeg -nostdin -loglevel repeat+level+info -filter_threads 1 -threads 1 -i FILE
 //	       -map 0:V -an -sn -dn -vf [fps=F,]showinfo=checksum=0 -fps_mode passthrough
 //	       -autoscale 0 -flush_packets 1 -f rawvideo -pix_fmt rgb24 pipe:1
 //
@@ -84,8 +84,13 @@
 //
 // Found while decoding (the pipeline keeps the clips emitted before, and says how many in the
 // reason):
-//   - damaged data: ffmpeg runs with -xerror, so any decoding error stops it and fails the
-//     video (ErrDecode, with ffmpeg's messages) instead of packing concealed, damaged frames;
+//   - damaged data: packer follows ffmpeg's log and stops at the first error-level message
+//     (a decoder or demuxer error; the rawvideo muxer's complaint about timestamps is
+//     harmless and ignored), before any frame ffmpeg outputs after it, and fails the video
+//     (ErrDecode, quoting the messages) instead of packing concealed, damaged frames. The
+//     policy is strict: a stream that starts without its parameter sets or mid-GOP fails too.
+//     (ffmpeg -xerror is not used: when it aborts, how many already filtered frames reach the
+//     pipe depends on timing.) A non-zero exit status fails the video as well;
 //   - frames that change size mid-stream: ffmpeg would silently rescale them to the first
 //     size; packer turns that off (-autoscale 0) and reads each frame's size from the showinfo
 //     line ffmpeg logs before writing the frame, so a size change is found before its bytes

@@ -113,14 +113,13 @@ var benignErrors = []string{"non monotonically increasing dts to muxer"}
 // deterministic. The queue is unbounded so that ffmpeg never blocks on stderr while the reader
 // waits for stdout; it cannot grow beyond what fits in the stdout pipe.
 type stderrLog struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []logItem
-	diags  int // diagnostic lines queued
-	done   bool
-	tbNum  int64
-	tbDen  int64
-	frames int64 // showinfo frame lines seen
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []logItem
+	diags int // diagnostic lines queued
+	done  bool
+	tbNum int64
+	tbDen int64
 }
 
 func newStderrLog() *stderrLog {
@@ -169,7 +168,6 @@ func (l *stderrLog) line(s string) {
 		l.mu.Lock()
 		f.tbNum, f.tbDen, f.hasTime = l.tbNum, l.tbDen, l.tbDen > 0
 		l.queue = append(l.queue, logItem{frame: f})
-		l.frames++
 		l.cond.Broadcast()
 		l.mu.Unlock()
 		return

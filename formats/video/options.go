@@ -55,10 +55,10 @@ type Options struct {
 	Timeout time.Duration
 	// Threads is ffmpeg's -threads (decoder) and -filter_threads per process; 0 means 1.
 	// The build runs one ffmpeg per worker, so workers already decode that many videos at
-	// once; single-threaded decoders also keep ffmpeg's behaviour on a damaged stream (how
-	// many frames come out before -xerror stops it, and its messages) independent of the
-	// worker count. More threads help only builds with fewer videos than workers; the value
-	// is recorded in the manifest's source spec.
+	// once. Single-threaded decoders also log errors in frame order, which keeps the outcome
+	// of a damaged stream (how many frames come out before the first decoding error, and the
+	// messages) independent of timing. More threads help only builds with fewer videos than
+	// workers; the value is recorded in the manifest's source spec.
 	Threads int
 	// FFmpeg and FFprobe name the executables; "" means "ffmpeg" and "ffprobe" on PATH.
 	FFmpeg, FFprobe string
