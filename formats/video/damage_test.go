@@ -1,6 +1,7 @@
 package video
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -223,5 +224,48 @@ func TestOpenErrors(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "b", "clip.mp4"), nil, 0o644)
 	if _, err := Open(root, Options{FFmpeg: filepath.Join(root, "no-such-ffmpeg")}); !errors.Is(err, ErrNoFFmpeg) {
 		t.Errorf("missing ffmpeg: %v", err)
+	}
+}
+
+func TestFramesErrors(t *testing.T) {
+	needFFmpeg(t)
+	root := t.TempDir()
+	mkFrames := func(dir string, sizes ...string) {
+		os.MkdirAll(filepath.Join(root, dir), 0o755)
+		for i, sz := range sizes {
+			ffmpeg(t, "-f", "lavfi", "-i", "testsrc=size="+sz, "-frames:v", "1", filepath.Join(root, dir, "f"+string(rune('1'+i))+".png"))
+		}
+	}
+	mkFrames("c/resized", "32x24", "32x24", "40x30", "32x24")
+	mkFrames("c/short", "32x24", "32x24")
+	os.MkdirAll(filepath.Join(root, "c", "empty"), 0o755)
+	os.WriteFile(filepath.Join(root, "c", "empty", "notes.txt"), []byte("x"), 0o644)
+	src, err := OpenFrames(root, Options{ClipLen: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"c/empty":   "no frames decoded: the folder holds no frame images",
+		"c/resized": "frame size changed: frame 2 (f3.png) is 40x30, frame 0 (f1.png) is 32x24; packer does not rescale frames",
+		"c/short":   "video has 2 frames, fewer than --clip-len 3",
+	}
+	for _, it := range items(t, src) {
+		recs, err := decodeAll(t, src, it)
+		var ie *pipeline.InputError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), want[it.Name]) || len(recs) != 0 {
+			t.Errorf("%s: %d records, err %v, want %q", it.Name, len(recs), err, want[it.Name])
+		}
+	}
+	// Padding repeats the last frame.
+	src, _ = OpenFrames(root, Options{ClipLen: 3, Short: ShortPad})
+	for _, it := range items(t, src) {
+		if it.Name != "c/short" {
+			continue
+		}
+		recs, err := decodeAll(t, src, it)
+		if err != nil || len(recs) != 1 || !bytes.Equal(recs[0].frames[2], recs[0].frames[1]) ||
+			recs[0].meta != `{"file":"f1.png","frame":0,"frames":3,"label":0,"padded":1,"video":"c/short"}` {
+			t.Errorf("padded: %v %d %+v", err, len(recs), recs)
+		}
 	}
 }
