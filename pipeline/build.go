@@ -44,7 +44,20 @@ type Options struct {
 	ShardSize int64                                    // shard byte budget; 0 = DefaultShardSize
 	Progress  func(items, total, records, bytes int64) // called from the writer goroutine after each item
 	Device    string                                   // recorded in the summary only
+	// Resizer, when set, transforms frames in batches (on a GPU) instead of each worker's
+	// transforms.Worker; it must produce the same bytes (the gpu package guarantees it).
+	Resizer BatchResizer
 }
+
+// BatchResizer transforms many frames in one call, with exactly the bytes of
+// transforms.Worker.Apply. Run must be safe for concurrent use.
+type BatchResizer interface {
+	Run(imgs []transforms.Image, dsts [][]byte) error
+}
+
+// deviceGroup is how many items a worker decodes before handing their frames to a
+// BatchResizer in one call.
+const deviceGroup = 16
 
 // DefaultShardSize is the default byte budget of one shard's data section.
 const DefaultShardSize = 256 << 20
@@ -93,13 +106,14 @@ const maxGroup = 256
 
 // result is one record of an item, or the item's final status (done set).
 type result struct {
-	rec   Record
-	spec  shard.SampleSpec
-	buf   *[]byte
-	name  string // the item's name
-	done  bool
-	err   error
-	count int // records produced, with done
+	rec       Record
+	spec      shard.SampleSpec
+	buf       *[]byte
+	name      string   // the item's name
+	frameDsts [][]byte // per-frame slices of buf (batch worker only)
+	done      bool
+	err       error
+	count     int // records produced, with done
 }
 
 // Build runs a whole build: enumerate, decode and transform in parallel, write in source order,
@@ -255,7 +269,13 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
 			group = append(group, it)
 			groupSize += len(it.Raw)
-			if it.Raw == nil || groupSize >= groupBytes || len(group) >= maxGroup {
+			full := groupSize >= groupBytes || len(group) >= maxGroup
+			if b.opts.Resizer != nil {
+				full = full || len(group) >= deviceGroup
+			} else {
+				full = full || it.Raw == nil
+			}
+			if full {
 				return flush()
 			}
 			return nil
@@ -290,6 +310,9 @@ func (b *builder) getBuf(n int) *[]byte {
 }
 
 func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
+	if b.opts.Resizer != nil {
+		return b.batchWorker(ctx, jobs)
+	}
 	tw := b.tspec.NewWorker()
 	for j := range jobs {
 		for _, it := range j.items {
@@ -325,31 +348,18 @@ func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 
 // transform applies the transform spec to every frame of a clip, into one pooled buffer.
 func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
-	if len(c.Frames) == 0 {
-		return result{}, errors.New("no frames decoded")
-	}
-	f0 := c.Frames[0]
-	fs := b.tspec.OutputSpec(f0.W, f0.H, f0.C)
-	if err := fs.Validate(); err != nil {
+	r, err := b.layout(c)
+	if err != nil {
 		return result{}, err
 	}
-	size := int(fs.Size())
-	buf := b.getBuf(size * len(c.Frames))
 	for i, f := range c.Frames {
-		if b.tspec.OutputSpec(f.W, f.H, f.C).Size() != int64(size) {
-			b.pool.Put(buf)
-			return result{}, fmt.Errorf("frame %d is %dx%dx%d, frame 0 is %dx%dx%d", i, f.W, f.H, f.C, f0.W, f0.H, f0.C)
-		}
-		if err := tw.Apply(f, (*buf)[i*size:(i+1)*size]); err != nil {
-			b.pool.Put(buf)
+		if err := tw.Apply(f, r.frameDsts[i]); err != nil {
+			b.pool.Put(r.buf)
 			return result{}, err
 		}
 	}
-	spec := fs
-	if b.info.ClipLen > 0 {
-		spec = shard.SampleSpec{Shape: append([]int{len(c.Frames)}, fs.Shape...), DType: fs.DType, Layout: "t" + fs.Layout}
-	}
-	return result{rec: Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: spec, buf: buf}, nil
+	r.frameDsts = nil
+	return r, nil
 }
 
 // write is the single writer: it takes items in source order and writes their records.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -237,5 +238,54 @@ func TestBuildRefusesNonEmptyOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "precious")); !os.IsNotExist(err) {
 		t.Fatal("--force kept the old contents")
+	}
+}
+
+// cpuBatch is a BatchResizer that runs transforms.Worker, to test the batched worker path
+// (grouping, skips, order) without a GPU; the gpu package tests the device itself.
+type cpuBatch struct {
+	spec  transforms.Spec
+	calls atomic.Int64
+}
+
+func (c *cpuBatch) Run(imgs []transforms.Image, dsts [][]byte) error {
+	c.calls.Add(1)
+	w := c.spec.NewWorker()
+	for i := range imgs {
+		if err := w.Apply(imgs[i], dsts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestBuildBatchResizerEqualsWorkers(t *testing.T) {
+	tmp := t.TempDir()
+	bad := map[int]bool{5: true, 40: true}
+	odd := map[int]bool{33: true}
+	var manifests []string
+	for _, batched := range []bool{false, true} {
+		out := filepath.Join(tmp, fmt.Sprint(batched))
+		rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
+		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, delay: true, clips: 2}, out, func(o *Options) {
+			o.Workers = 3
+			if batched {
+				o.Resizer = rs
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batched && (rs.calls.Load() == 0 || rs.calls.Load() > 90/deviceGroup+3) {
+			t.Fatalf("%d resizer calls for 90 items in groups of %d", rs.calls.Load(), deviceGroup)
+		}
+		data, err := os.ReadFile(filepath.Join(out, shard.ManifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		manifests = append(manifests, string(data))
+	}
+	if manifests[0] != manifests[1] {
+		t.Fatalf("batched output differs from the per-worker output:\n%s\n---\n%s", manifests[0], manifests[1])
 	}
 }

@@ -271,10 +271,11 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	if err != nil {
 		return usagef(err)
 	}
-	device, err := resolveDevice(o.Device)
+	resizer, device, release, err := openDevice(o.Device, o.transform)
 	if err != nil {
 		return err
 	}
+	defer release()
 	info := src.Info()
 	bar := progress.New(o.IO.Err, "packing "+kind, "items", info.Count)
 	sum, err := pipeline.Build(ctx, pipeline.Options{
@@ -289,6 +290,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		MaxErrors: o.MaxErrors,
 		ShardSize: o.shardSize,
 		Device:    device,
+		Resizer:   resizer,
 		Progress: func(items, total, records, bytes int64) {
 			bar.Set(items)
 		},

@@ -1,17 +1,29 @@
 package main
 
-import "errors"
+import (
+	"github.com/packer-dev/packer/gpu"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
 
-// errNoGPU is returned for --device gpu when no usable CUDA driver and device are present.
-var errNoGPU = errors.New("--device gpu: no usable GPU: GPU resizing is not available in this build")
-
-// resolveDevice decides where resizing runs and names it for the summary.
-func resolveDevice(want string) (string, error) {
-	switch want {
-	case "gpu":
-		return "", errNoGPU
-	case "auto":
-		return "cpu (auto: no GPU support)", nil
+// openDevice resolves --device: it returns the batch resizer to use (nil for the CPU), a line
+// for the summary saying where resizing runs and why, and a function releasing the device.
+// --device gpu fails with the reason when no GPU can be used; auto falls back to the CPU.
+func openDevice(want string, spec transforms.Spec) (pipeline.BatchResizer, string, func(), error) {
+	dev, summary, err := gpu.Select(want)
+	if err != nil {
+		return nil, "", func() {}, err
 	}
-	return "cpu", nil
+	if dev == nil {
+		return nil, summary, func() {}, nil
+	}
+	rs, err := gpu.NewResizer(dev, spec, gpu.ResizerOptions{})
+	if err != nil {
+		dev.Close()
+		if want == "gpu" {
+			return nil, "", func() {}, err
+		}
+		return nil, "cpu (auto: " + err.Error() + ")", func() {}, nil
+	}
+	return rs, summary, func() { rs.Close(); dev.Close() }, nil
 }

@@ -1,0 +1,120 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// decoded is one item's decode outcome, held until its group's frames are transformed.
+type decoded struct {
+	name  string
+	clips []Clip
+	err   error
+}
+
+// batchWorker decodes a whole job (up to deviceGroup items), transforms every frame of it with
+// one BatchResizer call, then sends the records and done markers in item order. Decoded frames
+// are copied, since a Source may reuse its buffers after emit returns; memory stays bounded by
+// workers × group × image size.
+func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
+	for j := range jobs {
+		items := make([]decoded, len(j.items))
+		for k, it := range j.items {
+			items[k].name = it.Name
+			items[k].err = b.opts.Source.Decode(ctx, it, func(c Clip) error {
+				own := make([]transforms.Image, len(c.Frames))
+				for f, fr := range c.Frames {
+					own[f] = fr
+					own[f].Pix = append([]byte(nil), fr.Pix...)
+				}
+				c.Frames = own
+				items[k].clips = append(items[k].clips, c)
+				return nil
+			})
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		// Lay out every record's buffer; an item whose frames do not fit is skipped whole.
+		results := make([][]result, len(items))
+		for k := range items {
+			for _, c := range items[k].clips {
+				r, err := b.layout(c)
+				if err != nil {
+					items[k].err = err
+					break
+				}
+				results[k] = append(results[k], r)
+			}
+			if items[k].err != nil {
+				for _, r := range results[k] {
+					b.pool.Put(r.buf)
+				}
+				results[k] = nil
+			}
+		}
+		// Then run the device once over every frame of the group.
+		var frames []transforms.Image
+		var dsts [][]byte
+		for k := range items {
+			for q, r := range results[k] {
+				frames = append(frames, items[k].clips[q].Frames...)
+				dsts = append(dsts, r.frameDsts...)
+			}
+		}
+		if len(frames) > 0 {
+			if err := b.opts.Resizer.Run(frames, dsts); err != nil {
+				return fmt.Errorf("device transform: %w", err)
+			}
+		}
+		for k := range items {
+			for _, r := range results[k] {
+				r.name = items[k].name
+				r.frameDsts = nil
+				select {
+				case j.res <- r:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			select {
+			case j.res <- result{name: items[k].name, done: true, err: items[k].err, count: len(results[k])}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		close(j.res)
+	}
+	return nil
+}
+
+// layout allocates a clip's record buffer, with its per-frame destination slices.
+func (b *builder) layout(c Clip) (result, error) {
+	if len(c.Frames) == 0 {
+		return result{}, errors.New("no frames decoded")
+	}
+	f0 := c.Frames[0]
+	fs := b.tspec.OutputSpec(f0.W, f0.H, f0.C)
+	if err := fs.Validate(); err != nil {
+		return result{}, err
+	}
+	size := int(fs.Size())
+	buf := b.getBuf(size * len(c.Frames))
+	dsts := make([][]byte, len(c.Frames))
+	for i, f := range c.Frames {
+		if b.tspec.OutputSpec(f.W, f.H, f.C).Size() != int64(size) {
+			b.pool.Put(buf)
+			return result{}, fmt.Errorf("frame %d is %dx%dx%d, frame 0 is %dx%dx%d", i, f.W, f.H, f.C, f0.W, f0.H, f0.C)
+		}
+		dsts[i] = (*buf)[i*size : (i+1)*size]
+	}
+	spec := fs
+	if b.info.ClipLen > 0 {
+		spec = shard.SampleSpec{Shape: append([]int{len(c.Frames)}, fs.Shape...), DType: fs.DType, Layout: "t" + fs.Layout}
+	}
+	return result{rec: Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: spec, buf: buf, frameDsts: dsts}, nil
+}
