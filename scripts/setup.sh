@@ -26,6 +26,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# ptxas (the PTX assembler) from PyPI's nvidia-cuda-nvcc-cu12 wheel, so the test suite can
+# assemble the checked-in PTX for current GPU architectures. Only the one binary is extracted.
+PTXAS_VERSION=12.9.86
+PTXAS_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/packer/ptxas-$PTXAS_VERSION"
+if [ ! -x "$PTXAS_DIR/ptxas" ]; then
+  tmp=$(mktemp -d)
+  if /usr/bin/python3 -m pip download --no-deps --quiet --disable-pip-version-check -d "$tmp" \
+      "nvidia-cuda-nvcc-cu12==$PTXAS_VERSION"; then
+    mkdir -p "$PTXAS_DIR"
+    /usr/bin/python3 - "$tmp" "$PTXAS_DIR" <<'PYEOF'
+import glob, os, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "*.whl"))[0]
+with zipfile.ZipFile(wheel) as z:
+    data = z.read("nvidia/cuda_nvcc/bin/ptxas")
+path = os.path.join(sys.argv[2], "ptxas")
+with open(path + ".tmp", "wb") as f:
+    f.write(data)
+os.chmod(path + ".tmp", 0o755)
+os.rename(path + ".tmp", path)
+PYEOF
+  else
+    echo "setup: could not download ptxas from PyPI; the PTX assembly test will be skipped" >&2
+  fi
+  rm -rf "$tmp"
+fi
+
 if ! command -v go >/dev/null 2>&1; then
   echo "setup: Go is not installed; install Go 1.26 or later" >&2
   exit 1

@@ -8,6 +8,8 @@ bash scripts/setup.sh
 
 PY=/usr/bin/python3
 export PACKER_PYTHON=$PY
+ptxas="${XDG_CACHE_HOME:-$HOME/.cache}/packer/ptxas-12.9.86/ptxas"
+[ -x "$ptxas" ] && export PACKER_PTXAS="$ptxas"
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
