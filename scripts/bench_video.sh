@@ -13,7 +13,8 @@
 #   -b  extra build flags (default "--resize 128 --crop 112 --clip-len 8")
 #   -k  keep the generated videos and the output (printed paths)
 #
-# Prints frames/s of each and the ratio packer/ffmpeg (target: at least 0.8).
+# Prints frames/s of each and the ratio packer/ffmpeg (target: at least 0.8), by wall-clock
+# time and by CPU time (user+sys of all processes: steadier on a shared machine).
 set -euo pipefail
 
 n=16 frames=150 size=640x360 workers=$(nproc) codec=libx264 keep=0
@@ -61,29 +62,36 @@ done
 files=$(find "$work/src" -type f | sort)
 total=$((n * frames))
 
-now() { date +%s.%N; }
 # Warm the page cache so both runs read from memory.
 cat $files >/dev/null
 
+# run NAME CMD...: wall, user and sys seconds (children included) into $work/NAME.time.
+TIMEFORMAT='%R %U %S'
+run() {
+	local name=$1
+	shift
+	{ time "$@" >"$work/$name.log" 2>"$work/$name.err"; } 2>"$work/$name.time" ||
+		{ cat "$work/$name.err" >&2; exit 1; }
+}
+
 echo "ffmpeg alone: $workers parallel single-threaded processes, rgb24 to /dev/null..."
-t0=$(now)
-printf '%s\n' $files | xargs -P "$workers" -I{} \
-	ffmpeg -nostdin -hide_banner -loglevel error -threads 1 -filter_threads 1 -i {} \
-	-f rawvideo -pix_fmt rgb24 -y /dev/null
-t1=$(now)
+run ffmpeg sh -c "printf '%s\n' \"\$@\" | xargs -P $workers -I{} ffmpeg -nostdin -hide_banner -loglevel error \
+	-threads 1 -filter_threads 1 -i {} -f rawvideo -pix_fmt rgb24 -y /dev/null" sh $files
 
 echo "packer build --from video --workers $workers $bflags..."
-t2=$(now)
 # shellcheck disable=SC2086
-"$work/packer" build "$work/src" --from video --workers "$workers" $bflags -o "$work/out" --force >"$work/build.log"
-t3=$(now)
-cat "$work/build.log"
+run packer "$work/packer" build "$work/src" --from video --workers "$workers" $bflags -o "$work/out" --force
+cat "$work/packer.log"
 
-awk -v f="$total" -v a="$t0" -v b="$t1" -v c="$t2" -v d="$t3" -v w="$workers" -v s="$size" -v k="$codec" 'BEGIN {
-	ff = f / (b - a); pk = f / (d - c)
-	printf "\n%d frames (%s, %s), %d workers\n", f, s, k, w
-	printf "ffmpeg alone : %8.1f frames/s  (%.2fs)\n", ff, b - a
-	printf "packer build : %8.1f frames/s  (%.2fs)\n", pk, d - c
-	printf "ratio        : %8.2f  (target >= 0.80)\n", pk / ff
+read -r fw fu fs <"$work/ffmpeg.time"
+read -r pw pu ps <"$work/packer.time"
+awk -v f="$total" -v fw="$fw" -v fc="$(echo "$fu $fs" | awk '{print $1 + $2}')" \
+	-v pw="$pw" -v pc="$(echo "$pu $ps" | awk '{print $1 + $2}')" \
+	-v w="$workers" -v s="$size" -v k="$codec" -v b="$bflags" 'BEGIN {
+	printf "\n%d frames (%s, %s), %d workers, packer flags: %s\n", f, s, k, w, b
+	printf "                 frames/s (wall)    frames per CPU-second (user+sys, children included)\n"
+	printf "ffmpeg alone : %10.1f  (%6.2fs)  %10.1f  (%6.2fs)\n", f / fw, fw, f / fc, fc
+	printf "packer build : %10.1f  (%6.2fs)  %10.1f  (%6.2fs)\n", f / pw, pw, f / pc, pc
+	printf "ratio        : %10.2f             %10.2f            (target >= 0.80)\n", fw / pw, fc / pc
 }'
 if [ "$keep" = 1 ]; then echo "kept: $work"; fi
