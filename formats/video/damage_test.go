@@ -150,16 +150,17 @@ func TestDamagedVideos(t *testing.T) {
 	}
 }
 
-// fakeTool writes a shell script standing in for ffmpeg or ffprobe: it passes -decoders
-// to the real tool and otherwise starts a child that sleeps, and waits for it, as a
-// hung decoder would (the child holds the pipes, so only a process-group kill ends the wait).
+// fakeTool writes a shell script standing in for ffmpeg or ffprobe: it passes -decoders and
+// Open's self-test (a lavfi input) to the real tool; otherwise it starts a child that sleeps
+// and waits for it, as a hung decoder would (the child holds the pipes, so only a
+// process-group kill ends the wait).
 func fakeTool(t *testing.T, real string) string {
 	t.Helper()
 	path, err := exec.LookPath(real)
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := "#!/bin/sh\ncase \"$*\" in\n*-decoders*) exec " + path + " \"$@\";;\nesac\nsleep 60 &\nwait\n"
+	script := "#!/bin/sh\ncase \"$*\" in\n*-decoders*|*lavfi*) exec " + path + " \"$@\";;\nesac\nsleep 60 &\nwait\n"
 	p := filepath.Join(t.TempDir(), "fake-"+real)
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -267,5 +268,24 @@ func TestFramesErrors(t *testing.T) {
 			recs[0].meta != `{"file":"f1.png","frame":0,"frames":3,"label":0,"padded":1,"video":"c/short"}` {
 			t.Errorf("padded: %v %d %+v", err, len(recs), recs)
 		}
+	}
+}
+
+// TestSelfTestRejectsUnusableFFmpeg: an "ffmpeg" whose decode output packer cannot follow
+// fails Open, instead of failing (or hanging on) every video.
+func TestSelfTestRejectsUnusableFFmpeg(t *testing.T) {
+	needFFmpeg(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "c"), 0o755)
+	os.WriteFile(filepath.Join(root, "c", "v.mp4"), []byte("x"), 0o644)
+	path, _ := exec.LookPath("ffmpeg")
+	// Rejects -fps_mode, as ffmpeg before 5.1 does.
+	script := "#!/bin/sh\ncase \"$*\" in\n*-decoders*) exec " + path + " \"$@\";;\nesac\n" +
+		"echo \"Unrecognized option 'fps_mode'.\" >&2\nexit 1\n"
+	p := filepath.Join(t.TempDir(), "old-ffmpeg")
+	os.WriteFile(p, []byte(script), 0o755)
+	_, err := Open(root, Options{FFmpeg: p, Timeout: 5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "self-test decode") || !strings.Contains(err.Error(), "ffmpeg 5.1 or newer") {
+		t.Fatalf("err = %v", err)
 	}
 }

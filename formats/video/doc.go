@@ -17,7 +17,7 @@
 // `ffprobe -of json -show_format -show_streams -count_packets`, then decoded by one ffmpeg
 // process writing raw rgb24 frames to a pipe (never to temporary files):
 //
-//	ffmpeg -nostdin -loglevel repeat+level+info -filter_threads 1 -threads 1 -i FILE
+//	ffmpeg -nostdin -loglevel repeat+level+info -filter_threads 1 -threads 1 -i file:FILE
 //	       -map 0:V -an -sn -dn -vf [fps=F,]showinfo=checksum=0 -fps_mode passthrough
 //	       -autoscale 0 -flush_packets 1 -f rawvideo -pix_fmt rgb24 pipe:1
 //
@@ -28,7 +28,10 @@
 // (--resize, --crop, --filter, --dtype, --layout) to every frame exactly as to an image.
 //
 // The first line of `ffmpeg -version` is recorded in the manifest's source spec ("ffmpeg"),
-// since decoders can differ between versions.
+// since decoders can differ between versions. Open also decodes a tiny synthetic video
+// through this whole path, so an ffmpeg packer cannot drive fails the build at once with one
+// clear error. Files are named through ffmpeg's file: protocol, so no file name is read as a
+// protocol or an option.
 //
 // # Sampling
 //

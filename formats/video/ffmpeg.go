@@ -253,6 +253,7 @@ func cleanLines(lines []string, file, name string) string {
 		s = strings.ReplaceAll(s, "[fatal] ", "")
 		s = strings.ReplaceAll(s, "[panic] ", "")
 		if file != "" {
+			s = strings.ReplaceAll(s, ffInput(file), name)
 			s = strings.ReplaceAll(s, file, name)
 		}
 		s = strings.TrimSpace(s)

@@ -68,6 +68,9 @@ func Open(root string, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("video: %w: %v (install ffmpeg, e.g. apt-get install ffmpeg)", ErrNoFFmpeg, err)
 	}
 	s.decoders = parseDecoders(out)
+	if err := s.selfTest(ctx); err != nil {
+		return nil, fmt.Errorf("video: %s (%s) cannot be used: self-test decode: %w (packer needs ffmpeg 5.1 or newer)", opts.FFmpeg, s.version, err)
+	}
 	return s, nil
 }
 
@@ -144,7 +147,7 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		}
 		return bad(err)
 	}
-	err = s.decode(ctx, it, si, emit)
+	err = s.decode(ctx, it, si, []string{"-i", ffInput(it.Path)}, emit)
 	if err == nil {
 		return nil
 	}
@@ -163,7 +166,7 @@ func (s *Source) probe(ctx context.Context, it pipeline.Item) (streamInfo, error
 	pctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	out, errOut, err := runTool(pctx, 16<<20, s.opts.FFprobe, "-hide_banner", "-v", "error",
-		"-of", "json", "-show_format", "-show_streams", "-count_packets", "--", it.Path)
+		"-of", "json", "-show_format", "-show_streams", "-count_packets", ffInput(it.Path))
 	if err != nil {
 		if ctx.Err() != nil {
 			return streamInfo{}, ctx.Err()
@@ -187,21 +190,52 @@ func splitLines(b []byte) []string {
 	return lines
 }
 
-// ffmpegArgs is the decode command line for one video.
-func (s *Source) ffmpegArgs(path string, si streamInfo) []string {
+// ffInput names a file for ffmpeg and ffprobe, through the file protocol so that no part of
+// the name is read as a protocol or an option.
+func ffInput(path string) string { return "file:" + path }
+
+// ffmpegArgs is the decode command line for one input (input holds "-i" and its options) and
+// its video stream.
+func (s *Source) ffmpegArgs(input []string, stream int) []string {
 	vf := "showinfo=checksum=0"
 	if s.opts.FPS > 0 {
 		vf = "fps=" + strconv.FormatFloat(s.opts.FPS, 'g', -1, 64) + "," + vf
 	}
 	th := strconv.Itoa(s.opts.Threads)
-	return []string{
+	args := []string{
 		"-nostdin", "-hide_banner", "-nostats", "-loglevel", "repeat+level+info",
-		"-filter_threads", th,
-		"-threads", th, "-i", path,
-		"-map", "0:" + strconv.Itoa(si.Index), "-an", "-sn", "-dn",
+		"-filter_threads", th, "-threads", th,
+	}
+	args = append(args, input...)
+	return append(args,
+		"-map", "0:"+strconv.Itoa(stream), "-an", "-sn", "-dn",
 		"-vf", vf, "-fps_mode", "passthrough", "-autoscale", "0",
 		"-flush_packets", "1", "-f", "rawvideo", "-pix_fmt", "rgb24", "pipe:1",
+	)
+}
+
+// selfTest decodes a tiny synthetic video through the whole decode path, so that an ffmpeg
+// packer cannot drive (too old for -fps_mode, or logging showinfo differently) fails Open
+// with one clear error rather than every video.
+func (s *Source) selfTest(ctx context.Context) error {
+	o := s.opts
+	o.ClipLen, o.ClipStride, o.FPS = 0, 0, 0
+	t := &Source{opts: o, decoders: s.decoders}
+	var sizes []string
+	input := []string{"-f", "lavfi", "-i", "testsrc=size=16x12:rate=5:duration=0.4"}
+	err := t.decode(ctx, pipeline.Item{Name: "self-test"}, streamInfo{Width: 16, Height: 12, FPS: 5}, input,
+		func(c pipeline.Clip) error {
+			f := c.Frames[0]
+			sizes = append(sizes, fmt.Sprintf("%dx%dx%d/%d", f.W, f.H, f.C, len(f.Pix)))
+			return nil
+		})
+	if err != nil {
+		return err
 	}
+	if got := strings.Join(sizes, " "); got != "16x12x3/576 16x12x3/576" {
+		return fmt.Errorf("decoded frames %q, want two 16x12 RGB frames", got)
+	}
+	return nil
 }
 
 // emitError marks an error returned by the pipeline's emit, passed through unchanged.
@@ -222,8 +256,8 @@ func (s *Source) getBuf(n int) *[]byte {
 // decode runs ffmpeg on one video and feeds its frames to a clipper. It follows ffmpeg's
 // stderr events in order (see stderrLog): each frame event says the size of the next frame on
 // stdout; the first error event ends the video before any later frame is used.
-func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, emit func(pipeline.Clip) error) error {
-	cmd := newCommand(ctx, s.opts.FFmpeg, s.ffmpegArgs(it.Path, si)...)
+func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, input []string, emit func(pipeline.Clip) error) error {
+	cmd := newCommand(ctx, s.opts.FFmpeg, s.ffmpegArgs(input, si.Index)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
