@@ -40,12 +40,25 @@ func writeDamaged(t *testing.T, root string) map[string]func(error) bool {
 		}
 		mk(name, b[:len(b)/2])
 	}
-	// Damaged in the middle of the picture data.
+	// Matroska cut short (ffprobe reads its packets with an error but exits 0).
+	mkv := filepath.Join(tmp, "full.mkv")
+	genVideo(t, mkv, "testsrc2=size=64x48:rate=10", 30, h264...)
+	if b, err := os.ReadFile(mkv); err != nil {
+		t.Fatal(err)
+	} else {
+		mk("trunc.mkv", b[:len(b)/2])
+	}
+	// Damaged in the middle of the picture data: bytes overwritten across NAL boundaries
+	// (ffprobe's parser notices), and inside one slice only (only the decoder does).
 	b, _ := os.ReadFile(fast)
+	nal := nthSlice(t, b)
 	for i := len(b) / 2; i < len(b)/2+400; i++ {
 		b[i] = 0xff
 	}
-	mk("garbled.mp4", b)
+	mk("garbled_packets.mp4", b)
+	b, _ = os.ReadFile(fast)
+	clear(b[nal.off+3 : nal.off+nal.n]) // the slice header's tail: deblocking_filter_idc out of range
+	mk("garbled_slice.mp4", b)
 	mk("zero.mp4", nil)
 	rnd := make([]byte, 4096)
 	for i := range rnd {
@@ -78,7 +91,9 @@ func writeDamaged(t *testing.T, root string) map[string]func(error) bool {
 		"good.mp4":             func(err error) bool { return err == nil },
 		"trunc_moov_end.mp4":   is(ErrProbe, "moov atom not found"),
 		"trunc_moov_start.mp4": format("truncated: the mov,mp4,m4a,3gp,3g2,mj2 index lists 30 frames but only"),
-		"garbled.mp4":          is(ErrDecode, "ffmpeg failed to decode the video at frame 7: [NULL] Invalid NAL unit size"),
+		"trunc.mkv":            is(ErrDamaged, "damaged file: reading its packets: [matroska,webm] File ended prematurely"),
+		"garbled_packets.mp4":  is(ErrDamaged, "damaged file: reading its packets: [NULL] Invalid NAL unit size"),
+		"garbled_slice.mp4":    is(ErrDecode, "ffmpeg failed to decode the video at frame 15: [h264] deblocking_filter_idc 32 out of range"),
 		"zero.mp4":             is(transforms.ErrEmpty, "empty file (0 bytes)"),
 		"random.mp4":           is(ErrProbe, "bad/random.mp4: Invalid data found when processing input"),
 		"sizechange.mkv":       is(ErrSizeChange, "frame size changed at frame 5 (t=0.5s): 32x24, the first frame is 64x48; packer does not rescale"),
@@ -119,9 +134,9 @@ func TestDamagedVideos(t *testing.T) {
 			if len(recs) != 2 {
 				t.Errorf("good.mp4: %d clips, want 2", len(recs))
 			}
-		case "garbled.mp4": // clips decoded before the damage were emitted (the pipeline keeps them)
-			if len(recs) > 3 {
-				t.Errorf("garbled.mp4: %d clips before the damage", len(recs))
+		case "garbled_slice.mp4": // clips of frames 0-11, decoded before the damage at frame 15
+			if len(recs) != 3 {
+				t.Errorf("garbled_slice.mp4: %d clips before the damage, want 3", len(recs))
 			}
 		case "sizechange.mkv":
 			if len(recs) != 1 { // frames 0-3; the clip that would span the change is never emitted
@@ -288,4 +303,37 @@ func TestSelfTestRejectsUnusableFFmpeg(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "self-test decode") || !strings.Contains(err.Error(), "ffmpeg 5.1 or newer") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+// nalRef is one NAL unit of an mp4's media data.
+type nalRef struct{ off, n int }
+
+// nthSlice finds the middle non-IDR slice NAL unit of a one-track H.264 mp4 whose samples
+// are stored in one mdat box as length-prefixed NAL units.
+func nthSlice(t *testing.T, b []byte) nalRef {
+	t.Helper()
+	be := func(p int) int { return int(b[p])<<24 | int(b[p+1])<<16 | int(b[p+2])<<8 | int(b[p+3]) }
+	for i := 0; i+8 <= len(b); {
+		size, typ := be(i), string(b[i+4:i+8])
+		if size < 8 {
+			break
+		}
+		if typ == "mdat" {
+			var slices []nalRef
+			for p := i + 8; p+4 <= i+size && p+4 <= len(b); {
+				n := be(p)
+				if b[p+4]&0x1f == 1 && n > 40 {
+					slices = append(slices, nalRef{p + 4, n})
+				}
+				p += 4 + n
+			}
+			if len(slices) == 0 {
+				break
+			}
+			return slices[len(slices)/2]
+		}
+		i += size
+	}
+	t.Fatal("no slice NAL unit found in the mp4")
+	return nalRef{}
 }

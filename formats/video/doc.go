@@ -83,10 +83,13 @@
 //     not found") (ErrProbe);
 //   - no video stream, for example audio only; a codec this ffmpeg has no decoder for; no
 //     frame size; frames over the pixel cap; a container whose index lists more frames than
-//     there are readable packets, as an mp4 truncated after its index (FormatError).
+//     there are readable packets, as an mp4 truncated after its index (FormatError);
+//   - any error ffprobe reports while reading every packet (-count_packets), though it exits
+//     with status 0: a Matroska file cut short, H.264 data its parser cannot split
+//     (ErrDamaged).
 //
-// Found while decoding (the pipeline keeps the clips emitted before, and says how many in the
-// reason):
+// Found while decoding, for damage only a decoder notices (the pipeline keeps the clips
+// emitted before, and says how many in the reason):
 //   - damaged data: packer follows ffmpeg's log and stops at the first error-level message
 //     (a decoder or demuxer error; the rawvideo muxer's complaint about timestamps is
 //     harmless and ignored), before any frame ffmpeg outputs after it, and fails the video

@@ -89,8 +89,8 @@ func TestBuildEndToEnd(t *testing.T) {
 			t.Errorf("bad/%s skipped=%v (%s)", name, isSkipped, skipped["bad/"+name])
 		}
 	}
-	if !strings.Contains(skipped["bad/garbled.mp4"], "at frame 7: ") || !strings.Contains(skipped["bad/garbled.mp4"], "(after 2 records were packed)") {
-		t.Errorf("garbled reason %q", skipped["bad/garbled.mp4"])
+	if r := skipped["bad/garbled_slice.mp4"]; !strings.Contains(r, "at frame 15: ") || !strings.Contains(r, "(after 6 records were packed)") {
+		t.Errorf("garbled reason %q", r)
 	}
 	if !strings.Contains(skipped["bad/sizechange.mkv"], "(after 1 records were packed)") {
 		t.Errorf("size change reason %q", skipped["bad/sizechange.mkv"])
@@ -140,9 +140,10 @@ func TestBuildEndToEnd(t *testing.T) {
 	for _, w := range wants {
 		got = append(got, fmt.Sprintf("%s@%d", w.video, w.first))
 	}
-	// Damaged videos keep the clips decoded before the damage (garbled.mp4: frames 0-6
-	// before the error at frame 7; sizechange.mkv: frames 0-3 of the first 5).
-	exp := "bad/garbled.mp4@0 bad/garbled.mp4@2 bad/good.mp4@0 bad/good.mp4@2 bad/good.mp4@4 bad/sizechange.mkv@0"
+	// Damaged videos keep the clips decoded before the damage (garbled_slice.mp4: frames
+	// 0-14 before the error at frame 15; sizechange.mkv: frames 0-3 of the first 5).
+	exp := "bad/garbled_slice.mp4@0 bad/garbled_slice.mp4@2 bad/garbled_slice.mp4@4 bad/garbled_slice.mp4@6 " +
+		"bad/garbled_slice.mp4@8 bad/garbled_slice.mp4@10 bad/good.mp4@0 bad/good.mp4@2 bad/good.mp4@4 bad/sizechange.mkv@0"
 	if g := strings.Join(got, " "); !strings.HasPrefix(g, exp+" good/") {
 		t.Errorf("records\n got %s\nwant %s good/...", g, exp)
 	}

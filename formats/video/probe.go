@@ -19,6 +19,10 @@ func (e FormatError) Error() string { return string(e) }
 // ErrProbe is wrapped by the reason of a file ffprobe cannot open.
 var ErrProbe = errors.New("ffprobe cannot read the file")
 
+// ErrDamaged is wrapped by the reason of a file whose packets ffprobe reads with errors
+// (truncated or corrupt), found before decoding.
+var ErrDamaged = errors.New("damaged file")
+
 // ErrDecode is wrapped by the reason of a video ffmpeg fails to decode.
 var ErrDecode = errors.New("ffmpeg failed to decode the video")
 

@@ -174,7 +174,17 @@ func (s *Source) probe(ctx context.Context, it pipeline.Item) (streamInfo, error
 		diag := cleanLines(splitLines(errOut), it.Path, it.Name)
 		return streamInfo{}, toolError(pctx, ErrProbe, "ffprobe", err, diag, s.opts.Timeout)
 	}
-	return parseProbe(out, s.decoders, maxPixels(s.opts.MaxPixels))
+	si, err := parseProbe(out, s.decoders, maxPixels(s.opts.MaxPixels))
+	if err != nil {
+		return si, err
+	}
+	// ffprobe -v error prints nothing for a sound file; reading every packet of a damaged
+	// one often does (a Matroska file cut short: "File ended prematurely"; H.264 data the
+	// parser cannot split) with exit status 0.
+	if lines := splitLines(errOut); len(lines) > 0 {
+		return si, fmt.Errorf("%w: reading its packets: %s", ErrDamaged, cleanLines(lines, it.Path, it.Name))
+	}
+	return si, nil
 }
 
 func splitLines(b []byte) []string {
