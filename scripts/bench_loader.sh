@@ -6,7 +6,7 @@
 #              default /tmp/packer-photos; its imagenet/ set is used
 #     WORKDIR  default /tmp/packer-bench-loader (cleared per run)
 #   env: REPS (default 3) rounds; EPOCHS (default 20) packer epochs per measurement;
-#        PASSES (default 10) full reads per HDF5/shard measurement.
+#        PASSES (default 40) full reads per HDF5/shard measurement.
 #
 # 1. DataLoader throughput, 224x224x3 uint8 images, shuffled, 2 worker processes, no GPU:
 #    - packer: `packer build --resize 256 --crop 224` (exact) output, read by
@@ -34,7 +34,7 @@ PHOTOS=${1:-/tmp/packer-photos}
 W=${2:-/tmp/packer-bench-loader}
 REPS=${REPS:-3}
 EPOCHS=${EPOCHS:-20}
-PASSES=${PASSES:-10}
+PASSES=${PASSES:-40}
 PY=/usr/bin/python3
 
 echo "# scripts/bench_loader.sh $*   (REPS=$REPS EPOCHS=$EPOCHS PASSES=$PASSES)"
@@ -129,9 +129,12 @@ print(f"{time.perf_counter() - t0:.3f} {time.process_time() - c0:.3f} {n} {nbyte
 EOF
 
 RES=$W/results.txt; : >"$RES"
-record() { # LABEL WALL CPU N BYTES
-  echo "$*" >>"$RES"
-  printf '    %-34s %7.2f s wall %7.2f s CPU  %9.1f img/s  %6.2f GB/s\n' "$1" "$2" "$3" "$(echo "$4/$2" | bc -l)" "$(echo "$5/$2/1000000000" | bc -l)"
+record() { # LABEL WALL CPU N BYTES (times below 10 ms count as 10 ms: the timers' resolution)
+  local w=$2 c=$3
+  [ "$(echo "$w < 0.01" | bc -l)" = 1 ] && w=0.01
+  [ "$(echo "$c < 0.01" | bc -l)" = 1 ] && c=0.01
+  echo "$1 $w $c $4 $5" >>"$RES"
+  printf '    %-34s %7.2f s wall %7.2f s CPU  %9.1f img/s  %6.2f GB/s\n' "$1" "$w" "$c" "$(echo "$4/$w" | bc -l)" "$(echo "$5/$w/1000000000" | bc -l)"
 }
 best() { # LABEL -> "wall cpu n bytes" of the shortest run, and the median wall
   awk -v l="$1" '$1==l {k++; w[k]=$2; c[k]=$3; n=$4; b=$5} END {
@@ -182,13 +185,13 @@ for r in $(seq "$REPS"); do
   echo "  round $r"
   run shard-reader "$W/readers.py" shards "$W/shards" "$PASSES"
   run h5py-read_direct "$W/readers.py" h5py "$W/hdf5" "$PASSES"
-  t=$(/usr/bin/time -f %e sh -c "for i in \$(seq $PASSES); do for f in $W/shards/*.pks; do dd if=\$f of=/dev/null bs=4M status=none; done; done" 2>&1 | tail -1)
-  record dd-shards "$t" "$t" $((N * PASSES)) $((SHB * PASSES))
-  t=$(/usr/bin/time -f %e sh -c "for i in \$(seq $PASSES); do dd if=$W/hdf5/data.h5 of=/dev/null bs=4M status=none; done" 2>&1 | tail -1)
-  record dd-hdf5 "$t" "$t" $((N * PASSES)) $((H5B * PASSES))
+  read -r e u s <<<"$(/usr/bin/time -f '%e %U %S' sh -c "for i in \$(seq $PASSES); do for f in $W/shards/*.pks; do dd if=\$f of=/dev/null bs=4M status=none; done; done" 2>&1 | tail -1)"
+  record dd-shards "$e" "$(echo "$u + $s" | bc -l)" $((N * PASSES)) $((SHB * PASSES))
+  read -r e u s <<<"$(/usr/bin/time -f '%e %U %S' sh -c "for i in \$(seq $PASSES); do dd if=$W/hdf5/data.h5 of=/dev/null bs=4M status=none; done" 2>&1 | tail -1)"
+  record dd-hdf5 "$e" "$(echo "$u + $s" | bc -l)" $((N * PASSES)) $((H5B * PASSES))
 done
 load
-echo "  (GB/s: image bytes delivered per second; for dd, file bytes; dd's CPU column is its wall time)"
+echo "  (GB/s: image bytes delivered per second; for dd, file bytes read per second)"
 summary shard-reader h5py-read_direct dd-shards dd-hdf5
 ratio shard-reader h5py-read_direct "(shard reader over h5py)"
 ratio shard-reader dd-shards "(shard reader over dd on the same files, warm)"
