@@ -93,8 +93,10 @@ type logItem struct {
 	err   bool
 }
 
-// maxPendingDiags bounds the warnings queued ahead of the reader; errors are always kept.
-const maxPendingDiags = 1000
+// maxWarningRun bounds the warnings kept in a row between two other events (frames, errors);
+// later ones are dropped. Counting by stream content, not by what the reader has consumed,
+// keeps the reasons deterministic while bounding the queue.
+const maxWarningRun = 100
 
 // benignErrors are error-level messages that do not mean damaged pictures: the rawvideo muxer
 // complains about timestamps that -fps_mode passthrough hands it unchanged, then writes the
@@ -111,15 +113,17 @@ var benignErrors = []string{"non monotonically increasing dts to muxer"}
 // showinfo, and ffmpeg goes on (no -xerror, whose abort leaves a timing-dependent number of
 // already filtered frames unwritten), so stopping at the first error in this order is
 // deterministic. The queue is unbounded so that ffmpeg never blocks on stderr while the reader
-// waits for stdout; it cannot grow beyond what fits in the stdout pipe.
+// waits for stdout (a decoder with delay logs about the next packet before writing the current
+// frame); it holds no more frames than fit in the stdout pipe and at most maxWarningRun
+// warnings per frame.
 type stderrLog struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	queue []logItem
-	diags int // diagnostic lines queued
-	done  bool
-	tbNum int64
-	tbDen int64
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []logItem
+	warnRun int // warnings since the last frame or error event
+	done    bool
+	tbNum   int64
+	tbDen   int64
 }
 
 func newStderrLog() *stderrLog {
@@ -168,6 +172,7 @@ func (l *stderrLog) line(s string) {
 		l.mu.Lock()
 		f.tbNum, f.tbDen, f.hasTime = l.tbNum, l.tbDen, l.tbDen > 0
 		l.queue = append(l.queue, logItem{frame: f})
+		l.warnRun = 0
 		l.cond.Broadcast()
 		l.mu.Unlock()
 		return
@@ -191,9 +196,13 @@ func (l *stderrLog) line(s string) {
 		}
 	}
 	l.mu.Lock()
-	if isErr || l.diags < maxPendingDiags {
+	if isErr {
+		l.warnRun = 0
+	} else {
+		l.warnRun++
+	}
+	if l.warnRun <= maxWarningRun {
 		l.queue = append(l.queue, logItem{diag: s, err: isErr})
-		l.diags++
 		l.cond.Broadcast()
 	}
 	l.mu.Unlock()
@@ -213,9 +222,6 @@ func (l *stderrLog) next() (it logItem, ok bool) {
 	it = l.queue[0]
 	l.queue[0] = logItem{}
 	l.queue = l.queue[1:]
-	if it.diag != "" {
-		l.diags--
-	}
 	if len(l.queue) == 0 {
 		l.queue = l.queue[:0:0]
 	}
