@@ -103,6 +103,7 @@ func TestBuildEndToEnd(t *testing.T) {
 		label int64
 	}
 	var wants []want
+	rawCache := map[string][][]byte{}
 	for i := int64(0); i < ds.Len(); i++ {
 		s, j := ds.Locate(i)
 		r, err := ds.Shard(s)
@@ -122,7 +123,11 @@ func TestBuildEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw := rawFrames(t, filepath.Join(root, filepath.FromSlash(meta.Video)), 64, 48, "")
+		raw := rawCache[meta.Video]
+		if raw == nil {
+			raw = rawFrames(t, filepath.Join(root, filepath.FromSlash(meta.Video)), 64, 48, "")
+			rawCache[meta.Video] = raw
+		}
 		frameSize := len(rec) / 4
 		for k := 0; k < 4; k++ {
 			fi := min(meta.Frame+k, len(raw)-1) // padding repeats the last frame
