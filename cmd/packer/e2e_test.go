@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -444,5 +446,72 @@ func TestInterruptedBuild(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBuildFashionMNISTRoundTrip packs the real Fashion-MNIST test split (Debian's
+// dataset-fashion-mnist) to shards and npy and reads both back with the Go readers, comparing
+// every pixel and label with the gunzipped IDX files.
+func TestBuildFashionMNISTRoundTrip(t *testing.T) {
+	const dir = "/usr/share/datasets/fashion-mnist"
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("PACKER_NO_FASHION_MNIST") == "1" {
+			t.Skipf("PACKER_NO_FASHION_MNIST=1 and %s is missing", dir)
+		}
+		t.Fatalf("%s is missing: scripts/setup.sh installs dataset-fashion-mnist (%v)", dir, err)
+	}
+	gunzip := func(name string) []byte {
+		f, err := os.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	pixels := gunzip("t10k-images-idx3-ubyte.gz")[16:]
+	labels := gunzip("t10k-labels-idx1-ubyte.gz")[8:]
+	tmp := t.TempDir()
+	out := filepath.Join(tmp, "shards")
+	mustRun(t, "build", dir, "-o", out, "--split", "test", "--shard-size", "2MiB")
+	recs, got, _ := readShards(t, out)
+	if len(recs) != 10000 {
+		t.Fatalf("%d records, want 10000", len(recs))
+	}
+	for i, r := range recs {
+		if !bytes.Equal(r, pixels[i*784:(i+1)*784]) || got[i] != int64(labels[i]) {
+			t.Fatalf("record %d differs from the IDX source", i)
+		}
+	}
+	outNpy := filepath.Join(tmp, "npy")
+	mustRun(t, "build", dir, "-o", outNpy, "--split", "test", "--format", "npy")
+	ds, err := openAny(outNpy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	for i := int64(0); i < ds.Len(); i += 97 {
+		r, err := ds.Record(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri, err := ds.Info(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(r, pixels[i*784:(i+1)*784]) || ri.Label != int64(labels[i]) {
+			t.Fatalf("npy record %d differs from the IDX source", i)
+		}
+	}
+	m, _ := shard.ReadManifest(out)
+	if m.Classes[0] != "T-shirt/top" || m.Sample.Shape[2] != 1 {
+		t.Fatalf("classes %v, shape %v", m.Classes, m.Sample.Shape)
 	}
 }
