@@ -53,8 +53,10 @@
 // number of repeated frames). Padding applies only to videos shorter than one clip.
 //
 // Decoding streams: frames are read one at a time and each clip is emitted as soon as its
-// last frame is decoded, so a worker holds at most T frames (plus ffmpeg's pipe), and build
-// memory is bounded by workers × clip size whatever the video's length.
+// last frame is decoded. A worker holds at most T frames in its clip window plus 3 being read
+// or queued (a reader goroutine reads up to 2 frames ahead, so ffmpeg decodes while the worker
+// transforms), plus ffmpeg's pipe: build memory is bounded by workers × clip size whatever
+// the video's length.
 //
 // # Metadata
 //

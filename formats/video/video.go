@@ -263,11 +263,27 @@ func (s *Source) getBuf(n int) *[]byte {
 	return &b
 }
 
-// decode runs ffmpeg on one video and feeds its frames to a clipper. It follows ffmpeg's
-// stderr events in order (see stderrLog): each frame event says the size of the next frame on
-// stdout; the first error event ends the video before any later frame is used.
+// readAhead is how many decoded frames a video's reader goroutine may hold ahead of the
+// clipper, so that ffmpeg decodes the next frames while the worker transforms a clip.
+const readAhead = 2
+
+// readFrame is one frame from the reader goroutine, or the error that ended its stream.
+type readFrame struct {
+	f   frame
+	err error
+}
+
+// decode runs ffmpeg on one video and feeds its frames to a clipper. A reader goroutine
+// follows ffmpeg's stderr events in order (see stderrLog): each frame event says the size of
+// the next frame on stdout; the first error event ends the video before any later frame is
+// used. It hands frames over through a channel of readAhead, so at most ClipLen + readAhead +
+// 1 frames are held.
 func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, input []string, emit func(pipeline.Clip) error) error {
-	cmd := newCommand(ctx, s.opts.FFmpeg, s.ffmpegArgs(input, si.Index)...)
+	// Every kill goes through dctx: os/exec then kills the process group (Cmd.Cancel) only
+	// while the process has not been reaped, so a reused process ID is never signalled.
+	dctx, dcancel := context.WithCancel(ctx)
+	defer dcancel()
+	cmd := newCommand(dctx, s.opts.FFmpeg, s.ffmpegArgs(input, si.Index)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -282,50 +298,32 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, in
 	}
 	log := newStderrLog()
 	go log.run(stderr)
-	wd := newWatchdog(s.opts.Timeout, func() { killGroup(cmd) })
-	var diag diagTail
-	finished := false
+	r := &reader{s: s, ctx: ctx, cmd: cmd, stdout: stdout, log: log, it: it, si: si,
+		wd:     newWatchdog(s.opts.Timeout, dcancel),
+		frames: make(chan readFrame, readAhead), stop: make(chan struct{})}
+	go r.run()
 	defer func() {
-		wd.disarm()
-		if !finished {
-			killGroup(cmd)
+		// Stop the reader (it may be blocked handing over a frame, or waiting on ffmpeg),
+		// hand back what it queued, then reap ffmpeg unless the reader did.
+		close(r.stop)
+		dcancel()
+		// A pipe held open by a child that escaped the kill would keep the reader waiting:
+		// close both after Cmd.WaitDelay.
+		t := time.AfterFunc(cmd.WaitDelay, func() {
+			stdout.Close()
+			stderr.Close()
+		})
+		defer t.Stop()
+		for d := range r.frames {
+			if d.err == nil {
+				s.bufs.Put(d.f.token.(*[]byte))
+			}
+		}
+		if !r.finished {
 			cmd.Wait() // closes the pipes, at the latest WaitDelay after the kill
 			log.wait()
 		}
 	}()
-	timedOut := func() error {
-		return fmt.Errorf("%w: ffmpeg made no progress for %v (--decode-timeout); killed", ErrTimeout, s.opts.Timeout)
-	}
-	reason := func() string { return cleanLines(diag.lines, it.Path, it.Name) }
-	// exitErr waits for ffmpeg to end (under the watchdog), takes in its remaining messages,
-	// and describes a failure.
-	exitErr := func() error {
-		wd.arm()
-		log.wait()
-		werr := cmd.Wait()
-		wd.disarm()
-		finished = true
-		if wd.fired.Load() {
-			return timedOut()
-		}
-		for {
-			ev, ok := log.next()
-			if !ok {
-				break
-			}
-			if ev.diag != "" {
-				diag.add(ev.diag)
-			}
-		}
-		if werr == nil {
-			return nil
-		}
-		var ee *exec.ExitError
-		if !errors.As(werr, &ee) {
-			return fmt.Errorf("%w: ffmpeg: %v", ErrDecode, werr)
-		}
-		return toolError(ctx, ErrDecode, "ffmpeg", werr, reason(), s.opts.Timeout)
-	}
 
 	release := func(f frame) { s.bufs.Put(f.token.(*[]byte)) }
 	c := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label,
@@ -336,17 +334,97 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, in
 			return nil
 		}, release)
 	defer c.releaseAll()
+	for d := range r.frames {
+		if d.err != nil {
+			return d.err
+		}
+		if err := c.push(d.f); err != nil {
+			return err
+		}
+	}
+	// The reader ended without an error: ffmpeg exited with status 0 after its last frame.
+	return c.finish()
+}
+
+// reader reads one ffmpeg's frames and hands them to decode.
+type reader struct {
+	s      *Source
+	ctx    context.Context
+	cmd    *exec.Cmd
+	stdout io.Reader
+	log    *stderrLog
+	it     pipeline.Item
+	si     streamInfo
+	wd     *watchdog
+	frames chan readFrame
+	stop   chan struct{}
+
+	diag     diagTail
+	finished bool // cmd.Wait was called (by the reader, before it closed frames)
+}
+
+// run reads frames until ffmpeg's output ends, a check fails or decode stops it; it sends
+// each frame, then at most one error, and closes frames.
+func (r *reader) run() {
+	defer close(r.frames)
+	defer r.wd.disarm()
+	if err := r.read(); err != nil {
+		select {
+		case r.frames <- readFrame{err: err}:
+		case <-r.stop:
+		}
+	}
+}
+
+func (r *reader) timedOut() error {
+	return fmt.Errorf("%w: ffmpeg made no progress for %v (--decode-timeout); killed", ErrTimeout, r.s.opts.Timeout)
+}
+
+func (r *reader) reason() string { return cleanLines(r.diag.lines, r.it.Path, r.it.Name) }
+
+// exitErr waits for ffmpeg to end (under the watchdog), takes in its remaining messages, and
+// describes a failure.
+func (r *reader) exitErr() error {
+	r.wd.arm()
+	r.log.wait()
+	werr := r.cmd.Wait()
+	r.wd.disarm()
+	r.finished = true
+	if r.wd.fired.Load() {
+		return r.timedOut()
+	}
+	for {
+		ev, ok := r.log.next()
+		if !ok {
+			break
+		}
+		if ev.diag != "" {
+			r.diag.add(ev.diag)
+		}
+	}
+	if werr == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(werr, &ee) {
+		return fmt.Errorf("%w: ffmpeg: %v", ErrDecode, werr)
+	}
+	return toolError(r.ctx, ErrDecode, "ffmpeg", werr, r.reason(), r.s.opts.Timeout)
+}
+
+func (r *reader) read() error {
+	s, wd := r.s, r.wd
 	var w0, h0 int
 	for i := 0; ; {
 		wd.arm()
-		ev, ok := log.next()
+		ev, ok := r.log.next()
 		if !ok {
 			// No more frames: stdout must be at its end too.
 			var one [1]byte
-			n, rerr := io.ReadFull(stdout, one[:])
+			n, rerr := io.ReadFull(r.stdout, one[:])
 			wd.disarm()
 			if wd.fired.Load() {
-				return timedOut()
+				return r.timedOut()
 			}
 			if n > 0 {
 				return fmt.Errorf("%w: ffmpeg wrote more frame data than it reported frames", ErrDecode)
@@ -354,13 +432,15 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, in
 			if rerr != nil && !errors.Is(rerr, io.EOF) {
 				return fmt.Errorf("%w: read ffmpeg output: %v", ErrDecode, rerr)
 			}
-			break
+			// ffmpeg's exit status decides before the short-video policy: a failure that
+			// ended the stream early is the better reason.
+			return r.exitErr()
 		}
 		if ev.diag != "" {
 			wd.disarm()
-			diag.add(ev.diag)
+			r.diag.add(ev.diag)
 			if ev.err {
-				return fmt.Errorf("%w at frame %d: %s", ErrDecode, i, reason())
+				return fmt.Errorf("%w at frame %d: %s", ErrDecode, i, r.reason())
 			}
 			continue
 		}
@@ -385,15 +465,20 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, in
 				ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
 		}
 		p := s.getBuf(w0 * h0 * 3)
-		_, rerr := io.ReadFull(stdout, *p)
+		_, rerr := io.ReadFull(r.stdout, *p)
 		wd.disarm()
 		if rerr != nil {
 			s.bufs.Put(p)
 			if wd.fired.Load() {
-				return timedOut()
+				return r.timedOut()
+			}
+			select {
+			case <-r.stop: // decode gave up and killed ffmpeg: nothing to report
+				return nil
+			default:
 			}
 			// ffmpeg stopped: its status and messages are the reason.
-			if err := exitErr(); err != nil {
+			if err := r.exitErr(); err != nil {
 				return err
 			}
 			return fmt.Errorf("%w: frame %d: ffmpeg output ended early: %v", ErrDecode, i, rerr)
@@ -401,20 +486,17 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, in
 		f := frame{img: transforms.Image{W: w0, H: h0, C: 3, Pix: *p}, index: i, token: p}
 		if t, ok := fi.seconds(); ok {
 			f.time, f.has = t, true
-		} else if fps := s.rate(si); fps > 0 {
+		} else if fps := s.rate(r.si); fps > 0 {
 			f.time, f.has = float64(i)/fps, true
 		}
-		if err := c.push(f); err != nil {
-			return err
+		select {
+		case r.frames <- readFrame{f: f}:
+		case <-r.stop:
+			s.bufs.Put(p)
+			return nil
 		}
 		i++
 	}
-	// ffmpeg's exit status decides before the short-video policy: a failure that ended the
-	// stream early is the better reason.
-	if err := exitErr(); err != nil {
-		return err
-	}
-	return c.finish()
 }
 
 // rate is the frame rate of the decoded sequence, for times when ffmpeg gives no pts.
