@@ -410,6 +410,9 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summa
 			if r.done {
 				if r.err != nil && !bad {
 					if r.count > 0 {
+						if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
+							r.err = ie.Err
+						}
 						r.err = fmt.Errorf("%w (after %d records were packed)", r.err, r.count)
 					}
 					if err := skip(r.name, r.err); err != nil {

@@ -135,7 +135,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.ClipLen, "clip-len", 0, "video/frames: frames per clip record (0: one record per frame)")
 	f.IntVar(&o.ClipStride, "clip-stride", 0, "video/frames: frames between clip starts (default: clip length)")
 	f.StringVar(&o.ShortClip, "short", "skip", "video/frames shorter than one clip: skip|pad")
-	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: give up on one file after this long")
+	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: skip a file when its decoder makes no progress for this long")
 }
 
 func (o *buildOptions) validate() error {
