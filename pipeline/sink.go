@@ -9,19 +9,25 @@ import (
 	"sync"
 )
 
-// sinkChunk is the size of the buffers a sink hands to its goroutine.
+// sinkChunk is the size of the buffers a sink hands to its goroutines.
 const sinkChunk = 4 << 20
 
-// sink writes a file and computes its SHA-256 on a goroutine of its own, so the caller's
-// goroutine (the single build writer) only copies bytes into a buffer. Writes are in order.
+// sinkBuffers is how many chunks a sink owns: one being filled, the others hashed or written.
+const sinkBuffers = 4
+
+// sink writes a file and computes its SHA-256 on goroutines of its own, so the caller's
+// goroutine (the single build writer) only copies bytes into a buffer. A chunk is hashed on one
+// goroutine and then written on another, so hashing (the larger cost) and the write system
+// calls run on different cores. Writes are in order.
 type sink struct {
 	f    *os.File
 	h    hash.Hash
 	cur  []byte
-	ch   chan []byte
+	ch   chan []byte // filled chunks, to the hasher
+	wch  chan []byte // hashed chunks, to the file writer
 	free chan []byte
 	done chan struct{}
-	err  error // set by the goroutine, read after done
+	err  error // set by the writing goroutine, read after done
 	size int64
 }
 
@@ -30,21 +36,32 @@ func newSink(path string) (*sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{f: f, h: sha256.New(), ch: make(chan []byte, 2), free: make(chan []byte, 3), done: make(chan struct{})}
-	for i := 0; i < 3; i++ {
+	s := &sink{f: f, h: sha256.New(), ch: make(chan []byte, sinkBuffers), wch: make(chan []byte, sinkBuffers),
+		free: make(chan []byte, sinkBuffers), done: make(chan struct{})}
+	for i := 0; i < sinkBuffers; i++ {
 		s.free <- make([]byte, 0, sinkChunk)
 	}
 	s.cur = <-s.free
-	go s.loop()
+	go s.hashLoop()
+	go s.writeLoop()
 	return s, nil
 }
 
-func (s *sink) loop() {
-	defer close(s.done)
+// hashLoop hashes each chunk in order and passes it on to writeLoop.
+func (s *sink) hashLoop() {
+	defer close(s.wch)
 	for b := range s.ch {
+		s.h.Write(b)
+		s.wch <- b
+	}
+}
+
+// writeLoop writes each hashed chunk in order and returns it to the free list.
+func (s *sink) writeLoop() {
+	defer close(s.done)
+	for b := range s.wch {
 		if s.err == nil {
 			_, s.err = s.f.Write(b)
-			s.h.Write(b)
 		}
 		s.free <- b[:0]
 	}
