@@ -22,6 +22,7 @@ type decoded struct {
 // workers × group × image size.
 func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 	for j := range jobs {
+		snd := sender{b: b, res: j.res}
 		items := make([]decoded, len(j.items))
 		for k, it := range j.items {
 			items[k].name = it.Name
@@ -75,17 +76,16 @@ func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 			for _, r := range results[k] {
 				r.name = items[k].name
 				r.frameDsts = nil
-				select {
-				case j.res <- r:
-				case <-ctx.Done():
-					return ctx.Err()
+				if err := snd.send(ctx, r); err != nil {
+					return err
 				}
 			}
-			select {
-			case j.res <- result{name: items[k].name, done: true, err: items[k].err, count: len(results[k])}:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := snd.send(ctx, result{name: items[k].name, done: true, err: items[k].err, count: len(results[k])}); err != nil {
+				return err
 			}
+		}
+		if err := snd.flush(ctx); err != nil {
+			return err
 		}
 		close(j.res)
 	}

@@ -91,11 +91,11 @@ var ErrTooManyErrors = errors.New("too many bad inputs")
 var ErrOutputExists = errors.New("output directory exists (use --force to replace it)")
 
 // job is a group of consecutive items handled by one worker; its records and one done marker
-// per item go to res in order. Small items already read by the enumerator (CIFAR, IDX records)
+// per item go to res in order, in batches (see sender). Small items already read by the enumerator (CIFAR, IDX records)
 // are grouped so the per-item cost of channel hand-offs is paid once per group.
 type job struct {
 	items []Item
-	res   chan result
+	res   chan []result
 }
 
 // groupBytes is the raw size up to which enumerated items are grouped into one job.
@@ -235,13 +235,19 @@ type builder struct {
 	tspec   transforms.Spec
 	staging string
 
-	pool sync.Pool
+	pool  sync.Pool // record buffers (*[]byte)
+	rpool sync.Pool // result batches (*[]result)
+
+	direct     DirectSource // set when items decode straight into record buffers
+	directSpec shard.SampleSpec
+	directSize int
 }
 
 func (b *builder) run(ctx context.Context) (*Summary, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan job, b.opts.Workers)
-	ordered := make(chan chan result, 2*b.opts.Workers)
+	ordered := make(chan chan []result, 2*b.opts.Workers)
+	b.setDirect()
 
 	g.Go(func() error {
 		defer close(jobs)
@@ -252,7 +258,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			if len(group) == 0 {
 				return nil
 			}
-			res := make(chan result, 8)
+			res := make(chan []result, 8)
 			select {
 			case ordered <- res:
 			case <-ctx.Done():
@@ -315,7 +321,14 @@ func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 	}
 	tw := b.tspec.NewWorker()
 	for j := range jobs {
+		snd := sender{b: b, res: j.res}
 		for _, it := range j.items {
+			if b.direct != nil {
+				if err := b.decodeDirect(ctx, &snd, it); err != nil {
+					return err
+				}
+				continue
+			}
 			n := 0
 			err := b.opts.Source.Decode(ctx, it, func(c Clip) error {
 				r, err := b.transform(tw, c)
@@ -324,26 +337,118 @@ func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 				}
 				r.name = it.Name
 				n++
-				select {
-				case j.res <- r:
-					return nil
-				case <-ctx.Done():
-					b.pool.Put(r.buf)
-					return ctx.Err()
-				}
+				return snd.send(ctx, r)
 			})
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			select {
-			case j.res <- result{name: it.Name, done: true, err: err, count: n}:
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := snd.send(ctx, result{name: it.Name, done: true, err: err, count: n}); err != nil {
+				return err
 			}
+		}
+		if err := snd.flush(ctx); err != nil {
+			return err
 		}
 		close(j.res)
 	}
 	return nil
+}
+
+// setDirect enables the direct path when the source can decode straight into record buffers
+// and the transform is the identity, so Worker.Apply would only copy (DirectSource). It checks
+// once, with Apply on a blank frame, that Apply accepts the source's frames as the direct path
+// does not call it.
+func (b *builder) setDirect() {
+	ds, ok := b.opts.Source.(DirectSource)
+	if !ok || b.opts.Resizer != nil || b.info.ClipLen > 0 || !b.tspec.Identity() {
+		return
+	}
+	w, h, c := ds.FrameShape()
+	fs := b.tspec.OutputSpec(w, h, c)
+	if fs.Validate() != nil || int64(w)*int64(h)*int64(c) != fs.Size() {
+		return
+	}
+	img := transforms.Image{W: w, H: h, C: c, Pix: make([]byte, w*h*c)}
+	if b.tspec.NewWorker().Apply(img, make([]byte, fs.Size())) != nil {
+		return
+	}
+	b.direct, b.directSpec, b.directSize = ds, fs, int(fs.Size())
+}
+
+// decodeDirect decodes one item of a DirectSource into a pooled record buffer and sends the
+// record and the item's done marker.
+func (b *builder) decodeDirect(ctx context.Context, snd *sender, it Item) error {
+	buf := b.getBuf(b.directSize)
+	c, err := b.direct.DecodeTo(ctx, it, *buf)
+	if ctx.Err() != nil {
+		b.pool.Put(buf)
+		return ctx.Err()
+	}
+	n := 0
+	if err != nil {
+		b.pool.Put(buf)
+	} else {
+		n = 1
+		r := result{rec: Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: b.directSpec, buf: buf, name: it.Name}
+		if err := snd.send(ctx, r); err != nil {
+			return err
+		}
+	}
+	return snd.send(ctx, result{name: it.Name, done: true, err: err, count: n})
+}
+
+// sender batches a job's results (records and done markers, in order) so the writer takes them
+// in a few channel hand-offs instead of two per item. A batch is sent once it holds
+// groupBytes of record data, so memory stays bounded as before.
+type sender struct {
+	b     *builder
+	res   chan []result
+	batch []result
+	bytes int
+}
+
+func (s *sender) send(ctx context.Context, r result) error {
+	if s.batch == nil {
+		s.batch = s.b.getResults()
+	}
+	s.batch = append(s.batch, r)
+	s.bytes += len(r.rec.Data)
+	if s.bytes >= groupBytes || len(s.batch) >= 2*maxGroup {
+		return s.flush(ctx)
+	}
+	return nil
+}
+
+func (s *sender) flush(ctx context.Context) error {
+	if len(s.batch) == 0 {
+		return nil
+	}
+	select {
+	case s.res <- s.batch:
+	case <-ctx.Done():
+		for _, r := range s.batch {
+			if r.buf != nil {
+				s.b.pool.Put(r.buf)
+			}
+		}
+		return ctx.Err()
+	}
+	s.batch, s.bytes = nil, 0
+	return nil
+}
+
+// getResults returns an empty result slice from the pool; putResults returns one.
+func (b *builder) getResults() []result {
+	if p, ok := b.rpool.Get().(*[]result); ok {
+		return (*p)[:0]
+	}
+	return make([]result, 0, 64)
+}
+
+func (b *builder) putResults(rs []result) {
+	clear(rs)
+	rs = rs[:0]
+	b.rpool.Put(&rs)
 }
 
 // transform applies the transform spec to every frame of a clip, into one pooled buffer.
@@ -363,7 +468,7 @@ func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
 }
 
 // write is the single writer: it takes items in source order and writes their records.
-func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summary, error) {
+func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Summary, error) {
 	sum := &Summary{Reasons: map[string]int{}}
 	var (
 		out      Output
@@ -397,70 +502,73 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan result) (*Summa
 	for res := range ordered {
 		bad := false
 		for {
-			var r result
+			var batch []result
 			var ok bool
 			select {
-			case r, ok = <-res:
+			case batch, ok = <-res:
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 			if !ok {
 				break
 			}
-			if r.done {
-				if r.err != nil && !bad {
-					if r.count > 0 {
-						if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
-							r.err = ie.Err
+			for _, r := range batch {
+				if r.done {
+					if r.err != nil && !bad {
+						if r.count > 0 {
+							if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
+								r.err = ie.Err
+							}
+							r.err = fmt.Errorf("%w (after %d records were packed)", r.err, r.count)
 						}
-						r.err = fmt.Errorf("%w (after %d records were packed)", r.err, r.count)
+						if err := skip(r.name, r.err); err != nil {
+							return nil, err
+						}
 					}
-					if err := skip(r.name, r.err); err != nil {
+					bad = false
+					items++
+					if b.opts.Progress != nil {
+						b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
+					}
+					continue
+				}
+				if bad {
+					b.pool.Put(r.buf)
+					continue
+				}
+				if out == nil {
+					spec = r.spec
+					var err error
+					out, err = b.opts.NewOutput(OutputConfig{
+						Dir: b.staging, Sample: spec,
+						Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
+						Classes:   b.info.Classes,
+						HasMeta:   b.info.HasMeta,
+						ShardSize: b.opts.ShardSize,
+						Meta:      b.datasetMeta(),
+					})
+					if err != nil {
+						return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
+					}
+				} else if !sameShape(spec, r.spec) {
+					bad = true
+					b.pool.Put(r.buf)
+					if err := skip(r.name, fmt.Errorf("record shape %v differs from the dataset's %v (give --crop or --size for a fixed size)", r.spec.Shape, spec.Shape)); err != nil {
 						return nil, err
 					}
+					continue
 				}
-				bad = false
-				items++
-				if b.opts.Progress != nil {
-					b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
+				if err := out.Write(r.rec); err != nil {
+					return nil, fmt.Errorf("write %s output: %w", b.opts.Format, err)
 				}
-				continue
-			}
-			if bad {
+				if r.rec.Label >= 0 && r.rec.Label < int64(len(counts)) {
+					counts[r.rec.Label]++
+				}
+				sum.Records++
+				sum.Bytes += int64(len(r.rec.Data))
 				b.pool.Put(r.buf)
-				continue
 			}
-			if out == nil {
-				spec = r.spec
-				var err error
-				out, err = b.opts.NewOutput(OutputConfig{
-					Dir: b.staging, Sample: spec,
-					Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
-					Classes:   b.info.Classes,
-					HasMeta:   b.info.HasMeta,
-					ShardSize: b.opts.ShardSize,
-					Meta:      b.datasetMeta(),
-				})
-				if err != nil {
-					return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
-				}
-			} else if !sameShape(spec, r.spec) {
-				bad = true
-				b.pool.Put(r.buf)
-				if err := skip(r.name, fmt.Errorf("record shape %v differs from the dataset's %v (give --crop or --size for a fixed size)", r.spec.Shape, spec.Shape)); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			if err := out.Write(r.rec); err != nil {
-				return nil, fmt.Errorf("write %s output: %w", b.opts.Format, err)
-			}
-			if r.rec.Label >= 0 && r.rec.Label < int64(len(counts)) {
-				counts[r.rec.Label]++
-			}
-			sum.Records++
-			sum.Bytes += int64(len(r.rec.Data))
-			b.pool.Put(r.buf)
+			b.putResults(batch)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err

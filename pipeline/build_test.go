@@ -289,3 +289,104 @@ func TestBuildBatchResizerEqualsWorkers(t *testing.T) {
 		t.Fatalf("batched output differs from the per-worker output:\n%s\n---\n%s", manifests[0], manifests[1])
 	}
 }
+
+// directSource is a DirectSource of n 3×2 RGB images; items in bad fail to decode.
+type directSource struct {
+	n       int
+	bad     map[int]bool
+	directs atomic.Int64 // DecodeTo calls
+}
+
+func (s *directSource) Info() SourceInfo {
+	return SourceInfo{Kind: "direct", Classes: []string{"a", "b"}, AuxNames: []string{"seq"}, Spec: map[string]any{"kind": "direct"}, Count: int64(s.n)}
+}
+
+func (s *directSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+	for i := 0; i < s.n; i++ {
+		raw := make([]byte, 18)
+		for k := range raw {
+			raw[k] = byte(i*31 + k)
+		}
+		if err := emit(Item{Seq: int64(i), Name: fmt.Sprintf("d-%03d", i), Raw: raw, Label: int64(i % 2), Aux: []int64{int64(i)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *directSource) check(it Item) error {
+	if s.bad[int(it.Seq)] {
+		return &InputError{Input: it.Name, Err: errors.New("bad pixels")}
+	}
+	return nil
+}
+
+func (s *directSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+	if err := s.check(it); err != nil {
+		return err
+	}
+	return emit(Clip{Frames: []transforms.Image{{W: 3, H: 2, C: 3, Pix: it.Raw}}, Label: it.Label, Aux: it.Aux})
+}
+
+func (s *directSource) FrameShape() (w, h, c int) { return 3, 2, 3 }
+
+func (s *directSource) DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error) {
+	s.directs.Add(1)
+	if err := s.check(it); err != nil {
+		return Clip{}, err
+	}
+	copy(pix, it.Raw)
+	return Clip{Label: it.Label, Aux: it.Aux}, nil
+}
+
+// plainSource hides a source's DirectSource methods.
+type plainSource struct{ Source }
+
+// TestBuildDirectEqualsDecode checks that decoding straight into record buffers (identity
+// transform, DirectSource) writes the same files, manifest and skip reasons as Decode followed
+// by the transform, for any worker count, and that other transforms do not take that path.
+func TestBuildDirectEqualsDecode(t *testing.T) {
+	tmp := t.TempDir()
+	bad := map[int]bool{3: true, 250: true, 599: true}
+	read := func(out string) string {
+		data, err := os.ReadFile(filepath.Join(out, shard.ManifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	for _, spec := range []transforms.Spec{{}, {Layout: "chw"}} {
+		var want string
+		for _, w := range []int{1, 2, 5} {
+			ds := &directSource{n: 600, bad: bad}
+			out := filepath.Join(tmp, fmt.Sprintf("%s-direct-%d", spec.Layout, w))
+			sum, err := build(t, ds, out, func(o *Options) { o.Workers = w; o.Transform = spec; o.ShardSize = 1000 })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sum.Records != 597 || sum.Skipped != 3 {
+				t.Fatalf("%d records, %d skipped", sum.Records, sum.Skipped)
+			}
+			if got := ds.directs.Load(); (spec.Layout == "") != (got == 600) || (spec.Layout != "" && got != 0) {
+				t.Fatalf("layout %q: DecodeTo called %d times", spec.Layout, got)
+			}
+			plainOut := filepath.Join(tmp, fmt.Sprintf("%s-plain-%d", spec.Layout, w))
+			if _, err := build(t, plainSource{&directSource{n: 600, bad: bad}}, plainOut, func(o *Options) { o.Workers = w; o.Transform = spec; o.ShardSize = 1000 }); err != nil {
+				t.Fatal(err)
+			}
+			got, plain := read(out), read(plainOut)
+			if got != plain {
+				t.Fatalf("layout %q workers %d: direct manifest differs from Decode's:\n%s\n%s", spec.Layout, w, got, plain)
+			}
+			if want == "" {
+				want = got
+			} else if got != want {
+				t.Fatalf("layout %q: manifests differ between worker counts", spec.Layout)
+			}
+			m, _ := shard.ReadManifest(out)
+			if len(m.Skipped) != 3 || m.Skipped[0].Input != "d-003" || m.Skipped[0].Reason != "bad pixels" {
+				t.Fatalf("skipped = %+v", m.Skipped)
+			}
+		}
+	}
+}

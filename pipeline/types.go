@@ -50,6 +50,19 @@ type Source interface {
 	Decode(ctx context.Context, it Item, emit func(Clip) error) error
 }
 
+// A DirectSource is a Source whose every item decodes to exactly one record of one frame, of
+// a size known before decoding (CIFAR, IDX). When the transform is the identity, the pipeline
+// calls DecodeTo with the record buffer instead of Decode, which saves a frame allocation and a
+// copy. DecodeTo must give the same pixels, labels and errors as Decode would.
+type DirectSource interface {
+	Source
+	// FrameShape returns the width, height and channels of every frame.
+	FrameShape() (w, h, c int)
+	// DecodeTo writes the item's interleaved (HWC) pixels into pix, which is w*h*c bytes, and
+	// returns the clip's labels and metadata (Frames is not used).
+	DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error)
+}
+
 // Record is one output record, ready to be written. An Output must not keep Data after Write
 // returns: the buffer is reused.
 type Record struct {

@@ -47,6 +47,15 @@ func (s Spec) Normalized() Spec {
 	return s
 }
 
+// Identity reports whether the spec leaves frames unchanged: no resize or crop, uint8 HWC,
+// no normalisation. Worker.Apply then copies the source pixels, so a caller may decode
+// straight into the destination instead.
+func (s Spec) Identity() bool {
+	s = s.Normalized()
+	return s.Resize == 0 && s.Width == 0 && s.Height == 0 && s.CropW == 0 && s.CropH == 0 &&
+		s.Layout == "hwc" && s.DType == "uint8" && len(s.Mean) == 0 && len(s.Std) == 0
+}
+
 // Validate reports whether the spec is usable.
 func (s Spec) Validate() error {
 	s = s.Normalized()

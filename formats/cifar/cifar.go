@@ -642,6 +642,42 @@ func (s *Source) emitRecords(ctx context.Context, r io.Reader, i int, seq *int64
 
 // Decode checks the labels and converts the stored planes into an interleaved image.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+	if err := s.check(it); err != nil {
+		return err
+	}
+	pix := make([]byte, ImageSize)
+	ToHWC(pix, it.Raw)
+	clip := pipeline.Clip{
+		Frames: []transforms.Image{{W: Width, H: Height, C: Channels, Pix: pix}},
+		Label:  it.Label,
+	}
+	if len(it.Aux) > 0 {
+		clip.Aux = append([]int64(nil), it.Aux...)
+	}
+	return emit(clip)
+}
+
+var _ pipeline.DirectSource = (*Source)(nil)
+
+// FrameShape returns the size of every image (pipeline.DirectSource).
+func (s *Source) FrameShape() (w, h, c int) { return Width, Height, Channels }
+
+// DecodeTo is Decode into pix (pipeline.DirectSource): the same checks, the planes interleaved
+// straight into the record buffer.
+func (s *Source) DecodeTo(ctx context.Context, it pipeline.Item, pix []byte) (pipeline.Clip, error) {
+	if err := s.check(it); err != nil {
+		return pipeline.Clip{}, err
+	}
+	ToHWC(pix, it.Raw)
+	clip := pipeline.Clip{Label: it.Label}
+	if len(it.Aux) > 0 {
+		clip.Aux = append([]int64(nil), it.Aux...)
+	}
+	return clip, nil
+}
+
+// check validates an item's size and labels.
+func (s *Source) check(it pipeline.Item) error {
 	if len(it.Raw) != ImageSize {
 		return fmt.Errorf("cifar: %s: item has %d pixel bytes, want %d", it.Name, len(it.Raw), ImageSize)
 	}
@@ -658,16 +694,7 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	if it.Label < 0 || it.Label >= nClasses {
 		return &pipeline.InputError{Input: it.Name, Err: fmt.Errorf("cifar: %w: %d, want 0..%d", ErrLabel, it.Label, nClasses-1)}
 	}
-	pix := make([]byte, ImageSize)
-	ToHWC(pix, it.Raw)
-	clip := pipeline.Clip{
-		Frames: []transforms.Image{{W: Width, H: Height, C: Channels, Pix: pix}},
-		Label:  it.Label,
-	}
-	if len(it.Aux) > 0 {
-		clip.Aux = append([]int64(nil), it.Aux...)
-	}
-	return emit(clip)
+	return nil
 }
 
 // ToHWC interleaves the three stored 32×32 planes of src into dst (both ImageSize bytes).

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -335,6 +336,10 @@ func TestBadLabel(t *testing.T) {
 	}
 	for i, want := range []string{"", "train.bin#1: cifar: label out of range: 100, want 0..99", "train.bin#2: cifar: coarse label out of range: 20, want 0..19"} {
 		err := s.Decode(context.Background(), items[i], func(pipeline.Clip) error { return nil })
+		_, derr := s.DecodeTo(context.Background(), items[i], make([]byte, ImageSize))
+		if fmt.Sprint(derr) != fmt.Sprint(err) {
+			t.Errorf("item %d: DecodeTo error %v, Decode error %v", i, derr, err)
+		}
 		if want == "" {
 			if err != nil {
 				t.Errorf("item %d: %v", i, err)
@@ -418,5 +423,52 @@ func TestSparseArchiveMember(t *testing.T) {
 	_, err := Open(p, Kind10, "test")
 	if err == nil || !strings.Contains(err.Error(), "sparse.tar: cifar-10-batches-bin/test_batch.bin: size 3073000000 is over the limit") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestDecodeToEqualsDecode checks the pipeline's direct path: DecodeTo writes the pixels, labels
+// and aux labels that Decode emits, and ToHWC handles every pixel position.
+func TestDecodeToEqualsDecode(t *testing.T) {
+	for _, kind := range []string{Kind10, Kind100} {
+		dir := t.TempDir()
+		folder, err := WriteTestDataset(dir, kind, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(folder, kind, "train")
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, clips := collect(t, s)
+		if w, h, c := s.FrameShape(); w != Width || h != Height || c != Channels {
+			t.Fatalf("FrameShape %d %d %d", w, h, c)
+		}
+		for i, it := range items {
+			pix := make([]byte, ImageSize)
+			c, err := s.DecodeTo(context.Background(), it, pix)
+			want := clips[i]
+			if err != nil || !bytes.Equal(pix, want.Frames[0].Pix) || c.Label != want.Label ||
+				fmt.Sprint(c.Aux) != fmt.Sprint(want.Aux) || c.Frames != nil {
+				t.Fatalf("%s item %d: DecodeTo differs from Decode (%v)", kind, i, err)
+			}
+		}
+	}
+	src := make([]byte, ImageSize)
+	for i := range src {
+		src[i] = byte(i*7 + i/251)
+	}
+	got := make([]byte, ImageSize)
+	ToHWC(got, src)
+	for p := 0; p < plane; p++ {
+		for c := 0; c < Channels; c++ {
+			if got[3*p+c] != src[c*plane+p] {
+				t.Fatalf("ToHWC: pixel %d channel %d = %d, want %d", p, c, got[3*p+c], src[c*plane+p])
+			}
+		}
+	}
+	back := make([]byte, ImageSize)
+	ToCHW(back, got)
+	if !bytes.Equal(back, src) {
+		t.Fatal("ToCHW(ToHWC(x)) != x")
 	}
 }

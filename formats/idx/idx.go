@@ -584,14 +584,35 @@ func (s *Source) sameHeader(fl *file, images bool) error {
 // Decode checks the label against the class list and returns the image; its pixels are the
 // item's bytes, not a copy.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+	if err := s.check(it); err != nil {
+		return err
+	}
+	return emit(pipeline.Clip{
+		Frames: []transforms.Image{{W: s.w, H: s.h, C: s.c, Pix: it.Raw}},
+		Label:  it.Label,
+	})
+}
+
+func (s *Source) check(it pipeline.Item) error {
 	if len(it.Raw) != s.h*s.w*s.c {
 		return fmt.Errorf("idx: %s: item has %d bytes, want %d", it.Name, len(it.Raw), s.h*s.w*s.c)
 	}
 	if it.Label < 0 || it.Label >= int64(len(s.classes)) {
 		return &pipeline.InputError{Input: it.Name, Err: fmt.Errorf("idx: %w: %d, want 0..%d", ErrLabel, it.Label, len(s.classes)-1)}
 	}
-	return emit(pipeline.Clip{
-		Frames: []transforms.Image{{W: s.w, H: s.h, C: s.c, Pix: it.Raw}},
-		Label:  it.Label,
-	})
+	return nil
+}
+
+var _ pipeline.DirectSource = (*Source)(nil)
+
+// FrameShape returns the size of every image (pipeline.DirectSource).
+func (s *Source) FrameShape() (w, h, c int) { return s.w, s.h, s.c }
+
+// DecodeTo is Decode into pix (pipeline.DirectSource): the same checks, the item's bytes copied.
+func (s *Source) DecodeTo(ctx context.Context, it pipeline.Item, pix []byte) (pipeline.Clip, error) {
+	if err := s.check(it); err != nil {
+		return pipeline.Clip{}, err
+	}
+	copy(pix, it.Raw)
+	return pipeline.Clip{Label: it.Label}, nil
 }

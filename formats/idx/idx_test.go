@@ -127,6 +127,13 @@ func check(t *testing.T, s *Source, labels []int64, pix []byte, h, w int, name s
 		if im.W != w || im.H != h || im.C != 1 || !bytes.Equal(im.Pix, want) || c.Label != labels[i] {
 			t.Fatalf("clip %d: %dx%dx%d label %d", i, im.W, im.H, im.C, c.Label)
 		}
+		// DecodeTo (the pipeline's direct path) gives the same frame and label.
+		fw, fh, fc := s.FrameShape()
+		pix := make([]byte, fw*fh*fc)
+		dc, err := s.DecodeTo(context.Background(), it, pix)
+		if err != nil || fw != w || fh != h || fc != 1 || !bytes.Equal(pix, want) || dc.Label != c.Label || dc.Aux != nil || dc.Meta != nil {
+			t.Fatalf("DecodeTo %d: %v, %dx%dx%d label %d", i, err, fw, fh, fc, dc.Label)
+		}
 	}
 }
 
