@@ -24,6 +24,8 @@ type Dataset struct {
 
 	mu      sync.Mutex
 	readers []*Reader
+
+	pool ringPool // ring buffers of the default allocator, kept between Loaders
 }
 
 // OpenDataset opens the dataset in dir through its manifest.json, which must have format
@@ -89,11 +91,12 @@ func shardEntries(m *Manifest) []FileEntry {
 	return out
 }
 
-// Close closes every open shard.
+// Close closes every open shard and frees the ring buffers kept for the next Loader; buffers
+// of Loaders still open are freed when they close.
 func (d *Dataset) Close() error {
+	err := d.pool.release(true)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var err error
 	for i, r := range d.readers {
 		if r != nil {
 			err = errors.Join(err, r.Close())
@@ -102,6 +105,11 @@ func (d *Dataset) Close() error {
 	}
 	return err
 }
+
+// ReleaseBuffers frees the ring buffers that Loaders using the default allocator handed back
+// on Close and that the Dataset keeps for the next Loader (see Loader). Loaders still open
+// keep theirs.
+func (d *Dataset) ReleaseBuffers() error { return d.pool.release(false) }
 
 // Manifest returns the dataset's manifest. The caller must not modify it.
 func (d *Dataset) Manifest() *Manifest { return d.m }

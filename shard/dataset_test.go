@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -298,5 +299,128 @@ func TestLoaderCorruption(t *testing.T) {
 	}
 	if _, err := d.Record(5); !errors.Is(err, ErrChecksum) {
 		t.Errorf("Record(5) = %v", err)
+	}
+}
+
+// TestLoaderDirectInPlace reads records of a multiple of 512 bytes with O_DIRECT, with buffers
+// that span shard boundaries: each shard's part is read straight into place, nothing moved.
+func TestLoaderDirectInPlace(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{16, 16, 2}, DType: Uint8, Layout: "hwc"}}
+	recs := randomRecords(opts, 240, 13)
+	dir := buildDataset(t, opts, recs, []int{100, 37, 3, 100})
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, bs := range []int{1, 7, 64} {
+		o := LoaderOptions{BatchSize: bs, ReadSize: 60 * 512, Direct: true, Prefetch: 2}
+		got, _ := runLoader(t, d, recs, o)
+		if len(got) != len(recs) {
+			t.Fatalf("batch %d: read %d records", bs, len(got))
+		}
+		l, err := d.NewLoader(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l.Next() {
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("batch %d: O_DIRECT %v, sector-aligned reads refused %v, %d bytes moved", bs, l.DirectIO(), l.noSector, l.moved)
+		if l.DirectIO() && !l.noSector && l.moved != 0 {
+			t.Errorf("batch %d: %d bytes moved after O_DIRECT reads", bs, l.moved)
+		}
+		l.Close()
+	}
+}
+
+func bufPtrs(l *Loader) map[*byte]bool {
+	m := map[*byte]bool{}
+	for _, s := range l.slots {
+		m[&s.buf[:1][0]] = true
+	}
+	return m
+}
+
+// TestLoaderReusesRing checks that the default allocator's ring goes from one Loader of a
+// Dataset to the next, and that the Dataset keeps no more than its Loaders held at once.
+func TestLoaderReusesRing(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 300, 14)
+	dir := buildDataset(t, fixedDatasetOpts, recs, []int{100, 200})
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	o := LoaderOptions{BatchSize: 10, ReadSize: 5000, Prefetch: 3, Lock: true}
+	l1, err := d.NewLoader(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := bufPtrs(l1)
+	locked := l1.Locked()
+	l1.Close()
+	if l1.Locked() != locked {
+		t.Error("Locked changed at Close")
+	}
+	for epoch := range 3 {
+		o.Epoch, o.Shuffle = uint64(epoch), epoch > 0
+		l, err := d.NewLoader(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(bufPtrs(l), first) {
+			t.Fatalf("epoch %d: the ring was not reused", epoch)
+		}
+		if l.Locked() != locked {
+			t.Errorf("epoch %d: Locked %v, the first Loader's %v", epoch, l.Locked(), locked)
+		}
+		l.Close()
+		got, _ := runLoader(t, d, recs, o)
+		if len(got) != len(recs) {
+			t.Fatalf("read %d records", len(got))
+		}
+	}
+	// Two Loaders at once: the second maps its own ring; both are kept, within the peak.
+	a, _ := d.NewLoader(o)
+	b, _ := d.NewLoader(o)
+	for _, x := range []*Loader{a, b} {
+		for x.Next() {
+		}
+	}
+	a.Close()
+	b.Close()
+	p := &d.pool
+	if p.inUse != 0 || p.spareBytes > p.peak || len(p.spare[1]) != 6 {
+		t.Errorf("pool: %d in use, %d spare in %d buffers, peak %d", p.inUse, p.spareBytes, len(p.spare[1]), p.peak)
+	}
+	// A Loader without Lock does not take locked buffers; one with a larger ring frees spare
+	// buffers that do not fit so that the total stays within the peak.
+	c, _ := d.NewLoader(LoaderOptions{BatchSize: 10, ReadSize: 5000, Prefetch: 3})
+	for _, s := range c.slots {
+		if s.locked || c.Locked() {
+			t.Error("a Loader without Lock took locked buffers")
+		}
+	}
+	if p.inUse+p.spareBytes > p.peak {
+		t.Errorf("pool above its peak: %d in use, %d spare, peak %d", p.inUse, p.spareBytes, p.peak)
+	}
+	big, _ := d.NewLoader(LoaderOptions{BatchSize: 300, Prefetch: 4, Lock: true})
+	if p.inUse+p.spareBytes > p.peak {
+		t.Errorf("pool above its peak: %d in use, %d spare, peak %d", p.inUse, p.spareBytes, p.peak)
+	}
+	big.Close()
+	c.Close()
+	if err := d.ReleaseBuffers(); err != nil || p.spareBytes != 0 || len(p.spare[0])+len(p.spare[1]) != 0 {
+		t.Errorf("ReleaseBuffers: %v, %d bytes left", err, p.spareBytes)
+	}
+	// Buffers of a Loader closed after the Dataset are freed, not kept.
+	e, _ := d.NewLoader(o)
+	d.Close()
+	e.Close()
+	if p.spareBytes != 0 || p.inUse != 0 {
+		t.Errorf("after Close: %d spare, %d in use", p.spareBytes, p.inUse)
 	}
 }

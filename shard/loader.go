@@ -52,7 +52,10 @@ type LoaderOptions struct {
 	// Lock locks the default allocator's buffers in memory (mlock) when the process is
 	// permitted to; see Loader.Locked. It is ignored when Alloc is set.
 	Lock bool
-	// Alloc provides the ring's buffers; nil means an MmapAllocator.
+	// Alloc provides the ring's buffers. nil means the default: MmapAllocator buffers that
+	// the Dataset keeps from one Loader to the next, so that a new epoch's Loader reuses the
+	// last one's ring (mapped, faulted in and locked already) instead of mapping fresh memory;
+	// see Dataset.ReleaseBuffers. Buffers from a custom Allocator are freed at Close.
 	Alloc Allocator
 	// VerifyCRC checks the CRC-32C of every checksum block the loader reads from before the
 	// block's records are handed out. A block that a buffer covers only in part is read again
@@ -86,7 +89,10 @@ func (b *Batch) Len() int { return len(b.Labels) }
 // O_DIRECT); batches are views into those buffers. Without Shuffle, the consecutive records
 // of a buffer are read with one read per shard they come from, straight into the buffer, and
 // batches are subslices of it (no copy; only with O_DIRECT, when a buffer's records continue
-// into the next shard, that shard's part is moved down to follow the first). With Shuffle,
+// into the next shard and the data so far does not end on a 512-byte boundary, or the device
+// refuses reads at that alignment, that shard's part is moved down to follow the first).
+// Without a custom Allocator, the ring's buffers go back to the Dataset at Close and the next
+// Loader of the Dataset (the next epoch) reuses them. With Shuffle,
 // records are gathered into the buffer in the ORDER.md order, one positioned read per run of
 // consecutive records.
 //
@@ -96,8 +102,8 @@ func (b *Batch) Len() int { return len(b.Labels) }
 type Loader struct {
 	ds         *Dataset
 	opts       LoaderOptions
-	alloc      Allocator
-	mmap       *MmapAllocator // the default allocator, when used
+	alloc      Allocator    // nil: the Dataset's pool
+	unlocked   atomic.Int64 // buffers of the ring not locked in memory
 	recordSize int64
 	naux       int
 	order      []int64 // this rank's epoch sequence when shuffling; nil otherwise
@@ -115,6 +121,8 @@ type Loader struct {
 	direct   []bool
 	parts    []part
 	indirect atomic.Bool // some read went through the page cache
+	noSector bool        // an O_DIRECT read at sector (not page) alignment was refused
+	moved    int64       // bytes moved within buffers after O_DIRECT reads (for tests)
 
 	// Consumer state.
 	cur      *slot
@@ -124,11 +132,13 @@ type Loader struct {
 	pos      int64
 	err      error
 	closed   bool
+	locked   bool // Locked when closed
 }
 
 // slot is one buffer of the ring with the records it holds.
 type slot struct {
 	buf    []byte // from the Allocator
+	locked bool   // buf is locked in memory (default allocator)
 	data   []byte // the records' bytes, within buf
 	offs   []int64
 	labels []int64
@@ -167,10 +177,6 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 		opts.ReadSize = DefaultReadSize
 	}
 	l := &Loader{ds: d, opts: opts, alloc: opts.Alloc, naux: len(d.m.Label.Aux)}
-	if l.alloc == nil {
-		l.mmap = &MmapAllocator{Lock: opts.Lock}
-		l.alloc = l.mmap
-	}
 	lo, hi := RankRange(d.Len(), oo.Rank, oo.World)
 	total := hi - lo
 	if opts.Shuffle {
@@ -215,13 +221,12 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 	l.ready = make(chan *slot, opts.Prefetch)
 	l.done = make(chan struct{})
 	for range opts.Prefetch {
-		buf, err := l.alloc.Alloc(bufSize)
-		if err != nil {
+		s := &slot{offs: make([]int64, perSlot+1), labels: make([]int64, perSlot),
+			aux: make([]int64, perSlot*int64(l.naux)), idx: make([]int64, perSlot)}
+		if err := l.allocBuf(s, bufSize); err != nil {
 			l.Close()
 			return nil, err
 		}
-		s := &slot{buf: buf, offs: make([]int64, perSlot+1), labels: make([]int64, perSlot),
-			aux: make([]int64, perSlot*int64(l.naux)), idx: make([]int64, perSlot)}
 		l.slots = append(l.slots, s)
 		l.free <- s
 	}
@@ -241,7 +246,49 @@ func (l *Loader) Position() int64 { return l.pos }
 // Locked reports whether the ring's buffers are locked in memory. It is false when Lock was not
 // asked for, when the process may not lock that much memory, or when a custom Allocator is used
 // (which then knows best).
-func (l *Loader) Locked() bool { return l.mmap != nil && l.mmap.Locked() }
+func (l *Loader) Locked() bool {
+	if l.closed {
+		return l.locked
+	}
+	return l.alloc == nil && l.opts.Lock && len(l.slots) > 0 && l.unlocked.Load() == 0
+}
+
+// allocBuf gives s a buffer of n bytes from the Allocator or the Dataset's pool.
+func (l *Loader) allocBuf(s *slot, n int) error {
+	if l.alloc != nil {
+		b, err := l.alloc.Alloc(n)
+		if err != nil {
+			return err
+		}
+		s.buf = b
+		return nil
+	}
+	pb, err := l.ds.pool.get(n, l.opts.Lock)
+	if pb.b == nil {
+		return err
+	}
+	s.buf, s.locked = pb.b, pb.locked
+	if l.opts.Lock && !s.locked {
+		l.unlocked.Add(1)
+	}
+	return err
+}
+
+// freeBuf returns the buffer of s to the Allocator or the Dataset's pool.
+func (l *Loader) freeBuf(s *slot) error {
+	b := s.buf
+	s.buf, s.data = nil, nil
+	if b == nil {
+		return nil
+	}
+	if l.alloc != nil {
+		return l.alloc.Free(b)
+	}
+	if l.opts.Lock && !s.locked {
+		l.unlocked.Add(-1)
+	}
+	return l.ds.pool.put(pooledBuf{b: b, locked: s.locked}, l.opts.Lock)
+}
 
 // DirectIO reports whether every read so far bypassed the page cache (O_DIRECT).
 func (l *Loader) DirectIO() bool { return l.opts.Direct && !l.indirect.Load() }
@@ -311,6 +358,7 @@ func (l *Loader) Close() error {
 	if l.closed {
 		return nil
 	}
+	l.locked = l.Locked()
 	l.closed = true
 	if l.done != nil {
 		close(l.done)
@@ -320,8 +368,7 @@ func (l *Loader) Close() error {
 	l.batch = Batch{}
 	var err error
 	for _, s := range l.slots {
-		err = errors.Join(err, l.alloc.Free(s.buf))
-		s.buf, s.data = nil, nil
+		err = errors.Join(err, l.freeBuf(s))
 	}
 	for i, f := range l.files {
 		if f != nil {
@@ -438,15 +485,12 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 		cursor += int(p.len)
 	}
 	if need > cap(s.buf) {
-		if err := l.alloc.Free(s.buf); err != nil {
+		if err := l.freeBuf(s); err != nil {
 			return err
 		}
-		s.buf, s.data = nil, nil
-		buf, err := l.alloc.Alloc(int(alignUp(int64(need + need/4))))
-		if err != nil {
+		if err := l.allocBuf(s, int(alignUp(int64(need+need/4)))); err != nil {
 			return err
 		}
-		s.buf = buf
 	}
 	buf := s.buf[:cap(s.buf)]
 	cursor, dataStart := 0, 0
@@ -480,6 +524,10 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 	return nil
 }
 
+// sector is the smallest O_DIRECT alignment (of file offset, length and memory) that block
+// devices accept: their logical block size is 512 bytes or more.
+const sector = 512
+
 // readPart reads part p into buf so that its data starts at cursor (or, for the first part of
 // a buffer, wherever an aligned read puts it) and returns where the data starts.
 func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, error) {
@@ -488,6 +536,21 @@ func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, err
 		return 0, err
 	}
 	name := l.ds.ShardPath(p.shard)
+	if direct && !first && !l.noSector && p.off%sector == 0 && cursor%sector == 0 {
+		// A part that starts a shard (its data section is page-aligned) after data ending
+		// at a sector boundary, as with records of a multiple of 512 bytes: read it straight
+		// into place. The fill sized the buffer for a page-aligned read, which is longer.
+		// Where the device wants more than sector alignment, go the page-aligned way.
+		n := (p.len + sector - 1) &^ (sector - 1)
+		err := readFull(f, buf[cursor:cursor+int(n)], p.off, name)
+		if err == nil {
+			return cursor, nil
+		}
+		if !directUnsupported(err) {
+			return 0, err
+		}
+		l.noSector = true
+	}
 	if direct {
 		start, end := p.off&^(Align-1), alignUp(p.off+p.len)
 		q := int(alignUp(int64(cursor)))
@@ -498,6 +561,7 @@ func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, err
 				return src, nil
 			}
 			copy(buf[cursor:], buf[src:src+int(p.len)])
+			l.moved += p.len
 			return cursor, nil
 		}
 		if !directUnsupported(err) {
