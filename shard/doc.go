@@ -28,7 +28,11 @@
 // Checking: every shard carries CRC-32C checksums of its header, footer, index and of each
 // block of records. Readers check the header, footer and index on open and, by default, each
 // block before returning its records. Scan checks a whole shard at sequential-read speed and
-// reports every fault with the file, the record range and the offset. Errors for bad bytes
+// reports every fault with the file, the record range and the offset. It reads the file once, in
+// order from the first byte to the last (after one small read of the footer), in large chunks
+// on a reader goroutine; ScanFile can read with O_DIRECT, and ScanOptions.Hash receives every
+// byte as it is checked, so a file's SHA-256 costs no second read. StreamFile is the same
+// reader and hash for files that are not shards. Errors for bad bytes
 // are *CorruptionError values wrapping one of ErrMagic, ErrVersion, ErrChecksum, ErrTooLarge,
 // ErrTruncated, ErrPadding or ErrFormat; no input makes this package panic.
 //
