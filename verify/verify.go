@@ -14,7 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+	"hash"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -235,8 +235,9 @@ func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
 }
 
 // checkFile checks one listed file: size, SHA-256 and, for shards, structure and checksums.
-// The SHA-256 pass and the structural scan run concurrently over the same file, so on a cold
-// cache the file is read from disk about once.
+// The file is read once, sequentially, in large O_DIRECT reads where the file system allows
+// them (see shard.ScanOptions): a shard's scan hashes the very bytes it checks, other files are
+// only hashed.
 func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64) error {
 	path := filepath.Join(dir, filepath.FromSlash(fe.Path))
 	st, err := os.Stat(path)
@@ -252,53 +253,40 @@ func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.File
 		add(Fault{File: fe.Path, Kind: KindSize, First: -1, Offset: -1,
 			Message: fmt.Sprintf("size is %d bytes, manifest says %d", st.Size(), fe.Size)})
 	}
-	var wg sync.WaitGroup
+	h := &ctxHash{Hash: sha256.New(), ctx: ctx}
+	opts := shard.ScanOptions{Hash: h, Progress: progress, Direct: true}
+	var complete bool
 	if m.Format == "shards" && strings.HasSuffix(fe.Path, ".pks") {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			scanShard(path, fe, m, add, records)
-		}()
-	}
-	sum, err := hashFile(ctx, path, progress)
-	wg.Wait()
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		complete = scanShard(path, fe, m, opts, add, records)
+	} else {
+		err := shard.StreamFile(path, opts)
+		complete = err == nil
+		if err != nil && ctx.Err() == nil {
+			add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
 		}
-		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
-		return nil
 	}
-	if sum != strings.ToLower(fe.SHA256) {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if !complete {
+		return nil // the read failed, reported above; the hash is of part of the file
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != strings.ToLower(fe.SHA256) {
 		add(Fault{File: fe.Path, Kind: KindSHA256, First: -1, Offset: -1,
 			Message: fmt.Sprintf("SHA-256 is %s, manifest says %s", sum, fe.SHA256)})
 	}
 	return nil
 }
 
-const hashChunk = 8 << 20
+// ctxHash is the hash a scan feeds; once ctx is cancelled its Write fails, which stops the scan.
+type ctxHash struct {
+	hash.Hash
+	ctx context.Context
+}
 
-func hashFile(ctx context.Context, path string, progress func(int64)) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
+func (h *ctxHash) Write(p []byte) (int, error) {
+	if err := h.ctx.Err(); err != nil {
+		return 0, err
 	}
-	defer f.Close()
-	h := sha256.New()
-	buf := make([]byte, hashChunk)
-	for {
-		if err := ctx.Err(); err != nil {
-			return "", err
-		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		progress(int64(n))
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return h.Hash.Write(p)
 }

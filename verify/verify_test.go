@@ -1,0 +1,143 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+const recSize = 64 << 10 // 64 KiB records: 16 to a checksum block
+
+// buildShards writes 3 shards of 20 random records each and their manifest.
+func buildShards(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	spec := shard.SampleSpec{Shape: []int{64, 1024}, DType: shard.Uint8, Layout: "hwc"}
+	m := &shard.Manifest{Packer: "test", Format: "shards", FormatVersion: shard.Version, Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
+	rng := rand.New(rand.NewPCG(1, 1))
+	for s := range 3 {
+		name := fmt.Sprintf("shard-%05d.pks", s)
+		fw, err := shard.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, ShardIndex: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			d := make([]byte, recSize)
+			for i := range d {
+				d[i] = byte(rng.Uint32())
+			}
+			if err := fw.Append(d, 1, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fw.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: 20, FirstRecord: int64(20 * s)})
+	}
+	m.Count = 60
+	writeManifest(t, dir, m)
+	return dir
+}
+
+func writeManifest(t *testing.T, dir string, m *shard.Manifest) {
+	t.Helper()
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flip(t *testing.T, path string, off int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off] ^= 0x20
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func run(t *testing.T, dir string) (*Report, int64) {
+	t.Helper()
+	var last atomic.Int64
+	rep, err := Dir(context.Background(), dir, Options{Progress: func(n int64) { last.Store(max(last.Load(), n)) }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep, last.Load()
+}
+
+// TestDirShards checks a clean dataset, then one with a flipped data bit, which must be found
+// by both the SHA-256 and the block CRC (naming the records), from the one read of the file.
+func TestDirShards(t *testing.T) {
+	dir := buildShards(t)
+	rep, progress := run(t, dir)
+	if !rep.OK || progress != rep.Bytes {
+		t.Fatalf("clean dataset: %+v, progress %d of %d", rep.Faults, progress, rep.Bytes)
+	}
+	flip(t, filepath.Join(dir, "shard-00001.pks"), shard.Align+17*recSize+5) // record 17: block 1 (records 16-19)
+	rep, _ = run(t, dir)
+	kinds := map[string]Fault{}
+	for _, f := range rep.Faults {
+		kinds[f.Kind] = f
+		if f.File != "shard-00001.pks" {
+			t.Errorf("fault in the wrong file: %v", f)
+		}
+	}
+	if len(rep.Faults) != 2 || kinds[KindSHA256].File == "" || kinds[KindChecksum].First != 16 || kinds[KindChecksum].Count != 4 {
+		t.Fatalf("faults %v, want a SHA-256 fault and a checksum fault for records 16-19", rep.Faults)
+	}
+}
+
+// TestDirOtherFormat checks the hashing of files that are not shards (sizes not a multiple of
+// the block size included).
+func TestDirOtherFormat(t *testing.T) {
+	dir := t.TempDir()
+	m := &shard.Manifest{Packer: "test", Format: "npy", FormatVersion: 1, Sample: shard.SampleSpec{Shape: []int{4}, DType: shard.Uint8, Layout: "hwc"}, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
+	for i, size := range []int{0, 5, 4096, 3<<20 + 77} {
+		b := make([]byte, size)
+		for j := range b {
+			b[j] = byte(j * (i + 3))
+		}
+		name := fmt.Sprintf("f%d.npy", i)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(b)
+		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: int64(size), SHA256: hex.EncodeToString(sum[:])})
+	}
+	writeManifest(t, dir, m)
+	rep, progress := run(t, dir)
+	if !rep.OK || progress != rep.Bytes {
+		t.Fatalf("clean dataset: %v, progress %d of %d", rep.Faults, progress, rep.Bytes)
+	}
+	flip(t, filepath.Join(dir, "f3.npy"), 3<<20+70)
+	rep, _ = run(t, dir)
+	if len(rep.Faults) != 1 || rep.Faults[0].Kind != KindSHA256 || rep.Faults[0].File != "f3.npy" {
+		t.Fatalf("faults %v, want one SHA-256 fault in f3.npy", rep.Faults)
+	}
+}
+
+// TestDirCancel checks that a cancelled check stops with the context's error.
+func TestDirCancel(t *testing.T) {
+	dir := buildShards(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Dir(ctx, dir, Options{}, nil); err != context.Canceled {
+		t.Fatalf("err %v, want %v", err, context.Canceled)
+	}
+}
