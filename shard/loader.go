@@ -13,8 +13,11 @@ const (
 	// DefaultPrefetch is the number of buffers in a Loader's ring.
 	DefaultPrefetch = 4
 	// DefaultReadSize is the amount of record data a Loader aims to put in one buffer: small
-	// batches are grouped so that reads stay large.
-	DefaultReadSize = 8 << 20
+	// batches are grouped so that reads stay large. 4 MiB reads are as fast as larger ones
+	// (dd bs=4M is the baseline), and a small ring (16 MiB with DefaultPrefetch) stays in
+	// the CPU caches: on the reference machine a 4 × 8 MiB ring read 10-25% slower from the
+	// page cache than 4 × 4 MiB, and O_DIRECT reads slowed down in the same way.
+	DefaultReadSize = 4 << 20
 )
 
 // LoaderOptions configures a Loader. The zero value of every field but BatchSize is a usable
