@@ -7,19 +7,16 @@ import (
 	"github.com/packer-dev/packer/shard"
 )
 
-// readerPass reads the whole dataset once with the streaming batch loader, as a trainer would.
-func readerPass(ctx context.Context, o *benchOptions, m *shard.Manifest) (benchResult, error) {
-	d, err := shard.OpenDataset(o.Dir)
-	if err != nil {
-		return benchResult{}, err
-	}
-	defer d.Close()
-	ld, err := d.NewLoader(shard.LoaderOptions{BatchSize: o.Batch, Shuffle: o.Shuffle, Direct: o.Cold, Lock: true})
+// readerPass reads the whole dataset once with the streaming batch loader, as a trainer reads
+// one epoch: the time runs from creating the loader to closing it.
+func readerPass(ctx context.Context, o *benchOptions, d *shard.Dataset) (benchResult, error) {
+	start := time.Now()
+	ld, err := d.NewLoader(shard.LoaderOptions{BatchSize: o.Batch, Shuffle: o.Shuffle, Direct: o.Cold, Lock: true,
+		ReadSize: o.ReadSizeMiB << 20, Prefetch: o.Prefetch})
 	if err != nil {
 		return benchResult{}, err
 	}
 	defer ld.Close()
-	start := time.Now()
 	var res benchResult
 	for ld.Next() {
 		b := ld.Batch()
@@ -30,6 +27,9 @@ func readerPass(ctx context.Context, o *benchOptions, m *shard.Manifest) (benchR
 		}
 	}
 	if err := ld.Err(); err != nil {
+		return res, err
+	}
+	if err := ld.Close(); err != nil {
 		return res, err
 	}
 	res.seconds = time.Since(start).Seconds()
