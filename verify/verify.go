@@ -90,6 +90,10 @@ type Options struct {
 
 // FormatChecker checks the structure of non-shard formats (npy, hdf5) against the manifest.
 // It is set by the command that links those formats, so this package stays free of cgo.
+// Dir calls it only when every listed file is present with the size and SHA-256 the manifest
+// lists, so it may parse the files without checking their bytes again (a damaged file is
+// already reported by its SHA-256, and some parsers, libhdf5 among them, do not survive
+// arbitrary damage).
 type FormatChecker func(dir string, m *shard.Manifest) []error
 
 // Dir checks the dataset in dir. checkers maps a manifest format to its structural checker.
@@ -141,7 +145,7 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
 			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
 	}
-	if c := checkers[m.Format]; c != nil && m.Format != "shards" {
+	if c := checkers[m.Format]; c != nil && m.Format != "shards" && !bytesDamaged(rep.Faults) {
 		for _, err := range c(dir, m) {
 			add(Fault{File: faultFile(err), Kind: KindStructure, First: -1, Offset: -1, Message: err.Error()})
 		}
@@ -160,6 +164,18 @@ func faultFile(err error) string {
 		return filepath.Base(name)
 	}
 	return shard.ManifestName
+}
+
+// bytesDamaged reports whether a listed file is missing, unreadable or differs from the
+// manifest's size or SHA-256.
+func bytesDamaged(faults []Fault) bool {
+	for _, f := range faults {
+		switch f.Kind {
+		case KindMissing, KindSize, KindSHA256, KindIO:
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Report) finish() {

@@ -54,7 +54,7 @@ func readManifestQuiet(dir string) (*shard.Manifest, error) { return shard.ReadM
 func formatCheckers() map[string]verify.FormatChecker {
 	return map[string]verify.FormatChecker{
 		"npy":  npy.Check,
-		"hdf5": hdf5.Check,
+		"hdf5": hdf5.CheckStructure,
 	}
 }
 

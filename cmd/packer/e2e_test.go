@@ -280,7 +280,7 @@ func TestVerifyBitFlips(t *testing.T) {
 	if err := cifar.WriteBinary(src, "cifar10", cifar.TestRecords("cifar10", 700, 5)); err != nil {
 		t.Fatal(err)
 	}
-	for _, format := range []string{"shards", "npy"} {
+	for _, format := range []string{"shards", "npy", "hdf5"} {
 		t.Run(format, func(t *testing.T) {
 			clean := filepath.Join(tmp, format)
 			mustRun(t, "build", src, "--from", "cifar10", "-o", clean, "--format", format, "--shard-size", "700KiB")

@@ -186,3 +186,17 @@ func TestFuzzStructure(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckStructureAfterVerifiedBytes checks that CheckStructure, used by verify once the
+// file's SHA-256 matched the manifest, accepts an intact file and still finds a manifest that
+// disagrees with the file's structure.
+func TestCheckStructureAfterVerifiedBytes(t *testing.T) {
+	s := makeSet(t.TempDir(), 20, []int{4, 4, 3}, shard.Uint8, nil, false)
+	m := write(t, s)
+	if errs := CheckStructure(s.cfg.Dir, m); len(errs) != 0 {
+		t.Fatalf("intact file: %v", errs)
+	}
+	bad := *m
+	bad.Count++
+	requireFault(t, CheckStructure(s.cfg.Dir, &bad), ErrFormat, "/images has shape [20 4 4 3], manifest says [21 4 4 3]")
+}
