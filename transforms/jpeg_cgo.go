@@ -364,3 +364,6 @@ func jpegDecodeRegion(data []byte, denom int, r image.Rectangle, s *DecodeScratc
 	}
 	return Image{W: rw, H: h, C: 3, Pix: pix}, r.Min.X, nil
 }
+
+// cgoEnabled reports whether this build uses cgo (libjpeg-turbo, the AVX2 resize passes).
+const cgoEnabled = true

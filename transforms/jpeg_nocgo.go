@@ -27,3 +27,6 @@ func jpegDecode(data []byte, denom int, s *DecodeScratch) (Image, error) {
 func jpegDecodeRegion(data []byte, denom int, r image.Rectangle, s *DecodeScratch) (Image, int, error) {
 	return Image{}, 0, fmt.Errorf("%w: jpeg: this packer was built without cgo (libjpeg-turbo)", ErrUnsupported)
 }
+
+// cgoEnabled reports whether this build uses cgo (libjpeg-turbo, the AVX2 resize passes).
+const cgoEnabled = false

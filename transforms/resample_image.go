@@ -39,6 +39,18 @@ func checkImage(src Image) error {
 type resampler struct {
 	tmp []byte  // horizontal pass output: the source rows the kept output rows need
 	acc []int32 // vertical pass accumulators: one output row
+	tab []int32 // coefficient table of the AVX2 horizontal pass
+}
+
+// simdOK reports whether every coefficient splits into the two 16-bit halves the AVX2
+// horizontal pass multiplies (|c| < 2^26; real weights stay below about 2^23).
+func (w *Weights) simdOK() bool {
+	for _, c := range w.Coeffs {
+		if c < -(1<<26) || c >= 1<<26 {
+			return false
+		}
+	}
+	return true
 }
 
 func growBytes(b []byte, n int) []byte {
@@ -109,7 +121,9 @@ func (r *resampler) resizeRegion(dst []byte, dstStride int, src window, rw, rh i
 			ry0, ry1 = sourceSpan(wy, y0, y1)
 		}
 		r.tmp = growBytes(r.tmp, (ry1-ry0)*rowBytes)
-		for y := ry0; y < ry1; y++ {
+		avx := C == 3 && ry1 > ry0 &&
+			r.hrgbAVX2(r.tmp, rowBytes, pix[(ry0-src.y)*srcStride:], srcStride, srcStride, ry1-ry0, wx, x0, x1, src.x)
+		for y := ry0; y < ry1 && !avx; y++ {
 			o := (y - src.y) * srcStride
 			in := pix[o : o+srcStride]
 			out := r.tmp[(y-ry0)*rowBytes : (y-ry0+1)*rowBytes]
@@ -124,6 +138,9 @@ func (r *resampler) resizeRegion(dst []byte, dstStride int, src window, rw, rh i
 			o := (y - midOff) * midStride
 			copy(dst[(y-y0)*dstStride:(y-y0)*dstStride+rowBytes], mid[o:o+rowBytes])
 		}
+		return
+	}
+	if vertAVX2(dst, dstStride, mid, midStride, midOff, rowBytes, y0, y1, wy) {
 		return
 	}
 	if cap(r.acc) < rowBytes {

@@ -1,0 +1,17 @@
+//go:build !cgo || !amd64
+
+package transforms
+
+// Without cgo or off amd64 the Go loops do every pass.
+
+const simdPrecision = PrecisionBits
+
+var useAVX2 = false
+
+func (r *resampler) hrgbAVX2(out []byte, outStride int, in []byte, inStride, inLen, rows int, w *Weights, x0, x1, off int) bool {
+	return false
+}
+
+func vertAVX2(out []byte, outStride int, mid []byte, midStride, midOff, width, y0, y1 int, w *Weights) bool {
+	return false
+}
