@@ -44,6 +44,43 @@ static void pk_hrgb_table(int32_t *tab, const int32_t *coeffs, int ks, int group
 
 static inline uint8_t pk_clip8(int32_t v) { return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v; }
 
+// pk_hsafe reports whether the 16-byte loads of an output whose first tap is source pixel s
+// (relative to the row) stay inside a row of inLen bytes.
+static inline int pk_hsafe(int64_t s, int groups, int64_t inLen) {
+	return s >= 0 && 3 * s + 12 * (int64_t)(groups - 1) + 16 <= inLen;
+}
+
+// pk_hpixel computes one RGB output pixel with the per-tap loop.
+static void pk_hpixel(uint8_t *o, const uint8_t *row, int64_t s, int cnt, const int32_t *k) {
+	if (cnt == 0) s = 0;
+	int32_t a0 = 1 << (PK_PREC - 1), a1 = a0, a2 = a0;
+	for (int t = 0; t < cnt; t++) {
+		const uint8_t *q = row + 3 * (s + t);
+		a0 += (int32_t)q[0] * k[t];
+		a1 += (int32_t)q[1] * k[t];
+		a2 += (int32_t)q[2] * k[t];
+	}
+	o[0] = pk_clip8(a0 >> PK_PREC);
+	o[1] = pk_clip8(a1 >> PK_PREC);
+	o[2] = pk_clip8(a2 >> PK_PREC);
+}
+
+// pk_hsum accumulates one output's taps from p (its first tap's pixel): the sums of the high
+// and the low coefficient parts, each split over the two 128-bit halves.
+__attribute__((target("avx2")))
+static inline void pk_hsum(const uint8_t *p, const int32_t *tab, int groups, __m256i shuf, __m256i *hi, __m256i *lo) {
+	const __m256i *tv = (const __m256i *)tab;
+	__m256i h = _mm256_setzero_si256(), l = _mm256_setzero_si256();
+	for (int g = 0; g < groups; g++) {
+		__m256i px = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 12 * g)));
+		px = _mm256_shuffle_epi8(px, shuf);
+		h = _mm256_add_epi32(h, _mm256_madd_epi16(px, _mm256_loadu_si256(tv + 2 * g)));
+		l = _mm256_add_epi32(l, _mm256_madd_epi16(px, _mm256_loadu_si256(tv + 2 * g + 1)));
+	}
+	*hi = h;
+	*lo = l;
+}
+
 // pk_hrgb is the horizontal pass over rows of RGB pixels: output pixels [x0, x0+n) of each of
 // rows rows. Row r of the input starts at in + r*inStride and holds inLen bytes, its pixel i
 // being source pixel i+off; row r of the output starts at out + r*outStride. taps is
@@ -59,44 +96,46 @@ static void pk_hrgb(uint8_t *out, int64_t outStride, const uint8_t *in, int64_t 
 		0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
 		6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
 	const __m128i half = _mm_set1_epi32(1 << (PK_PREC - 1));
+	const __m256i half2 = _mm256_set1_epi32(1 << (PK_PREC - 1));
 	for (int r = 0; r < rows; r++) {
 		const uint8_t *row = in + (int64_t)r * inStride;
 		uint8_t *o = out + (int64_t)r * outStride;
-		for (int j = 0; j < n; j++) {
+		for (int j = 0; j < n;) {
 			int64_t s = (int64_t)bounds[2 * (x0 + j)] - off;
-			int cnt = bounds[2 * (x0 + j) + 1];
-			if (s < 0 || 3 * s + 12 * (int64_t)(groups - 1) + 16 > inLen) {
-				if (cnt == 0) s = 0;
-				const int32_t *k = coeffs + (int64_t)(x0 + j) * ks;
-				int32_t a0 = 1 << (PK_PREC - 1), a1 = a0, a2 = a0;
-				for (int t = 0; t < cnt; t++) {
-					const uint8_t *q = row + 3 * (s + t);
-					a0 += (int32_t)q[0] * k[t];
-					a1 += (int32_t)q[1] * k[t];
-					a2 += (int32_t)q[2] * k[t];
-				}
-				o[3 * j] = pk_clip8(a0 >> PK_PREC);
-				o[3 * j + 1] = pk_clip8(a1 >> PK_PREC);
-				o[3 * j + 2] = pk_clip8(a2 >> PK_PREC);
+			if (!pk_hsafe(s, groups, inLen)) {
+				pk_hpixel(o + 3 * j, row, s, bounds[2 * (x0 + j) + 1], coeffs + (int64_t)(x0 + j) * ks);
+				j++;
 				continue;
 			}
-			const uint8_t *p = row + 3 * s;
-			const __m256i *tv = (const __m256i *)(tab + (int64_t)j * groups * 16);
-			__m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
-			for (int g = 0; g < groups; g++) {
-				__m256i px = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 12 * g)));
-				px = _mm256_shuffle_epi8(px, shuf);
-				hi = _mm256_add_epi32(hi, _mm256_madd_epi16(px, _mm256_loadu_si256(tv + 2 * g)));
-				lo = _mm256_add_epi32(lo, _mm256_madd_epi16(px, _mm256_loadu_si256(tv + 2 * g + 1)));
+			__m256i hi0, lo0;
+			pk_hsum(row + 3 * s, tab + (int64_t)j * groups * 16, groups, shuf, &hi0, &lo0);
+			int64_t s1 = j + 1 < n ? (int64_t)bounds[2 * (x0 + j + 1)] - off : -1;
+			if (!pk_hsafe(s1, groups, inLen)) {
+				// One pixel: add the two halves of its sums.
+				__m128i h = _mm_add_epi32(_mm256_castsi256_si128(hi0), _mm256_extracti128_si256(hi0, 1));
+				__m128i l = _mm_add_epi32(_mm256_castsi256_si128(lo0), _mm256_extracti128_si256(lo0, 1));
+				__m128i a = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(h, 11), l), half);
+				a = _mm_srai_epi32(a, PK_PREC);
+				a = _mm_packs_epi32(a, a);
+				a = _mm_packus_epi16(a, a);
+				uint32_t v = (uint32_t)_mm_cvtsi128_si32(a);
+				memcpy(o + 3 * j, &v, 3);
+				j++;
+				continue;
 			}
-			__m128i h = _mm_add_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
-			__m128i l = _mm_add_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
-			__m128i a = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(h, 11), l), half);
-			a = _mm_srai_epi32(a, PK_PREC);
-			a = _mm_packs_epi32(a, a);
-			a = _mm_packus_epi16(a, a);
-			uint32_t v = (uint32_t)_mm_cvtsi128_si32(a);
-			memcpy(o + 3 * j, &v, 3);
+			// Two pixels: their sums side by side, pixel j in the low 128 bits.
+			__m256i hi1, lo1;
+			pk_hsum(row + 3 * s1, tab + (int64_t)(j + 1) * groups * 16, groups, shuf, &hi1, &lo1);
+			__m256i h = _mm256_add_epi32(_mm256_permute2x128_si256(hi0, hi1, 0x20), _mm256_permute2x128_si256(hi0, hi1, 0x31));
+			__m256i l = _mm256_add_epi32(_mm256_permute2x128_si256(lo0, lo1, 0x20), _mm256_permute2x128_si256(lo0, lo1, 0x31));
+			__m256i a = _mm256_add_epi32(_mm256_add_epi32(_mm256_slli_epi32(h, 11), l), half2);
+			a = _mm256_srai_epi32(a, PK_PREC);
+			a = _mm256_packs_epi32(a, a);
+			a = _mm256_packus_epi16(a, a);
+			uint32_t v0 = (uint32_t)_mm256_extract_epi32(a, 0), v1 = (uint32_t)_mm256_extract_epi32(a, 4);
+			memcpy(o + 3 * j, &v0, 3);
+			memcpy(o + 3 * j + 3, &v1, 3);
+			j += 2;
 		}
 	}
 }
