@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Full-pass throughput of the Python reader (packer_reader) against dd on the same files.
 
-    scripts/bench_python_reader.sh [DIR] [--gb 2] [--batch 256] [--prefetch 1] [--repeat 3]
+    scripts/bench_python_reader.sh [DIR] [--gb 2] [--batch 256] [--prefetch 1 0] [--repeat 3]
                                    [--torch-workers 0 2]
 
 DIR is a packer output directory (any format). Without DIR, a synthetic shard dataset of
@@ -11,8 +11,11 @@ DIR is a packer output directory (any format). Without DIR, a synthetic shard da
 Cold: the page cache is dropped (root only; otherwise the table says "NOT cold"), dd reads every
 data file with bs=4M iflag=direct; the cache is dropped again before each reader pass (buffered,
 then direct=True). Warm: the files are in the page cache; dd bs=4M against a reader pass, best of
---repeat. Ratios are reader GB/s over dd GB/s measured in the same run. --torch-workers adds warm
-shuffled passes through a torch DataLoader (ratio against warm dd)."""
+--repeat, once per --prefetch value (cold passes use the first): with prefetch 1 a background
+thread reads the next batch, which a training step hides but a bare full pass pays for in
+thread hand-offs; prefetch 0 is the reader's own speed. Ratios are reader GB/s over dd GB/s
+measured in the same run. --torch-workers adds warm shuffled passes through a torch DataLoader
+(ratio against warm dd)."""
 
 import argparse
 import json
@@ -124,7 +127,7 @@ def main():
     ap.add_argument("--gb", type=float, default=2.0)
     ap.add_argument("--bench-dir", default="/tmp/packer-bench-py")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--prefetch", type=int, default=1)
+    ap.add_argument("--prefetch", type=int, nargs="+", default=[1, 0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--torch-workers", type=int, nargs="*", default=[],
                     help="also time a warm shuffled pass through a torch DataLoader with these worker counts")
@@ -138,33 +141,35 @@ def main():
         m = json.load(f)
     files = [os.path.join(d, fe["path"]) for fe in m["files"] if not fe["path"].endswith(".jsonl")]
     total = sum(os.path.getsize(f) for f in files)
-    print("dataset %s: %s, %.0f MB in %d files; batch %d, prefetch %d" % (
-        d, m["format"], total / 1e6, len(files), a.batch, a.prefetch))
+    pf0 = a.prefetch[0]
+    print("dataset %s: %s, %.0f MB in %d files; batch %d, prefetch %s" % (
+        d, m["format"], total / 1e6, len(files), a.batch, " ".join(map(str, a.prefetch))))
 
     cold = drop_caches()
     dd_cold = dd_pass(files, True)
     drop_caches()
-    rc = reader_pass(d, a.batch, a.prefetch, False)
+    rc = reader_pass(d, a.batch, pf0, False)
     drop_caches()
-    rd = reader_pass(d, a.batch, a.prefetch, True)
+    rd = reader_pass(d, a.batch, pf0, True)
 
     dd_pass(files, False)  # warm the cache
     dd_warm = min(dd_pass(files, False) for _ in range(a.repeat))
-    rw = min((reader_pass(d, a.batch, a.prefetch, False) for _ in range(a.repeat)), key=lambda r: r[0])
+    rws = [(pf, min((reader_pass(d, a.batch, pf, False) for _ in range(a.repeat)), key=lambda r: r[0]))
+           for pf in a.prefetch]
 
     ddc, ddw = total / dd_cold / 1e9, total / dd_warm / 1e9
     rows = [
         ("dd bs=4M iflag=direct (%s)" % ("cold" if cold else "NOT cold"), ddc, None, 1.0),
-        ("packer_reader cold, buffered", rc[2] / rc[0] / 1e9, rc[1] / rc[0], rc[2] / rc[0] / 1e9 / ddc),
-        ("packer_reader cold, direct=True", rd[2] / rd[0] / 1e9, rd[1] / rd[0], rd[2] / rd[0] / 1e9 / ddc),
+        ("packer_reader cold, buffered, pf %d" % pf0, rc[2] / rc[0] / 1e9, rc[1] / rc[0], rc[2] / rc[0] / 1e9 / ddc),
+        ("packer_reader cold, direct=True, pf %d" % pf0, rd[2] / rd[0] / 1e9, rd[1] / rd[0], rd[2] / rd[0] / 1e9 / ddc),
         ("dd bs=4M (warm)", ddw, None, 1.0),
-        ("packer_reader warm", rw[2] / rw[0] / 1e9, rw[1] / rw[0], rw[2] / rw[0] / 1e9 / ddw),
-    ]
+    ] + [("packer_reader warm, prefetch %d" % pf, rw[2] / rw[0] / 1e9, rw[1] / rw[0], rw[2] / rw[0] / 1e9 / ddw)
+         for pf, rw in rws]
     print("%-36s %8s %11s %7s" % ("pass", "GB/s", "samples/s", "ratio"))
     for name, gbs, sps, ratio in rows:
         print("%-36s %8.2f %11s %7.2f" % (name, gbs, "-" if sps is None else "%.0f" % sps, ratio))
     for nw in a.torch_workers:
-        t = torch_pass(d, a.batch, nw, a.prefetch)
+        t = torch_pass(d, a.batch, nw, pf0)
         print("%-36s %8.2f %11.0f %7.2f" % ("torch DataLoader, shuffle, %d workers" % nw, t[2] / t[0] / 1e9,
                                             t[1] / t[0], t[2] / t[0] / 1e9 / ddw))
     if not cold:
