@@ -140,11 +140,11 @@ func (r *resampler) resizeRegion(dst []byte, dstStride int, src window, rw, rh i
 		}
 		return
 	}
-	if vertAVX2(dst, dstStride, mid, midStride, midOff, rowBytes, y0, y1, wy) {
-		return
-	}
 	if cap(r.acc) < rowBytes {
 		r.acc = make([]int32, rowBytes)
+	}
+	if r.vertAVX2(dst, dstStride, mid, midStride, midOff, rowBytes, y0, y1, wy) {
+		return
 	}
 	acc := r.acc[:rowBytes]
 	for y := y0; y < y1; y++ {

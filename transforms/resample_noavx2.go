@@ -12,6 +12,6 @@ func (r *resampler) hrgbAVX2(out []byte, outStride int, in []byte, inStride, inL
 	return false
 }
 
-func vertAVX2(out []byte, outStride int, mid []byte, midStride, midOff, width, y0, y1 int, w *Weights) bool {
+func (r *resampler) vertAVX2(out []byte, outStride int, mid []byte, midStride, midOff, width, y0, y1 int, w *Weights) bool {
 	return false
 }
