@@ -16,6 +16,10 @@ const DefaultScanChunk = 8 << 20
 // scanDepth-1 of them ahead of the one being checked.
 const scanDepth = 4
 
+// scanPiece is how many bytes of a chunk are hashed and then checked in one step, so the checks
+// read bytes the hash has just brought into the CPU cache.
+const scanPiece = 64 << 10
+
 // ScanOptions configures ScanWith. The zero value is ready to use.
 type ScanOptions struct {
 	// Progress, if set, is called from the scanning goroutine with the number of bytes checked
@@ -25,9 +29,10 @@ type ScanOptions struct {
 	// rounded up to a multiple of Align.
 	ChunkSize int
 	// Hash, if set, receives every byte of the file exactly once, in file order from offset 0 to
-	// the end, whatever faults the scan finds; it is called from a goroutine of the scan's own,
-	// one call at a time, concurrently with the checks of the same bytes (typically a SHA-256
-	// hash.Hash, so a file is hashed and checked in one read). Write must not keep the slice. An
+	// the end, whatever faults the scan finds; it is called from the scanning goroutine, in
+	// pieces of at most 64 KiB, each just before the checks of the same bytes (typically a
+	// SHA-256 hash.Hash, so a file is hashed and checked in one read, and the checks find the
+	// bytes in the CPU cache). Write must not keep the slice. An
 	// error from Write stops the scan, which returns it (a way to cancel a scan). When the scan
 	// returns an error or reports that the file is shorter than its size, Hash has received only
 	// a prefix of the file.
@@ -47,7 +52,10 @@ type ScanOptions struct {
 //
 // Scan reads the footer first (one small read at the end), then the whole file once, in order
 // from offset 0 to the end, in large chunks read by a second goroutine into a small ring of
-// buffers, so checking overlaps reading. Block CRCs are computed as the data streams by and
+// buffers, so checking overlaps reading. The reads block their thread (O_DIRECT reads cannot go
+// through Go's poller): a program that scans several files at once on every core may want
+// GOMAXPROCS raised by the number of scans, so threads blocked in reads leave no core idle
+// (packer verify does). Block CRCs are computed as the data streams by and
 // compared with the index once it has been read (after the data, where the file keeps it);
 // only for variable-size records, whose block boundaries are in the index, is the index read
 // ahead of the data as well. Scan returns nil when it has looked at everything it could,
@@ -563,8 +571,14 @@ func (s *scanner) finish() {
 }
 
 // stream reads the whole file, [0, size), sequentially in chunks on a second goroutine into a
-// ring of scanDepth aligned buffers, and calls fn with each chunk in order, after passing it to
-// opts.Hash. It returns the first read error (a *CorruptionError for a short file).
+// ring of scanDepth aligned buffers, and calls fn with each chunk in order, in pieces of at most
+// scanPiece bytes, each after passing it to opts.Hash. It returns the first read error (a
+// *CorruptionError for a short file).
+//
+// Hash and checks run one after the other on the same goroutine, piece by piece: the checks
+// (CRC-32C) then read bytes that are still in the CPU cache, which costs less CPU than running
+// them beside the hash on another goroutine; Scan is CPU-bound when it hashes (SHA-256 is
+// slower than the disk), and the scans of several files use the other cores.
 func (s *scanner) stream(fn func(p []byte, off int64)) error {
 	if s.size <= 0 {
 		return nil
@@ -620,35 +634,18 @@ func (s *scanner) stream(fn func(p []byte, off int64)) error {
 		for range full {
 		}
 	}()
-	// Hash and checks run side by side on each chunk (SHA-256 costs several times what the
-	// checks do, so on a lone file they use more than one core); both finish with a chunk before
-	// its buffer goes back to the reader.
-	var (
-		hashIn  chan []byte
-		hashOut chan error
-	)
-	if s.opts.Hash != nil {
-		hashIn, hashOut = make(chan []byte), make(chan error, 1)
-		defer close(hashIn)
-		go func() {
-			for p := range hashIn {
-				_, err := s.opts.Hash.Write(p)
-				hashOut <- err
-			}
-		}()
-	}
 	for res := range full {
 		if res.err != nil {
 			return res.err
 		}
-		if hashIn != nil {
-			hashIn <- res.buf
-		}
-		fn(res.buf, res.off)
-		if hashIn != nil {
-			if err := <-hashOut; err != nil {
-				return err
+		for i := 0; i < len(res.buf); i += scanPiece {
+			p := res.buf[i:min(len(res.buf), i+scanPiece)]
+			if s.opts.Hash != nil {
+				if _, err := s.opts.Hash.Write(p); err != nil {
+					return err
+				}
 			}
+			fn(p, res.off+int64(i))
 		}
 		s.progress(int64(len(res.buf)))
 		free <- res.buf[:chunk]
@@ -657,9 +654,21 @@ func (s *scanner) stream(fn func(p []byte, off int64)) error {
 }
 
 // alignedBuf returns n bytes (n > 0) aligned to Align, for O_DIRECT reads, and a function that
-// releases them.
+// releases them. Buffers of hugePage bytes or more start on a huge page boundary and are offered
+// to the kernel for transparent huge pages, where the OS has them: an O_DIRECT read pins every
+// page of its buffer, and pinning 8 MiB as 4 huge pages instead of 2048 small ones takes most
+// of the system time out of a scan.
 func alignedBuf(n int) ([]byte, func()) {
 	var a MmapAllocator
+	if hugePage > 0 && n >= hugePage {
+		if m, err := a.Alloc(n + hugePage); err == nil {
+			base, h := uintptr(unsafe.Pointer(&m[0])), uintptr(hugePage)
+			skip := int((base+h-1)&^(h-1) - base)
+			b := m[skip : skip+n : skip+int(alignUp(int64(n)))]
+			adviseHuge(b)
+			return b, func() { _ = a.Free(m) }
+		}
+	}
 	b, err := a.Alloc(n)
 	if err != nil {
 		// Out of address space for a mapping: fall back to the Go heap.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // scanInputs returns clean and damaged shards, fixed- and variable-size, named.
@@ -183,5 +184,28 @@ func TestScanHashError(t *testing.T) {
 	err := ScanWith(bytes.NewReader(b), int64(len(b)), "s.pks", ScanOptions{Hash: w, ChunkSize: 1 << 16}, nil)
 	if !errors.Is(err, errStop) || w.n != 2 {
 		t.Errorf("err %v after %d writes, want %v after 2", err, w.n, errStop)
+	}
+}
+
+// TestAlignedBuf checks the scan's buffers, small and huge-page sized: aligned for O_DIRECT, of
+// the length asked with room for whole blocks, writable to the end, and released.
+func TestAlignedBuf(t *testing.T) {
+	for _, n := range []int{1, Align, 2<<20 - Align, 2 << 20, 8<<20 + Align} {
+		b, free := alignedBuf(n)
+		if len(b) != n || cap(b) < int(alignUp(int64(n))) {
+			t.Fatalf("alignedBuf(%d): len %d cap %d", n, len(b), cap(b))
+		}
+		if p := uintptr(unsafe.Pointer(&b[0])); p%Align != 0 {
+			t.Fatalf("alignedBuf(%d) at %#x, not aligned to %d", n, p, Align)
+		}
+		if hugePage > 0 && n >= hugePage {
+			if p := uintptr(unsafe.Pointer(&b[0])); p%hugePage != 0 {
+				t.Fatalf("alignedBuf(%d) at %#x, not on a huge page boundary", n, p)
+			}
+		}
+		for i := range b {
+			b[i] = byte(i)
+		}
+		free()
 	}
 }
