@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -55,6 +58,11 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 		}
 	}
 	bar = progress.New(o.IO.Err, "verifying", "bytes", total)
+	workers := o.Workers
+	if workers <= 0 {
+		workers = 2 // verify.Dir's default
+	}
+	defer raiseProcs(workers)()
 	rep, err := verify.Dir(ctx, o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
 	bar.Finish()
 	if err != nil {
@@ -81,4 +89,36 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 		return fmt.Errorf("%w: %s: %d faults%s", errCorrupt, o.Dir, len(rep.Faults), map[bool]string{true: "", false: " (see above)"}[o.JSON])
 	}
 	return nil
+}
+
+// Each file verify checks at once has a reader goroutine that spends most of its time blocked
+// in O_DIRECT reads, and a goroutine blocked in a system call keeps its P (the runtime's
+// permission to run Go code) until the runtime's monitor takes it back, which can be
+// milliseconds later. With GOMAXPROCS at the number of cores, the hashing goroutines then wait
+// for a P while a core is idle: measured on 2 cores, verify kept 1.4 of them busy. raiseProcs
+// adds one P per file in flight for the duration of a check, unless GOMAXPROCS is set in the
+// environment, and returns the function that undoes it. Concurrent checks (tests) share the
+// raise.
+func raiseProcs(extra int) (restore func()) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return func() {}
+	}
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.extra == 0 {
+		procs.base = runtime.GOMAXPROCS(0)
+	}
+	procs.extra += extra
+	runtime.GOMAXPROCS(procs.base + procs.extra)
+	return func() {
+		procs.Lock()
+		defer procs.Unlock()
+		procs.extra -= extra
+		runtime.GOMAXPROCS(procs.base + procs.extra)
+	}
+}
+
+var procs struct {
+	sync.Mutex
+	base, extra int
 }
