@@ -566,10 +566,12 @@ type Decoded struct {
 // DecodeFileRegion is DecodeFile for callers that need only part of the image, such as a
 // resize followed by a centre crop. region is called with the size of the whole image (after
 // any draft scale and orientation) and returns the rectangle the caller will read. For a
-// JPEG without EXIF rotation, only those rows are decoded (rows above are skipped, decoding
-// stops after the last) and the columns are cropped to whole iMCUs around the rectangle, so
-// the result may be wider than asked; the pixels are exactly those of the full decode. Other
-// formats are decoded whole (At is 0, 0). A nil region decodes everything.
+// JPEG without EXIF rotation, only those rows are decoded (the rows above and below are
+// skipped, though still read, so that damage anywhere fails as in the full decode) and the
+// columns are cropped to whole iMCUs around the rectangle, so the result may be wider than
+// asked; the pixels are exactly those of the full decode, and the file is accepted or
+// rejected exactly as by DecodeFile. Other formats are decoded whole (At is 0, 0). A nil
+// region decodes everything.
 func DecodeFileRegion(path string, opts DecodeOptions, region func(w, h int) image.Rectangle, s *DecodeScratch) (Decoded, error) {
 	data, err := readFile(path, s)
 	if err != nil {

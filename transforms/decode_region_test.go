@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"math/rand/v2"
@@ -136,4 +137,82 @@ func BenchmarkDecodeRegion(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestDecodeRegionFailsLikeFull checks that a region decode accepts and rejects exactly the
+// files the full decode does, with the same kind of error: every corpus JPEG, cut short at
+// many lengths and with bytes overwritten at many offsets, for regions at the top, middle and
+// left of the image (damage below or beside the region must still be found, as Pillow finds
+// it). Where both succeed, the region equals the full decode's rectangle.
+func TestDecodeRegionFailsLikeFull(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "corpus", "*.jpg"))
+	sort.Strings(files)
+	rng := rand.New(rand.NewPCG(7, 7))
+	checked, failed := 0, 0
+	for _, f := range files {
+		orig, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(orig) > 1<<20 || len(orig) < 64 {
+			continue
+		}
+		var variants [][]byte
+		for i := 1; i <= 12; i++ {
+			variants = append(variants, orig[:len(orig)*i/13])
+		}
+		for i := 0; i < 12; i++ {
+			d := append([]byte(nil), orig...)
+			at := len(d)/4 + rng.IntN(len(d)-len(d)/4)
+			for k := 0; k < 8 && at+k < len(d); k++ {
+				d[at+k] = byte(rng.IntN(256))
+			}
+			variants = append(variants, d)
+		}
+		for vi, data := range variants {
+			full, ferr := DecodeBytes(data, DecodeOptions{}, nil)
+			for _, rf := range []func(w, h int) image.Rectangle{
+				func(w, h int) image.Rectangle { return image.Rect(0, 0, w, max(1, h/4)) },
+				func(w, h int) image.Rectangle { return image.Rect(w/4, h/4, max(w/4+1, 3*w/4), max(h/4+1, h/2)) },
+				func(w, h int) image.Rectangle { return image.Rect(0, 0, max(1, w/3), h) },
+			} {
+				d, rerr := decodeRegion(data, DecodeOptions{}, rf, nil)
+				name := fmt.Sprintf("%s variant %d (%d bytes)", filepath.Base(f), vi, len(data))
+				checked++
+				if (ferr == nil) != (rerr == nil) {
+					t.Errorf("%s: full decode error %v, region decode error %v", name, ferr, rerr)
+					continue
+				}
+				if ferr != nil {
+					failed++
+					if kindOf(ferr) != kindOf(rerr) {
+						t.Errorf("%s: full decode %v, region decode %v: different kinds", name, ferr, rerr)
+					}
+					continue
+				}
+				for y := 0; y < d.H; y++ {
+					fy := d.At.Y + y
+					want := full.Pix[(fy*full.W+d.At.X)*3 : (fy*full.W+d.At.X+d.W)*3]
+					if !bytes.Equal(d.Pix[y*d.W*3:(y+1)*d.W*3], want) {
+						t.Errorf("%s: row %d differs from the full decode", name, fy)
+						break
+					}
+				}
+			}
+		}
+	}
+	if failed == 0 || failed == checked {
+		t.Fatalf("%d of %d decodes failed: the damage did not exercise both outcomes", failed, checked)
+	}
+	t.Logf("%d region decodes agree with the full decode (%d of them errors)", checked, failed)
+}
+
+// kindOf is the sentinel an error wraps, for comparing failures.
+func kindOf(err error) error {
+	for _, k := range []error{ErrTruncated, ErrCorrupt, ErrTooLarge, ErrEmpty, ErrUnsupported} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return nil
 }

@@ -110,8 +110,8 @@ static int pk_out_space(int comps) {
 //
 // When region is not 0, only output columns [rx0, rx1) and rows [ry0, ry1) are asked for:
 // jpeg_crop_scanline widens the columns to iMCU boundaries (info->crop_x, crop_w say where
-// the decoded columns are), jpeg_skip_scanlines skips the rows above, and decoding stops after
-// the last row wanted. out then holds ry1-ry0 rows of crop_w pixels.
+// the decoded columns are), jpeg_skip_scanlines skips the rows above and the rows below (which
+// it still checks, see below). out then holds ry1-ry0 rows of crop_w pixels.
 static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 		unsigned char *out, size_t outlen, size_t stride, pk_info *info,
 		int region, int rx0, int rx1, int ry0, int ry1) {
@@ -211,6 +211,20 @@ static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 		for (i = 0; i < n; i++) rows[i] = out + (size_t)(d.output_scanline - y0 + i) * stride;
 		if (jpeg_read_scanlines(&d, rows, n) == 0) break;
 		if (src.eof) break;
+	}
+	// A region decode goes on through the rows below the region so that a file truncated or
+	// damaged there fails exactly as its full decode does (and as Pillow's does): skipped rows
+	// are still entropy-decoded in a single-scan file (multi-scan files were read whole by
+	// jpeg_start_decompress). jpeg_skip_scanlines does not decode when asked to skip to the
+	// very end, so the last scanline is read, into a row from libjpeg's own pool.
+	if (region && !info->truncated && !src.eof && d.output_scanline == y1 && y1 < d.output_height) {
+		JDIMENSION rest = d.output_height - 1 - y1;
+		if (rest > 0 && jpeg_skip_scanlines(&d, rest) != rest) info->truncated = 1;
+		if (!info->truncated && !src.eof) {
+			JSAMPARRAY last = (*d.mem->alloc_sarray)((j_common_ptr)&d, JPOOL_IMAGE,
+				d.output_width * d.out_color_components, 1);
+			if (jpeg_read_scanlines(&d, last, 1) != 1) info->truncated = 1;
+		}
 	}
 	info->truncated |= src.eof;
 	info->warnings = (int)err.pub.num_warnings;
