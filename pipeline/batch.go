@@ -27,6 +27,9 @@ func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 		for k, it := range j.items {
 			items[k].name = it.Name
 			items[k].err = b.opts.Source.Decode(ctx, it, func(c Clip) error {
+				if c.Windows != nil {
+					return errors.New("internal error: the source returned image windows to the device path")
+				}
 				own := make([]transforms.Image, len(c.Frames))
 				for f, fr := range c.Frames {
 					own[f] = fr
@@ -97,8 +100,12 @@ func (b *builder) layout(c Clip) (result, error) {
 	if len(c.Frames) == 0 {
 		return result{}, errors.New("no frames decoded")
 	}
+	if c.Windows != nil && len(c.Windows) != len(c.Frames) {
+		return result{}, fmt.Errorf("internal error: %d windows for %d frames", len(c.Windows), len(c.Frames))
+	}
 	f0 := c.Frames[0]
-	fs := b.tspec.OutputSpec(f0.W, f0.H, f0.C)
+	w0, h0 := c.fullSize(0)
+	fs := b.tspec.OutputSpec(w0, h0, f0.C)
 	if err := fs.Validate(); err != nil {
 		return result{}, err
 	}
@@ -106,9 +113,9 @@ func (b *builder) layout(c Clip) (result, error) {
 	buf := b.getBuf(size * len(c.Frames))
 	dsts := make([][]byte, len(c.Frames))
 	for i, f := range c.Frames {
-		if b.tspec.OutputSpec(f.W, f.H, f.C).Size() != int64(size) {
+		if w, h := c.fullSize(i); b.tspec.OutputSpec(w, h, f.C).Size() != int64(size) {
 			b.pool.Put(buf)
-			return result{}, fmt.Errorf("frame %d is %dx%dx%d, frame 0 is %dx%dx%d", i, f.W, f.H, f.C, f0.W, f0.H, f0.C)
+			return result{}, fmt.Errorf("frame %d is %dx%dx%d, frame 0 is %dx%dx%d", i, w, h, f.C, w0, h0, f0.C)
 		}
 		dsts[i] = (*buf)[i*size : (i+1)*size]
 	}

@@ -248,6 +248,9 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 	jobs := make(chan job, b.opts.Workers)
 	ordered := make(chan chan []result, 2*b.opts.Workers)
 	b.setDirect()
+	if ws, ok := b.opts.Source.(WindowSource); ok && b.opts.Resizer == nil && b.direct == nil {
+		ws.EnableWindows()
+	}
 
 	g.Go(func() error {
 		defer close(jobs)
@@ -458,7 +461,14 @@ func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
 		return result{}, err
 	}
 	for i, f := range c.Frames {
-		if err := tw.Apply(f, r.frameDsts[i]); err != nil {
+		var err error
+		if c.Windows != nil {
+			w := c.Windows[i]
+			err = tw.ApplyWindow(f, w.X, w.Y, w.FullW, w.FullH, r.frameDsts[i])
+		} else {
+			err = tw.Apply(f, r.frameDsts[i])
+		}
+		if err != nil {
 			b.pool.Put(r.buf)
 			return result{}, err
 		}

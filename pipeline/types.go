@@ -21,9 +21,28 @@ type Item struct {
 // image) plus its labels and optional per-record metadata (JSON).
 type Clip struct {
 	Frames []transforms.Image
-	Label  int64
-	Aux    []int64
-	Meta   []byte
+	// Windows, when not nil, has one entry per frame: that frame holds only part of a larger
+	// decoded image (a decoder that skipped what the transform never reads; see
+	// transforms.Worker.ApplyWindow). Only the CPU path accepts windows: a Source returns
+	// them only when the pipeline asks for them (WindowSource).
+	Windows []Window
+	Label   int64
+	Aux     []int64
+	Meta    []byte
+}
+
+// Window places a frame in its full image: the frame's pixels are [X, X+W) × [Y, Y+H) of a
+// FullW × FullH image.
+type Window struct {
+	X, Y, FullW, FullH int
+}
+
+// fullSize is the size of frame i's whole image.
+func (c *Clip) fullSize(i int) (w, h int) {
+	if c.Windows != nil {
+		return c.Windows[i].FullW, c.Windows[i].FullH
+	}
+	return c.Frames[i].W, c.Frames[i].H
 }
 
 // SourceInfo describes a source for the manifest and for sizing records.
@@ -61,6 +80,15 @@ type DirectSource interface {
 	// DecodeTo writes the item's interleaved (HWC) pixels into pix, which is w*h*c bytes, and
 	// returns the clip's labels and metadata (Frames is not used).
 	DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error)
+}
+
+// A WindowSource can decode only the part of each image that the transform reads and emit
+// it as a window (Clip.Windows). Build calls EnableWindows, before any Decode, when the
+// transform runs on the CPU (no BatchResizer), the only path that accepts windows. Without
+// the call a WindowSource emits whole frames.
+type WindowSource interface {
+	Source
+	EnableWindows()
 }
 
 // Record is one output record, ready to be written. An Output must not keep Data after Write

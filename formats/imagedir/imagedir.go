@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"io/fs"
 	"os"
 	"path"
@@ -78,7 +79,14 @@ type Source struct {
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch, one per worker at a time
+	windows bool      // decode only what the transform reads (EnableWindows)
 }
+
+// EnableWindows makes Decode read of each JPEG only the rectangle the transform reads
+// (transforms.DecodeFileRegion) and emit it as a window (pipeline.Clip.Windows): the same
+// output bytes, less decoding. The pipeline calls it, before decoding starts, when the
+// transform runs on the CPU (pipeline.WindowSource).
+func (s *Source) EnableWindows() { s.windows = true }
 
 var _ pipeline.Source = (*Source)(nil)
 
@@ -342,7 +350,11 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	// The image aliases the scratch; emit transforms it before returning, so the scratch
 	// can go back to the pool afterwards.
 	defer s.scratch.Put(sc)
-	img, err := transforms.DecodeFile(it.Path, s.opts.Decode, sc)
+	var region func(w, h int) image.Rectangle
+	if s.windows {
+		region = s.region
+	}
+	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	if err != nil {
 		var de *transforms.DecodeError
 		var pe *fs.PathError
@@ -354,5 +366,20 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		}
 		return &pipeline.InputError{Input: it.Name, Err: err}
 	}
-	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label})
+	c := pipeline.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label}
+	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
+		c.Windows = []pipeline.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
+	}
+	return emit(c)
+}
+
+// region is the source rectangle the transform reads from a w×h image; empty (decode
+// everything) when the transform cannot be planned for that size, so that Apply reports why.
+func (s *Source) region(w, h int) image.Rectangle {
+	p, err := s.opts.Transform.Plan(w, h)
+	if err != nil {
+		return image.Rectangle{}
+	}
+	x0, y0, x1, y1 := p.SourceRect()
+	return image.Rect(x0, y0, x1, y1)
 }

@@ -296,3 +296,71 @@ func TestFastOption(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsMatchWholeFrames decodes every corpus image (JPEGs of every kind, the damaged
+// ones, PNGs) with and without EnableWindows, for several transforms, and checks that the
+// windowed frames give the same transformed bytes and the same errors, and that JPEGs were
+// really decoded as windows.
+func TestWindowsMatchWholeFrames(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "..", "transforms", "testdata", "corpus", "*"))
+	root := t.TempDir()
+	m := map[string][]byte{}
+	for _, f := range files {
+		if st, err := os.Stat(f); err != nil || st.Size() > 1<<20 {
+			continue
+		}
+		m["a/"+filepath.Base(f)] = corpus(t, filepath.Base(f))
+	}
+	write(t, root, m)
+	windowed := 0
+	for _, spec := range []transforms.Spec{
+		{Resize: 16, CropW: 12, CropH: 12},
+		{Resize: 40, CropW: 30, CropH: 20, Filter: "lanczos"},
+		{Width: 20, Height: 9, Filter: "bicubic", CropW: 50, CropH: 5},
+	} {
+		run := func(windows bool) map[string]string {
+			s, err := OpenFolder(root, Options{Transform: spec, Decode: transforms.DecodeOptions{MaxPixels: 1 << 26}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if windows {
+				s.EnableWindows()
+			}
+			out := map[string]string{}
+			for _, it := range enumerate(t, s) {
+				err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+					f := c.Frames[0]
+					fw, fh := f.W, f.H
+					var x, y int
+					if c.Windows != nil {
+						w := c.Windows[0]
+						x, y, fw, fh = w.X, w.Y, w.FullW, w.FullH
+						windowed++
+					}
+					dst := make([]byte, spec.OutputSpec(fw, fh, f.C).Size())
+					if err := spec.NewWorker().ApplyWindow(f, x, y, fw, fh, dst); err != nil {
+						return err
+					}
+					out[it.Name] = string(dst)
+					return nil
+				})
+				if err != nil {
+					out[it.Name] = "error: " + err.Error()
+				}
+			}
+			return out
+		}
+		whole, win := run(false), run(true)
+		if len(whole) == 0 || len(whole) != len(win) {
+			t.Fatalf("%+v: %d whole, %d windowed results", spec, len(whole), len(win))
+		}
+		for name, w := range whole {
+			if win[name] != w {
+				t.Errorf("%+v: %s: windowed decode gives a different result", spec, name)
+			}
+		}
+	}
+	if windowed == 0 {
+		t.Fatal("no JPEG was decoded as a window")
+	}
+}
