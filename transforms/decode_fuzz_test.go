@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"image"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,9 @@ import (
 
 // FuzzDecode feeds arbitrary bytes to the decoder, seeded with every corpus file: it must
 // never panic or hang, must classify every failure as one of the sentinel errors, and must
-// return a consistent RGB image otherwise. Images over 1e6 pixels are refused by the cap.
+// return a consistent RGB image otherwise. Images over 1e6 pixels are refused by the cap. A
+// region decode of the central quarter must fail when the full decode fails, and otherwise
+// equal that part of the full image.
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "corpus", "*"))
 	for _, p := range files {
@@ -27,6 +30,21 @@ func FuzzDecode(f *testing.F) {
 			opts.Draft = func(w, h int) (int, int) { return w / 3, h / 5 }
 		}
 		img, err := DecodeBytes(data, opts, nil)
+		reg, rerr := decodeRegion(data, opts, func(w, h int) image.Rectangle {
+			return image.Rect(w/4, h/4, w/4+max(1, w/2), h/4+max(1, h/2))
+		}, nil)
+		if (err == nil) != (rerr == nil) {
+			t.Fatalf("full decode error %v, region decode error %v", err, rerr)
+		}
+		if err == nil {
+			for y := 0; y < reg.H; y++ {
+				fy := reg.At.Y + y
+				want := img.Pix[(fy*img.W+reg.At.X)*3 : (fy*img.W+reg.At.X+reg.W)*3]
+				if !bytes.Equal(reg.Pix[y*reg.W*3:(y+1)*reg.W*3], want) {
+					t.Fatalf("region row %d differs from the full decode", fy)
+				}
+			}
+		}
 		if err != nil {
 			var de *DecodeError
 			if !errors.As(err, &de) {
