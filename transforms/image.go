@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"fmt"
+	"image"
 	"math"
 
 	"github.com/packer-dev/packer/shard"
@@ -201,6 +202,18 @@ func (p Plan) Visible() (x0, y0, x1, y1 int) {
 func (p Plan) SourceRect() (x0, y0, x1, y1 int) {
 	g := geometry{rw: p.ResizedW, rh: p.ResizedH, ow: p.OutW, oh: p.OutH, ox: p.OffX, oy: p.OffY}
 	return g.sourceRectWeights(p.X, p.Y)
+}
+
+// Region is the source rectangle Plan(w, h) reads, in the form DecodeFileRegion takes: an
+// empty rectangle (decode everything) when the spec cannot be planned for that size, so that
+// Apply then reports why.
+func (s Spec) Region(w, h int) image.Rectangle {
+	p, err := s.Plan(w, h)
+	if err != nil {
+		return image.Rectangle{}
+	}
+	x0, y0, x1, y1 := p.SourceRect()
+	return image.Rect(x0, y0, x1, y1)
 }
 
 // Plan returns the plan for a w×h source.

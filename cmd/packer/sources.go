@@ -33,7 +33,7 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	case "idx":
 		src, err = idx.Open(o.Source, o.Split, o.classes)
 	case "frames":
-		src, err = video.OpenFrames(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels})
+		src, err = video.OpenFrames(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels, Transform: o.transform})
 	case "video":
 		src, err = video.Open(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout, MaxPixels: o.MaxPixels})
 	case "folder", "list":

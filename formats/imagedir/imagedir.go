@@ -352,7 +352,7 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	defer s.scratch.Put(sc)
 	var region func(w, h int) image.Rectangle
 	if s.windows {
-		region = s.region
+		region = s.opts.Transform.Region
 	}
 	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	if err != nil {
@@ -371,15 +371,4 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		c.Windows = []pipeline.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
 	}
 	return emit(c)
-}
-
-// region is the source rectangle the transform reads from a w×h image; empty (decode
-// everything) when the transform cannot be planned for that size, so that Apply reports why.
-func (s *Source) region(w, h int) image.Rectangle {
-	p, err := s.opts.Transform.Plan(w, h)
-	if err != nil {
-		return image.Rectangle{}
-	}
-	x0, y0, x1, y1 := p.SourceRect()
-	return image.Rect(x0, y0, x1, y1)
 }

@@ -36,6 +36,9 @@ type frame struct {
 	has   bool    // time is known
 	file  string  // frames source: the frame's file name
 	token any     // buffer owner, handed back through release
+	// win places img in its full image when only a window of it was decoded (frames source
+	// with windows enabled); nil for a whole frame.
+	win *pipeline.Window
 }
 
 // recordMeta is the per-record metadata (Clip.Meta). Fields are declared in name order so the
@@ -66,6 +69,7 @@ type clipper struct {
 	seen    int     // frames pushed
 	emitted int     // records emitted
 	frames  []transforms.Image
+	wins    []pipeline.Window
 }
 
 func newClipper(t, s int, pad bool, video string, label int64, emit func(pipeline.Clip) error, release func(frame)) *clipper {
@@ -140,12 +144,20 @@ var errNoFrames = fmt.Errorf("no frames decoded")
 
 // send emits one record from fs, repeating the last frame pad times.
 func (c *clipper) send(fs []frame, pad int) error {
-	c.frames = c.frames[:0]
-	for _, f := range fs {
+	c.frames, c.wins = c.frames[:0], c.wins[:0]
+	windowed := false
+	for i := 0; i < len(fs)+pad; i++ {
+		f := fs[min(i, len(fs)-1)] // the last frame repeated pad times
 		c.frames = append(c.frames, f.img)
+		w := pipeline.Window{FullW: f.img.W, FullH: f.img.H}
+		if f.win != nil {
+			w, windowed = *f.win, true
+		}
+		c.wins = append(c.wins, w)
 	}
-	for i := 0; i < pad; i++ {
-		c.frames = append(c.frames, fs[len(fs)-1].img)
+	var wins []pipeline.Window
+	if windowed {
+		wins = c.wins
 	}
 	m := recordMeta{File: fs[0].file, Frame: fs[0].index, Frames: len(c.frames), Label: c.label, Padded: pad, Video: c.video}
 	if fs[0].has {
@@ -157,7 +169,7 @@ func (c *clipper) send(fs []frame, pad int) error {
 		return err
 	}
 	c.emitted++
-	return c.emit(pipeline.Clip{Frames: c.frames, Label: c.label, Meta: meta})
+	return c.emit(pipeline.Clip{Frames: c.frames, Windows: wins, Label: c.label, Meta: meta})
 }
 
 // roundMicro rounds seconds to the microsecond, so times print compactly.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -23,9 +24,15 @@ type FramesSource struct {
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch
+	windows bool      // decode only what the transform reads (EnableWindows)
 }
 
-var _ pipeline.Source = (*FramesSource)(nil)
+var _ pipeline.WindowSource = (*FramesSource)(nil)
+
+// EnableWindows makes Decode read of each JPEG frame only the rectangle Options.Transform
+// reads (transforms.DecodeFileRegion) and emit it as a window (pipeline.Clip.Windows): the
+// same output bytes, less decoding. The pipeline calls it when the transform runs on the CPU.
+func (s *FramesSource) EnableWindows() { s.windows = true }
 
 // OpenFrames opens a frame-folder dataset: every non-hidden subfolder of root is a class
 // (labels in sorted name order), every non-hidden subfolder of a class is one video, and the
@@ -122,6 +129,10 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 		held[i] = nil
 	}
 	c := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label, emit, release)
+	var region func(w, h int) image.Rectangle
+	if s.windows {
+		region = s.opts.Transform.Region
+	}
 	var w0, h0 int
 	for i, name := range names {
 		if err := ctx.Err(); err != nil {
@@ -132,7 +143,7 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 		if sc == nil {
 			sc = new(transforms.DecodeScratch)
 		}
-		img, err := transforms.DecodeFile(filepath.Join(it.Path, name), dopts, sc)
+		d, err := transforms.DecodeFileRegion(filepath.Join(it.Path, name), dopts, region, sc)
 		if err != nil {
 			s.scratch.Put(sc)
 			c.releaseAll()
@@ -147,12 +158,16 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
 		}
 		if i == 0 {
-			w0, h0 = img.W, img.H
-		} else if img.W != w0 || img.H != h0 {
+			w0, h0 = d.Full.X, d.Full.Y
+		} else if d.Full.X != w0 || d.Full.Y != h0 {
 			s.scratch.Put(sc)
 			c.releaseAll()
 			return bad(fmt.Errorf("%w: frame %d (%s) is %dx%d, frame 0 (%s) is %dx%d; packer does not rescale frames",
-				ErrSizeChange, i, name, img.W, img.H, names[0], w0, h0))
+				ErrSizeChange, i, name, d.Full.X, d.Full.Y, names[0], w0, h0))
+		}
+		var win *pipeline.Window
+		if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
+			win = &pipeline.Window{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}
 		}
 		// Frames are held in decode order; the slot index is the token.
 		slot := -1
@@ -167,7 +182,7 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 			held = append(held, nil)
 		}
 		held[slot] = sc
-		if err := c.push(frame{img: img, index: i, file: name, token: slot}); err != nil {
+		if err := c.push(frame{img: d.Image, index: i, file: name, token: slot, win: win}); err != nil {
 			c.releaseAll()
 			return err
 		}

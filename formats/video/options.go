@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/packer-dev/packer/transforms"
 )
 
 // The source kinds this package reads.
@@ -48,6 +50,10 @@ type Options struct {
 	// MaxPixels rejects frames (and videos whose stream) are larger than this many pixels;
 	// 0 means transforms.DefaultMaxPixels, negative disables the cap.
 	MaxPixels int64
+	// Transform is the build's transform spec. The frames source uses it, once the pipeline
+	// enables windows (FramesSource.EnableWindows), to decode of each JPEG frame only the
+	// rectangle the transform reads.
+	Transform transforms.Spec
 
 	// Timeout bounds ffprobe on one video and every wait for ffmpeg's next frame (video
 	// source); time the pipeline spends on frames already handed over does not count.

@@ -2,12 +2,14 @@ package video
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -213,6 +215,60 @@ func TestFramesMatchVideo(t *testing.T) {
 		want := fmt.Sprintf(`{"file":"frame_%d.png","frame":%d,"frames":4,"label":0,"video":"cls/clip.mkv"}`, 3*k+1, 3*k)
 		if frecs[k].meta != want {
 			t.Errorf("frames meta %s, want %s", frecs[k].meta, want)
+		}
+	}
+}
+
+// TestFramesWindows packs JPEG frame folders (3 clips, with --short pad) with and without
+// EnableWindows and requires the same transformed clips, frame by frame, with the JPEG frames
+// really decoded as windows.
+func TestFramesWindows(t *testing.T) {
+	needFFmpeg(t)
+	root := t.TempDir()
+	dir := filepath.Join(root, "cls", "vid")
+	os.MkdirAll(dir, 0o755)
+	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=160x90:rate=10", "-frames:v", "7", filepath.Join(dir, "f_%d.jpg"))
+	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32, Filter: "bicubic"}
+	opts := Options{ClipLen: 4, ClipStride: 3, Short: ShortPad, Transform: spec}
+	run := func(windows bool) (out [][]byte, windowed int) {
+		fs, err := OpenFrames(root, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if windows {
+			fs.EnableWindows()
+		}
+		err = fs.Decode(context.Background(), items(t, fs)[0], func(c pipeline.Clip) error {
+			for i, f := range c.Frames {
+				x, y, w, h := 0, 0, f.W, f.H
+				if c.Windows != nil {
+					win := c.Windows[i]
+					x, y, w, h = win.X, win.Y, win.FullW, win.FullH
+					if w != f.W || h != f.H {
+						windowed++
+					}
+				}
+				dst := make([]byte, spec.OutputSpec(w, h, 3).Size())
+				if err := spec.NewWorker().ApplyWindow(f, x, y, w, h, dst); err != nil {
+					return err
+				}
+				out = append(out, dst)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, windowed
+	}
+	whole, n0 := run(false)
+	win, n1 := run(true)
+	if n0 != 0 || n1 == 0 || len(whole) != 8 || len(win) != len(whole) {
+		t.Fatalf("%d and %d frames, %d and %d windowed", len(whole), len(win), n0, n1)
+	}
+	for i := range whole {
+		if !bytes.Equal(whole[i], win[i]) {
+			t.Fatalf("frame %d: windowed decode differs", i)
 		}
 	}
 }
