@@ -85,6 +85,8 @@ type Weights struct {
 	Coeffs          []int32 // KSize per output sample, fixed point with Precision fractional bits
 	Precision       uint    // always PrecisionBits
 	Identity        bool    // InSize == OutSize: the pass is a copy (Pillow skips it)
+
+	split16 bool // set by ComputeWeights: every coefficient fits the AVX2 pass's 16-bit split
 }
 
 // Apply resamples one line of samples: in has InSize samples spaced stride bytes apart
@@ -126,13 +128,17 @@ func ComputeWeights(inSize, outSize int, f Filter) *Weights {
 	if inSize < 1 || outSize < 1 || inSize > MaxResampleSize || outSize > MaxResampleSize || !f.Valid() {
 		panic(fmt.Sprintf("transforms: ComputeWeights(%d, %d, %v): invalid arguments", inSize, outSize, f))
 	}
-	if inSize == outSize {
-		return unitWeights(inSize, f)
+	var w *Weights
+	switch {
+	case inSize == outSize:
+		w = unitWeights(inSize, f)
+	case f == Nearest:
+		w = nearestWeights(inSize, outSize)
+	default:
+		w = filterWeights(inSize, outSize, f, true)
 	}
-	if f == Nearest {
-		return nearestWeights(inSize, outSize)
-	}
-	return filterWeights(inSize, outSize, f, true)
+	w.split16 = w.coeffsSplit16()
+	return w
 }
 
 // unitWeights is the identity pass: one tap of weight 1.0 per sample.

@@ -151,7 +151,7 @@ var useAVX2 = cpu.X86.HasAVX2
 // for the others. It reports false, doing nothing, when AVX2 is off or the coefficients do not
 // fit the 16-bit split.
 func (r *resampler) hrgbAVX2(out []byte, outStride int, in []byte, inStride, inLen, rows int, w *Weights, x0, x1, off int) bool {
-	if !useAVX2 || !w.simdOK() || rows <= 0 || x1 <= x0 {
+	if !useAVX2 || !w.split16 || rows <= 0 || x1 <= x0 {
 		return false
 	}
 	groups := (max(w.MaxTaps, 1) + 3) / 4

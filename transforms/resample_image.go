@@ -42,9 +42,9 @@ type resampler struct {
 	tab []int32 // coefficient table of the AVX2 horizontal pass
 }
 
-// simdOK reports whether every coefficient splits into the two 16-bit halves the AVX2
+// coeffsSplit16 reports whether every coefficient splits into the two 16-bit halves the AVX2
 // horizontal pass multiplies (|c| < 2^26; real weights stay below about 2^23).
-func (w *Weights) simdOK() bool {
+func (w *Weights) coeffsSplit16() bool {
 	for _, c := range w.Coeffs {
 		if c < -(1<<26) || c >= 1<<26 {
 			return false
