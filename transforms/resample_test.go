@@ -324,6 +324,11 @@ func TestAVX2MatchesGo(t *testing.T) {
 		t.Skip("no AVX2 passes in this build")
 	}
 	defer func(v bool) { useAVX2 = v }(useAVX2)
+	for f := Filter(0); f.Valid(); f++ {
+		if !ComputeWeights(500, 137, f).split16 || !ComputeWeights(137, 500, f).split16 {
+			t.Fatalf("%v: weights not marked for the AVX2 horizontal pass", f)
+		}
+	}
 	r := rand.New(rand.NewPCG(2026, 11))
 	cases := 0
 	for i := 0; i < 1500; i++ {
