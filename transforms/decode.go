@@ -584,6 +584,17 @@ func DecodeFileRegion(path string, opts DecodeOptions, region func(w, h int) ima
 	return d, nil
 }
 
+// regionSafe reports whether libjpeg-turbo's cropped and skipped decoding gives the full
+// decode's pixels and outcome for a JPEG with this header at scale 1/denom: at full scale with
+// sampling factors of 1 or 2 (4:4:4, 4:2:2, 4:4:0, 4:2:0, grey), which is every JPEG a camera or
+// a common encoder writes. Elsewhere libjpeg-turbo 2.1 (Debian bookworm) was found to differ:
+// at scales 1/2 and 1/4 with 2×4 or 4×2 luma sampling, jpeg_crop_scanline gave other pixels and
+// jpeg_skip_scanlines never returned on progressive files (TestDecodeRegionSampling). Those
+// images are decoded whole, which is always exact.
+func regionSafe(hdr jpegHeader, denom int) bool {
+	return denom == 1 && hdr.maxH <= 2 && hdr.maxV <= 2
+}
+
 func decodeRegion(data []byte, opts DecodeOptions, region func(w, h int) image.Rectangle, s *DecodeScratch) (Decoded, error) {
 	whole := func() (Decoded, error) {
 		img, err := decode(data, opts, s)
@@ -609,6 +620,9 @@ func decodeRegion(data []byte, opts DecodeOptions, region func(w, h int) image.R
 	if opts.Draft != nil {
 		tw, th := opts.Draft(hdr.w, hdr.h)
 		denom = draftDenom(hdr.w, hdr.h, tw, th)
+	}
+	if !regionSafe(hdr, denom) {
+		return whole()
 	}
 	// The output size at 1/denom, as libjpeg computes it (jdiv_round_up).
 	fw, fh := (hdr.w+denom-1)/denom, (hdr.h+denom-1)/denom

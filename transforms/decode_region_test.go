@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"testing"
+	"time"
 )
 
 // TestDecodeRegionMatchesFull proves the JPEG region shortcut exact: every region decode
@@ -69,6 +70,17 @@ func TestDecodeRegionMatchesFull(t *testing.T) {
 					continue
 				}
 				got := image.Rect(d.At.X, d.At.Y, d.At.X+d.W, d.At.Y+d.H)
+				hdr, err := jpegDecodeHeader(data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !regionSafe(hdr, denom) {
+					// Decoded whole: the region path is not used at reduced scales.
+					if got != image.Rect(0, 0, W, H) || d.Full != image.Pt(W, H) || !bytes.Equal(d.Pix, full.Pix) {
+						t.Errorf("%s: decoded %v of %v, want the whole image", name, got, d.Full)
+					}
+					continue
+				}
 				if !r.In(got) || d.Full != image.Pt(W, H) || got.Dy() != r.Dy() {
 					t.Errorf("%s: decoded %v of %v, want rows exactly and columns covering %v", name, got, d.Full, r)
 					continue
@@ -215,4 +227,76 @@ func kindOf(err error) error {
 		}
 	}
 	return nil
+}
+
+// TestDecodeRegionSampling runs region decodes of JPEGs with unusual luma sampling factors
+// (testdata/sampling: 2×4, 4×2, 1×4, 4×1, 3×1, 1×3, 2×2, 1×2, baseline and progressive) at
+// every draft scale, for row strips, column strips and corners: each must return, and equal the
+// same rectangle of the full decode. libjpeg-turbo 2.1's cropped and skipped decoding gives
+// other pixels, or never returns, for some of these at reduced scales; regionSafe sends those to
+// the whole decode, and this test is what found them.
+func TestDecodeRegionSampling(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "sampling", "*.jpg"))
+	if len(files) < 32 {
+		t.Fatalf("%d files in testdata/sampling, want 32", len(files))
+	}
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, denom := range []int{1, 2, 4, 8} {
+			opts := DecodeOptions{}
+			if denom > 1 {
+				d := denom
+				opts.Draft = func(w, h int) (int, int) { return w / d, h / d }
+			}
+			full, err := DecodeBytes(data, opts, nil)
+			if err != nil {
+				t.Fatalf("%s 1/%d: %v", f, denom, err)
+			}
+			W, H := full.W, full.H
+			var rects []image.Rectangle
+			for y := 0; y < H; y += max(1, H/5) {
+				rects = append(rects, image.Rect(0, y, max(1, W/2), y+1), image.Rect(0, 0, W, y+1))
+			}
+			for x := 0; x < W; x += max(1, W/5) {
+				rects = append(rects, image.Rect(x, 0, x+1, H), image.Rect(x, H/2, W, H))
+			}
+			for _, r := range rects {
+				name := fmt.Sprintf("%s 1/%d %v", filepath.Base(f), denom, r)
+				type res struct {
+					d   Decoded
+					err error
+				}
+				done := make(chan res, 1)
+				go func() {
+					d, err := decodeRegion(data, opts, func(w, h int) image.Rectangle { return r }, nil)
+					done <- res{d, err}
+				}()
+				var got res
+				select {
+				case got = <-done:
+				case <-time.After(time.Minute):
+					t.Fatalf("%s: the region decode did not return within a minute", name)
+				}
+				if got.err != nil {
+					t.Errorf("%s: %v", name, got.err)
+					continue
+				}
+				d := got.d
+				for y := 0; y < d.H; y++ {
+					fy := d.At.Y + y
+					want := full.Pix[(fy*W+d.At.X)*3 : (fy*W+d.At.X+d.W)*3]
+					if !bytes.Equal(d.Pix[y*d.W*3:(y+1)*d.W*3], want) {
+						t.Errorf("%s: row %d differs from the full decode", name, fy)
+						break
+					}
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("%d region decodes identical", n)
 }

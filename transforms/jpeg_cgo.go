@@ -87,6 +87,7 @@ typedef struct {
 	int warnings;
 	int crop_x, crop_w;      // decoded columns, for a region decode
 	int imcu_w;              // width of an iMCU in output pixels
+	int max_h_samp, max_v_samp; // largest component sampling factors
 	char msg[JMSG_LENGTH_MAX];
 } pk_info;
 
@@ -149,6 +150,8 @@ static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 	info->height = (int)d.image_height;
 	info->comps = d.num_components;
 	info->colorspace = (int)d.jpeg_color_space;
+	info->max_h_samp = d.max_h_samp_factor;
+	info->max_v_samp = d.max_v_samp_factor;
 	int cs = pk_out_space(d.num_components);
 	if (cs < 0) {
 		jpeg_destroy_decompress(&d);
@@ -246,6 +249,7 @@ import (
 // jpegHeader is what the JPEG header says about an image.
 type jpegHeader struct {
 	w, h, comps int
+	maxH, maxV  int // largest component sampling factors
 }
 
 const jpegCgo = true
@@ -296,7 +300,8 @@ func jpegDecodeHeader(data []byte) (jpegHeader, error) {
 	if rc != 0 {
 		return jpegHeader{}, jpegError(&info, rc)
 	}
-	return jpegHeader{w: int(info.width), h: int(info.height), comps: int(info.comps)}, nil
+	return jpegHeader{w: int(info.width), h: int(info.height), comps: int(info.comps),
+		maxH: int(info.max_h_samp), maxV: int(info.max_v_samp)}, nil
 }
 
 // jpegDecode decodes a JPEG file at scale 1/denom (denom 1, 2, 4 or 8) into an RGB image,

@@ -12,6 +12,7 @@ import (
 
 type jpegHeader struct {
 	w, h, comps int
+	maxH, maxV  int
 }
 
 const jpegCgo = false
