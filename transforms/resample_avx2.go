@@ -204,11 +204,14 @@ func (r *resampler) vertAVX2(out []byte, outStride int, mid []byte, midStride, m
 	body := width &^ 31
 	// The last output byte, and the last intermediate row any output row reads.
 	_ = out[(y1-y0-1)*outStride+width-1]
-	last := 0
+	last := -1
 	for y := y0; y < y1; y++ {
 		if n := int(w.Bounds[2*y+1]); n > 0 {
 			last = max(last, int(w.Bounds[2*y])+n-1-midOff)
 		}
+	}
+	if last < 0 {
+		return false // no row reads the intermediate (NEAREST entirely outside): the Go loop
 	}
 	_ = mid[last*midStride+width-1]
 	C.pk_vert((*C.uint8_t)(unsafe.Pointer(&out[0])), C.int64_t(outStride),
