@@ -33,11 +33,7 @@ func TestDecodeRegionMatchesFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, denom := range []int{1, 2, 4, 8} {
-			opts := DecodeOptions{}
-			if denom > 1 {
-				d := denom
-				opts.Draft = func(w, h int) (int, int) { return w / d, h / d }
-			}
+			opts := draftOptions(denom)
 			full, err := DecodeBytes(data, opts, nil)
 			if err != nil {
 				continue // the damaged files
@@ -85,13 +81,8 @@ func TestDecodeRegionMatchesFull(t *testing.T) {
 					t.Errorf("%s: decoded %v of %v, want rows exactly and columns covering %v", name, got, d.Full, r)
 					continue
 				}
-				for y := 0; y < d.H; y++ {
-					fy := d.At.Y + y
-					want := full.Pix[(fy*W+d.At.X)*3 : (fy*W+d.At.X+d.W)*3]
-					if gotRow := d.Pix[y*d.W*3 : (y+1)*d.W*3]; !bytes.Equal(gotRow, want) {
-						t.Errorf("%s: row %d differs from the full decode", name, fy)
-						break
-					}
+				if fy := windowDiff(d, full); fy >= 0 {
+					t.Errorf("%s: row %d differs from the full decode", name, fy)
 				}
 				n++
 			}
@@ -202,13 +193,8 @@ func TestDecodeRegionFailsLikeFull(t *testing.T) {
 					}
 					continue
 				}
-				for y := 0; y < d.H; y++ {
-					fy := d.At.Y + y
-					want := full.Pix[(fy*full.W+d.At.X)*3 : (fy*full.W+d.At.X+d.W)*3]
-					if !bytes.Equal(d.Pix[y*d.W*3:(y+1)*d.W*3], want) {
-						t.Errorf("%s: row %d differs from the full decode", name, fy)
-						break
-					}
+				if fy := windowDiff(d, full); fy >= 0 {
+					t.Errorf("%s: row %d differs from the full decode", name, fy)
 				}
 			}
 		}
@@ -247,11 +233,7 @@ func TestDecodeRegionSampling(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, denom := range []int{1, 2, 4, 8} {
-			opts := DecodeOptions{}
-			if denom > 1 {
-				d := denom
-				opts.Draft = func(w, h int) (int, int) { return w / d, h / d }
-			}
+			opts := draftOptions(denom)
 			full, err := DecodeBytes(data, opts, nil)
 			if err != nil {
 				t.Fatalf("%s 1/%d: %v", f, denom, err)
@@ -285,18 +267,33 @@ func TestDecodeRegionSampling(t *testing.T) {
 					t.Errorf("%s: %v", name, got.err)
 					continue
 				}
-				d := got.d
-				for y := 0; y < d.H; y++ {
-					fy := d.At.Y + y
-					want := full.Pix[(fy*W+d.At.X)*3 : (fy*W+d.At.X+d.W)*3]
-					if !bytes.Equal(d.Pix[y*d.W*3:(y+1)*d.W*3], want) {
-						t.Errorf("%s: row %d differs from the full decode", name, fy)
-						break
-					}
+				if fy := windowDiff(got.d, full); fy >= 0 {
+					t.Errorf("%s: row %d differs from the full decode", name, fy)
 				}
 				n++
 			}
 		}
 	}
 	t.Logf("%d region decodes identical", n)
+}
+
+// draftOptions decodes at scale 1/denom (1: full scale).
+func draftOptions(denom int) DecodeOptions {
+	if denom <= 1 {
+		return DecodeOptions{}
+	}
+	return DecodeOptions{Draft: func(w, h int) (int, int) { return w / denom, h / denom }}
+}
+
+// windowDiff returns the first full-image row at which the window d differs from the same
+// rectangle of the full decode, or -1 when every row is identical.
+func windowDiff(d Decoded, full Image) int {
+	for y := 0; y < d.H; y++ {
+		fy := d.At.Y + y
+		want := full.Pix[(fy*full.W+d.At.X)*3 : (fy*full.W+d.At.X+d.W)*3]
+		if !bytes.Equal(d.Pix[y*d.W*3:(y+1)*d.W*3], want) {
+			return fy
+		}
+	}
+	return -1
 }
