@@ -47,6 +47,10 @@ type Options struct {
 	// Resizer, when set, transforms frames in batches (on a GPU) instead of each worker's
 	// transforms.Worker; it must produce the same bytes (the gpu package guarantees it).
 	Resizer BatchResizer
+	// Inputs are the paths the source reads as given on the command line (the source folder
+	// or file, a list file): Build refuses, before touching anything, an OUT that is one of
+	// them, contains one or lies inside one. Enumerated items (Item.Path) are checked too.
+	Inputs []string
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of
@@ -139,16 +143,31 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := tspec.Validate(); err != nil {
 		return nil, err
 	}
-	out, err := filepath.Abs(opts.Out)
+	paths, err := newOutPaths(opts.Out)
 	if err != nil {
+		return nil, err
+	}
+	out, staging := paths.out, paths.staging
+	// Nothing beside OUT is created or removed before these checks pass.
+	g := newGuard(paths)
+	for _, in := range opts.Inputs {
+		if err := g.checkInput(in); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkMount(paths); err != nil {
+		return nil, err
+	}
+	lock, err := lockOut(paths)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	if err := recoverOut(paths); err != nil {
 		return nil, err
 	}
 	if err := checkOut(out, opts.Force); err != nil {
 		return nil, err
-	}
-	staging := out + StagingSuffix
-	if err := os.RemoveAll(staging); err != nil {
-		return nil, fmt.Errorf("remove leftover staging directory: %w", err)
 	}
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
@@ -161,12 +180,14 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	}()
 
 	info := opts.Source.Info()
-	b := &builder{opts: opts, info: info, tspec: tspec, staging: staging}
+	// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
+	// old-output name as they come (a link in the source may point into OUT).
+	b := &builder{opts: opts, info: info, tspec: tspec, staging: staging, guard: newGuard(paths)}
 	sum, err := b.run(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := commitDir(staging, out, opts.Force); err != nil {
+	if err := commitDir(paths, opts.Force); err != nil {
 		return nil, err
 	}
 	committed = true
@@ -197,43 +218,12 @@ func checkOut(out string, force bool) error {
 	return nil
 }
 
-// commitDir renames staging to out, replacing an existing out.
-func commitDir(staging, out string, force bool) error {
-	old := out + ".packer-old"
-	if _, err := os.Stat(out); err == nil {
-		if !force {
-			if ents, _ := os.ReadDir(out); len(ents) > 0 {
-				return fmt.Errorf("%s: %w", out, ErrOutputExists)
-			}
-		}
-		os.RemoveAll(old)
-		if err := os.Rename(out, old); err != nil {
-			return fmt.Errorf("move old output aside: %w", err)
-		}
-	}
-	if err := os.Rename(staging, out); err != nil {
-		return fmt.Errorf("commit output: %w", err)
-	}
-	if err := syncDir(filepath.Dir(out)); err != nil {
-		return err
-	}
-	return os.RemoveAll(old)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
-}
-
 type builder struct {
 	opts    Options
 	info    SourceInfo
 	tspec   transforms.Spec
 	staging string
+	guard   *guard // refuses enumerated inputs inside the output names
 
 	pool  sync.Pool // record buffers (*[]byte)
 	rpool sync.Pool // result batches (*[]result)
@@ -276,6 +266,11 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			return nil
 		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+			if it.Path != "" && b.guard != nil {
+				if err := b.guard.checkInput(it.Path); err != nil {
+					return err
+				}
+			}
 			group = append(group, it)
 			groupSize += len(it.Raw)
 			full := groupSize >= groupBytes || len(group) >= maxGroup

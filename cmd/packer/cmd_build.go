@@ -79,6 +79,15 @@ The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT wh
 interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
 refused unless --force is given; then it is replaced atomically when the new build completes.
 
+OUT must not overlap the source: a build refuses, with exit status 2 and before it creates
+or removes anything, an OUT that is the source, contains it or lies inside it (compared by
+device and inode, so links are seen through), whatever --force says; the same holds for
+the names kept beside OUT (OUT` + pipeline.StagingSuffix + `, OUT` + pipeline.OldSuffix + `, OUT` + pipeline.LockSuffix + `) and for every
+input as it is enumerated (a listed file, or a link in the source that points into OUT).
+An OUT that is a mount point is refused too (exit 2): give -o a subdirectory of it.
+A build holds an exclusive lock on OUT` + pipeline.LockSuffix + ` (the file is left in place); a second
+build into the same OUT fails at once (exit 1), naming the pid of the build that holds it.
+
 Bad inputs (corrupt, truncated, unsupported files) are skipped and listed with their
 reason in the manifest's "skipped" (--on-error skip, the default), or stop the build
 with an error naming the file (--on-error fail).
@@ -284,6 +293,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		Format:    o.Format,
 		NewOutput: newOut,
 		Out:       o.Out,
+		Inputs:    []string{o.Source},
 		Force:     o.Force,
 		Workers:   o.Workers,
 		OnError:   o.OnError,
@@ -297,7 +307,11 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	})
 	bar.Finish()
 	if err != nil {
-		return fmt.Errorf("build %s: %w", o.Source, err)
+		err = fmt.Errorf("build %s: %w", o.Source, err)
+		if errors.Is(err, pipeline.ErrOutputOverlap) || errors.Is(err, pipeline.ErrOutputMount) {
+			return usagef(err) // fix the command line: exit 2
+		}
+		return err
 	}
 	secs := sum.Elapsed.Seconds()
 	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %.1f MB]\n",

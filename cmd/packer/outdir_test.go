@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/packer-dev/packer/formats/cifar"
+	"github.com/packer-dev/packer/shard"
+)
+
+// writePNGFolder writes an ImageFolder tree (two classes, n tiny PNGs each) under root.
+func writePNGFolder(t *testing.T, root string, n int) {
+	t.Helper()
+	for _, cls := range []string{"cat", "dog"} {
+		dir := filepath.Join(root, cls)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			writePNG(t, filepath.Join(dir, fmt.Sprintf("%03d.png", i)), byte(i*37+len(cls)))
+		}
+	}
+}
+
+func writePNG(t *testing.T, path string, seed byte) {
+	t.Helper()
+	im := image.NewRGBA(image.Rect(0, 0, 4, 3))
+	for i := range im.Pix {
+		im.Pix[i] = seed + byte(i*13)
+	}
+	im.Set(0, 0, color.RGBA{seed, 0, 255, 255})
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, im); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// treeSum describes every entry under root (files by SHA-256, links by target, folders by
+// name), so a test can assert that nothing in a tree changed.
+func treeSum(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%s -> %s\n", rel, target)
+		case d.IsDir():
+			fmt.Fprintf(&b, "%s/\n", rel)
+		default:
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h := sha256.Sum256(data)
+			fmt.Fprintf(&b, "%s %s\n", rel, hex.EncodeToString(h[:]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walk %s: %v", root, err)
+	}
+	return b.String()
+}
+
+// TestBuildRefusesOutputOverSource: no OUT (nor the names packer keeps beside it) may be the
+// source, contain it or lie inside it, whatever --force says; the refusal comes before
+// anything is created or removed and exits 2.
+func TestBuildRefusesOutputOverSource(t *testing.T) {
+	cases := []struct {
+		name string
+		// enumerated: the overlap is found as the inputs are enumerated, after the build took
+		// OUT's lock (whose file stays); all others are refused before anything is created.
+		enumerated bool
+		// setup prepares tmp and returns the build's arguments and the folder that must not
+		// change.
+		setup func(t *testing.T, tmp string) (args []string, keep string)
+	}{
+		{"out is the source", false, func(t *testing.T, tmp string) ([]string, string) {
+			src := filepath.Join(tmp, "src")
+			writePNGFolder(t, src, 2)
+			return []string{"build", src, "-o", src, "--force"}, tmp
+		}},
+		{"out contains the source", false, func(t *testing.T, tmp string) ([]string, string) {
+			writePNGFolder(t, filepath.Join(tmp, "data", "train"), 2)
+			return []string{"build", filepath.Join(tmp, "data", "train"), "-o", filepath.Join(tmp, "data"), "--force"}, tmp
+		}},
+		{"out inside the source", false, func(t *testing.T, tmp string) ([]string, string) {
+			src := filepath.Join(tmp, "src")
+			writePNGFolder(t, src, 2)
+			return []string{"build", src, "--from", "folder", "-o", filepath.Join(src, "packed")}, tmp
+		}},
+		{"out is a link to the source", false, func(t *testing.T, tmp string) ([]string, string) {
+			src := filepath.Join(tmp, "src")
+			writePNGFolder(t, src, 2)
+			if err := os.Symlink(src, filepath.Join(tmp, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"build", src, "-o", filepath.Join(tmp, "link"), "--force"}, tmp
+		}},
+		{"source named like the staging folder", false, func(t *testing.T, tmp string) ([]string, string) {
+			src := filepath.Join(tmp, "x.packer-partial")
+			writePNGFolder(t, src, 2)
+			return []string{"build", src, "--from", "folder", "-o", filepath.Join(tmp, "x")}, tmp
+		}},
+		{"source named like the old-output folder", false, func(t *testing.T, tmp string) ([]string, string) {
+			src := filepath.Join(tmp, "x.packer-old")
+			writePNGFolder(t, src, 2)
+			if err := os.MkdirAll(filepath.Join(tmp, "x"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writePNG(t, filepath.Join(tmp, "x", "keep.png"), 9)
+			return []string{"build", src, "--from", "folder", "-o", filepath.Join(tmp, "x"), "--force"}, tmp
+		}},
+		{"out contains a cifar file", false, func(t *testing.T, tmp string) ([]string, string) {
+			dir := filepath.Join(tmp, "d")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "data.bin")
+			if err := cifar.WriteBinary(path, "cifar10", cifar.TestRecords("cifar10", 5, 1)); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"build", path, "--from", "cifar10", "-o", dir, "--force"}, tmp
+		}},
+		{"out holds the listed files", true, func(t *testing.T, tmp string) ([]string, string) {
+			imgs := filepath.Join(tmp, "imgs")
+			if err := os.MkdirAll(imgs, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writePNG(t, filepath.Join(imgs, "a.png"), 1)
+			writePNG(t, filepath.Join(imgs, "b.png"), 2)
+			list := filepath.Join(tmp, "list.csv")
+			data := fmt.Sprintf("path,label\n%s,0\n%s,1\n", filepath.Join(imgs, "a.png"), filepath.Join(imgs, "b.png"))
+			if err := os.WriteFile(list, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"build", list, "--from", "list", "-o", imgs, "--force"}, tmp
+		}},
+		{"a link in the source points into out", true, func(t *testing.T, tmp string) ([]string, string) {
+			src := filepath.Join(tmp, "src")
+			writePNGFolder(t, src, 2)
+			out := filepath.Join(tmp, "out")
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			writePNG(t, filepath.Join(out, "precious.png"), 7)
+			if err := os.Symlink(filepath.Join(out, "precious.png"), filepath.Join(src, "cat", "zz.png")); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"build", src, "--from", "folder", "-o", out, "--force"}, tmp
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			args, keep := c.setup(t, tmp)
+			before := treeSum(t, keep)
+			_, errs, code := run(t, args...)
+			if code != exitUsage {
+				t.Errorf("packer %s: exit %d, want %d (stderr %q)", strings.Join(args, " "), code, exitUsage, errs)
+			}
+			if !strings.Contains(errs, "source") {
+				t.Errorf("the refusal does not say why: %q", errs)
+			}
+			after := treeSum(t, keep)
+			if c.enumerated {
+				var kept []string
+				for _, l := range strings.SplitAfter(after, "\n") {
+					if !strings.Contains(l, ".packer-lock ") {
+						kept = append(kept, l)
+					}
+				}
+				after = strings.Join(kept, "")
+			}
+			if after != before {
+				t.Fatalf("the build changed the tree:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestBuildRefusesLockedOutput: while another build holds OUT's lock, a build refuses at once,
+// names the holder's pid, and leaves the holder's staging folder alone.
+func TestBuildRefusesLockedOutput(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	writePNGFolder(t, src, 2)
+	out := filepath.Join(tmp, "out")
+	// The holder: a real flock on the lock file, as a running build takes it.
+	lf, err := os.OpenFile(out+".packer-lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lf.WriteString("424242\n"); err != nil {
+		t.Fatal(err)
+	}
+	staging := out + ".packer-partial"
+	if err := os.MkdirAll(staging, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writePNG(t, filepath.Join(staging, "shard-in-progress"), 3)
+	before := treeSum(t, tmp)
+	_, errs, code := run(t, "build", src, "--from", "folder", "-o", out)
+	if code == 0 {
+		t.Fatalf("a second build into a locked OUT succeeded (stderr %q)", errs)
+	}
+	if !strings.Contains(errs, "424242") {
+		t.Errorf("the refusal does not name the holder's pid: %q", errs)
+	}
+	if after := treeSum(t, tmp); after != before {
+		t.Fatalf("the refused build changed the tree:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Once the holder is gone, the build goes ahead (and clears the dead holder's staging).
+	lf.Close()
+	mustRun(t, "build", src, "--from", "folder", "-o", out)
+	mustRun(t, "verify", out)
+	if _, err := os.Stat(staging); !os.IsNotExist(err) {
+		t.Fatalf("staging folder left behind: %v", err)
+	}
+}
+
+// TestBuildRecoversInterruptedSwap: a --force build killed after moving the old dataset aside
+// left OUT missing and OUT.packer-old holding the old dataset; the next build puts it back
+// instead of deleting it.
+func TestBuildRecoversInterruptedSwap(t *testing.T) {
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("force=%v", force), func(t *testing.T) {
+			tmp := t.TempDir()
+			src := filepath.Join(tmp, "src")
+			writePNGFolder(t, src, 2)
+			out := filepath.Join(tmp, "out")
+			mustRun(t, "build", src, "--from", "folder", "-o", out)
+			oldSum := treeSum(t, out)
+			if err := os.Rename(out, out+".packer-old"); err != nil {
+				t.Fatal(err)
+			}
+			// A half-written staging folder of the killed build.
+			if err := os.MkdirAll(out+".packer-partial", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"build", src, "--from", "folder", "-o", out, "--layout", "chw"}
+			if force {
+				args = append(args, "--force")
+			}
+			_, errs, code := run(t, args...)
+			if force {
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errs)
+				}
+				m, err := shard.ReadManifest(out)
+				if err != nil || m.Sample.Layout != "chw" {
+					t.Fatalf("--force after recovery did not build: %v", err)
+				}
+			} else {
+				if code != exitUsage {
+					t.Fatalf("plain build after an interrupted swap: exit %d (%s), want %d: OUT (recovered) is not empty", code, errs, exitUsage)
+				}
+				if got := treeSum(t, out); got != oldSum {
+					t.Fatalf("the old dataset was not put back at OUT:\n%s\nwant\n%s", got, oldSum)
+				}
+			}
+			mustRun(t, "verify", out)
+			for _, p := range []string{out + ".packer-old", out + ".packer-partial"} {
+				if _, err := os.Stat(p); !os.IsNotExist(err) {
+					t.Errorf("%s left behind: %v", p, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBuildRefusesMountPoint: an OUT that is a mount point cannot be swapped by rename; the
+// build says so before decoding anything instead of failing at the end.
+func TestBuildRefusesMountPoint(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	writePNGFolder(t, src, 2)
+	out := filepath.Join(tmp, "mnt")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := exec.Command("mount", "-t", "tmpfs", "tmpfs", out).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v: %s); mount-point detection untested", err, msg)
+	}
+	defer exec.Command("umount", out).Run()
+	for _, force := range []bool{false, true} {
+		args := []string{"build", src, "--from", "folder", "-o", out}
+		if force {
+			writePNG(t, filepath.Join(out, "old.png"), 5)
+			args = append(args, "--force")
+		}
+		before := treeSum(t, tmp)
+		_, errs, code := run(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "mount point") || !strings.Contains(errs, "subdirectory") {
+			t.Fatalf("build into a mount point (force=%v): exit %d, stderr %q; want exit %d saying it is a mount point and to use a subdirectory", force, code, errs, exitUsage)
+		}
+		if after := treeSum(t, tmp); after != before {
+			t.Fatalf("the refused build changed the tree:\nbefore:\n%s\nafter:\n%s", before, after)
+		}
+	}
+	// A subdirectory of the mount point works.
+	mustRun(t, "build", src, "--from", "folder", "-o", filepath.Join(out, "ds"))
+	mustRun(t, "verify", filepath.Join(out, "ds"))
+}

@@ -1,0 +1,345 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+// The names a build keeps beside OUT (in OUT's parent folder). They belong to packer: a
+// folder of the user's under one of these names is never a build's source (refused), and
+// leftovers under them are cleared or restored by the next build into OUT, under the lock.
+const (
+	// OldSuffix names where the old OUT waits during a replacement on a filesystem without
+	// an atomic exchange of two names.
+	OldSuffix = ".packer-old"
+	// LockSuffix names the lock file: a build holds an exclusive flock on it from before it
+	// touches anything beside OUT until it returns. The file holds the holder's pid. It is
+	// left in place: removing a lock file races with a build that has just opened it.
+	LockSuffix = ".packer-lock"
+)
+
+// ErrOutputOverlap is returned when OUT (or a name packer keeps beside it) is the source,
+// contains it or lies inside it, or when an input lies inside OUT: --force would delete the
+// source, and a build would write into it.
+var ErrOutputOverlap = errors.New("the output overlaps the source")
+
+// ErrOutputMount is returned when OUT is a mount point (or otherwise on another filesystem
+// than its parent folder): the finished dataset could not be renamed into place.
+var ErrOutputMount = errors.New("the output directory is a mount point")
+
+// ErrOutputLocked is returned when another build holds OUT's lock.
+var ErrOutputLocked = errors.New("another packer build is writing this output")
+
+// outPaths are OUT and the names beside it, all absolute with OUT's symlinks resolved.
+type outPaths struct {
+	out, staging, old, lock string
+}
+
+func newOutPaths(out string) (outPaths, error) {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return outPaths{}, err
+	}
+	abs, err = resolveExisting(abs)
+	if err != nil {
+		return outPaths{}, fmt.Errorf("output %s: %w", out, err)
+	}
+	return outPaths{out: abs, staging: abs + StagingSuffix, old: abs + OldSuffix, lock: abs + LockSuffix}, nil
+}
+
+// resolveExisting resolves the symlinks of the longest existing prefix of the absolute path p
+// and appends the rest, so that a link named as OUT is followed to the folder it names.
+func resolveExisting(p string) (string, error) {
+	var rest []string
+	cur := p
+	for {
+		if _, err := os.Lstat(cur); err == nil {
+			r, err := filepath.EvalSymlinks(cur)
+			if err != nil {
+				return "", err
+			}
+			for i := len(rest) - 1; i >= 0; i-- {
+				r = filepath.Join(r, rest[i])
+			}
+			return r, nil
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return p, nil
+		}
+		rest = append(rest, filepath.Base(cur))
+		cur = parent
+	}
+}
+
+// chain is a folder or file and its ancestors, as os.FileInfo (compared by device and inode
+// with os.SameFile, so that links and bind mounts are seen through).
+type chain []os.FileInfo
+
+// statChain stats the absolute, symlink-free path p and each of its parents. Missing
+// components (a path that does not exist yet) are left out.
+func statChain(p string) chain {
+	var c chain
+	for {
+		if st, err := os.Stat(p); err == nil {
+			c = append(c, st)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return c
+		}
+		p = parent
+	}
+}
+
+func (c chain) has(st os.FileInfo) bool {
+	for _, a := range c {
+		if os.SameFile(a, st) {
+			return true
+		}
+	}
+	return false
+}
+
+// guard knows the output names and answers whether a path overlaps one of them.
+type guard struct {
+	names  []string          // OUT, staging, old, lock (for messages)
+	self   []os.FileInfo     // each name's own stat, nil when it does not exist
+	chains []chain           // each name's existing ancestors (and itself)
+	dirs   map[string]string // inside's cache
+}
+
+func newGuard(p outPaths) *guard {
+	g := &guard{names: []string{p.out, p.staging, p.old, p.lock}, dirs: map[string]string{}}
+	for _, n := range g.names {
+		st, err := os.Stat(n)
+		if err != nil {
+			st = nil
+		}
+		g.self = append(g.self, st)
+		g.chains = append(g.chains, statChain(n))
+	}
+	return g
+}
+
+// checkInput refuses an input (the source, a listed file, an enumerated item) that, after
+// its symlinks are resolved, is one of the output names, contains one or lies inside one.
+// A path that cannot be resolved is left for the source to report.
+func (g *guard) checkInput(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil
+	}
+	st, err := os.Lstat(abs)
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Dir(abs) // resolved (and cached) by inside
+	if st.Mode()&os.ModeSymlink != 0 || st.IsDir() {
+		real, err := filepath.EvalSymlinks(abs)
+		if err != nil {
+			return nil
+		}
+		if st, err = os.Stat(real); err != nil {
+			return nil
+		}
+		dir = filepath.Dir(real)
+	}
+	for i, n := range g.names {
+		if g.self[i] != nil && os.SameFile(g.self[i], st) {
+			return fmt.Errorf("%w: %s is the source input %s", ErrOutputOverlap, n, path)
+		}
+		if g.chains[i].has(st) {
+			return fmt.Errorf("%w: %s lies inside the source input %s (the build would write into it)", ErrOutputOverlap, n, path)
+		}
+	}
+	if n := g.inside(dir); n != "" {
+		return fmt.Errorf("%w: the source input %s lies inside %s", ErrOutputOverlap, path, n)
+	}
+	return nil
+}
+
+// inside returns the output name that folder dir (after resolving its symlinks) is or lies
+// inside, or "". Results are cached by folder: items share few folders.
+func (g *guard) inside(dir string) string {
+	if n, ok := g.dirs[dir]; ok {
+		return n
+	}
+	found := ""
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		for _, a := range statChain(real) {
+			for i, n := range g.names {
+				if found == "" && g.self[i] != nil && os.SameFile(g.self[i], a) {
+					found = n
+				}
+			}
+		}
+	}
+	g.dirs[dir] = found
+	return found
+}
+
+// checkMount refuses an OUT on another filesystem than its parent folder (a mount point):
+// rename cannot swap it.
+func checkMount(p outPaths) error {
+	st, err := os.Stat(p.out)
+	if err != nil {
+		return nil
+	}
+	pst, err := os.Stat(filepath.Dir(p.out))
+	if err != nil {
+		return err
+	}
+	d, ok1 := deviceOf(st)
+	pd, ok2 := deviceOf(pst)
+	if ok1 && ok2 && d != pd {
+		return fmt.Errorf("%w: %s is on another filesystem than its parent folder, so the finished build cannot be renamed into place; give -o a subdirectory of it (for example %s)",
+			ErrOutputMount, p.out, filepath.Join(p.out, "dataset"))
+	}
+	return nil
+}
+
+// outLock is a held lock on OUT.
+type outLock struct{ f *os.File }
+
+func (l *outLock) release() {
+	if l != nil && l.f != nil {
+		l.f.Close()
+	}
+}
+
+// lockOut takes OUT's lock, or says who holds it.
+func lockOut(p outPaths) (*outLock, error) {
+	if err := os.MkdirAll(filepath.Dir(p.lock), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p.lock, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open the lock file: %w", err)
+	}
+	held, err := tryLock(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", p.lock, err)
+	}
+	if !held {
+		data := make([]byte, 32)
+		n, _ := f.ReadAt(data, 0)
+		f.Close()
+		holder := strings.TrimSpace(string(data[:n]))
+		if _, err := strconv.Atoi(holder); err != nil {
+			holder = "unknown"
+		}
+		return nil, fmt.Errorf("%w: %s is locked by the build with pid %s (lock file %s); wait for it or stop it",
+			ErrOutputLocked, p.out, holder, p.lock)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &outLock{f: f}, nil
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+func hasManifest(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, shard.ManifestName))
+	return err == nil
+}
+
+// recoverOut clears what an interrupted build left beside OUT, under the lock, without ever
+// losing a dataset: if OUT is missing and OUT.packer-old exists (a replacement killed between
+// its two renames), the old OUT is renamed back. OUT.packer-old is removed only when OUT holds
+// a committed dataset (the replacement finished); the staging folder never holds the only
+// copy of a committed dataset (after an exchange it holds the replaced one while OUT holds
+// the new one), so it is removed.
+func recoverOut(p outPaths) error {
+	parent := filepath.Dir(p.out)
+	if exists(p.old) {
+		if !exists(p.out) {
+			if err := os.Rename(p.old, p.out); err != nil {
+				return fmt.Errorf("restore the output %s from an interrupted replacement: %w", p.out, err)
+			}
+			if err := syncDir(parent); err != nil {
+				return err
+			}
+		} else if hasManifest(p.out) {
+			if err := os.RemoveAll(p.old); err != nil {
+				return fmt.Errorf("remove the replaced output %s: %w", p.old, err)
+			}
+		} else {
+			return fmt.Errorf("both %s and %s exist and %s holds no dataset: move one of them away", p.out, p.old, p.out)
+		}
+	}
+	if exists(p.staging) {
+		if err := os.RemoveAll(p.staging); err != nil {
+			return fmt.Errorf("remove leftover staging directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// commitDir puts the finished staging folder at OUT. A new OUT is created by an atomic rename
+// that never replaces anything. An existing OUT is exchanged atomically with staging (one
+// renameat2 call), after which staging names the old OUT and is removed; where the
+// filesystem cannot exchange, the old OUT is renamed to OUT.packer-old first (recoverOut
+// puts it back if the build dies between the two renames). The parent folder is synced after
+// each rename.
+func commitDir(p outPaths, force bool) error {
+	parent := filepath.Dir(p.out)
+	if !exists(p.out) {
+		if err := renameNoReplace(p.staging, p.out); err != nil {
+			return fmt.Errorf("commit output: %w", err)
+		}
+		return syncDir(parent)
+	}
+	if !force {
+		if ents, _ := os.ReadDir(p.out); len(ents) > 0 {
+			return fmt.Errorf("%s: %w", p.out, ErrOutputExists)
+		}
+	}
+	err := exchange(p.staging, p.out)
+	if err == nil {
+		if err := syncDir(parent); err != nil {
+			return err
+		}
+		// The new dataset is in place; staging now names the old OUT. A failure to remove it
+		// is not the build's failure: the next build into OUT removes it.
+		_ = os.RemoveAll(p.staging)
+		return nil
+	}
+	if !errors.Is(err, errNoExchange) {
+		return fmt.Errorf("commit output: %w", err)
+	}
+	if err := os.Rename(p.out, p.old); err != nil {
+		return fmt.Errorf("move old output aside: %w", err)
+	}
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+	if err := os.Rename(p.staging, p.out); err != nil {
+		return fmt.Errorf("commit output: %w", err)
+	}
+	if err := syncDir(parent); err != nil {
+		return err
+	}
+	_ = os.RemoveAll(p.old)
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	return errors.Join(err, d.Close())
+}
