@@ -13,6 +13,7 @@ packages=(
   python3 python3-pip python3-venv python3-numpy python3-pil python3-h5py python3-pytest
   python3-torch python3-torchvision
   dataset-fashion-mnist ukui-wallpapers
+  strace  # TestCommitCrashPoints kills builds at each commit syscall
 )
 missing=()
 for p in "${packages[@]}"; do
