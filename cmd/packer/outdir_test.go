@@ -12,9 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/shard"
@@ -328,4 +330,55 @@ func TestBuildRefusesMountPoint(t *testing.T) {
 	// A subdirectory of the mount point works.
 	mustRun(t, "build", src, "--from", "folder", "-o", filepath.Join(out, "ds"))
 	mustRun(t, "verify", filepath.Join(out, "ds"))
+}
+
+// TestConcurrentBuildsIntoOneOutput runs a real build and, while it writes its staging
+// folder, a second build into the same OUT: the second refuses at once naming the first's
+// pid and touches nothing; the first completes intact.
+func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "packer")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tmp := t.TempDir()
+	src, err := cifar.WriteTestDataset(tmp, "cifar10", 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out")
+	// A small shard size and one worker make the first build slow enough to overlap.
+	first := exec.Command(bin, "build", src, "-o", out, "--shard-size", "64KiB", "--workers", "1")
+	var stderr bytes.Buffer
+	first.Stderr = &stderr
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	staging := out + ".packer-partial"
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ents, _ := os.ReadDir(staging)
+		if len(ents) >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, errs, code := run(t, "build", src, "-o", out, "--force", "--layout", "chw")
+	ents, _ := os.ReadDir(staging)
+	if werr := first.Wait(); werr != nil {
+		t.Fatalf("the first build failed (%v): %s", werr, stderr.String())
+	}
+	if code == 0 {
+		t.Fatalf("a second build into an OUT being built succeeded")
+	}
+	if want := strconv.Itoa(first.Process.Pid); !strings.Contains(errs, "pid "+want) {
+		t.Fatalf("the refusal does not name the first build's pid %s: %q", want, errs)
+	}
+	if len(ents) < 3 {
+		t.Fatalf("the first build's staging folder lost its files (%d left) when the second build ran", len(ents))
+	}
+	mustRun(t, "verify", out)
+	m, err := shard.ReadManifest(out)
+	if err != nil || m.Count != 10000 || m.Sample.Layout != "hwc" {
+		t.Fatalf("OUT is not the first build's dataset: %v %+v", err, m)
+	}
 }
