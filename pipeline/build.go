@@ -187,10 +187,11 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := commitDir(paths, opts.Force); err != nil {
+	swapped, err := commitDir(paths, opts.Force)
+	committed = swapped
+	if err != nil {
 		return nil, err
 	}
-	committed = true
 	sum.Out = out
 	sum.Elapsed = time.Since(start)
 	return sum, nil

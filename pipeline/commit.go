@@ -291,48 +291,58 @@ func recoverOut(p outPaths) error {
 // that never replaces anything. An existing OUT is exchanged atomically with staging (one
 // renameat2 call), after which staging names the old OUT and is removed; where the
 // filesystem cannot exchange, the old OUT is renamed to OUT.packer-old first (recoverOut
-// puts it back if the build dies between the two renames). The parent folder is synced after
-// each rename.
-func commitDir(p outPaths, force bool) error {
+// puts it back if the build dies between the two renames; a failed second rename puts it
+// back at once). The parent folder is synced after each rename. swapped reports that staging
+// no longer holds the new build (it was renamed into place, or holds the old OUT), so the
+// caller must not remove it as a failed build's leftover.
+func commitDir(p outPaths, force bool) (swapped bool, err error) {
 	parent := filepath.Dir(p.out)
 	if !exists(p.out) {
 		if err := renameNoReplace(p.staging, p.out); err != nil {
-			return fmt.Errorf("commit output: %w", err)
+			return false, fmt.Errorf("commit output: %w", err)
 		}
-		return syncDir(parent)
+		return true, syncDir(parent)
 	}
 	if !force {
 		if ents, _ := os.ReadDir(p.out); len(ents) > 0 {
-			return fmt.Errorf("%s: %w", p.out, ErrOutputExists)
+			return false, fmt.Errorf("%s: %w", p.out, ErrOutputExists)
 		}
 	}
-	err := exchange(p.staging, p.out)
+	err = exchange(p.staging, p.out)
 	if err == nil {
 		if err := syncDir(parent); err != nil {
-			return err
+			return true, err
 		}
 		// The new dataset is in place; staging now names the old OUT. A failure to remove it
 		// is not the build's failure: the next build into OUT removes it.
 		_ = os.RemoveAll(p.staging)
-		return nil
+		return true, nil
 	}
 	if !errors.Is(err, errNoExchange) {
-		return fmt.Errorf("commit output: %w", err)
+		return false, fmt.Errorf("commit output: %w", err)
 	}
 	if err := os.Rename(p.out, p.old); err != nil {
-		return fmt.Errorf("move old output aside: %w", err)
+		return false, fmt.Errorf("move old output aside: %w", err)
 	}
 	if err := syncDir(parent); err != nil {
-		return err
+		return false, errors.Join(err, putBack(p))
 	}
 	if err := os.Rename(p.staging, p.out); err != nil {
-		return fmt.Errorf("commit output: %w", err)
+		return false, errors.Join(fmt.Errorf("commit output: %w", err), putBack(p))
 	}
 	if err := syncDir(parent); err != nil {
-		return err
+		return true, err
 	}
 	_ = os.RemoveAll(p.old)
-	return nil
+	return true, nil
+}
+
+// putBack renames the old OUT, set aside by commitDir, back to OUT.
+func putBack(p outPaths) error {
+	if err := os.Rename(p.old, p.out); err != nil {
+		return fmt.Errorf("put the old output back (the next build into %s does): %w", p.out, err)
+	}
+	return syncDir(filepath.Dir(p.out))
 }
 
 func syncDir(dir string) error {

@@ -382,3 +382,33 @@ func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
 		t.Fatalf("OUT is not the first build's dataset: %v %+v", err, m)
 	}
 }
+
+// TestBuildRefusesBindMountOfSource: the source seen under another path through a bind mount
+// is still the source (device and inode, not names, are compared).
+func TestBuildRefusesBindMountOfSource(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	writePNGFolder(t, src, 2)
+	alias := filepath.Join(tmp, "alias")
+	if err := os.Mkdir(alias, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := exec.Command("mount", "--bind", src, alias).CombinedOutput(); err != nil {
+		t.Skipf("cannot bind-mount here (%v: %s); bind-mount aliasing untested", err, msg)
+	}
+	defer exec.Command("umount", alias).Run()
+	before := treeSum(t, src)
+	for _, args := range [][]string{
+		{"build", src, "--from", "folder", "-o", alias, "--force"},
+		{"build", src, "--from", "folder", "-o", filepath.Join(alias, "packed")},
+		{"build", alias, "--from", "folder", "-o", filepath.Join(src, "packed")},
+	} {
+		_, errs, code := run(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "source") {
+			t.Errorf("packer %s: exit %d (%q), want %d naming the source", strings.Join(args, " "), code, errs, exitUsage)
+		}
+		if after := treeSum(t, src); after != before {
+			t.Fatalf("packer %s changed the source:\n%s", strings.Join(args, " "), after)
+		}
+	}
+}
