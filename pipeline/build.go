@@ -187,6 +187,9 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := emptyTrash(paths); err != nil {
+		return nil, fmt.Errorf("remove the leftovers of an earlier build: %w", err)
+	}
 	swapped, err := commitDir(paths, opts.Force)
 	committed = swapped
 	if err != nil {

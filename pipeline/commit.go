@@ -22,6 +22,10 @@ const (
 	// touches anything beside OUT until it returns. The file holds the holder's pid. It is
 	// left in place: removing a lock file races with a build that has just opened it.
 	LockSuffix = ".packer-lock"
+	// TrashSuffix names the folder leftovers of interrupted builds are moved into (under the
+	// lock) before the build starts; it is removed only once every input has been enumerated
+	// and checked, so that nothing is deleted that an input of this build lies in.
+	TrashSuffix = ".packer-trash"
 )
 
 // ErrOutputOverlap is returned when OUT (or a name packer keeps beside it) is the source,
@@ -38,7 +42,7 @@ var ErrOutputLocked = errors.New("another packer build is writing this output")
 
 // outPaths are OUT and the names beside it, all absolute with OUT's symlinks resolved.
 type outPaths struct {
-	out, staging, old, lock string
+	out, staging, old, lock, trash string
 }
 
 func newOutPaths(out string) (outPaths, error) {
@@ -50,7 +54,7 @@ func newOutPaths(out string) (outPaths, error) {
 	if err != nil {
 		return outPaths{}, fmt.Errorf("output %s: %w", out, err)
 	}
-	return outPaths{out: abs, staging: abs + StagingSuffix, old: abs + OldSuffix, lock: abs + LockSuffix}, nil
+	return outPaths{out: abs, staging: abs + StagingSuffix, old: abs + OldSuffix, lock: abs + LockSuffix, trash: abs + TrashSuffix}, nil
 }
 
 // resolveExisting resolves the symlinks of the longest existing prefix of the absolute path p
@@ -116,7 +120,7 @@ type guard struct {
 }
 
 func newGuard(p outPaths) *guard {
-	g := &guard{names: []string{p.out, p.staging, p.old, p.lock}, dirs: map[string]string{}}
+	g := &guard{names: []string{p.out, p.staging, p.old, p.lock, p.trash}, dirs: map[string]string{}}
 	for _, n := range g.names {
 		st, err := os.Stat(n)
 		if err != nil {
@@ -138,6 +142,11 @@ func (g *guard) checkInput(path string) error {
 	}
 	st, err := os.Lstat(abs)
 	if err != nil {
+		// A missing input still must not be named inside an output name: its folder may be
+		// one that recoverOut just moved into the trash.
+		if n := g.inside(filepath.Dir(abs)); n != "" {
+			return fmt.Errorf("%w: the source input %s lies inside %s", ErrOutputOverlap, path, n)
+		}
 		return nil
 	}
 	dir := filepath.Dir(abs) // resolved (and cached) by inside
@@ -165,14 +174,20 @@ func (g *guard) checkInput(path string) error {
 	return nil
 }
 
-// inside returns the output name that folder dir (after resolving its symlinks) is or lies
-// inside, or "". Results are cached by folder: items share few folders.
+// inside returns the output name that folder dir (after resolving the symlinks of its
+// existing part) is or lies inside, by device and inode or by name, or "". Results are cached
+// by folder: items share few folders.
 func (g *guard) inside(dir string) string {
 	if n, ok := g.dirs[dir]; ok {
 		return n
 	}
 	found := ""
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
+	if real, err := resolveExisting(dir); err == nil {
+		for _, n := range g.names {
+			if found == "" && (real == n || strings.HasPrefix(real, n+string(filepath.Separator))) {
+				found = n
+			}
+		}
 		for _, a := range statChain(real) {
 			for i, n := range g.names {
 				if found == "" && g.self[i] != nil && os.SameFile(g.self[i], a) {
@@ -257,10 +272,11 @@ func hasManifest(dir string) bool {
 
 // recoverOut clears what an interrupted build left beside OUT, under the lock, without ever
 // losing a dataset: if OUT is missing and OUT.packer-old exists (a replacement killed between
-// its two renames), the old OUT is renamed back. OUT.packer-old is removed only when OUT holds
-// a committed dataset (the replacement finished); the staging folder never holds the only
-// copy of a committed dataset (after an exchange it holds the replaced one while OUT holds
-// the new one), so it is removed.
+// its two renames), the old OUT is renamed back. OUT.packer-old is discarded only when OUT
+// holds a committed dataset (the replacement finished); the staging folder never holds the
+// only copy of a committed dataset (after an exchange it holds the replaced one while OUT
+// holds the new one), so it is discarded. Discarded folders are moved into OUT.packer-trash,
+// not removed: emptyTrash removes them once the build has checked that no input lies there.
 func recoverOut(p outPaths) error {
 	parent := filepath.Dir(p.out)
 	if exists(p.old) {
@@ -272,19 +288,42 @@ func recoverOut(p outPaths) error {
 				return err
 			}
 		} else if hasManifest(p.out) {
-			if err := os.RemoveAll(p.old); err != nil {
-				return fmt.Errorf("remove the replaced output %s: %w", p.old, err)
+			if err := toTrash(p, p.old); err != nil {
+				return fmt.Errorf("discard the replaced output %s: %w", p.old, err)
 			}
 		} else {
 			return fmt.Errorf("both %s and %s exist and %s holds no dataset: move one of them away", p.out, p.old, p.out)
 		}
 	}
 	if exists(p.staging) {
-		if err := os.RemoveAll(p.staging); err != nil {
-			return fmt.Errorf("remove leftover staging directory: %w", err)
+		if err := toTrash(p, p.staging); err != nil {
+			return fmt.Errorf("discard the leftover staging directory %s: %w", p.staging, err)
 		}
 	}
 	return nil
+}
+
+// toTrash moves dir into OUT.packer-trash under a name of its own.
+func toTrash(p outPaths, dir string) error {
+	if err := os.MkdirAll(p.trash, 0o755); err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		dst := filepath.Join(p.trash, fmt.Sprintf("%s.%d.%d", filepath.Base(dir), os.Getpid(), i))
+		err := renameNoReplace(dir, dst)
+		if err == nil {
+			return syncDir(filepath.Dir(p.out))
+		}
+		if !errors.Is(err, os.ErrExist) || i >= 100 {
+			return err
+		}
+	}
+}
+
+// emptyTrash removes OUT.packer-trash; Build calls it once every input has been enumerated
+// and none lay inside it.
+func emptyTrash(p outPaths) error {
+	return os.RemoveAll(p.trash)
 }
 
 // commitDir puts the finished staging folder at OUT. A new OUT is created by an atomic rename

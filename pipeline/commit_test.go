@@ -66,8 +66,8 @@ func readTag(t *testing.T, dir string) string {
 
 // TestRecoverOut covers every state an interrupted commit can leave beside OUT: the old OUT
 // set aside is put back when OUT is missing and removed only when OUT holds a dataset; a
-// leftover staging folder is removed; OUT.packer-old beside an OUT that holds no dataset is
-// refused, not deleted.
+// leftover staging folder is discarded; OUT.packer-old beside an OUT that holds no dataset is
+// refused, not deleted. Discarded folders wait in OUT.packer-trash, intact, until emptyTrash.
 func TestRecoverOut(t *testing.T) {
 	cases := []struct {
 		name                string
@@ -75,12 +75,13 @@ func TestRecoverOut(t *testing.T) {
 		wantOut             string
 		wantErr             bool
 		wantOld, wantStaged bool
+		wantTrash           []string // tags of the datasets discarded into the trash
 	}{
 		{name: "clean"},
-		{name: "killed before any rename", out: "old", staging: "new", wantOut: "old"},
-		{name: "killed between the two renames", staging: "new", old: "old", wantOut: "old"},
-		{name: "killed before removing the old", out: "new", old: "old", wantOut: "new"},
-		{name: "killed after the exchange", out: "new", staging: "old", wantOut: "new"},
+		{name: "killed before any rename", out: "old", staging: "new", wantOut: "old", wantTrash: []string{"new"}},
+		{name: "killed between the two renames", staging: "new", old: "old", wantOut: "old", wantTrash: []string{"new"}},
+		{name: "killed before removing the old", out: "new", old: "old", wantOut: "new", wantTrash: []string{"old"}},
+		{name: "killed after the exchange", out: "new", staging: "old", wantOut: "new", wantTrash: []string{"old"}},
 		{name: "killed removing the old", out: "new", old: "-", wantOut: "new"},
 		{name: "old beside a foreign OUT", out: "-", old: "old", wantOut: "-", wantErr: true, wantOld: true},
 		{name: "first build killed", staging: "-"},
@@ -125,6 +126,19 @@ func TestRecoverOut(t *testing.T) {
 			}
 			if exists(p.staging) != c.wantStaged {
 				t.Fatalf("staging exists: %v, want %v", exists(p.staging), c.wantStaged)
+			}
+			ents, _ := os.ReadDir(p.trash)
+			var trashed []string
+			for _, e := range ents {
+				if tag := readTag(t, filepath.Join(p.trash, e.Name())); tag != "" {
+					trashed = append(trashed, tag)
+				}
+			}
+			if strings.Join(trashed, ",") != strings.Join(c.wantTrash, ",") {
+				t.Fatalf("trash holds datasets %v, want %v", trashed, c.wantTrash)
+			}
+			if err := emptyTrash(p); err != nil || exists(p.trash) {
+				t.Fatalf("emptyTrash: %v", err)
 			}
 		})
 	}

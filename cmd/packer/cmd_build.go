@@ -82,8 +82,9 @@ refused unless --force is given; then it is replaced atomically when the new bui
 OUT must not overlap the source: a build refuses, with exit status 2 and before it creates
 or removes anything, an OUT that is the source, contains it or lies inside it (compared by
 device and inode, so links are seen through), whatever --force says; the same holds for
-the names kept beside OUT (OUT` + pipeline.StagingSuffix + `, OUT` + pipeline.OldSuffix + `, OUT` + pipeline.LockSuffix + `) and for every
-input as it is enumerated (a listed file, or a link in the source that points into OUT).
+the names kept beside OUT (OUT` + pipeline.StagingSuffix + `, OUT` + pipeline.OldSuffix + `, OUT` + pipeline.LockSuffix + `,
+OUT` + pipeline.TrashSuffix + `) and for every input as it is enumerated (a listed file, or a
+link in the source that points into OUT).
 An OUT that is a mount point is refused too (exit 2): give -o a subdirectory of it.
 A build holds an exclusive lock on OUT` + pipeline.LockSuffix + ` (the file is left in place); a second
 build into the same OUT fails at once (exit 1), naming the pid of the build that holds it.

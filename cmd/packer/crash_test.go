@@ -24,7 +24,9 @@ var commitSyscalls = []string{"rename", "renameat", "renameat2", "unlink", "unli
 // dataset with --force, with the atomic exchange and with the two-rename fallback (the
 // exchange refused with EINVAL). After every kill, OUT holds the old dataset (byte for byte)
 // or the new one, and verify passes; the next plain build keeps what is there, and the next
-// --force build replaces it and leaves nothing beside OUT.
+// --force build replaces it and leaves nothing beside OUT. A third series kills, the same
+// way, a --force build that starts by recovering from a build killed between the two
+// renames of the fallback (OUT missing, the old OUT set aside, a staging folder left).
 func TestCommitCrashPoints(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the crash test runs a few hundred builds")
@@ -58,8 +60,11 @@ func TestCommitCrashPoints(t *testing.T) {
 	start := time.Now()
 	kills := 0
 	var perCall []string
-	for _, mode := range []string{"exchange", "fallback"} {
+	for _, mode := range []string{"exchange", "fallback", "recover"} {
 		for _, force := range []bool{false, true} {
+			if mode == "recover" && !force {
+				continue // a plain build refuses the restored OUT; nothing to commit
+			}
 			for _, sc := range calls {
 				if mode == "fallback" && sc == "renameat2" {
 					continue // every renameat2 is refused in this mode
@@ -73,12 +78,22 @@ func TestCommitCrashPoints(t *testing.T) {
 						t.Fatalf("%s: still killed at call %d", name, k)
 					}
 					out := filepath.Join(tmp, "out")
-					for _, p := range []string{out, out + ".packer-partial", out + ".packer-old", out + ".packer-lock"} {
+					for _, p := range []string{out, out + ".packer-partial", out + ".packer-old", out + ".packer-lock", out + ".packer-trash"} {
 						if err := os.RemoveAll(p); err != nil {
 							t.Fatal(err)
 						}
 					}
-					if force {
+					switch {
+					case mode == "recover":
+						// What a build killed between the two renames of the fallback left:
+						// the old OUT set aside and the new build's staging folder.
+						if err := os.CopyFS(out+".packer-old", os.DirFS(oldDS)); err != nil {
+							t.Fatal(err)
+						}
+						if err := os.CopyFS(out+".packer-partial", os.DirFS(oldDS)); err != nil {
+							t.Fatal(err)
+						}
+					case force:
 						if err := os.CopyFS(out, os.DirFS(oldDS)); err != nil {
 							t.Fatal(err)
 						}
@@ -138,7 +153,7 @@ func TestCommitCrashPoints(t *testing.T) {
 					// The next --force build replaces it and leaves nothing beside OUT.
 					mustRun(t, "build", src, "--from", "folder", "-o", out, "--shard-size", "100B", "--force")
 					mustRun(t, "verify", out)
-					for _, p := range []string{out + ".packer-partial", out + ".packer-old"} {
+					for _, p := range []string{out + ".packer-partial", out + ".packer-old", out + ".packer-trash"} {
 						if _, err := os.Lstat(p); !os.IsNotExist(err) {
 							t.Fatalf("%s K=%d: %s left after the next --force build", name, k, p)
 						}

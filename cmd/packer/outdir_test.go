@@ -412,3 +412,51 @@ func TestBuildRefusesBindMountOfSource(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRefusesInputInLeftover: a listed file inside what an interrupted build left beside
+// OUT (its staging folder, or the old OUT set aside) is refused, and the leftover, which the
+// build moves into OUT.packer-trash, is not removed with the file in it.
+func TestBuildRefusesInputInLeftover(t *testing.T) {
+	for _, leftover := range []string{".packer-partial", ".packer-old"} {
+		t.Run(leftover, func(t *testing.T) {
+			tmp := t.TempDir()
+			out := filepath.Join(tmp, "x")
+			if leftover == ".packer-old" {
+				// OUT.packer-old beside a committed OUT is a finished replacement's old tree.
+				src := filepath.Join(tmp, "src")
+				writePNGFolder(t, src, 1)
+				mustRun(t, "build", src, "--from", "folder", "-o", out)
+			}
+			dir := out + leftover
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			img := filepath.Join(dir, "img.png")
+			writePNG(t, img, 4)
+			want, err := os.ReadFile(img)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list := filepath.Join(tmp, "list.csv")
+			if err := os.WriteFile(list, []byte("path,label\n"+img+",0\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, errs, code := run(t, "build", list, "--from", "list", "-o", out, "--force")
+			if code != exitUsage || !strings.Contains(errs, "img.png") {
+				t.Fatalf("exit %d (%q), want %d naming the input", code, errs, exitUsage)
+			}
+			found := false
+			_ = filepath.WalkDir(tmp, func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Name() == "img.png" {
+					if got, _ := os.ReadFile(p); bytes.Equal(got, want) {
+						found = true
+					}
+				}
+				return nil
+			})
+			if !found {
+				t.Fatalf("the listed file in %s was deleted", dir)
+			}
+		})
+	}
+}
