@@ -234,9 +234,13 @@ func lockOut(p outPaths) (*outLock, error) {
 	if err := os.MkdirAll(filepath.Dir(p.lock), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p.lock, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(p.lock, os.O_RDWR|os.O_CREATE|oNoFollow, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("open the lock file: %w", err)
+		return nil, fmt.Errorf("open the lock file (%s must be packer's own file, not a link): %w", p.lock, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() > 32 {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a packer lock file: move it away", p.lock)
 	}
 	held, err := tryLock(f)
 	if err != nil {
@@ -253,6 +257,12 @@ func lockOut(p outPaths) (*outLock, error) {
 		}
 		return nil, fmt.Errorf("%w: %s is locked by the build with pid %s (lock file %s); wait for it or stop it",
 			ErrOutputLocked, p.out, holder, p.lock)
+	}
+	data := make([]byte, 32)
+	n, _ := f.ReadAt(data, 0)
+	if strings.Trim(string(data[:n]), "0123456789\n") != "" {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a packer lock file: move it away", p.lock)
 	}
 	if err := f.Truncate(0); err == nil {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

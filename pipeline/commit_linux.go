@@ -8,6 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// oNoFollow makes opening the lock file fail on a symlink (nothing outside is truncated).
+const oNoFollow = unix.O_NOFOLLOW
+
 // errNoExchange says the filesystem (or kernel) cannot exchange two names atomically.
 var errNoExchange = errors.New("atomic exchange not supported")
 

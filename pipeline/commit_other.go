@@ -7,6 +7,8 @@ import (
 	"os"
 )
 
+const oNoFollow = 0
+
 // errNoExchange says the filesystem (or OS) cannot exchange two names atomically: outside
 // Linux the replacement always takes the two-rename path, which recoverOut completes.
 var errNoExchange = errors.New("atomic exchange not supported")

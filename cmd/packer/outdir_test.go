@@ -460,3 +460,37 @@ func TestBuildRefusesInputInLeftover(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildLeavesForeignLockFileAlone: the lock file is opened without following links and
+// only ever holds a pid, so a link or a user's file under its name is refused, not truncated.
+func TestBuildLeavesForeignLockFileAlone(t *testing.T) {
+	for _, kind := range []string{"link", "file"} {
+		t.Run(kind, func(t *testing.T) {
+			tmp := t.TempDir()
+			src := filepath.Join(tmp, "src")
+			writePNGFolder(t, src, 1)
+			precious := filepath.Join(tmp, "notes.txt")
+			if err := os.WriteFile(precious, []byte("do not truncate me\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(tmp, "out")
+			if kind == "link" {
+				if err := os.Symlink(precious, out+".packer-lock"); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := os.Rename(precious, out+".packer-lock"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := treeSum(t, tmp)
+			_, errs, code := run(t, "build", src, "--from", "folder", "-o", out)
+			if code == 0 || !strings.Contains(errs, ".packer-lock") {
+				t.Fatalf("exit %d (%q), want a failure naming the lock file", code, errs)
+			}
+			if after := treeSum(t, tmp); after != before {
+				t.Fatalf("the build changed the tree:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
