@@ -113,7 +113,7 @@ func (c chain) has(st os.FileInfo) bool {
 
 // guard knows the output names and answers whether a path overlaps one of them.
 type guard struct {
-	names  []string          // OUT, staging, old, lock (for messages)
+	names  []string          // OUT, staging, old, lock, trash (for messages)
 	self   []os.FileInfo     // each name's own stat, nil when it does not exist
 	chains []chain           // each name's existing ancestors (and itself)
 	dirs   map[string]string // inside's cache
