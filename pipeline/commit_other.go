@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !unix
 
 package pipeline
 
@@ -7,10 +7,11 @@ import (
 	"os"
 )
 
+// oNoFollow: no flag for it here.
 const oNoFollow = 0
 
-// errNoExchange says the filesystem (or OS) cannot exchange two names atomically: outside
-// Linux the replacement always takes the two-rename path, which recoverOut completes.
+// errNoExchange says the OS cannot exchange two names atomically: outside Unix the
+// replacement always takes the two-rename path, which recoverOut completes.
 var errNoExchange = errors.New("atomic exchange not supported")
 
 func exchange(a, b string) error { return errNoExchange }
@@ -22,7 +23,7 @@ func renameNoReplace(a, b string) error {
 	return os.Rename(a, b)
 }
 
-// tryLock does not lock outside Linux: concurrent builds into one OUT are not detected there.
+// tryLock does not lock outside Unix: concurrent builds into one OUT are not detected there.
 func tryLock(f *os.File) (bool, error) { return true, nil }
 
 func deviceOf(st os.FileInfo) (uint64, bool) { return 0, false }
