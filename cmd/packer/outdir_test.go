@@ -332,53 +332,80 @@ func TestBuildRefusesMountPoint(t *testing.T) {
 	mustRun(t, "verify", filepath.Join(out, "ds"))
 }
 
-// TestConcurrentBuildsIntoOneOutput runs a real build and, while it writes its staging
-// folder, a second build into the same OUT: the second refuses at once naming the first's
-// pid and touches nothing; the first completes intact.
+// TestConcurrentBuildsIntoOneOutput runs a real build and, while it holds OUT (blocked
+// reading a listed input that is a FIFO, so the overlap is certain whatever the machine's
+// speed), a second build into the same OUT: the second refuses at once naming the first's
+// pid and touches nothing; the first then completes intact.
 func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "packer")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	tmp := t.TempDir()
-	src, err := cifar.WriteTestDataset(tmp, "cifar10", 2000)
-	if err != nil {
+	imgs := filepath.Join(tmp, "imgs")
+	writePNGFolder(t, imgs, 2)
+	fifo := filepath.Join(tmp, "slow.png")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := "path,label\n" + fifo + ",0\n"
+	for _, f := range []string{"cat/000.png", "cat/001.png", "dog/000.png", "dog/001.png"} {
+		list += filepath.Join(imgs, f) + ",1\n"
+	}
+	listPath := filepath.Join(tmp, "list.csv")
+	if err := os.WriteFile(listPath, []byte(list), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(tmp, "out")
-	// A small shard size and one worker make the first build slow enough to overlap.
-	first := exec.Command(bin, "build", src, "-o", out, "--shard-size", "64KiB", "--workers", "1")
+	first := exec.Command(bin, "build", listPath, "--from", "list", "-o", out, "--workers", "1")
 	var stderr bytes.Buffer
 	first.Stderr = &stderr
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	staging := out + ".packer-partial"
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ents, _ := os.ReadDir(staging)
-		if len(ents) >= 3 || time.Now().After(deadline) {
+	defer first.Process.Kill()
+	pid := strconv.Itoa(first.Process.Pid)
+	// The lock file holds the pid once the first build holds the lock.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(out + ".packer-lock"); strings.TrimSpace(string(b)) == pid {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("the first build never took the lock: %s", stderr.String())
+		}
 	}
-	_, errs, code := run(t, "build", src, "-o", out, "--force", "--layout", "chw")
-	ents, _ := os.ReadDir(staging)
+	staging := out + ".packer-partial"
+	if _, err := os.Stat(staging); err != nil {
+		t.Fatalf("the first build has no staging folder: %v", err)
+	}
+	_, errs, code := run(t, "build", listPath, "--from", "list", "-o", out, "--force", "--layout", "chw")
+	_, stagingErr := os.Stat(staging)
+	// Unblock the first build: it reads the FIFO (a valid PNG) and goes on.
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, err := os.ReadFile(filepath.Join(imgs, "cat", "000.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(png)
+	w.Close()
 	if werr := first.Wait(); werr != nil {
 		t.Fatalf("the first build failed (%v): %s", werr, stderr.String())
 	}
 	if code == 0 {
 		t.Fatalf("a second build into an OUT being built succeeded")
 	}
-	if want := strconv.Itoa(first.Process.Pid); !strings.Contains(errs, "pid "+want) {
-		t.Fatalf("the refusal does not name the first build's pid %s: %q", want, errs)
+	if !strings.Contains(errs, "pid "+pid) {
+		t.Fatalf("the refusal does not name the first build's pid %s: %q", pid, errs)
 	}
-	if len(ents) < 3 {
-		t.Fatalf("the first build's staging folder lost its files (%d left) when the second build ran", len(ents))
+	if stagingErr != nil {
+		t.Fatalf("the first build's staging folder went away when the second build ran: %v", stagingErr)
 	}
 	mustRun(t, "verify", out)
 	m, err := shard.ReadManifest(out)
-	if err != nil || m.Count != 10000 || m.Sample.Layout != "hwc" {
+	if err != nil || m.Count+int64(len(m.Skipped)) != 5 || m.Count < 4 || m.Sample.Layout != "hwc" {
 		t.Fatalf("OUT is not the first build's dataset: %v %+v", err, m)
 	}
 }
