@@ -31,12 +31,12 @@ func writePNGFolder(t *testing.T, root string, n int) {
 			t.Fatal(err)
 		}
 		for i := 0; i < n; i++ {
-			writePNG(t, filepath.Join(dir, fmt.Sprintf("%03d.png", i)), byte(i*37+len(cls)))
+			writeTinyPNG(t, filepath.Join(dir, fmt.Sprintf("%03d.png", i)), byte(i*37+len(cls)))
 		}
 	}
 }
 
-func writePNG(t *testing.T, path string, seed byte) {
+func writeTinyPNG(t *testing.T, path string, seed byte) {
 	t.Helper()
 	im := image.NewRGBA(image.Rect(0, 0, 4, 3))
 	for i := range im.Pix {
@@ -133,7 +133,7 @@ func TestBuildRefusesOutputOverSource(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(tmp, "x"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writePNG(t, filepath.Join(tmp, "x", "keep.png"), 9)
+			writeTinyPNG(t, filepath.Join(tmp, "x", "keep.png"), 9)
 			return []string{"build", src, "--from", "folder", "-o", filepath.Join(tmp, "x"), "--force"}, tmp
 		}},
 		{"out contains a cifar file", false, func(t *testing.T, tmp string) ([]string, string) {
@@ -152,8 +152,8 @@ func TestBuildRefusesOutputOverSource(t *testing.T) {
 			if err := os.MkdirAll(imgs, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writePNG(t, filepath.Join(imgs, "a.png"), 1)
-			writePNG(t, filepath.Join(imgs, "b.png"), 2)
+			writeTinyPNG(t, filepath.Join(imgs, "a.png"), 1)
+			writeTinyPNG(t, filepath.Join(imgs, "b.png"), 2)
 			list := filepath.Join(tmp, "list.csv")
 			data := fmt.Sprintf("path,label\n%s,0\n%s,1\n", filepath.Join(imgs, "a.png"), filepath.Join(imgs, "b.png"))
 			if err := os.WriteFile(list, []byte(data), 0o644); err != nil {
@@ -168,7 +168,7 @@ func TestBuildRefusesOutputOverSource(t *testing.T) {
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			writePNG(t, filepath.Join(out, "precious.png"), 7)
+			writeTinyPNG(t, filepath.Join(out, "precious.png"), 7)
 			if err := os.Symlink(filepath.Join(out, "precious.png"), filepath.Join(src, "cat", "zz.png")); err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +227,7 @@ func TestBuildRefusesLockedOutput(t *testing.T) {
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writePNG(t, filepath.Join(staging, "shard-in-progress"), 3)
+	writeTinyPNG(t, filepath.Join(staging, "shard-in-progress"), 3)
 	before := treeSum(t, tmp)
 	_, errs, code := run(t, "build", src, "--from", "folder", "-o", out)
 	if code == 0 {
@@ -315,7 +315,7 @@ func TestBuildRefusesMountPoint(t *testing.T) {
 	for _, force := range []bool{false, true} {
 		args := []string{"build", src, "--from", "folder", "-o", out}
 		if force {
-			writePNG(t, filepath.Join(out, "old.png"), 5)
+			writeTinyPNG(t, filepath.Join(out, "old.png"), 5)
 			args = append(args, "--force")
 		}
 		before := treeSum(t, tmp)
@@ -332,65 +332,64 @@ func TestBuildRefusesMountPoint(t *testing.T) {
 	mustRun(t, "verify", filepath.Join(out, "ds"))
 }
 
-// TestConcurrentBuildsIntoOneOutput runs a real build and, while it holds OUT (blocked
-// reading a listed input that is a FIFO, so the overlap is certain whatever the machine's
-// speed), a second build into the same OUT: the second refuses at once naming the first's
-// pid and touches nothing; the first then completes intact.
+// TestConcurrentBuildsIntoOneOutput runs a real build and, while it holds OUT (stopped with
+// SIGSTOP once it holds the lock, so the overlap does not depend on the machine's speed), a
+// second build into the same OUT: the second refuses at once naming the first's pid and
+// touches nothing; the first, continued, completes intact.
 func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "packer")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	tmp := t.TempDir()
-	imgs := filepath.Join(tmp, "imgs")
-	writePNGFolder(t, imgs, 2)
-	fifo := filepath.Join(tmp, "slow.png")
-	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	list := "path,label\n" + fifo + ",0\n"
-	for _, f := range []string{"cat/000.png", "cat/001.png", "dog/000.png", "dog/001.png"} {
-		list += filepath.Join(imgs, f) + ",1\n"
-	}
-	listPath := filepath.Join(tmp, "list.csv")
-	if err := os.WriteFile(listPath, []byte(list), 0o644); err != nil {
+	src, err := cifar.WriteTestDataset(tmp, "cifar10", 2000)
+	if err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(tmp, "out")
-	first := exec.Command(bin, "build", listPath, "--from", "list", "-o", out, "--workers", "1")
+	first := exec.Command(bin, "build", src, "-o", out, "--shard-size", "64KiB", "--workers", "1")
 	var stderr bytes.Buffer
 	first.Stderr = &stderr
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer first.Process.Kill()
+	defer func() {
+		first.Process.Signal(syscall.SIGCONT)
+		first.Process.Kill()
+	}()
 	pid := strconv.Itoa(first.Process.Pid)
-	// The lock file holds the pid once the first build holds the lock.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if b, _ := os.ReadFile(out + ".packer-lock"); strings.TrimSpace(string(b)) == pid {
+	// The lock file holds the pid once the first build holds the lock; stop it once it is
+	// writing shards into its staging folder.
+	staging := out + ".packer-partial"
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		b, _ := os.ReadFile(out + ".packer-lock")
+		ents, _ := os.ReadDir(staging)
+		if strings.TrimSpace(string(b)) == pid && len(ents) >= 3 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the first build never took the lock: %s", stderr.String())
 		}
 	}
-	staging := out + ".packer-partial"
-	if _, err := os.Stat(staging); err != nil {
-		t.Fatalf("the first build has no staging folder: %v", err)
+	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
 	}
-	_, errs, code := run(t, "build", listPath, "--from", "list", "-o", out, "--force", "--layout", "chw")
-	_, stagingErr := os.Stat(staging)
-	// Unblock the first build: it reads the FIFO (a valid PNG) and goes on.
-	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	// The first build must still hold the lock (it did not finish before it was stopped).
+	lf, err := os.Open(out + ".packer-lock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	png, err := os.ReadFile(filepath.Join(imgs, "cat", "000.png"))
-	if err != nil {
+	if syscall.Flock(int(lf.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+		lf.Close()
+		t.Fatalf("the first build finished before it could be stopped; nothing overlapped")
+	}
+	lf.Close()
+	before := treeSum(t, staging)
+	_, errs, code := run(t, "build", src, "-o", out, "--force", "--layout", "chw")
+	after := treeSum(t, staging)
+	if err := first.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	w.Write(png)
-	w.Close()
 	if werr := first.Wait(); werr != nil {
 		t.Fatalf("the first build failed (%v): %s", werr, stderr.String())
 	}
@@ -400,12 +399,12 @@ func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
 	if !strings.Contains(errs, "pid "+pid) {
 		t.Fatalf("the refusal does not name the first build's pid %s: %q", pid, errs)
 	}
-	if stagingErr != nil {
-		t.Fatalf("the first build's staging folder went away when the second build ran: %v", stagingErr)
+	if after != before {
+		t.Fatalf("the second build changed the first build's staging folder:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	mustRun(t, "verify", out)
 	m, err := shard.ReadManifest(out)
-	if err != nil || m.Count+int64(len(m.Skipped)) != 5 || m.Count < 4 || m.Sample.Layout != "hwc" {
+	if err != nil || m.Count != 10000 || m.Sample.Layout != "hwc" {
 		t.Fatalf("OUT is not the first build's dataset: %v %+v", err, m)
 	}
 }
@@ -459,7 +458,7 @@ func TestBuildRefusesInputInLeftover(t *testing.T) {
 				t.Fatal(err)
 			}
 			img := filepath.Join(dir, "img.png")
-			writePNG(t, img, 4)
+			writeTinyPNG(t, img, 4)
 			want, err := os.ReadFile(img)
 			if err != nil {
 				t.Fatal(err)
