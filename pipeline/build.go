@@ -668,11 +668,7 @@ func reasonKind(err error) string {
 		}
 		err = u
 	}
-	msg := err.Error()
-	if len(msg) > 60 {
-		msg = msg[:60]
-	}
-	return msg
+	return ShortReason(err.Error())
 }
 
 func (b *builder) transformMap() map[string]any {

@@ -128,8 +128,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.OnError, "on-error", "skip", "bad input policy: skip (list in manifest) | fail")
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
-	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: Pillow's limit, 89478485; -1: no limit)")
-	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx)")
+	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
+	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx, lists labelled by integers)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
 	f.Float64Var(&o.FPS, "fps", 0, "video: resample the timeline to F frames per second (0: every frame)")
 	f.IntVar(&o.ClipLen, "clip-len", 0, "video/frames: frames per clip record (0: one record per frame)")
@@ -199,8 +199,14 @@ func (o *buildOptions) validate() error {
 		return fmt.Errorf("--shard-size: %w", err)
 	}
 	if o.Classes != "" {
+		seen := map[string]bool{}
 		for _, c := range strings.Split(o.Classes, ",") {
-			o.classes = append(o.classes, strings.TrimSpace(c))
+			c = strings.TrimSpace(c)
+			if c == "" || seen[c] {
+				return fmt.Errorf("--classes: class names must be distinct and not empty, got %q", o.Classes)
+			}
+			seen[c] = true
+			o.classes = append(o.classes, c)
 		}
 	}
 	if o.OnError != pipeline.OnErrorSkip && o.OnError != pipeline.OnErrorFail {

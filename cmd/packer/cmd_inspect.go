@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -182,10 +183,7 @@ func skipKind(reason string) string {
 	if i := strings.LastIndex(reason, ": "); i >= 0 && i+2 < len(reason) {
 		reason = reason[i+2:]
 	}
-	if len(reason) > 60 {
-		reason = reason[:60]
-	}
-	return reason
+	return pipeline.ShortReason(reason)
 }
 
 func compactJSON(v any) string {

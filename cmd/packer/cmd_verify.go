@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -49,6 +53,20 @@ headers, shapes, dtypes and counts. It reports every fault, not only the first.
 }
 
 func runVerify(ctx context.Context, o *verifyOptions) error {
+	// Nothing to read is a failure (exit 1), not corrupt data (exit 3): a mistyped path must not
+	// read as a damaged dataset. A directory that holds data files but no manifest is a damaged
+	// dataset, and verify.Dir reports it as such.
+	if _, err := os.Stat(filepath.Join(o.Dir, shard.ManifestName)); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if _, derr := os.Stat(o.Dir); derr != nil {
+			return fmt.Errorf("%s: no such dataset: %w", o.Dir, derr)
+		}
+		if !holdsDataFiles(o.Dir) {
+			return fmt.Errorf("%s: not a packed dataset: it has no %s and no data files", o.Dir, shard.ManifestName)
+		}
+	}
 	var bar *progress.Bar
 	total := int64(-1)
 	if m, err := readManifestQuiet(o.Dir); err == nil {
@@ -121,4 +139,14 @@ func raiseProcs(extra int) (restore func()) {
 var procs struct {
 	sync.Mutex
 	base, extra int
+}
+
+// holdsDataFiles reports whether dir holds a file named like a dataset's data files.
+func holdsDataFiles(dir string) bool {
+	for _, pat := range []string{"shard-*.pks", "*.npy", "*.h5"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, pat)); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -51,6 +51,10 @@ type Options struct {
 	// FastGap is how many times the resized size the reduced-scale decode must keep (see
 	// transforms.DraftSize); 0 means DefaultFastGap.
 	FastGap int
+	// Classes names the classes of a list labelled by integers (--classes): label i is
+	// Classes[i], and every label must be below len(Classes). A list labelled by names, or a
+	// folder, takes its class names from the data and refuses Classes.
+	Classes []string
 }
 
 // DefaultFastGap is the fast-mode gap: 1, Pillow's draft(mode, size) with the target size

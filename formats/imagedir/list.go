@@ -47,10 +47,13 @@ func OpenList(list string, opts Options) (*Source, error) {
 	}
 	names := map[string]bool{}
 	allInt := true
+	maxLabel, maxLine := int64(-1), 0
 	err = parseList(context.Background(), f, s.listFmt, list, func(e rawEntry) error {
 		s.count++
 		if !e.isInt {
 			allInt = false
+		} else if v, err := strconv.ParseInt(e.label, 10, 64); err == nil && v > maxLabel {
+			maxLabel, maxLine = v, e.line
 		}
 		names[e.label] = true
 		return nil
@@ -62,6 +65,15 @@ func OpenList(list string, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("%s: %w", list, FormatError("the list has no entries"))
 	}
 	s.named = !allInt
+	switch {
+	case s.named && len(opts.Classes) > 0:
+		return nil, fmt.Errorf("%s: %w", list, FormatError("--classes names the classes of integer labels; this list's labels are class names already"))
+	case !s.named && len(opts.Classes) > 0:
+		if maxLabel >= int64(len(opts.Classes)) {
+			return nil, fmt.Errorf("%s:%d: %w", list, maxLine, FormatError(fmt.Sprintf("label %d, but --classes names only %d classes", maxLabel, len(opts.Classes))))
+		}
+		s.classes = append([]string(nil), opts.Classes...)
+	}
 	if s.named {
 		for n := range names {
 			s.classes = append(s.classes, n)
