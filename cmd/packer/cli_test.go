@@ -169,3 +169,29 @@ func TestClassesForIntegerLists(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewRefusesInsideDataset: `preview -o OUT/manifest.json` used to overwrite the
+// manifest with a PNG (and -o OUT/x.png added an unlisted file verify then reports).
+func TestPreviewRefusesInsideDataset(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "fm")
+	mustRun(t, "build", "/usr/share/datasets/fashion-mnist", "--split", "test", "-o", out)
+	before, err := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{filepath.Join(out, "manifest.json"), filepath.Join(out, "..", filepath.Base(out), "sheet.png")} {
+		if _, errs, code := run(t, "preview", out, "-o", target); code != exitUsage || !strings.Contains(errs, "inside the dataset") {
+			t.Errorf("preview -o %s: exit %d (%q), want a usage error", target, code, errs)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if !bytes.Equal(before, after) {
+		t.Fatal("preview changed the manifest")
+	}
+	mustRun(t, "verify", out)
+	sheet := filepath.Join(t.TempDir(), "sheet.png")
+	mustRun(t, "preview", out, "-o", sheet)
+	if _, err := os.Stat(sheet); err != nil {
+		t.Fatal(err)
+	}
+}
