@@ -2,7 +2,10 @@ package shard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -47,7 +50,9 @@ type Skipped struct {
 	Reason string `json:"reason"`
 }
 
-// Marshal encodes the manifest deterministically (struct field order, sorted map keys).
+// Marshal encodes the manifest deterministically (struct field order, sorted map keys, 2-space
+// indent, no HTML escaping, a final newline) and seals it with SealManifest, so the last member
+// is the manifest's own checksum.
 func (m *Manifest) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -56,10 +61,60 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	if err := enc.Encode(m); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return SealManifest(buf.Bytes())
 }
 
-// ReadManifest loads dir/manifest.json.
+// The manifest's own checksum is its last member, spliced in as the bytes
+// sumOpen + 64 lower-case hex digits + sumClose at the very end of the file. FORMAT.md
+// ("Dataset") specifies it.
+const (
+	sumOpen  = ",\n  \"manifest_sha256\": \""
+	sumClose = "\"\n}\n"
+	bodyEnd  = "\n}\n"
+)
+
+// SealManifest returns a manifest body (a JSON object whose bytes end with "\n}\n", as
+// Marshal writes it) with the member "manifest_sha256" appended as its last member: the
+// lower-case hex SHA-256 of body. Readers strip that member, put "\n}\n" back, and compare the
+// hash, so any change to the file's bytes is detected without re-encoding the JSON.
+func SealManifest(body []byte) ([]byte, error) {
+	if !bytes.HasSuffix(body, []byte(bodyEnd)) {
+		return nil, fmt.Errorf("manifest body does not end with %q", bodyEnd)
+	}
+	sum := sha256.Sum256(body)
+	out := make([]byte, 0, len(body)+len(sumOpen)+64+len(sumClose))
+	out = append(out, body[:len(body)-len(bodyEnd)]...)
+	out = append(out, sumOpen...)
+	out = hex.AppendEncode(out, sum[:])
+	return append(out, sumClose...), nil
+}
+
+// ErrManifestChecksum is wrapped by the error for a manifest whose bytes do not match its
+// manifest_sha256, or that has none.
+var ErrManifestChecksum = errors.New("manifest checksum")
+
+// checkSeal checks that data ends with its manifest_sha256 member and that the member is the
+// SHA-256 of the rest. name is the file's name for errors.
+func checkSeal(name string, data []byte) error {
+	n := len(sumOpen) + 64 + len(sumClose)
+	if len(data) < n || !bytes.HasSuffix(data, []byte(sumClose)) ||
+		!bytes.Equal(data[len(data)-n:len(data)-n+len(sumOpen)], []byte(sumOpen)) {
+		return fmt.Errorf("%s has no manifest_sha256: written by packer < 0.2 or edited; rebuild: %w", name, ErrManifestChecksum)
+	}
+	want := data[len(data)-64-len(sumClose) : len(data)-len(sumClose)]
+	h := sha256.New()
+	h.Write(data[:len(data)-n])
+	h.Write([]byte(bodyEnd))
+	var got [64]byte
+	hex.Encode(got[:], h.Sum(nil))
+	if !bytes.Equal(got[:], want) {
+		return fmt.Errorf("%s: checksum mismatch: the manifest was edited or damaged: %w", name, ErrManifestChecksum)
+	}
+	return nil
+}
+
+// ReadManifest loads dir/manifest.json. It refuses a manifest whose manifest_sha256 is missing
+// or does not match its bytes (see SealManifest), so nothing reads an edited or damaged manifest.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
 	f, err := os.Open(path)
@@ -73,6 +128,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	if len(data) > MaxManifestSize {
 		return nil, fmt.Errorf("%s: manifest larger than %d bytes", path, MaxManifestSize)
+	}
+	if err := checkSeal(path, data); err != nil {
+		return nil, err
 	}
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
