@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 )
 
 // ManifestName is the file name of a dataset's manifest, written last by every build.
@@ -165,4 +166,106 @@ func (m *Manifest) check() error {
 		}
 	}
 	return nil
+}
+
+// DatasetMetaDiff compares the dataset description packer stores in its data files (a shard
+// header's meta key "dataset", an HDF5 file's "spec" attribute: packer version, source,
+// transform and class names) with the manifest, and returns the keys that differ, in order.
+// A key missing from meta differs.
+func DatasetMetaDiff(meta map[string]any, m *Manifest) []string {
+	var diff []string
+	want := []struct {
+		key string
+		v   any
+	}{{"packer", m.Packer}, {"source", m.Source}, {"transform", m.Transform}, {"classes", m.Classes}}
+	for _, w := range want {
+		got, ok := meta[w.key]
+		if !ok || !sameJSON(got, w.v) {
+			diff = append(diff, w.key)
+		}
+	}
+	return diff
+}
+
+// sameJSON reports whether a and b encode to the same JSON value; numbers compare by value and
+// a null list equals an empty one.
+func sameJSON(a, b any) bool {
+	return reflect.DeepEqual(canonJSON(a), canonJSON(b))
+}
+
+func canonJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err.Error()
+	}
+	if out == nil {
+		return []any{}
+	}
+	return out
+}
+
+// LabelTally checks a dataset's labels against its manifest: every label must be >= 0 and, when
+// the manifest names classes, below their number; the labels per class must be the manifest's
+// class_counts. Feed it every label with Add (in any order, records numbered dataset-wide), then
+// call Faults.
+type LabelTally struct {
+	classes  int
+	counts   []int64
+	n        int64
+	bad      int64
+	firstBad int64 // record number of the first bad label seen (lowest)
+	badValue int64
+}
+
+// NewLabelTally returns an empty tally for the manifest's classes.
+func NewLabelTally(m *Manifest) *LabelTally {
+	return &LabelTally{classes: len(m.Classes), counts: make([]int64, len(m.Classes)), firstBad: -1}
+}
+
+// Add counts the labels of records first, first+1, ...
+func (t *LabelTally) Add(first int64, labels []int64) {
+	for i, l := range labels {
+		t.n++
+		if l >= 0 && (t.classes == 0 || l < int64(t.classes)) {
+			if t.classes > 0 {
+				t.counts[l]++
+			}
+			continue
+		}
+		t.bad++
+		if r := first + int64(i); t.firstBad < 0 || r < t.firstBad {
+			t.firstBad, t.badValue = r, l
+		}
+	}
+}
+
+// Faults returns what is wrong with the labels counted against m, one message each.
+func (t *LabelTally) Faults(m *Manifest) []string {
+	var out []string
+	if t.bad > 0 {
+		rng := "negative"
+		if t.classes > 0 {
+			rng = fmt.Sprintf("outside [0, %d) (the %d classes)", t.classes, t.classes)
+		}
+		out = append(out, fmt.Sprintf("%d labels are %s, the first at record %d (label %d)", t.bad, rng, t.firstBad, t.badValue))
+	}
+	if t.classes > 0 && len(m.ClassCounts) == t.classes {
+		diff, first := 0, -1
+		for i, c := range t.counts {
+			if m.ClassCounts[i] != c {
+				if diff++; first < 0 {
+					first = i
+				}
+			}
+		}
+		if diff > 0 {
+			out = append(out, fmt.Sprintf("class_counts differ from the labels for %d classes, first class %d (%q): manifest says %d, the labels hold %d",
+				diff, first, m.Classes[first], m.ClassCounts[first], t.counts[first]))
+		}
+	}
+	return out
 }
