@@ -25,7 +25,8 @@ func scanShard(path string, fe shard.FileEntry, m *shard.Manifest, opts shard.Sc
 		if isChecksum(ce) {
 			kind = KindChecksum
 		}
-		flt := Fault{File: fe.Path, Kind: kind, First: ce.Record, Count: ce.Records, Offset: ce.Offset, Message: ce.Err.Error()}
+		flt := Fault{File: fe.Path, Kind: kind, First: fe.FirstRecord + ce.Record, Count: ce.Records, ShardFirst: ce.Record,
+			Offset: ce.Offset, Message: ce.Err.Error()}
 		if ce.Record < 0 {
 			flt.First, flt.Count = -1, 0
 		}

@@ -41,25 +41,31 @@ const (
 	KindIO        = "io"        // a file could not be read
 )
 
-// Fault is one problem found. First and Count give the record range inside File when known
-// (First is -1 otherwise); Offset is the byte offset inside File when known (-1 otherwise).
+// Fault is one problem found. First and Count give the damaged record range when known (First
+// is -1 otherwise), numbered across the dataset (record 0 is the first record of the first
+// file), the numbering of the readers and of the Python verifier; ShardFirst is the same range
+// numbered inside File (for npy and HDF5 files, which hold every record, equal to First; -1 when
+// First is). Offset is the byte offset inside File when known (-1 otherwise).
 type Fault struct {
-	File    string `json:"file"`
-	Kind    string `json:"kind"`
-	First   int64  `json:"first_record"`
-	Count   int64  `json:"records"`
-	Offset  int64  `json:"offset"`
-	Message string `json:"message"`
+	File       string `json:"file"`
+	Kind       string `json:"kind"`
+	First      int64  `json:"first_record"`
+	Count      int64  `json:"records"`
+	ShardFirst int64  `json:"shard_first_record"`
+	Offset     int64  `json:"offset"`
+	Message    string `json:"message"`
 }
 
+// String formats the fault for the text report: dataset-wide record numbers first, then, for a
+// shard, the same range inside the shard ("records 1200-1299 (shard-00003.pks records 200-299)").
 func (f Fault) String() string {
 	var b strings.Builder
 	b.WriteString(f.File)
 	if f.First >= 0 {
-		if f.Count > 1 {
-			fmt.Fprintf(&b, ": records %d-%d", f.First, f.First+f.Count-1)
-		} else {
-			fmt.Fprintf(&b, ": record %d", f.First)
+		b.WriteString(": ")
+		b.WriteString(recordRange(f.First, f.Count))
+		if strings.HasSuffix(f.File, ".pks") && f.ShardFirst >= 0 {
+			fmt.Fprintf(&b, " (%s %s)", f.File, recordRange(f.ShardFirst, f.Count))
 		}
 	}
 	if f.Offset >= 0 {
@@ -67,6 +73,13 @@ func (f Fault) String() string {
 	}
 	fmt.Fprintf(&b, ": %s: %s", f.Kind, f.Message)
 	return b.String()
+}
+
+func recordRange(first, n int64) string {
+	if n > 1 {
+		return fmt.Sprintf("records %d-%d", first, first+n-1)
+	}
+	return fmt.Sprintf("record %d", first)
 }
 
 // Report is the result of checking one dataset directory.
@@ -191,6 +204,13 @@ func bytesDamaged(faults []Fault) bool {
 }
 
 func (r *Report) finish() {
+	for i := range r.Faults {
+		if f := &r.Faults[i]; f.First < 0 {
+			f.ShardFirst = -1
+		} else if !strings.HasSuffix(f.File, ".pks") {
+			f.ShardFirst = f.First
+		}
+	}
 	sort.SliceStable(r.Faults, func(i, j int) bool {
 		a, b := r.Faults[i], r.Faults[j]
 		if a.File != b.File {

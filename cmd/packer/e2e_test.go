@@ -336,7 +336,7 @@ func checkLocated(t *testing.T, dir string, fe shard.FileEntry, off int64, rep *
 	}
 	rec := (off - start) / r.RecordSize()
 	for _, f := range rep.Faults {
-		if f.File == fe.Path && f.Kind == verify.KindChecksum && f.First <= rec && rec < f.First+f.Count {
+		if f.File == fe.Path && f.Kind == verify.KindChecksum && f.ShardFirst <= rec && rec < f.ShardFirst+f.Count {
 			return
 		}
 	}

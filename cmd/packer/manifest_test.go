@@ -428,3 +428,89 @@ func TestVerifyManifestBitFlips(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifyNumbering damages one record in the third shard of a dataset and requires both
+// verifiers' --json reports to name the same damaged range: dataset-wide record numbers in
+// first_record/records, the range inside the shard in shard_first_record; and the text reports
+// to say which numbering they print.
+func TestVerifyNumbering(t *testing.T) {
+	py := verifierPython(t)
+	src := filepath.Join(t.TempDir(), "data.bin")
+	if err := cifar.WriteBinary(src, "cifar10", cifar.TestRecords("cifar10", 400, 4)); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	mustRun(t, "build", src, "--from", "cifar10", "-o", dir, "--shard-size", "400KiB")
+	m, err := shard.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Files) < 3 {
+		t.Fatalf("%d shards, want at least 3", len(m.Files))
+	}
+	fe := m.Files[2]
+	const local = 37
+	path := filepath.Join(dir, fe.Path)
+	r, err := shard.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, _ := r.DataRange(local, local+1)
+	r.Close()
+	flip(t, path, off+100, 0x10)
+
+	type fault struct {
+		File       string `json:"file"`
+		Kind       string `json:"kind"`
+		First      int64  `json:"first_record"`
+		Count      int64  `json:"records"`
+		ShardFirst *int64 `json:"shard_first_record"`
+	}
+	type report struct {
+		Faults []fault `json:"faults"`
+	}
+	checksumFault := func(who string, out []byte) fault {
+		t.Helper()
+		var rep report
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("%s --json: %v\n%s", who, err, out)
+		}
+		for _, f := range rep.Faults {
+			if f.Kind == "checksum" {
+				if f.File != fe.Path || f.ShardFirst == nil {
+					t.Fatalf("%s: checksum fault %+v, want one in %s with shard_first_record", who, f, fe.Path)
+				}
+				return f
+			}
+		}
+		t.Fatalf("%s: no checksum fault in %s", who, out)
+		return fault{}
+	}
+	goOut, _, code := run(t, "verify", "--json", dir)
+	if code != exitCorrupt {
+		t.Fatalf("packer verify exit %d", code)
+	}
+	gf := checksumFault("packer verify", []byte(goOut))
+	cmd := exec.Command(py, "-m", "packer_reader", "verify", "--json", dir)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonDir(t))
+	pyOut, _ := cmd.Output()
+	pf := checksumFault("python verify", pyOut)
+	if gf.First != pf.First || gf.Count != pf.Count || *gf.ShardFirst != *pf.ShardFirst {
+		t.Fatalf("packer verify reports records %d+%d (shard %d), python verify %d+%d (shard %d)",
+			gf.First, gf.Count, *gf.ShardFirst, pf.First, pf.Count, *pf.ShardFirst)
+	}
+	if *gf.ShardFirst > local || local >= *gf.ShardFirst+gf.Count || gf.First != fe.FirstRecord+*gf.ShardFirst {
+		t.Fatalf("reported records %d-%d (shard records %d-%d) do not hold record %d of %s (dataset record %d)",
+			gf.First, gf.First+gf.Count-1, *gf.ShardFirst, *gf.ShardFirst+gf.Count-1, local, fe.Path, fe.FirstRecord+local)
+	}
+	want := fmt.Sprintf("records %d-%d (%s records %d-%d)", gf.First, gf.First+gf.Count-1, fe.Path, *gf.ShardFirst, *gf.ShardFirst+gf.Count-1)
+	goText, _, _ := run(t, "verify", dir)
+	cmd = exec.Command(py, "-m", "packer_reader", "verify", dir)
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonDir(t))
+	pyText, _ := cmd.Output()
+	for who, text := range map[string]string{"packer verify": goText, "python verify": string(pyText)} {
+		if !strings.Contains(text, want) {
+			t.Errorf("%s text report does not contain %q:\n%s", who, want, text)
+		}
+	}
+}

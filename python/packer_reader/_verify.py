@@ -17,12 +17,21 @@ class Fault:
     """One problem found by verify. ``kind`` is one of: manifest, missing, extra, size, sha256,
     structure (including non-zero padding), checksum, shape, count, labels."""
 
-    def __init__(self, kind, path, reason, record_range=None, offset=None):
+    def __init__(self, kind, path, reason, record_range=None, offset=None, file_first=0):
         self.kind = kind
         self.path = path
         self.reason = reason
-        self.record_range = record_range
+        self.record_range = record_range  # dataset-wide record numbers, half-open
         self.offset = offset
+        self.file_first = file_first  # the dataset-wide number of the first record of path
+
+    @property
+    def shard_range(self):
+        """The record range numbered inside the file (a shard), or None."""
+        if not self.record_range:
+            return None
+        a, b = self.record_range
+        return a - self.file_first, b - self.file_first
 
     def to_dict(self, root=None):
         """The fault as ``packer verify --json`` writes it (file relative to the dataset)."""
@@ -36,18 +45,26 @@ class Fault:
                 pass
         a, b = self.record_range if self.record_range else (-1, -1)
         return {"file": f, "kind": self.kind, "first_record": a, "records": b - a if a >= 0 else 0,
+                "shard_first_record": self.shard_range[0] if self.record_range else -1,
                 "offset": -1 if self.offset is None else self.offset, "message": self.reason}
 
     def __str__(self):
-        s = "%s: %s" % (self.path, self.reason)
+        s = str(self.path)
         if self.record_range:
-            a, b = self.record_range
-            s += " [records %d..%d]" % (a, b - 1)
+            # dataset-wide record numbers, then, for a shard, the same range inside the shard
+            s += ": " + _records(*self.record_range)
+            if str(self.path).endswith(".pks"):
+                s += " (%s %s)" % (os.path.basename(self.path), _records(*self.shard_range))
+        s += ": " + self.reason
         if self.offset is not None:
             s += " (offset %d)" % self.offset
         return "%s: %s" % (self.kind, s)
 
     __repr__ = __str__
+
+
+def _records(a, b):
+    return "records %d-%d" % (a, b - 1) if b - a > 1 else "record %d" % a
 
 
 class Report:
@@ -67,6 +84,7 @@ class Report:
         self.format = None
         self.count = 0
         self.skipped_inputs = 0
+        self.file_first = {}  # shard path -> dataset-wide number of its first record
 
     def check_sha(self, full, want, got):
         self.bytes += os.path.getsize(full)
@@ -78,7 +96,7 @@ class Report:
         return not self.faults
 
     def add(self, kind, path, reason, record_range=None, offset=None):
-        self.faults.append(Fault(kind, path, reason, record_range, offset))
+        self.faults.append(Fault(kind, path, reason, record_range, offset, self.file_first.get(path, 0)))
 
     def add_error(self, err, kind=None):
         if isinstance(err, CorruptionError):
@@ -273,6 +291,7 @@ def _verify_shards(rep, m, root, present, listed):
             first = declared_first + (fe.get("records") or 0)
             continue
         full = present[rel]
+        rep.file_first[full] = declared_first
         try:
             sf = ShardFile(full, declared_first)
         except CorruptionError as e:  # header, footer or index CRC: no record range, as packer verify
