@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/packer-dev/packer/formats/cifar"
+	"github.com/packer-dev/packer/formats/hdf5"
+	"github.com/packer-dev/packer/formats/npy"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )
@@ -512,5 +514,84 @@ func TestVerifyNumbering(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("%s text report does not contain %q:\n%s", who, want, text)
 		}
+	}
+}
+
+// TestReadersRefuseEditedManifest: every reader, Go (shard.OpenDataset, npy.Open, hdf5.Open, the
+// commands' openAny) and Python (packer_reader.open), refuses at open a dataset whose manifest
+// was edited after it was written, or has no checksum.
+func TestReadersRefuseEditedManifest(t *testing.T) {
+	py := verifierPython(t)
+	src := buildMutationSource(t, 50)
+	for _, format := range []string{"shards", "npy", "hdf5"} {
+		t.Run(format, func(t *testing.T) {
+			tmp := t.TempDir()
+			clean := filepath.Join(tmp, "clean")
+			mustRun(t, "build", src, "--from", "cifar100", "-o", clean, "--format", format)
+			orig, err := os.ReadFile(filepath.Join(clean, shard.ManifestName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := bytes.Replace(orig, []byte(`"count": 50`), []byte(`"count": 49`), 1)
+			cut := bytes.LastIndex(orig, []byte(",\n  \"manifest_sha256\""))
+			unsealed := append(slices.Clone(orig[:cut]), "\n}\n"...)
+			for name, c := range map[string]struct {
+				data []byte
+				want string
+			}{
+				"edited":      {edited, "checksum mismatch: the manifest was edited or damaged"},
+				"no checksum": {unsealed, "has no manifest_sha256: written by packer < 0.2 or edited; rebuild"},
+			} {
+				dir := filepath.Join(tmp, strings.ReplaceAll(name, " ", "-"))
+				linkDataset(t, clean, dir, c.data)
+				opens := map[string]func() error{
+					"openAny": func() error {
+						d, err := openAny(dir)
+						if err == nil {
+							d.Close()
+						}
+						return err
+					},
+				}
+				switch format {
+				case "shards":
+					opens["shard.OpenDataset"] = func() error {
+						d, err := shard.OpenDataset(dir)
+						if err == nil {
+							d.Close()
+						}
+						return err
+					}
+				case "npy":
+					opens["npy.Open"] = func() error {
+						r, err := npy.Open(dir)
+						if err == nil {
+							r.Close()
+						}
+						return err
+					}
+				case "hdf5":
+					opens["hdf5.Open"] = func() error {
+						r, err := hdf5.Open(dir)
+						if err == nil {
+							r.Close()
+						}
+						return err
+					}
+				}
+				for who, open := range opens {
+					err := open()
+					if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), shard.ManifestName) {
+						t.Errorf("%s: %s of the %s manifest: %v, want an error naming %s: %q", format, who, name, err, shard.ManifestName, c.want)
+					}
+				}
+				cmd := exec.Command(py, "-c", "import sys, packer_reader\ntry:\n    packer_reader.open(sys.argv[1])\nexcept packer_reader.FormatError as e:\n    print(e)\n    sys.exit(3)\n", dir)
+				cmd.Env = append(os.Environ(), "PYTHONPATH="+pythonDir(t))
+				out, err := cmd.CombinedOutput()
+				if err == nil || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), shard.ManifestName) {
+					t.Errorf("%s: packer_reader.open of the %s manifest: %v %s, want a FormatError %q", format, name, err, out, c.want)
+				}
+			}
+		})
 	}
 }
