@@ -160,7 +160,7 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
 			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
 	}
-	if m.Format == "shards" && len(rep.Faults) == 0 {
+	if m.Format == "shards" && !dataDamaged(rep.Faults) {
 		// every shard was read whole and intact: the labels and versions are all known
 		for _, msg := range sh.labels.Faults(m) {
 			add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1, Message: msg})
@@ -197,6 +197,18 @@ func bytesDamaged(faults []Fault) bool {
 	for _, f := range faults {
 		switch f.Kind {
 		case KindMissing, KindSize, KindSHA256, KindIO:
+			return true
+		}
+	}
+	return false
+}
+
+// dataDamaged reports whether a listed file is missing, unreadable, differs from the manifest's
+// size or SHA-256, or is damaged inside.
+func dataDamaged(faults []Fault) bool {
+	for _, f := range faults {
+		switch f.Kind {
+		case KindMissing, KindSize, KindSHA256, KindIO, KindStructure, KindChecksum:
 			return true
 		}
 	}
