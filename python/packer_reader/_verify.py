@@ -502,6 +502,11 @@ def _verify_hdf5(rep, m, root, present):
         for a in (m.get("label") or {}).get("aux") or []:
             if not any(k in f for k in ("aux/" + a, "aux_" + a, a)):
                 rep.add("structure", full, "missing aux column %r" % a)
+        group = f.get("aux")
+        if group is not None and hasattr(group, "keys"):
+            extra = sorted(set(group.keys()) - set((m.get("label") or {}).get("aux") or []))
+            if extra:
+                rep.add("manifest", full, "/aux holds columns %s that the manifest does not list" % extra)
     except Exception as e:
         rep.add("structure", full, "unreadable: %s" % e)
     finally:

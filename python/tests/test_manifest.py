@@ -81,3 +81,45 @@ def test_resealed_edit_is_read(ds):
         m = json.load(f)
     shardwriter.write_manifest(p, m)
     packer_reader.open(ds).close()
+
+
+def _reseal(d, edit):
+    p = os.path.join(d, "manifest.json")
+    with open(p) as f:
+        m = json.load(f)
+    edit(m)
+    shardwriter.write_manifest(p, m)
+
+
+def _move_count(m):
+    m["class_counts"][0] -= 1
+    m["class_counts"][1] += 1
+
+
+def _dup_class(m):
+    m["classes"][1] = m["classes"][0]
+
+
+def _swap_files(m):
+    if len(m["files"]) < 2:  # data.h5 alone: list it twice instead
+        m["files"].append(dict(m["files"][0]))
+    m["files"][0], m["files"][-1] = m["files"][-1], m["files"][0]
+
+
+@pytest.mark.parametrize("edit", [
+    _move_count,  # the same sum
+    _dup_class,
+    _swap_files,
+    lambda m: m["label"].update(dtype="int32"),
+    lambda m: m["label"].update(aux=m["label"]["aux"] + ["extra"]),
+    lambda m: m["label"].update(aux=[]),
+    lambda m: m.update(format_version=3),
+    lambda m: m["classes"].pop(),
+    lambda m: m["files"].append(dict(m["files"][-1])),
+], ids=["class_counts-moved", "class-duplicated", "files-swapped", "label-dtype", "aux-added", "aux-removed",
+        "format-version", "class-removed", "file-twice"])
+def test_resealed_edit_caught_by_cross_checks(ds, edit):
+    # the checksum is recomputed: the cross-checks against the data must catch the edit
+    _reseal(ds, edit)
+    rep = packer_reader.verify(ds)
+    assert not rep.ok, "verify accepts a resealed manifest edit"
