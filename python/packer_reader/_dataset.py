@@ -69,6 +69,12 @@ def load_manifest(directory):
     if not isinstance(count, int) or count < 0:
         raise FormatError(path, "invalid count %r" % (count,))
     parse_sample_spec(m.get("sample"), path)
+    classes = m.get("classes") or []
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise FormatError(path, "classes must be a list of names")
+    cc = m.get("class_counts") or []
+    if not isinstance(cc, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in cc):
+        raise FormatError(path, "class_counts must be a list of integers")
     files = m.get("files") or []
     if not isinstance(files, list):
         raise FormatError(path, "files is not a list")

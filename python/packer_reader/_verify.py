@@ -1,5 +1,6 @@
 """packer_reader.verify: the integrity checks of ``packer verify``, in Python."""
 
+import collections
 import hashlib
 import json
 import os
@@ -15,7 +16,10 @@ CHUNK = 8 << 20
 
 class Fault:
     """One problem found by verify. ``kind`` is one of: manifest, missing, extra, size, sha256,
-    structure (including non-zero padding), checksum, shape, count, labels."""
+    structure (including non-zero padding), checksum, shape, count, labels. ``record_range`` is
+    numbered across the dataset, as the readers and ``packer verify --json`` (``first_record``,
+    ``records``) number records; ``shard_range`` is the same range inside the shard
+    (``shard_first_record``)."""
 
     def __init__(self, kind, path, reason, record_range=None, offset=None, file_first=0):
         self.kind = kind
@@ -245,8 +249,8 @@ def _check_manifest(rep, m, mpath):
     if m.get("format_version") not in KNOWN_VERSIONS or isinstance(m.get("format_version"), bool):
         rep.add("manifest", mpath, "format_version %r is not a known shard format version %r" % (
             m.get("format_version"), KNOWN_VERSIONS))
-    paths = [fe.get("path") for fe in m.get("files") or []]
-    for p in sorted(set(p for p in paths if paths.count(p) > 1)):
+    paths = collections.Counter(fe.get("path") for fe in m.get("files") or [])
+    for p in sorted(p for p, k in paths.items() if k > 1):
         rep.add("manifest", mpath, "file %s is listed twice" % p)
     if m["format"] != "shards":
         for fe in m.get("files") or []:
