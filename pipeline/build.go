@@ -19,7 +19,7 @@ import (
 )
 
 // Version is the packer version recorded in every manifest.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // OnError policies for bad inputs.
 const (

@@ -98,8 +98,8 @@ func TestDirShards(t *testing.T) {
 			t.Errorf("fault in the wrong file: %v", f)
 		}
 	}
-	if len(rep.Faults) != 2 || kinds[KindSHA256].File == "" || kinds[KindChecksum].First != 16 || kinds[KindChecksum].Count != 4 {
-		t.Fatalf("faults %v, want a SHA-256 fault and a checksum fault for records 16-19", rep.Faults)
+	if len(rep.Faults) != 2 || kinds[KindSHA256].File == "" || kinds[KindChecksum].First != 36 || kinds[KindChecksum].ShardFirst != 16 || kinds[KindChecksum].Count != 4 {
+		t.Fatalf("faults %v, want a SHA-256 fault and a checksum fault for records 36-39 (records 16-19 of the second shard)", rep.Faults)
 	}
 }
 

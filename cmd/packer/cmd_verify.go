@@ -34,7 +34,17 @@ func newVerifyCommand(io *iostreams, runF func(context.Context, *verifyOptions) 
 with the listed size and SHA-256, that no unlisted file is present, and the internal
 structure of every file: for shards the header, index and footer checksums and the CRC-32C
 of every block of records (naming the damaged record range); for npy and hdf5 the array
-headers, shapes, dtypes and counts. It reports every fault, not only the first.
+headers, shapes, dtypes and counts. It first checks manifest.json's own SHA-256
+(manifest_sha256), then every manifest field the data can confirm: count, class_counts and
+the label range from the labels, class names, label and sample specs, the source, transform
+and packer version stored in the data files, format_version. It reports every fault, not
+only the first.
+
+Damaged records are numbered across the dataset (record 0 is the first record of the first
+shard), as the readers number them; for a shard the text report adds the range inside the
+shard ("records 1200-1299 (shard-00003.pks records 200-299)"), and --json gives it as
+shard_first_record beside first_record and records. python3 -m packer_reader verify prints
+the same numbers.
 ` + exitStatusHelp,
 		Example: `  packer verify fmnist
   packer verify --json fmnist > report.json`,

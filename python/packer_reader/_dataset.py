@@ -2,6 +2,7 @@
 
 import bisect
 import contextlib
+import hashlib
 import json
 import os
 import queue
@@ -25,8 +26,27 @@ FORMATS = ("shards", "npy", "hdf5")
 
 # -- manifest -------------------------------------------------------------------------------
 
+# The manifest's last member is its own checksum (shard/FORMAT.md, "Dataset"): the file ends with
+# _SUM_OPEN + 64 lower-case hex digits + _SUM_CLOSE, the SHA-256 of the file with that member
+# replaced by "\n}\n". Checked on the bytes, so no JSON re-encoding is involved.
+_SUM_OPEN = b',\n  "manifest_sha256": "'
+_SUM_CLOSE = b'"\n}\n'
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def _check_seal(path, raw):
+    n = len(_SUM_OPEN) + 64 + len(_SUM_CLOSE)
+    tail = raw[-n:]
+    if len(raw) < n or not tail.startswith(_SUM_OPEN) or not tail.endswith(_SUM_CLOSE):
+        raise FormatError(path, "has no manifest_sha256: written by packer < 0.2 or edited; rebuild")
+    want = tail[len(_SUM_OPEN):len(_SUM_OPEN) + 64]
+    got = hashlib.sha256(raw[:-n] + b"\n}\n").hexdigest().encode()
+    if not set(want) <= _HEX or want != got:
+        raise FormatError(path, "checksum mismatch: the manifest was edited or damaged")
+
 def load_manifest(directory):
-    """Read and sanity-check directory/manifest.json; return the dict."""
+    """Read and sanity-check directory/manifest.json; return the dict. A manifest whose
+    manifest_sha256 is missing or does not match its bytes is refused (FormatError)."""
     path = os.path.join(str(directory), MANIFEST)
     try:
         size = os.stat(path).st_size
@@ -36,6 +56,7 @@ def load_manifest(directory):
         raise FormatError(path, "manifest larger than %d bytes" % MAX_MANIFEST)
     with open(path, "rb") as f:
         raw = f.read()
+    _check_seal(path, raw)
     try:
         m = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -48,6 +69,12 @@ def load_manifest(directory):
     if not isinstance(count, int) or count < 0:
         raise FormatError(path, "invalid count %r" % (count,))
     parse_sample_spec(m.get("sample"), path)
+    classes = m.get("classes") or []
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise FormatError(path, "classes must be a list of names")
+    cc = m.get("class_counts") or []
+    if not isinstance(cc, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in cc):
+        raise FormatError(path, "class_counts must be a list of integers")
     files = m.get("files") or []
     if not isinstance(files, list):
         raise FormatError(path, "files is not a list")

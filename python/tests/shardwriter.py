@@ -150,9 +150,25 @@ def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files):
         "files": files,
         "skipped": [],
     }
-    with open(os.path.join(directory, "manifest.json"), "w") as f:
-        json.dump(m, f, indent=2)
+    write_manifest(os.path.join(directory, "manifest.json"), m)
     return m
+
+
+def seal_manifest(body):
+    """The manifest bytes with their own checksum as the last member (shard/FORMAT.md,
+    "Dataset"): body (a JSON object ending with "\\n}\\n") with ',\\n  "manifest_sha256": "<hex>"'
+    spliced in before the closing brace, hex being the SHA-256 of body."""
+    assert body.endswith(b"\n}\n"), body[-10:]
+    digest = hashlib.sha256(body).hexdigest()
+    return body[:-3] + b',\n  "manifest_sha256": "' + digest.encode() + b'"\n}\n'
+
+
+def write_manifest(path, m):
+    """Write the manifest dict m (any manifest_sha256 in it is dropped) with a fresh checksum."""
+    m = {k: v for k, v in m.items() if k != "manifest_sha256"}
+    body = (json.dumps(m, indent=2) + "\n").encode()
+    with open(path, "wb") as f:
+        f.write(seal_manifest(body))
 
 
 def write_dataset(directory, records, labels, classes, sample, aux=None, metas=None, shard_size=1 << 28,
