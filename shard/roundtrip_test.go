@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -17,6 +18,7 @@ type testRecord struct {
 	label int64
 	aux   []int64
 	meta  []byte
+	shape []int // the record's shape; nil lets the Writer derive it
 }
 
 // buildShard writes recs with opts into memory and returns the file bytes.
@@ -28,7 +30,7 @@ func buildShard(t testing.TB, opts WriterOptions, recs []testRecord) []byte {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if err := w.Append(r.data, r.label, r.aux, r.meta); err != nil {
+		if err := w.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,14 +50,23 @@ func randomRecords(opts WriterOptions, n int, seed uint64) []testRecord {
 	size := opts.Sample.Size()
 	for i := range recs {
 		sz := size
+		var shape []int
 		if sz < 0 {
-			sz = int64(rng.IntN(5000))
+			// Each -1 dimension gets its own value, 1 to 12.
+			shape = slices.Clone(opts.Sample.Shape)
+			sz = int64(opts.Sample.DType.Size())
+			for k, v := range shape {
+				if v < 0 {
+					shape[k] = 1 + rng.IntN(12)
+				}
+				sz *= int64(shape[k])
+			}
 		}
 		d := make([]byte, sz)
 		for j := range d {
 			d[j] = byte(rng.Uint32())
 		}
-		recs[i] = testRecord{data: d, label: int64(rng.IntN(100)) - 3}
+		recs[i] = testRecord{data: d, label: int64(rng.IntN(100)) - 3, shape: shape}
 		for range opts.Label.Aux {
 			recs[i].aux = append(recs[i].aux, rng.Int64())
 		}

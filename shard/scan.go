@@ -395,7 +395,7 @@ func (s *scanner) collectHeader(p []byte, off int64) {
 		}
 		if s.hdrNeed == HeaderFixed {
 			// The fixed part says how long the meta JSON is.
-			if _, metaLen, err := parseHeaderFixed(s.hdr, s.name); err == nil && HeaderFixed+metaLen <= s.size && metaLen > 0 {
+			if _, _, metaLen, err := parseHeaderFixed(s.hdr, s.name); err == nil && HeaderFixed+metaLen <= s.size && metaLen > 0 {
 				s.hdrNeed = HeaderFixed + metaLen
 				continue
 			}
@@ -464,8 +464,15 @@ func (s *scanner) decide(hdrOK bool, l indexLayout) {
 		if l.varSize {
 			if s.indexFailed {
 				blocksOK = false
-			} else if s.idxErr = checkIndex(s.index, l, ft.dataLen, s.name, ft.indexOffset); s.idxErr != nil {
-				blocksOK = false
+			} else {
+				// A bad shapes part does not stop the data checks: the offsets locate the blocks.
+				lo := l
+				lo.shapes = false
+				if s.idxErr = checkIndex(s.index, lo, ft.dataLen, s.name, ft.indexOffset); s.idxErr != nil {
+					blocksOK = false
+				} else {
+					s.idxErr = checkShapes(s.index, l, s.name, ft.indexOffset)
+				}
 			}
 		}
 	} else {
