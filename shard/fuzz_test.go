@@ -78,6 +78,11 @@ func FuzzReader(f *testing.F) {
 				return
 			}
 			recs[i] = testRecord{data: d, label: r.Label(i), aux: r.Aux(i), meta: r.RecordMeta(i)}
+			if r.HasShapes() {
+				if recs[i].shape, err = r.RecordShape(i); err != nil {
+					t.Fatalf("RecordShape(%d) of a shard that opened: %v", i, err)
+				}
+			}
 		}
 		if !clean {
 			return
@@ -92,7 +97,8 @@ func FuzzReader(f *testing.F) {
 				extra[k] = v
 			}
 		}
-		opts := WriterOptions{Sample: r.Spec(), Label: r.LabelSpec(), Meta: extra, ShardIndex: r.ShardIndex(), HasMeta: r.HasRecordMeta()}
+		opts := WriterOptions{Sample: r.Spec(), Label: r.LabelSpec(), Meta: extra, ShardIndex: r.ShardIndex(), HasMeta: r.HasRecordMeta(),
+			NoShapes: r.VarSize() && !r.HasShapes()}
 		var buf bytes.Buffer
 		w, err := NewWriter(&buf, opts)
 		if err != nil {
@@ -103,7 +109,7 @@ func FuzzReader(f *testing.F) {
 			if meta == nil && opts.HasMeta {
 				meta = []byte{}
 			}
-			if err := w.Append(rec.data, rec.label, rec.aux, meta); err != nil {
+			if err := w.AppendShape(rec.data, rec.shape, rec.label, rec.aux, meta); err != nil {
 				t.Fatalf("rewrite: %v", err)
 			}
 		}
@@ -113,6 +119,9 @@ func FuzzReader(f *testing.F) {
 		r2, err := NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()), "rewritten")
 		if err != nil {
 			t.Fatalf("read rewritten shard: %v", err)
+		}
+		if r2.Version() != r.Version() || r2.HasShapes() != r.HasShapes() {
+			t.Fatalf("rewritten shard is version %d (shapes %v), the input %d (shapes %v)", r2.Version(), r2.HasShapes(), r.Version(), r.HasShapes())
 		}
 		for i := range recs {
 			recs[i].meta = bytes.Clone(recs[i].meta)

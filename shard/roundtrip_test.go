@@ -106,6 +106,11 @@ func checkRecords(t testing.TB, r *Reader, recs []testRecord) {
 		if m := r.RecordMeta(i); !bytes.Equal(m, want.meta) {
 			t.Fatalf("RecordMeta(%d) = %q, want %q", i, m, want.meta)
 		}
+		if want.shape != nil {
+			if got, err := r.RecordShape(i); err != nil || !slices.Equal(got, want.shape) {
+				t.Fatalf("RecordShape(%d) = %v, %v, want %v", i, got, err, want.shape)
+			}
+		}
 	}
 }
 
@@ -120,6 +125,10 @@ var roundTripCases = []struct {
 	{"var", WriterOptions{Sample: SampleSpec{Shape: []int{-1, 8, 8, 3}, DType: Uint8, Layout: "thwc"}}, 60},
 	{"var-meta-aux", WriterOptions{Sample: SampleSpec{Shape: []int{-1}, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{Aux: []string{"a"}}, HasMeta: true, ShardIndex: 7,
 		Meta: map[string]any{"dataset": map[string]any{"source": "x", "b": []int{1, 2}}}}, 40},
+	{"var-hw", WriterOptions{Sample: SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}, HasMeta: true}, 50},
+	{"var-chw-float16", WriterOptions{Sample: SampleSpec{Shape: []int{3, -1, -1}, DType: Float16, Layout: "chw"}, Label: LabelSpec{Aux: []string{"a"}}}, 30},
+	{"var-clip-hw", WriterOptions{Sample: SampleSpec{Shape: []int{4, -1, -1, 3}, DType: Uint8, Layout: "thwc"}}, 20},
+	{"var-empty", WriterOptions{Sample: SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}}, 0},
 	{"empty", WriterOptions{Sample: SampleSpec{Shape: []int{4}, DType: Uint8, Layout: "hwc"}}, 0},
 	{"fixed-meta", WriterOptions{Sample: SampleSpec{Shape: []int{4}, DType: Uint8, Layout: "hwc"}, HasMeta: true}, 10},
 }

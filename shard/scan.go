@@ -461,7 +461,8 @@ func (s *scanner) decide(hdrOK bool, l indexLayout) {
 	ft := s.ft
 	blocksOK := true
 	if hdrOK {
-		if l.varSize {
+		// With no records the index is not read ahead (nothing to locate): finish checks it.
+		if l.varSize && s.indexAhead {
 			if s.indexFailed {
 				blocksOK = false
 			} else {
@@ -492,7 +493,9 @@ func (s *scanner) decide(hdrOK bool, l indexLayout) {
 	s.l, s.blocksOK = l, blocksOK
 	if blocksOK {
 		s.nblocks = l.blocks
-		s.blkEnd = s.recordOff(min(ft.k, ft.n))
+		if ft.n > 0 { // no records: no blocks, and a variable-size index not yet read
+			s.blkEnd = s.recordOff(min(ft.k, ft.n))
+		}
 	}
 }
 
@@ -553,7 +556,7 @@ func (s *scanner) finish() {
 	}
 	if s.hdrOK {
 		err := s.idxErr
-		if !s.l.varSize {
+		if !s.indexAhead {
 			err = checkIndex(s.index, s.l, ft.dataLen, s.name, ft.indexOffset)
 		}
 		if err != nil {
