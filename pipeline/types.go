@@ -98,6 +98,9 @@ type Record struct {
 	Label int64
 	Aux   []int64
 	Meta  []byte
+	// Shape is the record's own shape when the dataset's sample shape varies (a -1 dimension);
+	// nil for a fixed-size dataset.
+	Shape []int
 }
 
 // An Output writes records to one output format. Write is called from one goroutine, in record

@@ -271,6 +271,10 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	if err != nil {
 		return usagef(err)
 	}
+	// npy and HDF5 hold one array of one shape: refuse a variable shape before decoding.
+	if err := pipeline.CheckFormatSpec(o.Format, pipeline.DatasetSpec(src, o.transform)); err != nil {
+		return usagef(err)
+	}
 	resizer, device, release, err := openDevice(o.Device, o.transform)
 	if err != nil {
 		return err
