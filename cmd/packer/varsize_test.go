@@ -248,13 +248,38 @@ func TestNoResizeMixedSizesPacksAll(t *testing.T) {
 		t.Fatalf("loader read %d records, want %d", n, len(pix))
 	}
 	// inspect describes the variable shape; preview draws the records; bench reads them.
-	if s := mustRun(t, "inspect", out); !strings.Contains(s, "variable") {
-		t.Errorf("inspect does not say the shape is variable:\n%s", s)
+	s := mustRun(t, "inspect", out, "--records", "2")
+	for _, want := range []string{"variable HxW, 3 channels", "H 1 to 30, W 1 to 17", "shape [3 5 3]", "shape [1 1 3]"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("inspect does not say %q:\n%s", want, s)
+		}
+	}
+	if s := mustRun(t, "bench", out); !strings.Contains(s, "6 records") {
+		t.Errorf("bench:\n%s", s)
 	}
 	prev := filepath.Join(t.TempDir(), "grid.png")
 	mustRun(t, "preview", out, "-o", prev)
-	if st, err := os.Stat(prev); err != nil || st.Size() == 0 {
-		t.Errorf("preview wrote nothing: %v", err)
+	pf, err := os.Open(prev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sheet, err := png.Decode(pf)
+	pf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Six records in a 3x3 grid of 128-pixel tiles with 16-pixel captions: the centre of each
+	// tile is a pixel of that record, scaled into the tile at its own shape.
+	for i := range pix {
+		x, y := (i%3)*128+64, (i/3)*144+64
+		r, g, b, _ := sheet.At(x, y).RGBA()
+		found := false
+		for p := 0; p+2 < len(pix[i]); p += 3 {
+			found = found || (pix[i][p] == byte(r>>8) && pix[i][p+1] == byte(g>>8) && pix[i][p+2] == byte(b>>8))
+		}
+		if !found {
+			t.Errorf("preview: the centre of tile %d is %d,%d,%d, not a pixel of record %d", i, r>>8, g>>8, b>>8, i)
+		}
 	}
 }
 
