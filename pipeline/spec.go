@@ -16,31 +16,31 @@ const imageChannels = 3
 // decided before anything is decoded, never from the first record:
 //
 //   - a crop (--crop) or an exact size (--size) fixes the frame size;
-//   - a source whose frames all have one size (CIFAR, IDX: a DirectSource) fixes it too;
+//   - a source whose frames all have one size (SourceInfo.Frame: CIFAR, IDX) fixes it too;
 //   - otherwise (a shorter-side --resize, or no resize, of images of any size) the height and
 //     width vary: [-1, -1, 3] (hwc) or [3, -1, -1] (chw), stored in shard format version 2.
 //
 // Clips (SourceInfo.ClipLen T > 0) prepend T to the frame shape, layout "t"+layout.
 func DatasetSpec(src Source, t transforms.Spec) shard.SampleSpec {
 	t = t.Normalized()
-	c := imageChannels
-	ds, direct := src.(DirectSource)
-	if direct {
-		_, _, c = ds.FrameShape()
+	info := src.Info()
+	fr := info.Frame
+	if fr.C == 0 {
+		fr.C = imageChannels
 	}
+	c := fr.C
 	var fs shard.SampleSpec
 	if w, h, ok := t.FixedSize(); ok {
 		fs = t.OutputSpec(w, h, c)
-	} else if direct {
-		w, h, _ := ds.FrameShape()
-		fs = t.OutputSpec(w, h, c)
+	} else if fr.W > 0 && fr.H > 0 {
+		fs = t.OutputSpec(fr.W, fr.H, c)
 	} else {
 		fs = shard.SampleSpec{Shape: []int{-1, -1, c}, DType: shard.DType(t.DType), Layout: t.Layout}
 		if t.Layout == "chw" {
 			fs.Shape = []int{c, -1, -1}
 		}
 	}
-	if n := src.Info().ClipLen; n > 0 {
+	if n := info.ClipLen; n > 0 {
 		fs = shard.SampleSpec{Shape: append([]int{n}, fs.Shape...), DType: fs.DType, Layout: "t" + fs.Layout}
 	}
 	return fs
