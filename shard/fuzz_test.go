@@ -20,6 +20,8 @@ var fuzzRuns atomic.Int64
 
 func FuzzReader(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pks"))
+	v2, _ := filepath.Glob(filepath.Join("testdata", "v2", "*.pks"))
+	paths = append(paths, v2...)
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// shapesOptions and shapesRecords make the version-2 fixture shard/testdata/valid-v2-shapes.pks:
+// shapesOptions and shapesRecords make the version-2 fixture shard/testdata/v2/valid-v2-shapes.pks:
 // five images of shape [-1, -1, 3] (hwc, uint8) with per-record metadata and one aux column.
 // Record i is h×w = shapesHW[i], every byte of it 16*i + (byte index mod 16), label 10+i,
 // aux i/2. Readers in other languages test against it.
@@ -48,9 +48,9 @@ func shapesPartOff(b []byte) int {
 // back with every record at its own shape (go test -run TestShapesFixture -update rewrites it).
 func TestShapesFixture(t *testing.T) {
 	b := shapesShard(t)
-	path := filepath.Join("testdata", "valid-v2-shapes.pks")
+	path := filepath.Join("testdata", "v2", "valid-v2-shapes.pks")
 	if *update {
-		writeTestdata(t, "valid-v2-shapes.pks", b)
+		writeTestdata(t, filepath.Join("v2", "valid-v2-shapes.pks"), b)
 	}
 	disk, err := os.ReadFile(path)
 	if err != nil {
@@ -138,7 +138,8 @@ func TestVersion1ShapeUnknown(t *testing.T) {
 	}
 }
 
-// brokenV2 are damaged version-2 shards (from shapesShard) and version mix-ups.
+// brokenV2 are damaged version-2 shards (from shapesShard) and version mix-ups, kept in
+// testdata/v2 for other readers' tests.
 var brokenV2 = []struct {
 	name       string
 	damage     func(b []byte) []byte
@@ -165,10 +166,10 @@ func TestBrokenV2(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.damage(shapesShard(t))
 			if *update {
-				writeTestdata(t, tc.name+".pks", b)
+				writeTestdata(t, filepath.Join("v2", tc.name+".pks"), b)
 			}
-			if disk, err := os.ReadFile(filepath.Join("testdata", tc.name+".pks")); err != nil || !bytes.Equal(disk, b) {
-				t.Errorf("testdata/%s.pks is missing or stale (%v); run go test -run TestBrokenV2 -update", tc.name, err)
+			if disk, err := os.ReadFile(filepath.Join("testdata", "v2", tc.name+".pks")); err != nil || !bytes.Equal(disk, b) {
+				t.Errorf("testdata/v2/%s.pks is missing or stale (%v); run go test -run TestBrokenV2 -update", tc.name, err)
 			}
 			_, err := NewReader(bytes.NewReader(b), int64(len(b)), tc.name+".pks")
 			checkErr(t, "reader", err, ErrFormat, tc.wantRecord, tc.name)
