@@ -164,6 +164,8 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 		bad = fmt.Sprintf("sample spec %v %s %s, the manifest says %v %s %s", spec.Shape, spec.DType, spec.Layout, want.Shape, want.DType, want.Layout)
 	case len(r.LabelSpec().Aux) != len(d.m.Label.Aux):
 		bad = fmt.Sprintf("%d aux columns, the manifest says %d", len(r.LabelSpec().Aux), len(d.m.Label.Aux))
+	case r.Version() > d.m.FormatVersion:
+		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:
 		bad = fmt.Sprintf("shard index %d at position %d of the manifest", r.ShardIndex(), s)
 	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:

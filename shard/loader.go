@@ -85,7 +85,8 @@ type Batch struct {
 	// Dims is nil for fixed-size records; for variable-size records it holds, row-major
 	// [B, v], the values of the v dimensions of the sample shape that are -1 (for images of
 	// shape [-1, -1, 3]: each record's height and width). Shape(k) expands record k's row into
-	// its full shape.
+	// its full shape. A version-1 shard with more than one -1 dimension did not record its
+	// records' shapes: their values are -1 (see Reader.RecordShape).
 	Dims    []int
 	Labels  []int64 // label of each record
 	Aux     []int64 // aux label values, row-major [B, len(aux columns)]; nil when there are none
@@ -559,7 +560,12 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 				p.r.auxInto(rec, s.aux[k*l.naux:(k+1)*l.naux])
 			}
 			if s.dims != nil {
-				if err := p.r.shapeDims(rec, s.dims[k*l.v:(k+1)*l.v]); err != nil {
+				dst := s.dims[k*l.v : (k+1)*l.v]
+				if err := p.r.shapeDims(rec, dst); errors.Is(err, ErrShapeUnknown) {
+					for j := range dst {
+						dst[j] = -1 // a version-1 shard did not record it
+					}
+				} else if err != nil {
 					return err
 				}
 			}

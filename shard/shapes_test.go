@@ -264,3 +264,63 @@ func TestLoaderShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestLoaderVersion1ShapesUnknown: a version-1 dataset of [-1, -1, 3] records (no shapes
+// stored) still streams its bytes; the shape values it never recorded are -1.
+func TestLoaderVersion1ShapesUnknown(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}, NoShapes: true}
+	recs := randomRecords(opts, 12, 4)
+	for i := range recs {
+		recs[i].shape = nil
+	}
+	d, err := OpenDataset(buildDataset(t, opts, recs, []int{12}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	l, err := d.NewLoader(LoaderOptions{BatchSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := 0
+	for l.Next() {
+		b := l.Batch()
+		for k := range b.Len() {
+			if !bytes.Equal(b.Data[b.Offsets[k]:b.Offsets[k+1]], recs[b.Indices[k]].data) || !slices.Equal(b.Shape(k), []int{-1, -1, 3}) {
+				t.Fatalf("record %d: shape %v", b.Indices[k], b.Shape(k))
+			}
+			n++
+		}
+	}
+	if l.Err() != nil || n != 12 {
+		t.Fatalf("read %d records: %v", n, l.Err())
+	}
+}
+
+// TestDatasetShardNewerThanManifest: a version-2 shard in a dataset whose manifest says
+// format_version 1 is an inconsistency, reported with the shard's path.
+func TestDatasetShardNewerThanManifest(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}}
+	dir := buildDataset(t, opts, randomRecords(opts, 3, 4), []int{3})
+	p := filepath.Join(dir, ManifestName)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := bytes.Replace(b, []byte(`"format_version": 2`), []byte(`"format_version": 1`), 1)
+	if bytes.Equal(b, b2) {
+		t.Fatalf("no format_version 2 in %s", b)
+	}
+	if err := os.WriteFile(p, b2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Record(0); err == nil || !strings.Contains(err.Error(), "format_version 1") || !strings.Contains(err.Error(), "shard-00000.pks") {
+		t.Fatalf("Record(0) = %v, want the version mismatch naming the shard", err)
+	}
+}
