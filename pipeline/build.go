@@ -139,6 +139,15 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := tspec.Validate(); err != nil {
 		return nil, err
 	}
+	// The records' spec is decided here, before anything is decoded; a format that cannot
+	// hold it is refused before anything is written.
+	spec := DatasetSpec(opts.Source, tspec)
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("sample spec: %w", err)
+	}
+	if err := CheckFormatSpec(opts.Format, spec); err != nil {
+		return nil, err
+	}
 	out, err := filepath.Abs(opts.Out)
 	if err != nil {
 		return nil, err
@@ -161,7 +170,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	}()
 
 	info := opts.Source.Info()
-	b := &builder{opts: opts, info: info, tspec: tspec, staging: staging}
+	b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: staging}
 	sum, err := b.run(ctx)
 	if err != nil {
 		return nil, err
@@ -233,6 +242,7 @@ type builder struct {
 	opts    Options
 	info    SourceInfo
 	tspec   transforms.Spec
+	spec    shard.SampleSpec // every record's spec, decided before the build (DatasetSpec)
 	staging string
 
 	pool  sync.Pool // record buffers (*[]byte)
@@ -480,9 +490,9 @@ func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
 // write is the single writer: it takes items in source order and writes their records.
 func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Summary, error) {
 	sum := &Summary{Reasons: map[string]int{}}
+	spec := b.spec
 	var (
 		out      Output
-		spec     shard.SampleSpec
 		counts   = make([]int64, len(b.info.Classes))
 		skipped  []shard.Skipped
 		items    int64
@@ -510,7 +520,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		return nil
 	}
 	for res := range ordered {
-		bad := false
 		for {
 			var batch []result
 			var ok bool
@@ -524,7 +533,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			}
 			for _, r := range batch {
 				if r.done {
-					if r.err != nil && !bad {
+					if r.err != nil {
 						if r.count > 0 {
 							if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
 								r.err = ie.Err
@@ -535,19 +544,24 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 							return nil, err
 						}
 					}
-					bad = false
 					items++
 					if b.opts.Progress != nil {
 						b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
 					}
 					continue
 				}
-				if bad {
+				if !fits(spec, r.spec) {
+					// The spec was decided from the source and options; a record that does
+					// not fit it is a bug, never a reason to drop an image.
 					b.pool.Put(r.buf)
-					continue
+					return nil, fmt.Errorf("internal error: %s: record shape %v %s %s does not fit the dataset's %v %s %s",
+						r.name, r.spec.Shape, r.spec.DType, r.spec.Layout, spec.Shape, spec.DType, spec.Layout)
+				}
+				r.rec.Shape = nil
+				if !spec.Fixed() {
+					r.rec.Shape = r.spec.Shape
 				}
 				if out == nil {
-					spec = r.spec
 					var err error
 					out, err = b.opts.NewOutput(OutputConfig{
 						Dir: b.staging, Sample: spec,
@@ -560,13 +574,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 					if err != nil {
 						return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
 					}
-				} else if !sameShape(spec, r.spec) {
-					bad = true
-					b.pool.Put(r.buf)
-					if err := skip(r.name, fmt.Errorf("record shape %v differs from the dataset's %v (give --crop or --size for a fixed size)", r.spec.Shape, spec.Shape)); err != nil {
-						return nil, err
-					}
-					continue
 				}
 				if err := out.Write(r.rec); err != nil {
 					return nil, fmt.Errorf("write %s output: %w", b.opts.Format, err)
@@ -589,7 +596,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	}
 	var files []shard.FileEntry
 	if out == nil {
-		spec = b.emptySpec()
 		var err error
 		out, err = b.opts.NewOutput(OutputConfig{Dir: b.staging, Sample: spec,
 			Label: shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)}, Classes: b.info.Classes,
@@ -606,7 +612,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	m := &shard.Manifest{
 		Packer:        Version,
 		Format:        b.opts.Format,
-		FormatVersion: shard.Version,
+		FormatVersion: formatVersion(spec),
 		Count:         sum.Records,
 		Classes:       nonNil(b.info.Classes),
 		ClassCounts:   counts,
@@ -627,29 +633,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	sum.Skipped = int64(len(skipped))
 	sum.Manifest = m
 	return sum, nil
-}
-
-// emptySpec is the sample spec of a build that packed nothing.
-func (b *builder) emptySpec() shard.SampleSpec {
-	s := b.tspec.OutputSpec(1, 1, 3)
-	if b.tspec.CropW > 0 {
-		s = b.tspec.OutputSpec(b.tspec.CropW, b.tspec.CropH, 3)
-	} else if b.tspec.Width > 0 {
-		s = b.tspec.OutputSpec(b.tspec.Width, b.tspec.Height, 3)
-	}
-	return s
-}
-
-func sameShape(a, b shard.SampleSpec) bool {
-	if len(a.Shape) != len(b.Shape) || a.DType != b.DType || a.Layout != b.Layout {
-		return false
-	}
-	for i := range a.Shape {
-		if a.Shape[i] != b.Shape[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func nonNil[T any](s []T) []T {

@@ -28,7 +28,7 @@ func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []
 			t.Fatal(err)
 		}
 		for _, r := range recs[next : next+c] {
-			if err := fw.Append(r.data, r.label, r.aux, r.meta); err != nil {
+			if err := fw.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -184,9 +184,10 @@ func TestLoader(t *testing.T) {
 }
 
 func TestLoaderVarSize(t *testing.T) {
-	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, 3}, DType: Uint8, Layout: "thwc"}, HasMeta: true}
+	// A version-1 shard (no shapes part), which may hold an empty record.
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, 3}, DType: Uint8, Layout: "thwc"}, HasMeta: true, NoShapes: true}
 	recs := randomRecords(opts, 80, 9)
-	recs[5].data = nil // an empty record
+	recs[5].data, recs[5].shape = nil, nil // an empty record
 	dir := buildDataset(t, opts, recs, []int{30, 50})
 	d, err := OpenDataset(dir)
 	if err != nil {

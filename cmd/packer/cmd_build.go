@@ -82,6 +82,11 @@ refused unless --force is given; then it is replaced atomically when the new bui
 Bad inputs (corrupt, truncated, unsupported files) are skipped and listed with their
 reason in the manifest's "skipped" (--on-error skip, the default), or stop the build
 with an error naming the file (--on-error fail).
+
+Record shape: --crop or --size gives every record one shape. Without them (a shorter-side
+--resize N, or no resize) each image keeps its own height and width: --format shards stores
+it at its own shape (shape [-1, -1, 3]); npy and hdf5 hold one rectangular array and refuse
+such a build before decoding anything (exit 2). A shape is never a reason to skip an image.
 ` + exitStatusHelp,
 		Example: `  packer build /usr/share/datasets/fashion-mnist -o fmnist
   packer build cifar-10-binary.tar.gz --split test -o cifar-test --format npy
@@ -110,7 +115,7 @@ with an error naming the file (--on-error fail).
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video (default: detect)")
-	f.StringVar(&o.Format, "format", "shards", "output format: shards|npy|hdf5")
+	f.StringVar(&o.Format, "format", "shards", "output format: shards|npy|hdf5 (npy and hdf5 need a fixed size: --crop or --size)")
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
 	f.StringVar(&o.Size, "size", "", "resize to exactly WxH")
@@ -275,6 +280,10 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	}
 	newOut, err := outputFor(o.Format)
 	if err != nil {
+		return usagef(err)
+	}
+	// npy and HDF5 hold one array of one shape: refuse a variable shape before decoding.
+	if err := pipeline.CheckFormatSpec(o.Format, pipeline.DatasetSpec(src, o.transform)); err != nil {
 		return usagef(err)
 	}
 	resizer, device, release, err := openDevice(o.Device, o.transform)

@@ -114,7 +114,11 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 		if err != nil {
 			return err
 		}
-		img, err := recordImage(m, data)
+		shape, err := ds.RecordShape(i)
+		if err != nil {
+			return err
+		}
+		img, err := recordImage(m, shape, data)
 		if err != nil {
 			return err
 		}
@@ -143,17 +147,17 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 	return nil
 }
 
-// recordImage turns one record into an RGBA image: first frame of a clip, CHW or HWC,
-// uint8 or float mapped back through mean/std.
-func recordImage(m *shard.Manifest, data []byte) (*image.RGBA, error) {
-	shape := m.Sample.Shape
+// recordImage turns one record of the given shape (its own: records of a variable-size
+// dataset each have theirs) into an RGBA image: first frame of a clip, CHW or HWC, uint8 or
+// float mapped back through mean/std. The caller scales it into its cell.
+func recordImage(m *shard.Manifest, shape []int, data []byte) (*image.RGBA, error) {
 	layout := m.Sample.Layout
 	if len(layout) == 4 && layout[0] == 't' { // clip: first frame
 		layout = layout[1:]
 		shape = shape[1:]
 	}
 	if len(shape) != 3 {
-		return nil, fmt.Errorf("preview: cannot draw records of shape %v", m.Sample.Shape)
+		return nil, fmt.Errorf("preview: cannot draw records of shape %v", shape)
 	}
 	var h, w, c int
 	if layout == "chw" {
@@ -253,12 +257,13 @@ func floatsOf(v any) []float64 {
 func drawScaled(dst *image.RGBA, r image.Rectangle, src *image.RGBA) {
 	sw, sh := src.Bounds().Dx(), src.Bounds().Dy()
 	scale := math.Min(float64(r.Dx())/float64(sw), float64(r.Dy())/float64(sh))
-	w, h := int(float64(sw)*scale), int(float64(sh)*scale)
+	// At least one pixel each way: a 64x12800 strip still shows as a line.
+	w, h := max(1, int(float64(sw)*scale)), max(1, int(float64(sh)*scale))
 	x0, y0 := r.Min.X+(r.Dx()-w)/2, r.Min.Y+(r.Dy()-h)/2
 	for y := 0; y < h; y++ {
-		sy := int(float64(y) / scale)
+		sy := min(int(float64(y)/scale), sh-1)
 		for x := 0; x < w; x++ {
-			sx := int(float64(x) / scale)
+			sx := min(int(float64(x)/scale), sw-1)
 			dst.SetRGBA(x0+x, y0+y, src.RGBAAt(sx, sy))
 		}
 	}

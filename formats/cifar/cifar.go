@@ -487,6 +487,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   s.count,
+		Frame:   pipeline.FrameShape{W: Width, H: Height, C: Channels},
 	}
 	if s.kind == Kind100 {
 		info.AuxNames = []string{"coarse_label"}

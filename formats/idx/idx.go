@@ -504,6 +504,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   int64(s.n),
+		Frame:   pipeline.FrameShape{W: s.w, H: s.h, C: s.c},
 	}
 }
 
