@@ -528,12 +528,11 @@ class ShardDataset(_SegmentDataset):
         first = 0
         keep_open = len(shard_paths) <= MAX_OPEN_SHARDS
         try:
-            for p, fe in zip(shard_paths, entries):
+            for pos, (p, fe) in enumerate(zip(shard_paths, entries)):
                 sf = ShardFile(p, first, keep_open)
                 segs.append(sf)
-                if fe.get("records", sf.n) != sf.n or fe.get("first_record", first) != first:
-                    raise FormatError(p, "holds records %d..%d, the manifest says %d records from %d" % (
-                        first, first + sf.n - 1, fe.get("records", sf.n), fe.get("first_record", first)))
+                if fe:
+                    self._check_identity(sf, pos, fe, first)
                 first += sf.n
         except BaseException:
             for s in segs:
@@ -565,6 +564,31 @@ class ShardDataset(_SegmentDataset):
         self.labels = np.concatenate([s.labels for s in segs]) if segs else np.zeros(0, np.int64)
         self._aux = np.concatenate([s.aux for s in segs]) if segs else np.zeros((0, a), np.int64)
         self.shards = segs
+
+    def _check_identity(self, sf, pos, fe, first):
+        """Refuse a shard that is not the one the manifest lists at position pos: a swapped,
+        renamed or foreign file would otherwise serve other records under these indices."""
+        m = self.manifest
+        idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
+        if idx != pos:
+            raise FormatError(sf.path, "shard index %s in its header at position %d of the manifest "
+                              "(swapped or renamed shard files?)" % (idx, pos))
+        want = m.get("sample") or {}
+        got = sf.meta.get("sample") or {}
+        for key in ("shape", "dtype", "layout"):
+            if got.get(key) != want.get(key):
+                raise FormatError(sf.path, "sample spec %s %s %s, the manifest says %s %s %s (%s differs)" % (
+                    got.get("shape"), got.get("dtype"), got.get("layout"),
+                    want.get("shape"), want.get("dtype"), want.get("layout"), key))
+        want_aux = list((m.get("label") or {}).get("aux") or [])
+        if sf.aux_names != want_aux:
+            raise FormatError(sf.path, "aux columns %r, the manifest says %r" % (sf.aux_names, want_aux))
+        records = fe.get("records", 0)
+        if records != sf.n or fe.get("first_record", 0) != first:
+            raise FormatError(sf.path, "holds %d records from %d, the manifest says %r records from %r" % (
+                sf.n, first, records, fe.get("first_record", 0)))
+        if "size" in fe and fe["size"] != sf.file_size:
+            raise FormatError(sf.path, "file is %d bytes, the manifest says %d" % (sf.file_size, fe["size"]))
 
     def _meta(self, i):
         s, li = self._locate(i)
@@ -666,6 +690,7 @@ class NpyDataset(_SegmentDataset):
         size = os.stat(ipath).st_size
         if size != off + n * self.record_size:
             raise FormatError(ipath, "file is %d bytes, expected %d" % (size, off + n * self.record_size))
+        _check_listed_size(m, self.path, "images.npy")
         self._setup_segments([_RawSegment(ipath, off, self.record_size, n)])
         self.labels = load_npy_column(os.path.join(self.path, "labels.npy"), n, "labels")
         self.aux_names = list((m.get("label") or {}).get("aux") or [])
@@ -685,6 +710,19 @@ class NpyDataset(_SegmentDataset):
         if i >= len(self._meta_lines) or not self._meta_lines[i].strip():
             return None
         return json.loads(self._meta_lines[i].decode("utf-8"))
+
+
+def _check_listed_size(m, directory, rel):
+    """The file rel must have the size the manifest lists for it (when listed)."""
+    for fe in m.get("files") or []:
+        if fe.get("path") == rel and "size" in fe:
+            p = os.path.join(directory, rel)
+            try:
+                size = os.stat(p).st_size
+            except OSError as e:
+                raise FormatError(p, "cannot open: %s" % (e.strerror or e))
+            if size != fe["size"]:
+                raise FormatError(p, "file is %d bytes, the manifest says %d" % (size, fe["size"]))
 
 
 def _import_h5py():
@@ -708,6 +746,7 @@ class HDF5Dataset(Dataset):
         self.count = n = m["count"]
         names = [fe["path"] for fe in m.get("files", []) if fe["path"].endswith((".h5", ".hdf5"))]
         self.h5path = os.path.join(self.path, names[0] if names else "data.h5")
+        _check_listed_size(m, self.path, names[0] if names else "data.h5")
         try:
             self._f = h5py.File(self.h5path, "r")
         except OSError as e:
