@@ -6,11 +6,12 @@ import json
 import os
 import queue
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from . import _order
+from . import _crc32c, _order
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
@@ -21,6 +22,21 @@ MANIFEST = "manifest.json"
 MAX_OPEN_SHARDS = 256
 MAX_MANIFEST = 1 << 30
 FORMATS = ("shards", "npy", "hdf5")
+
+
+_warned_slow_crc = False
+
+
+def _warn_if_slow_crc():
+    """Record CRCs are checked by default whatever the CRC backend; on the NumPy fallback that
+    costs real time, so say once per process how to get the fast one or how to opt out."""
+    global _warned_slow_crc
+    if _crc32c.BACKEND == "numpy" and not _warned_slow_crc:
+        _warned_slow_crc = True
+        warnings.warn("packer_reader: record CRC-32C checks run on the slow NumPy fallback (a few hundred "
+                      "MB/s, below disk speed); install python3-crc32c (apt) or 'pip install crc32c' for a "
+                      "C implementation, or open the dataset with verify_crc=False to skip the checks",
+                      RuntimeWarning, stacklevel=4)
 
 
 # -- manifest -------------------------------------------------------------------------------
@@ -141,7 +157,7 @@ class Dataset:
 
     format = None
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False):
         self.path = str(path)
         self.manifest = manifest or {}
         m = self.manifest
@@ -517,8 +533,10 @@ class ShardDataset(_SegmentDataset):
 
     format = "shards"
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False, shard_paths=None):
+    def __init__(self, path, manifest, verify_crc=True, direct=False, shard_paths=None):
         super().__init__(path, manifest, verify_crc, direct)
+        if self.verify_crc:
+            _warn_if_slow_crc()
         entries = [fe for fe in self.manifest.get("files", []) if fe["path"].endswith(".pks")]
         if shard_paths is None:
             shard_paths = [os.path.join(self.path, fe["path"]) for fe in entries]
@@ -674,7 +692,7 @@ class NpyDataset(_SegmentDataset):
 
     format = "npy"
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False):
         super().__init__(path, manifest, verify_crc, direct)
         m = self.manifest
         self._init_spec(m["sample"], os.path.join(self.path, MANIFEST))
@@ -738,7 +756,7 @@ class HDF5Dataset(Dataset):
 
     format = "hdf5"
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False):
         super().__init__(path, manifest, verify_crc, direct)
         h5py = _import_h5py()
         m = self.manifest
@@ -829,7 +847,7 @@ class HDF5Dataset(Dataset):
         return json.loads(v) if v else None
 
 
-def open_dataset(path, verify_crc=False, direct=False):
+def open_dataset(path, verify_crc=True, direct=False):
     """Open a packer output directory (or its manifest.json, or a single .pks shard file)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".pks":

@@ -74,12 +74,13 @@ class PackerIterableDataset(IterableDataset):
     Arguments: ``path`` (packer output directory), ``batch_size``, ``shuffle``, ``seed``,
     ``epoch``, ``drop_last``, ``buffer_size`` (shuffle buffer, records), ``rank``/``world_size``
     (default: torch.distributed when initialised, else 0/1), ``pin_memory``, ``start`` (batches
-    already consumed this epoch, see set_start), ``verify_crc``, ``prefetch`` (batches read ahead
+    already consumed this epoch, see set_start), ``verify_crc`` (default True: record CRC-32C
+    checked; False skips it), ``prefetch`` (batches read ahead
     per worker by a background thread), ``direct`` (O_DIRECT reads), ``num_workers`` (the
     DataLoader's worker count; only used by ``len()``, since each worker has its own last batch)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
-                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=False, prefetch=1,
+                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=1,
                  direct=False, num_workers=None):
         super().__init__()
         self.num_workers = num_workers
