@@ -464,19 +464,7 @@ class _SegmentDataset(Dataset):
     def _record_shape(self, seg, li, size):
         if self.fixed:
             return self.shape
-        known = 1
-        for d in self.shape:
-            if d > 0:
-                known *= d
-        var = [k for k, d in enumerate(self.shape) if d < 0]
-        if len(var) == 1 and known and size % known == 0:
-            sh = list(self.shape)
-            sh[var[0]] = size // known
-            return tuple(sh)
-        m = seg.record_meta(li) if hasattr(seg, "record_meta") else None
-        if isinstance(m, dict) and isinstance(m.get("shape"), list):
-            return tuple(m["shape"])
-        return (size,)
+        return seg.record_shape(li)
 
     def _fill_range(self, first, n, raw):
         rs = self.record_size
