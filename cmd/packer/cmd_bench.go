@@ -54,7 +54,9 @@ reader pass the record bytes it hands out; each rate is bytes over its own time.
 
 The reader pass checks the CRC-32C of every data block it reads, as the loader does by
 default in training, so damaged records fail the bench with an error naming the shard and
-records; --no-crc measures the reader without that check.
+records; --no-crc measures the reader without that check. Checked blocks are remembered by
+the open dataset, so only the first pass pays for the check (as only a trainer's first epoch
+does): use --repeat 1 to measure its cost.
 ` + exitStatusHelp,
 		Example: `  packer bench fmnist
   packer bench --cold --batch 512 imagenet224`,
