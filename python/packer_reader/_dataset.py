@@ -696,7 +696,8 @@ class NpyDataset(_SegmentDataset):
         size = os.stat(ipath).st_size
         if size != off + n * self.record_size:
             raise FormatError(ipath, "file is %d bytes, expected %d" % (size, off + n * self.record_size))
-        _check_listed_size(m, self.path, "images.npy")
+        for fe in m.get("files") or []:  # images, labels, aux columns, meta.jsonl
+            _check_listed_size(m, self.path, fe["path"])
         self._setup_segments([_RawSegment(ipath, off, self.record_size, n)])
         self.labels = load_npy_column(os.path.join(self.path, "labels.npy"), n, "labels")
         self.aux_names = list((m.get("label") or {}).get("aux") or [])

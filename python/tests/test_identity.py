@@ -115,6 +115,16 @@ def test_npy_and_hdf5_size_checked(npy_dir, tmp_path):
     assert "images.npy" in str(ei.value)
 
 
+def test_npy_labels_swapped_refused(npy_dir, tmp_path, data):
+    # labels.npy of another dataset with as many records: same shape, other size in the manifest
+    d = str(tmp_path / "npy")
+    shutil.copytree(npy_dir, d)
+    _edit_manifest(d, lambda m: [fe.update(size=fe["size"] + 8) for fe in m["files"] if fe["path"] == "labels.npy"])
+    with pytest.raises(FormatError) as ei:
+        packer_reader.open(d)
+    assert "labels.npy" in str(ei.value)
+
+
 def test_hdf5_size_checked(h5_dir, tmp_path):
     d = str(tmp_path / "h5")
     shutil.copytree(h5_dir, d)
