@@ -42,8 +42,9 @@ constructor the DataLoader's ``num_workers`` so that ``len()`` counts each worke
 
 The DataLoader must be created with ``batch_size=None``: the dataset yields whole batches.
 ``DataLoader(dataset)`` (default ``batch_size=1``) or ``DataLoader(dataset, batch_size=B)`` is
-refused at the first batch with a message saying so, instead of stacking batches. To resume inside an epoch, call ``set_epoch(e)`` and
-``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
+refused at the first batch with a message saying so, instead of stacking batches.
+
+To resume inside an epoch, call ``set_epoch(e)`` and ``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
 (this assumes the DataLoader's default in-order round-robin over workers, which holds until the
 first worker runs out of batches at the end of the epoch).
 
@@ -113,11 +114,13 @@ class PackerIterableDataset(IterableDataset):
 
     Arguments: ``path`` (packer output directory), ``batch_size``, ``shuffle``, ``seed``,
     ``epoch``, ``drop_last``, ``buffer_size`` (shuffle buffer, records), ``rank``/``world_size``
-    (default: torch.distributed when initialised, else 0/1), ``pin_memory``, ``start`` (batches
-    already consumed this epoch, see set_start), ``verify_crc`` (default True: record CRC-32C
-    checked; False skips it), ``prefetch`` (batches read ahead
-    per worker by a background thread), ``direct`` (O_DIRECT reads), ``num_workers`` (the
-    DataLoader's worker count; only used by ``len()``, since each worker has its own last batch)."""
+    (default: torch.distributed when initialised, else the RANK/WORLD_SIZE environment
+    variables, else 0/1; resolved in the trainer's process and carried into DataLoader
+    workers), ``pin_memory``, ``start`` (batches already consumed this epoch, see set_start),
+    ``verify_crc`` (default True: record CRC-32C checked; False skips it), ``prefetch``
+    (batches read ahead per worker by a background thread), ``direct`` (O_DIRECT reads),
+    ``num_workers`` (the DataLoader's worker count, for ``len()``, since each worker has its own
+    last batch; a DataLoader with another count is refused at the first batch)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
                  rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=1,
