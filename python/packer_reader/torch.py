@@ -36,9 +36,9 @@ Each rank reads its own slice automatically: rank and world size come from ``tor
 when it is initialised, else from the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun),
 or pass ``rank=`` and ``world_size=``. They are resolved in the trainer's process and carried into
 the DataLoader workers, so the split is right whatever the workers' start method (``spawn`` and
-``forkserver`` workers, where torch.distributed is not initialised, included). Give the
-constructor the DataLoader's ``num_workers`` so that ``len()`` counts each worker's last batch
-(a different count in the DataLoader is an error at the first batch).
+``forkserver`` workers, where torch.distributed is not initialised, included). ``len(loader)``
+counts each worker's own last batch, with the DataLoader's ``num_workers`` (or the one given to
+the constructor; a DataLoader with another count is then an error at the first batch).
 
 The DataLoader must be created with ``batch_size=None``: the dataset yields whole batches.
 ``DataLoader(dataset)`` (default ``batch_size=1``) or ``DataLoader(dataset, batch_size=B)`` is
@@ -107,6 +107,18 @@ def _caller_auto_collates():
     fetcher = f.f_locals.get("self") if f is not None else None
     return (isinstance(fetcher, _BaseDatasetFetcher) and getattr(fetcher, "auto_collation", False)
             and getattr(fetcher, "collate_fn", None) is default_collate)
+
+
+def _caller_loader_workers():
+    """The num_workers of the DataLoader whose len() asks for ours (DataLoader.__len__ calls
+    len(dataset)), or 0 when len() was asked by someone else."""
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:
+        return 0
+    f = sys._getframe(2)  # 0: this function, 1: __len__, 2: who called len(dataset)
+    loader = f.f_locals.get("self") if f is not None else None
+    return int(loader.num_workers) if isinstance(loader, DataLoader) else 0
 
 
 class PackerIterableDataset(IterableDataset):
@@ -211,12 +223,18 @@ class PackerIterableDataset(IterableDataset):
         return max(0, -(-(start - w) // nw))
 
     def __len__(self):
-        """Batches this rank yields per epoch (all its workers together; pass num_workers= to the
-        constructor to get the right count with DataLoader workers). Ignores set_start."""
+        """Batches this rank yields per epoch, all its workers together: with the constructor's
+        num_workers when given, else, when asked by a DataLoader (``len(loader)``), with that
+        DataLoader's num_workers, else for one reader. Ignores set_start."""
         from . import _order
 
         info = get_worker_info()
-        nw = info.num_workers if info is not None else max(1, self.num_workers or 1)
+        if info is not None:
+            nw = info.num_workers
+        elif self.num_workers is not None:
+            nw = max(1, self.num_workers)
+        else:
+            nw = max(1, _caller_loader_workers())
         r, W = self._rank_world()
         total = 0
         for w in range(nw):

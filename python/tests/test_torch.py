@@ -201,3 +201,17 @@ def test_num_workers_mismatch_refused(torch, shards_dir):
     with pytest.raises(ValueError) as ei:
         list(DataLoader(ds, batch_size=None, num_workers=2))
     assert "num_workers" in str(ei.value)
+
+
+def test_len_of_loader_counts_workers_without_being_told(torch, shards_dir):
+    """len(DataLoader(ds, batch_size=None, num_workers=2)) is what the loader yields, though the
+    dataset was not given num_workers (each worker has its own last, partial batch)."""
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    ds = PackerIterableDataset(shards_dir, batch_size=16)
+    for workers in (0, 2):
+        loader = DataLoader(ds, batch_size=None, num_workers=workers)
+        assert len(loader) == sum(1 for _ in loader), workers
+    assert len(ds) == 13  # asked directly: one reader
