@@ -143,7 +143,7 @@ func TestLoader(t *testing.T) {
 							var all []int64
 							for rank := range world {
 								opts := LoaderOptions{BatchSize: bs, Shuffle: shuffle, Seed: 9, Epoch: 1, Rank: rank, World: world,
-									Buffer: 50, ReadSize: readSize, Direct: direct, Prefetch: 1 + rank, VerifyCRC: bs == 7, Lock: true}
+									Buffer: 50, ReadSize: readSize, Direct: direct, Prefetch: 1 + rank, SkipCRC: bs != 7, Lock: true}
 								got, sizes := runLoader(t, d, recs, opts)
 								want, _ := EpochOrder(counts, OrderOptions{Shuffle: shuffle, Seed: 9, Epoch: 1, Rank: rank, World: world, Buffer: 50})
 								if !slices.Equal(got, want) {
@@ -196,7 +196,7 @@ func TestLoaderVarSize(t *testing.T) {
 	defer d.Close()
 	for _, direct := range []bool{false, true} {
 		for _, shuffle := range []bool{false, true} {
-			got, _ := runLoader(t, d, recs, LoaderOptions{BatchSize: 6, Shuffle: shuffle, Seed: 3, Buffer: 10, Direct: direct, ReadSize: 20000, VerifyCRC: true})
+			got, _ := runLoader(t, d, recs, LoaderOptions{BatchSize: 6, Shuffle: shuffle, Seed: 3, Buffer: 10, Direct: direct, ReadSize: 20000})
 			if len(got) != 80 {
 				t.Fatalf("read %d records", len(got))
 			}
@@ -281,7 +281,7 @@ func TestLoaderCorruption(t *testing.T) {
 	}
 	defer d.Close()
 	for _, shuffle := range []bool{false, true} {
-		l, err := d.NewLoader(LoaderOptions{BatchSize: 2, Shuffle: shuffle, VerifyCRC: true, ReadSize: 1})
+		l, err := d.NewLoader(LoaderOptions{BatchSize: 2, Shuffle: shuffle, ReadSize: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
