@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/packer-dev/packer/formats/inputs"
 )
 
 // maxListLine bounds one line of a list file.
@@ -70,6 +72,10 @@ func OpenList(list string, opts Options) (*Source, error) {
 		s.index = make(map[string]int64, len(s.classes))
 		for i, n := range s.classes {
 			s.index[n] = int64(i)
+			s.classes[i] = inputs.Name(n) // the index keeps the names as the list spells them
+		}
+		if err := inputs.CheckClasses(s.classes); err != nil {
+			return nil, fmt.Errorf("imagedir: %s: %w", list, err)
 		}
 	}
 	return s, nil
