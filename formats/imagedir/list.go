@@ -18,6 +18,12 @@ import (
 	"github.com/packer-dev/packer/formats/inputs"
 )
 
+// ListExtensions are the file extensions of list files (--from list), matched
+// case-insensitively: ".csv" is CSV, the others JSON Lines. A list with another name is read
+// by its content (a first non-blank byte '{' means JSON Lines), but only these names are
+// detected as lists.
+var ListExtensions = []string{".csv", ".jsonl", ".ndjson", ".json"}
+
 // maxListLine bounds one line of a list file.
 const maxListLine = 1 << 20
 
