@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -241,6 +242,8 @@ type builder struct {
 	direct     DirectSource // set when items decode straight into record buffers
 	directSpec shard.SampleSpec
 	directSize int
+
+	enumerated atomic.Int64 // items the source emitted (see checkInputs)
 }
 
 func (b *builder) run(ctx context.Context) (*Summary, error) {
@@ -276,6 +279,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			return nil
 		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+			b.enumerated.Add(1)
 			group = append(group, it)
 			groupSize += len(it.Raw)
 			full := groupSize >= groupBytes || len(group) >= maxGroup
@@ -486,6 +490,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		counts   = make([]int64, len(b.info.Classes))
 		skipped  []shard.Skipped
 		items    int64
+		packed   int64 // items that yielded records and were not skipped
 		finished bool
 	)
 	defer func() {
@@ -524,6 +529,12 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			}
 			for _, r := range batch {
 				if r.done {
+					if r.err == nil && r.count == 0 && !bad {
+						r.err = noRecords() // listed, never dropped without a word
+					}
+					if r.err == nil && !bad {
+						packed++
+					}
 					if r.err != nil && !bad {
 						if r.count > 0 {
 							if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
@@ -587,6 +598,10 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// ordered is closed once Enumerate has returned, so the count is final.
+	if err := checkInputs(b.enumerated.Load(), items, packed, int64(len(skipped))); err != nil {
+		return nil, err
+	}
 	var files []shard.FileEntry
 	if out == nil {
 		spec = b.emptySpec()
@@ -616,6 +631,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		Transform:     b.transformMap(),
 		Files:         files,
 		Skipped:       nonNil(skipped),
+		Inputs:        items,
 	}
 	if err := WriteManifest(b.staging, m); err != nil {
 		return nil, err
