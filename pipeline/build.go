@@ -244,6 +244,7 @@ type builder struct {
 	directSize int
 
 	enumerated atomic.Int64 // items the source emitted (see checkInputs)
+	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }
 
 func (b *builder) run(ctx context.Context) (*Summary, error) {
@@ -296,7 +297,11 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		if err != nil {
 			return err
 		}
-		return flush()
+		if err := flush(); err != nil {
+			return err
+		}
+		b.enumDone.Store(true) // before ordered is closed
+		return nil
 	})
 	for w := 0; w < b.opts.Workers; w++ {
 		g.Go(func() error { return b.worker(ctx, jobs) })
@@ -598,7 +603,12 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// ordered is closed once Enumerate has returned, so the count is final.
+	// ordered is closed once Enumerate has returned, so the count is final. When it failed, its
+	// error (which cancels ctx) is the build's, not the count.
+	if !b.enumDone.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	if err := checkInputs(b.enumerated.Load(), items, packed, int64(len(skipped))); err != nil {
 		return nil, err
 	}

@@ -86,3 +86,28 @@ func TestCheckInputs(t *testing.T) {
 		}
 	}
 }
+
+// failingSource emits a few pre-read items (which the pipeline groups) and then fails.
+type failingSource struct{ emptySource }
+
+var errEnumerate = errors.New("listing failed")
+
+func (s *failingSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+	for i := 0; i < 3; i++ {
+		if err := emit(Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Raw: []byte{1}}); err != nil {
+			return err
+		}
+	}
+	return errEnumerate
+}
+
+// TestBuildEnumerateErrorWins: when the source's enumeration fails, the build fails with that
+// error, not with an inputs count that could not add up.
+func TestBuildEnumerateErrorWins(t *testing.T) {
+	for i := 0; i < 50; i++ {
+		_, err := build(t, &failingSource{}, filepath.Join(t.TempDir(), "out"), nil)
+		if !errors.Is(err, errEnumerate) {
+			t.Fatalf("run %d: got %v, want the enumeration error", i, err)
+		}
+	}
+}
