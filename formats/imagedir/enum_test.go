@@ -134,3 +134,25 @@ func TestNonUTF8NamesStayDistinct(t *testing.T) {
 		t.Errorf("skipped %v, want 2 entries", m.Skipped)
 	}
 }
+
+// TestListFIFORefused: a list given as a FIFO (read twice: once to check it, once to
+// enumerate) is refused with a clear error instead of blocking.
+func TestListFIFORefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "list.csv")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := OpenList(p, Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file: FIFO") {
+			t.Fatalf("got %v, want a FIFO refusal", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OpenList blocked on a FIFO")
+	}
+}
