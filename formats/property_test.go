@@ -148,10 +148,17 @@ func checkBuild(t *testing.T, src pipeline.Source, srcRoot string, want expect) 
 			t.Errorf("skipped %q without a reason", s.Input)
 		}
 	}
+	packed := 0
 	for _, name := range want.order {
 		if want.skip[name] && !seen[name] {
 			t.Errorf("bad input %q not in skipped", name)
 		}
+		if !want.skip[name] {
+			packed++
+		}
+	}
+	if int64(packed+len(m.Skipped)) != m.Inputs {
+		t.Errorf("packed %d + skipped %d != enumerated %d", packed, len(m.Skipped), m.Inputs)
 	}
 	classes := map[string]bool{}
 	for _, c := range m.Classes {
