@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -251,6 +252,9 @@ type builder struct {
 	direct     DirectSource // set when items decode straight into record buffers
 	directSpec shard.SampleSpec
 	directSize int
+
+	enumerated atomic.Int64 // items the source emitted (see checkInputs)
+	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }
 
 func (b *builder) run(ctx context.Context) (*Summary, error) {
@@ -286,6 +290,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			return nil
 		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+			b.enumerated.Add(1)
 			group = append(group, it)
 			groupSize += len(it.Raw)
 			full := groupSize >= groupBytes || len(group) >= maxGroup
@@ -302,7 +307,11 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		if err != nil {
 			return err
 		}
-		return flush()
+		if err := flush(); err != nil {
+			return err
+		}
+		b.enumDone.Store(true) // before ordered is closed
+		return nil
 	})
 	for w := 0; w < b.opts.Workers; w++ {
 		g.Go(func() error { return b.worker(ctx, jobs) })
@@ -496,6 +505,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		counts   = make([]int64, len(b.info.Classes))
 		skipped  []shard.Skipped
 		items    int64
+		packed   int64 // items that yielded records and were not skipped
 		finished bool
 	)
 	defer func() {
@@ -533,6 +543,12 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			}
 			for _, r := range batch {
 				if r.done {
+					if r.err == nil && r.count == 0 {
+						r.err = noRecords() // listed, never dropped without a word
+					}
+					if r.err == nil {
+						packed++
+					}
 					if r.err != nil {
 						if r.count > 0 {
 							if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
@@ -594,6 +610,15 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// ordered is closed once Enumerate has returned, so the count is final. When it failed, its
+	// error (which cancels ctx) is the build's, not the count.
+	if !b.enumDone.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err := checkInputs(b.enumerated.Load(), items, packed, int64(len(skipped))); err != nil {
+		return nil, err
+	}
 	var files []shard.FileEntry
 	if out == nil {
 		var err error
@@ -622,6 +647,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		Transform:     b.transformMap(),
 		Files:         files,
 		Skipped:       nonNil(skipped),
+		Inputs:        items,
 	}
 	if err := WriteManifest(b.staging, m); err != nil {
 		return nil, err

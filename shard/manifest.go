@@ -34,6 +34,9 @@ type Manifest struct {
 	Transform     map[string]any `json:"transform"`      // the full transform spec
 	Files         []FileEntry    `json:"files"`          // every data file, in record order
 	Skipped       []Skipped      `json:"skipped"`        // every input that was not packed
+	// Inputs is how many inputs the source enumerated: each one was packed (yielded at least
+	// one record) or is in Skipped. 0 in manifests written before packer recorded it.
+	Inputs int64 `json:"inputs"`
 }
 
 // FileEntry is one data file of a dataset.
