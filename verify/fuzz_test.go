@@ -17,7 +17,7 @@ import (
 func FuzzManifest(f *testing.F) {
 	dir := f.TempDir()
 	spec := shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8, Layout: "hwc"}
-	m := &shard.Manifest{Packer: "test", Format: "shards", FormatVersion: shard.Version, Sample: spec,
+	m := &shard.Manifest{Packer: "test", Format: "shards", FormatVersion: 1, Sample: spec,
 		Classes: []string{"a", "b", "c"}, ClassCounts: []int64{2, 2, 2},
 		Label: shard.LabelSpec{DType: "int64", Aux: []string{"x"}}, Source: map[string]any{"kind": "test"}, Transform: map[string]any{}}
 	meta := map[string]any{"dataset": map[string]any{"packer": "test", "source": m.Source, "transform": m.Transform, "classes": m.Classes}}
@@ -37,7 +37,7 @@ func FuzzManifest(f *testing.F) {
 		}
 		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: 3, FirstRecord: int64(3 * s)})
 	}
-	m.Count = 6
+	m.Count, m.Inputs = 6, 6
 	good, err := m.Marshal()
 	if err != nil {
 		f.Fatal(err)

@@ -297,6 +297,25 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 	if m.Format == "shards" && next != m.Count {
 		bad("files hold %d records but count is %d", next, m.Count)
 	}
+	checkInputs(m, bad)
+}
+
+// checkInputs checks the manifest's input count against what it says was packed and skipped:
+// every enumerated input is packed or skipped. Sources of video (video, frames) pack one or
+// more records per input; every other source packs exactly one.
+func checkInputs(m *shard.Manifest, bad func(string, ...any)) {
+	skipped := int64(len(m.Skipped))
+	kind, _ := m.Source["kind"].(string)
+	switch {
+	case m.Inputs < skipped:
+		bad("inputs is %d, fewer than the %d skipped", m.Inputs, skipped)
+	case kind == "video" || kind == "frames":
+		if m.Inputs-skipped > m.Count {
+			bad("inputs %d less %d skipped leaves %d packed inputs, more than the %d records", m.Inputs, skipped, m.Inputs-skipped, m.Count)
+		}
+	case m.Inputs != m.Count+skipped:
+		bad("inputs is %d, but %d records and %d skipped inputs account for %d", m.Inputs, m.Count, skipped, m.Count+skipped)
+	}
 }
 
 // knownVersions are the shard format versions (FORMAT.md) verify accepts.

@@ -252,11 +252,30 @@ def _check_manifest(rep, m, mpath):
     paths = collections.Counter(fe.get("path") for fe in m.get("files") or [])
     for p in sorted(p for p, k in paths.items() if k > 1):
         rep.add("manifest", mpath, "file %s is listed twice" % p)
+    _check_inputs(rep, m, mpath)
     if m["format"] != "shards":
         for fe in m.get("files") or []:
             if fe.get("first_record", 0) != 0 or fe.get("records", 0) not in (0, m["count"]):
                 rep.add("manifest", mpath, "file %s: records %r from %r, but a %s file holds all %d records" % (
                     fe["path"], fe.get("records"), fe.get("first_record", 0), m["format"], m["count"]))
+
+
+def _check_inputs(rep, m, mpath):
+    """Every enumerated input is packed or skipped: video sources (video, frames) pack one or
+    more records per input, every other source exactly one."""
+    inputs = m.get("inputs")
+    skipped = len(m.get("skipped") or [])
+    count = m.get("count")
+    kind = (m.get("source") or {}).get("kind") if isinstance(m.get("source"), dict) else None
+    if not isinstance(inputs, int) or isinstance(inputs, bool) or inputs < skipped:
+        rep.add("manifest", mpath, "inputs is %r, fewer than the %d skipped" % (inputs, skipped))
+    elif kind in ("video", "frames"):
+        if inputs - skipped > count:
+            rep.add("manifest", mpath, "inputs %d less %d skipped leaves %d packed inputs, more than the %d records" % (
+                inputs, skipped, inputs - skipped, count))
+    elif inputs != count + skipped:
+        rep.add("manifest", mpath, "inputs is %d, but %d records and %d skipped inputs account for %d" % (
+            inputs, count, skipped, count + skipped))
 
 
 def _check_labels(rep, m, mpath, labels):

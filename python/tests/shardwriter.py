@@ -165,6 +165,7 @@ def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files, form
         "transform": {},
         "files": files,
         "skipped": [],
+        "inputs": int(n),
     }
     write_manifest(os.path.join(directory, "manifest.json"), m)
     return m
