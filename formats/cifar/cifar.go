@@ -403,16 +403,16 @@ func (s *Source) openArchive(p string, l layout) error {
 	members := make([]string, len(l.files))
 	sizes := make([]int64, len(l.files))
 	var namesData, coarseData []byte
-	found := 0
 	a, err := openArchiveReader(p)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	// The whole archive is listed, not only up to the last member wanted: a second member with
+	// a wanted name makes the archive ambiguous (extracting it keeps the last one; packer would
+	// take the first), so it is refused rather than resolved silently.
+	namesMember, coarseMember := "", ""
 	for {
-		if found == len(l.files) && namesData != nil && (l.coarseFile == "" || coarseData != nil) {
-			break
-		}
 		h, err := a.next(s.maxMember)
 		if err == io.EOF {
 			break
@@ -421,20 +421,30 @@ func (s *Source) openArchive(p string, l layout) error {
 			return fmt.Errorf("cifar: %s: %w", an, archiveErr(err))
 		}
 		base := path.Base(h.Name)
-		if i, ok := want[base]; ok && members[i] == "" {
+		dup := ""
+		if i, ok := want[base]; ok && members[i] != "" {
+			dup = members[i]
+		} else if base == l.namesFile && namesMember != "" {
+			dup = namesMember
+		} else if l.coarseFile != "" && base == l.coarseFile && coarseMember != "" {
+			dup = coarseMember
+		}
+		if dup != "" {
+			return FormatError(fmt.Sprintf("%s: two members named %s (%s and %s): the archive is ambiguous", an, base, dup, h.Name))
+		}
+		if i, ok := want[base]; ok {
 			if err := s.checkSize(an+": "+h.Name, h.Size); err != nil {
 				return err
 			}
 			members[i], sizes[i] = h.Name, h.Size
-			found++
 			continue
 		}
 		var dst *[]byte
 		switch {
-		case base == l.namesFile && namesData == nil:
-			dst = &namesData
-		case l.coarseFile != "" && base == l.coarseFile && coarseData == nil:
-			dst = &coarseData
+		case base == l.namesFile:
+			dst, namesMember = &namesData, h.Name
+		case l.coarseFile != "" && base == l.coarseFile:
+			dst, coarseMember = &coarseData, h.Name
 		default:
 			continue
 		}

@@ -138,3 +138,57 @@ func TestFIFONamesFileDoesNotBlock(t *testing.T) {
 		t.Fatal("Open blocked on a FIFO")
 	}
 }
+
+// TestDuplicateMemberRefused: an archive holding two members with one wanted name (in the same
+// or another folder) is ambiguous: tar extraction keeps the last, packer took the first without
+// a word. It is refused, naming both.
+func TestDuplicateMemberRefused(t *testing.T) {
+	recs, err := testFiles(Kind100, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testFiles(Kind100, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, second := range []string{"cifar-100-binary/train.bin", "elsewhere/train.bin", "cifar-100-binary/fine_label_names.txt"} {
+		files := map[string][]byte{
+			"cifar-100-binary/train.bin": recs["train.bin"],
+			"cifar-100-binary/test.bin":  recs["test.bin"],
+		}
+		names := []string{"cifar-100-binary/train.bin", "cifar-100-binary/test.bin"}
+		if strings.HasSuffix(second, ".txt") {
+			files[second] = []byte("a\n")
+			names = append(names, second, second)
+		}
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		tw := tar.NewWriter(gz)
+		add := func(name string, data []byte) {
+			if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data))}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tw.Write(data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range names {
+			add(n, files[n])
+		}
+		if !strings.HasSuffix(second, ".txt") {
+			add(second, other["train.bin"])
+		}
+		if err := tw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := gz.Close(); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "c.tar.gz")
+		writeFile(t, p, buf.Bytes())
+		_, err = Open(p, Kind100, "train")
+		if err == nil || !strings.Contains(err.Error(), "two members named") {
+			t.Errorf("second member %s: got %v, want the archive refused as ambiguous", second, err)
+		}
+	}
+}
