@@ -16,6 +16,9 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
+
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/video"
 )
 
 // Source kinds, as --from names them.
@@ -37,22 +40,25 @@ var ErrUnknown = errors.New("cannot tell the source kind")
 
 // Limits that keep detection cheap on huge datasets.
 const (
-	maxClassDirs   = 16 // class folders looked into, in name order
-	maxTarHeaders  = 32 // archive members looked at
-	maxSniffBytes  = 512
-	lookedForHints = "CIFAR-10 (data_batch_1.bin, test_batch.bin, batches.meta.txt, cifar-10-batches-bin/, cifar-10-binary.tar.gz), " +
-		"CIFAR-100 (train.bin, test.bin, fine_label_names.txt, cifar-100-binary/, cifar-100-binary.tar.gz), " +
-		"IDX (*-images-idx3-ubyte[.gz], or a file starting with an IDX magic), " +
-		"folder (class subfolders holding images), frames (class/video/frame images), video (class subfolders holding video files), " +
-		"list (a .csv, .tsv or .jsonl file)"
+	maxClassDirs  = 16 // class folders looked into, in name order
+	maxTarHeaders = 32 // archive members looked at
+	maxSniffBytes = 512
 )
 
+// lookedForHints lists, in Detect's error, what was looked for.
+var lookedForHints = "CIFAR-10 (data_batch_1.bin, test_batch.bin, batches.meta.txt, cifar-10-batches-bin/, cifar-10-binary.tar.gz), " +
+	"CIFAR-100 (train.bin, test.bin, fine_label_names.txt, cifar-100-binary/, cifar-100-binary.tar.gz), " +
+	"IDX (*-images-idx3-ubyte[.gz], or a file starting with an IDX magic), " +
+	"folder (class subfolders holding " + strings.Join(imagedir.Extensions, ", ") + " images), frames (class/video/frame images), " +
+	"video (class subfolders holding " + strings.Join(video.VideoExtensions, ", ") + " files), " +
+	"list (a " + strings.Join(imagedir.ListExtensions, ", ") + " file)"
+
+// The extensions detection looks for are the sources' own lists, so that a kind Detect
+// returns is one whose source accepts the files it saw.
 var (
-	imageExts = map[string]bool{".jpg": true, ".jpeg": true, ".png": true, ".bmp": true, ".gif": true, ".webp": true,
-		".tif": true, ".tiff": true, ".ppm": true, ".pgm": true, ".pbm": true, ".pnm": true}
-	videoExts = map[string]bool{".mp4": true, ".mkv": true, ".avi": true, ".mov": true, ".webm": true, ".m4v": true,
-		".mpg": true, ".mpeg": true, ".wmv": true, ".flv": true, ".ts": true}
-	listExts = map[string]bool{".csv": true, ".tsv": true, ".jsonl": true, ".ndjson": true}
+	imageExts = extSet(imagedir.Extensions)
+	videoExts = extSet(video.VideoExtensions)
+	listExts  = extSet(imagedir.ListExtensions)
 
 	cifar10Names  = regexp.MustCompile(`^(data_batch_[1-5]\.bin|test_batch\.bin|batches\.meta\.txt)$`)
 	cifar100Names = regexp.MustCompile(`^(train\.bin|test\.bin|fine_label_names\.txt|coarse_label_names\.txt)$`)
@@ -90,6 +96,27 @@ func Detect(p string) (string, error) {
 	return "", fmt.Errorf("formats: %s: %w: it looks like %s; name the kind with --from", p, ErrUnknown, strings.Join(kinds, " and "))
 }
 
+func extSet(exts []string) map[string]bool {
+	m := make(map[string]bool, len(exts))
+	for _, e := range exts {
+		m[strings.ToLower(e)] = true
+	}
+	return m
+}
+
+// isDir reports whether a directory entry is a folder, following symbolic links (the sources
+// follow them).
+func isDir(dir string, e os.DirEntry) bool {
+	if e.IsDir() {
+		return true
+	}
+	if e.Type()&os.ModeSymlink == 0 {
+		return false
+	}
+	st, err := os.Stat(filepath.Join(dir, e.Name()))
+	return err == nil && st.IsDir()
+}
+
 // kindSet collects kinds without duplicates, in a fixed order.
 type kindSet map[string]bool
 
@@ -116,7 +143,7 @@ func detectDir(dir string) ([]string, error) {
 			continue
 		}
 		lower := strings.ToLower(name)
-		if e.IsDir() {
+		if isDir(dir, e) {
 			switch lower {
 			case "cifar-10-batches-bin":
 				found[KindCIFAR10] = true
@@ -169,7 +196,7 @@ func classDirKind(dir string) (string, error) {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		if e.IsDir() {
+		if isDir(dir, e) {
 			subdirs = append(subdirs, e.Name())
 			continue
 		}
@@ -191,12 +218,13 @@ func classDirKind(dir string) (string, error) {
 		subdirs = subdirs[:maxClassDirs]
 	}
 	for _, sd := range subdirs {
-		ents, err := os.ReadDir(filepath.Join(dir, sd))
+		vdir := filepath.Join(dir, sd)
+		ents, err := os.ReadDir(vdir)
 		if err != nil {
 			return "", fmt.Errorf("formats: %w", err)
 		}
 		for _, e := range ents {
-			if !e.IsDir() && imageExts[strings.ToLower(filepath.Ext(e.Name()))] {
+			if !isDir(vdir, e) && imageExts[strings.ToLower(filepath.Ext(e.Name()))] {
 				return KindFrames, nil
 			}
 		}

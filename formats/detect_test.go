@@ -2,6 +2,7 @@ package formats
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/video"
 )
 
 func TestDetect(t *testing.T) {
@@ -100,5 +103,79 @@ func TestDetect(t *testing.T) {
 	}
 	if _, err := Detect(dir("missing")); err == nil || errors.Is(err, ErrUnknown) {
 		t.Errorf("missing path: %v", err)
+	}
+}
+
+// TestDetectAgreesWithSources: detection uses the sources' own extension lists, so what it
+// calls a folder, video or list dataset is one the source accepts. A folder of .flv files was
+// detected as video and then refused by the video source; .gif files as a folder, refused by
+// the folder source; a .tsv file as a list, which the list source does not read.
+func TestDetectAgreesWithSources(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rel string) string {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mk("flv/run/a.flv")
+	mk("gif/cat/a.gif")
+	mk("list.tsv")
+	for _, rel := range []string{"flv", "gif", "list.tsv"} {
+		got, err := Detect(filepath.Join(root, rel))
+		if !errors.Is(err, ErrUnknown) {
+			t.Errorf("Detect(%s) = %q, %v; want ErrUnknown (the sources refuse it)", rel, got, err)
+		}
+	}
+	check := func(exts []string, layout, want string) {
+		for _, ext := range exts {
+			dir := filepath.Join(root, want+strings.ToUpper(ext))
+			mk(filepath.Join(filepath.Base(dir), fmt.Sprintf(layout, ext)))
+			if got, err := Detect(dir); err != nil || got != want {
+				t.Errorf("Detect(folder of %s) = %q, %v; want %q", ext, got, err, want)
+			}
+		}
+	}
+	check(imagedir.Extensions, "c/x%s", KindFolder)
+	check(imagedir.Extensions, "c/v/x%s", KindFrames)
+	check(video.VideoExtensions, "c/x%s", KindVideo)
+	for _, ext := range imagedir.ListExtensions {
+		if got, err := Detect(mk("l" + ext)); err != nil || got != KindList {
+			t.Errorf("Detect(l%s) = %q, %v; want list", ext, got, err)
+		}
+	}
+}
+
+// TestDetectFollowsSymlinks: symbolic links to class folders and to IDX files are ordinary
+// inputs to detection, as they are to the sources.
+func TestDetectFollowsSymlinks(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "real")
+	if err := os.MkdirAll(filepath.Join(real, "cat"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(real, "cat", "a.jpg"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.WriteFile(filepath.Join(real, "train-images-idx3-ubyte.gz"), idx.TypeUbyte, []int{1, 2, 2}, make([]byte, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][2]string{{"imgs/cat", "real/cat"}, {"mnist/train-images-idx3-ubyte.gz", "real/train-images-idx3-ubyte.gz"}} {
+		p := filepath.Join(root, l[0])
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join(root, l[1]), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for rel, want := range map[string]string{"imgs": KindFolder, "mnist": KindIDX} {
+		if got, err := Detect(filepath.Join(root, rel)); err != nil || got != want {
+			t.Errorf("Detect(%s) = %q, %v; want %q", rel, got, err, want)
+		}
 	}
 }

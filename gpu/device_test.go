@@ -54,6 +54,7 @@ var deviceTests = []struct {
 	{"JITErrorLog", testJITErrorLog},
 	{"PinnedRoundTrip", testPinnedRoundTrip},
 	{"ResizeMatchesCPU", testResizeMatchesCPU},
+	{"SelfCheck", testSelfCheckResizer},
 	{"WeightPoolReset", testWeightPoolReset},
 	{"KernelTiming", testKernelTiming},
 	{"RunErrors", testRunErrors},

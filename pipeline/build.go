@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -19,7 +20,7 @@ import (
 )
 
 // Version is the packer version recorded in every manifest.
-const Version = "0.1.0"
+const Version = "0.2.0"
 
 // OnError policies for bad inputs.
 const (
@@ -143,6 +144,15 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := tspec.Validate(); err != nil {
 		return nil, err
 	}
+	// The records' spec is decided here, before anything is decoded; a format that cannot
+	// hold it is refused before anything is written.
+	spec := DatasetSpec(opts.Source, tspec)
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("sample spec: %w", err)
+	}
+	if err := CheckFormatSpec(opts.Format, spec); err != nil {
+		return nil, err
+	}
 	paths, err := newOutPaths(opts.Out)
 	if err != nil {
 		return nil, err
@@ -182,7 +192,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	info := opts.Source.Info()
 	// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 	// old-output name as they come (a link in the source may point into OUT).
-	b := &builder{opts: opts, info: info, tspec: tspec, staging: staging, guard: newGuard(paths)}
+	b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: staging, guard: newGuard(paths)}
 	sum, err := b.run(ctx)
 	if err != nil {
 		return nil, err
@@ -226,6 +236,7 @@ type builder struct {
 	opts    Options
 	info    SourceInfo
 	tspec   transforms.Spec
+	spec    shard.SampleSpec // every record's spec, decided before the build (DatasetSpec)
 	staging string
 	guard   *guard // refuses enumerated inputs inside the output names
 
@@ -235,6 +246,9 @@ type builder struct {
 	direct     DirectSource // set when items decode straight into record buffers
 	directSpec shard.SampleSpec
 	directSize int
+
+	enumerated atomic.Int64 // items the source emitted (see checkInputs)
+	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }
 
 func (b *builder) run(ctx context.Context) (*Summary, error) {
@@ -270,6 +284,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			return nil
 		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+			b.enumerated.Add(1)
 			if it.Path != "" && b.guard != nil {
 				if err := b.guard.checkInput(it.Path); err != nil {
 					return err
@@ -291,7 +306,11 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		if err != nil {
 			return err
 		}
-		return flush()
+		if err := flush(); err != nil {
+			return err
+		}
+		b.enumDone.Store(true) // before ordered is closed
+		return nil
 	})
 	for w := 0; w < b.opts.Workers; w++ {
 		g.Go(func() error { return b.worker(ctx, jobs) })
@@ -479,12 +498,13 @@ func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
 // write is the single writer: it takes items in source order and writes their records.
 func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Summary, error) {
 	sum := &Summary{Reasons: map[string]int{}}
+	spec := b.spec
 	var (
 		out      Output
-		spec     shard.SampleSpec
 		counts   = make([]int64, len(b.info.Classes))
 		skipped  []shard.Skipped
 		items    int64
+		packed   int64 // items that yielded records and were not skipped
 		finished bool
 	)
 	defer func() {
@@ -509,7 +529,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		return nil
 	}
 	for res := range ordered {
-		bad := false
 		for {
 			var batch []result
 			var ok bool
@@ -523,7 +542,13 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			}
 			for _, r := range batch {
 				if r.done {
-					if r.err != nil && !bad {
+					if r.err == nil && r.count == 0 {
+						r.err = noRecords() // listed, never dropped without a word
+					}
+					if r.err == nil {
+						packed++
+					}
+					if r.err != nil {
 						if r.count > 0 {
 							if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
 								r.err = ie.Err
@@ -534,19 +559,24 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 							return nil, err
 						}
 					}
-					bad = false
 					items++
 					if b.opts.Progress != nil {
 						b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
 					}
 					continue
 				}
-				if bad {
+				if !fits(spec, r.spec) {
+					// The spec was decided from the source and options; a record that does
+					// not fit it is a bug, never a reason to drop an image.
 					b.pool.Put(r.buf)
-					continue
+					return nil, fmt.Errorf("internal error: %s: record shape %v %s %s does not fit the dataset's %v %s %s",
+						r.name, r.spec.Shape, r.spec.DType, r.spec.Layout, spec.Shape, spec.DType, spec.Layout)
+				}
+				r.rec.Shape = nil
+				if !spec.Fixed() {
+					r.rec.Shape = r.spec.Shape
 				}
 				if out == nil {
-					spec = r.spec
 					var err error
 					out, err = b.opts.NewOutput(OutputConfig{
 						Dir: b.staging, Sample: spec,
@@ -559,13 +589,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 					if err != nil {
 						return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
 					}
-				} else if !sameShape(spec, r.spec) {
-					bad = true
-					b.pool.Put(r.buf)
-					if err := skip(r.name, fmt.Errorf("record shape %v differs from the dataset's %v (give --crop or --size for a fixed size)", r.spec.Shape, spec.Shape)); err != nil {
-						return nil, err
-					}
-					continue
 				}
 				if err := out.Write(r.rec); err != nil {
 					return nil, fmt.Errorf("write %s output: %w", b.opts.Format, err)
@@ -586,9 +609,17 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// ordered is closed once Enumerate has returned, so the count is final. When it failed, its
+	// error (which cancels ctx) is the build's, not the count.
+	if !b.enumDone.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err := checkInputs(b.enumerated.Load(), items, packed, int64(len(skipped))); err != nil {
+		return nil, err
+	}
 	var files []shard.FileEntry
 	if out == nil {
-		spec = b.emptySpec()
 		var err error
 		out, err = b.opts.NewOutput(OutputConfig{Dir: b.staging, Sample: spec,
 			Label: shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)}, Classes: b.info.Classes,
@@ -605,7 +636,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	m := &shard.Manifest{
 		Packer:        Version,
 		Format:        b.opts.Format,
-		FormatVersion: shard.Version,
+		FormatVersion: formatVersion(spec),
 		Count:         sum.Records,
 		Classes:       nonNil(b.info.Classes),
 		ClassCounts:   counts,
@@ -615,6 +646,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		Transform:     b.transformMap(),
 		Files:         files,
 		Skipped:       nonNil(skipped),
+		Inputs:        items,
 	}
 	if err := WriteManifest(b.staging, m); err != nil {
 		return nil, err
@@ -626,29 +658,6 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	sum.Skipped = int64(len(skipped))
 	sum.Manifest = m
 	return sum, nil
-}
-
-// emptySpec is the sample spec of a build that packed nothing.
-func (b *builder) emptySpec() shard.SampleSpec {
-	s := b.tspec.OutputSpec(1, 1, 3)
-	if b.tspec.CropW > 0 {
-		s = b.tspec.OutputSpec(b.tspec.CropW, b.tspec.CropH, 3)
-	} else if b.tspec.Width > 0 {
-		s = b.tspec.OutputSpec(b.tspec.Width, b.tspec.Height, 3)
-	}
-	return s
-}
-
-func sameShape(a, b shard.SampleSpec) bool {
-	if len(a.Shape) != len(b.Shape) || a.DType != b.DType || a.Layout != b.Layout {
-		return false
-	}
-	for i := range a.Shape {
-		if a.Shape[i] != b.Shape[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func nonNil[T any](s []T) []T {
@@ -667,11 +676,7 @@ func reasonKind(err error) string {
 		}
 		err = u
 	}
-	msg := err.Error()
-	if len(msg) > 60 {
-		msg = msg[:60]
-	}
-	return msg
+	return ShortReason(err.Error())
 }
 
 func (b *builder) transformMap() map[string]any {

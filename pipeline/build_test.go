@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -26,10 +27,15 @@ type genSource struct {
 	clips int
 	delay bool
 	block chan struct{} // when set, Decode waits on it (cancellation tests)
+	frame FrameShape    // what Info declares; zero value: 4x3 grey frames
 }
 
 func (s *genSource) Info() SourceInfo {
-	return SourceInfo{Kind: "gen", Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n)}
+	fr := s.frame
+	if fr == (FrameShape{}) {
+		fr = FrameShape{W: 4, H: 3, C: 1}
+	}
+	return SourceInfo{Kind: "gen", Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n), Frame: fr}
 }
 
 func (s *genSource) Enumerate(ctx context.Context, emit func(Item) error) error {
@@ -166,14 +172,64 @@ func TestBuildMaxErrors(t *testing.T) {
 	}
 }
 
-func TestBuildShapeMismatchIsSkipped(t *testing.T) {
+// TestBuildOddSizeIsPacked: with no fixed size, an image of another size is packed at its own
+// shape (shard format version 2), never skipped.
+func TestBuildOddSizeIsPacked(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	sum, err := build(t, &genSource{n: 20, odd: map[int]bool{7: true}}, out, nil)
+	sum, err := build(t, &genSource{n: 20, odd: map[int]bool{0: true, 7: true}, frame: FrameShape{C: 1}}, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Records != 19 || len(sum.Manifest.Skipped) != 1 || !strings.Contains(sum.Manifest.Skipped[0].Reason, "differs") {
-		t.Fatalf("records %d, skipped %+v", sum.Records, sum.Manifest.Skipped)
+	m := sum.Manifest
+	if sum.Records != 20 || len(m.Skipped) != 0 || m.FormatVersion != 2 || !slices.Equal(m.Sample.Shape, []int{-1, -1, 1}) {
+		t.Fatalf("records %d, skipped %+v, format_version %d, shape %v", sum.Records, m.Skipped, m.FormatVersion, m.Sample.Shape)
+	}
+	ds, err := shard.OpenDataset(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	for i := range int64(20) {
+		want := []int{3, 4, 1}
+		if i == 0 || i == 7 {
+			want = []int{3, 5, 1}
+		}
+		if got, err := ds.RecordShape(i); err != nil || !slices.Equal(got, want) {
+			t.Fatalf("record %d: shape %v, %v, want %v", i, got, err, want)
+		}
+	}
+}
+
+// TestBuildRecordNotFittingSpecFails: a source that declares one frame size and decodes
+// another is a bug; the build fails, it never skips the image.
+func TestBuildRecordNotFittingSpecFails(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := build(t, &genSource{n: 20, odd: map[int]bool{7: true}, frame: FrameShape{W: 4, H: 3, C: 1}}, out, nil)
+	if err == nil || !strings.Contains(err.Error(), "internal error: item-007") {
+		t.Fatalf("err = %v, want an internal error naming item-007", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("output left behind: %v", err)
+	}
+}
+
+// TestBuildFixedSizeStaysVersion1: a fixed-size build writes version-1 shards, as before.
+func TestBuildFixedSizeStaysVersion1(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	sum, err := build(t, &genSource{n: 5, frame: FrameShape{W: 4, H: 3, C: 1}}, out, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Manifest.FormatVersion != 1 || !slices.Equal(sum.Manifest.Sample.Shape, []int{3, 4, 1}) {
+		t.Fatalf("format_version %d, shape %v", sum.Manifest.FormatVersion, sum.Manifest.Sample.Shape)
+	}
+	r, err := shard.Open(filepath.Join(out, ShardName(0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Version() != 1 {
+		t.Fatalf("shard version %d, want 1", r.Version())
 	}
 }
 
@@ -267,7 +323,7 @@ func TestBuildBatchResizerEqualsWorkers(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		out := filepath.Join(tmp, fmt.Sprint(batched))
 		rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
-		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, delay: true, clips: 2}, out, func(o *Options) {
+		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, delay: true, clips: 2, frame: FrameShape{C: 1}}, out, func(o *Options) {
 			o.Workers = 3
 			if batched {
 				o.Resizer = rs
@@ -298,7 +354,8 @@ type directSource struct {
 }
 
 func (s *directSource) Info() SourceInfo {
-	return SourceInfo{Kind: "direct", Classes: []string{"a", "b"}, AuxNames: []string{"seq"}, Spec: map[string]any{"kind": "direct"}, Count: int64(s.n)}
+	return SourceInfo{Kind: "direct", Classes: []string{"a", "b"}, AuxNames: []string{"seq"}, Spec: map[string]any{"kind": "direct"}, Count: int64(s.n),
+		Frame: FrameShape{W: 3, H: 2, C: 3}}
 }
 
 func (s *directSource) Enumerate(ctx context.Context, emit func(Item) error) error {

@@ -106,7 +106,7 @@ func (o *shardOutput) Write(r Record) error {
 			return o.err
 		}
 	}
-	o.err = o.w.Append(r.Data, r.Label, r.Aux, r.Meta)
+	o.err = o.w.AppendShape(r.Data, r.Shape, r.Label, r.Aux, r.Meta)
 	return o.err
 }
 

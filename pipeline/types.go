@@ -54,6 +54,16 @@ type SourceInfo struct {
 	ClipLen  int            // frames per record; 0 for single images
 	HasMeta  bool           // records carry per-record metadata
 	Count    int64          // expected number of items, for progress; -1 when unknown
+	// Frame is the size of every decoded frame, so a build knows its record shape before
+	// decoding anything (DatasetSpec). W and H are set when every frame has the same size
+	// (CIFAR, IDX) and 0 when they vary; C is the channel count, 0 meaning 3 (RGB: what image
+	// and video decoding give).
+	Frame FrameShape
+}
+
+// FrameShape is the width, height and channel count of decoded frames (see SourceInfo.Frame).
+type FrameShape struct {
+	W, H, C int
 }
 
 // A Source enumerates the inputs of a dataset and decodes them.
@@ -98,6 +108,9 @@ type Record struct {
 	Label int64
 	Aux   []int64
 	Meta  []byte
+	// Shape is the record's own shape when the dataset's sample shape varies (a -1 dimension);
+	// nil for a fixed-size dataset.
+	Shape []int
 }
 
 // An Output writes records to one output format. Write is called from one goroutine, in record

@@ -41,7 +41,7 @@ func OpenDatasetOptions(dir string, opts ReaderOptions) (*Dataset, error) {
 	if m.Format != "shards" {
 		return nil, fmt.Errorf("%s: dataset format %q, want \"shards\"", dir, m.Format)
 	}
-	if m.FormatVersion != Version {
+	if m.FormatVersion < MinVersion || m.FormatVersion > Version {
 		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)
 	}
 	d := &Dataset{dir: dir, m: m, opts: opts}
@@ -164,6 +164,8 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 		bad = fmt.Sprintf("sample spec %v %s %s, the manifest says %v %s %s", spec.Shape, spec.DType, spec.Layout, want.Shape, want.DType, want.Layout)
 	case len(r.LabelSpec().Aux) != len(d.m.Label.Aux):
 		bad = fmt.Sprintf("%d aux columns, the manifest says %d", len(r.LabelSpec().Aux), len(d.m.Label.Aux))
+	case r.Version() > d.m.FormatVersion:
+		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:
 		bad = fmt.Sprintf("shard index %d at position %d of the manifest", r.ShardIndex(), s)
 	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:
@@ -208,4 +210,21 @@ func (d *Dataset) Label(i int64) (int64, error) {
 		return 0, err
 	}
 	return r.Label(j), nil
+}
+
+// RecordShape returns the shape of record i (see Reader.RecordShape): the sample shape for a
+// fixed-size dataset, the record's own shape for a variable-size one.
+func (d *Dataset) RecordShape(i int64) ([]int, error) {
+	if err := d.checkRecord(i); err != nil {
+		return nil, err
+	}
+	if d.m.Sample.Fixed() {
+		return slices.Clone(d.m.Sample.Shape), nil
+	}
+	s, j := d.Locate(i)
+	r, err := d.Shard(s)
+	if err != nil {
+		return nil, err
+	}
+	return r.RecordShape(j)
 }

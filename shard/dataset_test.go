@@ -28,7 +28,7 @@ func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []
 			t.Fatal(err)
 		}
 		for _, r := range recs[next : next+c] {
-			if err := fw.Append(r.data, r.label, r.aux, r.meta); err != nil {
+			if err := fw.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -143,7 +143,7 @@ func TestLoader(t *testing.T) {
 							var all []int64
 							for rank := range world {
 								opts := LoaderOptions{BatchSize: bs, Shuffle: shuffle, Seed: 9, Epoch: 1, Rank: rank, World: world,
-									Buffer: 50, ReadSize: readSize, Direct: direct, Prefetch: 1 + rank, VerifyCRC: bs == 7, Lock: true}
+									Buffer: 50, ReadSize: readSize, Direct: direct, Prefetch: 1 + rank, SkipCRC: bs != 7, Lock: true}
 								got, sizes := runLoader(t, d, recs, opts)
 								want, _ := EpochOrder(counts, OrderOptions{Shuffle: shuffle, Seed: 9, Epoch: 1, Rank: rank, World: world, Buffer: 50})
 								if !slices.Equal(got, want) {
@@ -184,9 +184,10 @@ func TestLoader(t *testing.T) {
 }
 
 func TestLoaderVarSize(t *testing.T) {
-	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, 3}, DType: Uint8, Layout: "thwc"}, HasMeta: true}
+	// A version-1 shard (no shapes part), which may hold an empty record.
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, 3}, DType: Uint8, Layout: "thwc"}, HasMeta: true, NoShapes: true}
 	recs := randomRecords(opts, 80, 9)
-	recs[5].data = nil // an empty record
+	recs[5].data, recs[5].shape = nil, nil // an empty record
 	dir := buildDataset(t, opts, recs, []int{30, 50})
 	d, err := OpenDataset(dir)
 	if err != nil {
@@ -195,7 +196,7 @@ func TestLoaderVarSize(t *testing.T) {
 	defer d.Close()
 	for _, direct := range []bool{false, true} {
 		for _, shuffle := range []bool{false, true} {
-			got, _ := runLoader(t, d, recs, LoaderOptions{BatchSize: 6, Shuffle: shuffle, Seed: 3, Buffer: 10, Direct: direct, ReadSize: 20000, VerifyCRC: true})
+			got, _ := runLoader(t, d, recs, LoaderOptions{BatchSize: 6, Shuffle: shuffle, Seed: 3, Buffer: 10, Direct: direct, ReadSize: 20000})
 			if len(got) != 80 {
 				t.Fatalf("read %d records", len(got))
 			}
@@ -280,7 +281,7 @@ func TestLoaderCorruption(t *testing.T) {
 	}
 	defer d.Close()
 	for _, shuffle := range []bool{false, true} {
-		l, err := d.NewLoader(LoaderOptions{BatchSize: 2, Shuffle: shuffle, VerifyCRC: true, ReadSize: 1})
+		l, err := d.NewLoader(LoaderOptions{BatchSize: 2, Shuffle: shuffle, ReadSize: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

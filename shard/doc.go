@@ -14,6 +14,17 @@
 // EpochOrder; testdata/order_vectors.json holds golden sequences that every reader must
 // reproduce.
 //
+// # Variable-size records
+//
+// A sample shape with -1 dimensions (images of any height and width: [-1, -1, 3]) gives
+// variable-size records. The Writer stores each record's shape in the index (format version
+// 2, FlagShapes; Writer.AppendShape), and Reader.RecordShape, Dataset.RecordShape and the
+// Loader's Batch.Shape return each record at its own shape. Fixed-size shards are written as
+// version 1, byte for byte as before; version-1 variable-size shards remain readable (with one
+// -1 dimension the shape follows from the size; with more it is unknown, ErrShapeUnknown).
+// Records are never padded: a batch of variable-size records is their bytes back to back with
+// Batch.Offsets and Batch.Dims.
+//
 // Writing: NewWriter streams one shard to any io.Writer (Append* Close); CreateFile does the
 // same into path.tmp and Commit checks, syncs and renames it, computing its SHA-256 for the
 // manifest.
@@ -42,7 +53,7 @@
 // one goroutine at a time. A Reader and a Dataset are safe for concurrent use (their reads are
 // positioned reads). Scan may run concurrently on different files.
 //
-// A Loader's Batch (its Data, Offsets, Labels, Aux and Indices) is a view into the Loader's
+// A Loader's Batch (its Data, Offsets, Dims, Labels, Aux and Indices) is a view into the Loader's
 // ring and is valid until the next call to Next or Close; copy whatever must live longer. The
 // Loader's own goroutine fills the other buffers of the ring meanwhile, never the one handed
 // out. Close stops that goroutine and frees the buffers; it must be called.

@@ -15,11 +15,13 @@ import (
 var update = flag.Bool("update", false, "rewrite the generated files in testdata/")
 
 // varOptions and varRecords make a small variable-size shard with per-record metadata and aux
-// values: k = 1, so every record is its own checksum block.
+// values: k = 1, so every record is its own checksum block. It is a version-1 shard (no
+// per-record shapes), as the broken shards made from it have always been.
 var varOptions = WriterOptions{
-	Sample:  SampleSpec{Shape: []int{-1, 2}, DType: Uint8, Layout: "hwc"},
-	Label:   LabelSpec{Aux: []string{"coarse_label"}},
-	HasMeta: true,
+	Sample:   SampleSpec{Shape: []int{-1, 2}, DType: Uint8, Layout: "hwc"},
+	Label:    LabelSpec{Aux: []string{"coarse_label"}},
+	HasMeta:  true,
+	NoShapes: true,
 }
 
 func varRecords() []testRecord {

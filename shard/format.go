@@ -12,8 +12,11 @@ const (
 	HeaderMagic = "PKSHARD\x00"
 	// FooterMagic closes every shard file.
 	FooterMagic = "PKS1"
-	// Version is the shard format version written by this package and the only one it reads.
-	Version = 1
+	// Version is the newest shard format version this package knows. It reads versions 1 and
+	// Version; it writes the lowest version a shard needs (1 unless FlagShapes is set).
+	Version = 2
+	// MinVersion is the oldest shard format version this package reads.
+	MinVersion = 1
 
 	// Align is the alignment of every section and of the file size.
 	Align = 4096
@@ -26,8 +29,13 @@ const (
 	FlagVarSize = 1 << 0
 	// FlagMeta marks shards that carry per-record metadata.
 	FlagMeta = 1 << 1
-	// knownFlags is every flag this version defines.
-	knownFlags = FlagVarSize | FlagMeta
+	// FlagShapes marks variable-size shards whose index stores each record's shape (the values
+	// of the sample shape's -1 dimensions). Defined in version 2.
+	FlagShapes = 1 << 2
+	// knownFlagsV1 is every flag version 1 defines.
+	knownFlagsV1 = FlagVarSize | FlagMeta
+	// knownFlags is every flag version 2 defines.
+	knownFlags = FlagVarSize | FlagMeta | FlagShapes
 
 	// BlockTarget is the byte size the writer aims for per checksum block.
 	BlockTarget = 1 << 20

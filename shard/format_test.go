@@ -178,6 +178,7 @@ func TestFormatDoc(t *testing.T) {
 	mustHave := []string{
 		"Format version: **" + strconv.Itoa(Version) + "**",
 		"`Version` = " + strconv.Itoa(Version),
+		"`MinVersion` = " + strconv.Itoa(MinVersion),
 		"`HeaderFixed` = " + strconv.Itoa(HeaderFixed) + " bytes",
 		"`FooterSize` = " + strconv.Itoa(FooterSize) + " bytes",
 		"`Align` = " + strconv.Itoa(Align),
@@ -196,7 +197,7 @@ func TestFormatDoc(t *testing.T) {
 	}
 
 	// Flags table: | bit | `Name` | meaning |.
-	flags := map[string]int{"`FlagVarSize`": FlagVarSize, "`FlagMeta`": FlagMeta}
+	flags := map[string]int{"`FlagVarSize`": FlagVarSize, "`FlagMeta`": FlagMeta, "`FlagShapes`": FlagShapes}
 	nflags := 0
 	for _, row := range rows(section("Header")) {
 		if want, ok := flags[row[1]]; ok {
@@ -206,7 +207,7 @@ func TestFormatDoc(t *testing.T) {
 			}
 		}
 	}
-	if nflags != len(flags) || knownFlags != FlagVarSize|FlagMeta {
+	if nflags != len(flags) || knownFlags != FlagVarSize|FlagMeta|FlagShapes || knownFlagsV1 != FlagVarSize|FlagMeta {
 		t.Errorf("FORMAT.md's flags table does not match the code")
 	}
 

@@ -20,6 +20,8 @@ var fuzzRuns atomic.Int64
 
 func FuzzReader(f *testing.F) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pks"))
+	v2, _ := filepath.Glob(filepath.Join("testdata", "v2", "*.pks"))
+	paths = append(paths, v2...)
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -78,6 +80,11 @@ func FuzzReader(f *testing.F) {
 				return
 			}
 			recs[i] = testRecord{data: d, label: r.Label(i), aux: r.Aux(i), meta: r.RecordMeta(i)}
+			if r.HasShapes() {
+				if recs[i].shape, err = r.RecordShape(i); err != nil {
+					t.Fatalf("RecordShape(%d) of a shard that opened: %v", i, err)
+				}
+			}
 		}
 		if !clean {
 			return
@@ -92,7 +99,8 @@ func FuzzReader(f *testing.F) {
 				extra[k] = v
 			}
 		}
-		opts := WriterOptions{Sample: r.Spec(), Label: r.LabelSpec(), Meta: extra, ShardIndex: r.ShardIndex(), HasMeta: r.HasRecordMeta()}
+		opts := WriterOptions{Sample: r.Spec(), Label: r.LabelSpec(), Meta: extra, ShardIndex: r.ShardIndex(), HasMeta: r.HasRecordMeta(),
+			NoShapes: r.VarSize() && !r.HasShapes()}
 		var buf bytes.Buffer
 		w, err := NewWriter(&buf, opts)
 		if err != nil {
@@ -103,7 +111,7 @@ func FuzzReader(f *testing.F) {
 			if meta == nil && opts.HasMeta {
 				meta = []byte{}
 			}
-			if err := w.Append(rec.data, rec.label, rec.aux, meta); err != nil {
+			if err := w.AppendShape(rec.data, rec.shape, rec.label, rec.aux, meta); err != nil {
 				t.Fatalf("rewrite: %v", err)
 			}
 		}
@@ -114,6 +122,9 @@ func FuzzReader(f *testing.F) {
 		if err != nil {
 			t.Fatalf("read rewritten shard: %v", err)
 		}
+		if r2.Version() != r.Version() || r2.HasShapes() != r.HasShapes() {
+			t.Fatalf("rewritten shard is version %d (shapes %v), the input %d (shapes %v)", r2.Version(), r2.HasShapes(), r.Version(), r.HasShapes())
+		}
 		for i := range recs {
 			recs[i].meta = bytes.Clone(recs[i].meta)
 			if len(recs[i].meta) == 0 {
@@ -121,5 +132,72 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 		checkRecords(t, r2, recs)
+	})
+}
+
+// FuzzShapes writes a version-2 shard of images whose shapes come from the fuzz input, reads it
+// back (every record at its shape), then damages one byte chosen by the input: the reader and
+// Scan must not panic, must report *CorruptionError, and a shard that opens and scans clean
+// must still give every record a shape consistent with its size.
+func FuzzShapes(f *testing.F) {
+	f.Add([]byte{2, 3, 1, 1, 7, 2}, uint16(0), byte(0), true)
+	f.Add([]byte{1, 1, 5, 4, 3, 3, 9, 1}, uint16(4100), byte(1), false)
+	f.Add([]byte{6, 6}, uint16(8200), byte(0x80), true)
+	f.Fuzz(func(t *testing.T, dims []byte, pos uint16, mask byte, chw bool) {
+		if len(dims) > 64 {
+			dims = dims[:64]
+		}
+		spec := SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}
+		if chw {
+			spec = SampleSpec{Shape: []int{3, -1, -1}, DType: Float16, Layout: "chw"}
+		}
+		var recs []testRecord
+		for i := 0; i+1 < len(dims); i += 2 {
+			h, w := int(dims[i]%16)+1, int(dims[i+1]%16)+1
+			shape := []int{h, w, 3}
+			if chw {
+				shape = []int{3, h, w}
+			}
+			d := make([]byte, h*w*3*spec.DType.Size())
+			for k := range d {
+				d[k] = byte(i + k)
+			}
+			recs = append(recs, testRecord{data: d, label: int64(i), shape: shape})
+		}
+		b := buildShard(t, WriterOptions{Sample: spec}, recs)
+		r, err := NewReader(bytes.NewReader(b), int64(len(b)), "shapes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRecords(t, r, recs)
+		b[int(pos)%len(b)] ^= mask
+		var faults []*CorruptionError
+		if err := Scan(bytes.NewReader(b), int64(len(b)), "damaged", func(e *CorruptionError) { faults = append(faults, e) }); err != nil {
+			t.Fatalf("Scan returned a non-corruption error: %v", err)
+		}
+		r, err = NewReader(bytes.NewReader(b), int64(len(b)), "damaged")
+		if err != nil {
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || len(faults) == 0 {
+				t.Fatalf("NewReader: %v; Scan found %d faults", err, len(faults))
+			}
+			return
+		}
+		if len(faults) > 0 || !r.HasShapes() {
+			return
+		}
+		for i := range r.Len() {
+			sh, err := r.RecordShape(i)
+			if err != nil {
+				t.Fatalf("RecordShape(%d) of a clean shard: %v", i, err)
+			}
+			n := int64(r.Spec().DType.Size())
+			for _, d := range sh {
+				n *= int64(d)
+			}
+			if n != r.RecordLen(i) {
+				t.Fatalf("record %d: shape %v, %d bytes", i, sh, r.RecordLen(i))
+			}
+		}
 	})
 }

@@ -1,20 +1,31 @@
 package shard
 
+import "fmt"
+
 // indexLayout locates the parts of a shard's index (FORMAT.md, Index). Offsets are relative to
 // index_offset; a part that is absent has length zero.
 type indexLayout struct {
 	n, naux, blocks int64
+	k               int64 // block_records
 	varSize         bool
 	hasMeta         bool
+	shapes          bool // FlagShapes: the shapes part is present
 
-	offs     int64 // offsets table, (n+1)*8 bytes when varSize
-	labels   int64 // n*8 bytes
-	aux      int64 // n*naux*8 bytes
-	metaOffs int64 // (n+1)*8 bytes when hasMeta
-	blob     int64 // metablob, blobLen bytes
-	blobLen  int64
-	crcs     int64 // blocks*4 bytes
-	size     int64 // index_len
+	// v is the number of -1 dimensions of the sample shape; dims are the shape's dimensions
+	// and elem the dtype size (set by setShape, used to check and expand record shapes).
+	v    int64
+	dims []int
+	elem int64
+
+	offs      int64 // offsets table, (n+1)*8 bytes when varSize
+	shapesOff int64 // shapes part, n*v*4 bytes when shapes
+	labels    int64 // n*8 bytes
+	aux       int64 // n*naux*8 bytes
+	metaOffs  int64 // (n+1)*8 bytes when hasMeta
+	blob      int64 // metablob, blobLen bytes
+	blobLen   int64
+	crcs      int64 // blocks*4 bytes
+	size      int64 // index_len
 }
 
 // numBlocks returns ceil(n/k), the number of checksum blocks of n records.
@@ -29,11 +40,22 @@ func numBlocks(n, k int64) int64 {
 // records and a metablob of blobLen bytes. All inputs must already be within FORMAT.md's limits,
 // so no product overflows.
 func newIndexLayout(n, naux, k int64, flags uint16, blobLen int64) indexLayout {
-	l := indexLayout{n: n, naux: naux, blocks: numBlocks(n, k), varSize: flags&FlagVarSize != 0, hasMeta: flags&FlagMeta != 0}
+	return newIndexLayoutV(n, naux, k, flags, blobLen, 0)
+}
+
+// newIndexLayoutV is newIndexLayout for a sample shape with v dimensions of -1 (the shapes
+// part, when FlagShapes is set, holds v values per record).
+func newIndexLayoutV(n, naux, k int64, flags uint16, blobLen, v int64) indexLayout {
+	l := indexLayout{n: n, naux: naux, blocks: numBlocks(n, k), k: k, varSize: flags&FlagVarSize != 0, hasMeta: flags&FlagMeta != 0, shapes: flags&FlagShapes != 0}
 	var p int64
 	l.offs = p
 	if l.varSize {
 		p += (n + 1) * 8
+	}
+	l.shapesOff = p
+	if l.shapes {
+		l.v = v
+		p += n * v * 4
 	}
 	l.labels = p
 	p += n * 8
@@ -57,4 +79,66 @@ func newIndexLayout(n, naux, k int64, flags uint16, blobLen int64) indexLayout {
 // fileSize returns the shard file size for an index of l.size bytes at indexOffset.
 func fileSize(indexOffset, indexLen int64) int64 {
 	return alignUp(indexOffset + indexLen + FooterSize)
+}
+
+// varDims returns the number of -1 dimensions of shape.
+func varDims(shape []int) int64 {
+	var v int64
+	for _, d := range shape {
+		if d < 0 {
+			v++
+		}
+	}
+	return v
+}
+
+// setShape records the sample spec in l (sizes of the shapes part, dimensions and element
+// size used to check and expand record shapes). It recomputes the layout when FlagShapes is
+// set, so it must be called before l's offsets are used.
+func (l *indexLayout) setShape(spec SampleSpec, flags uint16) {
+	v := varDims(spec.Shape)
+	if flags&FlagShapes != 0 && l.v != v {
+		*l = newIndexLayoutV(l.n, l.naux, l.k, flags, l.blobLen, v)
+	}
+	l.v, l.dims, l.elem = v, spec.Shape, int64(spec.DType.Size())
+}
+
+// checkShape checks record i's stored shape values (each ≥ 1) against its size in bytes.
+func (l *indexLayout) checkShape(index []byte, i int64, size uint64) error {
+	vals := index[l.shapesOff+i*l.v*4 : l.shapesOff+(i+1)*l.v*4]
+	prod := uint64(l.elem)
+	j := 0
+	for _, d := range l.dims {
+		if d < 0 {
+			d = int(le.Uint32(vals[j*4:]))
+			if d < 1 {
+				return fmt.Errorf("shape value %d is %d, want at least 1", j, d)
+			}
+			j++
+		}
+		// prod stays ≤ MaxRecordSize before each step, so it cannot overflow.
+		prod *= uint64(d)
+		if prod > MaxRecordSize {
+			return fmt.Errorf("shape %v is more than the record size limit %d", l.expand(index, i), int64(MaxRecordSize))
+		}
+	}
+	if prod != size {
+		return fmt.Errorf("shape %v holds %d bytes, the record has %d", l.expand(index, i), prod, size)
+	}
+	return nil
+}
+
+// expand returns record i's shape: the sample shape with each -1 replaced by the record's
+// stored value. l.shapes must be set.
+func (l *indexLayout) expand(index []byte, i int64) []int {
+	out := make([]int, len(l.dims))
+	j := int64(0)
+	for k, d := range l.dims {
+		if d < 0 {
+			d = int(le.Uint32(index[l.shapesOff+(i*l.v+j)*4:]))
+			j++
+		}
+		out[k] = d
+	}
+	return out
 }

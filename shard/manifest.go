@@ -2,11 +2,15 @@ package shard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 )
 
 // ManifestName is the file name of a dataset's manifest, written last by every build.
@@ -30,6 +34,9 @@ type Manifest struct {
 	Transform     map[string]any `json:"transform"`      // the full transform spec
 	Files         []FileEntry    `json:"files"`          // every data file, in record order
 	Skipped       []Skipped      `json:"skipped"`        // every input that was not packed
+	// Inputs is how many inputs the source enumerated: each one was packed (yielded at least
+	// one record) or is in Skipped. 0 in manifests written before packer recorded it.
+	Inputs int64 `json:"inputs"`
 }
 
 // FileEntry is one data file of a dataset.
@@ -47,7 +54,9 @@ type Skipped struct {
 	Reason string `json:"reason"`
 }
 
-// Marshal encodes the manifest deterministically (struct field order, sorted map keys).
+// Marshal encodes the manifest deterministically (struct field order, sorted map keys, 2-space
+// indent, no HTML escaping, a final newline) and seals it with SealManifest, so the last member
+// is the manifest's own checksum.
 func (m *Manifest) Marshal() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -56,10 +65,60 @@ func (m *Manifest) Marshal() ([]byte, error) {
 	if err := enc.Encode(m); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return SealManifest(buf.Bytes())
 }
 
-// ReadManifest loads dir/manifest.json.
+// The manifest's own checksum is its last member, spliced in as the bytes
+// sumOpen + 64 lower-case hex digits + sumClose at the very end of the file. FORMAT.md
+// ("Dataset") specifies it.
+const (
+	sumOpen  = ",\n  \"manifest_sha256\": \""
+	sumClose = "\"\n}\n"
+	bodyEnd  = "\n}\n"
+)
+
+// SealManifest returns a manifest body (a JSON object whose bytes end with "\n}\n", as
+// Marshal writes it) with the member "manifest_sha256" appended as its last member: the
+// lower-case hex SHA-256 of body. Readers strip that member, put "\n}\n" back, and compare the
+// hash, so any change to the file's bytes is detected without re-encoding the JSON.
+func SealManifest(body []byte) ([]byte, error) {
+	if !bytes.HasSuffix(body, []byte(bodyEnd)) {
+		return nil, fmt.Errorf("manifest body does not end with %q", bodyEnd)
+	}
+	sum := sha256.Sum256(body)
+	out := make([]byte, 0, len(body)+len(sumOpen)+64+len(sumClose))
+	out = append(out, body[:len(body)-len(bodyEnd)]...)
+	out = append(out, sumOpen...)
+	out = hex.AppendEncode(out, sum[:])
+	return append(out, sumClose...), nil
+}
+
+// ErrManifestChecksum is wrapped by the error for a manifest whose bytes do not match its
+// manifest_sha256, or that has none.
+var ErrManifestChecksum = errors.New("manifest checksum")
+
+// checkSeal checks that data ends with its manifest_sha256 member and that the member is the
+// SHA-256 of the rest. name is the file's name for errors.
+func checkSeal(name string, data []byte) error {
+	n := len(sumOpen) + 64 + len(sumClose)
+	if len(data) < n || !bytes.HasSuffix(data, []byte(sumClose)) ||
+		!bytes.Equal(data[len(data)-n:len(data)-n+len(sumOpen)], []byte(sumOpen)) {
+		return fmt.Errorf("%s has no manifest_sha256: written by packer < 0.2 or edited; rebuild: %w", name, ErrManifestChecksum)
+	}
+	want := data[len(data)-64-len(sumClose) : len(data)-len(sumClose)]
+	h := sha256.New()
+	h.Write(data[:len(data)-n])
+	h.Write([]byte(bodyEnd))
+	var got [64]byte
+	hex.Encode(got[:], h.Sum(nil))
+	if !bytes.Equal(got[:], want) {
+		return fmt.Errorf("%s: checksum mismatch: the manifest was edited or damaged: %w", name, ErrManifestChecksum)
+	}
+	return nil
+}
+
+// ReadManifest loads dir/manifest.json. It refuses a manifest whose manifest_sha256 is missing
+// or does not match its bytes (see SealManifest), so nothing reads an edited or damaged manifest.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestName)
 	f, err := os.Open(path)
@@ -73,6 +132,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	if len(data) > MaxManifestSize {
 		return nil, fmt.Errorf("%s: manifest larger than %d bytes", path, MaxManifestSize)
+	}
+	if err := checkSeal(path, data); err != nil {
+		return nil, err
 	}
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -107,4 +169,106 @@ func (m *Manifest) check() error {
 		}
 	}
 	return nil
+}
+
+// DatasetMetaDiff compares the dataset description packer stores in its data files (a shard
+// header's meta key "dataset", an HDF5 file's "spec" attribute: packer version, source,
+// transform and class names) with the manifest, and returns the keys that differ, in order.
+// A key missing from meta differs.
+func DatasetMetaDiff(meta map[string]any, m *Manifest) []string {
+	var diff []string
+	want := []struct {
+		key string
+		v   any
+	}{{"packer", m.Packer}, {"source", m.Source}, {"transform", m.Transform}, {"classes", m.Classes}}
+	for _, w := range want {
+		got, ok := meta[w.key]
+		if !ok || !sameJSON(got, w.v) {
+			diff = append(diff, w.key)
+		}
+	}
+	return diff
+}
+
+// sameJSON reports whether a and b encode to the same JSON value; numbers compare by value and
+// a null list equals an empty one.
+func sameJSON(a, b any) bool {
+	return reflect.DeepEqual(canonJSON(a), canonJSON(b))
+}
+
+func canonJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err.Error()
+	}
+	if out == nil {
+		return []any{}
+	}
+	return out
+}
+
+// LabelTally checks a dataset's labels against its manifest: every label must be >= 0 and, when
+// the manifest names classes, below their number; the labels per class must be the manifest's
+// class_counts. Feed it every label with Add (in any order, records numbered dataset-wide), then
+// call Faults.
+type LabelTally struct {
+	classes  int
+	counts   []int64
+	n        int64
+	bad      int64
+	firstBad int64 // record number of the first bad label seen (lowest)
+	badValue int64
+}
+
+// NewLabelTally returns an empty tally for the manifest's classes.
+func NewLabelTally(m *Manifest) *LabelTally {
+	return &LabelTally{classes: len(m.Classes), counts: make([]int64, len(m.Classes)), firstBad: -1}
+}
+
+// Add counts the labels of records first, first+1, ...
+func (t *LabelTally) Add(first int64, labels []int64) {
+	for i, l := range labels {
+		t.n++
+		if l >= 0 && (t.classes == 0 || l < int64(t.classes)) {
+			if t.classes > 0 {
+				t.counts[l]++
+			}
+			continue
+		}
+		t.bad++
+		if r := first + int64(i); t.firstBad < 0 || r < t.firstBad {
+			t.firstBad, t.badValue = r, l
+		}
+	}
+}
+
+// Faults returns what is wrong with the labels counted against m, one message each.
+func (t *LabelTally) Faults(m *Manifest) []string {
+	var out []string
+	if t.bad > 0 {
+		rng := "negative"
+		if t.classes > 0 {
+			rng = fmt.Sprintf("outside [0, %d) (the %d classes)", t.classes, t.classes)
+		}
+		out = append(out, fmt.Sprintf("%d labels are %s, the first at record %d (label %d)", t.bad, rng, t.firstBad, t.badValue))
+	}
+	if t.classes > 0 && len(m.ClassCounts) == t.classes {
+		diff, first := 0, -1
+		for i, c := range t.counts {
+			if m.ClassCounts[i] != c {
+				if diff++; first < 0 {
+					first = i
+				}
+			}
+		}
+		if diff > 0 {
+			out = append(out, fmt.Sprintf("class_counts differ from the labels for %d classes, first class %d (%q): manifest says %d, the labels hold %d",
+				diff, first, m.Classes[first], m.ClassCounts[first], t.counts[first]))
+		}
+	}
+	return out
 }

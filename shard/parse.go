@@ -10,6 +10,7 @@ import (
 
 // headerInfo is a parsed shard header.
 type headerInfo struct {
+	version uint16
 	flags   uint16
 	metaLen int64
 	meta    []byte // the meta JSON bytes
@@ -44,22 +45,30 @@ func readFull(r io.ReaderAt, p []byte, off int64, name string) error {
 
 // parseHeaderFixed checks the fixed header fields, in the order FORMAT.md requires: magic,
 // version, then everything else.
-func parseHeaderFixed(b []byte, name string) (flags uint16, metaLen int64, err error) {
+func parseHeaderFixed(b []byte, name string) (version, flags uint16, metaLen int64, err error) {
 	if string(b[hdrMagicOff:hdrMagicOff+len(HeaderMagic)]) != HeaderMagic {
-		return 0, 0, corrupt(name, hdrMagicOff, ErrMagic, "header magic %q", b[hdrMagicOff:hdrMagicOff+len(HeaderMagic)])
+		return 0, 0, 0, corrupt(name, hdrMagicOff, ErrMagic, "header magic %q", b[hdrMagicOff:hdrMagicOff+len(HeaderMagic)])
 	}
-	if v := le.Uint16(b[hdrVersionOff:]); v != Version {
-		return 0, 0, corrupt(name, hdrVersionOff, ErrVersion, "version %d (this reader knows version %d)", v, Version)
+	version = le.Uint16(b[hdrVersionOff:])
+	if version < MinVersion || version > Version {
+		return 0, 0, 0, corrupt(name, hdrVersionOff, ErrVersion, "version %d (this reader knows versions %d to %d)", version, MinVersion, Version)
+	}
+	known := uint16(knownFlags)
+	if version == 1 {
+		known = knownFlagsV1
 	}
 	flags = le.Uint16(b[hdrFlagsOff:])
-	if flags&^knownFlags != 0 {
-		return 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "unknown flags %#04x", flags&^knownFlags)
+	if flags&^known != 0 {
+		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "unknown flags %#04x for version %d", flags&^known, version)
+	}
+	if flags&FlagShapes != 0 && flags&FlagVarSize == 0 {
+		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "shapes flag without the variable-size flag")
 	}
 	metaLen = int64(le.Uint32(b[hdrMetaLenOff:]))
 	if metaLen > MaxMetaLen {
-		return 0, 0, corrupt(name, hdrMetaLenOff, ErrTooLarge, "meta length %d, limit %d", metaLen, MaxMetaLen)
+		return 0, 0, 0, corrupt(name, hdrMetaLenOff, ErrTooLarge, "meta length %d, limit %d", metaLen, MaxMetaLen)
 	}
-	return flags, metaLen, nil
+	return version, flags, metaLen, nil
 }
 
 // metaJSON holds the meta keys the format defines.
@@ -128,14 +137,14 @@ func readHeader(r io.ReaderAt, size int64, name string) (*headerInfo, error) {
 	if err := readFull(r, fixed[:], 0, name); err != nil {
 		return nil, err
 	}
-	flags, metaLen, err := parseHeaderFixed(fixed[:], name)
+	version, flags, metaLen, err := parseHeaderFixed(fixed[:], name)
 	if err != nil {
 		return nil, err
 	}
 	if HeaderFixed+metaLen > size {
 		return nil, corrupt(name, size, ErrTruncated, "meta JSON of %d bytes ends past the end of the file", metaLen)
 	}
-	h := &headerInfo{flags: flags, metaLen: metaLen, meta: make([]byte, metaLen)}
+	h := &headerInfo{version: version, flags: flags, metaLen: metaLen, meta: make([]byte, metaLen)}
 	if err := readFull(r, h.meta, HeaderFixed, name); err != nil {
 		return nil, err
 	}
@@ -222,6 +231,9 @@ func checkHeaderFooter(h *headerInfo, f *footerInfo, name string, size int64) (i
 	if f.k != h.k {
 		return indexLayout{}, bad("block_records %d, the header says %d", f.k, h.k)
 	}
+	if h.version >= 2 && h.flags&FlagVarSize != 0 && h.flags&FlagShapes == 0 {
+		return indexLayout{}, corrupt(name, hdrFlagsOff, ErrFormat, "version %d variable-size shard without the shapes flag", h.version)
+	}
 	if h.flags&FlagVarSize != 0 {
 		if h.spec.Fixed() || f.recordSize != 0 {
 			return indexLayout{}, bad("variable-size flag with record size %d and sample shape %v", f.recordSize, h.spec.Shape)
@@ -230,11 +242,13 @@ func checkHeaderFooter(h *headerInfo, f *footerInfo, name string, size int64) (i
 		return indexLayout{}, bad("record size %d, sample spec %v %s", f.recordSize, h.spec.Shape, h.spec.DType)
 	}
 	l := newIndexLayout(f.n, int64(len(h.label.Aux)), f.k, h.flags, 0)
+	l.setShape(h.spec, h.flags)
 	if h.flags&FlagMeta != 0 {
 		if f.indexLen < l.size {
 			return indexLayout{}, bad("index length %d, want at least %d", f.indexLen, l.size)
 		}
 		l = newIndexLayout(f.n, int64(len(h.label.Aux)), f.k, h.flags, f.indexLen-l.size)
+		l.setShape(h.spec, h.flags)
 	}
 	if f.indexLen != l.size {
 		return indexLayout{}, bad("index length %d, want %d", f.indexLen, l.size)
@@ -264,6 +278,21 @@ func checkIndex(index []byte, l indexLayout, dataLen int64, name string, indexOf
 				return corruptRecords(name, first, 1, indexOffset+l.metaOffs+i*8, ErrFormat, "metadata offsets entry %d is %d (previous %d, blob length %d)", i, o, prev, l.blobLen)
 			}
 			prev = o
+		}
+	}
+	return checkShapes(index, l, name, indexOffset)
+}
+
+// checkShapes checks the shapes part (FlagShapes) of an index whose offsets table is valid:
+// every value ≥ 1 and every record's shape consistent with its size.
+func checkShapes(index []byte, l indexLayout, name string, indexOffset int64) error {
+	if !l.shapes {
+		return nil
+	}
+	for i := int64(0); i < l.n; i++ {
+		size := le.Uint64(index[l.offs+(i+1)*8:]) - le.Uint64(index[l.offs+i*8:])
+		if err := l.checkShape(index, i, size); err != nil {
+			return corruptRecords(name, i, 1, indexOffset+l.shapesOff+i*l.v*4, ErrFormat, "record %d: %v", i, err)
 		}
 	}
 	return nil

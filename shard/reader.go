@@ -1,10 +1,12 @@
 package shard
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math/bits"
 	"os"
+	"slices"
 	"sync/atomic"
 )
 
@@ -343,4 +345,66 @@ func (r *Reader) auxInto(i int, dst []int64) {
 	for c := range dst {
 		dst[c] = int64(le.Uint64(r.index[base+int64(c)*8:]))
 	}
+}
+
+// Version returns the shard's format version (1 or 2).
+func (r *Reader) Version() int { return int(r.h.version) }
+
+// HasShapes reports whether the shard stores each record's shape (FlagShapes, version 2).
+func (r *Reader) HasShapes() bool { return r.l.shapes }
+
+// ErrShapeUnknown is returned by RecordShape for a record of a version-1 variable-size shard
+// whose sample shape has more than one -1 dimension: its shape was not stored.
+var ErrShapeUnknown = errors.New("shape unknown: version-1 shard")
+
+// RecordShape returns the shape of record i: the sample shape, with every -1 replaced by the
+// record's own value. A version-1 variable-size shard stores no shapes: with one -1 dimension
+// the value is derived from the record's size; with more, the error wraps ErrShapeUnknown.
+func (r *Reader) RecordShape(i int) ([]int, error) {
+	if i < 0 || int64(i) >= r.ft.n {
+		return nil, fmt.Errorf("shard: %s: record %d out of range [0, %d)", r.name, i, r.ft.n)
+	}
+	out := slices.Clone(r.h.spec.Shape)
+	vals := make([]int, r.l.v)
+	if err := r.shapeDims(i, vals); err != nil {
+		return nil, err
+	}
+	j := 0
+	for k, d := range out {
+		if d < 0 {
+			out[k] = vals[j]
+			j++
+		}
+	}
+	return out, nil
+}
+
+// shapeDims stores in dst (one element per -1 dimension of the sample shape) record i's values
+// of those dimensions.
+func (r *Reader) shapeDims(i int, dst []int) error {
+	spec := r.h.spec
+	switch {
+	case len(dst) == 0:
+		return nil
+	case r.l.shapes:
+		base := r.l.shapesOff + int64(i)*r.l.v*4
+		for j := range dst {
+			dst[j] = int(le.Uint32(r.index[base+int64(j)*4:]))
+		}
+		return nil
+	case len(dst) == 1:
+		rest := int64(spec.DType.Size())
+		for _, d := range spec.Shape {
+			if d > 0 {
+				rest *= int64(d)
+			}
+		}
+		n := r.RecordLen(i)
+		if n%rest != 0 { // an empty record of a version-1 shard has shape value 0
+			return corruptRecords(r.name, int64(i), 1, r.ft.dataOffset+r.off(int64(i)), ErrFormat, "record %d: %d bytes is not a whole number of %d-byte rows of shape %v", i, n, rest, spec.Shape)
+		}
+		dst[0] = int(n / rest)
+		return nil
+	}
+	return fmt.Errorf("%s: record %d: %w (sample shape %v)", r.name, i, ErrShapeUnknown, spec.Shape)
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -17,6 +18,7 @@ type testRecord struct {
 	label int64
 	aux   []int64
 	meta  []byte
+	shape []int // the record's shape; nil lets the Writer derive it
 }
 
 // buildShard writes recs with opts into memory and returns the file bytes.
@@ -28,7 +30,7 @@ func buildShard(t testing.TB, opts WriterOptions, recs []testRecord) []byte {
 		t.Fatal(err)
 	}
 	for _, r := range recs {
-		if err := w.Append(r.data, r.label, r.aux, r.meta); err != nil {
+		if err := w.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,14 +50,23 @@ func randomRecords(opts WriterOptions, n int, seed uint64) []testRecord {
 	size := opts.Sample.Size()
 	for i := range recs {
 		sz := size
+		var shape []int
 		if sz < 0 {
-			sz = int64(rng.IntN(5000))
+			// Each -1 dimension gets its own value, 1 to 12.
+			shape = slices.Clone(opts.Sample.Shape)
+			sz = int64(opts.Sample.DType.Size())
+			for k, v := range shape {
+				if v < 0 {
+					shape[k] = 1 + rng.IntN(12)
+				}
+				sz *= int64(shape[k])
+			}
 		}
 		d := make([]byte, sz)
 		for j := range d {
 			d[j] = byte(rng.Uint32())
 		}
-		recs[i] = testRecord{data: d, label: int64(rng.IntN(100)) - 3}
+		recs[i] = testRecord{data: d, label: int64(rng.IntN(100)) - 3, shape: shape}
 		for range opts.Label.Aux {
 			recs[i].aux = append(recs[i].aux, rng.Int64())
 		}
@@ -95,6 +106,11 @@ func checkRecords(t testing.TB, r *Reader, recs []testRecord) {
 		if m := r.RecordMeta(i); !bytes.Equal(m, want.meta) {
 			t.Fatalf("RecordMeta(%d) = %q, want %q", i, m, want.meta)
 		}
+		if want.shape != nil {
+			if got, err := r.RecordShape(i); err != nil || !slices.Equal(got, want.shape) {
+				t.Fatalf("RecordShape(%d) = %v, %v, want %v", i, got, err, want.shape)
+			}
+		}
 	}
 }
 
@@ -109,6 +125,10 @@ var roundTripCases = []struct {
 	{"var", WriterOptions{Sample: SampleSpec{Shape: []int{-1, 8, 8, 3}, DType: Uint8, Layout: "thwc"}}, 60},
 	{"var-meta-aux", WriterOptions{Sample: SampleSpec{Shape: []int{-1}, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{Aux: []string{"a"}}, HasMeta: true, ShardIndex: 7,
 		Meta: map[string]any{"dataset": map[string]any{"source": "x", "b": []int{1, 2}}}}, 40},
+	{"var-hw", WriterOptions{Sample: SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}, HasMeta: true}, 50},
+	{"var-chw-float16", WriterOptions{Sample: SampleSpec{Shape: []int{3, -1, -1}, DType: Float16, Layout: "chw"}, Label: LabelSpec{Aux: []string{"a"}}}, 30},
+	{"var-clip-hw", WriterOptions{Sample: SampleSpec{Shape: []int{4, -1, -1, 3}, DType: Uint8, Layout: "thwc"}}, 20},
+	{"var-empty", WriterOptions{Sample: SampleSpec{Shape: []int{-1, -1, 3}, DType: Uint8, Layout: "hwc"}}, 0},
 	{"empty", WriterOptions{Sample: SampleSpec{Shape: []int{4}, DType: Uint8, Layout: "hwc"}}, 0},
 	{"fixed-meta", WriterOptions{Sample: SampleSpec{Shape: []int{4}, DType: Uint8, Layout: "hwc"}, HasMeta: true}, 10},
 }

@@ -395,7 +395,7 @@ func (s *scanner) collectHeader(p []byte, off int64) {
 		}
 		if s.hdrNeed == HeaderFixed {
 			// The fixed part says how long the meta JSON is.
-			if _, metaLen, err := parseHeaderFixed(s.hdr, s.name); err == nil && HeaderFixed+metaLen <= s.size && metaLen > 0 {
+			if _, _, metaLen, err := parseHeaderFixed(s.hdr, s.name); err == nil && HeaderFixed+metaLen <= s.size && metaLen > 0 {
 				s.hdrNeed = HeaderFixed + metaLen
 				continue
 			}
@@ -461,11 +461,19 @@ func (s *scanner) decide(hdrOK bool, l indexLayout) {
 	ft := s.ft
 	blocksOK := true
 	if hdrOK {
-		if l.varSize {
+		// With no records the index is not read ahead (nothing to locate): finish checks it.
+		if l.varSize && s.indexAhead {
 			if s.indexFailed {
 				blocksOK = false
-			} else if s.idxErr = checkIndex(s.index, l, ft.dataLen, s.name, ft.indexOffset); s.idxErr != nil {
-				blocksOK = false
+			} else {
+				// A bad shapes part does not stop the data checks: the offsets locate the blocks.
+				lo := l
+				lo.shapes = false
+				if s.idxErr = checkIndex(s.index, lo, ft.dataLen, s.name, ft.indexOffset); s.idxErr != nil {
+					blocksOK = false
+				} else {
+					s.idxErr = checkShapes(s.index, l, s.name, ft.indexOffset)
+				}
 			}
 		}
 	} else {
@@ -485,7 +493,9 @@ func (s *scanner) decide(hdrOK bool, l indexLayout) {
 	s.l, s.blocksOK = l, blocksOK
 	if blocksOK {
 		s.nblocks = l.blocks
-		s.blkEnd = s.recordOff(min(ft.k, ft.n))
+		if ft.n > 0 { // no records: no blocks, and a variable-size index not yet read
+			s.blkEnd = s.recordOff(min(ft.k, ft.n))
+		}
 	}
 }
 
@@ -546,7 +556,7 @@ func (s *scanner) finish() {
 	}
 	if s.hdrOK {
 		err := s.idxErr
-		if !s.l.varSize {
+		if !s.indexAhead {
 			err = checkIndex(s.index, s.l, ft.dataLen, s.name, ft.indexOffset)
 		}
 		if err != nil {

@@ -28,6 +28,11 @@ type WriterOptions struct {
 	// HasMeta makes the shard carry per-record metadata (FlagMeta); Append's meta argument is
 	// stored only when it is set.
 	HasMeta bool
+	// NoShapes writes a variable-size shard as format version 1, without per-record shapes
+	// (for readers that know only version 1). By default a variable-size shard is version 2
+	// with FlagShapes and every record's shape in its index. Fixed-size shards are always
+	// version 1.
+	NoShapes bool
 }
 
 // Writer writes one shard. It streams record bytes to the underlying writer as they come,
@@ -42,6 +47,8 @@ type Writer struct {
 	recordSize int64 // 0 for variable-size records
 	k          int64 // block_records
 	naux       int
+	spec       SampleSpec
+	v          int // -1 dimensions of the sample shape
 	dataOffset int64
 	header     []byte
 
@@ -51,6 +58,7 @@ type Writer struct {
 	blockN   int64
 
 	offs     []byte // encoded index parts
+	shapes   []byte
 	labels   []byte
 	aux      []byte
 	metaOffs []byte
@@ -81,7 +89,8 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if opts.ShardIndex < 0 {
 		return nil, fmt.Errorf("shard: negative shard index %d", opts.ShardIndex)
 	}
-	sw := &Writer{naux: len(opts.Label.Aux)}
+	sw := &Writer{naux: len(opts.Label.Aux), spec: opts.Sample, v: int(varDims(opts.Sample.Shape))}
+	version := uint16(1)
 	if opts.Sample.Fixed() {
 		sw.recordSize = opts.Sample.Size()
 		sw.k = max(1, BlockTarget/sw.recordSize)
@@ -89,6 +98,10 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		sw.flags |= FlagVarSize
 		sw.k = 1
 		sw.offs = le.AppendUint64(nil, 0)
+		if !opts.NoShapes {
+			sw.flags |= FlagShapes
+			version = 2
+		}
 	}
 	if opts.HasMeta {
 		sw.flags |= FlagMeta
@@ -103,7 +116,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	}
 	hdr := make([]byte, HeaderFixed, HeaderFixed+len(meta))
 	copy(hdr[hdrMagicOff:], HeaderMagic)
-	le.PutUint16(hdr[hdrVersionOff:], Version)
+	le.PutUint16(hdr[hdrVersionOff:], version)
 	le.PutUint16(hdr[hdrFlagsOff:], sw.flags)
 	le.PutUint32(hdr[hdrMetaLenOff:], uint32(len(meta)))
 	le.PutUint32(hdr[hdrCRCOff:], crc32cUpdate(crc32c(hdr[:hdrCRCOff]), meta))
@@ -162,7 +175,18 @@ func headerMeta(opts WriterOptions, k int64) ([]byte, error) {
 // Append adds one record with its label, its aux values (exactly one per aux column of the
 // label spec) and, when the shard has per-record metadata, its metadata bytes (nil for none).
 // Argument errors leave the Writer usable; write errors are kept and returned by every later call.
+//
+// In a shard with per-record shapes (FlagShapes) whose sample shape has more than one -1
+// dimension, the record's shape cannot be derived from its size: use AppendShape. With one
+// -1 dimension, Append derives it (the size must be a multiple of the other dimensions).
 func (w *Writer) Append(data []byte, label int64, aux []int64, meta []byte) error {
+	return w.AppendShape(data, nil, label, aux, meta)
+}
+
+// AppendShape is Append with the record's shape: the sample shape with every -1 replaced by
+// this record's value (each ≥ 1), whose product times the dtype size must be len(data). A nil
+// shape asks the Writer to derive it (see Append).
+func (w *Writer) AppendShape(data []byte, shape []int, label int64, aux []int64, meta []byte) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -178,6 +202,10 @@ func (w *Writer) Append(data []byte, label int64, aux []int64, meta []byte) erro
 		}
 	} else if len(data) > MaxRecordSize {
 		return fmt.Errorf("shard: record %d: %d bytes, more than the limit %d", w.n, len(data), MaxRecordSize)
+	}
+	vals, err := w.recordShape(data, shape)
+	if err != nil {
+		return err
 	}
 	if meta != nil && w.flags&FlagMeta == 0 {
 		return fmt.Errorf("shard: record %d: per-record metadata given but WriterOptions.HasMeta is false", w.n)
@@ -199,6 +227,11 @@ func (w *Writer) Append(data []byte, label int64, aux []int64, meta []byte) erro
 	}
 	if w.flags&FlagVarSize != 0 {
 		w.offs = le.AppendUint64(w.offs, uint64(w.dataLen))
+	}
+	if w.flags&FlagShapes != 0 {
+		for _, d := range vals {
+			w.shapes = le.AppendUint32(w.shapes, uint32(d))
+		}
 	}
 	w.labels = le.AppendUint64(w.labels, uint64(label))
 	for _, v := range aux {
@@ -231,7 +264,7 @@ func (w *Writer) Close() error {
 	}
 	dataEnd := w.dataOffset + w.dataLen
 	indexOffset := alignUp(dataEnd)
-	l := newIndexLayout(w.n, int64(w.naux), w.k, w.flags, int64(len(w.blob)))
+	l := newIndexLayoutV(w.n, int64(w.naux), w.k, w.flags, int64(len(w.blob)), int64(w.v))
 	crc := uint32(0)
 	write := func(p []byte) {
 		if w.err == nil {
@@ -241,6 +274,7 @@ func (w *Writer) Close() error {
 	}
 	if w.err = w.pad(indexOffset - dataEnd); w.err == nil {
 		write(w.offs)
+		write(w.shapes)
 		write(w.labels)
 		write(w.aux)
 		write(w.metaOffs)
@@ -276,7 +310,7 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	w.size = size
-	w.offs, w.labels, w.aux, w.metaOffs, w.blob, w.crcs = nil, nil, nil, nil, nil, nil
+	w.offs, w.shapes, w.labels, w.aux, w.metaOffs, w.blob, w.crcs = nil, nil, nil, nil, nil, nil, nil
 	return nil
 }
 
@@ -295,4 +329,49 @@ func (w *Writer) pad(n int64) error {
 		n -= c
 	}
 	return nil
+}
+
+// recordShape checks a record's shape against the sample spec and its size and returns the
+// values of its -1 dimensions. A nil shape is derived from the size when the sample shape has
+// at most one -1 dimension; in a shard without per-record shapes it is not needed otherwise.
+func (w *Writer) recordShape(data []byte, shape []int) ([]int, error) {
+	elem := int64(w.spec.DType.Size())
+	if shape == nil {
+		if w.flags&FlagShapes == 0 || w.v == 0 {
+			return nil, nil
+		}
+		if w.v > 1 {
+			return nil, fmt.Errorf("shard: record %d: sample shape %v has %d variable dimensions: give the record's shape (AppendShape)", w.n, w.spec.Shape, w.v)
+		}
+		rest := elem
+		for _, d := range w.spec.Shape {
+			if d > 0 {
+				rest *= int64(d)
+			}
+		}
+		if n := int64(len(data)); n == 0 || n%rest != 0 {
+			return nil, fmt.Errorf("shard: record %d: %d bytes is not a whole number ≥ 1 of %d-byte rows of shape %v", w.n, n, rest, w.spec.Shape)
+		}
+		return []int{int(int64(len(data)) / rest)}, nil
+	}
+	if len(shape) != len(w.spec.Shape) {
+		return nil, fmt.Errorf("shard: record %d: shape %v does not match the sample shape %v", w.n, shape, w.spec.Shape)
+	}
+	vals := make([]int, 0, w.v)
+	prod := elem
+	for i, d := range shape {
+		if want := w.spec.Shape[i]; d < 1 || (want > 0 && d != want) || d > MaxRecordSize {
+			return nil, fmt.Errorf("shard: record %d: shape %v does not match the sample shape %v", w.n, shape, w.spec.Shape)
+		} else if want < 0 {
+			vals = append(vals, d)
+		}
+		prod *= int64(d)
+		if prod > MaxRecordSize {
+			return nil, fmt.Errorf("shard: record %d: shape %v is more than the record size limit %d", w.n, shape, MaxRecordSize)
+		}
+	}
+	if prod != int64(len(data)) {
+		return nil, fmt.Errorf("shard: record %d: shape %v holds %d bytes, the record has %d", w.n, shape, prod, len(data))
+	}
+	return vals, nil
 }

@@ -11,6 +11,7 @@ import (
 	"image/png"
 	"io"
 	"os"
+	"syscall"
 
 	"golang.org/x/image/bmp"
 	"golang.org/x/image/tiff"
@@ -139,7 +140,9 @@ func DecodeBytes(data []byte, opts DecodeOptions, s *DecodeScratch) (Image, erro
 }
 
 func readFile(path string, s *DecodeScratch) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: a FIFO (or a device) opened for reading must not block the build; the mode
+	// check below refuses it. It changes nothing for a regular file.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

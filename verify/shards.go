@@ -2,26 +2,31 @@ package verify
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/packer-dev/packer/shard"
 )
 
 // scanShard checks one shard's structure and checksums, and that its header agrees with the
-// manifest (sample spec, record count, classes). opts.Hash receives the whole file. It reports
+// manifest (sample spec, label spec, record count, the dataset meta: packer version, source,
+// transform, classes), and adds its labels and format version to sh. opts.Hash receives the whole file. It reports
 // whether the scan read the whole file (no I/O error).
-func scanShard(path string, fe shard.FileEntry, m *shard.Manifest, opts shard.ScanOptions, add func(Fault), records *atomic.Int64) bool {
+func scanShard(path string, fe shard.FileEntry, m *shard.Manifest, opts shard.ScanOptions, add func(Fault), records *atomic.Int64, sh *shardTally) bool {
 	err := shard.ScanFile(path, opts, func(ce *shard.CorruptionError) {
 		kind := KindStructure
 		if isChecksum(ce) {
 			kind = KindChecksum
 		}
-		flt := Fault{File: fe.Path, Kind: kind, First: ce.Record, Count: ce.Records, Offset: ce.Offset, Message: ce.Err.Error()}
+		flt := Fault{File: fe.Path, Kind: kind, First: fe.FirstRecord + ce.Record, Count: ce.Records, ShardFirst: ce.Record,
+			Offset: ce.Offset, Message: ce.Err.Error()}
 		if ce.Record < 0 {
 			flt.First, flt.Count = -1, 0
 		}
@@ -60,23 +65,36 @@ func scanShard(path string, fe shard.FileEntry, m *shard.Manifest, opts shard.Sc
 	if !reflect.DeepEqual(r.Spec(), m.Sample) {
 		bad("shard sample spec %+v differs from the manifest's %+v", r.Spec(), m.Sample)
 	}
+	if ls, ml := r.LabelSpec(), m.Label; ls.DType != ml.DType || !slices.Equal(ls.Aux, ml.Aux) && len(ls.Aux)+len(ml.Aux) > 0 {
+		bad("shard label spec (dtype %q, aux %q) differs from the manifest's (dtype %q, aux %q)", ls.DType, ls.Aux, ml.DType, ml.Aux)
+	}
 	if ds, ok := r.Meta()["dataset"].(map[string]any); ok {
-		var classes []string
-		if raw, err := json.Marshal(ds["classes"]); err == nil {
-			_ = json.Unmarshal(raw, &classes)
-		}
-		if len(classes) == 0 {
-			classes = nil
-		}
-		mc := m.Classes
-		if len(mc) == 0 {
-			mc = nil
-		}
-		if !reflect.DeepEqual(classes, mc) {
-			bad("shard class names differ from the manifest's")
+		if diff := shard.DatasetMetaDiff(ds, m); len(diff) > 0 {
+			bad("shard header's dataset %s differ from the manifest's", strings.Join(diff, ", "))
 		}
 	}
+	var ver [2]byte
+	if _, err := f.ReadAt(ver[:], 8); err != nil {
+		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: 8, Message: err.Error()})
+		return true
+	}
+	labels := make([]int64, r.Len())
+	for i := range labels {
+		labels[i] = r.Label(i)
+	}
+	sh.mu.Lock()
+	sh.maxVersion = max(sh.maxVersion, int(binary.LittleEndian.Uint16(ver[:])))
+	sh.labels.Add(fe.FirstRecord, labels)
+	sh.mu.Unlock()
 	return true
+}
+
+// shardTally collects, across the shards of a dataset, what is checked against the manifest
+// once every shard is read: the labels (range, class_counts) and the newest format version.
+type shardTally struct {
+	mu         sync.Mutex
+	labels     *shard.LabelTally
+	maxVersion int
 }
 
 func isChecksum(ce *shard.CorruptionError) bool {

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -40,25 +41,31 @@ const (
 	KindIO        = "io"        // a file could not be read
 )
 
-// Fault is one problem found. First and Count give the record range inside File when known
-// (First is -1 otherwise); Offset is the byte offset inside File when known (-1 otherwise).
+// Fault is one problem found. First and Count give the damaged record range when known (First
+// is -1 otherwise), numbered across the dataset (record 0 is the first record of the first
+// file), the numbering of the readers and of the Python verifier; ShardFirst is the same range
+// numbered inside File (for npy and HDF5 files, which hold every record, equal to First; -1 when
+// First is). Offset is the byte offset inside File when known (-1 otherwise).
 type Fault struct {
-	File    string `json:"file"`
-	Kind    string `json:"kind"`
-	First   int64  `json:"first_record"`
-	Count   int64  `json:"records"`
-	Offset  int64  `json:"offset"`
-	Message string `json:"message"`
+	File       string `json:"file"`
+	Kind       string `json:"kind"`
+	First      int64  `json:"first_record"`
+	Count      int64  `json:"records"`
+	ShardFirst int64  `json:"shard_first_record"`
+	Offset     int64  `json:"offset"`
+	Message    string `json:"message"`
 }
 
+// String formats the fault for the text report: dataset-wide record numbers first, then, for a
+// shard, the same range inside the shard ("records 1200-1299 (shard-00003.pks records 200-299)").
 func (f Fault) String() string {
 	var b strings.Builder
 	b.WriteString(f.File)
 	if f.First >= 0 {
-		if f.Count > 1 {
-			fmt.Fprintf(&b, ": records %d-%d", f.First, f.First+f.Count-1)
-		} else {
-			fmt.Fprintf(&b, ": record %d", f.First)
+		b.WriteString(": ")
+		b.WriteString(recordRange(f.First, f.Count))
+		if strings.HasSuffix(f.File, ".pks") && f.ShardFirst >= 0 {
+			fmt.Fprintf(&b, " (%s %s)", f.File, recordRange(f.ShardFirst, f.Count))
 		}
 	}
 	if f.Offset >= 0 {
@@ -66,6 +73,13 @@ func (f Fault) String() string {
 	}
 	fmt.Fprintf(&b, ": %s: %s", f.Kind, f.Message)
 	return b.String()
+}
+
+func recordRange(first, n int64) string {
+	if n > 1 {
+		return fmt.Sprintf("records %d-%d", first, first+n-1)
+	}
+	return fmt.Sprintf("record %d", first)
 }
 
 // Report is the result of checking one dataset directory.
@@ -133,9 +147,10 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(workers)
 	var recordsSeen atomic.Int64
+	sh := &shardTally{labels: shard.NewLabelTally(m)}
 	for _, fe := range m.Files {
 		g.Go(func() error {
-			return checkFile(gctx, dir, m, fe, add, progress, &recordsSeen)
+			return checkFile(gctx, dir, m, fe, add, progress, &recordsSeen, sh)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -144,6 +159,16 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 	if m.Format == "shards" && recordsSeen.Load() >= 0 && len(rep.Faults) == 0 && recordsSeen.Load() != m.Count {
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
 			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
+	}
+	if m.Format == "shards" && !dataDamaged(rep.Faults) {
+		// every shard was read whole and intact: the labels and versions are all known
+		for _, msg := range sh.labels.Faults(m) {
+			add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1, Message: msg})
+		}
+		if sh.maxVersion > 0 && m.FormatVersion != sh.maxVersion {
+			add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
+				Message: fmt.Sprintf("format_version is %d but the newest shard is version %d", m.FormatVersion, sh.maxVersion)})
+		}
 	}
 	if c := checkers[m.Format]; c != nil && m.Format != "shards" && !bytesDamaged(rep.Faults) {
 		for _, err := range c(dir, m) {
@@ -178,7 +203,26 @@ func bytesDamaged(faults []Fault) bool {
 	return false
 }
 
+// dataDamaged reports whether a listed file is missing, unreadable, differs from the manifest's
+// size or SHA-256, or is damaged inside.
+func dataDamaged(faults []Fault) bool {
+	for _, f := range faults {
+		switch f.Kind {
+		case KindMissing, KindSize, KindSHA256, KindIO, KindStructure, KindChecksum:
+			return true
+		}
+	}
+	return false
+}
+
 func (r *Report) finish() {
+	for i := range r.Faults {
+		if f := &r.Faults[i]; f.First < 0 {
+			f.ShardFirst = -1
+		} else if !strings.HasSuffix(f.File, ".pks") {
+			f.ShardFirst = f.First
+		}
+	}
 	sort.SliceStable(r.Faults, func(i, j int) bool {
 		a, b := r.Faults[i], r.Faults[j]
 		if a.File != b.File {
@@ -205,6 +249,31 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 			bad("class_counts add up to %d, more than count %d", n, m.Count)
 		}
 	}
+	names := map[string]int{}
+	for i, c := range m.Classes {
+		if j, dup := names[c]; dup {
+			bad("class names %d and %d are both %q", j, i, c)
+		}
+		names[c] = i
+	}
+	for i, c := range m.ClassCounts {
+		if c < 0 {
+			bad("class_counts[%d] is negative (%d)", i, c)
+		}
+	}
+	if m.Label.DType != "int64" {
+		bad("label dtype is %q; packer writes int64 labels", m.Label.DType)
+	}
+	aux := map[string]bool{}
+	for _, a := range m.Label.Aux {
+		if a == "" || aux[a] {
+			bad("label aux name %q is empty or repeated", a)
+		}
+		aux[a] = true
+	}
+	if !knownVersion(m.FormatVersion) {
+		bad("format_version %d is not a known shard format version (%v)", m.FormatVersion, knownVersions)
+	}
 	seen := map[string]bool{}
 	var next int64
 	for _, f := range m.Files {
@@ -214,6 +283,9 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		seen[f.Path] = true
 		if len(f.SHA256) != 64 {
 			bad("file %s: sha256 %q is not 64 hex digits", f.Path, f.SHA256)
+		}
+		if m.Format != "shards" && (f.FirstRecord != 0 || f.Records != 0 && f.Records != m.Count) {
+			bad("file %s: records %d from %d, but a %s file holds all %d records", f.Path, f.Records, f.FirstRecord, m.Format, m.Count)
 		}
 		if m.Format == "shards" {
 			if f.FirstRecord != next {
@@ -225,7 +297,31 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 	if m.Format == "shards" && next != m.Count {
 		bad("files hold %d records but count is %d", next, m.Count)
 	}
+	checkInputs(m, bad)
 }
+
+// checkInputs checks the manifest's input count against what it says was packed and skipped:
+// every enumerated input is packed or skipped. Sources of video (video, frames) pack one or
+// more records per input; every other source packs exactly one.
+func checkInputs(m *shard.Manifest, bad func(string, ...any)) {
+	skipped := int64(len(m.Skipped))
+	kind, _ := m.Source["kind"].(string)
+	switch {
+	case m.Inputs < skipped:
+		bad("inputs is %d, fewer than the %d skipped", m.Inputs, skipped)
+	case kind == "video" || kind == "frames":
+		if m.Inputs-skipped > m.Count {
+			bad("inputs %d less %d skipped leaves %d packed inputs, more than the %d records", m.Inputs, skipped, m.Inputs-skipped, m.Count)
+		}
+	case m.Inputs != m.Count+skipped:
+		bad("inputs is %d, but %d records and %d skipped inputs account for %d", m.Inputs, m.Count, skipped, m.Count+skipped)
+	}
+}
+
+// knownVersions are the shard format versions (FORMAT.md) verify accepts.
+var knownVersions = []int{1, 2}
+
+func knownVersion(v int) bool { return slices.Contains(knownVersions, v) }
 
 // checkExtra reports files in dir that the manifest does not list.
 func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
@@ -254,7 +350,7 @@ func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
 // The file is read once, sequentially, in large O_DIRECT reads where the file system allows
 // them (see shard.ScanOptions): a shard's scan hashes the very bytes it checks, other files are
 // only hashed.
-func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64) error {
+func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64, sh *shardTally) error {
 	path := filepath.Join(dir, filepath.FromSlash(fe.Path))
 	st, err := os.Stat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -273,7 +369,7 @@ func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.File
 	opts := shard.ScanOptions{Hash: h, Progress: progress, Direct: true}
 	var complete bool
 	if m.Format == "shards" && strings.HasSuffix(fe.Path, ".pks") {
-		complete = scanShard(path, fe, m, opts, add, records)
+		complete = scanShard(path, fe, m, opts, add, records, sh)
 	} else {
 		err := shard.StreamFile(path, opts)
 		complete = err == nil

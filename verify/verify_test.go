@@ -21,7 +21,7 @@ func buildShards(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	spec := shard.SampleSpec{Shape: []int{64, 1024}, DType: shard.Uint8, Layout: "hwc"}
-	m := &shard.Manifest{Packer: "test", Format: "shards", FormatVersion: shard.Version, Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
+	m := &shard.Manifest{Packer: "test", Format: "shards", FormatVersion: 1, Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
 	rng := rand.New(rand.NewPCG(1, 1))
 	for s := range 3 {
 		name := fmt.Sprintf("shard-%05d.pks", s)
@@ -43,7 +43,7 @@ func buildShards(t *testing.T) string {
 		}
 		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: 20, FirstRecord: int64(20 * s)})
 	}
-	m.Count = 60
+	m.Count, m.Inputs = 60, 60
 	writeManifest(t, dir, m)
 	return dir
 }
@@ -98,8 +98,8 @@ func TestDirShards(t *testing.T) {
 			t.Errorf("fault in the wrong file: %v", f)
 		}
 	}
-	if len(rep.Faults) != 2 || kinds[KindSHA256].File == "" || kinds[KindChecksum].First != 16 || kinds[KindChecksum].Count != 4 {
-		t.Fatalf("faults %v, want a SHA-256 fault and a checksum fault for records 16-19", rep.Faults)
+	if len(rep.Faults) != 2 || kinds[KindSHA256].File == "" || kinds[KindChecksum].First != 36 || kinds[KindChecksum].ShardFirst != 16 || kinds[KindChecksum].Count != 4 {
+		t.Fatalf("faults %v, want a SHA-256 fault and a checksum fault for records 36-39 (records 16-19 of the second shard)", rep.Faults)
 	}
 }
 

@@ -92,6 +92,11 @@ build into the same OUT fails at once (exit 1), naming the pid of the build that
 Bad inputs (corrupt, truncated, unsupported files) are skipped and listed with their
 reason in the manifest's "skipped" (--on-error skip, the default), or stop the build
 with an error naming the file (--on-error fail).
+
+Record shape: --crop or --size gives every record one shape. Without them (a shorter-side
+--resize N, or no resize) each image keeps its own height and width: --format shards stores
+it at its own shape (shape [-1, -1, 3]); npy and hdf5 hold one rectangular array and refuse
+such a build before decoding anything (exit 2). A shape is never a reason to skip an image.
 ` + exitStatusHelp,
 		Example: `  packer build /usr/share/datasets/fashion-mnist -o fmnist
   packer build cifar-10-binary.tar.gz --split test -o cifar-test --format npy
@@ -120,7 +125,7 @@ with an error naming the file (--on-error fail).
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video (default: detect)")
-	f.StringVar(&o.Format, "format", "shards", "output format: shards|npy|hdf5")
+	f.StringVar(&o.Format, "format", "shards", "output format: shards|npy|hdf5 (npy and hdf5 need a fixed size: --crop or --size)")
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
 	f.StringVar(&o.Size, "size", "", "resize to exactly WxH")
@@ -138,8 +143,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.OnError, "on-error", "skip", "bad input policy: skip (list in manifest) | fail")
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
-	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: Pillow's limit, 89478485; -1: no limit)")
-	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx)")
+	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
+	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx, lists labelled by integers)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
 	f.Float64Var(&o.FPS, "fps", 0, "video: resample the timeline to F frames per second (0: every frame)")
 	f.IntVar(&o.ClipLen, "clip-len", 0, "video/frames: frames per clip record (0: one record per frame)")
@@ -209,8 +214,14 @@ func (o *buildOptions) validate() error {
 		return fmt.Errorf("--shard-size: %w", err)
 	}
 	if o.Classes != "" {
+		seen := map[string]bool{}
 		for _, c := range strings.Split(o.Classes, ",") {
-			o.classes = append(o.classes, strings.TrimSpace(c))
+			c = strings.TrimSpace(c)
+			if c == "" || seen[c] {
+				return fmt.Errorf("--classes: class names must be distinct and not empty, got %q", o.Classes)
+			}
+			seen[c] = true
+			o.classes = append(o.classes, c)
 		}
 	}
 	if o.OnError != pipeline.OnErrorSkip && o.OnError != pipeline.OnErrorFail {
@@ -279,6 +290,10 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	}
 	newOut, err := outputFor(o.Format)
 	if err != nil {
+		return usagef(err)
+	}
+	// npy and HDF5 hold one array of one shape: refuse a variable shape before decoding.
+	if err := pipeline.CheckFormatSpec(o.Format, pipeline.DatasetSpec(src, o.transform)); err != nil {
 		return usagef(err)
 	}
 	resizer, device, release, err := openDevice(o.Device, o.transform)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -64,6 +66,14 @@ type inspectSummary struct {
 	Skipped   int               `json:"skipped"`
 	Reasons   map[string]int    `json:"skipped_by_reason"`
 	Records   []recordInfo      `json:"records,omitempty"`
+	// ShapeRange is, for a dataset of variable-size records, the smallest and largest value of
+	// each dimension over all records (fixed dimensions included).
+	ShapeRange *shapeRange `json:"shape_range,omitempty"`
+}
+
+type shapeRange struct {
+	Min []int `json:"min"`
+	Max []int `json:"max"`
 }
 
 type classCount struct {
@@ -77,6 +87,7 @@ type recordInfo struct {
 	Label int64           `json:"label"`
 	Aux   []int64         `json:"aux,omitempty"`
 	Meta  json.RawMessage `json:"meta,omitempty"`
+	Shape []int           `json:"shape,omitempty"` // the record's own shape (variable-size datasets)
 }
 
 func runInspect(ctx context.Context, o *inspectOptions) error {
@@ -99,7 +110,8 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 	for _, sk := range m.Skipped {
 		s.Reasons[skipKind(sk.Reason)]++
 	}
-	if o.Records > 0 {
+	varShape := !m.Sample.Fixed() && m.Format == "shards"
+	if o.Records > 0 || (varShape && m.Count > 0) {
 		ds, err := openAny(o.Dir)
 		if err != nil {
 			return err
@@ -110,7 +122,18 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 			if err != nil {
 				return err
 			}
+			if varShape {
+				if ri.Shape, err = ds.RecordShape(i); err != nil {
+					return err
+				}
+			}
 			s.Records = append(s.Records, ri)
+		}
+		if varShape {
+			// Shapes live in each shard's index, which opening reads: no record data is read.
+			if s.ShapeRange, err = shapeRangeOf(ctx, ds); err != nil {
+				return err
+			}
 		}
 	}
 	if o.JSON {
@@ -124,7 +147,14 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 	fmt.Fprintf(w, "source\t%s\n", compactJSON(m.Source))
 	fmt.Fprintf(w, "transform\t%s\n", compactJSON(m.Transform))
 	fmt.Fprintf(w, "records\t%d\n", m.Count)
-	fmt.Fprintf(w, "sample\tshape %v, %s, layout %s (%s per record)\n", m.Sample.Shape, m.Sample.DType, m.Sample.Layout, byteSize(m.Sample.Size()))
+	if m.Sample.Fixed() {
+		fmt.Fprintf(w, "sample\tshape %v, %s, layout %s (%s per record)\n", m.Sample.Shape, m.Sample.DType, m.Sample.Layout, byteSize(m.Sample.Size()))
+	} else {
+		fmt.Fprintf(w, "sample\t%s, %s, layout %s (shape %v: each record has its own)\n", describeShape(m.Sample), m.Sample.DType, m.Sample.Layout, m.Sample.Shape)
+		if r := s.ShapeRange; r != nil {
+			fmt.Fprintf(w, "sizes\t%s\n", describeRange(m.Sample, r))
+		}
+	}
 	if len(m.Label.Aux) > 0 {
 		fmt.Fprintf(w, "labels\tint64, auxiliary columns %s\n", strings.Join(m.Label.Aux, ", "))
 	}
@@ -168,6 +198,9 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 			if len(r.Aux) > 0 {
 				fmt.Fprintf(o.IO.Out, "  aux %v", r.Aux)
 			}
+			if r.Shape != nil {
+				fmt.Fprintf(o.IO.Out, "  shape %v", r.Shape)
+			}
 			if len(r.Meta) > 0 {
 				fmt.Fprintf(o.IO.Out, "  %s", r.Meta)
 			}
@@ -182,10 +215,7 @@ func skipKind(reason string) string {
 	if i := strings.LastIndex(reason, ": "); i >= 0 && i+2 < len(reason) {
 		reason = reason[i+2:]
 	}
-	if len(reason) > 60 {
-		reason = reason[:60]
-	}
-	return reason
+	return pipeline.ShortReason(reason)
 }
 
 func compactJSON(v any) string {
@@ -208,4 +238,81 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// dimNames names the dimensions of a sample shape from its layout ("thwc" gives T, H, W, C),
+// or nil when the layout does not name every dimension.
+func dimNames(spec shard.SampleSpec) []string {
+	if len(spec.Layout) != len(spec.Shape) {
+		return nil
+	}
+	out := make([]string, len(spec.Shape))
+	for i, c := range strings.ToUpper(spec.Layout) {
+		out[i] = string(c)
+	}
+	return out
+}
+
+// describeShape says in words which dimensions of a variable shape vary and what the fixed
+// ones are: "variable HxW, 3 channels", "16 frames, variable HxW, 3 channels".
+func describeShape(spec shard.SampleSpec) string {
+	names := dimNames(spec)
+	if names == nil {
+		return fmt.Sprintf("variable shape %v", spec.Shape)
+	}
+	var vary, fixed []string
+	for i, d := range spec.Shape {
+		switch {
+		case d < 0:
+			vary = append(vary, names[i])
+		case names[i] == "C":
+			fixed = append(fixed, fmt.Sprintf("%d channels", d))
+		case names[i] == "T":
+			fixed = append(fixed, fmt.Sprintf("%d frames", d))
+		default:
+			fixed = append(fixed, fmt.Sprintf("%s=%d", names[i], d))
+		}
+	}
+	return strings.Join(append([]string{"variable " + strings.Join(vary, "x")}, fixed...), ", ")
+}
+
+// describeRange gives the range of each variable dimension: "H 64 to 192, W 64 to 12800".
+func describeRange(spec shard.SampleSpec, r *shapeRange) string {
+	names := dimNames(spec)
+	var parts []string
+	for i, d := range spec.Shape {
+		if d >= 0 {
+			continue
+		}
+		name := fmt.Sprintf("dim %d", i)
+		if names != nil {
+			name = names[i]
+		}
+		parts = append(parts, fmt.Sprintf("%s %d to %d", name, r.Min[i], r.Max[i]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// shapeRangeOf returns the smallest and largest value of each dimension over every record.
+func shapeRangeOf(ctx context.Context, ds anyDataset) (*shapeRange, error) {
+	var r *shapeRange
+	for i := range ds.Len() {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		sh, err := ds.RecordShape(i)
+		if err != nil {
+			return nil, err
+		}
+		if r == nil {
+			r = &shapeRange{Min: slices.Clone(sh), Max: slices.Clone(sh)}
+			continue
+		}
+		for k, d := range sh {
+			r.Min[k], r.Max[k] = min(r.Min[k], d), max(r.Max[k], d)
+		}
+	}
+	return r, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/spf13/cobra"
@@ -48,6 +50,9 @@ first frame.
 			opts.Dir = args[0]
 			if opts.Out == "" {
 				return usagef(errors.New("--out (-o) is required"))
+			}
+			if insideDir(opts.Out, opts.Dir) {
+				return usagef(fmt.Errorf("--out %s lies inside the dataset %s: writing it there would damage the dataset", opts.Out, opts.Dir))
 			}
 			if opts.Count < 1 || opts.Tile < 16 {
 				return usagef(errors.New("--count must be at least 1 and --tile at least 16"))
@@ -109,7 +114,11 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 		if err != nil {
 			return err
 		}
-		img, err := recordImage(m, data)
+		shape, err := ds.RecordShape(i)
+		if err != nil {
+			return err
+		}
+		img, err := recordImage(m, shape, data)
 		if err != nil {
 			return err
 		}
@@ -127,32 +136,28 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 			Dot: fixed.P(x0+3, y0+o.Tile+12)}
 		d.DrawString(label)
 	}
-	f, err := os.Create(o.Out)
-	if err != nil {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, sheet); err != nil {
 		return err
 	}
-	if err := png.Encode(f, sheet); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeFileReplacing(o.Out, buf.Bytes()); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.IO.Out, "wrote %s: %d records of %s in a %dx%d grid\n", o.Out, k, o.Dir, cols, rows)
 	return nil
 }
 
-// recordImage turns one record into an RGBA image: first frame of a clip, CHW or HWC,
-// uint8 or float mapped back through mean/std.
-func recordImage(m *shard.Manifest, data []byte) (*image.RGBA, error) {
-	shape := m.Sample.Shape
+// recordImage turns one record of the given shape (its own: records of a variable-size
+// dataset each have theirs) into an RGBA image: first frame of a clip, CHW or HWC, uint8 or
+// float mapped back through mean/std. The caller scales it into its cell.
+func recordImage(m *shard.Manifest, shape []int, data []byte) (*image.RGBA, error) {
 	layout := m.Sample.Layout
 	if len(layout) == 4 && layout[0] == 't' { // clip: first frame
 		layout = layout[1:]
 		shape = shape[1:]
 	}
 	if len(shape) != 3 {
-		return nil, fmt.Errorf("preview: cannot draw records of shape %v", m.Sample.Shape)
+		return nil, fmt.Errorf("preview: cannot draw records of shape %v", shape)
 	}
 	var h, w, c int
 	if layout == "chw" {
@@ -252,13 +257,54 @@ func floatsOf(v any) []float64 {
 func drawScaled(dst *image.RGBA, r image.Rectangle, src *image.RGBA) {
 	sw, sh := src.Bounds().Dx(), src.Bounds().Dy()
 	scale := math.Min(float64(r.Dx())/float64(sw), float64(r.Dy())/float64(sh))
-	w, h := int(float64(sw)*scale), int(float64(sh)*scale)
+	// At least one pixel each way: a 64x12800 strip still shows as a line.
+	w, h := max(1, int(float64(sw)*scale)), max(1, int(float64(sh)*scale))
 	x0, y0 := r.Min.X+(r.Dx()-w)/2, r.Min.Y+(r.Dy()-h)/2
 	for y := 0; y < h; y++ {
-		sy := int(float64(y) / scale)
+		sy := min(int(float64(y)/scale), sh-1)
 		for x := 0; x < w; x++ {
-			sx := int(float64(x) / scale)
+			sx := min(int(float64(x)/scale), sw-1)
 			dst.SetRGBA(x0+x, y0+y, src.RGBAAt(sx, sy))
 		}
 	}
+}
+
+// insideDir reports whether the file path p would lie in dir or below it, comparing directories
+// by identity (device and inode), so links and relative paths cannot hide it.
+func insideDir(p, dir string) bool {
+	di, err := os.Stat(dir)
+	if err != nil {
+		return false
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return false
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && os.SameFile(st, di) {
+			return true
+		}
+		if d == filepath.Dir(d) {
+			return false
+		}
+	}
+}
+
+// writeFileReplacing writes data to path through a temporary file renamed over it, so a failure
+// never leaves a truncated file behind.
+func writeFileReplacing(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(0o644), f.Close())
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }

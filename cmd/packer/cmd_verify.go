@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -30,7 +34,17 @@ func newVerifyCommand(io *iostreams, runF func(context.Context, *verifyOptions) 
 with the listed size and SHA-256, that no unlisted file is present, and the internal
 structure of every file: for shards the header, index and footer checksums and the CRC-32C
 of every block of records (naming the damaged record range); for npy and hdf5 the array
-headers, shapes, dtypes and counts. It reports every fault, not only the first.
+headers, shapes, dtypes and counts. It first checks manifest.json's own SHA-256
+(manifest_sha256), then every manifest field the data can confirm: count, class_counts and
+the label range from the labels, class names, label and sample specs, the source, transform
+and packer version stored in the data files, format_version. It reports every fault, not
+only the first.
+
+Damaged records are numbered across the dataset (record 0 is the first record of the first
+shard), as the readers number them; for a shard the text report adds the range inside the
+shard ("records 1200-1299 (shard-00003.pks records 200-299)"), and --json gives it as
+shard_first_record beside first_record and records. python3 -m packer_reader verify prints
+the same numbers.
 ` + exitStatusHelp,
 		Example: `  packer verify fmnist
   packer verify --json fmnist > report.json`,
@@ -49,6 +63,20 @@ headers, shapes, dtypes and counts. It reports every fault, not only the first.
 }
 
 func runVerify(ctx context.Context, o *verifyOptions) error {
+	// Nothing to read is a failure (exit 1), not corrupt data (exit 3): a mistyped path must not
+	// read as a damaged dataset. A directory that holds data files but no manifest is a damaged
+	// dataset, and verify.Dir reports it as such.
+	if _, err := os.Stat(filepath.Join(o.Dir, shard.ManifestName)); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if _, derr := os.Stat(o.Dir); derr != nil {
+			return fmt.Errorf("%s: no such dataset: %w", o.Dir, derr)
+		}
+		if !holdsDataFiles(o.Dir) {
+			return fmt.Errorf("%s: not a packed dataset: it has no %s and no data files", o.Dir, shard.ManifestName)
+		}
+	}
 	var bar *progress.Bar
 	total := int64(-1)
 	if m, err := readManifestQuiet(o.Dir); err == nil {
@@ -121,4 +149,14 @@ func raiseProcs(extra int) (restore func()) {
 var procs struct {
 	sync.Mutex
 	base, extra int
+}
+
+// holdsDataFiles reports whether dir holds a file named like a dataset's data files.
+func holdsDataFiles(dir string) bool {
+	for _, pat := range []string{"shard-*.pks", "*.npy", "*.h5"} {
+		if m, _ := filepath.Glob(filepath.Join(dir, pat)); len(m) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/formats/npy"
@@ -16,6 +17,8 @@ type anyDataset interface {
 	Len() int64
 	Record(i int64) ([]byte, error)
 	Info(i int64) (recordInfo, error)
+	// RecordShape returns record i's own shape (the sample shape for fixed-size records).
+	RecordShape(i int64) ([]int, error)
 	Close() error
 }
 
@@ -94,6 +97,14 @@ type arrayDataset struct {
 func (d *arrayDataset) Manifest() *shard.Manifest { return d.m }
 func (d *arrayDataset) Len() int64                { return d.r.Len() }
 func (d *arrayDataset) Close() error              { return d.r.Close() }
+
+// RecordShape is the sample shape: npy and HDF5 datasets hold fixed-shape records only.
+func (d *arrayDataset) RecordShape(i int64) ([]int, error) {
+	if i < 0 || i >= d.r.Len() {
+		return nil, fmt.Errorf("record %d out of range [0, %d)", i, d.r.Len())
+	}
+	return slices.Clone(d.m.Sample.Shape), nil
+}
 
 func (d *arrayDataset) Record(i int64) ([]byte, error) {
 	b, _, err := d.r.Record(i)

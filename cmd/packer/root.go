@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/pprof"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -75,14 +78,33 @@ func newRootCommand(io *iostreams) *cobra.Command {
 it reads a raw dataset, decodes and transforms every sample, and writes uncompressed
 shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 ` + exitStatusHelp,
-		SilenceErrors: true,
-		SilenceUsage:  true,
+		Version:                    pipeline.Version,
+		SuggestionsMinimumDistance: 2,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		// An unknown command is a usage error (exit 2): with Args set, cobra reports it through
+		// the validator instead of its own error, which would exit 1.
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usagef(errors.New(msg))
+		},
+		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
+	root.SetVersionTemplate("packer {{.Version}}\n")
 	var cpuProfile string
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
 	var stopProfile func()
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if err := refuseURLs(c, args); err != nil {
+			return err
+		}
 		if cpuProfile == "" {
 			return nil
 		}
@@ -123,4 +145,23 @@ func argsUsage(v cobra.PositionalArgs) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// urlScheme matches the start of a URL such as s3://bucket/prefix.
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// refuseURLs refuses URL-like paths among the positional arguments and -o: object storage is not
+// supported yet, and a path such as s3://bucket/out would otherwise become a local directory
+// ./s3:/bucket/out, leaving the user to believe the data went to the bucket.
+func refuseURLs(c *cobra.Command, args []string) error {
+	paths := append([]string(nil), args...)
+	if f := c.Flags().Lookup("out"); f != nil {
+		paths = append(paths, f.Value.String())
+	}
+	for _, p := range paths {
+		if urlScheme.MatchString(p) {
+			return usagef(fmt.Errorf("%s: URLs are not supported (object storage is not implemented yet); give a local path", p))
+		}
+	}
+	return nil
 }

@@ -27,6 +27,9 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 		src pipeline.Source
 		err error
 	)
+	if len(o.classes) > 0 && kind != "idx" && kind != "list" {
+		return nil, "", usagef(fmt.Errorf("--classes does not apply to --from %s, whose class names come from the data (folder names, or the CIFAR meta file); it names the classes of IDX files and of lists labelled by integers", kind))
+	}
 	switch kind {
 	case "cifar10", "cifar100":
 		src, err = cifar.Open(o.Source, kind, o.Split)
@@ -40,6 +43,7 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 		src, err = imagedir.Open(o.Source, kind, imagedir.Options{
 			Decode:    transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrien},
 			Transform: o.transform,
+			Classes:   o.classes,
 		})
 	default:
 		return nil, "", usagef(fmt.Errorf("unknown --from %q (want folder, list, cifar10, cifar100, idx, frames or video)", kind))

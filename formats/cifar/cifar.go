@@ -17,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -216,9 +217,9 @@ func exists(p string) bool {
 
 // sniffArchive reports whether the file starts like a gzip stream or a tar archive.
 func sniffArchive(p string) (bool, error) {
-	f, err := os.Open(p)
+	f, err := inputs.Open(p)
 	if err != nil {
-		return false, fmt.Errorf("cifar: %w", err)
+		return false, fmt.Errorf("cifar: %s: %w", filepath.Base(p), err)
 	}
 	defer f.Close()
 	var b [512]byte
@@ -236,6 +237,10 @@ func sniffArchive(p string) (bool, error) {
 }
 
 func (s *Source) checkSize(name string, size int64) error {
+	if size == 0 {
+		// It would contribute no record without a word: refused, like a truncated batch.
+		return FormatError(fmt.Sprintf("%s: empty (0 bytes): a batch file holds %d-byte records", name, s.recSize))
+	}
 	if size%int64(s.recSize) != 0 {
 		return FormatError(fmt.Sprintf("%s: size %d is not a multiple of %d", name, size, s.recSize))
 	}
@@ -278,12 +283,12 @@ func (s *Source) openFolder(dir string, files []string, l layout) error {
 
 // readNamesFile reads a class names file, or returns nil when it does not exist.
 func readNamesFile(p, name string, want int) ([]string, error) {
-	f, err := os.Open(p)
+	f, err := inputs.Open(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cifar: %w", err)
+		return nil, fmt.Errorf("cifar: %s: %w", name, err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, maxNamesBytes+1))
@@ -306,6 +311,12 @@ func parseNames(data []byte, name string, want int) ([]string, error) {
 	}
 	if len(names) != want {
 		return nil, FormatError(fmt.Sprintf("%s: %d class names, want %d", name, len(names), want))
+	}
+	for i, n := range names {
+		names[i] = inputs.Name(n)
+	}
+	if err := inputs.CheckClasses(names); err != nil {
+		return nil, fmt.Errorf("cifar: %s: %w", name, err)
 	}
 	return names, nil
 }
@@ -337,9 +348,9 @@ type archiveReader struct {
 }
 
 func openArchiveReader(p string) (*archiveReader, error) {
-	f, err := os.Open(p)
+	f, err := inputs.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("cifar: %w", err)
+		return nil, fmt.Errorf("cifar: %s: %w", filepath.Base(p), err)
 	}
 	br := bufio.NewReaderSize(f, 1<<20)
 	a := &archiveReader{f: f}
@@ -392,16 +403,16 @@ func (s *Source) openArchive(p string, l layout) error {
 	members := make([]string, len(l.files))
 	sizes := make([]int64, len(l.files))
 	var namesData, coarseData []byte
-	found := 0
 	a, err := openArchiveReader(p)
 	if err != nil {
 		return err
 	}
 	defer a.close()
+	// The whole archive is listed, not only up to the last member wanted: a second member with
+	// a wanted name makes the archive ambiguous (extracting it keeps the last one; packer would
+	// take the first), so it is refused rather than resolved silently.
+	namesMember, coarseMember := "", ""
 	for {
-		if found == len(l.files) && namesData != nil && (l.coarseFile == "" || coarseData != nil) {
-			break
-		}
 		h, err := a.next(s.maxMember)
 		if err == io.EOF {
 			break
@@ -410,20 +421,30 @@ func (s *Source) openArchive(p string, l layout) error {
 			return fmt.Errorf("cifar: %s: %w", an, archiveErr(err))
 		}
 		base := path.Base(h.Name)
-		if i, ok := want[base]; ok && members[i] == "" {
+		dup := ""
+		if i, ok := want[base]; ok && members[i] != "" {
+			dup = members[i]
+		} else if base == l.namesFile && namesMember != "" {
+			dup = namesMember
+		} else if l.coarseFile != "" && base == l.coarseFile && coarseMember != "" {
+			dup = coarseMember
+		}
+		if dup != "" {
+			return FormatError(fmt.Sprintf("%s: two members named %s (%s and %s): the archive is ambiguous", an, base, dup, h.Name))
+		}
+		if i, ok := want[base]; ok {
 			if err := s.checkSize(an+": "+h.Name, h.Size); err != nil {
 				return err
 			}
 			members[i], sizes[i] = h.Name, h.Size
-			found++
 			continue
 		}
 		var dst *[]byte
 		switch {
-		case base == l.namesFile && namesData == nil:
-			dst = &namesData
-		case l.coarseFile != "" && base == l.coarseFile && coarseData == nil:
-			dst = &coarseData
+		case base == l.namesFile:
+			dst, namesMember = &namesData, h.Name
+		case l.coarseFile != "" && base == l.coarseFile:
+			dst, coarseMember = &coarseData, h.Name
 		default:
 			continue
 		}
@@ -487,6 +508,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   s.count,
+		Frame:   pipeline.FrameShape{W: Width, H: Height, C: Channels},
 	}
 	if s.kind == Kind100 {
 		info.AuxNames = []string{"coarse_label"}
@@ -503,9 +525,9 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 	var seq int64
 	if s.archive == "" {
 		for i, name := range s.files {
-			f, err := os.Open(filepath.Join(s.dir, name))
+			f, err := inputs.Open(filepath.Join(s.dir, name))
 			if err != nil {
-				return fmt.Errorf("cifar: %w", err)
+				return fmt.Errorf("cifar: %s: %w", name, err)
 			}
 			err = s.emitRecords(ctx, f, i, &seq, emit)
 			f.Close()
@@ -622,7 +644,7 @@ func (s *Source) emitRecords(ctx context.Context, r io.Reader, i int, seq *int64
 			b := chunk[j*rs : (j+1)*rs : (j+1)*rs]
 			it := pipeline.Item{
 				Seq:  *seq,
-				Name: name + "#" + strconv.FormatInt(rec, 10),
+				Name: inputs.Name(name) + "#" + strconv.FormatInt(rec, 10),
 				Raw:  b[rs-ImageSize:],
 			}
 			if rs == RecordSize100 {

@@ -2,6 +2,7 @@ package hdf5
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,9 @@ type expect struct {
 	sample shard.SampleSpec
 	aux    []string
 	meta   bool // /meta must exist (when false it may still exist)
+	// m, when set, is the manifest the attributes (classes, label, spec) and the labels (range,
+	// class_counts) must agree with
+	m *shard.Manifest
 }
 
 // Check checks dir/data.h5 against the manifest and reports every fault found, each naming the
@@ -55,7 +59,7 @@ func Check(dir string, m *shard.Manifest) []error {
 	if errs := checkBytes(path, *entry); len(errs) > 0 {
 		return errs
 	}
-	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux})
+	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux, m: m})
 }
 
 // CheckStructure is step 3 of Check alone. The caller must already know that data.h5 has the
@@ -65,7 +69,7 @@ func CheckStructure(dir string, m *shard.Manifest) []error {
 	if errs != nil {
 		return errs
 	}
-	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux})
+	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux, m: m})
 }
 
 // listed returns data.h5's path and manifest entry, or the error saying why it cannot be checked.
@@ -149,6 +153,10 @@ func checkFile(path string, exp expect) []error {
 			}
 		}
 
+		if exp.m != nil {
+			checkAttrs(f, exp.m, fail)
+		}
+
 		// /images: [count, shape...] of the sample dtype.
 		shape := []uint64{uint64(exp.count)}
 		for _, d := range exp.sample.Shape {
@@ -185,11 +193,29 @@ func checkFile(path string, exp expect) []error {
 				continue
 			}
 			buf := make([]byte, 8*labelChunkRows)
+			var tally *shard.LabelTally
+			if name == LabelsName && exp.m != nil {
+				tally = shard.NewLabelTally(exp.m)
+			}
+			labels := make([]int64, 0, labelChunkRows)
 			for start := int64(0); start < exp.count; start += labelChunkRows {
 				n := min(exp.count-start, labelChunkRows)
 				if err := readRows(ds, start, n, buf[:8*n]); err != nil {
 					fail("/%s: %w", name, err)
+					tally = nil
 					break
+				}
+				if tally != nil {
+					labels = labels[:0]
+					for i := range n {
+						labels = append(labels, int64(binary.LittleEndian.Uint64(buf[8*i:])))
+					}
+					tally.Add(start, labels)
+				}
+			}
+			if tally != nil {
+				for _, msg := range tally.Faults(exp.m) {
+					fail("/%s: %s: %w", name, msg, ErrFormat)
 				}
 			}
 			ds.Close()
@@ -213,6 +239,38 @@ func checkFile(path string, exp expect) []error {
 		return nil
 	})
 	return errs
+}
+
+// checkAttrs checks the root attributes the writer stores against the manifest: "classes",
+// "label" and "spec" (the dataset meta: packer version, source, transform, classes).
+func checkAttrs(f *h5.File, m *shard.Manifest, fail func(string, ...any)) {
+	if s, err := strAttr(f.ID(), "classes"); err != nil {
+		fail("root attribute \"classes\": %w", err)
+	} else {
+		var classes []string
+		if err := json.Unmarshal([]byte(s), &classes); err != nil || !slices.Equal(classes, nonNil(m.Classes)) {
+			fail("root attribute \"classes\" differs from the manifest's class names: %w", ErrFormat)
+		}
+	}
+	if s, err := strAttr(f.ID(), "label"); err != nil {
+		fail("root attribute \"label\": %w", err)
+	} else {
+		var l shard.LabelSpec
+		want := labelSpec(m.Label)
+		if err := json.Unmarshal([]byte(s), &l); err != nil || l.DType != want.DType || !slices.Equal(nonNil(l.Aux), want.Aux) {
+			fail("root attribute \"label\" is %s, manifest says dtype %q aux %q: %w", s, m.Label.DType, m.Label.Aux, ErrFormat)
+		}
+	}
+	if s, err := strAttr(f.ID(), "spec"); err != nil {
+		fail("root attribute \"spec\": %w", err)
+	} else {
+		var meta map[string]any
+		if err := json.Unmarshal([]byte(s), &meta); err != nil {
+			fail("root attribute \"spec\" %q: %v: %w", s, err, ErrFormat)
+		} else if diff := shard.DatasetMetaDiff(meta, m); len(diff) > 0 {
+			fail("root attribute \"spec\": dataset %s differ from the manifest's: %w", strings.Join(diff, ", "), ErrFormat)
+		}
+	}
 }
 
 // openChecked opens dataset name and checks its shape and element type, reporting faults through

@@ -35,13 +35,14 @@ func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta 
 		Label:   shard.LabelSpec{DType: "int64", Aux: aux},
 		Classes: []string{"airplane", "cat", "dög"},
 		HasMeta: meta,
-		Meta:    map[string]any{"source": map[string]any{"kind": "test"}, "transform": map[string]any{"resize": 8}},
+		Meta: map[string]any{"packer": "test", "source": map[string]any{"kind": "test"},
+			"transform": map[string]any{"resize": 8}, "classes": []string{"airplane", "cat", "dög"}},
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	size := int(cfg.Sample.Size())
 	var recs []pipeline.Record
 	for i := range n {
-		r := pipeline.Record{Data: make([]byte, size), Label: int64(rng.IntN(3)) - int64(i%2)*1000}
+		r := pipeline.Record{Data: make([]byte, size), Label: int64(rng.IntN(3))} // Check requires labels within the classes
 		switch dt {
 		case shard.Uint8:
 			for j := range r.Data {
@@ -103,12 +104,15 @@ func write(t *testing.T, s testSet) *shard.Manifest {
 		t.Fatalf("temporary file left behind: %v", err)
 	}
 	return &shard.Manifest{
-		Format:  "hdf5",
-		Count:   int64(len(s.records)),
-		Classes: s.cfg.Classes,
-		Sample:  s.cfg.Sample,
-		Label:   s.cfg.Label,
-		Files:   files,
+		Packer:    s.cfg.Meta["packer"].(string),
+		Source:    s.cfg.Meta["source"].(map[string]any),
+		Transform: s.cfg.Meta["transform"].(map[string]any),
+		Format:    "hdf5",
+		Count:     int64(len(s.records)),
+		Classes:   s.cfg.Classes,
+		Sample:    s.cfg.Sample,
+		Label:     s.cfg.Label,
+		Files:     files,
 	}
 }
 

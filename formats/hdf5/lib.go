@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	h5 "gonum.org/v1/hdf5"
@@ -52,9 +53,14 @@ var ErrHDF5 = errors.New("hdf5: library error")
 // of the library's error stack. It must run on the thread that made the failing call (inside lib).
 func h5error(what string, err error) error {
 	var buf [512]C.char
-	C.pk_errmsg(&buf[0], C.size_t(len(buf)))
+	var errnum C.int
+	C.pk_errmsg(&buf[0], C.size_t(len(buf)), &errnum)
 	msg := C.GoString(&buf[0])
 	switch {
+	case errnum != 0:
+		// A system call failed under the library (the file driver's write on a full disk): its
+		// message would carry a time stamp and buffer addresses; the errno says it all.
+		return fmt.Errorf("%s: %w: %w", what, syscall.Errno(errnum), ErrHDF5)
 	case msg != "":
 		// The library's message names the API call; the binding's error ("code -1") adds nothing.
 		if api, _, ok := strings.Cut(msg, ": "); ok && strings.HasPrefix(api, "H5") {

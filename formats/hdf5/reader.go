@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,14 +30,19 @@ type Reader struct {
 }
 
 // Open opens dir/data.h5. When dir/manifest.json lists data.h5, a file of another size is
-// refused as damaged without being parsed.
+// refused as damaged without being parsed; a manifest.json that is present but fails its
+// checksum or does not parse is refused too.
 //
 // Open trusts the file's bytes otherwise: it does not hash it (bench and preview must not read a
 // whole dataset first), and libhdf5 can crash the process on a damaged file. Run Check (packer
 // verify) first on a file that may be damaged.
 func Open(dir string) (*Reader, error) {
 	path := filepath.Join(dir, DataFile)
-	if m, err := shard.ReadManifest(dir); err == nil {
+	m, err := shard.ReadManifest(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err // a manifest that is there but damaged or edited is not silently ignored
+	}
+	if err == nil {
 		for _, fe := range m.Files {
 			if fe.Path != DataFile {
 				continue

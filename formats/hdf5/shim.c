@@ -13,6 +13,7 @@ typedef struct {
 	int count;
 	char api[64];
 	char detail[256];
+	int errnum;
 } pk_walk_t;
 
 static herr_t pk_walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
@@ -22,17 +23,23 @@ static herr_t pk_walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
 		strncpy(w->api, e->func_name, sizeof w->api - 1);
 	}
 	if (e->desc != NULL) {
+		const char *p = strstr(e->desc, "errno = ");
 		strncpy(w->detail, e->desc, sizeof w->detail - 1);
+		if (p != NULL && w->errnum == 0) {
+			w->errnum = atoi(p + strlen("errno = "));
+		}
 	}
 	w->count++;
 	return 0;
 }
 
 // pk_errmsg writes "API: innermost description" for the calling thread's current error stack,
-// or an empty string when the stack is empty.
-void pk_errmsg(char *buf, size_t n) {
+// or an empty string when the stack is empty, and sets *errnum to the first system error number
+// a frame reports ("errno = 28" from the file driver when the disk is full), or 0.
+void pk_errmsg(char *buf, size_t n, int *errnum) {
 	pk_walk_t w;
 	memset(&w, 0, sizeof w);
+	*errnum = 0;
 	if (n == 0) {
 		return;
 	}
@@ -40,6 +47,7 @@ void pk_errmsg(char *buf, size_t n) {
 	if (H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, pk_walk_cb, &w) < 0 || w.count == 0) {
 		return;
 	}
+	*errnum = w.errnum;
 	if (w.api[0] != 0) {
 		snprintf(buf, n, "%s: %s", w.api, w.detail);
 	} else {
@@ -166,12 +174,25 @@ static size_t pk_row_bytes(hid_t dset, hid_t type, hsize_t n) {
 	return sz * (size_t)n;
 }
 
+// Every HDF5 API call clears the calling thread's error stack on entry, so the cleanup calls
+// (H5Sclose, H5Tclose) after a failed H5Dwrite or H5Dread would leave the caller an empty stack
+// and no reason (a full disk read as a bare "library error"). pk_save_stack takes the stack of
+// a failed call aside; pk_restore_stack puts it back after the cleanup.
+static hid_t pk_save_stack(herr_t rc) { return rc < 0 ? H5Eget_current_stack() : H5I_INVALID_HID; }
+
+static void pk_restore_stack(hid_t st) {
+	if (st >= 0) {
+		H5Eset_current_stack(st);
+	}
+}
+
 // pk_write_rows grows dset along axis 0 to at least start+n rows (H5Dset_extent) and writes rows
 // [start, start+n) from buf, whose bytes are in the dataset's own type (no conversion).
 herr_t pk_write_rows(hid_t dset, hsize_t start, hsize_t n, const void *buf, size_t len) {
 	hsize_t dims[H5S_MAX_RANK];
 	hid_t space, fspace, mspace, type;
 	herr_t rc;
+	hid_t st;
 	int rank;
 	if (n == 0) {
 		return 0;
@@ -204,9 +225,11 @@ herr_t pk_write_rows(hid_t dset, hsize_t start, hsize_t n, const void *buf, size
 		return -1;
 	}
 	rc = H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, buf);
+	st = pk_save_stack(rc);
 	H5Sclose(mspace);
 	H5Sclose(fspace);
 	H5Tclose(type);
+	pk_restore_stack(st);
 	return rc;
 }
 
@@ -219,6 +242,7 @@ herr_t pk_write_strings(hid_t dset, hsize_t start, hsize_t n, const char *packed
 	size_t off = 0;
 	hsize_t i;
 	herr_t rc;
+	hid_t st;
 	if (n == 0) {
 		return 0;
 	}
@@ -267,10 +291,12 @@ herr_t pk_write_strings(hid_t dset, hsize_t start, hsize_t n, const char *packed
 		return -1;
 	}
 	rc = H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, ptrs);
+	st = pk_save_stack(rc);
 	H5Sclose(mspace);
 	H5Sclose(fspace);
 	H5Tclose(type);
 	free(ptrs);
+	pk_restore_stack(st);
 	return rc;
 }
 
@@ -278,6 +304,7 @@ herr_t pk_write_strings(hid_t dset, hsize_t start, hsize_t n, const char *packed
 herr_t pk_read_rows(hid_t dset, hsize_t start, hsize_t n, void *buf, size_t len) {
 	hid_t fspace, mspace, type;
 	herr_t rc;
+	hid_t st;
 	if (n == 0) {
 		return 0;
 	}
@@ -294,9 +321,11 @@ herr_t pk_read_rows(hid_t dset, hsize_t start, hsize_t n, void *buf, size_t len)
 		return -1;
 	}
 	rc = H5Dread(dset, type, mspace, fspace, H5P_DEFAULT, buf);
+	st = pk_save_stack(rc);
 	H5Sclose(mspace);
 	H5Sclose(fspace);
 	H5Tclose(type);
+	pk_restore_stack(st);
 	return rc;
 }
 
@@ -305,6 +334,7 @@ herr_t pk_read_rows(hid_t dset, hsize_t start, hsize_t n, void *buf, size_t len)
 herr_t pk_read_string(hid_t dset, hsize_t i, char **out) {
 	hid_t fspace, mspace, type;
 	herr_t rc;
+	hid_t st;
 	*out = NULL;
 	type = H5Dget_type(dset);
 	if (type < 0) {
@@ -319,9 +349,11 @@ herr_t pk_read_string(hid_t dset, hsize_t i, char **out) {
 		return -1;
 	}
 	rc = H5Dread(dset, type, mspace, fspace, H5P_DEFAULT, out);
+	st = pk_save_stack(rc);
 	H5Sclose(mspace);
 	H5Sclose(fspace);
 	H5Tclose(type);
+	pk_restore_stack(st);
 	return rc;
 }
 

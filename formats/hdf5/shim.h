@@ -10,7 +10,7 @@
 #include "hdf5.h"
 
 void pk_silence(void);
-void pk_errmsg(char *buf, size_t n);
+void pk_errmsg(char *buf, size_t n, int *errnum);
 int pk_version(unsigned *maj, unsigned *min, unsigned *rel);
 
 herr_t pk_file_setup(hid_t file);

@@ -3,8 +3,10 @@ package hdf5
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/packer-dev/packer/pipeline"
@@ -138,4 +140,38 @@ func TestConcurrentOutputs(t *testing.T) {
 		t.Fatal("the same records written concurrently gave different files")
 	}
 	readBack(t, sets[0])
+}
+
+// TestDiskFullNamesTheCause fills a small tmpfs: the error must say "no space left on device"
+// (errors.Is ENOSPC), not a bare "library error". HDF5's cleanup calls after the failed write
+// used to clear the error stack that holds the cause. Mounting needs root (as CI runs); the
+// test says so and skips where it cannot mount.
+func TestDiskFullNamesTheCause(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs to fill (needs root): %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	cfg := pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{64, 64, 3}, DType: shard.Uint8}}
+	out, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Abort()
+	rec := pipeline.Record{Data: make([]byte, 64*64*3)}
+	for i := range rec.Data {
+		rec.Data[i] = byte(i * 7)
+	}
+	for i := 0; i < 1000 && err == nil; i++ { // 12 MB into 512 KiB
+		err = out.Write(rec)
+	}
+	if err == nil {
+		_, err = out.Close()
+	}
+	if err == nil {
+		t.Fatal("12 MB written into a 512 KiB file system without an error")
+	}
+	if !errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("error does not name the full disk: %v", err)
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -144,9 +145,9 @@ type file struct {
 
 // openFile opens p, detects gzip by its magic bytes and reads the IDX header.
 func openFile(p string) (*file, error) {
-	f, err := os.Open(p)
+	f, err := inputs.Open(p)
 	if err != nil {
-		return nil, fmt.Errorf("idx: %w", err)
+		return nil, fmt.Errorf("idx: %s: %w", filepath.Base(p), err)
 	}
 	fl := &file{name: filepath.Base(p), f: f}
 	br := bufio.NewReaderSize(f, 1<<16)
@@ -271,7 +272,9 @@ func findSplit(dir, split string) (string, error) {
 	}
 	stems := map[string][]string{} // stem -> file names
 	for _, e := range ents {
-		if !e.Type().IsRegular() {
+		// Symbolic links to the files are ordinary inputs; anything that is not a regular
+		// file (after following links) is not a candidate.
+		if !e.Type().IsRegular() && inputs.Check(filepath.Join(dir, e.Name())) != nil {
 			continue
 		}
 		stem := normalize(e.Name())
@@ -384,6 +387,9 @@ func open(images, labels, split string, classes []string) (*Source, error) {
 		}
 	}
 	s.setClasses(classes, minL, maxL)
+	if err := inputs.CheckClasses(s.classes); err != nil {
+		return nil, fmt.Errorf("idx: %w", err)
+	}
 	return s, nil
 }
 
@@ -451,7 +457,10 @@ func labelValue(typ byte, b []byte) int64 {
 func (s *Source) setClasses(classes []string, minL, maxL int64) {
 	switch {
 	case classes != nil:
-		s.classes = append([]string(nil), classes...)
+		s.classes = make([]string, len(classes))
+		for i, c := range classes {
+			s.classes[i] = inputs.Name(c)
+		}
 		s.classesFrom = "option"
 		return
 	case isFashion(s.images) && minL >= 0 && maxL < int64(len(FashionClasses)):
@@ -504,6 +513,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   int64(s.n),
+		Frame:   pipeline.FrameShape{W: s.w, H: s.h, C: s.c},
 	}
 }
 
@@ -546,7 +556,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 		}
 		it := pipeline.Item{
 			Seq:   int64(i),
-			Name:  im.name + "#" + strconv.Itoa(i),
+			Name:  inputs.Name(im.name) + "#" + strconv.Itoa(i),
 			Raw:   raw,
 			Label: labelValue(s.labelType, lbuf[:esz]),
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 )
 
@@ -393,5 +394,32 @@ func BenchmarkFashionMNIST(b *testing.B) {
 		if err := s.Enumerate(context.Background(), func(pipeline.Item) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSymlinkedFiles: a folder of symbolic links to the (.gz) files is an ordinary input, as
+// symlinked files are everywhere else.
+func TestSymlinkedFiles(t *testing.T) {
+	dir := t.TempDir()
+	labels := []int64{1, 2, 3}
+	pix := writeSet(t, dir, "train", true, TypeUbyte, labels, 2, 2, 5)
+	links := t.TempDir()
+	for _, n := range []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"} {
+		must(t, os.Symlink(filepath.Join(dir, n), filepath.Join(links, n)))
+	}
+	s, err := Open(links, "train", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, s, labels, pix, 2, 2, "train-images-idx3-ubyte.gz")
+}
+
+// TestDuplicateClassesRefused: two labels with one name cannot be told apart in the manifest.
+func TestDuplicateClassesRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeSet(t, dir, "train", false, TypeUbyte, []int64{0, 1}, 2, 2, 0)
+	_, err := Open(dir, "train", []string{"zero", "one", "zero"})
+	if !errors.Is(err, inputs.ErrDuplicate) {
+		t.Fatalf("got %v, want a duplicate class name error", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -51,6 +52,10 @@ type Options struct {
 	// FastGap is how many times the resized size the reduced-scale decode must keep (see
 	// transforms.DraftSize); 0 means DefaultFastGap.
 	FastGap int
+	// Classes names the classes of a list labelled by integers (--classes): label i is
+	// Classes[i], and every label must be below len(Classes). A list labelled by names, or a
+	// folder, takes its class names from the data and refuses Classes.
+	Classes []string
 }
 
 // DefaultFastGap is the fast-mode gap: 1, Pillow's draft(mode, size) with the target size
@@ -70,11 +75,12 @@ func (o Options) normalized() Options {
 // Source is a pipeline.Source over an image folder or an image list.
 type Source struct {
 	kind    string
-	root    string // folder root, or the list's folder
-	list    string // list file (list kind)
-	listFmt string // "csv" or "jsonl"
-	named   bool   // list labels are class names
-	classes []string
+	root    string           // folder root, or the list's folder
+	list    string           // list file (list kind)
+	listFmt string           // "csv" or "jsonl"
+	named   bool             // list labels are class names
+	classes []string         // class names as the manifest writes them (inputs.Name)
+	dirs    []string         // folder: the class folders' names on disk, parallel to classes
 	index   map[string]int64 // class name → label (named lists)
 	count   int64
 	opts    Options
@@ -121,20 +127,27 @@ func isImageName(name string) bool {
 // It walks the tree once to count the images and to refuse, as torchvision does, a root
 // with no class folder or a class folder with no image.
 func OpenFolder(root string, opts Options) (*Source, error) {
-	classes, err := listClasses(root)
+	dirs, err := listClasses(root)
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{kind: KindFolder, root: root, classes: classes, opts: opts.normalized()}
+	classes := make([]string, len(dirs))
+	for i, d := range dirs {
+		classes[i] = inputs.Name(d)
+	}
+	if err := inputs.CheckClasses(classes); err != nil {
+		return nil, fmt.Errorf("imagedir: %s: %w", root, err)
+	}
+	s := &Source{kind: KindFolder, root: root, classes: classes, dirs: dirs, opts: opts.normalized()}
 	var empty []string
-	for _, c := range classes {
+	for _, c := range dirs {
 		n := 0
 		err := walkClass(context.Background(), root, c, func(string) error { n++; return nil })
 		if err != nil {
 			return nil, err
 		}
 		if n == 0 {
-			empty = append(empty, c)
+			empty = append(empty, inputs.Name(c))
 		}
 		s.count += int64(n)
 	}
@@ -178,18 +191,6 @@ func isDir(full string, e fs.DirEntry) bool {
 	}
 	st, err := os.Stat(full)
 	return err == nil && st.IsDir()
-}
-
-// isFile reports whether a directory entry is a regular file, following symbolic links.
-func isFile(full string, e fs.DirEntry) bool {
-	if e.Type().IsRegular() {
-		return true
-	}
-	if e.Type()&fs.ModeSymlink == 0 {
-		return false
-	}
-	st, err := os.Stat(full)
-	return err == nil && st.Mode().IsRegular()
 }
 
 // walkClass calls fn with the slash-separated path, relative to root, of every image of class
@@ -258,7 +259,10 @@ func walkClass(ctx context.Context, root, c string, fn func(rel string) error) e
 			if isHidden(name) || !isImageName(name) {
 				continue
 			}
-			if !isFile(filepath.Join(root, filepath.FromSlash(rel), name), e) {
+			// Every entry that is not a folder is an input, as os.walk lists it among a
+			// folder's files: a dangling symlink, a FIFO or a device too. Decode names
+			// why such an entry cannot be packed, without opening it.
+			if isDir(filepath.Join(root, filepath.FromSlash(rel), name), e) {
 				continue
 			}
 			if err := fn(rel + "/" + name); err != nil {
@@ -312,14 +316,14 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 	var seq int64
 	if s.kind == KindList {
 		return s.readList(ctx, func(e listEntry) error {
-			it := pipeline.Item{Seq: seq, Name: e.path, Path: s.resolve(e.path), Label: e.label}
+			it := pipeline.Item{Seq: seq, Name: inputs.Name(e.path), Path: s.resolve(e.path), Label: e.label}
 			seq++
 			return emit(it)
 		})
 	}
-	for label, c := range s.classes {
+	for label, c := range s.dirs {
 		err := walkClass(ctx, s.root, c, func(rel string) error {
-			it := pipeline.Item{Seq: seq, Name: rel, Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+			it := pipeline.Item{Seq: seq, Name: inputs.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
 			seq++
 			return emit(it)
 		})
@@ -353,6 +357,9 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	var region func(w, h int) image.Rectangle
 	if s.windows {
 		region = s.opts.Transform.Region
+	}
+	if err := inputs.Check(it.Path); err != nil {
+		return &pipeline.InputError{Input: it.Name, Err: err}
 	}
 	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	if err != nil {

@@ -14,7 +14,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/packer-dev/packer/formats/inputs"
 )
+
+// ListExtensions are the file extensions of list files (--from list), matched
+// case-insensitively: ".csv" is CSV, the others JSON Lines. A list with another name is read
+// by its content (a first non-blank byte '{' means JSON Lines), but only these names are
+// detected as lists.
+var ListExtensions = []string{".csv", ".jsonl", ".ndjson", ".json"}
 
 // maxListLine bounds one line of a list file.
 const maxListLine = 1 << 20
@@ -36,9 +44,11 @@ type listEntry struct {
 // read and checked here; Enumerate reads it again.
 func OpenList(list string, opts Options) (*Source, error) {
 	s := &Source{kind: KindList, list: list, root: filepath.Dir(list), opts: opts.normalized()}
-	f, err := os.Open(list)
+	// The list is read twice (here and by Enumerate), so it must be a regular file: a FIFO
+	// would block the second open forever.
+	f, err := inputs.Open(list)
 	if err != nil {
-		return nil, fmt.Errorf("imagedir: %w", err)
+		return nil, fmt.Errorf("imagedir: %s: %w", list, err)
 	}
 	defer f.Close()
 	s.listFmt, err = listFormat(list, f)
@@ -47,10 +57,13 @@ func OpenList(list string, opts Options) (*Source, error) {
 	}
 	names := map[string]bool{}
 	allInt := true
+	maxLabel, maxLine := int64(-1), 0
 	err = parseList(context.Background(), f, s.listFmt, list, func(e rawEntry) error {
 		s.count++
 		if !e.isInt {
 			allInt = false
+		} else if v, err := strconv.ParseInt(e.label, 10, 64); err == nil && v > maxLabel {
+			maxLabel, maxLine = v, e.line
 		}
 		names[e.label] = true
 		return nil
@@ -62,6 +75,15 @@ func OpenList(list string, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("%s: %w", list, FormatError("the list has no entries"))
 	}
 	s.named = !allInt
+	switch {
+	case s.named && len(opts.Classes) > 0:
+		return nil, fmt.Errorf("%s: %w", list, FormatError("--classes names the classes of integer labels; this list's labels are class names already"))
+	case !s.named && len(opts.Classes) > 0:
+		if maxLabel >= int64(len(opts.Classes)) {
+			return nil, fmt.Errorf("%s:%d: %w", list, maxLine, FormatError(fmt.Sprintf("label %d, but --classes names only %d classes", maxLabel, len(opts.Classes))))
+		}
+		s.classes = append([]string(nil), opts.Classes...)
+	}
 	if s.named {
 		for n := range names {
 			s.classes = append(s.classes, n)
@@ -70,6 +92,10 @@ func OpenList(list string, opts Options) (*Source, error) {
 		s.index = make(map[string]int64, len(s.classes))
 		for i, n := range s.classes {
 			s.index[n] = int64(i)
+			s.classes[i] = inputs.Name(n) // the index keeps the names as the list spells them
+		}
+		if err := inputs.CheckClasses(s.classes); err != nil {
+			return nil, fmt.Errorf("imagedir: %s: %w", list, err)
 		}
 	}
 	return s, nil
@@ -238,9 +264,9 @@ func parseList(ctx context.Context, r io.Reader, format, name string, fn func(ra
 
 // readList reads the list again and calls fn with resolved labels.
 func (s *Source) readList(ctx context.Context, fn func(listEntry) error) error {
-	f, err := os.Open(s.list)
+	f, err := inputs.Open(s.list)
 	if err != nil {
-		return fmt.Errorf("imagedir: %w", err)
+		return fmt.Errorf("imagedir: %s: %w", s.list, err)
 	}
 	defer f.Close()
 	return parseList(ctx, f, s.listFmt, s.list, func(e rawEntry) error {

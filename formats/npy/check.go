@@ -2,11 +2,13 @@ package npy
 
 import (
 	"bufio"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/packer-dev/packer/shard"
@@ -67,16 +69,30 @@ func Check(dir string, m *shard.Manifest) []error {
 	}
 	var errs []error
 	known := map[string]bool{MetaFile: true}
+	var order []string
 	for _, ef := range files {
 		known[ef.name] = true
+		order = append(order, ef.name)
 		fe, ok := listed[ef.name]
 		if !ok {
 			errs = append(errs, fmt.Errorf("%s: not listed in the manifest: %w", ef.name, ErrFormat))
 		}
-		errs = append(errs, checkArray(dir, ef, fe, ok)...)
+		aerrs := checkArray(dir, ef, fe, ok)
+		errs = append(errs, aerrs...)
+		if ef.name == LabelsFile && len(aerrs) == 0 {
+			errs = append(errs, checkLabels(dir, m)...)
+		}
 	}
 	if fe, ok := listed[MetaFile]; ok {
+		order = append(order, MetaFile)
 		errs = append(errs, checkMeta(dir, fe, m.Count)...)
+	}
+	var got []string
+	for _, fe := range m.Files {
+		got = append(got, fe.Path)
+	}
+	if !slices.Equal(got, order) {
+		errs = append(errs, fmt.Errorf("%s: files are listed as %q; an npy dataset lists %q: %w", shard.ManifestName, got, order, ErrFormat))
 	}
 	for _, fe := range m.Files {
 		if !known[fe.Path] {
@@ -130,6 +146,40 @@ func checkArray(dir string, ef expectedFile, fe shard.FileEntry, listed bool) []
 			}
 			bad("size is %d bytes, header %v %s needs %d (%s)", st.Size(), h.Shape, h.Descr, want, what)
 		}
+	}
+	return errs
+}
+
+// checkLabels reads labels.npy (whose header checkArray has accepted) and checks the labels
+// against the manifest: range and class_counts.
+func checkLabels(dir string, m *shard.Manifest) []error {
+	f, err := os.Open(filepath.Join(dir, LabelsFile))
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", LabelsFile, unwrapPath(err))}
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	if _, _, err := ReadHeader(br); err != nil {
+		return []error{fmt.Errorf("%s: %w", LabelsFile, err)}
+	}
+	tally := shard.NewLabelTally(m)
+	buf := make([]byte, 8<<10)
+	labels := make([]int64, 0, len(buf)/8)
+	for rec := int64(0); rec < m.Count; {
+		n := min(m.Count-rec, int64(len(buf)/8))
+		if _, err := io.ReadFull(br, buf[:8*n]); err != nil {
+			return []error{fmt.Errorf("%s: record %d: %w", LabelsFile, rec, err)}
+		}
+		labels = labels[:0]
+		for i := range n {
+			labels = append(labels, int64(binary.LittleEndian.Uint64(buf[8*i:])))
+		}
+		tally.Add(rec, labels)
+		rec += n
+	}
+	var errs []error
+	for _, msg := range tally.Faults(m) {
+		errs = append(errs, fmt.Errorf("%s: %s: %w", LabelsFile, msg, ErrFormat))
 	}
 	return errs
 }

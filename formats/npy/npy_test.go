@@ -40,7 +40,7 @@ func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta 
 				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(float32(i)-float32(j)/3))
 			}
 		}
-		r := pipeline.Record{Data: data, Label: int64(i%5) - 1}
+		r := pipeline.Record{Data: data, Label: int64(i % 5)} // verify requires labels >= 0
 		for k := range aux {
 			r.Aux = append(r.Aux, int64(i*10+k))
 		}

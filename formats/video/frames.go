@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -20,7 +21,8 @@ import (
 // SRC/class/video_id/frame images (--from frames).
 type FramesSource struct {
 	root    string
-	classes []string
+	classes []string // class names as the manifest writes them (inputs.Name)
+	dirs    []string // the class folders' names on disk, parallel to classes
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch
@@ -43,15 +45,15 @@ func OpenFrames(root string, opts Options) (*FramesSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	classes, err := listClasses(root)
+	dirs, classes, err := openClasses(root)
 	if err != nil {
 		return nil, err
 	}
-	n, err := countVideos(root, classes, true, nil, "one folder of frame images per video")
+	n, err := countVideos(root, dirs, true, nil, "one folder of frame images per video")
 	if err != nil {
 		return nil, err
 	}
-	return &FramesSource{root: root, classes: classes, count: n, opts: opts}, nil
+	return &FramesSource{root: root, classes: classes, dirs: dirs, count: n, opts: opts}, nil
 }
 
 // Info describes the source; Spec holds only host-independent facts.
@@ -86,11 +88,11 @@ func maxPixels(v int64) int64 {
 // Enumerate emits one item per video folder, classes in order and folders by name.
 func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
 	var seq int64
-	return walk(s.root, s.classes, true, nil, func(label int, rel string) error {
+	return walk(s.root, s.dirs, true, nil, func(label int, rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := pipeline.Item{Seq: seq, Name: rel, Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+		it := pipeline.Item{Seq: seq, Name: inputs.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
 		seq++
 		return emit(it)
 	})
@@ -101,6 +103,9 @@ func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) e
 // ClipLen frames. Every frame must have the first frame's size.
 func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
 	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
+	if err := inputs.CheckDir(it.Path); err != nil {
+		return bad(err)
+	}
 	names, err := listEntries(it.Path, false, imagedir.Extensions)
 	if err != nil {
 		var pe *fs.PathError
@@ -113,6 +118,13 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 		return bad(fmt.Errorf("%w: the folder holds no frame images (%s)", errNoFrames, strings.Join(imagedir.Extensions, ", ")))
 	}
 	sort.Slice(names, func(i, j int) bool { return NaturalLess(names[i], names[j]) })
+	// Check every frame before decoding any, so a video with a frame that cannot be read (a
+	// dangling symlink, a FIFO) is skipped whole rather than after some of its records.
+	for i, name := range names {
+		if err := inputs.Check(filepath.Join(it.Path, name)); err != nil {
+			return bad(fmt.Errorf("frame %d (%s): %w", i, inputs.Name(name), err))
+		}
+	}
 
 	dopts := transforms.DecodeOptions{MaxPixels: s.opts.MaxPixels, ExifOrient: s.opts.ExifOrient}
 	var held []*transforms.DecodeScratch // scratches lent to frames, for the deferred return
@@ -143,7 +155,14 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 		if sc == nil {
 			sc = new(transforms.DecodeScratch)
 		}
-		d, err := transforms.DecodeFileRegion(filepath.Join(it.Path, name), dopts, region, sc)
+		fp := filepath.Join(it.Path, name)
+		name := inputs.Name(name)
+		if err := inputs.Check(fp); err != nil {
+			s.scratch.Put(sc)
+			c.releaseAll()
+			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
+		}
+		d, err := transforms.DecodeFileRegion(fp, dopts, region, sc)
 		if err != nil {
 			s.scratch.Put(sc)
 			c.releaseAll()
@@ -163,7 +182,7 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 			s.scratch.Put(sc)
 			c.releaseAll()
 			return bad(fmt.Errorf("%w: frame %d (%s) is %dx%d, frame 0 (%s) is %dx%d; packer does not rescale frames",
-				ErrSizeChange, i, name, d.Full.X, d.Full.Y, names[0], w0, h0))
+				ErrSizeChange, i, name, d.Full.X, d.Full.Y, inputs.Name(names[0]), w0, h0))
 		}
 		var win *pipeline.Window
 		if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {

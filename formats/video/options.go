@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -168,8 +169,12 @@ func listClasses(root string) ([]string, error) {
 	return classes, nil
 }
 
-// listEntries returns the sorted names of dir's non-hidden entries that are folders (dirs)
-// or regular files with one of exts.
+// listEntries returns the sorted names of dir's non-hidden entries that are inputs. For
+// files (!dirs): every entry with one of exts that is not a folder (following symbolic
+// links), whatever it is: a dangling symlink, a loop, a FIFO or a device is an input that
+// Decode skips with its reason (inputs.Check), never opening it. For folders (dirs): every
+// folder, and every symbolic link that does not resolve (dangling or a loop), since it may
+// have been meant as one; other files are not videos of a frames dataset and are ignored.
 func listEntries(dir string, dirs bool, exts []string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -181,8 +186,15 @@ func listEntries(dir string, dirs bool, exts []string) ([]string, error) {
 		if isHidden(name) || (!dirs && !hasExt(name, exts)) {
 			continue
 		}
-		if entryIs(filepath.Join(dir, name), e, dirs) {
+		full := filepath.Join(dir, name)
+		isDir := entryIs(full, e, true)
+		switch {
+		case dirs && isDir, !dirs && !isDir:
 			out = append(out, name)
+		case dirs && e.Type()&fs.ModeSymlink != 0:
+			if _, err := os.Stat(full); err != nil {
+				out = append(out, name)
+			}
 		}
 	}
 	return out, nil // os.ReadDir sorts by name
@@ -220,7 +232,7 @@ func countVideos(root string, classes []string, dirs bool, exts []string, what s
 	var empty []string
 	for i, n := range counts {
 		if n == 0 {
-			empty = append(empty, classes[i])
+			empty = append(empty, inputs.Name(classes[i]))
 		}
 	}
 	if len(empty) > 0 {
@@ -228,4 +240,21 @@ func countVideos(root string, classes []string, dirs bool, exts []string, what s
 			root, ErrEmptyClass, strings.Join(empty, ", "), what)
 	}
 	return total, nil
+}
+
+// openClasses lists root's class folders: their names on disk, and the class names the
+// manifest writes (inputs.Name), refusing two classes with the same name.
+func openClasses(root string) (dirs, classes []string, err error) {
+	dirs, err = listClasses(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	classes = make([]string, len(dirs))
+	for i, d := range dirs {
+		classes[i] = inputs.Name(d)
+	}
+	if err := inputs.CheckClasses(classes); err != nil {
+		return nil, nil, fmt.Errorf("video: %s: %w", root, err)
+	}
+	return dirs, classes, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -25,7 +26,8 @@ var ErrNoFFmpeg = errors.New("ffmpeg not found")
 // (--from video), decoded by ffmpeg to raw RGB through a pipe.
 type Source struct {
 	root     string
-	classes  []string
+	classes  []string // class names as the manifest writes them (inputs.Name)
+	dirs     []string // the class folders' names on disk, parallel to classes
 	count    int64
 	opts     Options
 	version  string          // first line of `ffmpeg -version`
@@ -44,15 +46,15 @@ func Open(root string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	classes, err := listClasses(root)
+	dirs, classes, err := openClasses(root)
 	if err != nil {
 		return nil, err
 	}
-	n, err := countVideos(root, classes, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
+	n, err := countVideos(root, dirs, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
 	if err != nil {
 		return nil, err
 	}
-	s := &Source{root: root, classes: classes, count: n, opts: opts}
+	s := &Source{root: root, classes: classes, dirs: dirs, count: n, opts: opts}
 	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
 	defer cancel()
 	// One run gives both: the banner on stderr starts with the line `ffmpeg -version` prints.
@@ -117,11 +119,11 @@ func (s *Source) Info() pipeline.SourceInfo {
 // Enumerate emits one item per video file, classes in order and files by name.
 func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
 	var seq int64
-	return walk(s.root, s.classes, false, VideoExtensions, func(label int, rel string) error {
+	return walk(s.root, s.dirs, false, VideoExtensions, func(label int, rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := pipeline.Item{Seq: seq, Name: rel, Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+		it := pipeline.Item{Seq: seq, Name: inputs.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
 		seq++
 		return emit(it)
 	})
@@ -131,6 +133,10 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 // RGB frames from its stdout and emitting each clip as soon as its last frame arrives.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
 	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
+	// Never hand ffprobe a FIFO or a device: it would block or read forever.
+	if err := inputs.Check(it.Path); err != nil {
+		return bad(err)
+	}
 	if st, err := os.Stat(it.Path); err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {

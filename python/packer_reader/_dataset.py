@@ -2,15 +2,17 @@
 
 import bisect
 import contextlib
+import hashlib
 import json
 import os
 import queue
 import threading
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from . import _order
+from . import _crc32c, _order
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
@@ -23,10 +25,44 @@ MAX_MANIFEST = 1 << 30
 FORMATS = ("shards", "npy", "hdf5")
 
 
+_warned_slow_crc = False
+
+
+def _warn_if_slow_crc():
+    """Record CRCs are checked by default whatever the CRC backend; on the NumPy fallback that
+    costs real time, so say once per process how to get the fast one or how to opt out."""
+    global _warned_slow_crc
+    if _crc32c.BACKEND == "numpy" and not _warned_slow_crc:
+        _warned_slow_crc = True
+        warnings.warn("packer_reader: record CRC-32C checks run on the slow NumPy fallback (a few hundred "
+                      "MB/s, below disk speed); install python3-crc32c (apt) or 'pip install crc32c' for a "
+                      "C implementation, or open the dataset with verify_crc=False to skip the checks",
+                      RuntimeWarning, stacklevel=4)
+
+
 # -- manifest -------------------------------------------------------------------------------
 
+# The manifest's last member is its own checksum (shard/FORMAT.md, "Dataset"): the file ends with
+# _SUM_OPEN + 64 lower-case hex digits + _SUM_CLOSE, the SHA-256 of the file with that member
+# replaced by "\n}\n". Checked on the bytes, so no JSON re-encoding is involved.
+_SUM_OPEN = b',\n  "manifest_sha256": "'
+_SUM_CLOSE = b'"\n}\n'
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def _check_seal(path, raw):
+    n = len(_SUM_OPEN) + 64 + len(_SUM_CLOSE)
+    tail = raw[-n:]
+    if len(raw) < n or not tail.startswith(_SUM_OPEN) or not tail.endswith(_SUM_CLOSE):
+        raise FormatError(path, "has no manifest_sha256: written by packer < 0.2 or edited; rebuild")
+    want = tail[len(_SUM_OPEN):len(_SUM_OPEN) + 64]
+    got = hashlib.sha256(raw[:-n] + b"\n}\n").hexdigest().encode()
+    if not set(want) <= _HEX or want != got:
+        raise FormatError(path, "checksum mismatch: the manifest was edited or damaged")
+
 def load_manifest(directory):
-    """Read and sanity-check directory/manifest.json; return the dict."""
+    """Read and sanity-check directory/manifest.json; return the dict. A manifest whose
+    manifest_sha256 is missing or does not match its bytes is refused (FormatError)."""
     path = os.path.join(str(directory), MANIFEST)
     try:
         size = os.stat(path).st_size
@@ -36,6 +72,7 @@ def load_manifest(directory):
         raise FormatError(path, "manifest larger than %d bytes" % MAX_MANIFEST)
     with open(path, "rb") as f:
         raw = f.read()
+    _check_seal(path, raw)
     try:
         m = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
@@ -48,6 +85,12 @@ def load_manifest(directory):
     if not isinstance(count, int) or count < 0:
         raise FormatError(path, "invalid count %r" % (count,))
     parse_sample_spec(m.get("sample"), path)
+    classes = m.get("classes") or []
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        raise FormatError(path, "classes must be a list of names")
+    cc = m.get("class_counts") or []
+    if not isinstance(cc, list) or not all(isinstance(c, int) and not isinstance(c, bool) for c in cc):
+        raise FormatError(path, "class_counts must be a list of integers")
     files = m.get("files") or []
     if not isinstance(files, list):
         raise FormatError(path, "files is not a list")
@@ -141,7 +184,7 @@ class Dataset:
 
     format = None
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False):
         self.path = str(path)
         self.manifest = manifest or {}
         m = self.manifest
@@ -448,19 +491,7 @@ class _SegmentDataset(Dataset):
     def _record_shape(self, seg, li, size):
         if self.fixed:
             return self.shape
-        known = 1
-        for d in self.shape:
-            if d > 0:
-                known *= d
-        var = [k for k, d in enumerate(self.shape) if d < 0]
-        if len(var) == 1 and known and size % known == 0:
-            sh = list(self.shape)
-            sh[var[0]] = size // known
-            return tuple(sh)
-        m = seg.record_meta(li) if hasattr(seg, "record_meta") else None
-        if isinstance(m, dict) and isinstance(m.get("shape"), list):
-            return tuple(m["shape"])
-        return (size,)
+        return seg.record_shape(li)
 
     def _fill_range(self, first, n, raw):
         rs = self.record_size
@@ -517,8 +548,10 @@ class ShardDataset(_SegmentDataset):
 
     format = "shards"
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False, shard_paths=None):
+    def __init__(self, path, manifest, verify_crc=True, direct=False, shard_paths=None):
         super().__init__(path, manifest, verify_crc, direct)
+        if self.verify_crc:
+            _warn_if_slow_crc()
         entries = [fe for fe in self.manifest.get("files", []) if fe["path"].endswith(".pks")]
         if shard_paths is None:
             shard_paths = [os.path.join(self.path, fe["path"]) for fe in entries]
@@ -528,12 +561,11 @@ class ShardDataset(_SegmentDataset):
         first = 0
         keep_open = len(shard_paths) <= MAX_OPEN_SHARDS
         try:
-            for p, fe in zip(shard_paths, entries):
+            for pos, (p, fe) in enumerate(zip(shard_paths, entries)):
                 sf = ShardFile(p, first, keep_open)
                 segs.append(sf)
-                if fe.get("records", sf.n) != sf.n or fe.get("first_record", first) != first:
-                    raise FormatError(p, "holds records %d..%d, the manifest says %d records from %d" % (
-                        first, first + sf.n - 1, fe.get("records", sf.n), fe.get("first_record", first)))
+                if fe:
+                    self._check_identity(sf, pos, fe, first)
                 first += sf.n
         except BaseException:
             for s in segs:
@@ -565,6 +597,31 @@ class ShardDataset(_SegmentDataset):
         self.labels = np.concatenate([s.labels for s in segs]) if segs else np.zeros(0, np.int64)
         self._aux = np.concatenate([s.aux for s in segs]) if segs else np.zeros((0, a), np.int64)
         self.shards = segs
+
+    def _check_identity(self, sf, pos, fe, first):
+        """Refuse a shard that is not the one the manifest lists at position pos: a swapped,
+        renamed or foreign file would otherwise serve other records under these indices."""
+        m = self.manifest
+        idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
+        if idx != pos:
+            raise FormatError(sf.path, "shard index %s in its header at position %d of the manifest "
+                              "(swapped or renamed shard files?)" % (idx, pos))
+        want = m.get("sample") or {}
+        got = sf.meta.get("sample") or {}
+        for key in ("shape", "dtype", "layout"):
+            if got.get(key) != want.get(key):
+                raise FormatError(sf.path, "sample spec %s %s %s, the manifest says %s %s %s (%s differs)" % (
+                    got.get("shape"), got.get("dtype"), got.get("layout"),
+                    want.get("shape"), want.get("dtype"), want.get("layout"), key))
+        want_aux = list((m.get("label") or {}).get("aux") or [])
+        if sf.aux_names != want_aux:
+            raise FormatError(sf.path, "aux columns %r, the manifest says %r" % (sf.aux_names, want_aux))
+        records = fe.get("records", 0)
+        if records != sf.n or fe.get("first_record", 0) != first:
+            raise FormatError(sf.path, "holds %d records from %d, the manifest says %r records from %r" % (
+                sf.n, first, records, fe.get("first_record", 0)))
+        if "size" in fe and fe["size"] != sf.file_size:
+            raise FormatError(sf.path, "file is %d bytes, the manifest says %d" % (sf.file_size, fe["size"]))
 
     def _meta(self, i):
         s, li = self._locate(i)
@@ -650,7 +707,7 @@ class NpyDataset(_SegmentDataset):
 
     format = "npy"
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False):
         super().__init__(path, manifest, verify_crc, direct)
         m = self.manifest
         self._init_spec(m["sample"], os.path.join(self.path, MANIFEST))
@@ -666,6 +723,8 @@ class NpyDataset(_SegmentDataset):
         size = os.stat(ipath).st_size
         if size != off + n * self.record_size:
             raise FormatError(ipath, "file is %d bytes, expected %d" % (size, off + n * self.record_size))
+        for fe in m.get("files") or []:  # images, labels, aux columns, meta.jsonl
+            _check_listed_size(m, self.path, fe["path"])
         self._setup_segments([_RawSegment(ipath, off, self.record_size, n)])
         self.labels = load_npy_column(os.path.join(self.path, "labels.npy"), n, "labels")
         self.aux_names = list((m.get("label") or {}).get("aux") or [])
@@ -687,6 +746,19 @@ class NpyDataset(_SegmentDataset):
         return json.loads(self._meta_lines[i].decode("utf-8"))
 
 
+def _check_listed_size(m, directory, rel):
+    """The file rel must have the size the manifest lists for it (when listed)."""
+    for fe in m.get("files") or []:
+        if fe.get("path") == rel and "size" in fe:
+            p = os.path.join(directory, rel)
+            try:
+                size = os.stat(p).st_size
+            except OSError as e:
+                raise FormatError(p, "cannot open: %s" % (e.strerror or e))
+            if size != fe["size"]:
+                raise FormatError(p, "file is %d bytes, the manifest says %d" % (size, fe["size"]))
+
+
 def _import_h5py():
     try:
         import h5py
@@ -700,7 +772,7 @@ class HDF5Dataset(Dataset):
 
     format = "hdf5"
 
-    def __init__(self, path, manifest, verify_crc=False, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False):
         super().__init__(path, manifest, verify_crc, direct)
         h5py = _import_h5py()
         m = self.manifest
@@ -708,6 +780,7 @@ class HDF5Dataset(Dataset):
         self.count = n = m["count"]
         names = [fe["path"] for fe in m.get("files", []) if fe["path"].endswith((".h5", ".hdf5"))]
         self.h5path = os.path.join(self.path, names[0] if names else "data.h5")
+        _check_listed_size(m, self.path, names[0] if names else "data.h5")
         try:
             self._f = h5py.File(self.h5path, "r")
         except OSError as e:
@@ -790,7 +863,7 @@ class HDF5Dataset(Dataset):
         return json.loads(v) if v else None
 
 
-def open_dataset(path, verify_crc=False, direct=False):
+def open_dataset(path, verify_crc=True, direct=False):
     """Open a packer output directory (or its manifest.json, or a single .pks shard file)."""
     p = Path(path)
     if p.is_file() and p.suffix == ".pks":

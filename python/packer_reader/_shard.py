@@ -1,4 +1,5 @@
-"""Parsing of one packer shard file, exactly as shard/FORMAT.md (version 1) describes it."""
+"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 and 2;
+version 2 adds FlagShapes, the per-record shapes of variable-size records)."""
 
 import contextlib
 import json
@@ -13,13 +14,14 @@ from ._io import open_ro, pread, pread_into, preadv_into
 
 HEADER_MAGIC = b"PKSHARD\x00"
 FOOTER_MAGIC = b"PKS1"
-VERSION = 1
+VERSION = 2  # newest version known; versions 1 and 2 are read
 ALIGN = 4096
 HEADER_FIXED = 32
 FOOTER_SIZE = 64
 FLAG_VAR_SIZE = 1 << 0
 FLAG_META = 1 << 1
-KNOWN_FLAGS = FLAG_VAR_SIZE | FLAG_META
+FLAG_SHAPES = 1 << 2  # version 2: index part "shapes" (values of the sample shape's -1 dims)
+KNOWN_FLAGS = {1: FLAG_VAR_SIZE | FLAG_META, 2: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES}
 BLOCK_TARGET = 1 << 20
 MAX_META_LEN = 1 << 20
 MAX_RECORDS = (1 << 32) - 1
@@ -134,10 +136,12 @@ class ShardFile:
         if hdr[0:8] != HEADER_MAGIC:
             self._fail("bad magic %r, not a packer shard" % hdr[0:8], 0)
         version, flags, meta_len, header_crc = struct.unpack_from("<HHII", hdr, 8)
-        if version != VERSION:
-            self._fail("unsupported shard format version %d (this reader knows version %d)" % (version, VERSION), 8)
-        if flags & ~KNOWN_FLAGS:
-            self._fail("unknown flags 0x%04x" % (flags & ~KNOWN_FLAGS), 10)
+        if version not in KNOWN_FLAGS:
+            self._fail("unsupported shard format version %d (this reader knows versions 1 to %d)" % (version, VERSION), 8)
+        if flags & ~KNOWN_FLAGS[version]:
+            self._fail("unknown flags 0x%04x in a version-%d shard" % (flags & ~KNOWN_FLAGS[version], version), 10)
+        if flags & FLAG_SHAPES and not flags & FLAG_VAR_SIZE:
+            self._fail("FlagShapes is set without FlagVarSize", 10)
         if meta_len > MAX_META_LEN:
             self._fail("meta length %d exceeds the limit %d" % (meta_len, MAX_META_LEN), 12)
         if HEADER_FIXED + meta_len + FOOTER_SIZE > size:
@@ -145,6 +149,8 @@ class ShardFile:
         if hdr[20:32] != bytes(12):
             self._fail("reserved header bytes are not zero", 20)
         self.flags = flags
+        self.version = version
+        self.has_shapes = bool(flags & FLAG_SHAPES)
         self.meta_len = meta_len
         self.var_size = bool(flags & FLAG_VAR_SIZE)
         self.has_meta = bool(flags & FLAG_META)
@@ -207,8 +213,10 @@ class ShardFile:
         if index_len > size or align_up(index_offset + index_len + FOOTER_SIZE) != size:
             self._fail("index_len %d does not fit the file size %d" % (index_len, size), foot_off + 40)
         nb = -(-n // k)
+        var_dims = [j for j, d in enumerate(self.shape) if d < 0]
+        v = len(var_dims)
         fixed_part = (n * 8 + n * a * 8 + nb * 4 + ((n + 1) * 8 if self.var_size else 0)
-                      + ((n + 1) * 8 if self.has_meta else 0))
+                      + (n * v * 4 if self.has_shapes else 0) + ((n + 1) * 8 if self.has_meta else 0))
         if self.has_meta:
             if index_len < fixed_part:
                 self._fail("index_len %d is smaller than its fixed parts (%d bytes)" % (index_len, fixed_part), foot_off + 40)
@@ -243,6 +251,11 @@ class ShardFile:
             if n and int(np.max(np.diff(off))) > MAX_RECORD_SIZE:
                 self._fail("a record exceeds the record size limit", index_offset)
             self.offsets = off.astype(np.int64)
+        self.shapes = None
+        self.var_dims = var_dims
+        if self.has_shapes:
+            self.shapes = take(n * v, np.dtype("<u4")).astype(np.int64).reshape(n, v)
+            self._check_shapes(index_offset + (n + 1) * 8)
         self.labels = take(n, i64).astype(np.int64)
         self.aux = take(n * a, i64).astype(np.int64).reshape(n, a)
         self.metaoffs = None
@@ -256,6 +269,63 @@ class ShardFile:
             self.metablob = bytes(idx[pos:pos + blob_len])
             pos += blob_len
         self.crcs = take(nb, np.dtype("<u4")).astype(np.uint32)
+
+    def _check_shapes(self, part_offset):
+        """Every record's shape values are >= 1 and give exactly its byte size (FORMAT.md v2)."""
+        n, v = self.shapes.shape
+        if not n:
+            return
+        bad = np.zeros(n, dtype=bool)
+        if v:
+            bad |= np.any(self.shapes < 1, axis=1)
+        limit = MAX_RECORD_SIZE + 1
+        size = np.full(n, self.dtype.itemsize, dtype=np.int64)
+        for d in self.shape:
+            if d > 0:
+                size = np.minimum(size * d, limit)
+        for j in range(v):  # each factor <= 2**32 and size <= 2**30 + 1: no overflow
+            size = np.minimum(size * np.minimum(self.shapes[:, j], limit), limit)
+        bad |= size != np.diff(self.offsets)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            shape = self._shape_of(i)
+            self._fail("record %d (dataset record %d): shape %s in the shapes table gives %d bytes, the record "
+                       "has %d" % (i, self.first + i, list(shape), int(size[i]) if size[i] < limit else -1,
+                                   int(self.offsets[i + 1] - self.offsets[i])), part_offset + i * v * 4)
+
+    def _shape_of(self, i):
+        sh = list(self.shape)
+        for j, k in enumerate(self.var_dims):
+            sh[k] = int(self.shapes[i, j])
+        return tuple(sh)
+
+    def record_shape(self, i):
+        """The shape of local record i: the sample shape, with its -1 dimensions filled from the
+        shapes table (version 2) or, in a version-1 shard, derived from the record's size when
+        exactly one dimension varies. FormatError when it cannot be known."""
+        if not self.var_size or not self.var_dims:
+            return tuple(self.shape)
+        if self.shapes is not None:
+            return self._shape_of(i)
+        size = int(self.offsets[i + 1] - self.offsets[i])
+        known = self.dtype.itemsize
+        for d in self.shape:
+            if d > 0:
+                known *= d
+        if len(self.var_dims) == 1 and size % known == 0:
+            sh = list(self.shape)
+            sh[self.var_dims[0]] = size // known
+            return tuple(sh)
+        m = self.record_meta(i)
+        if isinstance(m, dict) and isinstance(m.get("shape"), list):
+            sh = tuple(m["shape"])
+            if all(isinstance(x, int) and x >= 0 for x in sh) and int(np.prod(sh)) * self.dtype.itemsize == size:
+                return sh
+        if len(self.var_dims) == 1:
+            self._fail("record %d (dataset record %d): %d bytes is not a whole number of %s records"
+                       % (i, self.first + i, size, list(self.shape)))
+        self._fail("record %d (dataset record %d): shape unknown: version-1 shard (sample shape %s has %d "
+                   "varying dimensions and no shapes table)" % (i, self.first + i, list(self.shape), len(self.var_dims)))
 
     # -- records -------------------------------------------------------------------------
     def record_span(self, i):

@@ -1,8 +1,10 @@
 """packer_reader.verify: the integrity checks of ``packer verify``, in Python."""
 
+import collections
 import hashlib
 import json
 import os
+import struct
 
 import numpy as np
 
@@ -14,14 +16,26 @@ CHUNK = 8 << 20
 
 class Fault:
     """One problem found by verify. ``kind`` is one of: manifest, missing, extra, size, sha256,
-    structure (including non-zero padding), checksum, shape, count, labels."""
+    structure (including non-zero padding), checksum, shape, count, labels. ``record_range`` is
+    numbered across the dataset, as the readers and ``packer verify --json`` (``first_record``,
+    ``records``) number records; ``shard_range`` is the same range inside the shard
+    (``shard_first_record``)."""
 
-    def __init__(self, kind, path, reason, record_range=None, offset=None):
+    def __init__(self, kind, path, reason, record_range=None, offset=None, file_first=0):
         self.kind = kind
         self.path = path
         self.reason = reason
-        self.record_range = record_range
+        self.record_range = record_range  # dataset-wide record numbers, half-open
         self.offset = offset
+        self.file_first = file_first  # the dataset-wide number of the first record of path
+
+    @property
+    def shard_range(self):
+        """The record range numbered inside the file (a shard), or None."""
+        if not self.record_range:
+            return None
+        a, b = self.record_range
+        return a - self.file_first, b - self.file_first
 
     def to_dict(self, root=None):
         """The fault as ``packer verify --json`` writes it (file relative to the dataset)."""
@@ -35,18 +49,26 @@ class Fault:
                 pass
         a, b = self.record_range if self.record_range else (-1, -1)
         return {"file": f, "kind": self.kind, "first_record": a, "records": b - a if a >= 0 else 0,
+                "shard_first_record": self.shard_range[0] if self.record_range else -1,
                 "offset": -1 if self.offset is None else self.offset, "message": self.reason}
 
     def __str__(self):
-        s = "%s: %s" % (self.path, self.reason)
+        s = str(self.path)
         if self.record_range:
-            a, b = self.record_range
-            s += " [records %d..%d]" % (a, b - 1)
+            # dataset-wide record numbers, then, for a shard, the same range inside the shard
+            s += ": " + _records(*self.record_range)
+            if str(self.path).endswith(".pks"):
+                s += " (%s %s)" % (os.path.basename(self.path), _records(*self.shard_range))
+        s += ": " + self.reason
         if self.offset is not None:
             s += " (offset %d)" % self.offset
         return "%s: %s" % (self.kind, s)
 
     __repr__ = __str__
+
+
+def _records(a, b):
+    return "records %d-%d" % (a, b - 1) if b - a > 1 else "record %d" % a
 
 
 class Report:
@@ -66,6 +88,7 @@ class Report:
         self.format = None
         self.count = 0
         self.skipped_inputs = 0
+        self.file_first = {}  # shard path -> dataset-wide number of its first record
 
     def check_sha(self, full, want, got):
         self.bytes += os.path.getsize(full)
@@ -77,7 +100,7 @@ class Report:
         return not self.faults
 
     def add(self, kind, path, reason, record_range=None, offset=None):
-        self.faults.append(Fault(kind, path, reason, record_range, offset))
+        self.faults.append(Fault(kind, path, reason, record_range, offset, self.file_first.get(path, 0)))
 
     def add_error(self, err, kind=None):
         if isinstance(err, CorruptionError):
@@ -165,6 +188,7 @@ def verify(path):
             if rel != MANIFEST and rel not in listed:
                 rep.add("extra", full, "file not listed in the manifest")
 
+    _check_manifest(rep, m, mpath)
     fmt = m["format"]
     try:
         if fmt == "shards":
@@ -184,13 +208,84 @@ def verify(path):
     return rep
 
 
+KNOWN_VERSIONS = (1, 2)  # shard format versions (shard/FORMAT.md) verify accepts
+
+
+def _canon(v):
+    """v as a comparable JSON value: numbers by value, null lists as empty ones."""
+    v = json.loads(json.dumps(v))
+    return [] if v is None else v
+
+
+def dataset_meta_diff(meta, m):
+    """The keys of the dataset description stored in a data file (a shard header's "dataset"
+    meta, an HDF5 file's "spec" attribute) that differ from the manifest's."""
+    if not isinstance(meta, dict):
+        return ["packer", "source", "transform", "classes"]
+    return [k for k in ("packer", "source", "transform", "classes")
+            if k not in meta or _canon(meta[k]) != _canon(m.get(k))]
+
+
+def _check_manifest(rep, m, mpath):
+    """The manifest's own consistency, beyond what load_manifest refuses."""
+    classes = m.get("classes") or []
+    seen = {}
+    for i, c in enumerate(classes):
+        if not isinstance(c, str):
+            rep.add("manifest", mpath, "class name %d is not a string" % i)
+        elif c in seen:
+            rep.add("manifest", mpath, "class names %d and %d are both %r" % (seen[c], i, c))
+        else:
+            seen[c] = i
+    cc = m.get("class_counts") or []
+    if not isinstance(cc, list) or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cc):
+        rep.add("manifest", mpath, "class_counts must be a list of non-negative integers")
+    label = m.get("label") if isinstance(m.get("label"), dict) else {}
+    if label.get("dtype") != "int64":
+        rep.add("manifest", mpath, "label dtype is %r; packer writes int64 labels" % (label.get("dtype"),))
+    aux = label.get("aux") or []
+    if len(set(aux)) != len(aux):
+        rep.add("manifest", mpath, "label aux names %r repeat" % (aux,))
+    if m.get("format_version") not in KNOWN_VERSIONS or isinstance(m.get("format_version"), bool):
+        rep.add("manifest", mpath, "format_version %r is not a known shard format version %r" % (
+            m.get("format_version"), KNOWN_VERSIONS))
+    paths = collections.Counter(fe.get("path") for fe in m.get("files") or [])
+    for p in sorted(p for p, k in paths.items() if k > 1):
+        rep.add("manifest", mpath, "file %s is listed twice" % p)
+    _check_inputs(rep, m, mpath)
+    if m["format"] != "shards":
+        for fe in m.get("files") or []:
+            if fe.get("first_record", 0) != 0 or fe.get("records", 0) not in (0, m["count"]):
+                rep.add("manifest", mpath, "file %s: records %r from %r, but a %s file holds all %d records" % (
+                    fe["path"], fe.get("records"), fe.get("first_record", 0), m["format"], m["count"]))
+
+
+def _check_inputs(rep, m, mpath):
+    """Every enumerated input is packed or skipped: video sources (video, frames) pack one or
+    more records per input, every other source exactly one."""
+    inputs = m.get("inputs")
+    skipped = len(m.get("skipped") or [])
+    count = m.get("count")
+    kind = (m.get("source") or {}).get("kind") if isinstance(m.get("source"), dict) else None
+    if not isinstance(inputs, int) or isinstance(inputs, bool) or inputs < skipped:
+        rep.add("manifest", mpath, "inputs is %r, fewer than the %d skipped" % (inputs, skipped))
+    elif kind in ("video", "frames"):
+        if inputs - skipped > count:
+            rep.add("manifest", mpath, "inputs %d less %d skipped leaves %d packed inputs, more than the %d records" % (
+                inputs, skipped, inputs - skipped, count))
+    elif inputs != count + skipped:
+        rep.add("manifest", mpath, "inputs is %d, but %d records and %d skipped inputs account for %d" % (
+            inputs, count, skipped, count + skipped))
+
+
 def _check_labels(rep, m, mpath, labels):
     classes = m.get("classes") or []
-    if classes and labels.size:
-        bad = np.flatnonzero((labels < 0) | (labels >= len(classes)))
+    if labels.size:
+        bad = np.flatnonzero((labels < 0) | (labels >= len(classes))) if classes else np.flatnonzero(labels < 0)
         if bad.size:
-            rep.add("labels", mpath, "%d label(s) outside [0, %d), first at record %d" % (
-                bad.size, len(classes), int(bad[0])), (int(bad[0]), int(bad[0]) + 1))
+            rng = "outside [0, %d)" % len(classes) if classes else "negative"
+            rep.add("labels", mpath, "%d label(s) %s, first at record %d" % (
+                bad.size, rng, int(bad[0])), (int(bad[0]), int(bad[0]) + 1))
     cc = m.get("class_counts")
     if cc and classes and len(cc) == len(classes):
         ok = labels[(labels >= 0) & (labels < len(classes))]
@@ -207,6 +302,7 @@ def _verify_shards(rep, m, root, present, listed):
     first = 0
     total = 0
     all_labels = []
+    versions = []
     complete = True
     for pos, fe in enumerate(shard_entries):
         rel = fe["path"]
@@ -218,6 +314,7 @@ def _verify_shards(rep, m, root, present, listed):
             first = declared_first + (fe.get("records") or 0)
             continue
         full = present[rel]
+        rep.file_first[full] = declared_first
         try:
             sf = ShardFile(full, declared_first)
         except CorruptionError as e:  # header, footer or index CRC: no record range, as packer verify
@@ -235,9 +332,19 @@ def _verify_shards(rep, m, root, present, listed):
             total += sf.n
             if "records" in fe and fe["records"] != sf.n:
                 rep.add("count", full, "holds %d records, manifest says %d" % (sf.n, fe["records"]))
-            if (sf.shape, sf.dtype) != (shape, dtype):
-                rep.add("shape", full, "sample %s %s, manifest says %s %s" % (
-                    list(sf.shape), sf.dtype.name, list(shape), dtype.name))
+            if (sf.shape, sf.dtype) != (shape, dtype) or _canon(sf.meta.get("sample")) != _canon(m["sample"]):
+                rep.add("shape", full, "sample %s, manifest says %s" % (
+                    json.dumps(sf.meta.get("sample")), json.dumps(m["sample"])))
+            hl = sf.meta.get("label") if isinstance(sf.meta.get("label"), dict) else {}
+            ml = m.get("label") or {}
+            if hl.get("dtype") != ml.get("dtype") or list(hl.get("aux") or []) != list(ml.get("aux") or []):
+                rep.add("manifest", full, "shard label spec %s differs from the manifest's %s" % (
+                    json.dumps(hl), json.dumps(ml)))
+            if "dataset" in sf.meta:
+                diff = dataset_meta_diff(sf.meta["dataset"], m)
+                if diff:
+                    rep.add("manifest", full, "shard header's dataset %s differ from the manifest's" % ", ".join(diff))
+            versions.append(struct.unpack("<H", os.pread(sf.fd, 2, 8))[0])
             idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
             if idx is not None and idx != pos:
                 rep.add("structure", full, "meta shard.index %r, but it is file %d of the dataset" % (idx, pos))
@@ -261,6 +368,9 @@ def _verify_shards(rep, m, root, present, listed):
                 "manifest count %d, the shards hold %d records" % (m["count"], total))
     if not complete:
         return None
+    if versions and m.get("format_version") != max(versions):
+        rep.add("manifest", os.path.join(root, "manifest.json"), "format_version is %r but the newest shard is version %d"
+                % (m.get("format_version"), max(versions)))
     return np.concatenate(all_labels) if all_labels else np.zeros(0, np.int64)
 
 
@@ -298,6 +408,10 @@ def _verify_npy(rep, m, root, present):
             continue
         if name == "labels.npy":
             labels = np.fromfile(full, dtype=want_dtype, offset=off, count=n).astype(np.int64)
+    order = [c[0] for c in cols] + (["meta.jsonl"] if "meta.jsonl" in [fe["path"] for fe in m.get("files") or []] else [])
+    got = [fe["path"] for fe in m.get("files") or []]
+    if got != order:
+        rep.add("manifest", os.path.join(root, "manifest.json"), "files are listed as %s; an npy dataset lists %s" % (got, order))
     mj = os.path.join(root, "meta.jsonl")
     if os.path.exists(mj):
         with open(mj, "rb") as f:
@@ -313,6 +427,48 @@ def _verify_npy(rep, m, root, present):
                 rep.add("structure", mj, "line %d is not JSON" % (i + 1), (i, i + 1))
                 break
     return labels
+
+
+def _h5_json_attr(f, name):
+    v = f.attrs.get(name)
+    if v is None:
+        raise ValueError("no attribute %r" % name)
+    if isinstance(v, bytes):
+        v = v.decode("utf-8")
+    return json.loads(str(v))
+
+
+def _check_h5_attrs(rep, m, full, f):
+    """The root attributes the writer stores, against the manifest: sample, classes, label and
+    spec (the dataset meta: packer version, source, transform, classes). packer writes all four;
+    one that is absent (a file from another writer) is noted, not checked."""
+    absent = [a for a in ("sample", "classes", "label", "spec") if a not in f.attrs]
+    if absent:
+        rep.notes.append("%s has no root attribute %s: not checked against the manifest" % (full, ", ".join(absent)))
+    for name, want in (("sample", m["sample"]), ("classes", m.get("classes") or []),
+                       ("label", {"dtype": (m.get("label") or {}).get("dtype"),
+                                  "aux": list((m.get("label") or {}).get("aux") or [])})):
+        if name in absent:
+            continue
+        try:
+            got = _h5_json_attr(f, name)
+        except Exception as e:
+            rep.add("structure", full, "root attribute %r: %s" % (name, e))
+            continue
+        if name == "label" and isinstance(got, dict):
+            got = {"dtype": got.get("dtype"), "aux": list(got.get("aux") or [])}
+        if _canon(got) != _canon(want):
+            rep.add("manifest", full, "root attribute %r is %s, the manifest says %s" % (name, json.dumps(got), json.dumps(want)))
+    if "spec" in absent:
+        return
+    try:
+        spec = _h5_json_attr(f, "spec")
+    except Exception as e:
+        rep.add("structure", full, "root attribute 'spec': %s" % e)
+        return
+    diff = dataset_meta_diff(spec, m)
+    if diff:
+        rep.add("manifest", full, "root attribute 'spec': dataset %s differ from the manifest's" % ", ".join(diff))
 
 
 def _verify_hdf5(rep, m, root, present):
@@ -348,6 +504,7 @@ def _verify_hdf5(rep, m, root, present):
         return None
     labels = None
     try:
+        _check_h5_attrs(rep, m, full, f)
         for name, want_shape, want in (("images", (n,) + shape, dtype), ("labels", (n,), np.dtype("<i8"))):
             if name not in f:
                 rep.add("structure", full, "missing dataset /%s" % name)
@@ -368,6 +525,11 @@ def _verify_hdf5(rep, m, root, present):
         for a in (m.get("label") or {}).get("aux") or []:
             if not any(k in f for k in ("aux/" + a, "aux_" + a, a)):
                 rep.add("structure", full, "missing aux column %r" % a)
+        group = f.get("aux")
+        if group is not None and hasattr(group, "keys"):
+            extra = sorted(set(group.keys()) - set((m.get("label") or {}).get("aux") or []))
+            if extra:
+                rep.add("manifest", full, "/aux holds columns %s that the manifest does not list" % extra)
     except Exception as e:
         rep.add("structure", full, "unreadable: %s" % e)
     finally:

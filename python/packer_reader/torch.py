@@ -32,9 +32,19 @@ Complete training loop::
             loss.backward()
             opt.step()
 
-With ``torch.distributed`` initialised, each rank reads its own slice automatically (or pass
-``rank=`` and ``world_size=``). To resume inside an epoch, call ``set_epoch(e)`` and
-``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
+Each rank reads its own slice automatically: rank and world size come from ``torch.distributed``
+when it is initialised, else from the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun),
+or pass ``rank=`` and ``world_size=``. They are resolved in the trainer's process and carried into
+the DataLoader workers, so the split is right whatever the workers' start method (``spawn`` and
+``forkserver`` workers, where torch.distributed is not initialised, included). ``len(loader)``
+counts each worker's own last batch, with the DataLoader's ``num_workers`` (or the one given to
+the constructor; a DataLoader with another count is then an error at the first batch).
+
+The DataLoader must be created with ``batch_size=None``: the dataset yields whole batches.
+``DataLoader(dataset)`` (default ``batch_size=1``) or ``DataLoader(dataset, batch_size=B)`` is
+refused at the first batch with a message saying so, instead of stacking batches.
+
+To resume inside an epoch, call ``set_epoch(e)`` and ``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
 (this assumes the DataLoader's default in-order round-robin over workers, which holds until the
 first worker runs out of batches at the end of the epoch).
 
@@ -44,28 +54,71 @@ handle, not a copy. ``pin_memory=True`` without worker processes (and with CUDA)
 into pinned memory; with ``num_workers > 0`` use the DataLoader's own ``pin_memory=True``
 (pinning happens in the main process, one copy)."""
 
+import os
+import sys
+
 import torch as _torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from ._dataset import open_dataset
 
-__all__ = ["PackerIterableDataset", "split_for_worker"]
+__all__ = ["PackerIterableDataset", "split_for_worker", "resolve_rank"]
+
+
+def resolve_rank(rank=None, world_size=None):
+    """(rank, world_size) of this process: the given values, else torch.distributed's when it is
+    initialised, else the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun sets
+    them) when set, else (0, 1)."""
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    dist = getattr(_torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        r, w = dist.get_rank(), dist.get_world_size()
+    elif os.environ.get("RANK", "").strip() and os.environ.get("WORLD_SIZE", "").strip():
+        try:
+            r, w = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        except ValueError:
+            raise ValueError("RANK=%r / WORLD_SIZE=%r in the environment are not integers"
+                             % (os.environ["RANK"], os.environ["WORLD_SIZE"]))
+    else:
+        r, w = 0, 1
+    return int(r if rank is None else rank), int(w if world_size is None else world_size)
 
 
 def split_for_worker(rank=None, world_size=None):
-    """(rank', world') of the calling DataLoader worker as ORDER.md defines, from the given
-    rank/world_size or torch.distributed when initialised, and torch's worker info."""
-    if rank is None or world_size is None:
-        dist = getattr(_torch, "distributed", None)
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            rank = dist.get_rank() if rank is None else rank
-            world_size = dist.get_world_size() if world_size is None else world_size
-        else:
-            rank = 0 if rank is None else rank
-            world_size = 1 if world_size is None else world_size
+    """(rank', world', w, nw) of the calling DataLoader worker as ORDER.md defines, from the
+    given rank/world_size (else :func:`resolve_rank`) and torch's worker info."""
+    rank, world_size = resolve_rank(rank, world_size)
     info = get_worker_info()
     w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
     return rank * nw + w, world_size * nw, w, nw
+
+
+def _caller_auto_collates():
+    """True when the DataLoader asking for our iterator batches what we yield with its default
+    collate function: DataLoader(ds, batch_size=B), or DataLoader(ds), whose default is
+    batch_size=1. Our items are whole batches already, so that would stack batches."""
+    try:
+        from torch.utils.data._utils.collate import default_collate
+        from torch.utils.data._utils.fetch import _BaseDatasetFetcher
+    except ImportError:  # another torch layout: no check, as before
+        return False
+    f = sys._getframe(2)  # 0: this function, 1: __iter__, 2: who called iter(dataset)
+    fetcher = f.f_locals.get("self") if f is not None else None
+    return (isinstance(fetcher, _BaseDatasetFetcher) and getattr(fetcher, "auto_collation", False)
+            and getattr(fetcher, "collate_fn", None) is default_collate)
+
+
+def _caller_loader_workers():
+    """The num_workers of the DataLoader whose len() asks for ours (DataLoader.__len__ calls
+    len(dataset)), or 0 when len() was asked by someone else."""
+    try:
+        from torch.utils.data import DataLoader
+    except ImportError:
+        return 0
+    f = sys._getframe(2)  # 0: this function, 1: __len__, 2: who called len(dataset)
+    loader = f.f_locals.get("self") if f is not None else None
+    return int(loader.num_workers) if isinstance(loader, DataLoader) else 0
 
 
 class PackerIterableDataset(IterableDataset):
@@ -73,13 +126,16 @@ class PackerIterableDataset(IterableDataset):
 
     Arguments: ``path`` (packer output directory), ``batch_size``, ``shuffle``, ``seed``,
     ``epoch``, ``drop_last``, ``buffer_size`` (shuffle buffer, records), ``rank``/``world_size``
-    (default: torch.distributed when initialised, else 0/1), ``pin_memory``, ``start`` (batches
-    already consumed this epoch, see set_start), ``verify_crc``, ``prefetch`` (batches read ahead
-    per worker by a background thread), ``direct`` (O_DIRECT reads), ``num_workers`` (the
-    DataLoader's worker count; only used by ``len()``, since each worker has its own last batch)."""
+    (default: torch.distributed when initialised, else the RANK/WORLD_SIZE environment
+    variables, else 0/1; resolved in the trainer's process and carried into DataLoader
+    workers), ``pin_memory``, ``start`` (batches already consumed this epoch, see set_start),
+    ``verify_crc`` (default True: record CRC-32C checked; False skips it), ``prefetch``
+    (batches read ahead per worker by a background thread), ``direct`` (O_DIRECT reads),
+    ``num_workers`` (the DataLoader's worker count, for ``len()``, since each worker has its own
+    last batch; a DataLoader with another count is refused at the first batch)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
-                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=False, prefetch=1,
+                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=1,
                  direct=False, num_workers=None):
         super().__init__()
         self.num_workers = num_workers
@@ -108,8 +164,6 @@ class PackerIterableDataset(IterableDataset):
         self._ds = None
 
     def _dataset(self):
-        import os
-
         if self._ds is None or self._pid != os.getpid():  # one open dataset per process
             self._ds = open_dataset(self.path, verify_crc=self.verify_crc, direct=self.direct)
             self._pid = os.getpid()
@@ -119,7 +173,32 @@ class PackerIterableDataset(IterableDataset):
         st = self.__dict__.copy()
         st["_ds"] = None
         st["_pid"] = None
+        if get_worker_info() is None:
+            # Pickled in the trainer's process to start a DataLoader worker (spawn or
+            # forkserver): torch.distributed is not initialised in the worker, so carry the rank
+            # and world size resolved here.
+            st["_carried"] = resolve_rank(self.rank, self.world_size)
         return st
+
+    def _rank_world(self):
+        """This rank and world size: inside a worker, the ones carried from the trainer's
+        process (or explicit); else resolved now."""
+        carried = self.__dict__.get("_carried")
+        if carried is not None and get_worker_info() is not None:
+            return resolve_rank(carried[0] if self.rank is None else self.rank,
+                                carried[1] if self.world_size is None else self.world_size)
+        return resolve_rank(self.rank, self.world_size)
+
+    def _split(self):
+        r, W = self._rank_world()
+        info = get_worker_info()
+        w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        if info is not None and self.num_workers is not None and self.num_workers != nw:
+            raise ValueError("PackerIterableDataset(num_workers=%d) but the DataLoader runs %d workers: "
+                             "give both the same number (len() depends on it)" % (self.num_workers, nw))
+        if not 0 <= r < W:
+            raise ValueError("rank %d is not in [0, world_size=%d)" % (r, W))
+        return r * nw + w, W * nw, w, nw
 
     @property
     def epoch(self):
@@ -144,16 +223,19 @@ class PackerIterableDataset(IterableDataset):
         return max(0, -(-(start - w) // nw))
 
     def __len__(self):
-        """Batches this rank yields per epoch (all its workers together; pass num_workers= to the
-        constructor to get the right count with DataLoader workers). Ignores set_start."""
+        """Batches this rank yields per epoch, all its workers together: with the constructor's
+        num_workers when given, else, when asked by a DataLoader (``len(loader)``), with that
+        DataLoader's num_workers, else for one reader. Ignores set_start."""
         from . import _order
 
         info = get_worker_info()
-        nw = info.num_workers if info is not None else max(1, self.num_workers or 1)
-        r, W, _, _ = split_for_worker(self.rank, self.world_size)
         if info is not None:
-            r //= nw
-            W //= nw
+            nw = info.num_workers
+        elif self.num_workers is not None:
+            nw = max(1, self.num_workers)
+        else:
+            nw = max(1, _caller_loader_workers())
+        r, W = self._rank_world()
         total = 0
         for w in range(nw):
             lo, hi = _order.rank_bounds(self.count, r * nw + w, W * nw)
@@ -162,7 +244,16 @@ class PackerIterableDataset(IterableDataset):
         return total
 
     def __iter__(self):
-        rp, wp, w, nw = split_for_worker(self.rank, self.world_size)
+        if _caller_auto_collates():
+            raise ValueError(
+                "PackerIterableDataset yields whole batches (batch_size=%d, set on the dataset), so the "
+                "DataLoader must not batch them again: write DataLoader(dataset, batch_size=None, ...) "
+                "(DataLoader(dataset) defaults to batch_size=1 and DataLoader(dataset, batch_size=B) "
+                "would stack B batches)" % self.batch_size)
+        return self._batches()
+
+    def _batches(self):
+        rp, wp, w, nw = self._split()
         # The DataLoader always asks worker 0 first. After resuming at batch `start`, the next
         # batch is due from the ORDER.md reader start % nw, so worker w plays reader
         # (w + start) % nw: the resumed sequence of batches is the uninterrupted one.

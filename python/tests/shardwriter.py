@@ -13,6 +13,7 @@ ALIGN = 4096
 BLOCK_TARGET = 1 << 20
 FLAG_VAR_SIZE = 1
 FLAG_META = 2
+FLAG_SHAPES = 4  # format version 2: per-record values of the -1 dimensions
 ITEMSIZE = {"uint8": 1, "float16": 2, "float32": 4}
 
 
@@ -51,9 +52,16 @@ def _as_bytes(r):
 
 
 def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=None, shard_index=0,
-                block_records=None, var_size=None, extra_meta=None):
+                block_records=None, var_size=None, extra_meta=None, shapes=None, version=None):
     """Write one shard. records: list of bytes/ndarrays (or an [n, ...] array); labels: n ints;
-    aux: [n, a] ints; metas: list of dicts/bytes (per-record metadata) or None."""
+    aux: [n, a] ints; metas: list of dicts/bytes (per-record metadata) or None.
+
+    shapes: the full shape of every record (format version 2, FlagShapes): the values of the
+    sample shape's -1 dimensions are stored in the index part "shapes" right after the offsets.
+    shapes=True takes them from the records (ndarrays). version: the header's version (default:
+    2 with shapes, else 1; tests pass others to check they are refused)."""
+    if shapes is True:
+        shapes = [r.shape for r in records]
     recs = [_as_bytes(r) for r in records]
     n = len(recs)
     sizes = [len(r) for r in recs]
@@ -69,12 +77,17 @@ def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=Non
     k = block_records
     a = len(aux_names)
     flags = (FLAG_VAR_SIZE if var_size else 0) | (FLAG_META if metas is not None else 0)
+    if shapes is not None:
+        flags |= FLAG_SHAPES
+    if version is None:
+        version = 2 if shapes is not None else 1
+    var_dims = [k for k, d in enumerate(sample["shape"]) if d < 0]
     meta = {"sample": sample, "label": {"dtype": "int64", "aux": list(aux_names)},
             "shard": {"index": shard_index}, "block_records": k}
     if extra_meta:
         meta.update(extra_meta)
     mj = canon(meta)
-    fixed = b"PKSHARD\x00" + struct.pack("<HHI", 1, flags, len(mj))
+    fixed = b"PKSHARD\x00" + struct.pack("<HHI", version, flags, len(mj))
     hcrc = crc32c(mj, crc32c(fixed))
     header = fixed + struct.pack("<I", hcrc) + bytes(12) + mj
     data_offset = align(len(header))
@@ -88,6 +101,9 @@ def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=Non
         for s in sizes:
             off.append(off[-1] + s)
         idx += struct.pack("<%dQ" % (n + 1), *off)
+    if shapes is not None:
+        vals = [int(shp[k]) for shp in shapes for k in var_dims]
+        idx += struct.pack("<%dI" % len(vals), *vals)
     idx += struct.pack("<%dq" % n, *[int(x) for x in labels])
     if a:
         flat = np.asarray(aux, dtype=np.int64).reshape(n, a)
@@ -134,12 +150,12 @@ def _file_entry(directory, rel, records=None, first=None):
     return e
 
 
-def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files):
+def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files, format_version=1):
     labels = np.asarray(labels, dtype=np.int64)
     m = {
         "packer": "test-writer",
         "format": fmt,
-        "format_version": 1,
+        "format_version": format_version,
         "count": int(n),
         "classes": list(classes),
         "class_counts": np.bincount(labels, minlength=len(classes)).tolist() if classes else [],
@@ -149,16 +165,36 @@ def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files):
         "transform": {},
         "files": files,
         "skipped": [],
+        "inputs": int(n),
     }
-    with open(os.path.join(directory, "manifest.json"), "w") as f:
-        json.dump(m, f, indent=2)
+    write_manifest(os.path.join(directory, "manifest.json"), m)
     return m
 
 
+def seal_manifest(body):
+    """The manifest bytes with their own checksum as the last member (shard/FORMAT.md,
+    "Dataset"): body (a JSON object ending with "\\n}\\n") with ',\\n  "manifest_sha256": "<hex>"'
+    spliced in before the closing brace, hex being the SHA-256 of body."""
+    assert body.endswith(b"\n}\n"), body[-10:]
+    digest = hashlib.sha256(body).hexdigest()
+    return body[:-3] + b',\n  "manifest_sha256": "' + digest.encode() + b'"\n}\n'
+
+
+def write_manifest(path, m):
+    """Write the manifest dict m (any manifest_sha256 in it is dropped) with a fresh checksum."""
+    m = {k: v for k, v in m.items() if k != "manifest_sha256"}
+    body = (json.dumps(m, indent=2) + "\n").encode()
+    with open(path, "wb") as f:
+        f.write(seal_manifest(body))
+
+
 def write_dataset(directory, records, labels, classes, sample, aux=None, metas=None, shard_size=1 << 28,
-                  block_records=None):
-    """Write a shards dataset. aux: dict name -> list of n ints. Shards split by data bytes."""
+                  block_records=None, shapes=None):
+    """Write a shards dataset. aux: dict name -> list of n ints. Shards split by data bytes.
+    shapes: as write_shard (True: from the record arrays), giving a version-2 dataset."""
     os.makedirs(directory, exist_ok=True)
+    if shapes is True:
+        shapes = [r.shape for r in records]
     recs = [_as_bytes(r) for r in records]
     n = len(recs)
     aux = aux or {}
@@ -181,10 +217,11 @@ def write_dataset(directory, records, labels, classes, sample, aux=None, metas=N
         write_shard(os.path.join(directory, rel), [recs[i] for i in g], [labels[i] for i in g], sample,
                     aux_names, aux_arr[g] if aux_arr is not None else None,
                     [metas[i] for i in g] if metas is not None else None, shard_index=s,
-                    block_records=block_records)
+                    block_records=block_records, shapes=[shapes[i] for i in g] if shapes is not None else None)
         files.append(_file_entry(directory, rel, len(g), first))
         first += len(g)
-    return _manifest(directory, "shards", n, classes, labels, sample, aux_names, files)
+    return _manifest(directory, "shards", n, classes, labels, sample, aux_names, files,
+                     format_version=2 if shapes is not None else 1)
 
 
 def write_npy_dataset(directory, images, labels, classes, sample, aux=None, metas=None):

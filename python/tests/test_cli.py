@@ -27,7 +27,7 @@ def test_verify_exit_codes(shards_dir, tmp_path):
         f.write(bytes([b[0] ^ 1]))
     r = run("verify", d)
     assert r.returncode == 3, r.stdout + r.stderr
-    assert "shard-00003.pks" in r.stdout and "checksum" in r.stdout and "records 90..96" in r.stdout
+    assert "shard-00003.pks" in r.stdout and "checksum" in r.stdout and "records 90-96 (shard-00003.pks records 0-6)" in r.stdout
     r = run("verify", d, "--json")
     assert r.returncode == 3
     import json
@@ -36,7 +36,7 @@ def test_verify_exit_codes(shards_dir, tmp_path):
     assert rep["ok"] is False and rep["format"] == "shards" and rep["count"] == 203
     cs = [f for f in rep["faults"] if f["kind"] == "checksum"]
     assert cs == [{"file": "shard-00003.pks", "kind": "checksum", "first_record": 90, "records": 7,
-                   "offset": 4096, "message": cs[0]["message"]}]
+                   "shard_first_record": 0, "offset": 4096, "message": cs[0]["message"]}]
     assert {f["kind"] for f in rep["faults"]} == {"checksum", "sha256"}
     assert run("bogus").returncode == 2
     assert run().returncode == 2

@@ -156,7 +156,9 @@ def test_image_folder(packer, tmp_path, fmt):
                 (root / cls / f"{k}.png").unlink()
             want.append((np.asarray(Image.open(p).convert("RGB")), 0 if cls == "cat" else 1))
     out = tmp_path / "out"
-    build(packer, root, out, "--format", fmt)
+    # The images are all 30x20 but a build cannot know that before decoding them: a fixed
+    # shape is asked for (a crop to the images' own size changes no pixel).
+    build(packer, root, out, "--format", fmt, "--crop", "30x20")
     ds, images, labels = read_all(out)
     assert ds.classes == ["cat", "dog"]
     assert len(ds) == len(want)
@@ -193,3 +195,40 @@ def test_float_dtypes_agree_across_formats(packer, tmp_path):
             arrays.append(images)
         for a in arrays[1:]:
             assert a.tobytes() == arrays[0].tobytes()
+
+
+def test_variable_size_images(packer, tmp_path):
+    """Images of several sizes packed with no crop (format version 2): every record read back
+    by the Python reader at its own shape equals Pillow's convert("RGB") of its file, through
+    ds[i] and through batches, and a build with --format npy is refused before any work."""
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    root = tmp_path / "photos"
+    want = []
+    sizes = [(20, 30), (31, 7), (1, 1), (64, 48), (9, 40)]
+    for cls in ["a", "b"]:
+        (root / cls).mkdir(parents=True)
+        for k, (h, w) in enumerate(sizes):
+            arr = rng.integers(0, 256, size=(h, w, 3), dtype=np.uint8)
+            p = root / cls / f"{k}.png"
+            Image.fromarray(arr).save(p)
+            want.append(np.asarray(Image.open(p).convert("RGB")))
+    out = tmp_path / "out"
+    build(packer, root, out)
+    with packer_reader.open(str(out)) as ds:
+        assert ds.manifest["format_version"] == 2 and ds.record_size is None
+        assert len(ds) == len(want)
+        for i, img in enumerate(want):
+            got, _ = ds[i]
+            assert got.shape == img.shape and np.array_equal(got, img), f"record {i}"
+        seen = 0
+        for imgs, labels in ds.batches(3):
+            for a in imgs:
+                assert np.array_equal(a, want[seen]), f"batch record {seen}"
+                seen += 1
+        assert seen == len(want)
+    res = subprocess.run([packer, "build", str(root), "-o", str(tmp_path / "npy"), "--format", "npy"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and "--crop" in res.stderr, res
+    assert not (tmp_path / "npy").exists()

@@ -72,3 +72,34 @@ def test_broken_shard(path):
         ds.close()
     assert ei.value.path == path
     assert isinstance(ei.value, CorruptionError) == (name in CHECKSUM_ON_OPEN), ei.value
+
+
+V2 = os.path.join(TESTDATA, "v2")
+
+
+def test_go_v2_fixture_reads_at_own_shapes():
+    """shard/testdata/v2/valid-v2-shapes.pks, written by the Go writer (format version 2): five
+    images of shape [-1, -1, 3]; record i is shapesHW[i], byte j is 16*i + j%16, label 10+i,
+    aux coarse_label i//2 (shard/shapes_test.go)."""
+    hw = [(2, 3), (3, 2), (1, 1), (4, 5), (2, 2)]
+    with packer_reader.open(os.path.join(V2, "valid-v2-shapes.pks"), verify_crc=True) as ds:
+        assert len(ds) == 5 and ds.record_size is None
+        for i, (h, w) in enumerate(hw):
+            img, label = ds[i]
+            assert img.shape == (h, w, 3) and img.dtype == np.uint8
+            assert img.ravel().tolist() == [(16 * i + j % 16) & 0xFF for j in range(h * w * 3)]
+            assert label == 10 + i and ds.aux(i) == {"coarse_label": i // 2}
+        (imgs, labels), = list(ds.batches(8))
+        assert [a.shape for a in imgs] == [(h, w, 3) for h, w in hw] and labels.tolist() == [10, 11, 12, 13, 14]
+        assert ds.shards[0].verify_blocks() == []
+
+
+@pytest.mark.parametrize("name", ["v1-shapes-flag", "v2-shape-mismatch", "v2-shape-zero", "v2-var-no-shapes-flag"])
+def test_go_v2_broken_refused(name):
+    """The Go reader refuses these at open; so must this one."""
+    path = os.path.join(V2, name + ".pks")
+    with pytest.raises(FormatError) as ei:
+        with packer_reader.open(path, verify_crc=True) as ds:
+            for i in range(len(ds)):
+                ds[i]
+    assert ei.value.path == path

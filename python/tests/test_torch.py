@@ -171,3 +171,47 @@ def test_set_epoch_reaches_persistent_workers(torch, shards_dir, data):
             w0 = pds.order(shuffle=True, seed=6, epoch=epoch, rank=0, world_size=2, buffer_size=30)
             got0 = np.concatenate(xs[0::2])
             assert np.array_equal(got0, imgs[w0][:len(got0)]), "epoch %d" % epoch
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_habitual_dataloader_batch_size_fails_at_once(torch, shards_dir, workers):
+    """DataLoader(ds, batch_size=B), and DataLoader(ds) whose default is batch_size=1, would
+    stack whole batches ([1, B, ...] or a stack error): refused at the first batch with a
+    message that says what to write."""
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    ds = PackerIterableDataset(shards_dir, batch_size=16, num_workers=workers or None)
+    for kwargs in ({"batch_size": 16}, {}, {"batch_size": 16, "drop_last": True}):
+        with pytest.raises(ValueError) as ei:
+            next(iter(DataLoader(ds, num_workers=workers, **kwargs)))
+        msg = str(ei.value)
+        assert "batch_size=None" in msg and "DataLoader(" in msg, msg
+    # the recommended form still works
+    assert sum(len(y) for _, y in DataLoader(ds, batch_size=None, num_workers=workers)) == 203
+
+
+def test_num_workers_mismatch_refused(torch, shards_dir):
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    ds = PackerIterableDataset(shards_dir, batch_size=16, num_workers=3)
+    with pytest.raises(ValueError) as ei:
+        list(DataLoader(ds, batch_size=None, num_workers=2))
+    assert "num_workers" in str(ei.value)
+
+
+def test_len_of_loader_counts_workers_without_being_told(torch, shards_dir):
+    """len(DataLoader(ds, batch_size=None, num_workers=2)) is what the loader yields, though the
+    dataset was not given num_workers (each worker has its own last, partial batch)."""
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    ds = PackerIterableDataset(shards_dir, batch_size=16)
+    for workers in (0, 2):
+        loader = DataLoader(ds, batch_size=None, num_workers=workers)
+        assert len(loader) == sum(1 for _ in loader), workers
+    assert len(ds) == 13  # asked directly: one reader

@@ -2,8 +2,9 @@
 Resize(N) + CenterCrop(M) pipeline on PIL images, the pipeline packer must reproduce byte for byte.
 
 usage: torchvision_ref.py ROOT RESIZE CROP OUT
-Writes OUT as lines of JSON: {"path", "label", "ok", "error"} and, for every image Pillow opens,
-the raw HWC uint8 bytes of the result to OUT.bin in the same order.
+CROP 0 means Resize(N) alone (every image keeps its aspect ratio).
+Writes OUT as lines of JSON: {"path", "label", "ok", "error", "shape"} and, for every image Pillow
+opens, the raw HWC uint8 bytes of the result to OUT.bin in the same order.
 """
 import json
 import sys
@@ -14,7 +15,10 @@ from PIL import Image
 
 root, resize, crop, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 folder = datasets.ImageFolder(root, loader=lambda p: p)  # order and labels only
-pipeline = T.Compose([T.Resize(resize), T.CenterCrop(crop)])
+steps = [T.Resize(resize)]
+if crop > 0:
+    steps.append(T.CenterCrop(crop))
+pipeline = T.Compose(steps)
 with open(out, "w") as meta, open(out + ".bin", "wb") as data:
     for path, label in folder.samples:
         try:
@@ -22,6 +26,7 @@ with open(out, "w") as meta, open(out + ".bin", "wb") as data:
                 img = Image.open(f).convert("RGB")  # torchvision's pil_loader
             res = pipeline(img)
             data.write(res.tobytes())
-            meta.write(json.dumps({"path": path, "label": label, "ok": True}) + "\n")
+            shape = [res.height, res.width, 3]
+            meta.write(json.dumps({"path": path, "label": label, "ok": True, "shape": shape}) + "\n")
         except Exception as e:  # what Pillow cannot open, packer must skip
             meta.write(json.dumps({"path": path, "label": label, "ok": False, "error": repr(e)}) + "\n")

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+// TestUnknownCommandIsUsage: a mistyped command is a usage error (exit 2), with a suggestion.
+func TestUnknownCommandIsUsage(t *testing.T) {
+	_, errs, code := run(t, "buidl", "src")
+	if code != exitUsage || !strings.Contains(errs, `unknown command "buidl"`) || !strings.Contains(errs, "did you mean build") {
+		t.Fatalf("exit %d, stderr %q: want exit %d naming the command and suggesting build", code, errs, exitUsage)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	out := mustRun(t, "--version")
+	if strings.TrimSpace(out) != "packer "+versionForTest() {
+		t.Fatalf("--version printed %q", out)
+	}
+}
+
+func versionForTest() string { return newRootCommand(stdIO()).Version }
+
+// TestVerifyMissingIsNotCorrupt: nothing was read, so verify fails (1), it does not report
+// corruption (3).
+func TestVerifyMissingIsNotCorrupt(t *testing.T) {
+	for _, dir := range []string{filepath.Join(t.TempDir(), "missing"), t.TempDir()} {
+		out, errs, code := run(t, "verify", dir)
+		if code != exitFailure || strings.Contains(out+errs, "CORRUPT") {
+			t.Errorf("verify %s: exit %d, output %q %q: want exit %d and no CORRUPT", dir, code, out, errs, exitFailure)
+		}
+	}
+}
+
+// TestURLPathsRefused: an s3:// path must not silently become a local directory.
+func TestURLPathsRefused(t *testing.T) {
+	wd, _ := os.Getwd()
+	dir := t.TempDir()
+	if err := os.Chdir(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	for _, args := range [][]string{
+		{"build", "/usr/share/datasets/fashion-mnist", "-o", "s3://bucket/out"},
+		{"build", "s3://bucket/raw", "-o", "out"},
+		{"verify", "s3://bucket/out"},
+		{"inspect", "s3://bucket/out"},
+	} {
+		_, errs, code := run(t, args...)
+		if code != exitUsage || !strings.Contains(errs, "URLs are not supported") {
+			t.Errorf("packer %s: exit %d, stderr %q: want a usage error", strings.Join(args, " "), code, errs)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a refused URL left %v in the working directory", ents)
+	}
+}
+
+func TestMaxPixelsHelpStatesDefault(t *testing.T) {
+	out := mustRun(t, "build", "--help")
+	if !strings.Contains(out, "178956970") {
+		t.Fatalf("build --help does not state the --max-pixels default 178956970:\n%s", out)
+	}
+}
+
+// bombPNG returns the first bytes of a PNG whose header claims w×h pixels.
+func bombPNG(w, h uint32) []byte {
+	var b bytes.Buffer
+	b.WriteString("\x89PNG\r\n\x1a\n")
+	ihdr := make([]byte, 13)
+	binary.BigEndian.PutUint32(ihdr[0:], w)
+	binary.BigEndian.PutUint32(ihdr[4:], h)
+	ihdr[8], ihdr[9] = 8, 2 // 8-bit RGB
+	binary.Write(&b, binary.BigEndian, uint32(len(ihdr)))
+	chunk := append([]byte("IHDR"), ihdr...)
+	b.Write(chunk)
+	binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(chunk))
+	return b.Bytes()
+}
+
+// TestInspectKeepsReasonNumbersWhole: inspect used to cut skip reasons at 60 bytes, so
+// "limit of 178956970" read "limit of 17895697".
+func TestInspectKeepsReasonNumbersWhole(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	cls := filepath.Join(src, "cls")
+	if err := os.MkdirAll(cls, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cls, "bomb.png"), bombPNG(100000, 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var ok bytes.Buffer
+	if err := png.Encode(&ok, image.NewRGBA(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cls, "ok.png"), ok.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "build", src, "-o", out, "--crop", "8")
+	m, err := shard.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Skipped) != 1 || !strings.Contains(m.Skipped[0].Reason, "178956970") {
+		t.Fatalf("skipped %v: want the bomb, naming the limit 178956970", m.Skipped)
+	}
+	text := mustRun(t, "inspect", out)
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.Contains(line, "over the limit") { // the skip-reason line, not the source spec
+			found = true
+			if !strings.Contains(line, "178956970") {
+				t.Errorf("inspect cut the limit: %q", line)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("inspect shows no skip reason:\n%s", text)
+	}
+}
+
+// TestClassesForIntegerLists: --classes used to be ignored silently for a list labelled by
+// integers; now it names the classes, and is refused where it cannot apply.
+func TestClassesForIntegerLists(t *testing.T) {
+	dir := t.TempDir()
+	var img bytes.Buffer
+	if err := png.Encode(&img, image.NewRGBA(image.Rect(0, 0, 4, 4))); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a.png", "b.png"} {
+		if err := os.WriteFile(filepath.Join(dir, n), img.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := filepath.Join(dir, "list.csv")
+	if err := os.WriteFile(list, []byte("path,label\na.png,0\nb.png,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "build", list, "-o", out, "--classes", "cat,dog")
+	m, err := shard.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(m.Classes, ",") != "cat,dog" {
+		t.Fatalf("classes %v, want [cat dog]", m.Classes)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"build", list, "-o", filepath.Join(t.TempDir(), "o"), "--classes", "cat"}, exitFailure}, // label 1 has no name
+		{[]string{"build", list, "-o", filepath.Join(t.TempDir(), "o"), "--classes", "cat,cat"}, exitUsage},
+		{[]string{"build", dir, "--from", "folder", "-o", filepath.Join(t.TempDir(), "o"), "--classes", "x"}, exitUsage},
+	} {
+		if _, errs, code := run(t, c.args...); code != c.code || !strings.Contains(errs, "classes") {
+			t.Errorf("packer %s: exit %d (%q), want %d with a message about the classes", strings.Join(c.args, " "), code, errs, c.code)
+		}
+	}
+}
+
+// TestPreviewRefusesInsideDataset: `preview -o OUT/manifest.json` used to overwrite the
+// manifest with a PNG (and -o OUT/x.png added an unlisted file verify then reports).
+func TestPreviewRefusesInsideDataset(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "fm")
+	mustRun(t, "build", "/usr/share/datasets/fashion-mnist", "--split", "test", "-o", out)
+	before, err := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{filepath.Join(out, "manifest.json"), filepath.Join(out, "..", filepath.Base(out), "sheet.png")} {
+		if _, errs, code := run(t, "preview", out, "-o", target); code != exitUsage || !strings.Contains(errs, "inside the dataset") {
+			t.Errorf("preview -o %s: exit %d (%q), want a usage error", target, code, errs)
+		}
+	}
+	after, _ := os.ReadFile(filepath.Join(out, "manifest.json"))
+	if !bytes.Equal(before, after) {
+		t.Fatal("preview changed the manifest")
+	}
+	mustRun(t, "verify", out)
+	sheet := filepath.Join(t.TempDir(), "sheet.png")
+	mustRun(t, "preview", out, "-o", sheet)
+	if _, err := os.Stat(sheet); err != nil {
+		t.Fatal(err)
+	}
+}

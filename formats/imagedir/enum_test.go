@@ -1,0 +1,158 @@
+package imagedir
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// buildWithin runs the whole pipeline on src with a fixed crop and fails the test when it does
+// not finish within limit (a FIFO opened for reading blocks forever).
+func buildWithin(t *testing.T, src pipeline.Source, limit time.Duration) (*shard.Manifest, error) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	type result struct {
+		sum *pipeline.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := pipeline.Build(context.Background(), pipeline.Options{
+			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}, Format: "shards",
+			NewOutput: pipeline.NewShardOutput, Out: out, Workers: 2,
+		})
+		done <- result{sum, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, r.err
+		}
+		m, err := shard.ReadManifest(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m, nil
+	case <-time.After(limit):
+		t.Fatalf("build did not finish within %v (an input blocked?)", limit)
+	}
+	return nil, nil
+}
+
+func skippedReasons(m *shard.Manifest) map[string]string {
+	r := map[string]string{}
+	for _, s := range m.Skipped {
+		r[s.Input] = s.Reason
+	}
+	return r
+}
+
+// TestFolderSpecialFilesAreListed: every entry with an image name that is not a folder is an
+// input, as torchvision's ImageFolder lists it: a symlink to an image is packed; a dangling
+// symlink, a symlink loop, a FIFO and a link to a character device are skipped with their
+// reason, and the FIFO is never opened for reading (the build would block).
+func TestFolderSpecialFilesAreListed(t *testing.T) {
+	root := t.TempDir()
+	jpg := corpus(t, "baseline-420.jpg")
+	write(t, root, map[string][]byte{"a/good.jpg": jpg, "b/other.png": corpus(t, "rgb.png")})
+	a := filepath.Join(root, "a")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Symlink("good.jpg", filepath.Join(a, "link.jpg")))
+	must(os.Symlink("missing.jpg", filepath.Join(a, "dangling.jpg")))
+	must(os.Symlink("loop.jpg", filepath.Join(a, "loop.jpg")))
+	must(os.Symlink("/dev/null", filepath.Join(a, "null.jpg")))
+	must(syscall.Mkfifo(filepath.Join(a, "fifo.jpg"), 0o644))
+	s, err := OpenFolder(root, Options{})
+	must(err)
+	m, err := buildWithin(t, s, 30*time.Second)
+	must(err)
+	if m.Count != 3 {
+		t.Errorf("packed %d records, want 3 (good.jpg, link.jpg, other.png)", m.Count)
+	}
+	want := map[string]string{
+		"a/dangling.jpg": "dangling symlink",
+		"a/loop.jpg":     "symlink loop",
+		"a/fifo.jpg":     "not a regular file: FIFO",
+		"a/null.jpg":     "not a regular file: character device",
+	}
+	got := skippedReasons(m)
+	for name, reason := range want {
+		if !strings.Contains(got[name], reason) {
+			t.Errorf("skipped[%q] = %q, want a reason containing %q", name, got[name], reason)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("skipped %v, want exactly %v", got, want)
+	}
+}
+
+// TestNonUTF8NamesStayDistinct: class folders and files whose names differ only in bytes that
+// are not UTF-8 keep distinct names in the manifest (escaped as \xHH), as do the skipped list's
+// entries; a literal backslash is escaped too, so the escaping is reversible.
+func TestNonUTF8NamesStayDistinct(t *testing.T) {
+	root := t.TempDir()
+	jpg := corpus(t, "baseline-420.jpg")
+	write(t, root, map[string][]byte{
+		"c\xff/x.jpg":       jpg,
+		"c\xfe/y.jpg":       jpg,
+		"c\xfe/bad\xff.jpg": []byte("not an image"),
+		"c\xfe/bad\xfe.jpg": []byte("not an image"),
+		"d\\e/z.jpg":        jpg,
+	})
+	s, err := OpenFolder(root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := buildWithin(t, s, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantClasses := []string{`c\xfe`, `c\xff`, `d\\e`}
+	if strings.Join(m.Classes, "|") != strings.Join(wantClasses, "|") {
+		t.Errorf("classes %q, want %q", m.Classes, wantClasses)
+	}
+	got := skippedReasons(m)
+	for _, name := range []string{`c\xfe/bad\xff.jpg`, `c\xfe/bad\xfe.jpg`} {
+		if got[name] == "" {
+			t.Errorf("no skipped entry %q in %q", name, got)
+		}
+	}
+	if len(m.Skipped) != 2 {
+		t.Errorf("skipped %v, want 2 entries", m.Skipped)
+	}
+}
+
+// TestListFIFORefused: a list given as a FIFO (read twice: once to check it, once to
+// enumerate) is refused with a clear error instead of blocking.
+func TestListFIFORefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "list.csv")
+	if err := syscall.Mkfifo(p, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := OpenList(p, Options{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file: FIFO") {
+			t.Fatalf("got %v, want a FIFO refusal", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OpenList blocked on a FIFO")
+	}
+}

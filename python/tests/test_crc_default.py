@@ -1,0 +1,97 @@
+"""Record data CRC-32C is checked by default: flipped bytes are an error naming the shard and
+the record range, and verify_crc=False is the explicit way to skip the check."""
+
+import os
+import struct
+import warnings
+
+import numpy as np
+import pytest
+
+import packer_reader
+import shardwriter
+from conftest import CLASSES, SPEC, make_images, make_labels, require_torch
+from packer_reader import CorruptionError
+
+N = 90  # 3 shards of 30 records of 60 bytes; checksum blocks of 7 records
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    imgs = make_images(N, seed=21)
+    d = str(tmp_path)
+    shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=30 * 60, block_records=7)
+    p = os.path.join(d, "shard-00001.pks")
+    with open(p, "rb") as f:
+        f.seek(-64, 2)
+        data_off = struct.unpack("<QQQQQQIII4s", f.read(64))[2]
+    with open(p, "r+b") as f:  # shard 1, local record 10 (dataset record 40): block 35..41
+        f.seek(data_off + 10 * 60 + 5)
+        b = f.read(1)[0]
+        f.seek(data_off + 10 * 60 + 5)
+        f.write(bytes([b ^ 4]))
+    return d, imgs
+
+
+def _check(e):
+    assert isinstance(e, CorruptionError)
+    assert e.path.endswith("shard-00001.pks") and e.record_range == (37, 44)
+    assert "shard-00001.pks" in str(e) and "records 37..43" in str(e)
+
+
+def test_default_read_refuses_flipped_byte(damaged):
+    d, imgs = damaged
+    with packer_reader.open(d) as ds:
+        with pytest.raises(CorruptionError) as ei:
+            ds[40]
+        _check(ei.value)
+        assert np.array_equal(ds[36][0], imgs[36])  # the intact block next to it reads
+    for shuffle in (False, True):
+        with packer_reader.open(d) as ds:
+            with pytest.raises(CorruptionError) as ei:
+                for _ in ds.batches(16, shuffle=shuffle, prefetch=0):
+                    pass
+            _check(ei.value)
+    with packer_reader.open(d) as ds:
+        with pytest.raises(CorruptionError) as ei:
+            ds[0:N]
+        _check(ei.value)
+
+
+def test_verify_crc_false_reads(damaged):
+    d, imgs = damaged
+    with packer_reader.open(d, verify_crc=False) as ds:
+        x = np.concatenate([b.copy() for b, _ in ds.batches(16)])
+        assert len(x) == N and not np.array_equal(x[40], imgs[40]) and np.array_equal(x[41], imgs[41])
+
+
+def test_torch_default_refuses(damaged):
+    require_torch()
+    from packer_reader.torch import PackerIterableDataset
+
+    d, _ = damaged
+    with pytest.raises(CorruptionError) as ei:
+        for _ in PackerIterableDataset(d, batch_size=16):
+            pass
+    _check(ei.value)
+    assert sum(len(y) for _, y in PackerIterableDataset(d, batch_size=16, verify_crc=False)) == N
+
+
+def test_slow_fallback_warns_once(damaged, monkeypatch):
+    from packer_reader import _crc32c, _dataset
+
+    d, imgs = damaged
+    monkeypatch.setattr(_crc32c, "BACKEND", "numpy")
+    monkeypatch.setattr(_crc32c, "crc32c", _crc32c._crc32c_numpy)
+    monkeypatch.setattr(_dataset, "_warned_slow_crc", False)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            with packer_reader.open(d) as ds:
+                with pytest.raises(CorruptionError):
+                    ds[40]  # still checked on the fallback
+        with packer_reader.open(d, verify_crc=False):
+            pass
+    slow = [x for x in w if "python3-crc32c" in str(x.message)]
+    assert len(slow) == 1, [str(x.message) for x in w]
+    assert "verify_crc=False" in str(slow[0].message)

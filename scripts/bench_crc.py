@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Cost of the default record CRC-32C check, both readers, warm page cache, side by side.
+
+    scripts/bench_crc.sh [--dir /tmp/packer-bench-crc] [--gb 1] [--repeat 3] [--batch 256]
+
+Two synthetic shard datasets of --gb gigabytes each are generated once in --dir with the test
+writer of python/tests: CIFAR-sized records (32x32x3 uint8, 3 KiB) and ImageNet-sized ones
+(224x224x3 uint8, 147 KiB), 1 MiB checksum blocks as packer writes them. The files are read
+once to be in the page cache. Then, per dataset, --repeat rounds alternate a pass with the CRC
+check off and one with it on, and the best of each is reported with their ratio:
+
+- Python: packer_reader, one full pass of ds.batches(batch, prefetch=P) for P in 0 and 1
+  (prefetch=0 is the reader's own speed, where a cost shows most; 1 is the default). Each pass
+  opens the dataset afresh, because a dataset remembers the blocks it has checked (a trainer
+  pays the check in its first epoch only): every measured pass checks every block.
+- Go: `packer bench --repeat 1` (CRC checked, the default) against `packer bench --repeat 1
+  --no-crc`, each a fresh process (one reader pass; same reason). Its "packer reader" line.
+- Later epochs: "python p=0, epoch 2+" is the best of 2 passes over a dataset already read
+  once (checked blocks are not checked again), "go bench --repeat 3" is packer bench's own
+  best of 3 passes over one open dataset (the first pass checks, the others find the blocks
+  checked).
+
+Rates are record bytes handed out per second."""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+
+
+def generate(d, shape, gb):
+    import numpy as np
+
+    import packer_reader._crc32c as fast
+    import shardwriter as w
+
+    if os.path.exists(os.path.join(d, "manifest.json")):
+        return
+    w.crc32c = fast.crc32c  # the test writer's own CRC is byte-at-a-time: too slow for GBs
+    os.makedirs(d, exist_ok=True)
+    rs = int(np.prod(shape))
+    n = int(gb * (1 << 30) // rs)
+    per = (256 << 20) // rs
+    spec = {"shape": list(shape), "dtype": "uint8", "layout": "hwc"}
+    rng = np.random.default_rng(0)
+    files, labels, first, s = [], [], 0, 0
+    while first < n:
+        k = min(per, n - first)
+        recs = rng.integers(0, 256, (k,) + tuple(shape), dtype=np.uint8)
+        lab = (np.arange(first, first + k) % 10).tolist()
+        rel = "shard-%05d.pks" % s
+        w.write_shard(os.path.join(d, rel), recs, lab, spec, shard_index=s)
+        files.append(w._file_entry(d, rel, k, first))
+        labels += lab
+        first += k
+        s += 1
+    w._manifest(d, "shards", n, ["c%d" % i for i in range(10)], labels, spec, [], files)
+
+
+def warm(d):
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f), "rb") as fh:
+            while fh.read(8 << 20):
+                pass
+
+
+def py_pass(d, batch, prefetch, crc):
+    import packer_reader
+
+    t = time.perf_counter()
+    nbytes = 0
+    with packer_reader.open(d, verify_crc=crc) as ds:
+        for x, _ in ds.batches(batch, prefetch=prefetch):
+            nbytes += x.nbytes
+    return nbytes / (time.perf_counter() - t) / 1e9
+
+
+def py_later_epochs(d, batch, prefetch, crc, repeat):
+    """Best of `repeat` passes over one open dataset after a first, untimed pass: what a trainer
+    pays from its second epoch on (checked blocks are remembered)."""
+    import packer_reader
+
+    best = 0
+    with packer_reader.open(d, verify_crc=crc) as ds:
+        for x, _ in ds.batches(batch, prefetch=prefetch):
+            pass
+        for _ in range(repeat):
+            t = time.perf_counter()
+            nbytes = 0
+            for x, _ in ds.batches(batch, prefetch=prefetch):
+                nbytes += x.nbytes
+            best = max(best, nbytes / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+def go_pass(packer, d, batch, crc, repeat=1):
+    cmd = [packer, "bench", "--repeat", str(repeat), "--batch", str(batch), d] + ([] if crc else ["--no-crc"])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    m = re.search(r"packer reader\s*:\s*([0-9.]+) GB/s", out)
+    return float(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/tmp/packer-bench-crc")
+    ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--packer", default=os.path.join(ROOT, "bin", "packer"))
+    a = ap.parse_args()
+    import packer_reader._crc32c as c
+
+    print("CRC-32C backend (Python): %s; load average %s; %d CPUs" % (
+        c.BACKEND, " ".join(open("/proc/loadavg").read().split()[:3]), os.cpu_count()))
+    print("%-10s %-22s %10s %10s %7s" % ("dataset", "reader", "off GB/s", "on GB/s", "on/off"))
+    for name, shape in (("cifar", (32, 32, 3)), ("224", (224, 224, 3))):
+        d = os.path.join(a.dir, name)
+        generate(d, shape, a.gb)
+        warm(d)
+        runs = [("python prefetch=0", lambda crc: py_pass(d, a.batch, 0, crc)),
+                ("python prefetch=1", lambda crc: py_pass(d, a.batch, 1, crc)),
+                ("go packer bench", lambda crc: go_pass(a.packer, d, a.batch, crc)),
+                ("python p=0, epoch 2+", lambda crc: py_later_epochs(d, a.batch, 0, crc, 2)),
+                ("go bench --repeat 3", lambda crc: go_pass(a.packer, d, a.batch, crc, 3))]
+        for label, fn in runs:
+            off, on = [], []
+            for _ in range(a.repeat):
+                off.append(fn(False))
+                on.append(fn(True))
+            print("%-10s %-22s %10.3f %10.3f %7.3f" % (name, label, max(off), max(on), max(on) / max(off)))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+package shard
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func testManifest() *Manifest {
+	return &Manifest{Packer: "0.2.0", Format: "shards", FormatVersion: 1, Count: 2,
+		Classes: []string{"cat", "<dog>"}, ClassCounts: []int64{1, 1},
+		Sample: SampleSpec{Shape: []int{2, 2, 3}, DType: "uint8", Layout: "hwc"},
+		Label:  LabelSpec{DType: "int64", Aux: []string{}},
+		Source: map[string]any{"kind": "imagedir"}, Transform: map[string]any{},
+		Files:   []FileEntry{{Path: "shard-00000.pks", Size: 4096, SHA256: strings.Repeat("ab", 32), Records: 2}},
+		Skipped: []Skipped{}}
+}
+
+// The manifest ends with its own checksum: the SHA-256 of the file without that last member.
+func TestManifestChecksumMember(t *testing.T) {
+	data, err := testManifest().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tail := regexp.MustCompile(`,\n  "manifest_sha256": "[0-9a-f]{64}"\n}\n$`)
+	loc := tail.FindIndex(data)
+	if loc == nil {
+		t.Fatalf("manifest does not end with the manifest_sha256 member:\n%s", data)
+	}
+	if !bytes.Contains(data, []byte(`"<dog>"`)) {
+		t.Errorf("HTML escaping is on:\n%s", data)
+	}
+	body := append(append([]byte{}, data[:loc[0]]...), "\n}\n"...)
+	sum := sha256.Sum256(body)
+	want := hex.EncodeToString(sum[:])
+	if got := string(data[loc[1]-64-4 : loc[1]-4]); got != want {
+		t.Errorf("manifest_sha256 is %s, the SHA-256 of the body is %s", got, want)
+	}
+}
+
+func TestReadManifestChecksum(t *testing.T) {
+	data, err := testManifest().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(t *testing.T, b []byte) string {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	if _, err := ReadManifest(write(t, data)); err != nil {
+		t.Fatalf("intact manifest refused: %v", err)
+	}
+	cases := map[string]struct {
+		data []byte
+		want string
+	}{
+		"count edited":     {bytes.Replace(data, []byte(`"count": 2`), []byte(`"count": 3`), 1), "manifest.json: checksum mismatch: the manifest was edited or damaged"},
+		"class renamed":    {bytes.Replace(data, []byte(`"cat"`), []byte(`"cow"`), 1), "checksum mismatch"},
+		"member removed":   {append(append([]byte{}, data[:bytes.LastIndex(data, []byte(`,`))]...), "\n}\n"...), "has no manifest_sha256: written by packer < 0.2 or edited; rebuild"},
+		"trailing bytes":   {append(append([]byte{}, data...), "\n"...), "has no manifest_sha256"},
+		"sum edited":       {append(append([]byte{}, data[:len(data)-8]...), "0000\"\n}\n"...), "checksum mismatch"},
+		"no final newline": {data[:len(data)-1], "has no manifest_sha256"},
+	}
+	// the sum must be lower-case hex
+	up := append([]byte{}, data...)
+	copy(up[len(up)-68:len(up)-4], strings.ToUpper(string(up[len(up)-68:len(up)-4])))
+	cases["sum upper case"] = struct {
+		data []byte
+		want string
+	}{up, "manifest.json"}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			if bytes.Equal(c.data, data) {
+				t.Fatal("the case does not change the manifest")
+			}
+			_, err := ReadManifest(write(t, c.data))
+			if err == nil {
+				t.Fatal("damaged manifest accepted")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not contain %q", err, c.want)
+			}
+		})
+	}
+}
