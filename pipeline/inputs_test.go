@@ -20,7 +20,7 @@ type emptySource struct {
 }
 
 func (s *emptySource) Info() SourceInfo {
-	return SourceInfo{Kind: "gen", Classes: []string{"a"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n)}
+	return SourceInfo{Kind: "gen", Classes: []string{"a"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n), Frame: FrameShape{W: 2, H: 2, C: 1}}
 }
 
 func (s *emptySource) Enumerate(ctx context.Context, emit func(Item) error) error {
