@@ -4,6 +4,7 @@ import bisect
 import contextlib
 import hashlib
 import json
+import operator
 import os
 import queue
 import threading
@@ -204,7 +205,10 @@ class Dataset:
         return self.count
 
     def _index(self, i):
-        i = int(i)
+        # Integers only, as NumPy indexes: int(1.5) or int("1") would serve another record.
+        if isinstance(i, (bool, np.bool_)) or not hasattr(i, "__index__"):
+            raise TypeError("record index %r is not an integer" % (i,))
+        i = operator.index(i)
         if i < 0:
             i += self.count
         if not 0 <= i < self.count:
@@ -214,7 +218,7 @@ class Dataset:
     def __getitem__(self, i):
         """``ds[i] -> (image, label)``; ``ds[a:b]`` or ``ds[[i, j, ...]]`` -> ``(images [n, ...],
         labels [n])`` in fresh arrays (a slice with step 1 is one contiguous read)."""
-        if isinstance(i, slice) or (not isinstance(i, (int, np.integer)) and np.ndim(i) == 1):
+        if isinstance(i, slice) or (not isinstance(i, (int, np.integer, str, bytes)) and np.ndim(i) == 1):
             return self._read_many(i)
         i = self._index(i)
         return self._read_one(i), int(self.labels[i])
@@ -225,7 +229,19 @@ class Dataset:
             idx = np.arange(a, b, step, dtype=np.int64)
             contiguous = step == 1
         else:
-            idx = np.asarray(key, dtype=np.int64)
+            idx = np.asarray(key)
+            if idx.dtype == np.bool_:
+                # A boolean array is a mask over the records, as NumPy reads it.
+                if idx.shape != (self.count,):
+                    raise IndexError("boolean mask of %d entries for %d records" % (idx.size, self.count))
+                idx = np.flatnonzero(idx)
+            elif idx.size == 0:
+                idx = np.zeros(0, np.int64)
+            elif idx.dtype.kind not in "iu":
+                raise TypeError("record indices of type %s are not integers" % idx.dtype)
+            elif idx.dtype.kind == "u" and idx.max() >= self.count:
+                raise IndexError("record index %d out of range [0, %d)" % (idx.max(), self.count))
+            idx = idx.astype(np.int64)
             idx = np.where(idx < 0, idx + self.count, idx)
             if idx.size and (idx.min() < 0 or idx.max() >= self.count):
                 raise IndexError("record index out of range [0, %d)" % self.count)
