@@ -34,7 +34,9 @@
 //
 // # List
 //
-// A CSV file with a header (columns "path" and "label") or JSON Lines; see OpenList.
+// A CSV file with a header (columns "path" and "label") or JSON Lines; see OpenList. A list
+// naming one file twice (paths equal once resolved against the list's folder and cleaned) is
+// refused, naming both lines: it would be packed twice.
 //
 // # Errors
 //

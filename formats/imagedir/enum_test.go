@@ -2,6 +2,7 @@ package imagedir
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,35 @@ func TestListFIFORefused(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("OpenList blocked on a FIFO")
+	}
+}
+
+// TestListDuplicatePathRefused: a list naming one file twice (spelled the same or not, with
+// the same label or another) would pack it twice, under two labels at worst; OpenList refuses
+// it, naming both lines, before anything is packed.
+func TestListDuplicatePathRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, body, want string }{
+		{"same.csv", "path,label\na.jpg,cat\nb.jpg,dog\na.jpg,dog\n", "lines 2 and 4"},
+		{"spelled.csv", "path,label\nsub/a.jpg,0\n./sub/../sub/a.jpg,0\n", "lines 2 and 3"},
+		{"abs.jsonl", `{"path": "a.jpg", "label": 1}` + "\n" + `{"path": "` + filepath.ToSlash(filepath.Join(dir, "a.jpg")) + `", "label": 1}` + "\n", "lines 1 and 2"},
+	} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenList(p, Options{})
+		var fe FormatError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%s: OpenList = %v, want a FormatError naming %s", c.name, err, c.want)
+		}
+	}
+	// Distinct files are fine, including names that differ only in case.
+	p := filepath.Join(dir, "ok.csv")
+	if err := os.WriteFile(p, []byte("path,label\na.jpg,0\nA.jpg,0\nsub/a.jpg,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenList(p, Options{}); err != nil {
+		t.Errorf("OpenList(distinct paths) = %v", err)
 	}
 }
