@@ -309,8 +309,8 @@ func (g *gen) fillImages(dir string, depth int, ancestors []string) {
 	}
 }
 
-// genFolder writes an ImageFolder tree: class folders (names not all UTF-8, one a link to
-// another class folder, some hidden), each with at least one good image.
+// genFolder writes an ImageFolder tree: class folders (names not all UTF-8, one a link to a
+// folder outside the tree, some hidden), each with at least one good image.
 func (g *gen) genFolder(root string) {
 	classes := []string{"cat", "dog", "c\xff", "c\xfe", "Cat", `d\e`}
 	g.r.Shuffle(len(classes), func(i, j int) { classes[i], classes[j] = classes[j], classes[i] })
@@ -321,7 +321,12 @@ func (g *gen) genFolder(root string) {
 		g.must(os.WriteFile(filepath.Join(dir, "zz-good.png"), g.png(9, 11), 0o644))
 	}
 	if g.r.IntN(2) == 0 {
-		g.must(os.Symlink(classes[0], filepath.Join(root, "linked-class")))
+		// A class folder that is a link to a folder outside the tree. (A link to another class
+		// folder would pack its images twice and is refused: imagedir.TestFolderAliasRefused.)
+		ext := root + "-linked"
+		g.fillImages(ext, 0, nil)
+		g.must(os.WriteFile(filepath.Join(ext, "zz-good.png"), g.png(9, 11), 0o644))
+		g.must(os.Symlink(ext, filepath.Join(root, "linked-class")))
 	}
 	g.must(os.MkdirAll(filepath.Join(root, ".hidden-class"), 0o755))
 	g.must(os.WriteFile(filepath.Join(root, ".hidden-class", "x.png"), g.png(8, 8), 0o644))

@@ -18,7 +18,10 @@
 //     is packed.
 //   - Symbolic links to files and folders are followed, as torchvision follows them, but a
 //     folder that links back to one of its own ancestors is not entered again (os.walk with
-//     followlinks=True would loop).
+//     followlinks=True would loop). A folder reached twice by two paths (a class folder
+//     linking to another class folder, a subfolder linking to a folder found elsewhere in the
+//     tree) is refused when the source is opened, naming both paths: torchvision would list
+//     its images twice, under two labels.
 //
 // Every entry with an image extension that is not a folder is an input, as ImageFolder lists
 // it: a symbolic link to an image is packed like the image; a dangling symlink, a symlink loop,

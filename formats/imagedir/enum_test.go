@@ -187,3 +187,31 @@ func TestListDuplicatePathRefused(t *testing.T) {
 		t.Errorf("OpenList(distinct paths) = %v", err)
 	}
 }
+
+// TestFolderAliasRefused: a class folder that is a symbolic link to another class folder, or
+// a subfolder linking to a folder found elsewhere in the tree, would pack every image in it
+// twice, under two labels; OpenFolder refuses the source, naming both paths. A link to a
+// folder outside the tree, reached once, is an ordinary class (TestFolderSymlinks).
+func TestFolderAliasRefused(t *testing.T) {
+	img := []byte("not decoded here")
+	cases := map[string]func(root string) error{
+		"class alias": func(root string) error { return os.Symlink("cat", filepath.Join(root, "kitty")) },
+		"nested alias": func(root string) error {
+			return os.Symlink(filepath.Join(root, "dog"), filepath.Join(root, "cat", "more"))
+		},
+		"nested alias of a subfolder": func(root string) error {
+			return os.Symlink(filepath.Join("..", "..", "cat", "sub"), filepath.Join(root, "dog", "sub", "again"))
+		},
+	}
+	for name, link := range cases {
+		root := t.TempDir()
+		write(t, root, map[string][]byte{"cat/a.jpg": img, "cat/sub/b.jpg": img, "dog/c.jpg": img, "dog/sub/d.jpg": img})
+		if err := link(root); err != nil {
+			t.Skip("no symlinks:", err)
+		}
+		_, err := OpenFolder(root, Options{})
+		if err == nil || !strings.Contains(err.Error(), "same folder") {
+			t.Errorf("%s: OpenFolder = %v, want an error naming the aliased folders", name, err)
+		}
+	}
+}

@@ -140,9 +140,16 @@ func OpenFolder(root string, opts Options) (*Source, error) {
 	}
 	s := &Source{kind: KindFolder, root: root, classes: classes, dirs: dirs, opts: opts.normalized()}
 	var empty []string
+	seen := folderSet{}
 	for _, c := range dirs {
 		n := 0
-		err := walkClass(context.Background(), root, c, func(string) error { n++; return nil })
+		err := walkClassDirs(context.Background(), root, c, func(rel string, st os.FileInfo) error {
+			if prev, ok := seen.add(rel, st); !ok {
+				return fmt.Errorf("imagedir: %s: %s is the same folder as %s (a symbolic link): its images would be packed twice; remove the link",
+					root, inputs.Name(rel), inputs.Name(prev))
+			}
+			return nil
+		}, func(string) error { n++; return nil })
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +205,33 @@ func isDir(full string, e fs.DirEntry) bool {
 // links) sorted by path, as sorted(os.walk(...)) orders them, and the files in each sorted by
 // name. A folder that is its own ancestor through a link is not entered twice.
 func walkClass(ctx context.Context, root, c string, fn func(rel string) error) error {
+	return walkClassDirs(ctx, root, c, nil, fn)
+}
+
+// folderSet remembers folders by identity (os.SameFile), keyed by a cheap hint.
+type folderSet map[[2]int64][]folderSeen
+
+type folderSeen struct {
+	rel string
+	st  os.FileInfo
+}
+
+// add records folder rel; when the same folder was recorded already, under another path, it
+// returns that path and false.
+func (fs folderSet) add(rel string, st os.FileInfo) (string, bool) {
+	k := [2]int64{st.ModTime().UnixNano(), st.Size()}
+	for _, f := range fs[k] {
+		if os.SameFile(f.st, st) {
+			return f.rel, false
+		}
+	}
+	fs[k] = append(fs[k], folderSeen{rel, st})
+	return "", true
+}
+
+// walkClassDirs is walkClass that also calls onDir (when not nil) with every folder it will
+// list, before any file: its slash-separated path relative to root and its FileInfo.
+func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, st os.FileInfo) error, fn func(rel string) error) error {
 	// Collect the folders first: os.walk's tuples are sorted by path string, which is not
 	// depth-first order ("a-b" sorts between "a" and "a/b").
 	type dir struct {
@@ -216,6 +250,11 @@ func walkClass(ctx context.Context, root, c string, fn func(rel string) error) e
 		}
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if onDir != nil {
+			if err := onDir(d.rel, d.chain[len(d.chain)-1]); err != nil {
+				return err
+			}
+		}
 		dirs = append(dirs, d.rel)
 		ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(d.rel)))
 		if err != nil {
