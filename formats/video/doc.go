@@ -10,7 +10,10 @@
 // image-folder extensions, imagedir.Extensions) in natural order (NaturalLess: "frame_2"
 // before "frame_10"; equal numbers with different zero padding by plain byte order). Frames
 // are decoded exactly as images are (transforms.DecodeFile: Pillow-exact RGB). Files lying
-// directly in a class folder are ignored.
+// directly in a class folder are ignored. A folder reached twice through a symbolic link (a
+// class folder linking to another class, a video folder linking to another video folder) is
+// refused when the source is opened, naming both paths: its videos would be packed twice. The
+// video-file layout refuses a class folder linking to another class the same way.
 //
 // Videos (Open): SRC/class/*.{mp4,mkv,avi,webm,mov} (VideoExtensions, any case), classes and
 // files sorted by name, not recursive. Each file is first checked with
