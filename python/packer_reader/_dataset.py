@@ -17,6 +17,7 @@ from . import _crc32c, _order
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
+from ._verify import dataset_meta_diff
 
 MANIFEST = "manifest.json"
 # Datasets with more shards than this keep no descriptor open between reads (each read opens,
@@ -632,6 +633,14 @@ class ShardDataset(_SegmentDataset):
         want_aux = list((m.get("label") or {}).get("aux") or [])
         if sf.aux_names != want_aux:
             raise FormatError(sf.path, "aux columns %r, the manifest says %r" % (sf.aux_names, want_aux))
+        fv = m.get("format_version")
+        if isinstance(fv, int) and not isinstance(fv, bool) and sf.version > fv:
+            raise FormatError(sf.path, "shard format version %d, the manifest says format_version %d" % (sf.version, fv))
+        if "dataset" in sf.meta:
+            diff = dataset_meta_diff(sf.meta["dataset"], m)
+            if diff:
+                raise FormatError(sf.path, "the shard header's dataset %s differ from the manifest's "
+                                  "(a shard of another build, or an edited manifest)" % ", ".join(diff))
         records = fe.get("records", 0)
         if records != sf.n or fe.get("first_record", 0) != first:
             raise FormatError(sf.path, "holds %d records from %d, the manifest says %r records from %r" % (
