@@ -168,6 +168,8 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:
 		bad = fmt.Sprintf("shard index %d at position %d of the manifest", r.ShardIndex(), s)
+	case datasetDiff(r, d.m) != "":
+		bad = fmt.Sprintf("the shard header's dataset %s differ from the manifest's (a shard of another build, or an edited manifest)", datasetDiff(r, d.m))
 	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:
 		bad = fmt.Sprintf("%d records, the manifest says %d", r.Len(), d.first[s+1]-d.first[s])
 	}
@@ -227,4 +229,15 @@ func (d *Dataset) RecordShape(i int64) ([]int, error) {
 		return nil, err
 	}
 	return r.RecordShape(j)
+}
+
+// datasetDiff names the keys of the shard header's "dataset" description (packer version,
+// source, transform, classes) that differ from the manifest's; "" when they agree or the
+// header has none.
+func datasetDiff(r *Reader, m *Manifest) string {
+	ds, ok := r.Meta()["dataset"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	return strings.Join(DatasetMetaDiff(ds, m), ", ")
 }
