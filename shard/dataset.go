@@ -162,8 +162,8 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 	switch {
 	case !slices.Equal(spec.Shape, want.Shape) || spec.DType != want.DType || spec.Layout != want.Layout:
 		bad = fmt.Sprintf("sample spec %v %s %s, the manifest says %v %s %s", spec.Shape, spec.DType, spec.Layout, want.Shape, want.DType, want.Layout)
-	case len(r.LabelSpec().Aux) != len(d.m.Label.Aux):
-		bad = fmt.Sprintf("%d aux columns, the manifest says %d", len(r.LabelSpec().Aux), len(d.m.Label.Aux))
+	case !slices.Equal(r.LabelSpec().Aux, d.m.Label.Aux) && len(r.LabelSpec().Aux)+len(d.m.Label.Aux) > 0:
+		bad = fmt.Sprintf("aux columns %q, the manifest says %q", r.LabelSpec().Aux, d.m.Label.Aux)
 	case r.Version() > d.m.FormatVersion:
 		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:
