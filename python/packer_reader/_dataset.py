@@ -17,7 +17,7 @@ from . import _crc32c, _order
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
-from ._verify import dataset_meta_diff
+from ._verify import _h5_json_attr, dataset_meta_diff
 
 MANIFEST = "manifest.json"
 # Datasets with more shards than this keep no descriptor open between reads (each read opens,
@@ -821,6 +821,16 @@ class HDF5Dataset(Dataset):
         for name in ("images", "labels"):
             if name not in f:
                 raise FormatError(self.h5path, "missing dataset /%s" % name)
+        if "spec" in f.attrs:
+            # The dataset description the writer stored (packer, source, transform, classes).
+            try:
+                spec = _h5_json_attr(f, "spec")
+            except ValueError as e:
+                raise FormatError(self.h5path, "root attribute 'spec': %s" % e)
+            diff = dataset_meta_diff(spec, self.manifest)
+            if diff:
+                raise FormatError(self.h5path, "root attribute 'spec': dataset %s differ from the manifest's "
+                                  "(a file of another build, or an edited manifest)" % ", ".join(diff))
         self._images = f["images"]
         im = self._images
         if tuple(im.shape) != (n,) + self.shape or im.dtype.str.lstrip("<|") != self.dtype.str.lstrip("<|"):

@@ -277,3 +277,22 @@ def test_reader_refuses_shard_newer_than_manifest(packer, tmp_path):
     with pytest.raises(packer_reader.FormatError) as ei:
         packer_reader.open(str(out))
     assert "shard-00000.pks" in str(ei.value) and "version" in str(ei.value)
+
+
+def test_hdf5_reader_refuses_manifest_classes_unlike_the_file(packer, tmp_path):
+    """The same for data.h5: its root attribute "spec" names the classes; a (resealed) manifest
+    naming them in another order is refused, as verify refuses it."""
+    pytest.importorskip("h5py")
+    from PIL import Image
+
+    root = tmp_path / "src"
+    for c, cls in enumerate(["cat", "dog"]):
+        (root / cls).mkdir(parents=True)
+        Image.new("RGB", (9, 9), (90 * c, 3, 7)).save(root / cls / "0.png")
+    out = tmp_path / "out"
+    build(packer, root, out, "--format", "hdf5", "--crop", "8")
+    assert packer_reader.open(str(out)).classes == ["cat", "dog"]
+    _reseal(out, lambda m: m.update(classes=["dog", "cat"]))
+    with pytest.raises(packer_reader.FormatError) as ei:
+        packer_reader.open(str(out))
+    assert "data.h5" in str(ei.value) and "classes" in str(ei.value)
