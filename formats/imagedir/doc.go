@@ -21,7 +21,10 @@
 //     followlinks=True would loop). A folder reached twice by two paths (a class folder
 //     linking to another class folder, a subfolder linking to a folder found elsewhere in the
 //     tree) is refused when the source is opened, naming both paths: torchvision would list
-//     its images twice, under two labels.
+//     its images twice, under two labels. So is an image that is a symbolic link to an image
+//     of another class of the tree, or two links in two classes to one file (one image under
+//     two labels); a link to an image of its own class is packed. Only links are resolved, at
+//     open; hard links are not looked through.
 //
 // Every entry with an image extension that is not a folder is an input, as ImageFolder lists
 // it: a symbolic link to an image is packed like the image; a dangling symlink, a symlink loop,

@@ -215,3 +215,53 @@ func TestFolderAliasRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFolderFileAliasRefused: an image that is a symbolic link to an image of another class
+// of the same tree (cat/x.jpg -> ../dog/y.jpg), or two links in two classes to one file, would
+// pack that image under two labels; OpenFolder refuses it, naming both. A link to an image of
+// its own class (oversampling, as torchvision lists it), to an image outside the tree, or to
+// a hidden or non-image file of the tree (never packed itself) is an ordinary input.
+func TestFolderFileAliasRefused(t *testing.T) {
+	img := []byte("not decoded here")
+	root := t.TempDir()
+	outside := t.TempDir()
+	write(t, root, map[string][]byte{"cat/a.jpg": img, "cat/sub/a2.jpg": img, "dog/b.jpg": img, "dog/sub/c.jpg": img, ".store/d.jpg": img, "dog/e.dat": img})
+	write(t, outside, map[string][]byte{"o.jpg": img, "p.jpg": img})
+	for _, l := range [][2]string{
+		{filepath.Join(outside, "o.jpg"), "cat/outside.jpg"},
+		{filepath.Join(outside, "o.jpg"), "cat/sub/outside-again.jpg"},
+		{filepath.Join("..", ".store", "d.jpg"), "cat/hidden.jpg"},
+		{filepath.Join("..", "dog", "e.dat"), "cat/notimage.jpg"},
+		{"a.jpg", "cat/same-class.jpg"},
+		{filepath.Join("..", "a.jpg"), "cat/sub/same-class.jpg"},
+	} {
+		if err := os.Symlink(l[0], filepath.Join(root, l[1])); err != nil {
+			t.Skip("no symlinks:", err)
+		}
+	}
+	if _, err := OpenFolder(root, Options{}); err != nil {
+		t.Fatalf("links to images never packed under another label: %v", err)
+	}
+	for _, c := range []struct{ target, link string }{
+		{filepath.Join("..", "dog", "b.jpg"), "cat/zz-link.jpg"},
+		{filepath.Join("..", "..", "cat", "sub", "a2.jpg"), "dog/sub/zz-link.jpg"},
+		{filepath.Join(root, "cat", "a.jpg"), "dog/zz-link.jpg"},
+		{filepath.Join(outside, "p.jpg"), "dog/zz-link.jpg"}, // with cat/zz-p.jpg below
+	} {
+		for _, p := range []string{"cat/zz-link.jpg", "dog/sub/zz-link.jpg", "dog/zz-link.jpg"} {
+			os.Remove(filepath.Join(root, p))
+		}
+		if err := os.Symlink(c.target, filepath.Join(root, c.link)); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(c.target, "p.jpg") {
+			if err := os.Symlink(c.target, filepath.Join(root, "cat", "zz-p.jpg")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := OpenFolder(root, Options{})
+		if err == nil || !strings.Contains(err.Error(), "zz-") || !strings.Contains(err.Error(), "two labels") {
+			t.Errorf("%s -> %s: OpenFolder = %v, want an error naming the link", c.link, c.target, err)
+		}
+	}
+}
