@@ -162,12 +162,14 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 	switch {
 	case !slices.Equal(spec.Shape, want.Shape) || spec.DType != want.DType || spec.Layout != want.Layout:
 		bad = fmt.Sprintf("sample spec %v %s %s, the manifest says %v %s %s", spec.Shape, spec.DType, spec.Layout, want.Shape, want.DType, want.Layout)
-	case len(r.LabelSpec().Aux) != len(d.m.Label.Aux):
-		bad = fmt.Sprintf("%d aux columns, the manifest says %d", len(r.LabelSpec().Aux), len(d.m.Label.Aux))
+	case !slices.Equal(r.LabelSpec().Aux, d.m.Label.Aux) && len(r.LabelSpec().Aux)+len(d.m.Label.Aux) > 0:
+		bad = fmt.Sprintf("aux columns %q, the manifest says %q", r.LabelSpec().Aux, d.m.Label.Aux)
 	case r.Version() > d.m.FormatVersion:
 		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:
 		bad = fmt.Sprintf("shard index %d at position %d of the manifest", r.ShardIndex(), s)
+	case datasetDiff(r, d.m) != "":
+		bad = fmt.Sprintf("the shard header's dataset %s differ from the manifest's (a shard of another build, or an edited manifest)", datasetDiff(r, d.m))
 	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:
 		bad = fmt.Sprintf("%d records, the manifest says %d", r.Len(), d.first[s+1]-d.first[s])
 	}
@@ -227,4 +229,15 @@ func (d *Dataset) RecordShape(i int64) ([]int, error) {
 		return nil, err
 	}
 	return r.RecordShape(j)
+}
+
+// datasetDiff names the keys of the shard header's "dataset" description (packer version,
+// source, transform, classes) that differ from the manifest's; "" when they agree or the
+// header has none.
+func datasetDiff(r *Reader, m *Manifest) string {
+	ds, ok := r.Meta()["dataset"].(map[string]any)
+	if !ok {
+		return ""
+	}
+	return strings.Join(DatasetMetaDiff(ds, m), ", ")
 }

@@ -38,7 +38,7 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	case "frames":
 		src, err = video.OpenFrames(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels, Transform: o.transform})
 	case "video":
-		src, err = video.Open(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout, MaxPixels: o.MaxPixels})
+		src, err = video.Open(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout, MaxPixels: o.MaxPixels, Transform: o.transform})
 	case "folder", "list":
 		src, err = imagedir.Open(o.Source, kind, imagedir.Options{
 			Decode:    transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrien},

@@ -19,8 +19,9 @@
 // "test" for t10k-images-idx3-ubyte or test-images-idx3-ubyte; a name may carry a prefix
 // ("emnist-digits-train-images-idx3-ubyte"), ".gz", or dots for dashes
 // ("train-images.idx3-ubyte"). When both the compressed and the uncompressed file are there,
-// the uncompressed one is read. Several different candidates are an error asking for an
-// explicit file. The labels file is the images file's name with "images-idx3" replaced by
+// the uncompressed one is read, once both are checked to hold the same data: a stale extraction
+// beside a newer download is refused, naming both files (so is a labels file and its twin).
+// Several different candidates are an error asking for an explicit file. The labels file is the images file's name with "images-idx3" replaced by
 // "labels-idx1". [Open] also takes an images file directly, and [OpenFiles] an explicit pair.
 //
 // # Class names

@@ -2,6 +2,7 @@ package idx
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -313,7 +315,90 @@ func findSplit(dir, split string) (string, error) {
 		}
 		return names[i] < names[j]
 	})
+	if err := sameData(dir, names); err != nil {
+		return "", err
+	}
 	return filepath.Join(dir, names[0]), nil
+}
+
+// sameData checks that the files names in dir (one dataset file, compressed and not, or
+// spelled with dots and dashes) hold the same data once decompressed; the first is the one
+// read. A stale extraction beside a newer download would otherwise be packed without a word.
+func sameData(dir string, names []string) error {
+	for _, n := range names[1:] {
+		same, err := equalData(filepath.Join(dir, names[0]), filepath.Join(dir, n))
+		if err != nil {
+			return err
+		}
+		if !same {
+			return fmt.Errorf("idx: %s: %s and %s hold different data: remove the stale one or name the file to read",
+				dir, names[0], n)
+		}
+	}
+	return nil
+}
+
+// equalData compares the decompressed contents of two files.
+func equalData(a, b string) (bool, error) {
+	ra, err := openData(a)
+	if err != nil {
+		return false, err
+	}
+	defer ra.Close()
+	rb, err := openData(b)
+	if err != nil {
+		return false, err
+	}
+	defer rb.Close()
+	ba, bb := make([]byte, 1<<16), make([]byte, 1<<16)
+	for {
+		na, ea := io.ReadFull(ra, ba)
+		nb, eb := io.ReadFull(rb, bb)
+		if ea != nil && ea != io.EOF && ea != io.ErrUnexpectedEOF {
+			return false, fmt.Errorf("idx: %s: %w", filepath.Base(a), ea)
+		}
+		if eb != nil && eb != io.EOF && eb != io.ErrUnexpectedEOF {
+			return false, fmt.Errorf("idx: %s: %w", filepath.Base(b), eb)
+		}
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		if ea != nil || eb != nil {
+			return ea != nil && eb != nil, nil
+		}
+	}
+}
+
+// dataReader is a file's decompressed contents.
+type dataReader struct {
+	io.Reader
+	f  *os.File
+	gz *gzip.Reader
+}
+
+func (d *dataReader) Close() error {
+	if d.gz != nil {
+		d.gz.Close()
+	}
+	return d.f.Close()
+}
+
+// openData opens p, decompressing it when it starts with the gzip magic bytes.
+func openData(p string) (*dataReader, error) {
+	f, err := inputs.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("idx: %s: %w", filepath.Base(p), err)
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	d := &dataReader{Reader: br, f: f}
+	if m, _ := br.Peek(2); len(m) == 2 && m[0] == 0x1f && m[1] == 0x8b {
+		if d.gz, err = gzip.NewReader(br); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("idx: %s: gzip: %w", filepath.Base(p), err)
+		}
+		d.Reader = d.gz
+	}
+	return d, nil
 }
 
 // normalize lower-cases a file name, drops ".gz" and turns dots into dashes, so that
@@ -338,10 +423,17 @@ func labelsFor(images string) (string, error) {
 	if len(cands) == 0 {
 		return "", fmt.Errorf("idx: %s: cannot derive the labels file name (no \"images-idx3\" in the name): give both files", name)
 	}
+	var found []string
 	for _, c := range cands {
-		if fi, err := os.Stat(filepath.Join(dir, c)); err == nil && fi.Mode().IsRegular() {
-			return filepath.Join(dir, c), nil
+		if fi, err := os.Stat(filepath.Join(dir, c)); err == nil && fi.Mode().IsRegular() && !slices.Contains(found, c) {
+			found = append(found, c)
 		}
+	}
+	if len(found) > 0 {
+		if err := sameData(dir, found); err != nil {
+			return "", err
+		}
+		return filepath.Join(dir, found[0]), nil
 	}
 	return "", fmt.Errorf("idx: %s: labels file %s not found", images, strings.TrimSuffix(cands[0], ".gz")+"[.gz]")
 }

@@ -423,3 +423,28 @@ func TestDuplicateClassesRefused(t *testing.T) {
 		t.Fatalf("got %v, want a duplicate class name error", err)
 	}
 }
+
+// TestCompressedTwinDiffers: a folder holding x and x.gz (torchvision keeps both after
+// extracting) must not pack the uncompressed one silently when the two hold different data (a
+// stale extraction beside a newer download): Open refuses, naming both files. Identical twins
+// are fine, for the images and for the labels.
+func TestCompressedTwinDiffers(t *testing.T) {
+	for _, which := range []string{"images", "labels"} {
+		dir := t.TempDir()
+		writeSet(t, dir, "train", true, TypeUbyte, []int64{1, 2}, 2, 2, 0)
+		writeSet(t, dir, "train", false, TypeUbyte, []int64{1, 2}, 2, 2, 0)
+		if _, err := Open(dir, "train", nil); err != nil {
+			t.Fatalf("identical twins: %v", err)
+		}
+		if which == "images" {
+			writeSet(t, dir, "train", false, TypeUbyte, []int64{1, 2}, 2, 2, 9) // other pixels
+		} else {
+			writeSet(t, dir, "train", false, TypeUbyte, []int64{2, 1}, 2, 2, 0) // other labels
+		}
+		_, err := Open(dir, "train", nil)
+		name := "train-" + which + "-idx"
+		if err == nil || !strings.Contains(err.Error(), "different data") || strings.Count(err.Error(), name) < 2 {
+			t.Errorf("%s differ: Open = %v, want an error naming both %s files", which, err, name)
+		}
+	}
+}

@@ -18,7 +18,13 @@
 //     is packed.
 //   - Symbolic links to files and folders are followed, as torchvision follows them, but a
 //     folder that links back to one of its own ancestors is not entered again (os.walk with
-//     followlinks=True would loop).
+//     followlinks=True would loop). A folder reached twice by two paths (a class folder
+//     linking to another class folder, a subfolder linking to a folder found elsewhere in the
+//     tree) is refused when the source is opened, naming both paths: torchvision would list
+//     its images twice, under two labels. So is an image that is a symbolic link to an image
+//     of another class of the tree, or two links in two classes to one file (one image under
+//     two labels); a link to an image of its own class is packed. Only links are resolved, at
+//     open; hard links are not looked through.
 //
 // Every entry with an image extension that is not a folder is an input, as ImageFolder lists
 // it: a symbolic link to an image is packed like the image; a dangling symlink, a symlink loop,
@@ -34,7 +40,9 @@
 //
 // # List
 //
-// A CSV file with a header (columns "path" and "label") or JSON Lines; see OpenList.
+// A CSV file with a header (columns "path" and "label") or JSON Lines; see OpenList. A list
+// naming one file twice (paths equal once resolved against the list's folder and cleaned) is
+// refused, naming both lines: it would be packed twice.
 //
 // # Errors
 //

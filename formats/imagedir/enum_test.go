@@ -2,6 +2,7 @@ package imagedir
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,5 +155,113 @@ func TestListFIFORefused(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("OpenList blocked on a FIFO")
+	}
+}
+
+// TestListDuplicatePathRefused: a list naming one file twice (spelled the same or not, with
+// the same label or another) would pack it twice, under two labels at worst; OpenList refuses
+// it, naming both lines, before anything is packed.
+func TestListDuplicatePathRefused(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, body, want string }{
+		{"same.csv", "path,label\na.jpg,cat\nb.jpg,dog\na.jpg,dog\n", "lines 2 and 4"},
+		{"spelled.csv", "path,label\nsub/a.jpg,0\n./sub/../sub/a.jpg,0\n", "lines 2 and 3"},
+		{"abs.jsonl", `{"path": "a.jpg", "label": 1}` + "\n" + `{"path": "` + filepath.ToSlash(filepath.Join(dir, "a.jpg")) + `", "label": 1}` + "\n", "lines 1 and 2"},
+	} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenList(p, Options{})
+		var fe FormatError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%s: OpenList = %v, want a FormatError naming %s", c.name, err, c.want)
+		}
+	}
+	// Distinct files are fine, including names that differ only in case.
+	p := filepath.Join(dir, "ok.csv")
+	if err := os.WriteFile(p, []byte("path,label\na.jpg,0\nA.jpg,0\nsub/a.jpg,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenList(p, Options{}); err != nil {
+		t.Errorf("OpenList(distinct paths) = %v", err)
+	}
+}
+
+// TestFolderAliasRefused: a class folder that is a symbolic link to another class folder, or
+// a subfolder linking to a folder found elsewhere in the tree, would pack every image in it
+// twice, under two labels; OpenFolder refuses the source, naming both paths. A link to a
+// folder outside the tree, reached once, is an ordinary class (TestFolderSymlinks).
+func TestFolderAliasRefused(t *testing.T) {
+	img := []byte("not decoded here")
+	cases := map[string]func(root string) error{
+		"class alias": func(root string) error { return os.Symlink("cat", filepath.Join(root, "kitty")) },
+		"nested alias": func(root string) error {
+			return os.Symlink(filepath.Join(root, "dog"), filepath.Join(root, "cat", "more"))
+		},
+		"nested alias of a subfolder": func(root string) error {
+			return os.Symlink(filepath.Join("..", "..", "cat", "sub"), filepath.Join(root, "dog", "sub", "again"))
+		},
+	}
+	for name, link := range cases {
+		root := t.TempDir()
+		write(t, root, map[string][]byte{"cat/a.jpg": img, "cat/sub/b.jpg": img, "dog/c.jpg": img, "dog/sub/d.jpg": img})
+		if err := link(root); err != nil {
+			t.Skip("no symlinks:", err)
+		}
+		_, err := OpenFolder(root, Options{})
+		if err == nil || !strings.Contains(err.Error(), "same folder") {
+			t.Errorf("%s: OpenFolder = %v, want an error naming the aliased folders", name, err)
+		}
+	}
+}
+
+// TestFolderFileAliasRefused: an image that is a symbolic link to an image of another class
+// of the same tree (cat/x.jpg -> ../dog/y.jpg), or two links in two classes to one file, would
+// pack that image under two labels; OpenFolder refuses it, naming both. A link to an image of
+// its own class (oversampling, as torchvision lists it), to an image outside the tree, or to
+// a hidden or non-image file of the tree (never packed itself) is an ordinary input.
+func TestFolderFileAliasRefused(t *testing.T) {
+	img := []byte("not decoded here")
+	root := t.TempDir()
+	outside := t.TempDir()
+	write(t, root, map[string][]byte{"cat/a.jpg": img, "cat/sub/a2.jpg": img, "dog/b.jpg": img, "dog/sub/c.jpg": img, ".store/d.jpg": img, "dog/e.dat": img})
+	write(t, outside, map[string][]byte{"o.jpg": img, "p.jpg": img})
+	for _, l := range [][2]string{
+		{filepath.Join(outside, "o.jpg"), "cat/outside.jpg"},
+		{filepath.Join(outside, "o.jpg"), "cat/sub/outside-again.jpg"},
+		{filepath.Join("..", ".store", "d.jpg"), "cat/hidden.jpg"},
+		{filepath.Join("..", "dog", "e.dat"), "cat/notimage.jpg"},
+		{"a.jpg", "cat/same-class.jpg"},
+		{filepath.Join("..", "a.jpg"), "cat/sub/same-class.jpg"},
+	} {
+		if err := os.Symlink(l[0], filepath.Join(root, l[1])); err != nil {
+			t.Skip("no symlinks:", err)
+		}
+	}
+	if _, err := OpenFolder(root, Options{}); err != nil {
+		t.Fatalf("links to images never packed under another label: %v", err)
+	}
+	for _, c := range []struct{ target, link string }{
+		{filepath.Join("..", "dog", "b.jpg"), "cat/zz-link.jpg"},
+		{filepath.Join("..", "..", "cat", "sub", "a2.jpg"), "dog/sub/zz-link.jpg"},
+		{filepath.Join(root, "cat", "a.jpg"), "dog/zz-link.jpg"},
+		{filepath.Join(outside, "p.jpg"), "dog/zz-link.jpg"}, // with cat/zz-p.jpg below
+	} {
+		for _, p := range []string{"cat/zz-link.jpg", "dog/sub/zz-link.jpg", "dog/zz-link.jpg"} {
+			os.Remove(filepath.Join(root, p))
+		}
+		if err := os.Symlink(c.target, filepath.Join(root, c.link)); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(c.target, "p.jpg") {
+			if err := os.Symlink(c.target, filepath.Join(root, "cat", "zz-p.jpg")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := OpenFolder(root, Options{})
+		if err == nil || !strings.Contains(err.Error(), "zz-") || !strings.Contains(err.Error(), "two labels") {
+			t.Errorf("%s -> %s: OpenFolder = %v, want an error naming the link", c.link, c.target, err)
+		}
 	}
 }

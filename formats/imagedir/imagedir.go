@@ -140,9 +140,26 @@ func OpenFolder(root string, opts Options) (*Source, error) {
 	}
 	s := &Source{kind: KindFolder, root: root, classes: classes, dirs: dirs, opts: opts.normalized()}
 	var empty []string
+	seen := folderSet{}
+	links, err := newLinkSet(root, dirs)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range dirs {
 		n := 0
-		err := walkClass(context.Background(), root, c, func(string) error { n++; return nil })
+		err := walkClassDirs(context.Background(), root, c, func(rel string, st os.FileInfo) error {
+			if prev, ok := seen.add(rel, st); !ok {
+				return fmt.Errorf("imagedir: %s: %s is the same folder as %s (a symbolic link): its images would be packed twice; remove the link",
+					root, inputs.Name(rel), inputs.Name(prev))
+			}
+			return nil
+		}, func(rel string, link bool) error {
+			n++
+			if link {
+				return links.add(c, rel)
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +215,34 @@ func isDir(full string, e fs.DirEntry) bool {
 // links) sorted by path, as sorted(os.walk(...)) orders them, and the files in each sorted by
 // name. A folder that is its own ancestor through a link is not entered twice.
 func walkClass(ctx context.Context, root, c string, fn func(rel string) error) error {
+	return walkClassDirs(ctx, root, c, nil, func(rel string, _ bool) error { return fn(rel) })
+}
+
+// folderSet remembers folders by identity (os.SameFile), keyed by a cheap hint.
+type folderSet map[[2]int64][]folderSeen
+
+type folderSeen struct {
+	rel string
+	st  os.FileInfo
+}
+
+// add records folder rel; when the same folder was recorded already, under another path, it
+// returns that path and false.
+func (fs folderSet) add(rel string, st os.FileInfo) (string, bool) {
+	k := [2]int64{st.ModTime().UnixNano(), st.Size()}
+	for _, f := range fs[k] {
+		if os.SameFile(f.st, st) {
+			return f.rel, false
+		}
+	}
+	fs[k] = append(fs[k], folderSeen{rel, st})
+	return "", true
+}
+
+// walkClassDirs is walkClass that also calls onDir (when not nil) with every folder it will
+// list, before any file: its slash-separated path relative to root and its FileInfo; fn is
+// also told whether the file is a symbolic link.
+func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, st os.FileInfo) error, fn func(rel string, link bool) error) error {
 	// Collect the folders first: os.walk's tuples are sorted by path string, which is not
 	// depth-first order ("a-b" sorts between "a" and "a/b").
 	type dir struct {
@@ -216,6 +261,11 @@ func walkClass(ctx context.Context, root, c string, fn func(rel string) error) e
 		}
 		d := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if onDir != nil {
+			if err := onDir(d.rel, d.chain[len(d.chain)-1]); err != nil {
+				return err
+			}
+		}
 		dirs = append(dirs, d.rel)
 		ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(d.rel)))
 		if err != nil {
@@ -265,7 +315,7 @@ func walkClass(ctx context.Context, root, c string, fn func(rel string) error) e
 			if isDir(filepath.Join(root, filepath.FromSlash(rel), name), e) {
 				continue
 			}
-			if err := fn(rel + "/" + name); err != nil {
+			if err := fn(rel+"/"+name, e.Type()&fs.ModeSymlink != 0); err != nil {
 				return err
 			}
 		}
@@ -378,4 +428,65 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		c.Windows = []pipeline.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
 	}
 	return emit(c)
+}
+
+// linkSet finds images that are symbolic links to an image packed under another label: an
+// image of another class of the tree (cat/x.jpg -> ../dog/y.jpg), or a file another class links
+// to too. torchvision would list that image under two labels. A link to an image of its own
+// class is packed (oversampling, as torchvision lists it). Only links are resolved, so the
+// cost is paid per link, not per image.
+type linkSet struct {
+	root, realRoot string
+	classes        map[string]bool // class folders that are real folders of root
+	targets        map[string][2]string
+}
+
+func newLinkSet(root string, dirs []string) (*linkSet, error) {
+	real, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("imagedir: %w", err)
+	}
+	ls := &linkSet{root: root, realRoot: real, classes: map[string]bool{}, targets: map[string][2]string{}}
+	for _, c := range dirs {
+		if st, err := os.Lstat(filepath.Join(root, c)); err == nil && st.IsDir() {
+			ls.classes[c] = true
+		}
+	}
+	return ls, nil
+}
+
+// add checks the link rel (slash-separated, relative to root) of class c. A link that does
+// not resolve to a regular file is left to Decode, which skips it with its reason.
+func (ls *linkSet) add(c, rel string) error {
+	target, err := filepath.EvalSymlinks(filepath.Join(ls.root, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil
+	}
+	if st, err := os.Stat(target); err != nil || !st.Mode().IsRegular() {
+		return nil // a device or FIFO is skipped, never packed
+	}
+	twice := func(other string) error {
+		return fmt.Errorf("imagedir: %s: %s is a symbolic link to %s, an image packed under another class: it would be packed under two labels; remove the link",
+			ls.root, inputs.Name(rel), inputs.Name(other))
+	}
+	if prev, ok := ls.targets[target]; ok && prev[1] != c {
+		return twice(prev[0])
+	} else if !ok {
+		ls.targets[target] = [2]string{rel, c}
+	}
+	// Is the target itself an image of another class, as the walk lists it?
+	in, err := filepath.Rel(ls.realRoot, target)
+	if err != nil || in == ".." || strings.HasPrefix(in, ".."+string(filepath.Separator)) || filepath.IsAbs(in) {
+		return nil
+	}
+	parts := strings.Split(filepath.ToSlash(in), "/")
+	if len(parts) < 2 || parts[0] == c || !ls.classes[parts[0]] || !isImageName(parts[len(parts)-1]) {
+		return nil
+	}
+	for _, p := range parts {
+		if isHidden(p) {
+			return nil
+		}
+	}
+	return twice(filepath.ToSlash(in))
 }

@@ -8,9 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,8 +60,10 @@ func OpenList(list string, opts Options) (*Source, error) {
 	names := map[string]bool{}
 	allInt := true
 	maxLabel, maxLine := int64(-1), 0
+	var hashes []uint64 // of every entry's file, to find a file listed twice
 	err = parseList(context.Background(), f, s.listFmt, list, func(e rawEntry) error {
 		s.count++
+		hashes = append(hashes, pathHash(s.resolve(e.path)))
 		if !e.isInt {
 			allInt = false
 		} else if v, err := strconv.ParseInt(e.label, 10, 64); err == nil && v > maxLabel {
@@ -73,6 +77,9 @@ func OpenList(list string, opts Options) (*Source, error) {
 	}
 	if s.count == 0 {
 		return nil, fmt.Errorf("%s: %w", list, FormatError("the list has no entries"))
+	}
+	if err := s.checkDuplicates(f, hashes); err != nil {
+		return nil, err
 	}
 	s.named = !allInt
 	switch {
@@ -285,5 +292,47 @@ func (s *Source) readList(ctx context.Context, fn func(listEntry) error) error {
 			le.label = v
 		}
 		return fn(le)
+	})
+}
+
+// pathHash hashes the cleaned path of the file a list entry names.
+func pathHash(p string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(filepath.Clean(p)))
+	return h.Sum64()
+}
+
+// checkDuplicates refuses a list that names one file twice: it would be packed twice (under
+// two labels, if they differ). Entries name the same file when their paths, resolved against
+// the list's folder and cleaned, are equal; links and hard links to one file are not looked
+// through. Only 8 bytes per entry are kept; the lines whose hashes collide are read again and
+// compared by path. f is rewound.
+func (s *Source) checkDuplicates(f *os.File, hashes []uint64) error {
+	sorted := slices.Clone(hashes)
+	slices.Sort(sorted)
+	dup := map[uint64]bool{}
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			dup[sorted[i]] = true
+		}
+	}
+	if len(dup) == 0 {
+		return nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("imagedir: %s: %w", s.list, err)
+	}
+	seen := map[string]int{} // cleaned path -> first line
+	return parseList(context.Background(), f, s.listFmt, s.list, func(e rawEntry) error {
+		p := filepath.Clean(s.resolve(e.path))
+		if !dup[pathHash(p)] {
+			return nil
+		}
+		if first, ok := seen[p]; ok {
+			return fmt.Errorf("%s:%d: %w", s.list, e.line, FormatError(fmt.Sprintf(
+				"%s is listed twice (lines %d and %d): it would be packed twice", inputs.Name(e.path), first, e.line)))
+		}
+		seen[p] = e.line
+		return nil
 	})
 }

@@ -96,7 +96,7 @@ func writeDamaged(t *testing.T, root string) map[string]func(error) bool {
 		"garbled_slice.mp4":    is(ErrDecode, "ffmpeg failed to decode the video at frame 15: [h264] deblocking_filter_idc 32 out of range"),
 		"zero.mp4":             is(transforms.ErrEmpty, "empty file (0 bytes)"),
 		"random.mp4":           is(ErrProbe, "bad/random.mp4: Invalid data found when processing input"),
-		"sizechange.mkv":       is(ErrSizeChange, "frame size changed at frame 5 (t=0.5s): 32x24, the first frame is 64x48; packer does not rescale"),
+		"sizechange.mkv":       is(ErrSizeChange, "frame size changed at frame 5 (t=0.5s): 32x24, the first frame is 64x48, and the frames of a clip record must have one size"),
 		"audio.mkv":            format("no video stream (streams: audio flac)"),
 	}
 }
@@ -262,7 +262,7 @@ func TestFramesErrors(t *testing.T) {
 	}
 	want := map[string]string{
 		"c/empty":   "no frames decoded: the folder holds no frame images",
-		"c/resized": "frame size changed: frame 2 (f3.png) is 40x30, frame 0 (f1.png) is 32x24; packer does not rescale frames",
+		"c/resized": "frame size changed: frame 2 (f3.png) is 40x30, frame 0 (f1.png) is 32x24, and the frames of a clip record must have one size",
 		"c/short":   "video has 2 frames, fewer than --clip-len 3",
 	}
 	for _, it := range items(t, src) {

@@ -10,7 +10,10 @@
 // image-folder extensions, imagedir.Extensions) in natural order (NaturalLess: "frame_2"
 // before "frame_10"; equal numbers with different zero padding by plain byte order). Frames
 // are decoded exactly as images are (transforms.DecodeFile: Pillow-exact RGB). Files lying
-// directly in a class folder are ignored.
+// directly in a class folder are ignored. A folder reached twice through a symbolic link (a
+// class folder linking to another class, a video folder linking to another video folder) is
+// refused when the source is opened, naming both paths: its videos would be packed twice. The
+// video-file layout refuses a class folder linking to another class the same way.
 //
 // Videos (Open): SRC/class/*.{mp4,mkv,avi,webm,mov} (VideoExtensions, any case), classes and
 // files sorted by name, not recursive. Each file is first checked with
@@ -113,14 +116,19 @@
 //     pipe depends on timing.) A non-zero exit status fails the video as well;
 //   - frames that change size mid-stream: ffmpeg would silently rescale them to the first
 //     size; packer turns that off (-autoscale 0) and reads each frame's size from the showinfo
-//     line ffmpeg logs before writing the frame, so a size change is found before its bytes
-//     are read and fails the video (ErrSizeChange, naming the frame and both sizes);
+//     line ffmpeg logs before writing the frame, so each frame is read at its own size. A
+//     size change is not a reason to skip a video: with one record per frame (ClipLen 0)
+//     each frame keeps its size, and clips whose transform gives every frame one size (a
+//     crop, an exact size) are packed. Only clips that cannot be one array (frames of one
+//     video that transform to different sizes) fail the video, before the frame's bytes are
+//     read (ErrSizeChange, naming the frame, both sizes and the options that fix it);
 //   - a hung decoder: Options.Timeout (--decode-timeout, default 5 minutes) bounds ffprobe and
 //     every wait for ffmpeg's next frame (time spent in the pipeline does not count, so long
 //     videos are not cut short); then the tool's whole process group is killed (ErrTimeout).
 //
-// Frame folders fail on an undecodable frame (naming it) and on frames whose size differs from
-// the first frame's (ErrSizeChange); a folder without frame images is skipped.
+// Frame folders fail on an undecodable frame (naming it) and, under the same rule as videos, on
+// frames that would not fit one clip record (ErrSizeChange); a folder without frame images is
+// skipped.
 //
 // # Determinism
 //

@@ -145,7 +145,9 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 	if s.windows {
 		region = s.opts.Transform.Region
 	}
-	var w0, h0 int
+	var w0, h0, ow0, oh0 int
+	_, _, fixed := s.opts.Transform.FixedSize()
+	sameSize := s.opts.ClipLen > 0 && !fixed
 	for i, name := range names {
 		if err := ctx.Err(); err != nil {
 			c.releaseAll()
@@ -176,13 +178,24 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 			}
 			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
 		}
-		if i == 0 {
-			w0, h0 = d.Full.X, d.Full.Y
-		} else if d.Full.X != w0 || d.Full.Y != h0 {
-			s.scratch.Put(sc)
-			c.releaseAll()
-			return bad(fmt.Errorf("%w: frame %d (%s) is %dx%d, frame 0 (%s) is %dx%d; packer does not rescale frames",
-				ErrSizeChange, i, name, d.Full.X, d.Full.Y, inputs.Name(names[0]), w0, h0))
+		// A frame's size matters only where frames share a record: clips (--clip-len N)
+		// whose transform does not give every frame one size. Then every frame must come out
+		// at the first frame's size; elsewhere each frame is transformed on its own.
+		if sameSize {
+			ow, oh, err := s.opts.Transform.FrameSize(d.Full.X, d.Full.Y)
+			if err != nil {
+				s.scratch.Put(sc)
+				c.releaseAll()
+				return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
+			}
+			if i == 0 {
+				w0, h0, ow0, oh0 = d.Full.X, d.Full.Y, ow, oh
+			} else if ow != ow0 || oh != oh0 {
+				s.scratch.Put(sc)
+				c.releaseAll()
+				return bad(fmt.Errorf("%w: frame %d (%s) is %dx%d, frame 0 (%s) is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
+					ErrSizeChange, i, name, d.Full.X, d.Full.Y, inputs.Name(names[0]), w0, h0))
+			}
 		}
 		var win *pipeline.Window
 		if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {

@@ -51,9 +51,11 @@ type Options struct {
 	// MaxPixels rejects frames (and videos whose stream) are larger than this many pixels;
 	// 0 means transforms.DefaultMaxPixels, negative disables the cap.
 	MaxPixels int64
-	// Transform is the build's transform spec. The frames source uses it, once the pipeline
-	// enables windows (FramesSource.EnableWindows), to decode of each JPEG frame only the
-	// rectangle the transform reads.
+	// Transform is the build's transform spec. Both sources use it to decide whether frames
+	// of different sizes can share a clip record (they can when it crops or resizes to an
+	// exact size); the frames source also uses it, once the pipeline enables windows
+	// (FramesSource.EnableWindows), to decode of each JPEG frame only the rectangle the
+	// transform reads.
 	Transform transforms.Spec
 
 	// Timeout bounds ffprobe on one video and every wait for ffmpeg's next frame (video
@@ -221,9 +223,20 @@ func walk(root string, classes []string, dirs bool, exts []string, fn func(label
 func countVideos(root string, classes []string, dirs bool, exts []string, what string) (int64, error) {
 	counts := make([]int, len(classes))
 	var total int64
-	err := walk(root, classes, dirs, exts, func(label int, _ string) error {
+	// A folder reached twice (a class folder linking to another class, a frames video
+	// folder linking to another video folder) would pack the same videos twice.
+	seen := folderSet{}
+	for _, c := range classes {
+		if err := seen.add(root, c); err != nil {
+			return 0, err
+		}
+	}
+	err := walk(root, classes, dirs, exts, func(label int, rel string) error {
 		counts[label]++
 		total++
+		if dirs {
+			return seen.add(root, rel)
+		}
 		return nil
 	})
 	if err != nil {
@@ -257,4 +270,30 @@ func openClasses(root string) (dirs, classes []string, err error) {
 		return nil, nil, fmt.Errorf("video: %s: %w", root, err)
 	}
 	return dirs, classes, nil
+}
+
+// folderSet remembers folders by identity (os.SameFile), keyed by a cheap hint.
+type folderSet map[[2]int64][]folderSeen
+
+type folderSeen struct {
+	rel string
+	st  os.FileInfo
+}
+
+// add records folder rel (slash-separated, relative to root) and refuses one recorded already
+// under another path. A path that does not resolve (a dangling link) is left to Decode.
+func (fs folderSet) add(root, rel string) error {
+	st, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil || !st.IsDir() {
+		return nil
+	}
+	k := [2]int64{st.ModTime().UnixNano(), st.Size()}
+	for _, f := range fs[k] {
+		if os.SameFile(f.st, st) {
+			return fmt.Errorf("video: %s: %s is the same folder as %s (a symbolic link): its videos would be packed twice; remove the link",
+				root, inputs.Name(rel), inputs.Name(f.rel))
+		}
+	}
+	fs[k] = append(fs[k], folderSeen{rel, st})
+	return nil
 }

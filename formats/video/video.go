@@ -420,7 +420,9 @@ func (r *reader) exitErr() error {
 
 func (r *reader) read() error {
 	s, wd := r.s, r.wd
-	var w0, h0 int
+	var w0, h0, ow0, oh0 int
+	_, _, fixed := s.opts.Transform.FixedSize()
+	sameSize := s.opts.ClipLen > 0 && !fixed
 	for i := 0; ; {
 		wd.arm()
 		ev, ok := r.log.next()
@@ -455,22 +457,31 @@ func (r *reader) read() error {
 			wd.disarm()
 			return fmt.Errorf("%w: ffmpeg reported frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
 		}
-		if i == 0 {
-			w0, h0 = fi.w, fi.h
-			if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(w0)*int64(h0) > maxPix {
-				wd.disarm()
-				return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", w0, h0, maxPix))
-			}
-		} else if fi.w != w0 || fi.h != h0 {
+		if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(fi.w)*int64(fi.h) > maxPix {
 			wd.disarm()
-			at := ""
-			if t, ok := fi.seconds(); ok {
-				at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
-			}
-			return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d; packer does not rescale (re-encode the video at one size)",
-				ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
+			return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", fi.w, fi.h, maxPix))
 		}
-		p := s.getBuf(w0 * h0 * 3)
+		// A size change matters only where frames share a record: clips whose transform
+		// does not give every frame one size (see FramesSource.Decode).
+		if sameSize {
+			ow, oh, err := s.opts.Transform.FrameSize(fi.w, fi.h)
+			if err != nil {
+				wd.disarm()
+				return fmt.Errorf("frame %d: %w", i, err)
+			}
+			if i == 0 {
+				w0, h0, ow0, oh0 = fi.w, fi.h, ow, oh
+			} else if ow != ow0 || oh != oh0 {
+				wd.disarm()
+				at := ""
+				if t, ok := fi.seconds(); ok {
+					at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
+				}
+				return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
+					ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
+			}
+		}
+		p := s.getBuf(fi.w * fi.h * 3)
 		_, rerr := io.ReadFull(r.stdout, *p)
 		wd.disarm()
 		if rerr != nil {
@@ -489,7 +500,7 @@ func (r *reader) read() error {
 			}
 			return fmt.Errorf("%w: frame %d: ffmpeg output ended early: %v", ErrDecode, i, rerr)
 		}
-		f := frame{img: transforms.Image{W: w0, H: h0, C: 3, Pix: *p}, index: i, token: p}
+		f := frame{img: transforms.Image{W: fi.w, H: fi.h, C: 3, Pix: *p}, index: i, token: p}
 		if t, ok := fi.seconds(); ok {
 			f.time, f.has = t, true
 		} else if fps := s.rate(r.si); fps > 0 {

@@ -4,6 +4,7 @@ import bisect
 import contextlib
 import hashlib
 import json
+import operator
 import os
 import queue
 import threading
@@ -16,6 +17,7 @@ from . import _crc32c, _order
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
+from ._verify import _h5_json_attr, dataset_meta_diff
 
 MANIFEST = "manifest.json"
 # Datasets with more shards than this keep no descriptor open between reads (each read opens,
@@ -204,7 +206,10 @@ class Dataset:
         return self.count
 
     def _index(self, i):
-        i = int(i)
+        # Integers only, as NumPy indexes: int(1.5) or int("1") would serve another record.
+        if isinstance(i, (bool, np.bool_)) or not hasattr(i, "__index__"):
+            raise TypeError("record index %r is not an integer" % (i,))
+        i = operator.index(i)
         if i < 0:
             i += self.count
         if not 0 <= i < self.count:
@@ -214,7 +219,7 @@ class Dataset:
     def __getitem__(self, i):
         """``ds[i] -> (image, label)``; ``ds[a:b]`` or ``ds[[i, j, ...]]`` -> ``(images [n, ...],
         labels [n])`` in fresh arrays (a slice with step 1 is one contiguous read)."""
-        if isinstance(i, slice) or (not isinstance(i, (int, np.integer)) and np.ndim(i) == 1):
+        if isinstance(i, slice) or (not isinstance(i, (int, np.integer, str, bytes)) and np.ndim(i) == 1):
             return self._read_many(i)
         i = self._index(i)
         return self._read_one(i), int(self.labels[i])
@@ -225,7 +230,19 @@ class Dataset:
             idx = np.arange(a, b, step, dtype=np.int64)
             contiguous = step == 1
         else:
-            idx = np.asarray(key, dtype=np.int64)
+            idx = np.asarray(key)
+            if idx.dtype == np.bool_:
+                # A boolean array is a mask over the records, as NumPy reads it.
+                if idx.shape != (self.count,):
+                    raise IndexError("boolean mask of %d entries for %d records" % (idx.size, self.count))
+                idx = np.flatnonzero(idx)
+            elif idx.size == 0:
+                idx = np.zeros(0, np.int64)
+            elif idx.dtype.kind not in "iu":
+                raise TypeError("record indices of type %s are not integers" % idx.dtype)
+            elif idx.dtype.kind == "u" and idx.max() >= self.count:
+                raise IndexError("record index %d out of range [0, %d)" % (idx.max(), self.count))
+            idx = idx.astype(np.int64)
             idx = np.where(idx < 0, idx + self.count, idx)
             if idx.size and (idx.min() < 0 or idx.max() >= self.count):
                 raise IndexError("record index out of range [0, %d)" % self.count)
@@ -616,6 +633,14 @@ class ShardDataset(_SegmentDataset):
         want_aux = list((m.get("label") or {}).get("aux") or [])
         if sf.aux_names != want_aux:
             raise FormatError(sf.path, "aux columns %r, the manifest says %r" % (sf.aux_names, want_aux))
+        fv = m.get("format_version")
+        if isinstance(fv, int) and not isinstance(fv, bool) and sf.version > fv:
+            raise FormatError(sf.path, "shard format version %d, the manifest says format_version %d" % (sf.version, fv))
+        if "dataset" in sf.meta:
+            diff = dataset_meta_diff(sf.meta["dataset"], m)
+            if diff:
+                raise FormatError(sf.path, "the shard header's dataset %s differ from the manifest's "
+                                  "(a shard of another build, or an edited manifest)" % ", ".join(diff))
         records = fe.get("records", 0)
         if records != sf.n or fe.get("first_record", 0) != first:
             raise FormatError(sf.path, "holds %d records from %d, the manifest says %r records from %r" % (
@@ -796,6 +821,16 @@ class HDF5Dataset(Dataset):
         for name in ("images", "labels"):
             if name not in f:
                 raise FormatError(self.h5path, "missing dataset /%s" % name)
+        if "spec" in f.attrs:
+            # The dataset description the writer stored (packer, source, transform, classes).
+            try:
+                spec = _h5_json_attr(f, "spec")
+            except ValueError as e:
+                raise FormatError(self.h5path, "root attribute 'spec': %s" % e)
+            diff = dataset_meta_diff(spec, self.manifest)
+            if diff:
+                raise FormatError(self.h5path, "root attribute 'spec': dataset %s differ from the manifest's "
+                                  "(a file of another build, or an edited manifest)" % ", ".join(diff))
         self._images = f["images"]
         im = self._images
         if tuple(im.shape) != (n,) + self.shape or im.dtype.str.lstrip("<|") != self.dtype.str.lstrip("<|"):

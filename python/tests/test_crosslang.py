@@ -232,3 +232,67 @@ def test_variable_size_images(packer, tmp_path):
                          capture_output=True, text=True)
     assert res.returncode == 2 and "--crop" in res.stderr, res
     assert not (tmp_path / "npy").exists()
+
+
+def _go_built_v2(packer, tmp_path):
+    """A small Go-built version-2 (variable-size) image dataset of classes cat, dog, emu."""
+    from PIL import Image
+
+    root = tmp_path / "src"
+    for c, cls in enumerate(["cat", "dog", "emu"]):
+        (root / cls).mkdir(parents=True)
+        for k in range(2):
+            Image.new("RGB", (10 + k, 8 + c), (40 * c, 9 * k, 7)).save(root / cls / f"{k}.png")
+    out = tmp_path / "out"
+    build(packer, root, out)
+    return out
+
+
+def _reseal(out, fn):
+    import json
+
+    import shardwriter
+
+    p = os.path.join(str(out), "manifest.json")
+    m = json.load(open(p))
+    fn(m)
+    shardwriter.write_manifest(p, m)
+
+
+def test_reader_refuses_manifest_classes_unlike_the_shards(packer, tmp_path):
+    """A (resealed) manifest naming the classes in another order than the shards' headers would
+    serve every record under another class name; the reader refuses it, as verify does."""
+    out = _go_built_v2(packer, tmp_path)
+    assert packer_reader.open(str(out)).classes == ["cat", "dog", "emu"]
+    _reseal(out, lambda m: m.update(classes=["dog", "cat", "emu"]))
+    with pytest.raises(packer_reader.FormatError) as ei:
+        packer_reader.open(str(out))
+    assert "shard-00000.pks" in str(ei.value) and "classes" in str(ei.value)
+
+
+def test_reader_refuses_shard_newer_than_manifest(packer, tmp_path):
+    """Version-2 shards under a manifest that says format_version 1 (the Go reader refuses it)."""
+    out = _go_built_v2(packer, tmp_path)
+    _reseal(out, lambda m: m.update(format_version=1))
+    with pytest.raises(packer_reader.FormatError) as ei:
+        packer_reader.open(str(out))
+    assert "shard-00000.pks" in str(ei.value) and "version" in str(ei.value)
+
+
+def test_hdf5_reader_refuses_manifest_classes_unlike_the_file(packer, tmp_path):
+    """The same for data.h5: its root attribute "spec" names the classes; a (resealed) manifest
+    naming them in another order is refused, as verify refuses it."""
+    pytest.importorskip("h5py")
+    from PIL import Image
+
+    root = tmp_path / "src"
+    for c, cls in enumerate(["cat", "dog"]):
+        (root / cls).mkdir(parents=True)
+        Image.new("RGB", (9, 9), (90 * c, 3, 7)).save(root / cls / "0.png")
+    out = tmp_path / "out"
+    build(packer, root, out, "--format", "hdf5", "--crop", "8")
+    assert packer_reader.open(str(out)).classes == ["cat", "dog"]
+    _reseal(out, lambda m: m.update(classes=["dog", "cat"]))
+    with pytest.raises(packer_reader.FormatError) as ei:
+        packer_reader.open(str(out))
+    assert "data.h5" in str(ei.value) and "classes" in str(ei.value)
