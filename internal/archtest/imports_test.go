@@ -1,0 +1,266 @@
+// Package archtest checks the import rules of docs/architecture.md against the real import
+// graph, as the go command reports it (go list), so that a rule broken by a new import fails
+// the tests instead of drifting silently.
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const mod = "github.com/packer-dev/packer"
+
+// pkg is what go list reports of one package.
+type pkg struct {
+	ImportPath   string
+	Standard     bool
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+	Deps         []string
+	CgoFiles     []string
+	Error        *struct{ Err string }
+}
+
+var (
+	graphOnce sync.Once
+	graph     map[string]*pkg
+	graphErr  error
+)
+
+// load lists every package of the module and every package they depend on, with the
+// standard library marked (go list -deps).
+func load(t *testing.T) map[string]*pkg {
+	t.Helper()
+	graphOnce.Do(func() {
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			graphErr = fmt.Errorf("the go command is needed to list the import graph: %w", err)
+			return
+		}
+		// -e: a bad import (a program, a cycle) is reported in the package, not as a failure
+		// to list, so the rule that forbids it is the one that fails.
+		cmd := exec.Command(gobin, "list", "-e", "-deps", "-test=false",
+			"-json=ImportPath,Standard,Imports,TestImports,XTestImports,Deps,CgoFiles,Error", mod+"/...")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			graphErr = fmt.Errorf("go list: %v\n%s", err, stderr.String())
+			return
+		}
+		graph = map[string]*pkg{}
+		dec := json.NewDecoder(bytes.NewReader(out))
+		for {
+			var p pkg
+			if err := dec.Decode(&p); err == io.EOF {
+				break
+			} else if err != nil {
+				graphErr = fmt.Errorf("go list output: %w", err)
+				return
+			}
+			graph[p.ImportPath] = &p
+		}
+	})
+	if graphErr != nil {
+		t.Fatal(graphErr)
+	}
+	return graph
+}
+
+// ours lists the module's own packages, sorted.
+func ours(g map[string]*pkg) []string {
+	var ps []string
+	for path := range g {
+		if path == mod || strings.HasPrefix(path, mod+"/") {
+			ps = append(ps, path)
+		}
+	}
+	sort.Strings(ps)
+	return ps
+}
+
+// get returns the package at mod/rel, failing the test when the module has none: a rule
+// about a package that was renamed must not pass by checking nothing.
+func get(t *testing.T, g map[string]*pkg, rel string) *pkg {
+	t.Helper()
+	p, ok := g[mod+"/"+rel]
+	if !ok {
+		t.Fatalf("package %s/%s not found: update the rule and docs/architecture.md", mod, rel)
+	}
+	return p
+}
+
+func short(path string) string { return strings.TrimPrefix(path, mod+"/") }
+
+// standard reports whether path is a standard-library package ("C", cgo, is not). A package
+// only tests import is not in the listed graph; it is standard when its first path element
+// has no dot, the go command's own rule.
+func standard(g map[string]*pkg, path string) bool {
+	if p, ok := g[path]; ok {
+		return p.Standard
+	}
+	first, _, _ := strings.Cut(path, "/")
+	return path != "C" && !strings.Contains(first, ".")
+}
+
+// TestStandardLibraryOnly: the shard format package (what every Go reader imports) and
+// formats/inputs (what every file source shares) import only the standard library, without
+// cgo, in their code and in their tests.
+func TestStandardLibraryOnly(t *testing.T) {
+	g := load(t)
+	for _, rel := range []string{"shard", "formats/inputs"} {
+		p := get(t, g, rel)
+		var bad []string
+		for _, imp := range p.Deps {
+			if !standard(g, imp) {
+				bad = append(bad, imp)
+			}
+		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if imp == p.ImportPath {
+				continue // the external test package imports the package itself
+			}
+			if imp == "C" || !standard(g, imp) && !slices.Contains(bad, imp) {
+				bad = append(bad, imp)
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("%s must import only the standard library, but depends on %v", rel, bad)
+		}
+	}
+}
+
+// never lists, for a package, the module packages it must never depend on, directly or
+// through another package.
+var never = []struct {
+	pkg    string
+	forbid []string
+	why    string
+}{
+	{"shard", []string{"pipeline", "transforms", "gpu", "verify", "formats"}, "the format and its readers stand alone"},
+	{"verify", []string{"transforms", "gpu", "pipeline", "formats"}, "checking a dataset needs neither the decoders nor a GPU nor the build"},
+	{"transforms", []string{"pipeline", "formats", "verify", "gpu"}, "the CPU reference knows nothing of builds, sources or devices"},
+	{"gpu", []string{"pipeline", "formats", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},
+	{"pipeline", []string{"formats", "gpu", "verify"}, "the engine knows no source, output format or device by name: the command wires them"},
+	{"formats/inputs", []string{"pipeline", "transforms", "shard"}, "shared entry checks, below every source"},
+	{"internal/progress", []string{""}, "a leaf"},
+}
+
+// TestNeverDependsOn checks the forbidden dependencies above over the transitive graph.
+func TestNeverDependsOn(t *testing.T) {
+	g := load(t)
+	for _, r := range never {
+		p := get(t, g, r.pkg)
+		for _, dep := range p.Deps {
+			for _, f := range r.forbid {
+				target := mod + "/" + f
+				if f == "" {
+					target = mod
+				}
+				if dep == target || strings.HasPrefix(dep, target+"/") {
+					t.Errorf("%s depends on %s (%s)", r.pkg, short(dep), r.why)
+				}
+			}
+		}
+	}
+}
+
+// TestNothingImportsCommands: no package, nor any test, imports a command (cmd/... or
+// internal/tools/...).
+func TestNothingImportsCommands(t *testing.T) {
+	g := load(t)
+	isCmd := func(path string) bool {
+		return strings.HasPrefix(path, mod+"/cmd/") || strings.HasPrefix(path, mod+"/internal/tools/")
+	}
+	for _, path := range ours(g) {
+		p := g[path]
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if isCmd(imp) && imp != path {
+				t.Errorf("%s imports the command %s: commands are programs, not libraries", short(path), short(imp))
+			}
+		}
+	}
+}
+
+// TestSourcesAndOutputsApart: a source package never imports an output format, the GPU
+// package or verify, and an output format never imports a source or the GPU package; only the
+// command puts them together. The sources share formats/inputs (and video reuses imagedir's
+// layout rules).
+func TestSourcesAndOutputsApart(t *testing.T) {
+	g := load(t)
+	sources := []string{"formats/cifar", "formats/idx", "formats/imagedir", "formats/video"}
+	outputs := []string{"formats/npy", "formats/hdf5"}
+	check := func(rel string, forbid []string, why string) {
+		p := get(t, g, rel)
+		for _, imp := range p.Imports {
+			for _, f := range forbid {
+				if imp == mod+"/"+f {
+					t.Errorf("%s imports %s (%s)", rel, f, why)
+				}
+			}
+		}
+	}
+	for _, s := range sources {
+		check(s, slices.Concat(outputs, []string{"gpu", "verify", "formats"}), "a source only enumerates and decodes")
+	}
+	for _, o := range outputs {
+		check(o, slices.Concat(sources, []string{"gpu", "transforms", "formats/inputs", "formats"}), "an output only writes and checks records")
+	}
+}
+
+// TestCgoConfined: cgo is used only where a C library is the point (libjpeg-turbo and the
+// AVX2 resampler in transforms, libhdf5 in formats/hdf5, the CPU harness of the CUDA
+// kernels); the CUDA driver is reached only from gpu, through dlopen; the HDF5 binding only
+// from formats/hdf5; and the kernels' CPU harness only from gpu's tests.
+func TestCgoConfined(t *testing.T) {
+	g := load(t)
+	cgo := []string{"transforms", "formats/hdf5", "gpu/kernels"}
+	only := map[string][]string{
+		"github.com/ebitengine/purego": {"gpu"},
+		"gonum.org/v1/hdf5":            {"formats/hdf5"},
+		mod + "/gpu/kernels":           {}, // tests of gpu only: see below
+	}
+	for _, path := range ours(g) {
+		p := g[path]
+		rel := short(path)
+		if len(p.CgoFiles) > 0 && !slices.Contains(cgo, rel) {
+			t.Errorf("%s uses cgo (%v): only %v may", rel, p.CgoFiles, cgo)
+		}
+		for _, imp := range p.Imports {
+			if allowed, ok := only[imp]; ok && !slices.Contains(allowed, rel) {
+				t.Errorf("%s imports %s: only %v may", rel, imp, allowed)
+			}
+		}
+		for _, imp := range slices.Concat(p.TestImports, p.XTestImports) {
+			if imp == mod+"/gpu/kernels" && rel != "gpu" && rel != "gpu/kernels" {
+				t.Errorf("the tests of %s import gpu/kernels: only gpu's tests may", rel)
+			}
+		}
+	}
+}
+
+// TestGraphListed guards the tests above against checking an empty or partial graph.
+func TestGraphListed(t *testing.T) {
+	g := load(t)
+	var broken []string
+	for _, path := range ours(g) {
+		if p := g[path]; p.Error != nil {
+			broken = append(broken, short(path)+": "+p.Error.Err)
+		}
+	}
+	if len(broken) > 0 {
+		t.Errorf("go list reports errors:\n%s", strings.Join(broken, "\n"))
+	}
+	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "formats", "formats/inputs", "formats/npy", "formats/hdf5"} {
+		get(t, g, rel)
+	}
+}
