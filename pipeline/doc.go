@@ -1,0 +1,88 @@
+// Package pipeline is the build engine behind `packer build`: it takes a Source (the inputs of
+// a dataset), a transforms.Spec and an Output (one output format), decodes and transforms the
+// inputs in parallel, writes the records in source order, and commits the finished output
+// directory atomically with its manifest last. It knows no source kind, output format or device
+// by name; the command (cmd/packer) opens them and hands them in through Options.
+// docs/architecture.md places the package among the others.
+//
+// # Sources
+//
+// A Source has three methods. Info describes the dataset (kind, classes, auxiliary label
+// columns, frames per record, the frame size when it is fixed, a spec recorded in the
+// manifest). Enumerate is called once, from one goroutine, and calls emit with every input in
+// source order, each an Item numbered from 0. Decode is called from many worker goroutines at
+// once, one Item per call, and calls emit with each record the item yields (zero or more: an
+// image yields one, a video one per clip); the Clip it emits may reuse the source's buffers
+// after emit returns.
+//
+// An error from Enumerate fails the build. An error from Decode is the item's: the item is a
+// bad input, listed in the manifest's skipped list with the error as its reason
+// (--on-error skip, the default) or the build fails naming it (--on-error fail); a
+// *InputError names the input. When the CPU transforms the frames, records the item emitted
+// before the error stay packed and the reason says how many; with a BatchResizer the item's
+// records are decoded as a group and none of them is written. A Decode error is never a reason to stop by itself, whatever its
+// kind; only a cancelled context stops the workers. An item that decodes without an error but
+// yields no record is skipped with ErrNoRecords.
+//
+// Two optional interfaces let a source go faster without changing a byte. A DirectSource
+// (CIFAR, IDX) decodes an item straight into the record buffer (DecodeTo) when the transform
+// is the identity and no BatchResizer is set. A WindowSource (image folders and lists, frame
+// folders) decodes only the part of an image the transform reads when Build calls
+// EnableWindows, which it does only when the CPU transforms the frames.
+//
+// # Outputs
+//
+// Options.NewOutput creates the Output from an OutputConfig (staging directory, sample and
+// label spec, classes, shard byte budget, dataset description) when the first record is ready,
+// or at the end for a build with no record. Write is called from one goroutine, in record
+// order, and must not keep Record.Data after it returns: the buffer is reused. Close finishes
+// every file (synced, under its final name in the staging directory) and returns the manifest's
+// file entries, with sizes and SHA-256; Abort removes what was written. NewShardOutput is the
+// native shard format (it lives here, not beside its format; see the architecture page);
+// formats/npy and formats/hdf5 implement the other two.
+//
+// # Order and determinism
+//
+// The enumerator groups consecutive items into jobs and queues each job's result channel, in
+// enumeration order, before a worker takes the job. The single writer reads the result
+// channels in that queued order, and each worker sends a job's records and per-item done
+// markers in item order, so records reach the Output in source order whichever worker finished
+// first. Nothing host- or timing-dependent goes into the files: shards are cut by the byte
+// budget alone, the skipped list is in source order, and the manifest holds no time or path of
+// the machine. The output is therefore byte-identical for any Options.Workers, and with a
+// BatchResizer (the GPU), which must give the bytes of transforms.Worker.Apply (the command
+// uses a GPU only after a self-check against the CPU on that machine), except for an item
+// whose Decode fails after emitting records (see Sources).
+//
+// # The record shape, decided up front
+//
+// DatasetSpec decides every record's shape, dtype and layout from the source's Info and the
+// transform before anything is decoded, never from the first record: a crop or an exact size,
+// or a source of one frame size, fixes height and width; otherwise they vary (-1) and the
+// shard format stores each record's shape. CheckFormatSpec refuses npy and HDF5 for a varying
+// shape before anything is written (ErrShapeNotFixed). A record that does not fit the decided
+// spec is an internal error that fails the build, never a dropped image.
+//
+// # Every input accounted for
+//
+// Before anything is committed the writer checks that every item Enumerate emitted came back
+// from the workers and was packed or skipped exactly once: enumerated == done and
+// packed + skipped == enumerated (ErrInputsUnaccounted otherwise, and nothing is committed).
+// --max-errors bounds the skipped list (ErrTooManyErrors).
+//
+// # The output directory
+//
+// Build refuses, before it creates or removes anything, an OUT that is, contains or lies inside
+// one of Options.Inputs (ErrOutputOverlap; enumerated Item.Path values are checked as they come)
+// and an OUT that is a mount point (ErrOutputMount). It then takes an exclusive lock on
+// OUT.packer-lock for the whole build (ErrOutputLocked names the holder's pid), restores or
+// clears what an interrupted build left beside OUT, and refuses a non-empty OUT without Force
+// (ErrOutputExists). Records are written into OUT.packer-partial. After the Output's Close the
+// manifest is written there last (WriteManifest: sealed with its own SHA-256 by
+// shard.Manifest.Marshal, through a synced temporary file and a rename), and the staging
+// directory becomes OUT in one step: a rename that never replaces anything for a new OUT, an
+// atomic exchange of the two names (renameat2 RENAME_EXCHANGE) to replace one, and where the
+// filesystem cannot exchange, two renames through OUT.packer-old that the next build undoes if
+// it was cut between them. The parent folder is synced after each rename. A reader therefore
+// sees either the old dataset or the whole new one, never a mix.
+package pipeline
