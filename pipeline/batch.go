@@ -43,22 +43,20 @@ func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 				return ctx.Err()
 			}
 		}
-		// Lay out every record's buffer; an item whose frames do not fit is skipped whole.
+		// Lay out every record's buffer. As on the per-worker path, an item keeps the records it
+		// yielded before an error (its decode failing part-way, or a clip that does not fit),
+		// and the error lists it as skipped "after N records were packed": the output is the
+		// same bytes whichever path ran.
 		results := make([][]result, len(items))
 		for k := range items {
-			for _, c := range items[k].clips {
+			for q, c := range items[k].clips {
 				r, err := b.layout(c)
 				if err != nil {
 					items[k].err = err
+					items[k].clips = items[k].clips[:q]
 					break
 				}
 				results[k] = append(results[k], r)
-			}
-			if items[k].err != nil {
-				for _, r := range results[k] {
-					b.pool.Put(r.buf)
-				}
-				results[k] = nil
 			}
 		}
 		// Then run the device once over every frame of the group.

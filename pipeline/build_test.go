@@ -19,10 +19,12 @@ import (
 
 // genSource is an in-memory source of n small grey images whose decode time varies, so workers
 // finish out of order. Items listed in bad fail to decode; items in odd decode to another size;
-// clips > 0 makes every item yield that many records (as a video yields clips).
+// clips > 0 makes every item yield that many records (as a video yields clips); items in late
+// fail after their first record (a video damaged part-way).
 type genSource struct {
 	n     int
 	bad   map[int]bool
+	late  map[int]bool
 	odd   map[int]bool
 	clips int
 	delay bool
@@ -78,6 +80,9 @@ func (s *genSource) Decode(ctx context.Context, it Item, emit func(Clip) error) 
 		}
 		if err := emit(Clip{Frames: []transforms.Image{{W: w, H: h, C: 1, Pix: pix}}, Label: it.Label}); err != nil {
 			return err
+		}
+		if s.late[i] {
+			return &InputError{Input: it.Name, Err: errors.New("damaged after the first clip")}
 		}
 	}
 	return nil
@@ -319,11 +324,12 @@ func TestBuildBatchResizerEqualsWorkers(t *testing.T) {
 	tmp := t.TempDir()
 	bad := map[int]bool{5: true, 40: true}
 	odd := map[int]bool{33: true}
+	late := map[int]bool{21: true, 60: true} // the per-worker path keeps their first clip; so must the batch path
 	var manifests []string
 	for _, batched := range []bool{false, true} {
 		out := filepath.Join(tmp, fmt.Sprint(batched))
 		rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
-		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, delay: true, clips: 2, frame: FrameShape{C: 1}}, out, func(o *Options) {
+		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, late: late, delay: true, clips: 2, frame: FrameShape{C: 1}}, out, func(o *Options) {
 			o.Workers = 3
 			if batched {
 				o.Resizer = rs
