@@ -513,6 +513,9 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		}
 	}()
 	skip := func(name string, err error) error {
+		if isSystemError(err) {
+			return fmt.Errorf("%s: %w: %w", name, err, ErrSystem)
+		}
 		if b.opts.OnError == OnErrorFail {
 			return &InputError{Input: name, Err: err}
 		}

@@ -18,11 +18,12 @@
 // An error from Enumerate fails the build. An error from Decode is the item's: the item is a
 // bad input, listed in the manifest's skipped list with the error as its reason
 // (--on-error skip, the default) or the build fails naming it (--on-error fail); a
-// *InputError names the input. When the CPU transforms the frames, records the item emitted
-// before the error stay packed and the reason says how many; with a BatchResizer the item's
-// records are decoded as a group and none of them is written. A Decode error is never a reason to stop by itself, whatever its
-// kind; only a cancelled context stops the workers. An item that decodes without an error but
-// yields no record is skipped with ErrNoRecords.
+// *InputError names the input. Records the item emitted before the error stay packed and the
+// reason says how many, on the CPU path and with a BatchResizer alike (the bytes do not depend
+// on the path). An error that says nothing about the input (out of descriptors or memory, a
+// failing disk or file server) fails the build whatever --on-error says (ErrSystem), and a
+// cancelled context stops the workers. An item that decodes without an error but yields no
+// record is skipped with ErrNoRecords.
 //
 // Two optional interfaces let a source go faster without changing a byte. A DirectSource
 // (CIFAR, IDX) decodes an item straight into the record buffer (DecodeTo) when the transform

@@ -70,9 +70,12 @@ type FrameShape struct {
 //
 // Enumerate is called once, from one goroutine, and must call emit in source order.
 // Decode is called concurrently from worker goroutines; it calls emit for each record the item
-// yields, in order (zero or more: a video yields one record per clip). Errors returned by Decode
-// that wrap ErrSkip or are *InputError are bad inputs: the item is skipped (or the build fails
-// with --on-error fail); other errors abort the build.
+// yields, in order (zero or more: a video yields one record per clip). An error returned by
+// Decode makes the item a bad input: it is listed in the manifest's skipped with the error as
+// its reason (--on-error skip), keeping the records it yielded before the error, or it fails
+// the build (--on-error fail). Errors that say nothing about the input (out of file
+// descriptors or memory, a failing disk or file server: see ErrSystem) always fail the build,
+// and so does the build's context being cancelled.
 type Source interface {
 	Info() SourceInfo
 	Enumerate(ctx context.Context, emit func(Item) error) error
