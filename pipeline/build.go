@@ -705,31 +705,7 @@ func WriteManifest(dir string, m *shard.Manifest) error {
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(dir, shard.ManifestName), data)
-}
-
-// WriteFileAtomic writes data to path via path.tmp, fsync and rename, then syncs the directory.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
+	return shard.WriteFileAtomic(filepath.Join(dir, shard.ManifestName), data)
 }
 
 // SortedKeys returns the keys of m in order (for deterministic summaries).

@@ -294,7 +294,7 @@ func recoverOut(p outPaths) error {
 			if err := os.Rename(p.old, p.out); err != nil {
 				return fmt.Errorf("restore the output %s from an interrupted replacement: %w", p.out, err)
 			}
-			if err := syncDir(parent); err != nil {
+			if err := shard.SyncDir(parent); err != nil {
 				return err
 			}
 		} else if hasManifest(p.out) {
@@ -322,7 +322,7 @@ func toTrash(p outPaths, dir string) error {
 		dst := filepath.Join(p.trash, fmt.Sprintf("%s.%d.%d", filepath.Base(dir), os.Getpid(), i))
 		err := renameNoReplace(dir, dst)
 		if err == nil {
-			return syncDir(filepath.Dir(p.out))
+			return shard.SyncDir(filepath.Dir(p.out))
 		}
 		if !errors.Is(err, os.ErrExist) || i >= 100 {
 			return err
@@ -350,7 +350,7 @@ func commitDir(p outPaths, force bool) (swapped bool, err error) {
 		if err := renameNoReplace(p.staging, p.out); err != nil {
 			return false, fmt.Errorf("commit output: %w", err)
 		}
-		return true, syncDir(parent)
+		return true, shard.SyncDir(parent)
 	}
 	if !force {
 		if ents, _ := os.ReadDir(p.out); len(ents) > 0 {
@@ -359,7 +359,7 @@ func commitDir(p outPaths, force bool) (swapped bool, err error) {
 	}
 	err = exchange(p.staging, p.out)
 	if err == nil {
-		if err := syncDir(parent); err != nil {
+		if err := shard.SyncDir(parent); err != nil {
 			return true, err
 		}
 		// The new dataset is in place; staging now names the old OUT. A failure to remove it
@@ -373,13 +373,13 @@ func commitDir(p outPaths, force bool) (swapped bool, err error) {
 	if err := os.Rename(p.out, p.old); err != nil {
 		return false, fmt.Errorf("move old output aside: %w", err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := shard.SyncDir(parent); err != nil {
 		return false, errors.Join(err, putBack(p))
 	}
 	if err := os.Rename(p.staging, p.out); err != nil {
 		return false, errors.Join(fmt.Errorf("commit output: %w", err), putBack(p))
 	}
-	if err := syncDir(parent); err != nil {
+	if err := shard.SyncDir(parent); err != nil {
 		return true, err
 	}
 	_ = os.RemoveAll(p.old)
@@ -391,14 +391,5 @@ func putBack(p outPaths) error {
 	if err := os.Rename(p.old, p.out); err != nil {
 		return fmt.Errorf("put the old output back (the next build into %s does): %w", p.out, err)
 	}
-	return syncDir(filepath.Dir(p.out))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	return errors.Join(err, d.Close())
+	return shard.SyncDir(filepath.Dir(p.out))
 }

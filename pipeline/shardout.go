@@ -68,28 +68,23 @@ func (o *shardOutput) finish() error {
 	return nil
 }
 
-// commitShard syncs a finished shard file, re-reads its header, index and footer, and renames it.
+// commitShard syncs a finished shard file, re-reads its header, index and footer, and renames it
+// (shard.CommitFile; Close syncs the directory once for all shards).
 func commitShard(f *os.File, dir, name string, n int64) error {
-	tmp := f.Name()
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	r, err := shard.Open(tmp)
-	if err != nil {
-		return fmt.Errorf("re-read the shard just written: %w", err)
-	}
-	got := int64(r.Len())
-	if err := r.Close(); err != nil {
-		return err
-	}
-	if got != n {
-		return fmt.Errorf("shard %s: re-read %d records, wrote %d", name, got, n)
-	}
-	return os.Rename(tmp, filepath.Join(dir, name))
+	return shard.CommitFile(f, filepath.Join(dir, name), func(f *os.File) error {
+		r, err := shard.Open(f.Name())
+		if err != nil {
+			return fmt.Errorf("re-read the shard just written: %w", err)
+		}
+		got := int64(r.Len())
+		if err := r.Close(); err != nil {
+			return err
+		}
+		if got != n {
+			return fmt.Errorf("shard %s: re-read %d records, wrote %d", name, got, n)
+		}
+		return nil
+	})
 }
 
 func (o *shardOutput) Write(r Record) error {
@@ -122,7 +117,7 @@ func (o *shardOutput) Close() ([]shard.FileEntry, error) {
 	if o.err = o.sync.wait(); o.err != nil {
 		return nil, o.err
 	}
-	if err := syncDir(o.cfg.Dir); err != nil {
+	if err := shard.SyncDir(o.cfg.Dir); err != nil {
 		return nil, err
 	}
 	if o.files == nil {

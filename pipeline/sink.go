@@ -8,6 +8,8 @@ import (
 	"os"
 	"sync"
 	"unsafe"
+
+	"github.com/packer-dev/packer/shard"
 )
 
 // sinkChunk is the size of the buffers a sink hands to its goroutines.
@@ -45,7 +47,7 @@ func alignedChunk() []byte {
 }
 
 func newSink(path string) (*sink, error) {
-	f, direct, err := createDirect(path)
+	f, direct, err := shard.OpenDirect(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
 	if err != nil {
 		return nil, err
 	}
@@ -88,14 +90,14 @@ func (s *sink) writeLoop() {
 func (s *sink) write(b []byte) error {
 	if s.direct && len(b)%directAlign != 0 {
 		s.direct = false
-		if err := clearDirect(s.f); err != nil {
+		if err := shard.ClearDirect(s.f); err != nil {
 			return err
 		}
 	}
 	n, err := s.f.Write(b)
-	if err != nil && s.direct && directUnsupported(err) {
+	if err != nil && s.direct && shard.DirectUnsupported(err) {
 		s.direct = false
-		if err := clearDirect(s.f); err != nil {
+		if err := shard.ClearDirect(s.f); err != nil {
 			return err
 		}
 		_, err = s.f.Write(b[n:])

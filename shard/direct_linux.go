@@ -8,22 +8,44 @@ import (
 	"syscall"
 )
 
-// openDirect opens path for reading with O_DIRECT when the file system supports it, and
-// without it otherwise (tmpfs, for example, rejects the flag). direct reports which.
-func openDirect(path string) (f *os.File, direct bool, err error) {
-	f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_DIRECT, 0)
+// OpenDirect opens path with flag|O_DIRECT when the OS and file system support it, and with
+// flag alone otherwise (tmpfs, for example, rejects O_DIRECT at open). direct reports which.
+// It is the one O_DIRECT open of packer: shard's readers, the shard writer of pipeline and the
+// bench command all open through it.
+func OpenDirect(path string, flag int, perm os.FileMode) (f *os.File, direct bool, err error) {
+	f, err = os.OpenFile(path, flag|syscall.O_DIRECT, perm)
 	if err == nil {
 		return f, true, nil
 	}
-	if !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.EOPNOTSUPP) {
+	if !DirectUnsupported(err) {
 		return nil, false, err
 	}
-	f, err = os.Open(path)
+	f, err = os.OpenFile(path, flag, perm)
 	return f, false, err
 }
 
-// directUnsupported reports whether a read error means O_DIRECT cannot be used for this file
-// after all, so the read should be retried without it.
-func directUnsupported(err error) bool {
+// DirectUnsupported reports whether err, from an open, read or write, means O_DIRECT cannot
+// be used for this file, so the call should be retried without it.
+func DirectUnsupported(err error) bool {
 	return errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EOPNOTSUPP)
+}
+
+// ClearDirect turns O_DIRECT off on f (opened by OpenDirect), for an unaligned read or write.
+func ClearDirect(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		fl, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_GETFL, 0)
+		if e != 0 {
+			serr = e
+			return
+		}
+		if _, _, e := syscall.Syscall(syscall.SYS_FCNTL, fd, syscall.F_SETFL, fl&^syscall.O_DIRECT); e != 0 {
+			serr = e
+		}
+	})
+	return errors.Join(err, serr)
 }

@@ -28,6 +28,9 @@
 // Writing: NewWriter streams one shard to any io.Writer (Append* Close); CreateFile does the
 // same into path.tmp and Commit checks, syncs and renames it, computing its SHA-256 for the
 // manifest.
+// CommitFile, WriteFileAtomic and SyncDir are the one durable-file commit (temporary name,
+// fsync, rename, directory fsync) that FileWriter and every packer output use, and OpenDirect
+// the one O_DIRECT open with its fallback (see durable.go for why they live here).
 //
 // Reading: Open or NewReader give random access to one shard (Record, ReadRecords, Label, Aux,
 // RecordMeta, DataRange). OpenDataset opens a directory through its manifest, with random

@@ -57,8 +57,9 @@ func CreateFile(path string, opts WriterOptions) (*FileWriter, error) {
 	return fw, nil
 }
 
-// Commit finishes the shard (Writer.Close), re-reads and checks its header, footer and index,
-// syncs the file, renames it to its final path and syncs the directory. On error the temporary
+// Commit finishes the shard (Writer.Close), then commits it through CommitFile: syncs the file,
+// re-reads and checks its header, footer and index, renames it to its final path, and syncs the
+// directory. On error the temporary
 // file is left for Abort to remove.
 func (fw *FileWriter) Commit() error {
 	if fw.err != nil {
@@ -78,25 +79,23 @@ func (fw *FileWriter) commit() error {
 	if fw.hw.n != fw.Writer.Size() {
 		return fmt.Errorf("%s: wrote %d bytes, want %d", fw.tmp, fw.hw.n, fw.Writer.Size())
 	}
-	st, err := fw.f.Stat()
+	f := fw.f
+	fw.f = nil // CommitFile closes it on every path
+	err := CommitFile(f, fw.path, func(f *os.File) error {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		r, err := NewReaderOptions(f, st.Size(), fw.tmp, ReaderOptions{SkipCRC: true})
+		if err != nil {
+			return fmt.Errorf("check written file: %w", err)
+		}
+		if int64(r.Len()) != fw.Writer.Len() {
+			return fmt.Errorf("%s holds %d records, wrote %d", fw.tmp, r.Len(), fw.Writer.Len())
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("commit shard: %w", err)
-	}
-	r, err := NewReaderOptions(fw.f, st.Size(), fw.tmp, ReaderOptions{SkipCRC: true})
-	if err != nil {
-		return fmt.Errorf("commit shard: check written file: %w", err)
-	}
-	if int64(r.Len()) != fw.Writer.Len() {
-		return fmt.Errorf("commit shard: %s holds %d records, wrote %d", fw.tmp, r.Len(), fw.Writer.Len())
-	}
-	if err := fw.f.Sync(); err != nil {
-		return fmt.Errorf("commit shard: %w", err)
-	}
-	if err := fw.f.Close(); err != nil {
-		return fmt.Errorf("commit shard: %w", err)
-	}
-	fw.f = nil
-	if err := os.Rename(fw.tmp, fw.path); err != nil {
 		return fmt.Errorf("commit shard: %w", err)
 	}
 	fw.done = true
@@ -129,19 +128,3 @@ func (fw *FileWriter) FileSize() int64 { return fw.hw.n }
 // SHA256 returns the lower-case hex SHA-256 of the bytes written so far; after Commit, of the
 // whole file.
 func (fw *FileWriter) SHA256() string { return hex.EncodeToString(fw.hw.h.Sum(nil)) }
-
-// SyncDir fsyncs a directory so that renames in it are durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}

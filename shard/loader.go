@@ -475,7 +475,7 @@ func (l *Loader) file(s int) (*os.File, bool, error) {
 		err    error
 	)
 	if l.opts.Direct {
-		f, direct, err = openDirect(l.ds.ShardPath(s))
+		f, direct, err = OpenDirect(l.ds.ShardPath(s), os.O_RDONLY, 0)
 	} else {
 		f, err = os.Open(l.ds.ShardPath(s))
 	}
@@ -607,7 +607,7 @@ func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, err
 		if err == nil {
 			return cursor, nil
 		}
-		if !directUnsupported(err) {
+		if !DirectUnsupported(err) {
 			return 0, err
 		}
 		l.noSector = true
@@ -625,7 +625,7 @@ func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, err
 			l.moved += p.len
 			return cursor, nil
 		}
-		if !directUnsupported(err) {
+		if !DirectUnsupported(err) {
 			return 0, err
 		}
 		// The file system took O_DIRECT at open but refuses the read: use the page cache.

@@ -129,7 +129,7 @@ func openSource(path string, direct bool) (*source, int64, error) {
 		err error
 	)
 	if direct {
-		f, direct, err = openDirect(path)
+		f, direct, err = OpenDirect(path, os.O_RDONLY, 0)
 	} else {
 		f, err = os.Open(path)
 	}
@@ -163,7 +163,7 @@ func (src *source) readAt(p []byte, off int64, name string) error {
 	if n >= len(p) {
 		return nil
 	}
-	if err != nil && directUnsupported(err) {
+	if err != nil && DirectUnsupported(err) {
 		f, oerr := os.Open(src.path)
 		if oerr != nil {
 			return fmt.Errorf("read %s at offset %d: %w", name, off, oerr)

@@ -187,11 +187,12 @@ func rawRead(ctx context.Context, paths []string, direct bool) (benchResult, err
 	return benchResult{seconds: time.Since(start).Seconds(), bytes: total}, nil
 }
 
+// openMaybeDirect opens p for reading, with O_DIRECT when direct is set and the file system
+// allows it (shard.OpenDirect).
 func openMaybeDirect(p string, direct bool) (*os.File, error) {
 	if direct {
-		if f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECT, 0); err == nil {
-			return f, nil
-		}
+		f, _, err := shard.OpenDirect(p, os.O_RDONLY, 0)
+		return f, err
 	}
 	return os.Open(p)
 }

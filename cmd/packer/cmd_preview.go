@@ -290,8 +290,8 @@ func insideDir(p, dir string) bool {
 	}
 }
 
-// writeFileReplacing writes data to path through a temporary file renamed over it, so a failure
-// never leaves a truncated file behind.
+// writeFileReplacing writes data to path through a temporary file committed over it
+// (shard.CommitFile: synced, then renamed), so a failure never leaves a truncated file behind.
 func writeFileReplacing(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
@@ -299,9 +299,10 @@ func writeFileReplacing(path string, data []byte) error {
 	}
 	tmp := f.Name()
 	_, err = f.Write(data)
-	err = errors.Join(err, f.Chmod(0o644), f.Close())
-	if err == nil {
-		err = os.Rename(tmp, path)
+	if err = errors.Join(err, f.Chmod(0o644)); err != nil {
+		f.Close()
+	} else {
+		err = shard.CommitFile(f, path, nil)
 	}
 	if err != nil {
 		os.Remove(tmp)

@@ -443,32 +443,27 @@ func (w *writer) Abort() {
 	_ = os.Remove(w.tmp)
 }
 
-// commit syncs tmp, renames it to final, syncs the directory and returns final's manifest entry.
+// commit syncs tmp, renames it to final, syncs the directory and returns final's manifest entry
+// (shard.CommitFile, then shard.SyncDir).
 func commit(tmp, final string) (shard.FileEntry, error) {
 	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
 	if err != nil {
 		return shard.FileEntry{}, err
 	}
 	h := sha256.New()
-	size, err := io.Copy(h, f)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	var size int64
+	err = shard.CommitFile(f, final, func(f *os.File) error {
+		var err error
+		if size, err = io.Copy(h, f); err != nil {
+			return fmt.Errorf("read back %s: %w", tmp, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return shard.FileEntry{}, fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, final); err != nil {
 		return shard.FileEntry{}, err
 	}
-	if d, err := os.Open(filepath.Dir(final)); err == nil {
-		err = d.Sync()
-		d.Close()
-		if err != nil {
-			return shard.FileEntry{}, fmt.Errorf("sync directory: %w", err)
-		}
+	if err := shard.SyncDir(filepath.Dir(final)); err != nil {
+		return shard.FileEntry{}, err
 	}
 	return shard.FileEntry{Path: filepath.Base(final), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }

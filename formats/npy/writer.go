@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -109,40 +108,37 @@ func (c *column) finish(n int64) (shard.FileEntry, error) {
 	if _, err := c.f.WriteAt(hdr, 0); err != nil {
 		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
 	}
-	if err := c.f.Sync(); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
 	// The SHA-256 covers the final header, which is only known now, so the file is read back
-	// once: that also proves the header parses and the size is what was written.
-	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
+	// once, after the sync: that also proves the header parses and the size is what was written.
+	var size int64
 	h := sha256.New()
-	br := bufio.NewReaderSize(io.TeeReader(c.f, h), 64<<10)
-	got, off, err := ReadHeader(br)
-	if err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: header just written does not parse: %w", c.name, err)
-	}
-	if got.Descr != c.descr || got.Fortran || !equalShape(got.Shape, shape) || off != int64(c.hlen) {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: header just written reads back as %+v", c.name, got)
-	}
-	if _, err := io.CopyBuffer(io.Discard, br, make([]byte, bufSize)); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: read back: %w", c.name, err)
-	}
-	size, err := c.f.Seek(0, io.SeekCurrent)
+	f := c.f
+	c.f = nil // CommitFile closes it on every path
+	err = shard.CommitFile(f, c.final, func(f *os.File) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		br := bufio.NewReaderSize(io.TeeReader(f, h), 64<<10)
+		got, off, err := ReadHeader(br)
+		if err != nil {
+			return fmt.Errorf("header just written does not parse: %w", err)
+		}
+		if got.Descr != c.descr || got.Fortran || !equalShape(got.Shape, shape) || off != int64(c.hlen) {
+			return fmt.Errorf("header just written reads back as %+v", got)
+		}
+		if _, err := io.CopyBuffer(io.Discard, br, make([]byte, bufSize)); err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		if size, err = f.Seek(0, io.SeekCurrent); err != nil {
+			return err
+		}
+		if want := int64(c.hlen) + got.DataSize(); size != want {
+			return fmt.Errorf("file is %d bytes after writing, want %d", size, want)
+		}
+		return nil
+	})
 	if err != nil {
 		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
-	if want := int64(c.hlen) + got.DataSize(); size != want {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: file is %d bytes after writing, want %d", c.name, size, want)
-	}
-	if err := c.f.Close(); err != nil {
-		c.f = nil
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
-	c.f = nil
-	if err := os.Rename(c.tmp, c.final); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %w", err)
 	}
 	return shard.FileEntry{Path: c.name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
@@ -347,10 +343,10 @@ func (w *Writer) Close() ([]shard.FileEntry, error) {
 		}
 		files = append(files, fe)
 	}
-	if err := syncDir(w.cfg.Dir); err != nil {
-		w.err = err
+	if err := shard.SyncDir(w.cfg.Dir); err != nil {
+		w.err = fmt.Errorf("npy: %w", err)
 		w.Abort()
-		return nil, err
+		return nil, w.err
 	}
 	w.done = true
 	return files, nil
@@ -361,41 +357,24 @@ func (w *Writer) finishMeta() (shard.FileEntry, error) {
 	if err := c.w.Flush(); err != nil {
 		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
 	}
-	if err := c.f.Sync(); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
-	if _, err := c.f.Seek(0, io.SeekStart); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
+	var size int64
 	h := sha256.New()
-	size, err := io.CopyBuffer(h, c.f, make([]byte, 256<<10))
-	if err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %s: read back: %w", c.name, err)
-	}
-	err = c.f.Close()
-	c.f = nil
+	f := c.f
+	c.f = nil // CommitFile closes it on every path
+	err := shard.CommitFile(f, c.final, func(f *os.File) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		var err error
+		if size, err = io.CopyBuffer(h, f, make([]byte, 256<<10)); err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return shard.FileEntry{}, fmt.Errorf("npy: %s: %w", c.name, err)
-	}
-	if err := os.Rename(c.tmp, c.final); err != nil {
-		return shard.FileEntry{}, fmt.Errorf("npy: %w", err)
 	}
 	return shard.FileEntry{Path: c.name, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("npy: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("npy: sync %s: %w", dir, err)
-	}
-	return nil
 }
 
 // Abort closes and removes every file written, under its temporary or final name.

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOneDurableCommit checks that the durable-file commit (fsync of a file or a directory) and
+// the O_DIRECT open exist once, in shard/durable.go and shard/direct_*.go: a writer that syncs or
+// opens with O_DIRECT by itself is a copy that will drift from the others (as four directory
+// syncs once did, each with its own error handling).
+func TestOneDurableCommit(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{
+		"shard/durable.go":      true,
+		"shard/direct_linux.go": true,
+		"shard/direct_other.go": true,
+	}
+	fset := token.NewFileSet()
+	files := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "python") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		if allowed[rel] {
+			return nil
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Sync" && len(n.Args) == 0 {
+					t.Errorf("%s: %s calls Sync itself: commit through shard.CommitFile, WriteFileAtomic or SyncDir", fset.Position(n.Pos()), rel)
+				}
+			case *ast.SelectorExpr:
+				if n.Sel.Name == "O_DIRECT" {
+					t.Errorf("%s: %s uses O_DIRECT itself: open through shard.OpenDirect", fset.Position(n.Pos()), rel)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 50 {
+		t.Fatalf("scanned only %d Go files under %s: not the module root?", files, root)
+	}
+}
