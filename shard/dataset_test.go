@@ -263,6 +263,17 @@ func TestLoaderAllocatorAndClose(t *testing.T) {
 }
 
 func TestLoaderCorruption(t *testing.T) {
+	// Block 1 holds records 4-7. With batches of 2 or 3 and one batch per buffer, buffers cut
+	// blocks, so the damaged byte lies in the part of the block the buffer holds, or in the
+	// part the check reads from the file, or in a head checked with the previous buffer.
+	for _, rec := range []int{4, 5, 6, 7} {
+		for _, bs := range []int{2, 3} {
+			t.Run(fmt.Sprintf("record%d/batch%d", rec, bs), func(t *testing.T) { testLoaderCorruption(t, rec, bs) })
+		}
+	}
+}
+
+func testLoaderCorruption(t *testing.T, rec, batch int) {
 	opts := WriterOptions{Sample: SampleSpec{Shape: []int{256, 1024}, DType: Uint8, Layout: "hwc"}} // k = 4
 	recs := randomRecords(opts, 12, 11)
 	dir := buildDataset(t, opts, recs, []int{12})
@@ -271,7 +282,7 @@ func TestLoaderCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b[Align+5*(256<<10)+3] ^= 1 // record 5, block 1 (records 4-7)
+	b[Align+rec*(256<<10)+3] ^= 1 // block 1 (records 4-7)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +292,7 @@ func TestLoaderCorruption(t *testing.T) {
 	}
 	defer d.Close()
 	for _, shuffle := range []bool{false, true} {
-		l, err := d.NewLoader(LoaderOptions{BatchSize: 2, Shuffle: shuffle, ReadSize: 1})
+		l, err := d.NewLoader(LoaderOptions{BatchSize: batch, Shuffle: shuffle, ReadSize: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -277,10 +277,20 @@ func (r *Reader) verifyRange(i, j int64, data []byte) error {
 		}
 		a, b := r.blockRange(blk)
 		var got uint32
-		if a >= i && b <= j {
+		var err error
+		switch {
+		case a >= i && b <= j: // the whole block is in data
 			got = crc32c(data[r.off(a)-base : r.off(b)-base])
-		} else {
-			var err error
+		case a >= i: // data holds the block's head: read only its tail (sequential loaders)
+			if got, err = r.crcOfFrom(crc32c(data[r.off(a)-base:]), r.off(j), r.off(b)); err != nil {
+				return err
+			}
+		case b <= j: // data holds the block's tail: read only its head
+			if got, err = r.crcOf(r.off(a), r.off(i)); err != nil {
+				return err
+			}
+			got = crc32cUpdate(got, data[:r.off(b)-base])
+		default:
 			if got, err = r.crcOf(r.off(a), r.off(b)); err != nil {
 				return err
 			}
@@ -294,9 +304,14 @@ func (r *Reader) verifyRange(i, j int64, data []byte) error {
 }
 
 // crcOf reads the data bytes [a, b) (data-relative) in chunks and returns their CRC-32C.
-func (r *Reader) crcOf(a, b int64) (uint32, error) {
+func (r *Reader) crcOf(a, b int64) (uint32, error) { return r.crcOfFrom(0, a, b) }
+
+// crcOfFrom is crcOf continuing the CRC-32C crc of the bytes before a.
+func (r *Reader) crcOfFrom(crc uint32, a, b int64) (uint32, error) {
+	if a >= b {
+		return crc, nil
+	}
 	buf := make([]byte, min(b-a, 1<<20))
-	crc := uint32(0)
 	for a < b {
 		p := buf[:min(b-a, int64(len(buf)))]
 		if err := readFull(r.r, p, r.ft.dataOffset+a, r.name); err != nil {
