@@ -198,6 +198,11 @@ type part struct {
 	a, b     int   // records [a, b) of the shard
 	k        int   // index in the slot of record a
 	off, len int64 // file range
+	// ext is how many bytes past len the read goes on, to the end of the checksum block that
+	// holds record b-1 (last part of a buffer, CRC checked): the block is then checked from the
+	// buffer, and none of it is read again on its own. Records past b are not handed out.
+	ext  int64
+	extB int // the record that ends the extension
 }
 
 // NewLoader starts a Loader over the dataset. Its goroutine starts reading at once.
@@ -259,6 +264,11 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 	perSlot = max(1, min(perSlot, l.end-l.start))
 	l.perSlot = int(perSlot)
 	bufSize := int(perSlot*avg + 3*Align)
+	if !opts.SkipCRC && l.recordSize > 0 {
+		// Room to read on to the end of the checksum block the buffer's last record is in
+		// (part.ext): up to a block, which packer's writer keeps within BlockTarget.
+		bufSize += int(min(BlockTarget, max(0, (BlockTarget/l.recordSize-1)*l.recordSize)))
+	}
 
 	l.files = make([]*os.File, d.NumShards())
 	l.direct = make([]bool, d.NumShards())
@@ -520,18 +530,25 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 		}
 		p.r = r
 		p.off, p.len = r.DataRange(p.a, p.b)
+		p.ext, p.extB = 0, p.b
+		if !l.opts.SkipCRC && i == len(parts)-1 {
+			if eb := min((int64(p.b-1)/r.ft.k+1)*r.ft.k, int64(r.Len())); eb > int64(p.b) && !r.isVerified(int64(p.b-1)/r.ft.k) {
+				p.extB = int(eb)
+				p.ext = r.off(eb) - r.off(int64(p.b))
+			}
+		}
 		_, direct, err := l.file(p.shard)
 		if err != nil {
 			return err
 		}
 		if direct {
-			start, end := p.off&^(Align-1), alignUp(p.off+p.len)
+			start, end := p.off&^(Align-1), alignUp(p.off+p.len+p.ext)
 			need = max(need, int(alignUp(int64(cursor))+end-start))
 			if i == 0 {
 				cursor = int(p.off - start)
 			}
 		} else {
-			need = max(need, cursor+int(p.len))
+			need = max(need, cursor+int(p.len+p.ext))
 		}
 		cursor += int(p.len)
 	}
@@ -547,7 +564,9 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 	cursor, dataStart := 0, 0
 	for i := range parts {
 		p := &parts[i]
+		p.len += p.ext // read the extension too; it is dropped again below
 		at, err := l.readPart(p, buf, cursor, i == 0)
+		p.len -= p.ext
 		if err != nil {
 			return err
 		}
@@ -574,7 +593,7 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 			}
 		}
 		if !l.opts.SkipCRC {
-			if err := p.r.verifyRange(int64(p.a), int64(p.b), buf[cursor:cursor+int(p.len)]); err != nil {
+			if err := p.r.verifyRange(int64(p.a), int64(p.extB), buf[cursor:cursor+int(p.len+p.ext)]); err != nil {
 				return err
 			}
 		}
