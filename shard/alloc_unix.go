@@ -20,7 +20,7 @@ func (a *MmapAllocator) Alloc(n int) ([]byte, error) {
 	}
 	a.allocs.Add(1)
 	if a.Lock {
-		if err := syscall.Mlock(b); err != nil {
+		if err := mlock(b); err != nil {
 			a.unlocked.Add(1)
 			a.lastError.Store(fmt.Errorf("mlock %d bytes: %w", size, err))
 		}
