@@ -26,7 +26,7 @@ from ._dataset import open_dataset as _open
 from ._errors import CorruptionError, FormatError, PackerError
 from ._verify import Fault, Report, verify
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["open", "verify", "Dataset", "ShardDataset", "NpyDataset", "HDF5Dataset", "Report", "Fault",
            "PackerError", "FormatError", "CorruptionError", "load_manifest"]
