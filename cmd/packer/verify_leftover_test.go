@@ -40,3 +40,24 @@ func TestVerifyRefusesBuildLeftovers(t *testing.T) {
 	}
 	mustRun(t, "verify", out)
 }
+
+// TestVerifyThroughSymlink: a dataset named through a symlink to its folder verifies like the
+// folder itself (its files are walked, not the link reported as an unlisted file).
+func TestVerifyThroughSymlink(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "src")
+	writePNGFolder(t, src, 3)
+	out := filepath.Join(tmp, "out")
+	mustRun(t, "build", src, "--from", "folder", "-o", out)
+	link := filepath.Join(tmp, "link")
+	if err := os.Symlink(out, link); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "verify", link)
+	if err := os.WriteFile(filepath.Join(out, "stray.bin"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if stdout, _, code := run(t, "verify", link); code != exitCorrupt || !strings.Contains(stdout, "stray.bin") {
+		t.Errorf("verify %s with an unlisted file: exit %d, output %q", link, code, stdout)
+	}
+}
