@@ -95,3 +95,24 @@ def test_slow_fallback_warns_once(damaged, monkeypatch):
     slow = [x for x in w if "python3-crc32c" in str(x.message)]
     assert len(slow) == 1, [str(x.message) for x in w]
     assert "verify_crc=False" in str(slow[0].message)
+
+
+def test_records_of_damaged_block_never_handed_out(damaged):
+    """A read that covers only the head, the middle or the tail of a checksum block must check
+    that block before it returns its records: the damaged block is 37..43, the flipped byte is in
+    record 40 (ds[35:41] returned it unchecked)."""
+    d, _ = damaged
+    for lo, hi in ((35, 41), (35, 40), (38, 42), (41, 45), (37, 38)):
+        with packer_reader.open(d) as ds:
+            with pytest.raises(CorruptionError) as ei:
+                ds[lo:hi]
+            _check(ei.value)
+
+    for bs in (2, 3, 5, 16):
+        with packer_reader.open(d) as ds:
+            seen = 0
+            with pytest.raises(CorruptionError) as ei:
+                for _, labels in ds.batches(bs, prefetch=0):
+                    assert seen + len(labels) <= 37, "batch %d..%d handed out" % (seen, seen + len(labels))
+                    seen += len(labels)
+            _check(ei.value)
