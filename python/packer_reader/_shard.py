@@ -405,9 +405,9 @@ class ShardFile:
 
     def check_records(self, lo, hi, data=None):
         """Check the CRC of every block touching local records [lo, hi) before they are handed
-        out. data, when given, holds exactly those records' bytes as read, and the check covers
-        those very bytes: the parts of a block outside [lo, hi) are read from the file. Without
-        data, each block is read from the file."""
+        out. data, when given, holds exactly those records' bytes as read (one buffer, or a list
+        of one buffer per record), and the check covers those very bytes: the parts of a block
+        outside [lo, hi) are read from the file. Without data, each block is read from the file."""
         if hi <= lo:
             return
         k = self.block_records
@@ -420,13 +420,13 @@ class ShardFile:
             if data is None:
                 self.check_block(j)
                 continue
-            o1, ln = self.range_span(s_lo, s_hi)
-            seg = data[o1 - base:o1 - base + ln]
-            if s_lo == b_lo and s_hi == b_hi:
-                self.check_block(j, seg)
-                continue
             crc = self._crc_of_records(j, b_lo, s_lo, 0)
-            crc = _crc32c.crc32c(seg, crc)
+            if isinstance(data, list):
+                for rec in data[s_lo - lo:s_hi - lo]:
+                    crc = _crc32c.crc32c(rec, crc)
+            else:
+                o1, ln = self.range_span(s_lo, s_hi)
+                crc = _crc32c.crc32c(data[o1 - base:o1 - base + ln], crc)
             crc = self._crc_of_records(j, s_hi, b_hi, crc)
             if crc != int(self.crcs[j]):
                 raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)"

@@ -116,3 +116,25 @@ def test_records_of_damaged_block_never_handed_out(damaged):
                     assert seen + len(labels) <= 37, "batch %d..%d handed out" % (seen, seen + len(labels))
                     seen += len(labels)
             _check(ei.value)
+
+
+@pytest.mark.parametrize("lo,hi", [(38, 41), (37, 44), (35, 39), (42, 46)])
+def test_check_records_checks_given_bytes(tmp_path, lo, hi):
+    """The check covers the bytes a read returns (one buffer, or one buffer per record as a
+    shuffled read gathers them), not a second read of the file: a byte flipped in memory after
+    the read is a CorruptionError naming the block 37..43 (shard-00001 local 7..13)."""
+    imgs = make_images(N, seed=21)
+    d = str(tmp_path)
+    shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=30 * 60, block_records=7)
+    for as_list in (False, True):
+        with packer_reader.open(d) as ds:
+            seg = ds._segs[1]
+            recs = [bytearray(imgs[i].tobytes()) for i in range(lo, hi)]
+            recs[len(recs) // 2][3] ^= 1
+            data = [memoryview(r) for r in recs] if as_list else memoryview(b"".join(recs))
+            with pytest.raises(CorruptionError) as ei:
+                seg.check_records(lo - 30, hi - 30, data)
+            assert ei.value.path.endswith("shard-00001.pks")
+        with packer_reader.open(d) as ds:  # the intact bytes pass
+            recs = [memoryview(imgs[i].tobytes()) for i in range(lo, hi)]
+            ds._segs[1].check_records(lo - 30, hi - 30, recs if as_list else memoryview(b"".join(recs)))
