@@ -69,7 +69,8 @@ type LoaderOptions struct {
 	// SkipCRC turns off the CRC-32C check of the record data. By default the loader checks
 	// the CRC-32C of every checksum block it reads from before the block's records are handed
 	// out, so flipped bytes are an error naming the shard and records, never a silent batch.
-	// A block that a buffer covers only in part is read again in full, once, so checking can
+	// The bytes checked are the buffer's own; the part of a block that a buffer does not hold
+	// is read from the file, once, so checking can
 	// cost up to one checksum block (1 MiB) of extra reading per buffer, and with Shuffle about
 	// one extra pass over the data; the CPU cost is measured in docs/bench (a few per cent of
 	// warm read throughput). Set SkipCRC only where the data is checked otherwise.

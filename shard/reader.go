@@ -264,8 +264,9 @@ func (r *Reader) isVerified(blk int64) bool {
 
 func (r *Reader) setVerified(blk int64) { r.verified[blk/64].Or(1 << (blk % 64)) }
 
-// verifyRange checks every block touched by records [i, j), whose bytes are data. Blocks wholly
-// inside the range are checked from data; others are read again in full, once.
+// verifyRange checks every block touched by records [i, j), whose bytes are data, that is not
+// checked yet. The CRC always covers data itself: the parts of a block outside [i, j) are read
+// from the file, so that the bytes a caller hands out are the bytes checked.
 func (r *Reader) verifyRange(i, j int64, data []byte) error {
 	if i == j {
 		return nil
@@ -290,8 +291,11 @@ func (r *Reader) verifyRange(i, j int64, data []byte) error {
 				return err
 			}
 			got = crc32cUpdate(got, data[:r.off(b)-base])
-		default:
-			if got, err = r.crcOf(r.off(a), r.off(b)); err != nil {
+		default: // data lies inside the block: read its head and tail, check data itself
+			if got, err = r.crcOf(r.off(a), r.off(i)); err != nil {
+				return err
+			}
+			if got, err = r.crcOfFrom(crc32cUpdate(got, data[:r.off(j)-base]), r.off(j), r.off(b)); err != nil {
 				return err
 			}
 		}

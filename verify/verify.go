@@ -329,7 +329,12 @@ func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
 	for _, f := range m.Files {
 		listed[f.Path] = true
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	// WalkDir does not follow a link at its root: walk the folder a dir that is a link names.
+	root := dir
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		root = real
+	}
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			add(Fault{File: p, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
 			return nil
@@ -337,7 +342,7 @@ func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
 		if d.IsDir() {
 			return nil
 		}
-		rel, _ := filepath.Rel(dir, p)
+		rel, _ := filepath.Rel(root, p)
 		rel = filepath.ToSlash(rel)
 		if !listed[rel] {
 			add(Fault{File: rel, Kind: KindExtra, First: -1, Offset: -1, Message: "file is not listed in the manifest"})

@@ -66,6 +66,9 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 	// Nothing to read is a failure (exit 1), not corrupt data (exit 3): a mistyped path must not
 	// read as a damaged dataset. A directory that holds data files but no manifest is a damaged
 	// dataset, and verify.Dir reports it as such.
+	if why := buildLeftover(o.Dir); why != "" {
+		return fmt.Errorf("%s", why)
+	}
 	if _, err := os.Stat(filepath.Join(o.Dir, shard.ManifestName)); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return err

@@ -556,7 +556,7 @@ class _SegmentDataset(Dataset):
             with seg.opened() as fd:
                 preadv_into(fd, views, off, seg.path)
             if self.verify_crc:
-                seg.check_records(li, li + (j - k))
+                seg.check_records(li, li + (j - k), views)
             k = j
 
 

@@ -90,7 +90,6 @@ class ShardFile:
         if not keep_open:
             self.close()
         self._verified = np.zeros(self.num_blocks, dtype=bool)
-        self._partial = {}
 
     def close(self):
         if self.fd >= 0:
@@ -391,10 +390,24 @@ class ShardFile:
             raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)" % (int(self.crcs[j]), got))
         self._verified[j] = True
 
+    def _crc_of_records(self, j, lo, hi, crc):
+        """Continue crc over the bytes of local records [lo, hi) of block j, read from the file."""
+        if hi <= lo:
+            return crc
+        off, ln = self.range_span(lo, hi)
+        buf = memoryview(bytearray(ln))
+        try:
+            with self.opened() as fd:
+                pread_into(fd, buf, off, self.path)
+        except FormatError as e:
+            raise self._block_error(j, "truncated: %s" % e.reason)
+        return _crc32c.crc32c(buf, crc)
+
     def check_records(self, lo, hi, data=None):
-        """Check the CRC of every block touching local records [lo, hi). data, when given, holds
-        exactly those records' bytes as read; blocks it covers only partly are finished from
-        consecutive calls (sequential reading) or read again from the file."""
+        """Check the CRC of every block touching local records [lo, hi) before they are handed
+        out. data, when given, holds exactly those records' bytes as read (one buffer, or a list
+        of one buffer per record), and the check covers those very bytes: the parts of a block
+        outside [lo, hi) are read from the file. Without data, each block is read from the file."""
         if hi <= lo:
             return
         k = self.block_records
@@ -407,28 +420,18 @@ class ShardFile:
             if data is None:
                 self.check_block(j)
                 continue
-            o1, ln = self.range_span(s_lo, s_hi)
-            seg = data[o1 - base:o1 - base + ln]
-            if s_lo == b_lo and s_hi == b_hi:
-                self.check_block(j, seg)
-            elif s_lo == b_lo:
-                self._partial[j] = (s_hi, _crc32c.crc32c(seg))
+            crc = self._crc_of_records(j, b_lo, s_lo, 0)
+            if isinstance(data, list):
+                for rec in data[s_lo - lo:s_hi - lo]:
+                    crc = _crc32c.crc32c(rec, crc)
             else:
-                # (end, CRC of the block's bytes up to end): whichever thread wrote it last, the
-                # state is a valid prefix, so concurrent readers can only cause a re-read
-                st = self._partial.get(j)
-                if st is None or st[0] != s_lo:
-                    self.check_block(j)
-                    continue
-                crc = _crc32c.crc32c(seg, st[1])
-                if s_hi < b_hi:
-                    self._partial[j] = (s_hi, crc)
-                    continue
-                self._partial.pop(j, None)
-                if crc != int(self.crcs[j]):
-                    raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)"
-                                            % (int(self.crcs[j]), crc))
-                self._verified[j] = True
+                o1, ln = self.range_span(s_lo, s_hi)
+                crc = _crc32c.crc32c(data[o1 - base:o1 - base + ln], crc)
+            crc = self._crc_of_records(j, s_hi, b_hi, crc)
+            if crc != int(self.crcs[j]):
+                raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)"
+                                        % (int(self.crcs[j]), crc))
+            self._verified[j] = True
 
     def verify_blocks(self):
         """Check every data block; return the list of CorruptionErrors (all of them)."""

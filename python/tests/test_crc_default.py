@@ -95,3 +95,46 @@ def test_slow_fallback_warns_once(damaged, monkeypatch):
     slow = [x for x in w if "python3-crc32c" in str(x.message)]
     assert len(slow) == 1, [str(x.message) for x in w]
     assert "verify_crc=False" in str(slow[0].message)
+
+
+def test_records_of_damaged_block_never_handed_out(damaged):
+    """A read that covers only the head, the middle or the tail of a checksum block must check
+    that block before it returns its records: the damaged block is 37..43, the flipped byte is in
+    record 40 (ds[35:41] returned it unchecked)."""
+    d, _ = damaged
+    for lo, hi in ((35, 41), (35, 40), (38, 42), (41, 45), (37, 38)):
+        with packer_reader.open(d) as ds:
+            with pytest.raises(CorruptionError) as ei:
+                ds[lo:hi]
+            _check(ei.value)
+
+    for bs in (2, 3, 5, 16):
+        with packer_reader.open(d) as ds:
+            seen = 0
+            with pytest.raises(CorruptionError) as ei:
+                for _, labels in ds.batches(bs, prefetch=0):
+                    assert seen + len(labels) <= 37, "batch %d..%d handed out" % (seen, seen + len(labels))
+                    seen += len(labels)
+            _check(ei.value)
+
+
+@pytest.mark.parametrize("lo,hi", [(38, 41), (37, 44), (35, 39), (42, 46)])
+def test_check_records_checks_given_bytes(tmp_path, lo, hi):
+    """The check covers the bytes a read returns (one buffer, or one buffer per record as a
+    shuffled read gathers them), not a second read of the file: a byte flipped in memory after
+    the read is a CorruptionError naming the block 37..43 (shard-00001 local 7..13)."""
+    imgs = make_images(N, seed=21)
+    d = str(tmp_path)
+    shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=30 * 60, block_records=7)
+    for as_list in (False, True):
+        with packer_reader.open(d) as ds:
+            seg = ds._segs[1]
+            recs = [bytearray(imgs[i].tobytes()) for i in range(lo, hi)]
+            recs[len(recs) // 2][3] ^= 1
+            data = [memoryview(r) for r in recs] if as_list else memoryview(b"".join(recs))
+            with pytest.raises(CorruptionError) as ei:
+                seg.check_records(lo - 30, hi - 30, data)
+            assert ei.value.path.endswith("shard-00001.pks")
+        with packer_reader.open(d) as ds:  # the intact bytes pass
+            recs = [memoryview(imgs[i].tobytes()) for i in range(lo, hi)]
+            ds._segs[1].check_records(lo - 30, hi - 30, recs if as_list else memoryview(b"".join(recs)))

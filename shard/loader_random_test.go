@@ -1,0 +1,191 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestLoaderRandomized runs Loaders with random options (batch size, read size, shuffle,
+// O_DIRECT, rank/world, Start, DropLast, prefetch) over datasets whose record sizes make buffers
+// cut checksum blocks (k = 4, 10 and 1, records larger than a block) and whose last shard is
+// shorter than a block, and checks every batch against the records written and the epoch
+// sequence ORDER.md defines.
+func TestLoaderRandomized(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 7))
+	shapes := [][]int{{256, 1024}, {100003, 1}, {3, 1 << 20}}
+	for si, shape := range shapes {
+		opts := WriterOptions{Sample: SampleSpec{Shape: shape, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{DType: "int64", Aux: []string{"a"}}}
+		n := 37
+		if si == 2 {
+			n = 9
+		}
+		recs := randomRecords(opts, n, uint64(si)+1)
+		var counts []int
+		for left := n; left > 0; {
+			c := min(left, 1+rng.IntN(n/2))
+			counts = append(counts, c)
+			left -= c
+		}
+		dir := buildDataset(t, opts, recs, counts)
+		for it := range 40 {
+			o := LoaderOptions{
+				BatchSize: 1 + rng.IntN(6),
+				Shuffle:   rng.IntN(2) == 0,
+				Seed:      rng.Uint64(),
+				Epoch:     uint64(rng.IntN(3)),
+				World:     1 + rng.IntN(3),
+				Buffer:    1 + rng.IntN(20),
+				DropLast:  rng.IntN(2) == 0,
+				Prefetch:  1 + rng.IntN(3),
+				ReadSize:  1 + rng.IntN(int(opts.Sample.Size())*8),
+				Direct:    rng.IntN(2) == 0,
+			}
+			o.Rank = rng.IntN(o.World)
+			lo, hi := RankRange(int64(n), o.Rank, o.World)
+			o.Start = rng.Int64N(hi - lo + 1)
+			t.Run(fmt.Sprintf("shape%d/%d", si, it), func(t *testing.T) {
+				d, err := OpenDataset(dir) // fresh: no block checked before
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer d.Close()
+				want, err := EpochOrder(d.ShardCounts(), OrderOptions{Shuffle: o.Shuffle, Seed: o.Seed, Epoch: o.Epoch, Rank: o.Rank, World: o.World, Buffer: o.Buffer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = want[o.Start:]
+				if o.DropLast {
+					want = want[:len(want)/o.BatchSize*o.BatchSize]
+				}
+				got, _ := runLoader(t, d, recs, o)
+				if !slices.Equal(got, want) {
+					t.Fatalf("%+v: indices %v, want %v", o, got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestLoaderRandomizedCorruption damages one byte of one record and runs Loaders with random
+// options over fresh Datasets: no record of the damaged checksum block is ever handed out, and
+// a Loader whose sequence holds one ends with a checksum error.
+func TestLoaderRandomizedCorruption(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{100003, 1}, DType: Uint8, Layout: "hwc"}} // k = 10
+	const n, k = 45, 10
+	recs := randomRecords(opts, n, 5)
+	dir := buildDataset(t, opts, recs, []int{23, 22})
+	for it := range 60 {
+		bad := rng.IntN(n)
+		shard, local := 0, bad
+		if bad >= 23 {
+			shard, local = 1, bad-23
+		}
+		blo := 0
+		if shard == 1 {
+			blo = 23
+		}
+		blo += local / k * k
+		bhi := min(blo+k, n)
+		if shard == 0 {
+			bhi = min(bhi, 23)
+		}
+		o := LoaderOptions{
+			BatchSize: 1 + rng.IntN(5),
+			Shuffle:   rng.IntN(2) == 0,
+			Seed:      rng.Uint64(),
+			World:     1 + rng.IntN(2),
+			Buffer:    1 + rng.IntN(20),
+			Prefetch:  1 + rng.IntN(3),
+			ReadSize:  1 + rng.IntN(100003*12),
+			Direct:    rng.IntN(2) == 0,
+		}
+		o.Rank = rng.IntN(o.World)
+		t.Run(fmt.Sprintf("%d", it), func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("shard-%05d.pks", shard))
+			orig, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := slices.Clone(orig)
+			b[Align+local*100003+rng.IntN(100003)] ^= 0x40
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			defer os.WriteFile(path, orig, 0o644)
+			d, err := OpenDataset(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			seq, err := EpochOrder(d.ShardCounts(), OrderOptions{Shuffle: o.Shuffle, Seed: o.Seed, Rank: o.Rank, World: o.World, Buffer: o.Buffer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := d.NewLoader(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for l.Next() {
+				bt := l.Batch()
+				for k, idx := range bt.Indices {
+					if idx >= int64(blo) && idx < int64(bhi) {
+						t.Fatalf("%+v: record %d of the damaged block [%d, %d) handed out", o, idx, blo, bhi)
+					}
+					if !slices.Equal(bt.Data[k*100003:(k+1)*100003], recs[idx].data) {
+						t.Fatalf("%+v: record %d differs", o, idx)
+					}
+				}
+			}
+			touches := slices.ContainsFunc(seq, func(i int64) bool { return i >= int64(blo) && i < int64(bhi) })
+			if touches && !errors.Is(l.Err(), ErrChecksum) {
+				t.Fatalf("%+v: damaged record %d in the sequence, Err = %v", o, bad, l.Err())
+			}
+		})
+	}
+}
+
+// TestVerifyRangeChecksGivenBytes checks that verifyRange checks the bytes it is given, not a
+// second read of the file, also when they lie inside a block on both sides (a shuffled
+// Loader's run of records): what the caller hands out must be what was checked.
+func TestVerifyRangeChecksGivenBytes(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{256, 1024}, DType: Uint8, Layout: "hwc"}} // k = 4
+	recs := randomRecords(opts, 12, 3)
+	dir := buildDataset(t, opts, recs, []int{12})
+	for _, c := range []struct{ i, j int }{{5, 6}, {5, 7}, {4, 6}, {6, 8}, {4, 8}, {3, 9}} {
+		d, err := OpenDataset(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.Shard(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var data []byte
+		for _, rec := range recs[c.i:c.j] {
+			data = append(data, rec.data...)
+		}
+		if err := r.verifyRange(int64(c.i), int64(c.j), data); err != nil {
+			t.Fatalf("records [%d, %d): %v", c.i, c.j, err)
+		}
+		d.Close()
+		d, err = OpenDataset(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err = d.Shard(0); err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 1 // as if the read that filled the buffer went wrong
+		if err := r.verifyRange(int64(c.i), int64(c.j), data); !errors.Is(err, ErrChecksum) {
+			t.Errorf("records [%d, %d) with a flipped byte: verifyRange = %v, want a checksum error", c.i, c.j, err)
+		}
+		d.Close()
+	}
+}
