@@ -84,7 +84,7 @@ func kernelTime(rs *Resizer, imgs []transforms.Image, iters int) (time.Duration,
 func BenchmarkDevice(b *testing.B) {
 	info, err := Probe()
 	if err != nil {
-		b.Skipf("no CUDA device: %v", err)
+		skipNoGPU(b, "no CUDA device: %v", err)
 	}
 	d, err := Open(0)
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 // byte-identical. It needs a GPU (and the go command); it skips otherwise.
 func TestBuildDeviceGPUEqualsCPU(t *testing.T) {
 	if info, err := Probe(); err != nil {
-		t.Skipf("no CUDA device, skipping the end-to-end GPU build: %v", err)
+		skipNoGPU(t, "no CUDA device, skipping the end-to-end GPU build: %v", err)
 	} else {
 		t.Logf("device: %v", info)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,13 +17,14 @@ import (
 	"github.com/packer-dev/packer/transforms"
 )
 
-// openTestDevice opens device 0, or skips the test when there is no usable driver or device.
-// Once a device is reported, every failure is a test failure.
+// openTestDevice opens device 0, or skips the test when there is no usable driver or device
+// (fails instead with PACKER_REQUIRE_GPU=1). Once a device is reported, every failure is a
+// test failure.
 func openTestDevice(t *testing.T) *Device {
 	t.Helper()
 	info, err := Probe()
 	if err != nil {
-		t.Skipf("no CUDA device, skipping the device test: %v", err)
+		skipNoGPU(t, "no CUDA device, skipping the device test: %v", err)
 	}
 	d, err := Open(0)
 	if err != nil {
@@ -42,6 +44,8 @@ func TestDeviceJITErrorLog(t *testing.T)      { testJITErrorLog(t, openTestDevic
 func TestDevicePinnedRoundTrip(t *testing.T)  { testPinnedRoundTrip(t, openTestDevice(t)) }
 func TestDeviceResizeMatchesCPU(t *testing.T) { testResizeMatchesCPU(t, openTestDevice(t)) }
 func TestDeviceWeightPoolReset(t *testing.T)  { testWeightPoolReset(t, openTestDevice(t)) }
+func TestDeviceKernelTiming(t *testing.T)     { testKernelTiming(t, openTestDevice(t)) }
+func TestDeviceSelfCheck(t *testing.T)        { testSelfCheckResizer(t, openTestDevice(t)) }
 
 // deviceTests are the device tests, run on a real GPU by the TestDevice* functions and on
 // the fake driver by TestFakeDriver.
@@ -347,4 +351,14 @@ func testWeightPoolReset(t *testing.T, d *Device) {
 	if resets == 0 {
 		t.Error("the weight pool was never reset: the test does not exercise the reset path")
 	}
+}
+
+// skipNoGPU skips a test or benchmark that needs a GPU, or fails it when PACKER_REQUIRE_GPU=1,
+// so that a GPU machine whose driver is broken cannot pass the GPU checks by skipping them.
+func skipNoGPU(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv("PACKER_REQUIRE_GPU") == "1" {
+		tb.Fatalf("PACKER_REQUIRE_GPU=1: "+format, args...)
+	}
+	tb.Skipf(format, args...)
 }
