@@ -37,6 +37,10 @@ var ErrOutputOverlap = errors.New("the output overlaps the source")
 // than its parent folder): the finished dataset could not be renamed into place.
 var ErrOutputMount = errors.New("the output directory is a mount point")
 
+// errNoExchange says the OS or filesystem cannot exchange two names atomically: the
+// replacement takes the two-rename path, which recoverOut completes if it is interrupted.
+var errNoExchange = errors.New("atomic exchange not supported")
+
 // ErrOutputLocked is returned when another build holds OUT's lock.
 var ErrOutputLocked = errors.New("another packer build is writing this output")
 

@@ -7,12 +7,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// oNoFollow makes opening the lock file fail on a symlink (nothing outside is truncated).
-const oNoFollow = unix.O_NOFOLLOW
-
-// errNoExchange says the filesystem (or kernel) cannot exchange two names atomically.
-var errNoExchange = errors.New("atomic exchange not supported")
-
 // exchange swaps the folders a and b in one atomic step (renameat2 RENAME_EXCHANGE).
 func exchange(a, b string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)

@@ -10,6 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// oNoFollow makes opening the lock file fail on a symlink (nothing outside is truncated).
+const oNoFollow = unix.O_NOFOLLOW
+
 // tryLock takes an exclusive flock on f without waiting; false when another holds it.
 func tryLock(f *os.File) (bool, error) {
 	for {
