@@ -46,6 +46,17 @@ for pkg in $(go list ./...); do
   done
 done
 
+echo "== same bytes as before the architecture change (scripts/samebytes.sh)"
+# docs/samebytes-base names the last commit before the architecture issue's refactor: every
+# output of the generated corpora must still be byte-identical to what that commit wrote.
+base=$(cat docs/samebytes-base)
+if git cat-file -e "$base^{commit}" 2>/dev/null; then
+  bash scripts/samebytes.sh "$base"
+else
+  echo "samebytes: FAILED: revision $base is not in this clone (a shallow clone?); fetch full history"
+  exit 1
+fi
+
 echo "== python reader (pytest)"
 (cd python && $PY -m pytest -q tests)
 
