@@ -24,8 +24,8 @@ func TestCommitFileCheckFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := errors.New("bad bytes")
-	if err := CommitFile(f, final, func(*os.File) error { return bad }); !errors.Is(err, bad) {
-		t.Fatalf("CommitFile = %v, want the check's error", err)
+	if err := commitFile(f, final, func(*os.File) error { return bad }); !errors.Is(err, bad) {
+		t.Fatalf("commitFile = %v, want the check's error", err)
 	}
 	if got, _ := os.ReadFile(final); string(got) != "old" {
 		t.Errorf("final holds %q after a failed check, want the old bytes", got)
@@ -34,7 +34,7 @@ func TestCommitFileCheckFails(t *testing.T) {
 		t.Errorf("temporary file: %v", err)
 	}
 	if _, err := f.Write([]byte("x")); !errors.Is(err, os.ErrClosed) {
-		t.Errorf("write after CommitFile = %v, want os.ErrClosed", err)
+		t.Errorf("write after commitFile = %v, want os.ErrClosed", err)
 	}
 }
 
@@ -53,7 +53,7 @@ func TestCommitFileReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen int64
-	if err := CommitFile(f, final, func(f *os.File) error {
+	if err := commitFile(f, final, func(f *os.File) error {
 		st, err := f.Stat()
 		seen = st.Size()
 		return err
