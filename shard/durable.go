@@ -14,8 +14,8 @@ import (
 // opened, so a storage other than the local file system replaces it there.
 //
 // These helpers live in shard, and not in a package of their own, because shard is the
-// standard-library-only leaf that every writer (pipeline, formats/npy, formats/hdf5) already
-// imports for FileEntry, and shard's own FileWriter commits the same way: a separate package
+// standard-library-only leaf that every writer (formats/shards, formats/npy, formats/hdf5,
+// pipeline's manifest) already imports for FileEntry, and shard's own FileWriter commits the same way: a separate package
 // would have to be imported by shard, which imports nothing but the standard library. They pull
 // in neither cgo nor any packer package, so importing them costs a reader nothing.
 
@@ -57,7 +57,7 @@ func (p *Pending) Direct() bool { return p.direct }
 // Name is the temporary file's path.
 func (p *Pending) Name() string { return p.tmp }
 
-// Commit makes the finished file durable under its final name (CommitFile with check). On error
+// Commit makes the finished file durable under its final name (commitFile with check). On error
 // the temporary file is left for Abort. The directory is not synced: call SyncDir once after the
 // last file of the directory is committed.
 func (p *Pending) Commit(check func(f *os.File) error) error {
