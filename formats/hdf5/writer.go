@@ -25,10 +25,9 @@ import (
 
 // writer is the output.Output of --format hdf5. Its grammar is New Write* (Close | Abort).
 type writer struct {
-	cfg   output.Config
-	tmp   string // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
-	final string
-	p     *shard.Pending // tmp, created through shard.Create; libhdf5 writes it through its own handle
+	cfg output.Config
+	tmp string         // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
+	p   *shard.Pending // tmp, created through shard.Create; libhdf5 writes it through its own handle
 
 	f      *h5.File
 	images *column
@@ -95,9 +94,8 @@ func New(cfg output.Config) (output.Output, error) {
 		}
 	}
 	w := &writer{
-		cfg:   cfg,
-		tmp:   filepath.Join(cfg.Dir, DataFile+".tmp"),
-		final: filepath.Join(cfg.Dir, DataFile),
+		cfg: cfg,
+		tmp: filepath.Join(cfg.Dir, DataFile+".tmp"),
 	}
 	if err := lib(w.create); err != nil {
 		w.Abort()
@@ -467,8 +465,8 @@ func (w *writer) Abort() {
 }
 
 // commit syncs the finished file (through the handle shard.Create opened; libhdf5 has closed
-// its own), renames it to final, syncs the directory (shard.Pending.Commit, then shard.SyncDir)
-// and returns final's manifest entry.
+// its own), renames it to data.h5, syncs the directory (shard.Pending.Commit, then shard.SyncDir)
+// and returns its manifest entry.
 func (w *writer) commit() (shard.FileEntry, error) {
 	h := sha256.New()
 	var size int64
