@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"github.com/packer-dev/packer/formats/shards"
 	"image"
 	"image/png"
 	"io/fs"
@@ -104,8 +105,7 @@ func checkBuild(t *testing.T, src pipeline.Source, srcRoot string, want expect) 
 	done := make(chan error, 1)
 	go func() {
 		_, err := pipeline.Build(context.Background(), pipeline.Options{
-			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}, Format: "shards",
-			NewOutput: pipeline.NewShardOutput, Out: out, Workers: 2, ShardSize: 1 << 16,
+			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}, Output: shards.Entry, Out: out, Workers: 2, ShardSize: 1 << 16,
 		})
 		done <- err
 	}()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -121,5 +122,5 @@ func (b *builder) layout(c Clip) (result, error) {
 	if b.info.ClipLen > 0 {
 		spec = shard.SampleSpec{Shape: append([]int{len(c.Frames)}, fs.Shape...), DType: fs.DType, Layout: "t" + fs.Layout}
 	}
-	return result{rec: Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: spec, buf: buf, frameDsts: dsts}, nil
+	return result{rec: output.Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: spec, buf: buf, frameDsts: dsts}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -34,14 +35,13 @@ const StagingSuffix = ".packer-partial"
 type Options struct {
 	Source    Source
 	Transform transforms.Spec
-	Format    string                                   // "shards", "npy" or "hdf5"
-	NewOutput func(cfg OutputConfig) (Output, error)   // creates the output for Format
+	Output    output.Entry                             // the output format (its New creates the Output)
 	Out       string                                   // output directory
 	Force     bool                                     // replace an existing OUT atomically
 	Workers   int                                      // decode/transform goroutines; 0 = GOMAXPROCS
 	OnError   string                                   // OnErrorSkip (default) or OnErrorFail
 	MaxErrors int                                      // abort when more inputs than this are skipped; 0 = no limit
-	ShardSize int64                                    // shard byte budget; 0 = DefaultShardSize
+	ShardSize int64                                    // shard byte budget (output.Config.ShardSize); 0 = the format's default
 	Progress  func(items, total, records, bytes int64) // called from the writer goroutine after each item
 	Device    string                                   // recorded in the summary only
 	// Resizer, when set, transforms frames in batches (on a GPU) instead of each worker's
@@ -62,9 +62,6 @@ type BatchResizer interface {
 // deviceGroup is how many items a worker decodes before handing their frames to a
 // BatchResizer in one call.
 const deviceGroup = 16
-
-// DefaultShardSize is the default byte budget of one shard's data section.
-const DefaultShardSize = 256 << 20
 
 // Summary reports what a build did.
 type Summary struct {
@@ -98,8 +95,8 @@ var ErrOutputExists = errors.New("output directory exists (use --force to replac
 // then commit the output directory atomically with its manifest last.
 func Build(ctx context.Context, opts Options) (*Summary, error) {
 	start := time.Now()
-	if opts.Source == nil || opts.NewOutput == nil {
-		panic("pipeline: Build needs a Source and NewOutput")
+	if opts.Source == nil || opts.Output.New == nil {
+		panic("pipeline: Build needs a Source and an Output entry")
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.GOMAXPROCS(0)
@@ -109,9 +106,6 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	if opts.OnError != OnErrorSkip && opts.OnError != OnErrorFail {
 		return nil, fmt.Errorf("unknown --on-error policy %q (want skip or fail)", opts.OnError)
-	}
-	if opts.ShardSize <= 0 {
-		opts.ShardSize = DefaultShardSize
 	}
 	tspec := opts.Transform.Normalized()
 	if err := tspec.Validate(); err != nil {
@@ -123,7 +117,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, fmt.Errorf("sample spec: %w", err)
 	}
-	if err := CheckFormatSpec(opts.Format, spec); err != nil {
+	if err := opts.Output.CheckSpec(spec); err != nil {
 		return nil, err
 	}
 	paths, err := newOutPaths(opts.Out)

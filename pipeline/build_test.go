@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/formats/shards"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -90,7 +91,7 @@ func (s *genSource) Decode(ctx context.Context, it Item, emit func(Clip) error) 
 
 func build(t *testing.T, src Source, out string, mod func(*Options)) (*Summary, error) {
 	t.Helper()
-	opts := Options{Source: src, Format: "shards", NewOutput: NewShardOutput, Out: out, ShardSize: 64}
+	opts := Options{Source: src, Output: shards.Entry, Out: out, ShardSize: 64}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -228,7 +229,7 @@ func TestBuildFixedSizeStaysVersion1(t *testing.T) {
 	if sum.Manifest.FormatVersion != 1 || !slices.Equal(sum.Manifest.Sample.Shape, []int{3, 4, 1}) {
 		t.Fatalf("format_version %d, shape %v", sum.Manifest.FormatVersion, sum.Manifest.Sample.Shape)
 	}
-	r, err := shard.Open(filepath.Join(out, ShardName(0)))
+	r, err := shard.Open(filepath.Join(out, shards.ShardName(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestBuildCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := Build(ctx, Options{Source: src, Format: "shards", NewOutput: NewShardOutput, Out: out, Workers: 2})
+		_, err := Build(ctx, Options{Source: src, Output: shards.Entry, Out: out, Workers: 2})
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)

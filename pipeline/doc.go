@@ -33,14 +33,15 @@
 //
 // # Outputs
 //
-// Options.NewOutput creates the Output from an OutputConfig (staging directory, sample and
-// label spec, classes, shard byte budget, dataset description) when the first record is ready,
+// The output contract is package output. Options.Output is the chosen format's output.Entry;
+// its New creates the Output from an output.Config (staging directory, sample and label spec,
+// classes, shard byte budget, dataset description) when the first record is ready,
 // or at the end for a build with no record. Write is called from one goroutine, in record
 // order, and must not keep Record.Data after it returns: the buffer is reused. Close finishes
 // every file (synced, under its final name in the staging directory) and returns the manifest's
-// file entries, with sizes and SHA-256; Abort removes what was written. NewShardOutput is the
-// native shard format (it lives here, not beside its format; see the architecture page);
-// formats/npy and formats/hdf5 implement the other two.
+// file entries, with sizes and SHA-256; Abort removes what was written; Format gives the
+// manifest's format and format_version. The engine knows no format by name: formats/shards,
+// formats/npy and formats/hdf5 each export their Entry, and the command picks one.
 //
 // # Order and determinism
 //
@@ -60,7 +61,7 @@
 // DatasetSpec decides every record's shape, dtype and layout from the source's Info and the
 // transform before anything is decoded, never from the first record: a crop or an exact size,
 // or a source of one frame size, fixes height and width; otherwise they vary (-1) and the
-// shard format stores each record's shape. CheckFormatSpec refuses npy and HDF5 for a varying
+// shard format stores each record's shape. Entry.CheckSpec refuses npy and HDF5 for a varying
 // shape before anything is written (ErrShapeNotFixed). A record that does not fit the decided
 // spec is an internal error that fails the build, never a dropped image.
 //

@@ -1,9 +1,7 @@
 package pipeline
 
 import (
-	"errors"
-	"fmt"
-
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -48,18 +46,7 @@ func DatasetSpec(src Source, t transforms.Spec) shard.SampleSpec {
 
 // ErrShapeNotFixed is returned by Build for a fixed-shape format (npy, hdf5) when the records'
 // shape is not fixed; nothing has been decoded or written.
-var ErrShapeNotFixed = errors.New("records have no fixed shape")
-
-// CheckFormatSpec refuses a fixed-shape output format (anything but "shards") for a spec whose
-// shape varies, naming the flags that fix it.
-func CheckFormatSpec(format string, spec shard.SampleSpec) error {
-	if format == "shards" || spec.Fixed() {
-		return nil
-	}
-	return fmt.Errorf("--format %s: %w: the sample shape is %v (height and width vary from image to image); "+
-		"give --crop N or --size WxH for one fixed size, or use --format shards, which stores every image at its own size",
-		format, ErrShapeNotFixed, spec.Shape)
-}
+var ErrShapeNotFixed = output.ErrShapeNotFixed
 
 // fits reports whether a record of shape rec fits the dataset spec: same dtype, layout and
 // rank, every fixed dimension equal, every variable one ≥ 1.
@@ -73,14 +60,4 @@ func fits(spec shard.SampleSpec, rec shard.SampleSpec) bool {
 		}
 	}
 	return true
-}
-
-// formatVersion is the manifest's format_version: the highest shard format version among the
-// dataset's shards (FORMAT.md, Versioning). Shards of a variable-size spec are version 2, all
-// others version 1.
-func formatVersion(spec shard.SampleSpec) int {
-	if spec.Fixed() {
-		return 1
-	}
-	return shard.Version
 }

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 
-	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -102,36 +101,4 @@ type DirectSource interface {
 type WindowSource interface {
 	Source
 	EnableWindows()
-}
-
-// Record is one output record, ready to be written. An Output must not keep Data after Write
-// returns: the buffer is reused.
-type Record struct {
-	Data  []byte
-	Label int64
-	Aux   []int64
-	Meta  []byte
-	// Shape is the record's own shape when the dataset's sample shape varies (a -1 dimension);
-	// nil for a fixed-size dataset.
-	Shape []int
-}
-
-// An Output writes records to one output format. Write is called from one goroutine, in record
-// order. Close finishes every file (synced, under its final name) and returns the entries for the
-// manifest; Abort removes whatever was written.
-type Output interface {
-	Write(r Record) error
-	Close() ([]shard.FileEntry, error)
-	Abort()
-}
-
-// OutputConfig is what every output format is created from.
-type OutputConfig struct {
-	Dir       string           // directory the files go into (a staging directory)
-	Sample    shard.SampleSpec // record spec
-	Label     shard.LabelSpec  // label spec
-	Classes   []string         // class names
-	HasMeta   bool             // records carry metadata
-	ShardSize int64            // byte budget per shard (shards only)
-	Meta      map[string]any   // dataset description stored in each file (source and transform spec)
 }

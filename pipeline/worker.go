@@ -6,6 +6,7 @@ package pipeline
 import (
 	"context"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -26,7 +27,7 @@ const maxGroup = 256
 
 // result is one record of an item, or the item's final status (done set).
 type result struct {
-	rec       Record
+	rec       output.Record
 	spec      shard.SampleSpec
 	buf       *[]byte
 	name      string   // the item's name
@@ -119,7 +120,7 @@ func (b *builder) decodeDirect(ctx context.Context, snd *sender, it Item) error 
 		b.pool.Put(buf)
 	} else {
 		n = 1
-		r := result{rec: Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: b.directSpec, buf: buf, name: it.Name}
+		r := result{rec: output.Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: b.directSpec, buf: buf, name: it.Name}
 		if err := snd.send(ctx, r); err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -17,7 +18,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	sum := &Summary{Reasons: map[string]int{}}
 	spec := b.spec
 	var (
-		out      Output
+		out      output.Output
 		counts   = make([]int64, len(b.info.Classes))
 		skipped  []shard.Skipped
 		items    int64
@@ -98,7 +99,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 				}
 				if out == nil {
 					var err error
-					out, err = b.opts.NewOutput(OutputConfig{
+					out, err = b.opts.Output.New(output.Config{
 						Dir: b.staging, Sample: spec,
 						Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
 						Classes:   b.info.Classes,
@@ -107,11 +108,11 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 						Meta:      b.datasetMeta(),
 					})
 					if err != nil {
-						return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
+						return nil, fmt.Errorf("create %s output: %w", b.opts.Output.Name, err)
 					}
 				}
 				if err := out.Write(r.rec); err != nil {
-					return nil, fmt.Errorf("write %s output: %w", b.opts.Format, err)
+					return nil, fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
 				}
 				if r.rec.Label >= 0 && r.rec.Label < int64(len(counts)) {
 					counts[r.rec.Label]++
@@ -141,22 +142,23 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	var files []shard.FileEntry
 	if out == nil {
 		var err error
-		out, err = b.opts.NewOutput(OutputConfig{Dir: b.staging, Sample: spec,
+		out, err = b.opts.Output.New(output.Config{Dir: b.staging, Sample: spec,
 			Label: shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)}, Classes: b.info.Classes,
 			HasMeta: b.info.HasMeta, ShardSize: b.opts.ShardSize, Meta: b.datasetMeta()})
 		if err != nil {
-			return nil, fmt.Errorf("create %s output: %w", b.opts.Format, err)
+			return nil, fmt.Errorf("create %s output: %w", b.opts.Output.Name, err)
 		}
 	}
 	files, err := out.Close()
 	finished = true
 	if err != nil {
-		return nil, fmt.Errorf("finish %s output: %w", b.opts.Format, err)
+		return nil, fmt.Errorf("finish %s output: %w", b.opts.Output.Name, err)
 	}
+	format, formatVersion := out.Format()
 	m := &shard.Manifest{
 		Packer:        Version,
-		Format:        b.opts.Format,
-		FormatVersion: formatVersion(spec),
+		Format:        format,
+		FormatVersion: formatVersion,
 		Count:         sum.Records,
 		Classes:       nonNil(b.info.Classes),
 		ClassCounts:   counts,

@@ -29,7 +29,7 @@ type Dataset struct {
 }
 
 // OpenDataset opens the dataset in dir through its manifest.json, which must have format
-// "shards". Checksums of the records read are checked.
+// FormatShards. Checksums of the records read are checked.
 func OpenDataset(dir string) (*Dataset, error) { return OpenDatasetOptions(dir, ReaderOptions{}) }
 
 // OpenDatasetOptions is OpenDataset with options for the shard readers.
@@ -38,8 +38,8 @@ func OpenDatasetOptions(dir string, opts ReaderOptions) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Format != "shards" {
-		return nil, fmt.Errorf("%s: dataset format %q, want \"shards\"", dir, m.Format)
+	if m.Format != FormatShards {
+		return nil, fmt.Errorf("%s: dataset format %q, want %q", dir, m.Format, FormatShards)
 	}
 	if m.FormatVersion < MinVersion || m.FormatVersion > Version {
 		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)

@@ -28,9 +28,10 @@
 // Writing: NewWriter streams one shard to any io.Writer (Append* Close); CreateFile does the
 // same into path.tmp and Commit checks, syncs and renames it, computing its SHA-256 for the
 // manifest.
-// CommitFile, WriteFileAtomic and SyncDir are the one durable-file commit (temporary name,
-// fsync, rename, directory fsync) that FileWriter and every packer output use, and OpenDirect
-// the one O_DIRECT open with its fallback (see durable.go for why they live here).
+// Create (a Pending file: Commit or Abort), WriteFileAtomic and SyncDir are the one durable-file
+// create and commit (temporary name, fsync, rename, directory fsync) that FileWriter and every
+// packer output use, and OpenDirect the one O_DIRECT open with its fallback (see durable.go for
+// why they live here). FormatShards, FormatNPY and FormatHDF5 are the output format names.
 //
 // Reading: Open or NewReader give random access to one shard (Record, ReadRecords, Label, Aux,
 // RecordMeta, DataRange). OpenDataset opens a directory through its manifest, with random

@@ -3,7 +3,6 @@ package shard
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"os"
@@ -19,11 +18,11 @@ import (
 // failed Commit. A FileWriter is not safe for concurrent use.
 type FileWriter struct {
 	*Writer
-	path, tmp string
-	f         *os.File
-	hw        hashWriter
-	done      bool
-	err       error // first Commit error, returned again by later calls
+	path string
+	p    *Pending
+	hw   hashWriter
+	done bool
+	err  error // first Commit error, returned again by later calls
 }
 
 // hashWriter passes writes to a file and to a hash.
@@ -40,27 +39,24 @@ func (w *hashWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// CreateFile creates path+".tmp" (replacing a stale one) and starts a shard in it.
+// CreateFile creates path+".tmp" (replacing a stale one, through Create) and starts a shard in it.
 func CreateFile(path string, opts WriterOptions) (*FileWriter, error) {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	p, err := Create(filepath.Dir(path), filepath.Base(path), false)
 	if err != nil {
 		return nil, fmt.Errorf("create shard: %w", err)
 	}
-	fw := &FileWriter{path: path, tmp: tmp, f: f, hw: hashWriter{f: f, h: sha256.New()}}
+	fw := &FileWriter{path: path, p: p, hw: hashWriter{f: p.File(), h: sha256.New()}}
 	fw.Writer, err = NewWriter(&fw.hw, opts)
 	if err != nil {
-		f.Close()
-		os.Remove(tmp)
+		p.Abort()
 		return nil, err
 	}
 	return fw, nil
 }
 
-// Commit finishes the shard (Writer.Close), then commits it through CommitFile: syncs the file,
-// re-reads and checks its header, footer and index, renames it to its final path, and syncs the
-// directory. On error the temporary
-// file is left for Abort to remove.
+// Commit finishes the shard (Writer.Close), then commits it through Pending.Commit: syncs the
+// file, re-reads and checks its header, footer and index, renames it to its final path, and
+// syncs the directory. On error the temporary file is left for Abort to remove.
 func (fw *FileWriter) Commit() error {
 	if fw.err != nil {
 		return fw.err
@@ -73,25 +69,24 @@ func (fw *FileWriter) Commit() error {
 }
 
 func (fw *FileWriter) commit() error {
+	tmp := fw.p.Name()
 	if err := fw.Writer.Close(); err != nil {
-		return fmt.Errorf("%s: %w", fw.tmp, err)
+		return fmt.Errorf("%s: %w", tmp, err)
 	}
 	if fw.hw.n != fw.Writer.Size() {
-		return fmt.Errorf("%s: wrote %d bytes, want %d", fw.tmp, fw.hw.n, fw.Writer.Size())
+		return fmt.Errorf("%s: wrote %d bytes, want %d", tmp, fw.hw.n, fw.Writer.Size())
 	}
-	f := fw.f
-	fw.f = nil // CommitFile closes it on every path
-	err := CommitFile(f, fw.path, func(f *os.File) error {
+	err := fw.p.Commit(func(f *os.File) error {
 		st, err := f.Stat()
 		if err != nil {
 			return err
 		}
-		r, err := NewReaderOptions(f, st.Size(), fw.tmp, ReaderOptions{SkipCRC: true})
+		r, err := NewReaderOptions(f, st.Size(), tmp, ReaderOptions{SkipCRC: true})
 		if err != nil {
 			return fmt.Errorf("check written file: %w", err)
 		}
 		if int64(r.Len()) != fw.Writer.Len() {
-			return fmt.Errorf("%s holds %d records, wrote %d", fw.tmp, r.Len(), fw.Writer.Len())
+			return fmt.Errorf("%s holds %d records, wrote %d", tmp, r.Len(), fw.Writer.Len())
 		}
 		return nil
 	})
@@ -108,15 +103,8 @@ func (fw *FileWriter) Abort() error {
 		return nil
 	}
 	fw.done = true
-	var err error
-	if fw.f != nil {
-		err = fw.f.Close()
-		fw.f = nil
-	}
-	if rerr := os.Remove(fw.tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
-		err = errors.Join(err, rerr)
-	}
-	return err
+	fw.p.Abort()
+	return nil
 }
 
 // Path returns the final path of the shard.

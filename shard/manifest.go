@@ -13,6 +13,17 @@ import (
 	"reflect"
 )
 
+// The output format names, the manifest's "format". shard, which validates manifests, knows the
+// names of every format packer writes and refuses any other at ReadManifest, so a dataset of a
+// format this packer cannot read fails early and by name; it knows nothing else of npy or HDF5
+// (their writers and readers live in formats/npy and formats/hdf5, which take their names from
+// here). These constants are the one place each name is spelled.
+const (
+	FormatShards = "shards" // this package's shard files (FORMAT.md)
+	FormatNPY    = "npy"    // NumPy .npy columns (formats/npy)
+	FormatHDF5   = "hdf5"   // one HDF5 file (formats/hdf5)
+)
+
 // ManifestName is the file name of a dataset's manifest, written last by every build.
 const ManifestName = "manifest.json"
 
@@ -23,8 +34,8 @@ const MaxManifestSize = 1 << 30
 // SHA-256 of every data file. It is the root of trust for verify and the entry point of readers.
 type Manifest struct {
 	Packer        string         `json:"packer"`         // packer version that wrote the dataset
-	Format        string         `json:"format"`         // "shards", "npy" or "hdf5"
-	FormatVersion int            `json:"format_version"` // shard format version (FORMAT.md) for "shards"
+	Format        string         `json:"format"`         // FormatShards, FormatNPY or FormatHDF5
+	FormatVersion int            `json:"format_version"` // shard format version (FORMAT.md) for FormatShards
 	Count         int64          `json:"count"`          // number of records
 	Classes       []string       `json:"classes"`        // class names, indexed by label
 	ClassCounts   []int64        `json:"class_counts"`   // records per label, same length as Classes
@@ -150,7 +161,7 @@ func ReadManifest(dir string) (*Manifest, error) {
 
 func (m *Manifest) check() error {
 	switch m.Format {
-	case "shards", "npy", "hdf5":
+	case FormatShards, FormatNPY, FormatHDF5:
 	default:
 		return fmt.Errorf("unknown format %q", m.Format)
 	}

@@ -156,11 +156,11 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if m.Format == "shards" && recordsSeen.Load() >= 0 && len(rep.Faults) == 0 && recordsSeen.Load() != m.Count {
+	if m.Format == shard.FormatShards && recordsSeen.Load() >= 0 && len(rep.Faults) == 0 && recordsSeen.Load() != m.Count {
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
 			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
 	}
-	if m.Format == "shards" && !dataDamaged(rep.Faults) {
+	if m.Format == shard.FormatShards && !dataDamaged(rep.Faults) {
 		// every shard was read whole and intact: the labels and versions are all known
 		for _, msg := range sh.labels.Faults(m) {
 			add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1, Message: msg})
@@ -170,7 +170,7 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 				Message: fmt.Sprintf("format_version is %d but the newest shard is version %d", m.FormatVersion, sh.maxVersion)})
 		}
 	}
-	if c := checkers[m.Format]; c != nil && m.Format != "shards" && !bytesDamaged(rep.Faults) {
+	if c := checkers[m.Format]; c != nil && m.Format != shard.FormatShards && !bytesDamaged(rep.Faults) {
 		for _, err := range c(dir, m) {
 			add(Fault{File: faultFile(err), Kind: KindStructure, First: -1, Offset: -1, Message: err.Error()})
 		}
@@ -284,17 +284,17 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		if len(f.SHA256) != 64 {
 			bad("file %s: sha256 %q is not 64 hex digits", f.Path, f.SHA256)
 		}
-		if m.Format != "shards" && (f.FirstRecord != 0 || f.Records != 0 && f.Records != m.Count) {
+		if m.Format != shard.FormatShards && (f.FirstRecord != 0 || f.Records != 0 && f.Records != m.Count) {
 			bad("file %s: records %d from %d, but a %s file holds all %d records", f.Path, f.Records, f.FirstRecord, m.Format, m.Count)
 		}
-		if m.Format == "shards" {
+		if m.Format == shard.FormatShards {
 			if f.FirstRecord != next {
 				bad("file %s: first_record is %d, want %d", f.Path, f.FirstRecord, next)
 			}
 			next += f.Records
 		}
 	}
-	if m.Format == "shards" && next != m.Count {
+	if m.Format == shard.FormatShards && next != m.Count {
 		bad("files hold %d records but count is %d", next, m.Count)
 	}
 	checkInputs(m, bad)
@@ -373,7 +373,7 @@ func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.File
 	h := &ctxHash{Hash: sha256.New(), ctx: ctx}
 	opts := shard.ScanOptions{Hash: h, Progress: progress, Direct: true}
 	var complete bool
-	if m.Format == "shards" && strings.HasSuffix(fe.Path, ".pks") {
+	if m.Format == shard.FormatShards && strings.HasSuffix(fe.Path, ".pks") {
 		complete = scanShard(path, fe, m, opts, add, records, sh)
 	} else {
 		err := shard.StreamFile(path, opts)

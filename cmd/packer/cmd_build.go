@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -54,6 +55,7 @@ type buildOptions struct {
 	MaxPixels int64
 
 	transform transforms.Spec
+	output    output.Entry // the --format entry of the outputs table, set by validate
 	shardSize int64
 	classes   []string
 }
@@ -125,7 +127,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video (default: detect)")
-	f.StringVar(&o.Format, "format", "shards", "output format: shards|npy|hdf5 (npy and hdf5 need a fixed size: --crop or --size)")
+	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
 	f.StringVar(&o.Size, "size", "", "resize to exactly WxH")
@@ -157,11 +159,11 @@ func (o *buildOptions) validate() error {
 	if o.Out == "" {
 		return errors.New("--out (-o) is required")
 	}
-	switch o.Format {
-	case "shards", "npy", "hdf5":
-	default:
-		return fmt.Errorf("unknown --format %q (want shards, npy or hdf5)", o.Format)
+	out, ferr := outputFor(o.Format)
+	if ferr != nil {
+		return ferr
 	}
+	o.output = out
 	switch o.Split {
 	case "train", "test":
 	default:
@@ -288,12 +290,8 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	if err != nil {
 		return err
 	}
-	newOut, err := outputFor(o.Format)
-	if err != nil {
-		return usagef(err)
-	}
 	// npy and HDF5 hold one array of one shape: refuse a variable shape before decoding.
-	if err := pipeline.CheckFormatSpec(o.Format, pipeline.DatasetSpec(src, o.transform)); err != nil {
+	if err := o.output.CheckSpec(pipeline.DatasetSpec(src, o.transform)); err != nil {
 		return usagef(err)
 	}
 	resizer, device, release, err := openDevice(o.Device, o.transform)
@@ -306,8 +304,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	sum, err := pipeline.Build(ctx, pipeline.Options{
 		Source:    src,
 		Transform: o.transform,
-		Format:    o.Format,
-		NewOutput: newOut,
+		Output:    o.output,
 		Out:       o.Out,
 		Inputs:    []string{o.Source},
 		Force:     o.Force,

@@ -110,7 +110,7 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 	for _, sk := range m.Skipped {
 		s.Reasons[skipKind(sk.Reason)]++
 	}
-	varShape := !m.Sample.Fixed() && m.Format == "shards"
+	varShape := !m.Sample.Fixed() && m.Format == shard.FormatShards
 	if o.Records > 0 || (varShape && m.Count > 0) {
 		ds, err := openAny(o.Dir)
 		if err != nil {

@@ -291,21 +291,7 @@ func insideDir(p, dir string) bool {
 }
 
 // writeFileReplacing writes data to path through a temporary file committed over it
-// (shard.CommitFile: synced, then renamed), so a failure never leaves a truncated file behind.
+// (shard.WriteFileAtomic: synced, then renamed), so a failure never leaves a truncated file behind.
 func writeFileReplacing(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err = errors.Join(err, f.Chmod(0o644)); err != nil {
-		f.Close()
-	} else {
-		err = shard.CommitFile(f, path, nil)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
+	return shard.WriteFileAtomic(path, data)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/formats/npy"
 	"github.com/packer-dev/packer/shard"
-	"github.com/packer-dev/packer/verify"
 )
 
 // anyDataset is random access to a packed dataset of any format, for inspect and preview.
@@ -28,38 +27,37 @@ func openAny(dir string) (anyDataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch m.Format {
-	case "shards":
-		d, err := shard.OpenDataset(dir)
-		if err != nil {
-			return nil, err
-		}
-		return shardsDataset{d}, nil
-	case "npy":
-		r, err := npy.Open(dir)
-		if err != nil {
-			return nil, err
-		}
-		return &arrayDataset{m: m, r: r}, nil
-	case "hdf5":
-		r, err := hdf5.Open(dir)
-		if err != nil {
-			return nil, err
-		}
-		return &arrayDataset{m: m, r: r}, nil
+	if o, ok := outputNamed(m.Format); ok && o.open != nil {
+		return o.open(dir, m)
 	}
 	return nil, fmt.Errorf("%s: format %q cannot be opened by this command", dir, m.Format)
 }
 
-func readManifestQuiet(dir string) (*shard.Manifest, error) { return shard.ReadManifest(dir) }
-
-// formatCheckers are the structural checks of the non-shard formats, for verify.
-func formatCheckers() map[string]verify.FormatChecker {
-	return map[string]verify.FormatChecker{
-		"npy":  npy.Check,
-		"hdf5": hdf5.CheckStructure,
+func openShards(dir string, _ *shard.Manifest) (anyDataset, error) {
+	d, err := shard.OpenDataset(dir)
+	if err != nil {
+		return nil, err
 	}
+	return shardsDataset{d}, nil
 }
+
+func openNPY(dir string, m *shard.Manifest) (anyDataset, error) {
+	r, err := npy.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &arrayDataset{m: m, r: r}, nil
+}
+
+func openHDF5(dir string, m *shard.Manifest) (anyDataset, error) {
+	r, err := hdf5.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &arrayDataset{m: m, r: r}, nil
+}
+
+func readManifestQuiet(dir string) (*shard.Manifest, error) { return shard.ReadManifest(dir) }
 
 // shardsDataset adds per-record information to shard.Dataset.
 type shardsDataset struct{ *shard.Dataset }

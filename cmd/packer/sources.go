@@ -5,10 +5,8 @@ import (
 
 	"github.com/packer-dev/packer/formats"
 	"github.com/packer-dev/packer/formats/cifar"
-	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
-	"github.com/packer-dev/packer/formats/npy"
 	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
@@ -52,17 +50,4 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 		return nil, "", err
 	}
 	return src, kind, nil
-}
-
-// outputFor returns the output constructor of a --format.
-func outputFor(format string) (func(pipeline.OutputConfig) (pipeline.Output, error), error) {
-	switch format {
-	case "shards":
-		return pipeline.NewShardOutput, nil
-	case "npy":
-		return npy.New, nil
-	case "hdf5":
-		return hdf5.New, nil
-	}
-	return nil, fmt.Errorf("unknown --format %q (want shards, npy or hdf5)", format)
 }

@@ -3,17 +3,17 @@ package hdf5
 import (
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
 // BenchmarkWrite writes 224×224×3 uint8 records (6 per 1 MiB chunk).
 func BenchmarkWrite(b *testing.B) {
-	rec := pipeline.Record{Data: make([]byte, 224*224*3), Label: 3}
+	rec := output.Record{Data: make([]byte, 224*224*3), Label: 3}
 	for i := range rec.Data {
 		rec.Data[i] = byte(i)
 	}
-	cfg := pipeline.OutputConfig{Dir: b.TempDir(), Sample: shard.SampleSpec{Shape: []int{224, 224, 3}, DType: shard.Uint8}}
+	cfg := output.Config{Dir: b.TempDir(), Sample: shard.SampleSpec{Shape: []int{224, 224, 3}, DType: shard.Uint8}}
 	out, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -35,12 +35,12 @@ func BenchmarkWrite(b *testing.B) {
 func BenchmarkRead(b *testing.B) {
 	const n = 640
 	dir := b.TempDir()
-	cfg := pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{224, 224, 3}, DType: shard.Uint8}}
+	cfg := output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{224, 224, 3}, DType: shard.Uint8}}
 	out, err := New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rec := pipeline.Record{Data: make([]byte, 224*224*3)}
+	rec := output.Record{Data: make([]byte, 224*224*3)}
 	for range n {
 		if err := out.Write(rec); err != nil {
 			b.Fatal(err)

@@ -17,19 +17,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
 // testSet is a set of records and the config they are written with.
 type testSet struct {
-	cfg     pipeline.OutputConfig
-	records []pipeline.Record
+	cfg     output.Config
+	records []output.Record
 }
 
 // makeSet returns n pseudo-random records (seeded) of the given shape and dtype.
 func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta bool) testSet {
-	cfg := pipeline.OutputConfig{
+	cfg := output.Config{
 		Dir:     dir,
 		Sample:  shard.SampleSpec{Shape: shape, DType: dt, Layout: "hwc"},
 		Label:   shard.LabelSpec{DType: "int64", Aux: aux},
@@ -40,9 +40,9 @@ func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta 
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
 	size := int(cfg.Sample.Size())
-	var recs []pipeline.Record
+	var recs []output.Record
 	for i := range n {
-		r := pipeline.Record{Data: make([]byte, size), Label: int64(rng.IntN(3))} // Check requires labels within the classes
+		r := output.Record{Data: make([]byte, size), Label: int64(rng.IntN(3))} // Check requires labels within the classes
 		switch dt {
 		case shard.Uint8:
 			for j := range r.Data {

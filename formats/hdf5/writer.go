@@ -18,16 +18,16 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	h5 "gonum.org/v1/hdf5"
 )
 
-// writer is the pipeline.Output of --format hdf5. Its grammar is New Write* (Close | Abort).
+// writer is the output.Output of --format hdf5. Its grammar is New Write* (Close | Abort).
 type writer struct {
-	cfg   pipeline.OutputConfig
-	tmp   string // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
-	final string
+	cfg output.Config
+	tmp string         // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
+	p   *shard.Pending // tmp, created through shard.Create; libhdf5 writes it through its own handle
 
 	f      *h5.File
 	images *column
@@ -60,9 +60,25 @@ type strColumn struct {
 	written   int64
 }
 
+// Entry is the output format entry of --format hdf5, for the command's table of formats.
+var Entry = output.Entry{
+	Name:       shard.FormatHDF5,
+	New:        New,
+	Check:      CheckStructure,
+	FixedShape: true,
+	Version:    Version,
+}
+
+// Version is the manifest's format_version of an HDF5 dataset: 1, whatever the spec (an HDF5
+// dataset holds fixed-shape records only).
+func Version(shard.SampleSpec) int { return 1 }
+
+// Format reports the format name and version for the manifest.
+func (w *writer) Format() (string, int) { return shard.FormatHDF5, Version(w.cfg.Sample) }
+
 // New creates Dir/data.h5 (under a temporary name until Close) for records of cfg.Sample.
 // Samples must have a fixed shape: HDF5 datasets are rectangular.
-func New(cfg pipeline.OutputConfig) (pipeline.Output, error) {
+func New(cfg output.Config) (output.Output, error) {
 	if err := cfg.Sample.Validate(); err != nil {
 		return nil, fmt.Errorf("hdf5: %w", err)
 	}
@@ -78,9 +94,8 @@ func New(cfg pipeline.OutputConfig) (pipeline.Output, error) {
 		}
 	}
 	w := &writer{
-		cfg:   cfg,
-		tmp:   filepath.Join(cfg.Dir, DataFile+".tmp"),
-		final: filepath.Join(cfg.Dir, DataFile),
+		cfg: cfg,
+		tmp: filepath.Join(cfg.Dir, DataFile+".tmp"),
 	}
 	if err := lib(w.create); err != nil {
 		w.Abort()
@@ -114,10 +129,12 @@ func imageChunkRows(rec int64) int {
 }
 
 func (w *writer) create() error {
-	if err := os.Remove(w.tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+	p, err := shard.Create(w.cfg.Dir, DataFile, false)
+	if err != nil {
 		return fmt.Errorf("hdf5: %w", err)
 	}
-	f, err := h5.CreateFile(w.tmp, h5.F_ACC_EXCL)
+	w.p = p
+	f, err := h5.CreateFile(w.tmp, h5.F_ACC_TRUNC)
 	if err != nil {
 		return fmt.Errorf("hdf5: create %s: %w", w.tmp, h5error("H5Fcreate", err))
 	}
@@ -311,7 +328,7 @@ func (c *strColumn) flush() error {
 }
 
 // Write appends one record. Records are buffered and written a whole chunk at a time.
-func (w *writer) Write(r pipeline.Record) error {
+func (w *writer) Write(r output.Record) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -396,7 +413,7 @@ func (w *writer) Close() ([]shard.FileEntry, error) {
 		w.Abort()
 		return nil, w.err
 	}
-	entry, err := commit(w.tmp, w.final)
+	entry, err := w.commit()
 	if err != nil {
 		w.err = fmt.Errorf("hdf5: %w", err)
 		w.Abort()
@@ -440,32 +457,36 @@ func (w *writer) Abort() {
 	if w.err == nil {
 		w.err = errors.New("hdf5: output aborted")
 	}
-	_ = os.Remove(w.tmp)
+	if w.p != nil {
+		w.p.Abort()
+	} else {
+		_ = os.Remove(w.tmp)
+	}
 }
 
-// commit syncs tmp, renames it to final, syncs the directory and returns final's manifest entry
-// (shard.CommitFile, then shard.SyncDir).
-func commit(tmp, final string) (shard.FileEntry, error) {
-	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
-	if err != nil {
-		return shard.FileEntry{}, err
-	}
+// commit syncs the finished file (through the handle shard.Create opened; libhdf5 has closed
+// its own), renames it to data.h5, syncs the directory (shard.Pending.Commit, then shard.SyncDir)
+// and returns its manifest entry.
+func (w *writer) commit() (shard.FileEntry, error) {
 	h := sha256.New()
 	var size int64
-	err = shard.CommitFile(f, final, func(f *os.File) error {
+	err := w.p.Commit(func(f *os.File) error {
 		var err error
+		if _, err = f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
 		if size, err = io.Copy(h, f); err != nil {
-			return fmt.Errorf("read back %s: %w", tmp, err)
+			return fmt.Errorf("read back %s: %w", w.tmp, err)
 		}
 		return nil
 	})
 	if err != nil {
 		return shard.FileEntry{}, err
 	}
-	if err := shard.SyncDir(filepath.Dir(final)); err != nil {
+	if err := shard.SyncDir(w.cfg.Dir); err != nil {
 		return shard.FileEntry{}, err
 	}
-	return shard.FileEntry{Path: filepath.Base(final), Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return shard.FileEntry{Path: DataFile, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // marshal encodes v as compact JSON with sorted map keys and no HTML escaping.

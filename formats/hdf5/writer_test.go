@@ -10,20 +10,20 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
 func TestNewRejects(t *testing.T) {
-	base := pipeline.OutputConfig{Dir: t.TempDir(), Sample: shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8}}
-	cases := map[string]func(*pipeline.OutputConfig){
-		"varying-shape": func(c *pipeline.OutputConfig) { c.Sample.Shape = []int{-1, 2} },
-		"bad-dtype":     func(c *pipeline.OutputConfig) { c.Sample.DType = "int7" },
-		"no-shape":      func(c *pipeline.OutputConfig) { c.Sample.Shape = nil },
-		"aux-slash":     func(c *pipeline.OutputConfig) { c.Label.Aux = []string{"a/b"} },
-		"aux-empty":     func(c *pipeline.OutputConfig) { c.Label.Aux = []string{""} },
-		"label-dtype":   func(c *pipeline.OutputConfig) { c.Label.DType = "float32" },
-		"no-dir":        func(c *pipeline.OutputConfig) { c.Dir = filepath.Join(c.Dir, "missing", "dir") },
+	base := output.Config{Dir: t.TempDir(), Sample: shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8}}
+	cases := map[string]func(*output.Config){
+		"varying-shape": func(c *output.Config) { c.Sample.Shape = []int{-1, 2} },
+		"bad-dtype":     func(c *output.Config) { c.Sample.DType = "int7" },
+		"no-shape":      func(c *output.Config) { c.Sample.Shape = nil },
+		"aux-slash":     func(c *output.Config) { c.Label.Aux = []string{"a/b"} },
+		"aux-empty":     func(c *output.Config) { c.Label.Aux = []string{""} },
+		"label-dtype":   func(c *output.Config) { c.Label.DType = "float32" },
+		"no-dir":        func(c *output.Config) { c.Dir = filepath.Join(c.Dir, "missing", "dir") },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -41,25 +41,25 @@ func TestWriteRejects(t *testing.T) {
 	cases := []struct {
 		name string
 		meta bool
-		rec  pipeline.Record
+		rec  output.Record
 		text string
 	}{
-		{"short", false, pipeline.Record{Data: make([]byte, 3)}, "3 bytes, want 4"},
-		{"aux", false, pipeline.Record{Data: make([]byte, 4), Aux: []int64{1, 2}}, "2 auxiliary labels, want 1"},
-		{"meta-not-declared", false, pipeline.Record{Data: make([]byte, 4), Aux: []int64{1}, Meta: []byte("x")}, "HasMeta"},
-		{"meta-nul", true, pipeline.Record{Data: make([]byte, 4), Aux: []int64{1}, Meta: []byte("a\x00b")}, "NUL"},
+		{"short", false, output.Record{Data: make([]byte, 3)}, "3 bytes, want 4"},
+		{"aux", false, output.Record{Data: make([]byte, 4), Aux: []int64{1, 2}}, "2 auxiliary labels, want 1"},
+		{"meta-not-declared", false, output.Record{Data: make([]byte, 4), Aux: []int64{1}, Meta: []byte("x")}, "HasMeta"},
+		{"meta-nul", true, output.Record{Data: make([]byte, 4), Aux: []int64{1}, Meta: []byte("a\x00b")}, "NUL"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8},
+			cfg := output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2, 2}, DType: shard.Uint8},
 				Label: shard.LabelSpec{Aux: []string{"a"}}, HasMeta: c.meta}
 			out, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer out.Abort()
-			if err := out.Write(pipeline.Record{Data: make([]byte, 4), Aux: []int64{7}}); err != nil {
+			if err := out.Write(output.Record{Data: make([]byte, 4), Aux: []int64{7}}); err != nil {
 				t.Fatal(err)
 			}
 			err = out.Write(c.rec)
@@ -174,13 +174,13 @@ func TestDiskFullNamesTheCause(t *testing.T) {
 
 // fillHDF5 writes 12 MB of records into dir and returns the first error.
 func fillHDF5(dir string) error {
-	cfg := pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{64, 64, 3}, DType: shard.Uint8}}
+	cfg := output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{64, 64, 3}, DType: shard.Uint8}}
 	out, err := New(cfg)
 	if err != nil {
 		return err
 	}
 	defer out.Abort()
-	rec := pipeline.Record{Data: make([]byte, 64*64*3)}
+	rec := output.Record{Data: make([]byte, 64*64*3)}
 	for i := range rec.Data {
 		rec.Data[i] = byte(i * 7)
 	}

@@ -36,7 +36,7 @@ func TestBuildCIFAR100(t *testing.T) {
 	for _, workers := range []int{1, 3} {
 		out := filepath.Join(t.TempDir(), "out")
 		sum, err := pipeline.Build(context.Background(), pipeline.Options{
-			Source: src, Format: "npy", NewOutput: npy.New, Out: out, Workers: workers,
+			Source: src, Output: npy.Entry, Out: out, Workers: workers,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -115,7 +115,7 @@ func TestBuildFashionMNIST(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "out")
-	sum, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Format: "npy", NewOutput: npy.New, Out: out})
+	sum, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Output: npy.Entry, Out: out})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -24,7 +24,7 @@ type testSet struct {
 	sample shard.SampleSpec
 	aux    []string
 	meta   bool
-	recs   []pipeline.Record
+	recs   []output.Record
 }
 
 func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta bool) testSet {
@@ -40,7 +40,7 @@ func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta 
 				binary.LittleEndian.PutUint32(data[j:], math.Float32bits(float32(i)-float32(j)/3))
 			}
 		}
-		r := pipeline.Record{Data: data, Label: int64(i % 5)} // verify requires labels >= 0
+		r := output.Record{Data: data, Label: int64(i % 5)} // verify requires labels >= 0
 		for k := range aux {
 			r.Aux = append(r.Aux, int64(i*10+k))
 		}
@@ -52,8 +52,8 @@ func makeSet(dir string, n int, shape []int, dt shard.DType, aux []string, meta 
 	return s
 }
 
-func (s testSet) config() pipeline.OutputConfig {
-	return pipeline.OutputConfig{Dir: s.dir, Sample: s.sample, Label: shard.LabelSpec{DType: "int64", Aux: s.aux}, HasMeta: s.meta}
+func (s testSet) config() output.Config {
+	return output.Config{Dir: s.dir, Sample: s.sample, Label: shard.LabelSpec{DType: "int64", Aux: s.aux}, HasMeta: s.meta}
 }
 
 // write writes the set and a manifest for it.
@@ -291,11 +291,11 @@ func TestWriterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = w.Write(pipeline.Record{Data: make([]byte, 3), Aux: []int64{1}})
+	err = w.Write(output.Record{Data: make([]byte, 3), Aux: []int64{1}})
 	if err == nil || !strings.Contains(err.Error(), "record 0 has 3 bytes, want 4") {
 		t.Fatalf("short record: %v", err)
 	}
-	if err2 := w.Write(pipeline.Record{Data: make([]byte, 4), Aux: []int64{1}}); err2 != err {
+	if err2 := w.Write(output.Record{Data: make([]byte, 4), Aux: []int64{1}}); err2 != err {
 		t.Fatalf("error not sticky: %v", err2)
 	}
 	if _, err := w.Close(); err == nil {
@@ -305,14 +305,14 @@ func TestWriterErrors(t *testing.T) {
 		t.Fatalf("files left after a failed Close: %v", ents)
 	}
 	for _, tc := range []struct {
-		cfg  pipeline.OutputConfig
+		cfg  output.Config
 		want string
 	}{
-		{pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{-1, 3}, DType: shard.Uint8}}, "vary in size"},
-		{pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2}, DType: "int7"}}, "unknown dtype"},
-		{pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2}, DType: shard.Uint8}, Label: shard.LabelSpec{Aux: []string{"../x"}}}, "only letters"},
-		{pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2}, DType: shard.Uint8}, Label: shard.LabelSpec{Aux: []string{"a", "a"}}}, "repeated"},
-		{pipeline.OutputConfig{Dir: filepath.Join(dir, "missing"), Sample: shard.SampleSpec{Shape: []int{2}, DType: shard.Uint8}}, "no such file"},
+		{output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{-1, 3}, DType: shard.Uint8}}, "vary in size"},
+		{output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2}, DType: "int7"}}, "unknown dtype"},
+		{output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2}, DType: shard.Uint8}, Label: shard.LabelSpec{Aux: []string{"../x"}}}, "only letters"},
+		{output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{2}, DType: shard.Uint8}, Label: shard.LabelSpec{Aux: []string{"a", "a"}}}, "repeated"},
+		{output.Config{Dir: filepath.Join(dir, "missing"), Sample: shard.SampleSpec{Shape: []int{2}, DType: shard.Uint8}}, "no such file"},
 	} {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v): %v, want %q", tc.cfg, err, tc.want)
@@ -324,7 +324,7 @@ func TestWriterErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(pipeline.Record{Data: make([]byte, 2), Meta: []byte("{bad")}); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+	if err := w.Write(output.Record{Data: make([]byte, 2), Meta: []byte("{bad")}); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Fatalf("bad meta: %v", err)
 	}
 	w.Abort()
@@ -334,7 +334,7 @@ func TestWriterErrors(t *testing.T) {
 	// Metadata without HasMeta.
 	s = makeSet(dir, 1, []int{2}, shard.Uint8, nil, false)
 	w, _ = NewWriter(s.config())
-	if err := w.Write(pipeline.Record{Data: make([]byte, 2), Meta: []byte("{}")}); err == nil {
+	if err := w.Write(output.Record{Data: make([]byte, 2), Meta: []byte("{}")}); err == nil {
 		t.Fatalf("metadata accepted without HasMeta")
 	}
 	w.Abort()
@@ -446,13 +446,13 @@ func appendBytes(t *testing.T, p string, b []byte) {
 }
 
 func BenchmarkWrite(b *testing.B) {
-	rec := pipeline.Record{Data: make([]byte, 224*224*3)}
+	rec := output.Record{Data: make([]byte, 224*224*3)}
 	const n = 200
 	b.SetBytes(int64(len(rec.Data)) * n)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
-		w, err := New(pipeline.OutputConfig{Dir: dir, Sample: shard.SampleSpec{Shape: []int{224, 224, 3}, DType: shard.Uint8}})
+		w, err := New(output.Config{Dir: dir, Sample: shard.SampleSpec{Shape: []int{224, 224, 3}, DType: shard.Uint8}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -80,7 +80,7 @@ func Open(dir string) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Format != "npy" {
+	if m.Format != shard.FormatNPY {
 		return nil, fmt.Errorf("npy: %s holds a %q dataset", dir, m.Format)
 	}
 	files, err := expected(m)

@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -59,10 +59,10 @@ func checkAuxName(a string) error {
 
 // column is one .npy file being written: a reserved header, then the elements.
 type column struct {
-	name   string // final file name
-	tmp    string // path written to
-	final  string // final path
-	f      *os.File
+	name   string         // final file name
+	final  string         // final path
+	p      *shard.Pending // the file under its temporary name (shard.Create)
+	f      *os.File       // p's file, nil once committed
 	w      *bufio.Writer
 	descr  string
 	sample []int // shape of one record (empty for labels)
@@ -74,10 +74,9 @@ func newColumn(dir, name, descr string, sample []int) (*column, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &column{name: name, tmp: filepath.Join(dir, name+tmpSuffix), final: filepath.Join(dir, name),
-		descr: descr, sample: sample, hlen: len(hdr)}
-	if c.f, err = os.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-		return nil, fmt.Errorf("npy: %w", err)
+	c := &column{name: name, descr: descr, sample: sample, hlen: len(hdr)}
+	if err := c.create(dir); err != nil {
+		return nil, err
 	}
 	size := bufSize
 	if len(sample) == 0 {
@@ -88,6 +87,17 @@ func newColumn(dir, name, descr string, sample []int) (*column, error) {
 		return c, fmt.Errorf("npy: %s: %w", name, err)
 	}
 	return c, nil
+}
+
+// create creates the column's file under its temporary name.
+func (c *column) create(dir string) error {
+	c.final = filepath.Join(dir, c.name)
+	p, err := shard.Create(dir, c.name, false)
+	if err != nil {
+		return fmt.Errorf("npy: %w", err)
+	}
+	c.p, c.f = p, p.File()
+	return nil
 }
 
 // finish writes the final header for n records, syncs and closes the file, re-reads it to
@@ -112,9 +122,8 @@ func (c *column) finish(n int64) (shard.FileEntry, error) {
 	// once, after the sync: that also proves the header parses and the size is what was written.
 	var size int64
 	h := sha256.New()
-	f := c.f
-	c.f = nil // CommitFile closes it on every path
-	err = shard.CommitFile(f, c.final, func(f *os.File) error {
+	c.f = nil // Commit closes it on every path
+	err = c.p.Commit(func(f *os.File) error {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
@@ -156,22 +165,21 @@ func equalShape(a []int, b []int64) bool {
 }
 
 func (c *column) abort() {
-	if c.f != nil {
-		c.f.Close()
-		c.f = nil
+	if c.p != nil {
+		c.p.Abort()
 	}
-	os.Remove(c.tmp)
+	c.f = nil
 	os.Remove(c.final)
 }
 
-// Writer is a pipeline.Output that writes images.npy, labels.npy, one aux_<name>.npy per
+// Writer is a output.Output that writes images.npy, labels.npy, one aux_<name>.npy per
 // auxiliary label column and, when records carry metadata, meta.jsonl (one JSON value per
 // line, "null" for a record without metadata).
 //
 // Call order: Write* (Close | Abort). A Writer is not safe for concurrent use. After an
 // error, every later Write and Close returns the same error.
 type Writer struct {
-	cfg     pipeline.OutputConfig
+	cfg     output.Config
 	recSize int64
 	images  *column
 	labels  *column
@@ -184,16 +192,32 @@ type Writer struct {
 	scratch [8]byte
 }
 
-var _ pipeline.Output = (*Writer)(nil)
+var _ output.Output = (*Writer)(nil)
+
+// Entry is the output format entry of --format npy, for the command's table of formats.
+var Entry = output.Entry{
+	Name:       shard.FormatNPY,
+	New:        New,
+	Check:      Check,
+	FixedShape: true,
+	Version:    Version,
+}
+
+// Version is the manifest's format_version of an npy dataset: 1, whatever the spec (an npy
+// dataset holds fixed-shape records only).
+func Version(shard.SampleSpec) int { return 1 }
+
+// Format reports the format name and version for the manifest.
+func (w *Writer) Format() (string, int) { return shard.FormatNPY, Version(w.cfg.Sample) }
 
 // New creates the files of an npy dataset in cfg.Dir. The sample spec must be fixed-size:
 // .npy holds one [N, ...] array.
-func New(cfg pipeline.OutputConfig) (pipeline.Output, error) {
+func New(cfg output.Config) (output.Output, error) {
 	return NewWriter(cfg)
 }
 
 // NewWriter is New with the concrete type.
-func NewWriter(cfg pipeline.OutputConfig) (*Writer, error) {
+func NewWriter(cfg output.Config) (*Writer, error) {
 	if err := cfg.Sample.Validate(); err != nil {
 		return nil, fmt.Errorf("npy: %w", err)
 	}
@@ -239,9 +263,9 @@ func NewWriter(cfg pipeline.OutputConfig) (*Writer, error) {
 		}
 	}
 	if cfg.HasMeta {
-		c := &column{name: MetaFile, tmp: filepath.Join(cfg.Dir, MetaFile+tmpSuffix), final: filepath.Join(cfg.Dir, MetaFile)}
-		if c.f, err = os.OpenFile(c.tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-			return fail(fmt.Errorf("npy: %w", err))
+		c := &column{name: MetaFile}
+		if err := c.create(cfg.Dir); err != nil {
+			return fail(err)
 		}
 		c.w = bufio.NewWriterSize(c.f, 256<<10)
 		w.meta = c
@@ -250,7 +274,7 @@ func NewWriter(cfg pipeline.OutputConfig) (*Writer, error) {
 }
 
 // Write appends one record. r.Data is not kept after Write returns.
-func (w *Writer) Write(r pipeline.Record) error {
+func (w *Writer) Write(r output.Record) error {
 	if w.done {
 		panic("npy: Write after Close or Abort")
 	}
@@ -359,9 +383,8 @@ func (w *Writer) finishMeta() (shard.FileEntry, error) {
 	}
 	var size int64
 	h := sha256.New()
-	f := c.f
-	c.f = nil // CommitFile closes it on every path
-	err := shard.CommitFile(f, c.final, func(f *os.File) error {
+	c.f = nil // Commit closes it on every path
+	err := c.p.Commit(func(f *os.File) error {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}

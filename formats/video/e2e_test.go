@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/packer-dev/packer/formats/shards"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +22,7 @@ func build(t *testing.T, src pipeline.Source, spec transforms.Spec, workers int)
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	_, err := pipeline.Build(context.Background(), pipeline.Options{
-		Source: src, Transform: spec, Format: "shards", NewOutput: pipeline.NewShardOutput,
+		Source: src, Transform: spec, Output: shards.Entry,
 		Out: out, Workers: workers, ShardSize: 64 << 10,
 	})
 	if err != nil {

@@ -139,6 +139,24 @@ func TestStandardLibraryOnly(t *testing.T) {
 	}
 }
 
+// TestOutputContractLeaf: the output contract (package output) imports only shard and the
+// standard library, so that an output format, reader half included, depends on nothing more
+// by implementing it.
+func TestOutputContractLeaf(t *testing.T) {
+	g := load(t)
+	p := get(t, g, "output")
+	for _, imp := range p.Deps {
+		if !standard(g, imp) && imp != mod+"/shard" {
+			t.Errorf("output depends on %s: it may import only shard and the standard library", short(imp))
+		}
+	}
+	for _, imp := range p.Imports {
+		if imp == "C" {
+			t.Error("output uses cgo")
+		}
+	}
+}
+
 // never lists, for a package, the module packages it must never depend on, directly or
 // through another package.
 var never = []struct {
@@ -152,6 +170,9 @@ var never = []struct {
 	{"gpu", []string{"pipeline", "formats", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},
 	{"pipeline", []string{"formats", "gpu", "verify"}, "the engine knows no source, output format or device by name: the command wires them"},
 	{"formats/inputs", []string{"pipeline", "transforms", "shard"}, "shared entry checks, below every source"},
+	{"formats/npy", []string{"pipeline", "transforms"}, "its reader must not pull in the engine, the transforms or their cgo"},
+	{"formats/hdf5", []string{"pipeline", "transforms"}, "its reader must not pull in the engine or the transforms"},
+	{"formats/shards", []string{"pipeline", "transforms"}, "an output implements the output contract, not the engine"},
 	{"internal/progress", []string{""}, "a leaf"},
 }
 
@@ -198,7 +219,7 @@ func TestNothingImportsCommands(t *testing.T) {
 func TestSourcesAndOutputsApart(t *testing.T) {
 	g := load(t)
 	sources := []string{"formats/cifar", "formats/idx", "formats/imagedir", "formats/video"}
-	outputs := []string{"formats/npy", "formats/hdf5"}
+	outputs := []string{"formats/shards", "formats/npy", "formats/hdf5"}
 	check := func(rel string, forbid []string, why string) {
 		p := get(t, g, rel)
 		for _, imp := range p.Imports {

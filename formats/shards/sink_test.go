@@ -1,4 +1,4 @@
-package pipeline
+package shards
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -31,8 +30,7 @@ func TestSinkSizes(t *testing.T) {
 		2 * sinkChunk, 2*sinkChunk + 3*directAlign, len(data)}
 	for _, dir := range dirs {
 		for _, n := range sizes {
-			path := filepath.Join(dir, fmt.Sprintf("f-%d", n))
-			s, err := newSink(path)
+			s, err := newSink(dir, fmt.Sprintf("f-%d", n))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,6 +39,7 @@ func TestSinkSizes(t *testing.T) {
 				s.Write(p[:k])
 				p = p[k:]
 			}
+			path := s.p.Name()
 			sum, err := s.finish()
 			if err != nil {
 				t.Fatalf("%s: %v", path, err)

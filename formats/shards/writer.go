@@ -1,4 +1,4 @@
-package pipeline
+package shards
 
 import (
 	"errors"
@@ -6,16 +6,38 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
+
+// Entry is the output format entry of --format shards, for the command's table of formats.
+// verify checks shard files itself (header, index, footer and checksums), so Check is nil.
+var Entry = output.Entry{
+	Name:    shard.FormatShards,
+	New:     New,
+	Version: Version,
+}
+
+// DefaultShardSize is the default byte budget of one shard's data section.
+const DefaultShardSize = 256 << 20
 
 // ShardName returns the file name of shard k (FORMAT.md, "Dataset").
 func ShardName(k int) string { return fmt.Sprintf("shard-%05d.pks", k) }
 
+// Version is the manifest's format_version of a dataset of sample spec spec: the highest shard
+// format version among its shards (FORMAT.md, Versioning). Shards of a variable-size spec are
+// version 2, all others version 1.
+func Version(spec shard.SampleSpec) int {
+	if spec.Fixed() {
+		return 1
+	}
+	return shard.Version
+}
+
 // shardOutput writes the native shard format, starting a new shard when the next record would
 // take the current shard's data section past the byte budget.
 type shardOutput struct {
-	cfg   OutputConfig
+	cfg   output.Config
 	files []shard.FileEntry
 	next  int64 // first record of the current shard
 
@@ -26,8 +48,8 @@ type shardOutput struct {
 	sync syncer
 }
 
-// NewShardOutput returns the Output for --format shards.
-func NewShardOutput(cfg OutputConfig) (Output, error) {
+// New returns the Output of --format shards (a ShardSize of 0 means DefaultShardSize).
+func New(cfg output.Config) (output.Output, error) {
 	if cfg.ShardSize <= 0 {
 		cfg.ShardSize = DefaultShardSize
 	}
@@ -37,7 +59,7 @@ func NewShardOutput(cfg OutputConfig) (Output, error) {
 func (o *shardOutput) open() error {
 	k := len(o.files)
 	o.name = ShardName(k)
-	sk, err := newSink(filepath.Join(o.cfg.Dir, o.name+".tmp"))
+	sk, err := newSink(o.cfg.Dir, o.name)
 	if err != nil {
 		return err
 	}
@@ -59,19 +81,18 @@ func (o *shardOutput) finish() error {
 	if err != nil {
 		return err
 	}
-	f, name, n, size := o.sink.f, o.name, o.w.Len(), o.w.Size()
+	p, name, n, size := o.sink.p, o.name, o.w.Len(), o.w.Size()
 	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, SHA256: sum, Records: n, FirstRecord: o.next})
 	o.next += n
 	o.w, o.sink = nil, nil
-	dir := o.cfg.Dir
-	o.sync.run(func() error { return commitShard(f, dir, name, n) })
+	o.sync.run(func() error { return commitShard(p, name, n) })
 	return nil
 }
 
 // commitShard syncs a finished shard file, re-reads its header, index and footer, and renames it
-// (shard.CommitFile; Close syncs the directory once for all shards).
-func commitShard(f *os.File, dir, name string, n int64) error {
-	return shard.CommitFile(f, filepath.Join(dir, name), func(f *os.File) error {
+// (shard.Pending.Commit; Close syncs the directory once for all shards).
+func commitShard(p *shard.Pending, name string, n int64) error {
+	return p.Commit(func(f *os.File) error {
 		r, err := shard.Open(f.Name())
 		if err != nil {
 			return fmt.Errorf("re-read the shard just written: %w", err)
@@ -87,7 +108,10 @@ func commitShard(f *os.File, dir, name string, n int64) error {
 	})
 }
 
-func (o *shardOutput) Write(r Record) error {
+// Format reports the format name and the version of its shards (Version).
+func (o *shardOutput) Format() (string, int) { return shard.FormatShards, Version(o.cfg.Sample) }
+
+func (o *shardOutput) Write(r output.Record) error {
 	if o.err != nil {
 		return o.err
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package shards
 
 import (
 	"crypto/sha256"
@@ -23,7 +23,8 @@ const sinkBuffers = 4
 // goroutine and then written on another, so hashing (the larger cost) and the write system
 // calls run on different cores. Writes are in order.
 type sink struct {
-	f    *os.File
+	p    *shard.Pending // the file, committed by the caller after finish
+	f    *os.File       // p's file
 	h    hash.Hash
 	cur  []byte
 	ch   chan []byte // filled chunks, to the hasher
@@ -46,12 +47,14 @@ func alignedChunk() []byte {
 	return b[off : off : off+sinkChunk]
 }
 
-func newSink(path string) (*sink, error) {
-	f, direct, err := shard.OpenDirect(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o666)
+// newSink creates dir/name+".tmp" (shard.Create, with O_DIRECT where the file system allows it)
+// and starts the sink's goroutines.
+func newSink(dir, name string) (*sink, error) {
+	p, err := shard.Create(dir, name, true)
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{f: f, direct: direct, h: sha256.New(), ch: make(chan []byte, sinkBuffers), wch: make(chan []byte, sinkBuffers),
+	s := &sink{p: p, f: p.File(), direct: p.Direct(), h: sha256.New(), ch: make(chan []byte, sinkBuffers), wch: make(chan []byte, sinkBuffers),
 		free: make(chan []byte, sinkBuffers), done: make(chan struct{})}
 	for i := 0; i < sinkBuffers; i++ {
 		s.free <- alignedChunk()
@@ -143,9 +146,7 @@ func (s *sink) abort() {
 		close(s.ch)
 		<-s.done
 	}
-	name := s.f.Name()
-	s.f.Close()
-	os.Remove(name)
+	s.p.Abort()
 }
 
 // syncer completes files in the background (fsync, check, rename) while the build goes on.

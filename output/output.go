@@ -1,0 +1,81 @@
+// Package output is the contract between the build engine and the output formats: the Record
+// the engine hands over, the Output that writes records, the Config an Output is created from,
+// and the Entry by which an output format registers itself with the command.
+//
+// It is a package of its own, importing only shard and the standard library, so that an output
+// format (formats/shards, formats/npy, formats/hdf5) implements the contract without importing
+// the engine: the reader halves of npy and hdf5 would otherwise pull in pipeline, and through it
+// the transforms and cgo. pipeline uses the contract; the command lists the entries (one table,
+// cmd/packer/outputs.go) and hands the chosen one to the build; nothing registers itself at init.
+package output
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/packer-dev/packer/shard"
+)
+
+// Record is one output record, ready to be written. An Output must not keep Data after Write
+// returns: the buffer is reused.
+type Record struct {
+	Data  []byte
+	Label int64
+	Aux   []int64
+	Meta  []byte
+	// Shape is the record's own shape when the dataset's sample shape varies (a -1 dimension);
+	// nil for a fixed-size dataset.
+	Shape []int
+}
+
+// An Output writes records to one output format. Write is called from one goroutine, in record
+// order. Close finishes every file (synced, under its final name) and returns the entries for the
+// manifest; Abort removes whatever was written. Format names the format and its version for the
+// manifest's format and format_version.
+type Output interface {
+	Write(r Record) error
+	Close() ([]shard.FileEntry, error)
+	Abort()
+	Format() (name string, version int)
+}
+
+// Config is what every output format is created from.
+type Config struct {
+	Dir       string           // directory the files go into (a staging directory)
+	Sample    shard.SampleSpec // record spec
+	Label     shard.LabelSpec  // label spec
+	Classes   []string         // class names
+	HasMeta   bool             // records carry metadata
+	ShardSize int64            // byte budget per shard (shards only)
+	Meta      map[string]any   // dataset description stored in each file (source and transform spec)
+}
+
+// Entry is what an output format package exports for the command's table of formats.
+type Entry struct {
+	// Name is the --format name and the manifest's format (one of shard's Format* names).
+	Name string
+	// New creates the format's Output.
+	New func(cfg Config) (Output, error)
+	// Check checks the structure of a dataset of this format against its manifest, for verify
+	// (verify.FormatChecker); nil when verify's own checks of the files cover the format.
+	Check func(dir string, m *shard.Manifest) []error
+	// FixedShape is set when the format stores only records of one fixed sample shape.
+	FixedShape bool
+	// Version is the manifest's format_version of a dataset of sample spec spec.
+	Version func(spec shard.SampleSpec) int
+}
+
+// ErrShapeNotFixed is returned for a fixed-shape format (Entry.FixedShape) when the records'
+// shape is not fixed.
+var ErrShapeNotFixed = errors.New("records have no fixed shape")
+
+// CheckSpec refuses a fixed-shape format for a spec whose shape varies, naming the flags that
+// fix it and the formats that store records of varying shape.
+func (e Entry) CheckSpec(spec shard.SampleSpec) error {
+	if !e.FixedShape || spec.Fixed() {
+		return nil
+	}
+	return fmt.Errorf("--format %s: %w: the sample shape is %v (height and width vary from image to image); "+
+		"give --crop N or --size WxH for one fixed size, or use --format %s, which stores every image at its own size",
+		e.Name, ErrShapeNotFixed, spec.Shape, shard.FormatShards)
+}
