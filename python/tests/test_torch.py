@@ -309,3 +309,10 @@ def test_dataset_num_records_is_gos_loader_len(torch, shards_dir):
 
     ds = PackerIterableDataset(shards_dir, batch_size=10, drop_last=True, rank=1, world_size=3)
     assert len(ds) == 6 and ds.num_records() == 60  # rank 1 of 3 over 203 records: 68, 8 dropped
+
+
+def test_loader_refuses_its_own_settings_from_kwargs(torch, shards_dir):
+    from packer_reader.torch import loader
+
+    with pytest.raises(TypeError, match="collate_fn"):
+        loader(shards_dir, batch_size=8, device="cpu", collate_fn=lambda b: b)
