@@ -425,6 +425,10 @@ def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None
     - ``len(loader)`` is the number of batches this rank yields per epoch (PyTorch's unit for
       schedulers); ``loader.num_records()`` is records, the unit of Go's ``Loader.Len``.
 
+    ``device="cuda"`` (and the default on a CUDA machine) is the current CUDA device: in
+    multi-GPU training call ``torch.cuda.set_device(local_rank)`` first, or pass
+    ``device=f"cuda:{local_rank}"``.
+
     ``world``/``buffer`` are accepted as the Go API's names for ``world_size``/``buffer_size``.
     Other keywords go to the DataLoader (``timeout``, ``multiprocessing_context``, ...)."""
     dev = _resolve_device(device)
