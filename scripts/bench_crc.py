@@ -9,7 +9,7 @@ writer of python/tests: CIFAR-sized records (32x32x3 uint8, 3 KiB) and ImageNet-
 once to be in the page cache. Then, per dataset, --repeat rounds alternate a pass with the CRC
 check off and one with it on, and the best of each is reported with their ratio:
 
-- Python: packer_reader, one full pass of ds.batches(batch, prefetch=P) for P in 0 and 1
+- Python: packer_reader, one full pass of ds.batches(batch, prefetch=P, copy=False) for P in 0 and 1
   (prefetch=0 is the reader's own speed, where a cost shows most; 1 is the default). Each pass
   opens the dataset afresh, because a dataset remembers the blocks it has checked (a trainer
   pays the check in its first epoch only): every measured pass checks every block.
@@ -76,7 +76,7 @@ def py_pass(d, batch, prefetch, crc):
     t = time.perf_counter()
     nbytes = 0
     with packer_reader.open(d, verify_crc=crc) as ds:
-        for x, _ in ds.batches(batch, prefetch=prefetch):
+        for x, _ in ds.batches(batch, prefetch=prefetch, copy=False):
             nbytes += x.nbytes
     return nbytes / (time.perf_counter() - t) / 1e9
 
@@ -88,12 +88,12 @@ def py_later_epochs(d, batch, prefetch, crc, repeat):
 
     best = 0
     with packer_reader.open(d, verify_crc=crc) as ds:
-        for x, _ in ds.batches(batch, prefetch=prefetch):
+        for x, _ in ds.batches(batch, prefetch=prefetch, copy=False):
             pass
         for _ in range(repeat):
             t = time.perf_counter()
             nbytes = 0
-            for x, _ in ds.batches(batch, prefetch=prefetch):
+            for x, _ in ds.batches(batch, prefetch=prefetch, copy=False):
                 nbytes += x.nbytes
             best = max(best, nbytes / (time.perf_counter() - t) / 1e9)
     return best

@@ -25,7 +25,7 @@
 # 2. HDF5 through h5py against the shard reader, same records (the same build with
 #    --format hdf5): sequential batches of 256, warm page cache, PASSES full passes per
 #    measurement. h5py: Dataset.read_direct of /images and /labels slices into preallocated
-#    arrays; shards: packer_reader.open(...).batches(256) (reusable buffers, prefetch thread).
+#    arrays; shards: packer_reader.open(...).batches(256, copy=False) (reusable buffers, prefetch thread).
 #    dd bs=4M over the same files gives the machine's warm read limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -122,7 +122,7 @@ else:
     ds = packer_reader.open(out)
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(passes):
-        for images, labels in ds.batches(B):
+        for images, labels in ds.batches(B, copy=False):
             n += images.shape[0]
             nbytes += images.nbytes
 print(f"{time.perf_counter() - t0:.3f} {time.process_time() - c0:.3f} {n} {nbytes}")

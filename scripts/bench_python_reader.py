@@ -87,7 +87,7 @@ d, B, pf, direct = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] 
 t = time.perf_counter()
 n = 0
 with packer_reader.open(d, direct=direct) as ds:
-    for x, y in ds.batches(B, prefetch=pf):
+    for x, y in ds.batches(B, prefetch=pf, copy=False):
         n += len(x)
     rs = ds.record_size
 print(time.perf_counter() - t, n, n * rs)

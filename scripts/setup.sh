@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Installs everything packer needs on a fresh Debian bookworm machine: the system libraries it
-# links (libjpeg-turbo, libhdf5), the tools it runs (ffmpeg, clang-14 for the PTX build), the
-# reference implementations and test data (Pillow, NumPy, h5py, PyTorch, torchvision,
-# Fashion-MNIST, wallpapers as real photos), and the Go modules. Safe to run again.
+# Installs the test toolchain on a fresh Debian bookworm machine, on top of what running packer
+# needs (scripts/install.sh: the cgo build's libraries, ffmpeg, Go modules, packer on PATH): clang-14
+# for the PTX build, the reference implementations and test data (Pillow, NumPy, h5py, PyTorch,
+# torchvision, Fashion-MNIST, wallpapers as real photos), ptxas, and bin/packer for the tests.
+# Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install.sh
 
 packages=(
-  build-essential pkg-config git ca-certificates
-  libjpeg62-turbo-dev libhdf5-dev
-  ffmpeg clang-14
+  build-essential git
+  clang-14
   python3 python3-pip python3-venv python3-numpy python3-pil python3-h5py python3-pytest python3-crc32c
   python3-torch python3-torchvision
   dataset-fashion-mnist ukui-wallpapers
@@ -53,10 +54,5 @@ PYEOF
   rm -rf "$tmp"
 fi
 
-if ! command -v go >/dev/null 2>&1; then
-  echo "setup: Go is not installed; install Go 1.26 or later" >&2
-  exit 1
-fi
-go mod download
 go build -o bin/packer ./cmd/packer
 echo "setup: done ($(go version), packer built at bin/packer)"

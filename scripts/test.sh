@@ -60,4 +60,7 @@ fi
 echo "== python reader (pytest)"
 (cd python && $PY -m pytest -q tests)
 
+echo "== wheel: a clean venv, pip install, packer --version, a build, read back (scripts/test-wheel.sh)"
+bash scripts/test-wheel.sh
+
 echo "== all tests passed"

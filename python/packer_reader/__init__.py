@@ -4,7 +4,7 @@
     ds = packer_reader.open("out/")            # any of the three formats, through manifest.json
     img, label = ds[0]                          # ndarray with ds.shape / ds.dtype, int
     for images, labels in ds.batches(256, shuffle=True, seed=1, epoch=0):
-        ...                                     # [B, ...] array (reused buffer), [B] int64
+        ...                                     # [B, ...] array (its own; copy=False: reused views), [B] int64
 
 Order of records (shuffle, rank/world split, resume) follows shard/ORDER.md exactly, like the
 Go reader. Shards are parsed as shard/FORMAT.md specifies: magic, version, flags, limits and the

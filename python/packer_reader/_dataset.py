@@ -172,6 +172,17 @@ class _Failure:
         self.exc = exc
 
 
+def _alias(value, alias, default, name, alias_name):
+    """The value of a keyword that also goes by the Go API's name (``world`` for ``world_size``,
+    ``buffer`` for ``buffer_size``): either one, not two different values."""
+    if alias is None:
+        return value
+    if value != default and value != alias:
+        raise TypeError("%s=%r and %s=%r given: they are the same setting, pass one"
+                        % (name, value, alias_name, alias))
+    return alias
+
+
 # -- base class -----------------------------------------------------------------------------
 
 class Dataset:
@@ -300,19 +311,30 @@ class Dataset:
         """(counts, firsts) of the units that ORDER.md shuffles: shards, or one unit."""
         return [self.count], [0]
 
-    def order(self, shuffle=False, seed=0, epoch=0, rank=0, world_size=1, buffer_size=4096):
-        """Every record index this rank emits in the epoch, in ORDER.md order (int64 array)."""
+    def order(self, shuffle=False, seed=0, epoch=0, rank=0, world_size=1, buffer_size=4096, world=None,
+              buffer=None):
+        """Every record index this rank emits in the epoch, in ORDER.md order (int64 array).
+        ``world``/``buffer`` are the Go reader's names for ``world_size``/``buffer_size``."""
+        world_size = _alias(world_size, world, 1, "world_size", "world")
+        buffer_size = _alias(buffer_size, buffer, 4096, "buffer_size", "buffer")
         counts, firsts = self._shard_layout()
         return _order.order_indices(counts, firsts, shuffle, seed, epoch, rank, world_size, buffer_size)
 
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
-                drop_last=False, buffer_size=4096, start=0, copy=False, prefetch=1, alloc=None):
+                drop_last=False, buffer_size=4096, start=0, copy=True, prefetch=1, alloc=None,
+                world=None, buffer=None):
         """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
 
         ``start`` resumes at that position of this rank's sequence (records already consumed in
-        this epoch). Without ``copy=True`` the yielded arrays are views of reusable buffers that
-        stay valid only until the next batch is requested; ``copy=True`` yields fresh arrays.
+        this epoch, the Go ``LoaderOptions.Start``). ``world`` and ``buffer`` are accepted as the
+        Go reader's names (``LoaderOptions.World``/``Buffer``) for ``world_size``/``buffer_size``.
+
+        Every yielded batch is a fresh array that stays valid for as long as it is kept (the
+        default, ``copy=True``; records are read straight into it, and memory of batches already
+        dropped is recycled, so this costs no extra copy). ``copy=False`` is the fast path for
+        loops that finish with a batch before asking for the next: the arrays are then views of
+        a few reusable buffers, overwritten by later batches (keep one with ``.copy()``).
         ``prefetch`` batches are read ahead by a background thread (0: read in the caller's
         thread). Variable-size datasets yield a list of arrays instead of one ``[B, ...]``
         array.
@@ -320,6 +342,8 @@ class Dataset:
         ``alloc(nbytes)``, when given, provides the memory of every image buffer: it must return a
         writable 1-D uint8 array of at least nbytes (for example the ``.numpy()`` of a pinned or
         shared-memory torch tensor), and records are read straight into it."""
+        world_size = _alias(world_size, world, 1, "world_size", "world")
+        buffer_size = _alias(buffer_size, buffer, 4096, "buffer_size", "buffer")
         B = int(batch_size)
         if B < 1:
             raise ValueError("batch_size must be >= 1")

@@ -6,7 +6,23 @@ shard/ORDER.md defines (worker ``w`` of ``nw`` in rank ``r`` of ``W`` reads as r
 workers, and the Go and Python readers agree on the order. Batching happens inside the dataset
 (large contiguous reads), so give the DataLoader ``batch_size=None``.
 
-Complete training loop::
+The short way, :func:`loader`, returns a DataLoader configured as the notes below ask
+(``batch_size=None``, rank and world resolved, pinned memory on CUDA, batches moved to the device
+and passed through ``transform``)::
+
+    from packer_reader.torch import loader, random_resized_crop_flip
+
+    train = loader("out/", batch_size=256, shuffle=True, seed=42, drop_last=True,
+                   transform=random_resized_crop_flip(224))  # device: CUDA when available
+    for epoch in range(10):
+        train.set_epoch(epoch)
+        for images, labels in train:               # float32 [B, 3, 224, 224], int64 [B], on the device
+            ...
+
+``len(train)`` counts batches (PyTorch's unit); ``train.num_records()`` counts records, the unit
+of Go's ``shard.Loader.Len``.
+
+Complete training loop with the dataset and a DataLoader of your own::
 
     import torch
     import torch.nn.functional as F
@@ -58,11 +74,12 @@ import os
 import sys
 
 import torch as _torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ._dataset import open_dataset
+from ._dataset import _alias, open_dataset
 
-__all__ = ["PackerIterableDataset", "split_for_worker", "resolve_rank"]
+__all__ = ["loader", "PackerLoader", "PackerIterableDataset", "random_resized_crop_flip", "split_for_worker",
+           "resolve_rank"]
 
 
 def resolve_rank(rank=None, world_size=None):
@@ -136,8 +153,14 @@ class PackerIterableDataset(IterableDataset):
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
                  rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=1,
-                 direct=False, num_workers=None):
+                 direct=False, num_workers=None, world=None, buffer=None):
         super().__init__()
+        if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
+            if world_size is not None and world_size != world:
+                raise TypeError("world_size=%r and world=%r given: they are the same setting, pass one"
+                                % (world_size, world))
+            world_size = world
+        buffer_size = _alias(buffer_size, buffer, 4096, "buffer_size", "buffer")
         self.num_workers = num_workers
         self.path = str(path)
         self.batch_size = int(batch_size)
@@ -225,7 +248,16 @@ class PackerIterableDataset(IterableDataset):
     def __len__(self):
         """Batches this rank yields per epoch, all its workers together: with the constructor's
         num_workers when given, else, when asked by a DataLoader (``len(loader)``), with that
-        DataLoader's num_workers, else for one reader. Ignores set_start."""
+        DataLoader's num_workers, else for one reader. Ignores set_start. (Batches, as PyTorch
+        wants of ``len(loader)``; :meth:`num_records` counts records, as Go's ``Loader.Len``.)"""
+        return self._count(_caller_loader_workers())[0]  # asks who called len()
+
+    def num_records(self):
+        """Records this rank yields per epoch, all its workers together (less dropped last
+        batches), the unit Go's ``shard.Loader.Len`` counts. Ignores set_start."""
+        return self._count(0)[1]
+
+    def _count(self, caller_workers):
         from . import _order
 
         info = get_worker_info()
@@ -234,14 +266,16 @@ class PackerIterableDataset(IterableDataset):
         elif self.num_workers is not None:
             nw = max(1, self.num_workers)
         else:
-            nw = max(1, _caller_loader_workers())
+            nw = max(1, caller_workers)
         r, W = self._rank_world()
-        total = 0
+        batches = records = 0
         for w in range(nw):
             lo, hi = _order.rank_bounds(self.count, r * nw + w, W * nw)
             n = hi - lo
-            total += n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-        return total
+            b = n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            batches += b
+            records += min(n, b * self.batch_size)
+        return batches, records
 
     def __iter__(self):
         if _caller_auto_collates():
@@ -322,3 +356,158 @@ class _TensorBuffers:
         off = p - base
         x = t[off:off + images.nbytes].view(_TORCH_DTYPES[images.dtype.name])
         return x.view(images.shape)
+
+
+# -- the one-call loader ----------------------------------------------------------------------
+
+def _resolve_device(device):
+    if device is None:
+        return _torch.device("cuda" if _torch.cuda.is_available() else "cpu")
+    return _torch.device(device)
+
+
+class PackerLoader(DataLoader):
+    """The DataLoader :func:`loader` returns: a ``torch.utils.data.DataLoader`` over a
+    :class:`PackerIterableDataset` (``batch_size=None`` underneath) that moves every batch to
+    ``device`` and applies ``transform`` there. ``len(loader)`` is batches per epoch for this
+    rank; ``set_epoch``/``set_start`` reach the dataset (and persistent workers)."""
+
+    def __init__(self, dataset, device, transform=None, **kwargs):
+        super().__init__(dataset, batch_size=None, **kwargs)
+        self.device = device
+        self.transform = transform
+
+    def set_epoch(self, epoch):
+        """Select the epoch (a new shuffle, the same on every rank); call before each epoch."""
+        self.dataset.set_epoch(epoch)
+
+    def set_start(self, batches_consumed):
+        """Resume the current epoch after this many batches already yielded by this rank."""
+        self.dataset.set_start(batches_consumed)
+
+    def num_records(self):
+        """Records per epoch for this rank (Go's ``Loader.Len`` unit); ``len()`` counts batches."""
+        return self.dataset._count(self.num_workers)[1]
+
+    @property
+    def classes(self):
+        return self.dataset.classes
+
+    def __iter__(self):
+        dev = self.device
+        blocking = dev.type != "cuda"
+        for x, y in super().__iter__():
+            if isinstance(x, list):  # variable-size records: one tensor each
+                x = [t.to(dev, non_blocking=not blocking) for t in x]
+            else:
+                x = x.to(dev, non_blocking=not blocking)
+            y = y.to(dev, non_blocking=not blocking)
+            if self.transform is not None:
+                x = self.transform(x)
+            yield x, y
+
+
+def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None, num_workers=0,
+           transform=None, rank=None, world_size=None, epoch=0, buffer_size=4096, verify_crc=True,
+           prefetch=1, direct=False, persistent_workers=None, world=None, buffer=None, **dataloader_kwargs):
+    """A DataLoader over the packer dataset at ``path``, configured so the usual mistakes cannot
+    be made. Yields ``(images, labels)`` on ``device`` (default: CUDA when available, else CPU):
+    images ``[B, *shape]`` in the stored dtype (a list of tensors for variable-size records),
+    labels int64 ``[B]``, each passed through ``transform(images)`` on the device when given.
+
+    - ``batch_size=None`` underneath: the dataset reads whole batches in large contiguous reads;
+    - rank and world size resolved (``rank=``/``world_size=``, else torch.distributed, else the
+      ``RANK``/``WORLD_SIZE`` variables torchrun sets, else 0/1) and carried into workers;
+    - pinned host memory when ``device`` is CUDA (read straight into it without workers, pinned
+      by the DataLoader with them), copies to the device ``non_blocking``;
+    - ``loader.set_epoch(e)`` before each epoch reshuffles, also in persistent workers
+      (``persistent_workers`` defaults to True when ``num_workers > 0``);
+    - ``len(loader)`` is the number of batches this rank yields per epoch (PyTorch's unit for
+      schedulers); ``loader.num_records()`` is records, the unit of Go's ``Loader.Len``.
+
+    ``device="cuda"`` (and the default on a CUDA machine) is the current CUDA device: in
+    multi-GPU training call ``torch.cuda.set_device(local_rank)`` first, or pass
+    ``device=f"cuda:{local_rank}"``.
+
+    ``world``/``buffer`` are accepted as the Go API's names for ``world_size``/``buffer_size``.
+    Other keywords go to the DataLoader (``timeout``, ``multiprocessing_context``, ...)."""
+    dev = _resolve_device(device)
+    cuda = dev.type == "cuda"
+    num_workers = int(num_workers)
+    for k in ("batch_size", "collate_fn", "sampler", "batch_sampler", "shuffle"):
+        if k in dataloader_kwargs:
+            raise TypeError("loader() sets %s itself; it cannot be passed to the DataLoader" % k)
+    data = PackerIterableDataset(path, batch_size, shuffle=shuffle, seed=seed, epoch=epoch, drop_last=drop_last,
+                                 buffer_size=buffer_size, rank=rank, world_size=world_size,
+                                 pin_memory=cuda and num_workers == 0, verify_crc=verify_crc,
+                                 prefetch=prefetch, direct=direct, num_workers=num_workers, world=world,
+                                 buffer=buffer)
+    if persistent_workers is None:
+        persistent_workers = num_workers > 0
+    kw = dict(num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,
+              pin_memory=cuda and num_workers > 0)
+    kw.update(dataloader_kwargs)
+    return PackerLoader(data, dev, transform=transform, **kw)
+
+
+def random_resized_crop_flip(size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), flip=0.5, generator=None,
+                             mean=None, std=None):
+    """A batch transform for :func:`loader`: the random-resized-crop + horizontal-flip recipe of
+    ImageNet training, run on whatever device the batch is on. Takes uint8 images, either one
+    ``[B, H, W, C]`` tensor or a list of ``[H_i, W_i, C]`` tensors (variable-size records), and
+    returns float32 ``[B, C, size, size]`` in [0, 1] (then ``(x - mean) / std`` when given).
+
+    Per image: a crop covering a random fraction ``scale`` of the area with a random aspect
+    ratio in ``ratio`` (log-uniform; ten tries, else the largest centred crop that fits the
+    ratio range), resized bilinearly to ``size`` x ``size``, flipped left-right with probability
+    ``flip``. The crop boxes are drawn on the CPU from ``generator`` (a ``torch.Generator``;
+    seed it for reproducible crops), so the same seed gives the same boxes on any device."""
+    import math
+
+    import torch.nn.functional as F
+
+    out_hw = (size, size) if isinstance(size, int) else tuple(size)
+    lo, hi = math.log(ratio[0]), math.log(ratio[1])
+
+    def rand(n=1):
+        return _torch.rand(n, generator=generator, dtype=_torch.float64).tolist()
+
+    def box(h, w):
+        area = h * w
+        for _ in range(10):
+            s, r = rand(2)
+            a = area * (scale[0] + (scale[1] - scale[0]) * s)
+            ar = math.exp(lo + (hi - lo) * r)
+            cw, ch = int(round(math.sqrt(a * ar))), int(round(math.sqrt(a / ar)))
+            if 0 < cw <= w and 0 < ch <= h:
+                y0, x0 = rand(2)
+                return int(y0 * (h - ch + 1)), int(x0 * (w - cw + 1)), ch, cw
+        ar = w / h  # fallback: centred, aspect ratio clamped into the range
+        if ar < ratio[0]:
+            cw, ch = w, int(round(w / ratio[0]))
+        elif ar > ratio[1]:
+            ch, cw = h, int(round(h * ratio[1]))
+        else:
+            cw, ch = w, h
+        return (h - ch) // 2, (w - cw) // 2, ch, cw
+
+    def transform(images):
+        outs = []
+        for img in images:  # [H, W, C] each, on the device
+            h, w = int(img.shape[0]), int(img.shape[1])
+            y, x, ch, cw = box(h, w)
+            crop = img[y:y + ch, x:x + cw].permute(2, 0, 1).unsqueeze(0).float()
+            crop = F.interpolate(crop, size=out_hw, mode="bilinear", align_corners=False)
+            if rand()[0] < flip:
+                crop = crop.flip(-1)
+            outs.append(crop)
+        if not outs:
+            return _torch.empty((0, 0) + out_hw, dtype=_torch.float32)
+        x = _torch.cat(outs).div_(255).clamp_(0, 1)
+        if mean is not None:
+            m = _torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+            sd = _torch.as_tensor(std if std is not None else 1.0, dtype=x.dtype, device=x.device)
+            x = (x - m) / sd.view(1, -1, 1, 1) if sd.ndim else (x - m) / sd
+        return x
+
+    return transform

@@ -53,13 +53,27 @@ def test_batches_in_order(shards_dir, data, B, prefetch):
     assert np.array_equal(np.concatenate(ys), labels) and ys[0].dtype == np.int64
 
 
-def test_batches_reuse_buffers_unless_copy(shards_dir, data):
+def test_batches_are_fresh_unless_views_asked_for(shards_dir, data):
     with packer_reader.open(shards_dir) as ds:
-        a = list(ds.batches(10, prefetch=0))
+        for prefetch in (0, 2):  # the default: every kept batch stays intact
+            b = list(ds.batches(10, prefetch=prefetch))
+            assert not any(np.shares_memory(b[i][0], b[j][0]) for i in range(len(b)) for j in range(i))
+            assert np.array_equal(np.concatenate([x for x, _ in b]), data[0])
+        a = list(ds.batches(10, prefetch=0, copy=False))  # the fast path: one reused buffer
         assert a[0][0].base is a[1][0].base or np.shares_memory(a[0][0], a[1][0])
-        b = list(ds.batches(10, copy=True))
-        assert not np.shares_memory(b[0][0], b[1][0])
-        assert np.array_equal(b[3][0], data[0][30:40])
+        assert not np.array_equal(a[0][0], data[0][0:10]), "views of the reused buffer were expected"
+
+
+def test_go_names_for_world_and_buffer(shards_dir):
+    with packer_reader.open(shards_dir) as ds:
+        a = ds.order(shuffle=True, seed=3, rank=1, world_size=3, buffer_size=50)
+        b = ds.order(shuffle=True, seed=3, rank=1, world=3, buffer=50)
+        assert np.array_equal(a, b) and not np.array_equal(a, ds.order(shuffle=True, seed=3, rank=1, world=3))
+        ya = np.concatenate([y for _, y in ds.batches(7, shuffle=True, seed=3, rank=1, world_size=3)])
+        yb = np.concatenate([y for _, y in ds.batches(7, shuffle=True, seed=3, rank=1, world=3)])
+        assert np.array_equal(ya, yb)
+        with pytest.raises(TypeError, match="world_size=2 and world=3"):
+            ds.order(world_size=2, world=3)
 
 
 def test_drop_last_and_start(shards_dir, data):

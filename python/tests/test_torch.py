@@ -215,3 +215,104 @@ def test_len_of_loader_counts_workers_without_being_told(torch, shards_dir):
         loader = DataLoader(ds, batch_size=None, num_workers=workers)
         assert len(loader) == sum(1 for _ in loader), workers
     assert len(ds) == 13  # asked directly: one reader
+
+
+def test_loader_is_configured(torch, shards_dir, data):
+    from packer_reader.torch import PackerLoader, loader
+
+    imgs, labels = data[0], data[1]
+    ld = loader(shards_dir, batch_size=32, device="cpu")
+    assert isinstance(ld, PackerLoader) and ld.batch_size is None and ld.num_workers == 0
+    assert len(ld) == 7 and ld.num_records() == len(imgs) and ld.classes[0] == "cat"
+    xs, ys = _all(ld)
+    assert np.array_equal(np.concatenate(xs), imgs) and np.array_equal(np.concatenate(ys), labels)
+    ld = loader(shards_dir, batch_size=32, drop_last=True, device="cpu")
+    assert len(ld) == 6 and ld.num_records() == 192 and sum(len(y) for _, y in ld) == 192
+
+
+def test_loader_shuffles_per_epoch_with_workers_and_ranks(torch, shards_dir, data):
+    from packer_reader.torch import loader
+
+    n = len(data[0])
+    seen = []
+    for rank in range(2):
+        ld = loader(shards_dir, batch_size=16, shuffle=True, seed=5, device="cpu", num_workers=2,
+                    rank=rank, world=2)  # the Go name for world_size
+        assert ld.persistent_workers and len(ld) == len(list(ld))
+        ld.set_epoch(0)
+        e0 = np.concatenate([y.numpy() for _, y in ld])
+        ld.set_epoch(1)
+        e1 = np.concatenate([y.numpy() for _, y in ld])
+        assert len(e0) == ld.num_records() and not np.array_equal(e0, e1)
+        seen.append(e0)
+    assert sum(len(s) for s in seen) == n
+    assert np.array_equal(np.sort(np.concatenate(seen)), np.sort(data[1]))
+
+
+def test_loader_transform_runs_on_batches(torch, shards_dir, data):
+    from packer_reader.torch import loader
+
+    ld = loader(shards_dir, batch_size=50, device="cpu", transform=lambda x: x.float().mean(dim=(1, 2, 3)))
+    got = np.concatenate([x.numpy() for x, _ in ld])
+    assert np.allclose(got, data[0].reshape(len(data[0]), -1).mean(axis=1), atol=1e-4)
+
+
+def test_loader_on_cuda_pins_and_moves(torch, shards_dir, data):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from packer_reader.torch import loader
+
+    ld = loader(shards_dir, batch_size=32)
+    assert ld.device.type == "cuda" and ld.dataset.pin_memory
+    x, y = next(iter(ld))
+    assert x.is_cuda and y.is_cuda and np.array_equal(x.cpu().numpy(), data[0][:32])
+    ld = loader(shards_dir, batch_size=32, num_workers=2)
+    assert ld.pin_memory and not ld.dataset.pin_memory
+    ys = [y for _, y in ld]
+    assert all(y.is_cuda for y in ys) and np.array_equal(np.sort(torch.cat(ys).cpu().numpy()), np.sort(data[1]))
+
+
+def test_random_resized_crop_flip_on_variable_size_images(torch, tmp_path):
+    import shardwriter
+    from packer_reader.torch import loader, random_resized_crop_flip
+
+    rng = np.random.default_rng(4)
+    sizes = [(17, 23), (40, 9), (8, 8), (31, 64), (5, 50), (12, 30), (64, 64)]
+    imgs = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in sizes]
+    spec = {"shape": [-1, -1, 3], "dtype": "uint8", "layout": "hwc"}
+    shardwriter.write_dataset(str(tmp_path), imgs, [i % 2 for i in range(len(imgs))], ["a", "b"], spec,
+                              shard_size=4000, shapes=True)
+
+    def run(seed, **kw):
+        tf = random_resized_crop_flip(16, generator=torch.Generator().manual_seed(seed), **kw)
+        return [(x, y) for x, y in loader(str(tmp_path), batch_size=3, device="cpu", transform=tf)]
+
+    a, b, c = run(1), run(1), run(2)
+    assert [x.shape for x, _ in a] == [(3, 3, 16, 16), (3, 3, 16, 16), (1, 3, 16, 16)]
+    assert all(x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1 for x, _ in a)
+    assert all(torch.equal(p[0], q[0]) for p, q in zip(a, b)), "same generator seed, same crops"
+    assert not all(torch.equal(p[0], q[0]) for p, q in zip(a, c))
+    # scale=(1, 1), ratio=(w/h fits): the whole image, only resized and maybe flipped
+    whole = run(3, scale=(1.0, 1.0), ratio=(0.01, 100.0))
+    x = whole[0][0][2]  # record 2 is 8x8: resizing to 16x16 keeps the mean
+    assert abs(float(x.mean()) - imgs[2].mean() / 255) < 0.02
+    img = torch.from_numpy(imgs[6]).permute(2, 0, 1).float().div(255).unsqueeze(0)
+    ref = torch.nn.functional.interpolate(img, size=(16, 16), mode="bilinear", align_corners=False)[0]
+    got = whole[2][0][0]
+    assert torch.allclose(got, ref, atol=1e-5) or torch.allclose(got, ref.flip(-1), atol=1e-5)
+    flips = run(5, scale=(1.0, 1.0), ratio=(0.01, 100.0), flip=1.0)
+    assert torch.allclose(flips[2][0][0], ref.flip(-1), atol=1e-5)
+
+
+def test_dataset_num_records_is_gos_loader_len(torch, shards_dir):
+    from packer_reader.torch import PackerIterableDataset
+
+    ds = PackerIterableDataset(shards_dir, batch_size=10, drop_last=True, rank=1, world_size=3)
+    assert len(ds) == 6 and ds.num_records() == 60  # rank 1 of 3 over 203 records: 68, 8 dropped
+
+
+def test_loader_refuses_its_own_settings_from_kwargs(torch, shards_dir):
+    from packer_reader.torch import loader
+
+    with pytest.raises(TypeError, match="collate_fn"):
+        loader(shards_dir, batch_size=8, device="cpu", collate_fn=lambda b: b)

@@ -1,0 +1,83 @@
+"""Writes the packer wheel: the packer_reader package from python/, the packer binary as
+packer_reader/_bin/packer, and a `packer` console entry point (packer_reader._launcher:main).
+
+usage: make_wheel.py BINARY PLATFORM_TAG OUT_DIR
+
+Written with zipfile rather than a build backend so it needs nothing beyond the standard
+library and the same inputs give the same wheel bytes (fixed timestamps, sorted entries)."""
+
+import base64
+import hashlib
+import os
+import re
+import sys
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PKG = "packer_reader"
+STAMP = (2020, 1, 1, 0, 0, 0)
+
+
+def project_version():
+    text = open(os.path.join(ROOT, "python", "pyproject.toml")).read()
+    return re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+
+
+def record_line(name, data):
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return "%s,sha256=%s,%d" % (name, digest, len(data))
+
+
+def main():
+    binary, plat, out_dir = sys.argv[1:4]
+    version = project_version()
+    dist = "%s-%s" % (PKG, version)
+    info = dist + ".dist-info"
+    files = []  # (name in the wheel, bytes, executable)
+    src = os.path.join(ROOT, "python", PKG)
+    for name in sorted(os.listdir(src)):
+        if name.endswith(".py"):
+            with open(os.path.join(src, name), "rb") as f:
+                files.append(("%s/%s" % (PKG, name), f.read(), False))
+    with open(binary, "rb") as f:
+        files.append(("%s/_bin/packer" % PKG, f.read(), True))
+    readme = open(os.path.join(ROOT, "python", "README.md"), encoding="utf-8").read()
+    metadata = "\n".join([
+        "Metadata-Version: 2.1",
+        "Name: %s" % PKG,
+        "Version: %s" % version,
+        "Summary: packer (pack image/video datasets into shards) and its NumPy/PyTorch reader",
+        "Requires-Python: >=3.8",
+        "Requires-Dist: numpy",
+        "Provides-Extra: torch",
+        'Requires-Dist: torch; extra == "torch"',
+        "Provides-Extra: hdf5",
+        'Requires-Dist: h5py; extra == "hdf5"',
+        "Provides-Extra: crc",
+        'Requires-Dist: crc32c; extra == "crc"',
+        "Description-Content-Type: text/markdown",
+        "",
+        readme,
+    ])
+    wheel = "\n".join(["Wheel-Version: 1.0", "Generator: packer scripts/make_wheel.py", "Root-Is-Purelib: false",
+                       "Tag: py3-none-%s" % plat, ""])
+    entry = "[console_scripts]\npacker = packer_reader._launcher:main\n"
+    files += [(info + "/METADATA", metadata.encode(), False), (info + "/WHEEL", wheel.encode(), False),
+              (info + "/entry_points.txt", entry.encode(), False),
+              (info + "/top_level.txt", (PKG + "\n").encode(), False)]
+    record = [record_line(n, d) for n, d, _ in files] + [info + "/RECORD,,"]
+    files.append((info + "/RECORD", ("\n".join(record) + "\n").encode(), False))
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "%s-py3-none-%s.whl" % (dist, plat))
+    with zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data, exe in files:
+            zi = zipfile.ZipInfo(name, STAMP)
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zi.external_attr = ((0o755 if exe else 0o644) | 0o100000) << 16
+            z.writestr(zi, data)
+    os.replace(path + ".tmp", path)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

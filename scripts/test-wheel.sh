@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs the wheel from scripts/build-wheel.sh into a fresh, clean virtual environment (no
+# system site-packages: NumPy comes from the package index as the wheel's one requirement), then
+# checks the installed `packer` command and reader end to end: packer --version, a small build of
+# a folder of images, and packer_reader reading it back from the venv's Python.
+#
+#   bash scripts/test-wheel.sh [WHEEL]    # default: builds one into a temporary folder
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+wheel=${1:-}
+if [ -z "$wheel" ]; then
+  bash scripts/build-wheel.sh "$tmp/dist" >/dev/null
+  wheel=$(ls "$tmp"/dist/*.whl)
+fi
+case "$(basename "$wheel")" in
+  *-py3-none-any.whl) echo "test-wheel: FAILED: $wheel is tagged any, but it carries a native binary"; exit 1 ;;
+esac
+
+/usr/bin/python3 -m venv "$tmp/venv"
+"$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check "$wheel"
+export PATH="$tmp/venv/bin:$PATH"
+hash -r
+[ "$(command -v packer)" = "$tmp/venv/bin/packer" ] || { echo "test-wheel: FAILED: packer is not the venv's"; exit 1; }
+version=$(packer --version)
+echo "test-wheel: $version"
+[ "$version" = "packer $(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)" ]
+
+# A folder of 12 images in 3 classes, written by the venv's Python (stdlib zlib + PNG chunks).
+"$tmp/venv/bin/python" - "$tmp/images" <<'PYEOF'
+import os, struct, sys, zlib
+def png(path, w, h, seed):
+    rows = b"".join(b"\0" + bytes((x * 7 + y * 3 + seed * 40 + c) % 256 for x in range(w) for c in range(3))
+                    for y in range(h))
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+for k, cls in enumerate(["ant", "bee", "cow"]):
+    os.makedirs(os.path.join(sys.argv[1], cls))
+    for i in range(4):
+        png(os.path.join(sys.argv[1], cls, "%d.png" % i), 16, 12, k * 4 + i)
+PYEOF
+packer build "$tmp/images" -o "$tmp/out" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }
+packer verify "$tmp/out" >/dev/null
+
+cd "$tmp"  # away from the checkout, so the installed package is the one imported
+"$tmp/venv/bin/python" - "$tmp/out" "$tmp/venv" <<'PYEOF'
+import sys
+import numpy as np
+import packer_reader
+assert packer_reader.__file__.startswith(sys.argv[2]), packer_reader.__file__
+ds = packer_reader.open(sys.argv[1])
+assert len(ds) == 12 and ds.classes == ["ant", "bee", "cow"], (len(ds), ds.classes)
+assert np.bincount(ds.labels).tolist() == [4, 4, 4]
+img, label = ds[0]
+assert img.shape == (12, 16, 3) and img.dtype == np.uint8, (img.shape, img.dtype)
+n = sum(len(y) for _, y in ds.batches(5, shuffle=True, seed=1))
+assert n == 12 and packer_reader.verify(sys.argv[1]).ok
+print("test-wheel: read back %d records of %s from %s" % (len(ds), list(img.shape), sys.argv[1]))
+PYEOF
+echo "test-wheel: ok ($(basename "$wheel"))"
