@@ -1,14 +1,20 @@
 package gpu
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ebitengine/purego"
+
+	"github.com/packer-dev/packer/transforms"
 )
 
 // fakeDeviceName is the device name testdata/fakecuda reports.
@@ -113,5 +119,105 @@ func TestFakeDriverErrors(t *testing.T) {
 	}
 	if err := d.Do(func() error { return d.Launch(kernelVPass, Dim{1, 1, 1}, Dim{1, 1, 1}, 0, hpassParams(0, 0, 0, 0)) }); err == nil {
 		t.Error("Launch with the wrong argument list: no error")
+	}
+}
+
+// fakeControl binds the fake driver's test hooks: fakecuda_fail (make the nth next call of
+// an entry point return a code) and fakecuda_queued (operations enqueued and not yet run).
+var fakeControl = sync.OnceValues(func() (*fakeHooks, error) {
+	if _, err := fakeDriver(); err != nil {
+		return nil, err
+	}
+	h, err := purego.Dlopen(filepath.Join(fakeDir, "libfakecuda.so.1"), purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil, err
+	}
+	var k fakeHooks
+	purego.RegisterLibFunc(&k.fail, h, "fakecuda_fail")
+	purego.RegisterLibFunc(&k.queued, h, "fakecuda_queued")
+	purego.RegisterLibFunc(&k.calls, h, "fakecuda_calls")
+	return &k, nil
+})
+
+type fakeHooks struct {
+	fail   func(call string, nth int32, code int32)
+	queued func() int32
+	calls  func(call string) int64
+}
+
+// TestFakeDriverFailures: a driver call that fails part-way through enqueueing a batch, or
+// while waiting for it, makes Run fail with the call's name, and Run returns only once
+// nothing it enqueued can still run (the fake's streams are idle), so the slot it gives back
+// is safe to reuse; the next Run on the same slot gives the CPU path's bytes.
+func TestFakeDriverFailures(t *testing.T) {
+	d := openFakeDevice(t)
+	k, err := fakeControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32}
+	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	r := rand.New(rand.NewPCG(3, 3))
+	imgs := []transforms.Image{randomImage(r, 90, 70, 3), randomImage(r, 64, 120, 3)}
+	// Batches order their work by their own stream alone: no synchronous copy on the
+	// legacy default stream, no context-wide wait.
+	syncCopies, ctxSyncs := k.calls("cuMemcpyHtoD_v2"), k.calls("cuCtxSynchronize")
+	defer func() {
+		if n := k.calls("cuMemcpyHtoD_v2") - syncCopies; n != 0 {
+			t.Errorf("Run made %d synchronous copies", n)
+		}
+		if n := k.calls("cuCtxSynchronize") - ctxSyncs; n != 0 {
+			t.Errorf("Run called cuCtxSynchronize %d times", n)
+		}
+	}()
+	want := make([][]byte, len(imgs))
+	for i, im := range imgs {
+		want[i] = make([]byte, 32*32*3)
+		if err := spec.NewWorker().Apply(im, want[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		call string
+		nth  int32
+	}{
+		{"cuMemcpyHtoDAsync_v2", 1}, {"cuMemcpyHtoDAsync_v2", 2}, {"cuLaunchKernel", 1},
+		{"cuLaunchKernel", 2}, {"cuMemcpyDtoHAsync_v2", 1}, {"cuEventRecord", 1}, {"cuEventQuery", 1},
+	} {
+		k.fail(c.call, c.nth, 719)
+		got := [][]byte{make([]byte, len(want[0])), make([]byte, len(want[1]))}
+		err := rs.Run(imgs, got)
+		k.fail("", 0, 0)
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Call != c.call || ce.Code != 719 {
+			t.Errorf("%s #%d failing: Run returned %v", c.call, c.nth, err)
+		}
+		if n := k.queued(); n != 0 {
+			t.Errorf("%s #%d failing: Run returned with %d operations still queued", c.call, c.nth, n)
+		}
+		if err := rs.Run(imgs, got); err != nil {
+			t.Fatalf("after %s #%d failed: %v", c.call, c.nth, err)
+		}
+		for i := range got {
+			if !bytes.Equal(got[i], want[i]) {
+				t.Errorf("after %s #%d failed: image %d differs from the CPU path", c.call, c.nth, i)
+			}
+		}
+	}
+	// A stream that cannot be waited for after a failure retires its slot: later Runs fail,
+	// naming why, and Close still frees everything.
+	k.fail("cuLaunchKernel", 1, 719)
+	k.fail("cuStreamSynchronize", 1, 999)
+	got := [][]byte{make([]byte, len(want[0])), make([]byte, len(want[1]))}
+	if err := rs.Run(imgs, got); err == nil || !strings.Contains(err.Error(), "cuStreamSynchronize") {
+		t.Errorf("launch and stream wait failing: Run returned %v", err)
+	}
+	k.fail("", 0, 0)
+	if err := rs.Run(imgs, got); err == nil || !strings.Contains(err.Error(), "stream unusable") {
+		t.Errorf("Run on a retired slot: %v", err)
 	}
 }
