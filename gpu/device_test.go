@@ -109,7 +109,7 @@ func testThreadRule(t *testing.T, d *Device) {
 func testJITErrorLog(t *testing.T, d *Device) {
 	bad := ".version 4.1\n.target sm_52\n.address_size 64\n.visible .entry broken(\n)\n{\n\tnot_an_instruction %r1;\n}\n"
 	err := d.Do(func() error {
-		mod, err := d.loadModule(bad)
+		mod, err := d.loadModule(append([]byte(bad), 0))
 		if err == nil {
 			d.drv.cuModuleUnload(mod)
 		}

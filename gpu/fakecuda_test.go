@@ -140,13 +140,17 @@ var fakeControl = sync.OnceValues(func() (*fakeHooks, error) {
 	purego.RegisterLibFunc(&k.fail, h, "fakecuda_fail")
 	purego.RegisterLibFunc(&k.queued, h, "fakecuda_queued")
 	purego.RegisterLibFunc(&k.calls, h, "fakecuda_calls")
+	purego.RegisterLibFunc(&k.setDevice, h, "fakecuda_set_device")
+	purego.RegisterLibFunc(&k.loaded, h, "fakecuda_loaded")
 	return &k, nil
 })
 
 type fakeHooks struct {
-	fail   func(call string, nth int32, code int32)
-	queued func() int32
-	calls  func(call string) int64
+	fail      func(call string, nth int32, code int32)
+	queued    func() int32
+	calls     func(call string) int64
+	setDevice func(major, minor, jit int32)
+	loaded    func() int32
 }
 
 // TestFakeDriverFailures: a driver call that fails part-way through enqueueing a batch, or
@@ -266,4 +270,83 @@ func TestFakeDriverASan(t *testing.T) {
 		t.Fatalf("fake-driver tests under AddressSanitizer did not pass:\n%s", out)
 	}
 	t.Logf("%s", out)
+}
+
+// TestFakeDriverKernelImage: Open loads the embedded cubin for the device's compute
+// capability first (so a driver without a PTX JIT still runs the kernels), falls back to the
+// PTX where there is no cubin or the driver refuses it, and fails with both reasons when
+// neither loads. The fake says which image it was given.
+func TestFakeDriverKernelImage(t *testing.T) {
+	drv, err := fakeDriver()
+	if err != nil {
+		t.Skipf("fake CUDA driver unavailable: %v", err)
+	}
+	k, err := fakeControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.setDevice(9, 0, 1)
+	for _, c := range []struct {
+		major, minor, jit int32
+		failCubin         bool
+		image             string // "" for an error
+		loaded            int32  // 1 cubin, 0 PTX
+	}{
+		{9, 0, 0, false, "sm_90 cubin", 1},
+		{8, 0, 0, false, "sm_80 cubin", 1},
+		{8, 6, 0, false, "sm_80 cubin", 1},
+		{7, 5, 1, false, "PTX", 0},
+		{9, 0, 1, true, "PTX", 0},
+		{7, 5, 0, false, "", 0},
+		{8, 9, 0, true, "", 0},
+	} {
+		k.setDevice(c.major, c.minor, c.jit)
+		if c.failCubin {
+			k.fail("cuModuleLoadDataEx", 1, 209) // CUDA_ERROR_NO_BINARY_FOR_GPU
+		}
+		d, err := openDevice(drv, 0)
+		k.fail("", 0, 0)
+		name := fmt.Sprintf("%d.%d jit=%d failCubin=%v", c.major, c.minor, c.jit, c.failCubin)
+		if c.image == "" {
+			if err == nil {
+				d.Close()
+				t.Errorf("%s: opened with %s, want an error", name, d.KernelImage())
+			} else if !strings.Contains(err.Error(), "CUDA_ERROR_JIT_COMPILER_NOT_FOUND") {
+				t.Errorf("%s: %v, want the JIT's absence named", name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if got := d.KernelImage(); got != c.image || k.loaded() != c.loaded {
+			t.Errorf("%s: KernelImage %q, fake loaded kind %d; want %q, %d", name, got, k.loaded(), c.image, c.loaded)
+		}
+		if err := d.Close(); err != nil {
+			t.Errorf("%s: Close: %v", name, err)
+		}
+	}
+}
+
+// TestFakeDriverErrorText: a failed call's error carries the driver's description
+// (cuGetErrorString), and a cosmetic attribute the driver cannot read leaves Info's field 0
+// instead of failing Open.
+func TestFakeDriverErrorText(t *testing.T) {
+	d := openFakeDevice(t)
+	k, err := fakeControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = check("cuMemAlloc_v2", 4242)
+	if err == nil || !strings.HasPrefix(err.Error(), "gpu: cuMemAlloc_v2: ") ||
+		!strings.HasSuffix(err.Error(), " (4242) (the fake's own failure)") {
+		t.Errorf("error text: %v", err)
+	}
+	k.fail("cuDeviceGetAttribute(cosmetic)", 1, 1)
+	info, err := deviceInfo(d.drv, 0)
+	k.fail("", 0, 0)
+	if err != nil || info.SMs != 0 || info.Major != 9 || info.MemoryClockKHz == 0 {
+		t.Errorf("an unreadable SM count: %+v, %v", info, err)
+	}
 }

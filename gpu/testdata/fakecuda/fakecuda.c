@@ -36,6 +36,7 @@ typedef int CUresult;
 
 static pthread_t owner;
 static int have_ctx;
+static int cc_major = 9, cc_minor = 0, no_jit, loaded_kind = -1; /* see fakecuda_set_device */
 static long live_dev, live_host;
 static int event_pending[64];
 static int next_event = 1, next_stream = 1;
@@ -46,12 +47,28 @@ static int next_event = 1, next_stream = 1;
 			return 201; /* CUDA_ERROR_INVALID_CONTEXT */ \
 	} while (0)
 
+static int inject(const char *call); /* fakecuda_fail; counts the call for fakecuda_calls */
+#define INJECT(name)                          \
+	do {                                  \
+		int r_ = inject(name);        \
+		if (r_)                       \
+			return r_;            \
+	} while (0)
+
 CUresult cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return 0; }
 CUresult cuGetErrorName(CUresult r, const char **s)
 {
 	if (r == 4242) {
 		*s = "CUDA_ERROR_FAKE_4242";
+		return 0;
+	}
+	return 1;
+}
+CUresult cuGetErrorString(CUresult r, const char **s)
+{
+	if (r == 4242) {
+		*s = "the fake's own failure";
 		return 0;
 	}
 	return 1;
@@ -71,9 +88,11 @@ CUresult cuDeviceGetName(char *name, int len, int dev)
 }
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 {
+	if (attr == 16 || attr == 36 || attr == 37)
+		INJECT("cuDeviceGetAttribute(cosmetic)");
 	switch (attr) {
-	case 75: *v = 9; break;    /* compute capability major */
-	case 76: *v = 0; break;    /* minor */
+	case 75: *v = cc_major; break; /* compute capability major */
+	case 76: *v = cc_minor; break; /* minor */
 	case 16: *v = 132; break;  /* SMs */
 	case 36: *v = 2619000; break;
 	case 37: *v = 5120; break;
@@ -105,9 +124,48 @@ CUresult cuCtxDestroy_v2(void *ctx)
 }
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { OWNER_ONLY(); *f = (size_t)79 << 30; *t = (size_t)80 << 30; return 0; }
 
+
+/* fakecuda_set_device sets the compute capability the fake reports and whether its "driver"
+ * can JIT-compile PTX; fakecuda_loaded says what the last module loaded was: 1 a cubin
+ * (ELF), 0 PTX, -1 none. */
+void fakecuda_set_device(int major, int minor, int jit)
+{
+	cc_major = major;
+	cc_minor = minor;
+	no_jit = !jit;
+}
+int fakecuda_loaded(void) { return loaded_kind; }
+
+static int has(const void *image, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+	for (size_t i = 0; i + k <= n; i++)
+		if (memcmp((const char *)image + i, s, k) == 0)
+			return 1;
+	return 0;
+}
+
 CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, int *opts, void **vals)
 {
 	OWNER_ONLY();
+	INJECT("cuModuleLoadDataEx");
+	if (memcmp(image, "\x7f" "ELF", 4) == 0) {
+		/* A cubin: the fake takes the size from the ELF section headers' end. */
+		const unsigned char *e = image;
+		uint64_t shoff;
+		uint16_t shentsize, shnum;
+		memcpy(&shoff, e + 0x28, 8);
+		memcpy(&shentsize, e + 0x3A, 2);
+		memcpy(&shnum, e + 0x3C, 2);
+		size_t size = shoff + (size_t)shentsize * shnum;
+		if (size > (1 << 24) || !has(image, size, "packer_hpass") || !has(image, size, "packer_vpass"))
+			return 200; /* CUDA_ERROR_INVALID_IMAGE */
+		loaded_kind = 1;
+		*mod = (void *)0x2;
+		return 0;
+	}
+	if (no_jit)
+		return 221; /* CUDA_ERROR_JIT_COMPILER_NOT_FOUND */
 	char *errlog = NULL;
 	size_t errsize = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -121,6 +179,7 @@ CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, int *opts
 			snprintf(errlog, errsize, "fake ptxas fatal: no packer entry points in the module");
 		return 218; /* CUDA_ERROR_INVALID_PTX */
 	}
+	loaded_kind = 0;
 	*mod = (void *)0x2;
 	return 0;
 }
@@ -338,12 +397,6 @@ static int inject(const char *call)
 			return fails[i].code;
 	return 0;
 }
-#define INJECT(name)                          \
-	do {                                  \
-		int r_ = inject(name);        \
-		if (r_)                       \
-			return r_;            \
-	} while (0)
 
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
 			unsigned shared, void *stream, void **params, void **extra)
