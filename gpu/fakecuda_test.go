@@ -238,13 +238,18 @@ const fakeASanEnv = "PACKER_FAKECUDA_ASAN"
 // built by AddressSanitizer and libasan preloaded (a sanitized library loaded by dlopen into
 // an unsanitized Go program needs the runtime in place first): a kernel or copy that reads or
 // writes outside a device or pinned buffer, or uses one after it is freed, aborts the child
-// with the sanitizer's report. Skipped where the C compiler has no libasan.
+// with the sanitizer's report. Skipped where the C compiler has no libasan, and under -race.
 func TestFakeDriverASan(t *testing.T) {
 	if os.Getenv(fakeASanEnv) == "1" {
 		t.Skip("already the sanitized child")
 	}
 	if testing.Short() {
 		t.Skip("-short")
+	}
+	if raceEnabled {
+		// The child would be a race-detector binary too, and ThreadSanitizer's and
+		// AddressSanitizer's runtimes cannot share a process: run go test without -race.
+		t.Skip("AddressSanitizer cannot run in a -race test binary; covered by go test without -race")
 	}
 	cc := os.Getenv("CC")
 	if cc == "" {

@@ -15,8 +15,8 @@
  *   - work is asynchronous: each stream runs its queue on a thread of its own, after a short
  *     delay per operation, so an event is NOT_READY until its stream gets there and a copy
  *     reads its source when it runs; the legacy default stream (0) waits for every other;
- *   - fresh device and pinned memory is filled with garbage, and freed device memory is
- *     poisoned before it is released;
+ *   - fresh device and pinned memory is filled with garbage, and freed device and pinned
+ *     memory is poisoned before it is released;
  *   - fakecuda_fail (found through dlsym) makes a chosen call of an entry point fail.
  * cuModuleLoadDataEx accepts PTX holding both packer entry points and otherwise fails with
  * CUDA_ERROR_INVALID_PTX and a message in the JIT error log buffer.
@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -509,6 +510,8 @@ CUresult cuMemFreeHost(void *p)
 {
 	OWNER_ONLY();
 	drain_all(); /* the driver waits for copies from or to the buffer */
+	if (p)
+		memset(p, 0x5A, malloc_usable_size(p)); /* poison: a later read sees garbage */
 	free(p);
 	live_host--;
 	return 0;
