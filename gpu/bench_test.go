@@ -10,7 +10,7 @@ import (
 )
 
 // kernelTime runs the two kernels of one device batch iters times back to back on a
-// Resizer's first stream (inputs uploaded once, weights already on the device) and returns
+// Resizer's first stream (inputs and weights uploaded once) and returns
 // the device time per batch, measured with events, and the batch's plan.
 func kernelTime(rs *Resizer, imgs []transforms.Image, iters int) (time.Duration, *batchPlan, error) {
 	var rec recordPool
@@ -18,24 +18,29 @@ func kernelTime(rs *Resizer, imgs []transforms.Image, iters int) (time.Duration,
 	if err != nil {
 		return 0, nil, err
 	}
+	var wts hostPool
+	if err := plan.placeWeights(&rec, &wts); err != nil {
+		return 0, nil, err
+	}
 	d := rs.dev
 	s := <-rs.slots
 	defer func() { rs.slots <- s }()
 	jobBytes := 4 * len(plan.jobs)
+	tableBytes := jobBytes + 4*len(wts.words)
+	var dWts DevicePtr
 	var ms float32
 	err = d.Do(func() error {
-		if err := rs.grow(s, plan.srcBytes, jobBytes, plan.midBytes, plan.dstBytes); err != nil {
+		if err := rs.grow(s, plan.srcBytes, tableBytes, plan.midBytes, plan.dstBytes); err != nil {
 			return err
 		}
-		if err := rs.placeWeights(plan, &rec); err != nil {
-			return err
-		}
+		dWts = s.dJobs + DevicePtr(jobBytes)
 		plan.stageSources(imgs, s.hSrc)
 		putInt32s(s.hJobs, plan.jobs)
+		putInt32s(s.hJobs[jobBytes:], wts.words)
 		if err := d.CopyHtoDAsync(s.dSrc, s.hSrc[:plan.srcBytes], s.stream); err != nil {
 			return err
 		}
-		if err := d.CopyHtoDAsync(s.dJobs, s.hJobs[:jobBytes], s.stream); err != nil {
+		if err := d.CopyHtoDAsync(s.dJobs, s.hJobs[:tableBytes], s.stream); err != nil {
 			return err
 		}
 		start, err := d.NewEvent()
@@ -54,11 +59,11 @@ func kernelTime(rs *Resizer, imgs []transforms.Image, iters int) (time.Duration,
 		block := Dim{BlockSize, 1, 1}
 		for i := 0; i < iters; i++ {
 			if err := d.Launch(kernelHPass, plan.grid(plan.maxHWork), block, s.stream,
-				hpassParams(s.dJobs, s.dSrc, rs.dWts, s.dMid)); err != nil {
+				hpassParams(s.dJobs, s.dSrc, dWts, s.dMid)); err != nil {
 				return err
 			}
 			if err := d.Launch(kernelVPass, plan.grid(plan.maxVWork), block, s.stream,
-				vpassParams(s.dJobs, s.dMid, rs.dWts, rs.dLUT, s.dDst, plan.layout, plan.esize)); err != nil {
+				vpassParams(s.dJobs, s.dMid, dWts, rs.dLUT, s.dDst, plan.layout, plan.esize)); err != nil {
 				return err
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -90,11 +91,15 @@ func cString(p *byte, max int) string {
 type Error struct {
 	Call   string // driver function, such as "cuMemAlloc_v2"
 	Code   Result
+	Desc   string // the driver's description of Code (cuGetErrorString), may be empty
 	Detail string // extra context, may be empty
 }
 
 func (e *Error) Error() string {
 	s := fmt.Sprintf("gpu: %s: %s (%d)", e.Call, e.Code, int32(e.Code))
+	if e.Desc != "" {
+		s += " " + e.Desc
+	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
 	}
@@ -111,7 +116,27 @@ func check(call string, r int32) error {
 	if r == 0 {
 		return nil
 	}
-	return &Error{Call: call, Code: Result(r)}
+	return &Error{Call: call, Code: Result(r), Desc: describe(r)}
+}
+
+// errorString is cuGetErrorString of the driver loaded last, or nil (no driver, or one
+// without it): check asks it to describe every failed call's CUresult.
+var errorString atomic.Pointer[func(r int32, s **byte) int32]
+
+// describe returns the driver's description of r in parentheses, or "".
+func describe(r int32) string {
+	f := errorString.Load()
+	if f == nil {
+		return ""
+	}
+	var p *byte
+	if (*f)(r, &p) != 0 || p == nil {
+		return ""
+	}
+	if s := cString(p, 256); s != "" {
+		return "(" + s + ")"
+	}
+	return ""
 }
 
 // driver holds the driver entry points, resolved once per process by loadDriver. The CUDA
@@ -221,6 +246,12 @@ func openDriver(lib string) (*driver, error) {
 			return nil, fmt.Errorf("%w: %s has no %s (driver too old?): %v", ErrNoDriver, lib, s.name, err)
 		}
 		purego.RegisterFunc(s.fn, p)
+	}
+	// cuGetErrorString (CUDA 6.0+) is optional: without it errors carry the name alone.
+	if p, err := purego.Dlsym(h, "cuGetErrorString"); err == nil && p != 0 {
+		var f func(r int32, s **byte) int32
+		purego.RegisterFunc(&f, p)
+		errorString.Store(&f)
 	}
 	if err := check("cuInit", d.cuInit(0)); err != nil {
 		return nil, err

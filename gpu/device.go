@@ -85,15 +85,19 @@ func deviceInfo(d *driver, ordinal int) (Info, error) {
 	}
 	info.Memory = int64(mem)
 	for _, a := range []struct {
-		attr int32
-		dst  *int
+		attr     int32
+		dst      *int
+		cosmetic bool // only reported or used for estimates: unreadable reads as 0
 	}{
-		{attrComputeCapMajor, &info.Major}, {attrComputeCapMinor, &info.Minor},
-		{attrMultiprocessorCount, &info.SMs}, {attrGlobalMemoryBusWidth, &info.MemoryBusBits},
-		{attrMemoryClockRate, &info.MemoryClockKHz},
+		{attrComputeCapMajor, &info.Major, false}, {attrComputeCapMinor, &info.Minor, false},
+		{attrMultiprocessorCount, &info.SMs, true}, {attrGlobalMemoryBusWidth, &info.MemoryBusBits, true},
+		{attrMemoryClockRate, &info.MemoryClockKHz, true},
 	} {
 		var v int32
 		if err := check("cuDeviceGetAttribute", d.cuDeviceGetAttribute(&v, a.attr, dev)); err != nil {
+			if a.cosmetic {
+				continue
+			}
 			return Info{}, fmt.Errorf("attribute %d: %w", a.attr, err)
 		}
 		*a.dst = int(v)
@@ -129,7 +133,8 @@ type Device struct {
 	exit  chan struct{}
 	tid   int     // the owner's OS thread
 	ctx   uintptr // CUcontext
-	mod   uintptr // CUmodule of the embedded PTX
+	mod   uintptr // CUmodule of the embedded kernels
+	image string  // what mod was loaded from: "sm_90 cubin", "PTX"
 	funcs map[string]uintptr
 	waits []pendingWait // owned by the loop
 
@@ -177,6 +182,11 @@ func openDevice(drv *driver, ordinal int) (*Device, error) {
 
 // Info describes the device.
 func (d *Device) Info() Info { return d.info }
+
+// KernelImage says which embedded image of the kernels the device runs: "sm_80 cubin" or
+// "sm_90 cubin" (machine code, loaded first where the compute capability has one), or "PTX"
+// (compiled by the driver's JIT).
+func (d *Device) KernelImage() string { return d.image }
 
 // loop is the owner goroutine: it creates the context, then runs work and polls events.
 func (d *Device) loop(started chan<- error) {
@@ -237,11 +247,11 @@ func (d *Device) setup() error {
 	if err := checkKernelSignatures(PTX()); err != nil {
 		return err
 	}
-	mod, err := d.loadModule(PTX())
+	mod, image, err := d.loadKernels()
 	if err != nil {
 		return err
 	}
-	d.mod = mod
+	d.mod, d.image = mod, image
 	for _, k := range launchers {
 		var fn uintptr
 		if err := check("cuModuleGetFunction", d.drv.cuModuleGetFunction(&fn, d.mod, k.Name)); err != nil {

@@ -21,7 +21,9 @@
 // initialisation, so one binary runs on GPU and CPU-only nodes; without it every call returns
 // an error wrapping ErrNoDriver. Every failed driver call is an *Error naming the call and the
 // CUresult. The kernels (kernels/resize.cu, kernels/resize_body.h) are compiled to PTX by
-// scripts/build-ptx.sh with clang-14, checked in, and embedded; the driver JIT-compiles them.
+// scripts/build-ptx.sh with clang-14, checked in, and embedded, with sm_80 and sm_90 cubins
+// assembled from that PTX by ptxas (kernels/build-cubin.sh): the device's cubin is loaded
+// first, and the PTX, JIT-compiled by the driver, otherwise.
 //
 // # Concurrency
 //

@@ -1,7 +1,8 @@
 package gpu
 
 import (
-	_ "embed" // the kernels' PTX
+	_ "embed" // the kernels' PTX and cubins
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -11,6 +12,31 @@ import (
 
 //go:embed kernels/resize.ptx
 var resizePTX string
+
+//go:generate kernels/build-cubin.sh
+
+// The kernels assembled from resize.ptx by ptxas (gpu/kernels/build-cubin.sh), for the
+// device architectures most nodes have. Machine code needs no JIT in the driver.
+var (
+	//go:embed kernels/resize_sm80.cubin
+	resizeSM80 []byte
+	//go:embed kernels/resize_sm90.cubin
+	resizeSM90 []byte
+)
+
+// cubinFor returns the embedded machine code that runs on a device of compute capability
+// major.minor, and its architecture's name, or nil. A cubin for sm_XY runs on sm_XZ for
+// Z >= Y (same major version), except that sm_90 code is not forward compatible with 9.x
+// variants other than 9.0.
+func cubinFor(major, minor int) ([]byte, string) {
+	switch {
+	case major == 8:
+		return resizeSM80, "sm_80"
+	case major == 9 && minor == 0:
+		return resizeSM90, "sm_90"
+	}
+	return nil, ""
+}
 
 // PTX returns the embedded PTX of packer's kernels (gpu/kernels/resize.ptx, generated from
 // resize.cu by scripts/build-ptx.sh).
@@ -121,11 +147,32 @@ const (
 	jitLogVerbose          = 12
 )
 
-// loadModule JIT-compiles and loads a PTX module (cuModuleLoadDataEx). On failure the error
-// carries the JIT's error and info logs. Runs on the owner goroutine.
-func (d *Device) loadModule(ptx string) (uintptr, error) {
+// loadKernels loads the kernels: the embedded cubin for the device's compute capability if
+// there is one and the driver takes it, else the PTX, JIT-compiled by the driver. It returns
+// the module and what was loaded ("sm_90 cubin" or "PTX"). Runs on the owner goroutine.
+func (d *Device) loadKernels() (uintptr, string, error) {
+	var cubinErr error
+	if bin, arch := cubinFor(d.info.Major, d.info.Minor); bin != nil {
+		mod, err := d.loadModule(bin)
+		if err == nil {
+			return mod, arch + " cubin", nil
+		}
+		cubinErr = fmt.Errorf("%s cubin: %w", arch, err)
+	}
+	mod, err := d.loadModule(append([]byte(PTX()), 0))
+	if err != nil {
+		if cubinErr != nil {
+			return 0, "", errors.Join(cubinErr, fmt.Errorf("PTX: %w", err))
+		}
+		return 0, "", err
+	}
+	return mod, "PTX", nil
+}
+
+// loadModule loads a module image, a cubin or NUL-terminated PTX (cuModuleLoadDataEx). On
+// failure the error carries the JIT's error and info logs. Runs on the owner goroutine.
+func (d *Device) loadModule(image []byte) (uintptr, error) {
 	const logSize = 16 << 10
-	image := append([]byte(ptx), 0)
 	infoLog := make([]byte, logSize)
 	errLog := make([]byte, logSize)
 	opts := []int32{jitInfoLogBuffer, jitInfoLogBufferBytes, jitErrorLogBuffer, jitErrorLogBufferBytes, jitLogVerbose}
@@ -148,7 +195,7 @@ func (d *Device) loadModule(ptx string) (uintptr, error) {
 	pin.Unpin()
 	runtime.KeepAlive(image)
 	if r != 0 {
-		e := &Error{Call: "cuModuleLoadDataEx", Code: Result(r)}
+		e := &Error{Call: "cuModuleLoadDataEx", Code: Result(r), Desc: describe(r)}
 		if s := logText(errLog); s != "" {
 			e.Detail = "JIT error log: " + s
 		}

@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -106,13 +108,23 @@ func TestParsePTXEntries(t *testing.T) {
 	}
 }
 
-// ptxas returns the PTX assembler named by $PACKER_PTXAS or found on $PATH.
+// ptxas returns the PTX assembler named by $PACKER_PTXAS, found on $PATH, or put in the user
+// cache by scripts/setup.sh (the newest there).
 func ptxas(t *testing.T) string {
 	if p := os.Getenv("PACKER_PTXAS"); p != "" {
 		return p
 	}
 	p, err := exec.LookPath("ptxas")
 	if err != nil {
+		if dir, cerr := os.UserCacheDir(); cerr == nil {
+			found, _ := filepath.Glob(filepath.Join(dir, "packer", "ptxas-*", "ptxas"))
+			if len(found) > 0 {
+				slices.SortFunc(found, func(a, b string) int {
+					return cmpVersions(filepath.Base(filepath.Dir(a)), filepath.Base(filepath.Dir(b)))
+				})
+				return found[len(found)-1]
+			}
+		}
 		t.Skip("ptxas not found: set PACKER_PTXAS or put it on PATH (pip install nvidia-cuda-nvcc-cu12 ships it in nvidia/cuda_nvcc/bin)")
 	}
 	return p
@@ -138,6 +150,41 @@ func TestPTXAssembles(t *testing.T) {
 			if strings.Contains(line, "Used") || strings.Contains(line, "spill") {
 				t.Logf("%s: %s", arch, strings.TrimSpace(line))
 			}
+		}
+	}
+}
+
+// cmpVersions orders "ptxas-12.9.86"-style names by their numeric parts.
+func cmpVersions(a, b string) int {
+	pa := strings.Split(strings.TrimPrefix(a, "ptxas-"), ".")
+	pb := strings.Split(strings.TrimPrefix(b, "ptxas-"), ".")
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if x != y {
+			return x - y
+		}
+	}
+	return len(pa) - len(pb)
+}
+
+// TestCubinsUpToDate reassembles the checked-in PTX with ptxas (gpu/kernels/build-cubin.sh)
+// and fails if the embedded cubins differ: they must be the machine code of the PTX.
+func TestCubinsUpToDate(t *testing.T) {
+	bin := ptxas(t)
+	dir := t.TempDir()
+	cmd := exec.Command("kernels/build-cubin.sh", dir)
+	cmd.Env = append(os.Environ(), "PACKER_PTXAS="+bin)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build-cubin.sh: %v\n%s", err, out)
+	}
+	for arch, embedded := range map[string][]byte{"sm80": resizeSM80, "sm90": resizeSM90} {
+		got, err := os.ReadFile(filepath.Join(dir, "resize_"+arch+".cubin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, embedded) {
+			t.Errorf("gpu/kernels/resize_%s.cubin is not what %s makes of resize.ptx: run go generate ./gpu", arch, bin)
 		}
 	}
 }

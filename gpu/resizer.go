@@ -18,8 +18,6 @@ type ResizerOptions struct {
 	// MaxBatchBytes bounds the source pixels of one device batch; Run splits larger batches.
 	// A single larger image gets a batch of its own. Default 64 MiB.
 	MaxBatchBytes int
-	// WeightPoolBytes is the device memory for cached resampling weights. Default 16 MiB.
-	WeightPoolBytes int
 }
 
 func (o ResizerOptions) withDefaults() ResizerOptions {
@@ -31,9 +29,6 @@ func (o ResizerOptions) withDefaults() ResizerOptions {
 	}
 	if o.MaxBatchBytes > maxBufferBytes/2 {
 		o.MaxBatchBytes = maxBufferBytes / 2
-	}
-	if o.WeightPoolBytes <= 0 {
-		o.WeightPoolBytes = 16 << 20
 	}
 	return o
 }
@@ -54,20 +49,20 @@ type Resizer struct {
 	closeErr  error
 
 	// Owned by the device goroutine (touched only inside Do).
-	pool    hostPool  // host mirror of the device weight pool
-	dWts    DevicePtr // device weight pool, opts.WeightPoolBytes
-	dLUT    DevicePtr // conversion tables (lutWords uint32, or 4 bytes for uint8)
-	uploads int       // weight words uploaded so far (statistics)
-	resets  int       // times the weight pool was emptied
-	all     []*slot
+	dLUT DevicePtr // conversion tables (lutWords uint32, or 4 bytes for uint8)
+	all  []*slot
 }
 
-// slot is one in-flight batch's stream and buffers. A Run holds it from staging to scatter.
+// slot is one in-flight batch's stream and buffers. A Run holds it from staging to scatter,
+// and gives it back only when no work it enqueued can still run: every copy and kernel of a
+// batch goes on the slot's own stream and reads the slot's own buffers, so batches never
+// depend on each other's timing, on the legacy default stream, or on a context-wide wait.
 type slot struct {
 	stream Stream
 	done   Event
+	broken error  // set when the stream could not be waited for: the slot is never used again
 	hSrc   []byte // pinned
-	hJobs  []byte // pinned
+	hJobs  []byte // pinned: the job table, then the batch's resampling weights
 	hDst   []byte // pinned
 	dSrc   DevicePtr
 	dJobs  DevicePtr
@@ -94,12 +89,8 @@ func NewResizer(dev *Device, spec transforms.Spec, opts ResizerOptions) (*Resize
 		return nil, err
 	}
 	r := &Resizer{dev: dev, spec: spec, opts: opts.withDefaults(), luts: luts}
-	r.pool.limit = r.opts.WeightPoolBytes / 4
 	err = dev.Do(func() error {
 		var err error
-		if r.dWts, err = dev.MemAlloc(r.opts.WeightPoolBytes); err != nil {
-			return err
-		}
 		lutBytes := 4
 		if luts.words != nil {
 			lutBytes = 4 * len(luts.words)
@@ -167,7 +158,7 @@ func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
 			end++
 		}
 		ci, cd := imgs[start:end], dsts[start:end]
-		g.Go(func() error { return r.runChunkOrSplit(ci, cd) })
+		g.Go(func() error { return r.runChunk(ci, cd) })
 		start = end
 	}
 	return g.Wait()
@@ -176,21 +167,10 @@ func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
 // maxChunkImages bounds the images of one device batch (the grid's y dimension).
 const maxChunkImages = 4096
 
-// runChunkOrSplit runs a device batch, or its images one by one when their weights do not
-// fit the weight pool together.
-func (r *Resizer) runChunkOrSplit(imgs []transforms.Image, dsts [][]byte) error {
-	err := r.runChunk(imgs, dsts)
-	if errors.Is(err, errPoolFull) && len(imgs) > 1 {
-		for i := range imgs {
-			if err := r.runChunk(imgs[i:i+1], dsts[i:i+1]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	return err
-}
-
+// runChunk runs one device batch. The batch's weights are not shared with other batches:
+// they travel after the job table in the slot's pinned job buffer, uploaded by the same
+// asynchronous copy on the slot's stream, so the kernels that read them are ordered after
+// their upload by the stream alone.
 func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 	var rec recordPool
 	plan, err := planBatch(r.spec, imgs, &rec, r.luts)
@@ -200,35 +180,45 @@ func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 	if err := plan.checkDsts(dsts); err != nil {
 		return err
 	}
+	var wts hostPool
+	if err := plan.placeWeights(&rec, &wts); err != nil {
+		return err
+	}
+	jobBytes := 4 * len(plan.jobs)
+	tableBytes := int64(jobBytes) + 4*int64(len(wts.words))
+	if tableBytes > maxBufferBytes {
+		return fmt.Errorf("gpu: job table and weights of %d bytes exceed %d", tableBytes, maxBufferBytes)
+	}
 	s, ok := <-r.slots
 	if !ok {
 		return ErrClosed
 	}
 	defer func() { r.slots <- s }()
-	jobBytes := 4 * len(plan.jobs)
-	if err := r.dev.Do(func() error { return r.grow(s, plan.srcBytes, jobBytes, plan.midBytes, plan.dstBytes) }); err != nil {
+	if s.broken != nil {
+		return fmt.Errorf("gpu: stream unusable since an earlier failure: %w", s.broken)
+	}
+	if err := r.dev.Do(func() error { return r.grow(s, plan.srcBytes, int(tableBytes), plan.midBytes, plan.dstBytes) }); err != nil {
 		return err
 	}
 	plan.stageSources(imgs, s.hSrc)
+	putInt32s(s.hJobs, plan.jobs)
+	putInt32s(s.hJobs[jobBytes:], wts.words)
 	err = r.dev.Do(func() error {
 		d := r.dev
-		if err := r.placeWeights(plan, &rec); err != nil {
-			return err
-		}
-		putInt32s(s.hJobs, plan.jobs)
+		dWts := s.dJobs + DevicePtr(jobBytes)
 		if err := d.CopyHtoDAsync(s.dSrc, s.hSrc[:plan.srcBytes], s.stream); err != nil {
 			return err
 		}
-		if err := d.CopyHtoDAsync(s.dJobs, s.hJobs[:jobBytes], s.stream); err != nil {
+		if err := d.CopyHtoDAsync(s.dJobs, s.hJobs[:tableBytes], s.stream); err != nil {
 			return err
 		}
 		block := Dim{BlockSize, 1, 1}
 		if err := d.Launch(kernelHPass, plan.grid(plan.maxHWork), block, s.stream,
-			hpassParams(s.dJobs, s.dSrc, r.dWts, s.dMid)); err != nil {
+			hpassParams(s.dJobs, s.dSrc, dWts, s.dMid)); err != nil {
 			return err
 		}
 		if err := d.Launch(kernelVPass, plan.grid(plan.maxVWork), block, s.stream,
-			vpassParams(s.dJobs, s.dMid, r.dWts, r.dLUT, s.dDst, plan.layout, plan.esize)); err != nil {
+			vpassParams(s.dJobs, s.dMid, dWts, r.dLUT, s.dDst, plan.layout, plan.esize)); err != nil {
 			return err
 		}
 		if err := d.CopyDtoHAsync(s.hDst[:plan.dstBytes], s.dDst, s.stream); err != nil {
@@ -236,48 +226,19 @@ func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 		}
 		return d.RecordEvent(s.done, s.stream)
 	})
-	if err != nil {
-		return err
+	if err == nil {
+		err = r.dev.Wait(s.done)
 	}
-	if err := r.dev.Wait(s.done); err != nil {
+	if err != nil {
+		// Part of the batch may be enqueued and still running: the slot goes back only
+		// once its stream is idle, or is retired if even that cannot be known.
+		if serr := r.dev.Do(func() error { return r.dev.StreamSynchronize(s.stream) }); serr != nil {
+			s.broken = serr
+			return errors.Join(err, serr)
+		}
 		return err
 	}
 	return plan.scatter(s.hDst, dsts)
-}
-
-// placeWeights puts the batch's weights in the device pool, uploading those not there yet.
-// When the pool is full it waits for all work in flight and starts the pool afresh. Runs
-// inside Do, so no other batch enqueues work meanwhile.
-func (r *Resizer) placeWeights(plan *batchPlan, rec *recordPool) error {
-	err := r.placeAndUpload(plan, rec)
-	if errors.Is(err, errPoolFull) {
-		if err := r.dev.Synchronize(); err != nil {
-			return err
-		}
-		r.pool = hostPool{limit: r.pool.limit}
-		r.resets++
-		err = r.placeAndUpload(plan, rec)
-	}
-	return err
-}
-
-// placeAndUpload places the weights and uploads every word placed, even when placing stops
-// early with errPoolFull: the pool's map must never name weights the device does not hold.
-func (r *Resizer) placeAndUpload(plan *batchPlan, rec *recordPool) error {
-	before := len(r.pool.words)
-	err := plan.placeWeights(rec, &r.pool)
-	if n := len(r.pool.words) - before; n > 0 {
-		// A synchronous copy on the legacy default stream: ordered before the kernels of every
-		// (blocking) stream enqueued after it. Weights change rarely, so the stall is rare.
-		b := make([]byte, 4*n)
-		putInt32s(b, r.pool.words[before:])
-		if uerr := r.dev.CopyHtoD(r.dWts+DevicePtr(4*before), b); uerr != nil {
-			r.pool = hostPool{limit: r.pool.limit} // forget what may not have arrived
-			return uerr
-		}
-		r.uploads += n
-	}
-	return err
 }
 
 // grow makes the slot's buffers at least the given sizes. The slot is idle (its last batch
@@ -376,9 +337,9 @@ func (r *Resizer) free() error {
 				errs = append(errs, d.DestroyStream(s.stream))
 			}
 		}
-		errs = append(errs, d.MemFree(r.dWts), d.MemFree(r.dLUT))
+		errs = append(errs, d.MemFree(r.dLUT))
 		r.all = nil
-		r.dWts, r.dLUT = 0, 0
+		r.dLUT = 0
 		return errors.Join(errs...)
 	})
 }

@@ -6,7 +6,8 @@ import "fmt"
 // a line for the build summary saying which was chosen and why:
 //
 //	"cpu"   nil, "cpu"
-//	"auto"  the first GPU when Probe and Open succeed, "gpu: <Info>"; otherwise nil,
+//	"auto"  the first GPU when Probe and Open succeed, "gpu: <Info>, kernels: <KernelImage>";
+//	        otherwise nil,
 //	        "cpu (auto: <why no GPU>)"
 //	"gpu"   the first GPU, or an error wrapping the reason (ErrNoDriver, ErrNoDevice or an
 //	        *Error), worded "--device gpu: no usable GPU: ..."
@@ -27,5 +28,5 @@ func Select(want string) (*Device, string, error) {
 		}
 		return nil, fmt.Sprintf("cpu (auto: %v)", err), nil
 	}
-	return d, "gpu: " + d.Info().String(), nil
+	return d, "gpu: " + d.Info().String() + ", kernels: " + d.KernelImage(), nil
 }

@@ -12,8 +12,12 @@
  *     readable memory, layout and esize in range);
  *   - a context destroyed with device or pinned memory still allocated reports
  *     CUDA_ERROR_UNKNOWN, so the tests catch leaks;
- *   - an event reports CUDA_ERROR_NOT_READY to its first two queries, exercising the
- *     polling path.
+ *   - work is asynchronous: each stream runs its queue on a thread of its own, after a short
+ *     delay per operation, so an event is NOT_READY until its stream gets there and a copy
+ *     reads its source when it runs; the legacy default stream (0) waits for every other;
+ *   - fresh device and pinned memory is filled with garbage, and freed device and pinned
+ *     memory is poisoned before it is released;
+ *   - fakecuda_fail (found through dlsym) makes a chosen call of an entry point fail.
  * cuModuleLoadDataEx accepts PTX holding both packer entry points and otherwise fails with
  * CUDA_ERROR_INVALID_PTX and a message in the JIT error log buffer.
  *
@@ -22,8 +26,10 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "resize_body.h"
 
@@ -31,6 +37,7 @@ typedef int CUresult;
 
 static pthread_t owner;
 static int have_ctx;
+static int cc_major = 9, cc_minor = 0, no_jit, loaded_kind = -1; /* see fakecuda_set_device */
 static long live_dev, live_host;
 static int event_pending[64];
 static int next_event = 1, next_stream = 1;
@@ -41,12 +48,28 @@ static int next_event = 1, next_stream = 1;
 			return 201; /* CUDA_ERROR_INVALID_CONTEXT */ \
 	} while (0)
 
+static int inject(const char *call); /* fakecuda_fail; counts the call for fakecuda_calls */
+#define INJECT(name)                          \
+	do {                                  \
+		int r_ = inject(name);        \
+		if (r_)                       \
+			return r_;            \
+	} while (0)
+
 CUresult cuInit(unsigned flags) { return flags == 0 ? 0 : 1; }
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return 0; }
 CUresult cuGetErrorName(CUresult r, const char **s)
 {
 	if (r == 4242) {
 		*s = "CUDA_ERROR_FAKE_4242";
+		return 0;
+	}
+	return 1;
+}
+CUresult cuGetErrorString(CUresult r, const char **s)
+{
+	if (r == 4242) {
+		*s = "the fake's own failure";
 		return 0;
 	}
 	return 1;
@@ -66,9 +89,11 @@ CUresult cuDeviceGetName(char *name, int len, int dev)
 }
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 {
+	if (attr == 16 || attr == 36 || attr == 37)
+		INJECT("cuDeviceGetAttribute(cosmetic)");
 	switch (attr) {
-	case 75: *v = 9; break;    /* compute capability major */
-	case 76: *v = 0; break;    /* minor */
+	case 75: *v = cc_major; break; /* compute capability major */
+	case 76: *v = cc_minor; break; /* minor */
 	case 16: *v = 132; break;  /* SMs */
 	case 36: *v = 2619000; break;
 	case 37: *v = 5120; break;
@@ -98,12 +123,50 @@ CUresult cuCtxDestroy_v2(void *ctx)
 	}
 	return 0;
 }
-CUresult cuCtxSynchronize(void) { OWNER_ONLY(); return 0; }
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { OWNER_ONLY(); *f = (size_t)79 << 30; *t = (size_t)80 << 30; return 0; }
+
+
+/* fakecuda_set_device sets the compute capability the fake reports and whether its "driver"
+ * can JIT-compile PTX; fakecuda_loaded says what the last module loaded was: 1 a cubin
+ * (ELF), 0 PTX, -1 none. */
+void fakecuda_set_device(int major, int minor, int jit)
+{
+	cc_major = major;
+	cc_minor = minor;
+	no_jit = !jit;
+}
+int fakecuda_loaded(void) { return loaded_kind; }
+
+static int has(const void *image, size_t n, const char *s)
+{
+	size_t k = strlen(s);
+	for (size_t i = 0; i + k <= n; i++)
+		if (memcmp((const char *)image + i, s, k) == 0)
+			return 1;
+	return 0;
+}
 
 CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, int *opts, void **vals)
 {
 	OWNER_ONLY();
+	INJECT("cuModuleLoadDataEx");
+	if (memcmp(image, "\x7f" "ELF", 4) == 0) {
+		/* A cubin: the fake takes the size from the ELF section headers' end. */
+		const unsigned char *e = image;
+		uint64_t shoff;
+		uint16_t shentsize, shnum;
+		memcpy(&shoff, e + 0x28, 8);
+		memcpy(&shentsize, e + 0x3A, 2);
+		memcpy(&shnum, e + 0x3C, 2);
+		size_t size = shoff + (size_t)shentsize * shnum;
+		if (size > (1 << 24) || !has(image, size, "packer_hpass") || !has(image, size, "packer_vpass"))
+			return 200; /* CUDA_ERROR_INVALID_IMAGE */
+		loaded_kind = 1;
+		*mod = (void *)0x2;
+		return 0;
+	}
+	if (no_jit)
+		return 221; /* CUDA_ERROR_JIT_COMPILER_NOT_FOUND */
 	char *errlog = NULL;
 	size_t errsize = 0;
 	for (unsigned i = 0; i < n; i++) {
@@ -117,6 +180,7 @@ CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned n, int *opts
 			snprintf(errlog, errsize, "fake ptxas fatal: no packer entry points in the module");
 		return 218; /* CUDA_ERROR_INVALID_PTX */
 	}
+	loaded_kind = 0;
 	*mod = (void *)0x2;
 	return 0;
 }
@@ -133,50 +197,252 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
 	return 0;
 }
 
+/* ---- asynchronous streams ----
+ * Each stream created by cuStreamCreate has a worker thread that runs its queue in order,
+ * after a short delay per operation, so copies and kernels really complete after the call
+ * that enqueued them returns. A copy reads its source when it runs, not when enqueued: a
+ * host buffer rewritten before its stream got there sends the new bytes, as on a device.
+ * Stream 0 (the legacy default stream) runs synchronously after every other stream drains. */
+enum { OP_COPY, OP_HPASS, OP_VPASS, OP_EVENT };
+struct op {
+	int kind;
+	void *dst;
+	const void *src;
+	size_t n;
+	unsigned gx, gy, bx;
+	void *p[5];
+	int layout, esize, event;
+	struct op *next;
+};
+struct stream {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct op *head, *tail;
+	int busy, quit;
+};
+#define MAX_STREAMS 64
+static struct stream *streams[MAX_STREAMS];
+static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ev_cv = PTHREAD_COND_INITIALIZER;
+
+static void run_op(struct op *o)
+{
+	pk_thread t;
+	switch (o->kind) {
+	case OP_COPY:
+		memcpy(o->dst, o->src, o->n);
+		break;
+	case OP_HPASS:
+		t.bdx = o->bx;
+		for (t.by = 0; t.by < o->gy; t.by++)
+			for (t.bx = 0; t.bx < o->gx; t.bx++)
+				for (t.tx = 0; t.tx < o->bx; t.tx++)
+					pk_hpass(t, o->p[0], o->p[1], o->p[2], o->p[3]);
+		break;
+	case OP_VPASS:
+		t.bdx = o->bx;
+		for (t.by = 0; t.by < o->gy; t.by++)
+			for (t.bx = 0; t.bx < o->gx; t.bx++)
+				for (t.tx = 0; t.tx < o->bx; t.tx++)
+					pk_vpass(t, o->p[0], o->p[1], o->p[2], o->p[3], o->p[4], o->layout, o->esize);
+		break;
+	case OP_EVENT:
+		pthread_mutex_lock(&ev_mu);
+		event_pending[o->event] = 0;
+		pthread_cond_broadcast(&ev_cv);
+		pthread_mutex_unlock(&ev_mu);
+		break;
+	}
+}
+
+static void *stream_main(void *arg)
+{
+	struct stream *s = arg;
+	pthread_mutex_lock(&s->mu);
+	for (;;) {
+		while (!s->head && !s->quit)
+			pthread_cond_wait(&s->cv, &s->mu);
+		if (!s->head)
+			break;
+		struct op *o = s->head;
+		s->busy = 1;
+		pthread_mutex_unlock(&s->mu);
+		usleep(200); /* the device takes its time */
+		run_op(o);
+		pthread_mutex_lock(&s->mu);
+		s->head = o->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->busy = 0;
+		free(o);
+		pthread_cond_broadcast(&s->cv);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void drain(struct stream *s)
+{
+	pthread_mutex_lock(&s->mu);
+	while (s->head)
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void drain_all(void)
+{
+	for (int i = 0; i < MAX_STREAMS; i++)
+		if (streams[i])
+			drain(streams[i]);
+}
+
+/* enqueue hands o to stream s, or runs it now on the legacy default stream. */
+static CUresult enqueue(void *sh, struct op *o)
+{
+	uintptr_t i = (uintptr_t)sh;
+	if (i == 0) {
+		drain_all();
+		run_op(o);
+		free(o);
+		return 0;
+	}
+	if (i >= MAX_STREAMS || !streams[i]) {
+		free(o);
+		return 400; /* CUDA_ERROR_INVALID_HANDLE */
+	}
+	struct stream *s = streams[i];
+	pthread_mutex_lock(&s->mu);
+	if (s->tail)
+		s->tail->next = o;
+	else
+		s->head = o;
+	s->tail = o;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return 0;
+}
+
+/* ---- failure injection ----
+ * fakecuda_fail makes the nth next call (1 = the next) of the named entry point return code
+ * without doing anything. Tests reach it through dlsym. */
+#define MAX_FAILS 4
+static struct {
+	char call[64];
+	int nth, code;
+} fails[MAX_FAILS];
+
+/* fakecuda_fail arms a failure; an empty call disarms them all. Up to MAX_FAILS at once. */
+void fakecuda_fail(const char *call, int nth, int code)
+{
+	if (!call || !*call) {
+		memset(fails, 0, sizeof fails);
+		return;
+	}
+	for (int i = 0; i < MAX_FAILS; i++)
+		if (fails[i].nth <= 0) {
+			snprintf(fails[i].call, sizeof fails[i].call, "%s", call);
+			fails[i].nth = nth;
+			fails[i].code = code;
+			return;
+		}
+}
+
+/* fakecuda_queued counts the operations enqueued on streams and not yet finished. */
+int fakecuda_queued(void)
+{
+	int n = 0;
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = streams[i];
+		if (!s)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		for (struct op *o = s->head; o; o = o->next)
+			n++;
+		pthread_mutex_unlock(&s->mu);
+	}
+	return n;
+}
+
+/* Calls per entry point, for fakecuda_calls (only those that go through INJECT). */
+#define MAX_COUNTED 48
+static struct {
+	const char *call;
+	long n;
+} counted[MAX_COUNTED];
+static pthread_mutex_t count_mu = PTHREAD_MUTEX_INITIALIZER;
+
+long fakecuda_calls(const char *call)
+{
+	long n = 0;
+	pthread_mutex_lock(&count_mu);
+	for (int i = 0; i < MAX_COUNTED && counted[i].call; i++)
+		if (strcmp(counted[i].call, call) == 0)
+			n = counted[i].n;
+	pthread_mutex_unlock(&count_mu);
+	return n;
+}
+
+static int inject(const char *call)
+{
+	pthread_mutex_lock(&count_mu);
+	for (int i = 0; i < MAX_COUNTED; i++)
+		if (!counted[i].call || strcmp(counted[i].call, call) == 0) {
+			counted[i].call = call;
+			counted[i].n++;
+			break;
+		}
+	pthread_mutex_unlock(&count_mu);
+	for (int i = 0; i < MAX_FAILS; i++)
+		if (fails[i].nth > 0 && strcmp(call, fails[i].call) == 0 && --fails[i].nth == 0)
+			return fails[i].code;
+	return 0;
+}
+
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
 			unsigned shared, void *stream, void **params, void **extra)
 {
 	OWNER_ONLY();
+	INJECT("cuLaunchKernel");
 	if (gz != 1 || by != 1 || bz != 1 || shared != 0 || extra != NULL || params == NULL)
 		return 1;
-	pk_thread t;
-	t.bdx = bx;
+	struct op *o = calloc(1, sizeof *o);
+	if (!o)
+		return 2;
+	o->gx = gx;
+	o->gy = gy;
+	o->bx = bx;
 	if ((uintptr_t)f == 1) {
-		const pk_i32 *jobs = *(const pk_i32 **)params[0];
-		const pk_u8 *src = *(const pk_u8 **)params[1];
-		const pk_i32 *wts = *(const pk_i32 **)params[2];
-		pk_u8 *mid = *(pk_u8 **)params[3];
-		for (t.by = 0; t.by < gy; t.by++)
-			for (t.bx = 0; t.bx < gx; t.bx++)
-				for (t.tx = 0; t.tx < bx; t.tx++)
-					pk_hpass(t, jobs, src, wts, mid);
-		return 0;
+		o->kind = OP_HPASS;
+		for (int i = 0; i < 4; i++)
+			o->p[i] = *(void **)params[i];
+		return enqueue(stream, o);
 	}
 	if ((uintptr_t)f == 2) {
-		const pk_i32 *jobs = *(const pk_i32 **)params[0];
-		const pk_u8 *mid = *(const pk_u8 **)params[1];
-		const pk_i32 *wts = *(const pk_i32 **)params[2];
-		const pk_u32 *lut = *(const pk_u32 **)params[3];
-		pk_u8 *dst = *(pk_u8 **)params[4];
-		pk_i32 layout = *(const pk_i32 *)params[5];
-		pk_i32 esize = *(const pk_i32 *)params[6];
-		if (layout < 0 || layout > 1 || (esize != 1 && esize != 2 && esize != 4))
+		o->kind = OP_VPASS;
+		for (int i = 0; i < 5; i++)
+			o->p[i] = *(void **)params[i];
+		o->layout = *(const pk_i32 *)params[5];
+		o->esize = *(const pk_i32 *)params[6];
+		if (o->layout < 0 || o->layout > 1 || (o->esize != 1 && o->esize != 2 && o->esize != 4)) {
+			free(o);
 			return 1;
-		for (t.by = 0; t.by < gy; t.by++)
-			for (t.bx = 0; t.bx < gx; t.bx++)
-				for (t.tx = 0; t.tx < bx; t.tx++)
-					pk_vpass(t, jobs, mid, wts, lut, dst, layout, esize);
-		return 0;
+		}
+		return enqueue(stream, o);
 	}
+	free(o);
 	return 400;
 }
 
 CUresult cuMemAlloc_v2(uint64_t *p, size_t n)
 {
 	OWNER_ONLY();
-	void *m = malloc(n);
+	INJECT("cuMemAlloc_v2");
+	void *m = malloc(n + sizeof(size_t));
 	if (!m)
 		return 2;
+	*(size_t *)m = n;
+	m = (char *)m + sizeof(size_t);
 	memset(m, 0xA5, n); /* device memory is not zeroed */
 	live_dev++;
 	*p = (uint64_t)(uintptr_t)m;
@@ -186,21 +452,56 @@ CUresult cuMemFree_v2(uint64_t p)
 {
 	OWNER_ONLY();
 	if (p) {
-		free((void *)(uintptr_t)p);
+		/* The driver frees device memory only when the work using it is done; so does this. */
+		drain_all();
+		char *m = (char *)(uintptr_t)p - sizeof(size_t);
+		memset(m + sizeof(size_t), 0x5A, *(size_t *)m); /* poison: a later read sees garbage */
+		free(m);
 		live_dev--;
 	}
 	return 0;
 }
-CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) { OWNER_ONLY(); memcpy((void *)(uintptr_t)dst, src, n); return 0; }
-CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *s) { OWNER_ONLY(); memcpy((void *)(uintptr_t)dst, src, n); return 0; }
-CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *s) { OWNER_ONLY(); memcpy(dst, (void *)(uintptr_t)src, n); return 0; }
+CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n)
+{
+	OWNER_ONLY();
+	INJECT("cuMemcpyHtoD_v2");
+	drain_all();
+	memcpy((void *)(uintptr_t)dst, src, n);
+	return 0;
+}
+static CUresult copy_async(void *dst, const void *src, size_t n, void *s)
+{
+	struct op *o = calloc(1, sizeof *o);
+	if (!o)
+		return 2;
+	o->kind = OP_COPY;
+	o->dst = dst;
+	o->src = src;
+	o->n = n;
+	return enqueue(s, o);
+}
+CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *s)
+{
+	OWNER_ONLY();
+	INJECT("cuMemcpyHtoDAsync_v2");
+	return copy_async((void *)(uintptr_t)dst, src, n, s);
+}
+CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *s)
+{
+	OWNER_ONLY();
+	INJECT("cuMemcpyDtoHAsync_v2");
+	return copy_async(dst, (const void *)(uintptr_t)src, n, s);
+}
 
 CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 {
 	OWNER_ONLY();
-	void *m = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+	INJECT("cuMemHostAlloc");
+	size_t sz = (n + 4095) & ~(size_t)4095;
+	void *m = aligned_alloc(4096, sz);
 	if (!m)
 		return 2;
+	memset(m, 0xC3, sz); /* pinned memory is not zeroed either */
 	live_host++;
 	*p = m;
 	return 0;
@@ -208,6 +509,9 @@ CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 CUresult cuMemFreeHost(void *p)
 {
 	OWNER_ONLY();
+	drain_all(); /* the driver waits for copies from or to the buffer */
+	if (p)
+		memset(p, 0x5A, malloc_usable_size(p)); /* poison: a later read sees garbage */
 	free(p);
 	live_host--;
 	return 0;
@@ -215,12 +519,68 @@ CUresult cuMemFreeHost(void *p)
 CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned flags) { OWNER_ONLY(); return p && n ? 0 : 1; }
 CUresult cuMemHostUnregister(void *p) { OWNER_ONLY(); return 0; }
 
-CUresult cuStreamCreate(void **s, unsigned flags) { OWNER_ONLY(); *s = (void *)(uintptr_t)(next_stream++); return 0; }
-CUresult cuStreamDestroy_v2(void *s) { OWNER_ONLY(); return 0; }
-CUresult cuStreamSynchronize(void *s) { OWNER_ONLY(); return 0; }
+CUresult cuStreamCreate(void **sp, unsigned flags)
+{
+	OWNER_ONLY();
+	INJECT("cuStreamCreate");
+	int i = next_stream;
+	if (i >= MAX_STREAMS)
+		return 2;
+	struct stream *s = calloc(1, sizeof *s);
+	if (!s)
+		return 2;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+		free(s);
+		return 2;
+	}
+	streams[i] = s;
+	next_stream++;
+	*sp = (void *)(uintptr_t)i;
+	return 0;
+}
+CUresult cuStreamDestroy_v2(void *sh)
+{
+	OWNER_ONLY();
+	uintptr_t i = (uintptr_t)sh;
+	if (i == 0 || i >= MAX_STREAMS || !streams[i])
+		return 400;
+	struct stream *s = streams[i];
+	pthread_mutex_lock(&s->mu);
+	s->quit = 1; /* the worker finishes the queue first, as the driver does */
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	streams[i] = NULL;
+	free(s);
+	return 0;
+}
+CUresult cuStreamSynchronize(void *sh)
+{
+	OWNER_ONLY();
+	INJECT("cuStreamSynchronize");
+	uintptr_t i = (uintptr_t)sh;
+	if (i == 0) {
+		drain_all();
+		return 0;
+	}
+	if (i >= MAX_STREAMS || !streams[i])
+		return 400;
+	drain(streams[i]);
+	return 0;
+}
+CUresult cuCtxSynchronize(void)
+{
+	OWNER_ONLY();
+	INJECT("cuCtxSynchronize");
+	drain_all();
+	return 0;
+}
 CUresult cuEventCreate(void **e, unsigned flags)
 {
 	OWNER_ONLY();
+	INJECT("cuEventCreate");
 	if (next_event >= 64)
 		return 2;
 	*e = (void *)(uintptr_t)(next_event++);
@@ -230,18 +590,35 @@ CUresult cuEventDestroy_v2(void *e) { OWNER_ONLY(); return 0; }
 CUresult cuEventRecord(void *e, void *s)
 {
 	OWNER_ONLY();
-	event_pending[(uintptr_t)e % 64] = 2;
-	return 0;
+	INJECT("cuEventRecord");
+	int i = (int)((uintptr_t)e % 64);
+	struct op *o = calloc(1, sizeof *o);
+	if (!o)
+		return 2;
+	o->kind = OP_EVENT;
+	o->event = i;
+	pthread_mutex_lock(&ev_mu);
+	event_pending[i] = 1;
+	pthread_mutex_unlock(&ev_mu);
+	return enqueue(s, o);
 }
 CUresult cuEventQuery(void *e)
 {
 	OWNER_ONLY();
-	int *p = &event_pending[(uintptr_t)e % 64];
-	if (*p > 0) {
-		(*p)--;
-		return 600; /* CUDA_ERROR_NOT_READY */
-	}
+	INJECT("cuEventQuery");
+	pthread_mutex_lock(&ev_mu);
+	int p = event_pending[(uintptr_t)e % 64];
+	pthread_mutex_unlock(&ev_mu);
+	return p ? 600 /* CUDA_ERROR_NOT_READY */ : 0;
+}
+CUresult cuEventSynchronize(void *e)
+{
+	OWNER_ONLY();
+	INJECT("cuEventSynchronize");
+	pthread_mutex_lock(&ev_mu);
+	while (event_pending[(uintptr_t)e % 64])
+		pthread_cond_wait(&ev_cv, &ev_mu);
+	pthread_mutex_unlock(&ev_mu);
 	return 0;
 }
-CUresult cuEventSynchronize(void *e) { OWNER_ONLY(); event_pending[(uintptr_t)e % 64] = 0; return 0; }
 CUresult cuEventElapsedTime(float *ms, void *a, void *b) { OWNER_ONLY(); *ms = 0.5f; return 0; }
