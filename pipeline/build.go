@@ -107,9 +107,13 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if opts.OnError != OnErrorSkip && opts.OnError != OnErrorFail {
 		return nil, fmt.Errorf("unknown --on-error policy %q (want skip or fail)", opts.OnError)
 	}
-	tspec := opts.Transform.Normalized()
-	if err := tspec.Validate(); err != nil {
+	tspec, err := CheckTransform(opts.Transform)
+	if err != nil {
 		return nil, err
+	}
+	if ps, ok := opts.Source.(PlannedSource); ok {
+		_, direct := opts.Source.(DirectSource)
+		ps.PlanDecode(DecodePlan{Transform: tspec, Windows: opts.Resizer == nil && !direct})
 	}
 	// The records' spec is decided here, before anything is decoded; a format that cannot
 	// hold it is refused before anything is written.
@@ -177,6 +181,17 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	return sum, nil
 }
 
+// CheckTransform validates a transform spec and returns it normalized: the engine's one check
+// of a transform, which Build runs first and the command runs before it opens the source, so
+// that a bad flag is reported before a large source is listed.
+func CheckTransform(t transforms.Spec) (transforms.Spec, error) {
+	t = t.Normalized()
+	if err := t.Validate(); err != nil {
+		return transforms.Spec{}, err
+	}
+	return t, nil
+}
+
 // checkOut refuses to overwrite a non-empty output directory without force.
 func checkOut(out string, force bool) error {
 	st, err := os.Stat(out)
@@ -223,9 +238,6 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 	jobs := make(chan job, b.opts.Workers)
 	ordered := make(chan chan []result, 2*b.opts.Workers)
 	b.setDirect()
-	if ws, ok := b.opts.Source.(WindowSource); ok && b.opts.Resizer == nil && b.direct == nil {
-		ws.EnableWindows()
-	}
 
 	g.Go(func() error {
 		defer close(jobs)

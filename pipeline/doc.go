@@ -27,9 +27,12 @@
 //
 // Two optional interfaces let a source go faster without changing a byte. A DirectSource
 // (CIFAR, IDX) decodes an item straight into the record buffer (DecodeTo) when the transform
-// is the identity and no BatchResizer is set. A WindowSource (image folders and lists, frame
-// folders) decodes only the part of an image the transform reads when Build calls
-// EnableWindows, which it does only when the CPU transforms the frames.
+// is the identity and no BatchResizer is set. A PlannedSource (image folders and lists, frame
+// folders, videos) is handed the build's DecodePlan in one call, before anything else is asked
+// of it: the transform, validated once by the engine (CheckTransform), from which it derives
+// the reduced JPEG scale --fast allows and whether frames of different sizes share a clip; and
+// whether to decode only the part of each image the transform reads (Windows), which Build
+// asks only when the CPU transforms the frames.
 //
 // # Outputs
 //

@@ -23,7 +23,7 @@ type Clip struct {
 	// Windows, when not nil, has one entry per frame: that frame holds only part of a larger
 	// decoded image (a decoder that skipped what the transform never reads; see
 	// transforms.Worker.ApplyWindow). Only the CPU path accepts windows: a Source returns
-	// them only when the pipeline asks for them (WindowSource).
+	// them only when the build's DecodePlan asks for them (PlannedSource).
 	Windows []Window
 	Label   int64
 	Aux     []int64
@@ -94,11 +94,24 @@ type DirectSource interface {
 	DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error)
 }
 
-// A WindowSource can decode only the part of each image that the transform reads and emit
-// it as a window (Clip.Windows). Build calls EnableWindows, before any Decode, when the
-// transform runs on the CPU (no BatchResizer), the only path that accepts windows. Without
-// the call a WindowSource emits whole frames.
-type WindowSource interface {
+// DecodePlan is what the engine asks of a PlannedSource's decoding. Build decides it once,
+// after validating the transform (CheckTransform) and before it asks the source anything else.
+type DecodePlan struct {
+	// Transform is the build's transform, validated and normalized. A source derives from it
+	// the reduced JPEG scale --fast allows (transforms.DraftSize) and whether frames of
+	// different sizes can share a clip record (transforms.Spec.FixedSize).
+	Transform transforms.Spec
+	// Windows asks the source to decode of each image only the rectangle Transform.Region
+	// gives and to emit it as a window (Clip.Windows): the same output bytes, less decoding.
+	// Build sets it only when the frames are transformed on the CPU (no BatchResizer), the
+	// only path that accepts windows.
+	Windows bool
+}
+
+// A PlannedSource adapts its decoding to the build's transform. Build calls PlanDecode once,
+// before Info or any other method; a PlannedSource that is never given a plan decodes whole
+// frames at full scale, as for the identity transform.
+type PlannedSource interface {
 	Source
-	EnableWindows()
+	PlanDecode(p DecodePlan)
 }

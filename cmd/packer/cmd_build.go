@@ -208,7 +208,9 @@ func (o *buildOptions) validate() error {
 	if o.Resize == 0 && o.Size == "" {
 		t.Filter = ""
 	}
-	if err := t.Validate(); err != nil {
+	// The engine's own check, run here too so that a bad flag is reported before the
+	// source is listed.
+	if _, err := pipeline.CheckTransform(t); err != nil {
 		return err
 	}
 	o.transform = t

@@ -2,50 +2,68 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
-	"github.com/packer-dev/packer/formats"
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/pipeline"
-	"github.com/packer-dev/packer/transforms"
+	"github.com/packer-dev/packer/source"
 )
+
+// sources is the table of source kinds --from names, one entry per kind, each exported by its
+// own package. Detection asks every entry's sniffer; where several match one class folder
+// equally, the entry listed first wins. Adding a source kind is its package plus one line here.
+var sources = []source.Entry{
+	imagedir.FolderEntry,
+	imagedir.ListEntry,
+	cifar.Entry10,
+	cifar.Entry100,
+	idx.Entry,
+	video.FramesEntry,
+	video.VideoEntry,
+}
+
+// sourceEntry returns the table's entry for kind.
+func sourceEntry(kind string) (source.Entry, bool) {
+	for _, e := range sources {
+		if e.Kind == kind {
+			return e, true
+		}
+	}
+	return source.Entry{}, false
+}
+
+// sourceKinds lists the table's kinds for help and error messages: "a, b or c".
+func sourceKinds() string {
+	var names []string
+	for _, e := range sources {
+		names = append(names, e.Kind)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // openSource opens the build's source, detecting its kind when --from is not given.
 func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	kind := o.From
 	if kind == "" {
 		var err error
-		if kind, err = formats.Detect(o.Source); err != nil {
+		if kind, err = source.Detect(o.Source, sources); err != nil {
 			return nil, "", usagef(fmt.Errorf("cannot tell the source kind of %s: %w (give --from)", o.Source, err))
 		}
 	}
-	var (
-		src pipeline.Source
-		err error
-	)
-	if len(o.classes) > 0 && kind != "idx" && kind != "list" {
+	e, ok := sourceEntry(kind)
+	if !ok {
+		return nil, "", usagef(fmt.Errorf("unknown --from %q (want %s)", kind, sourceKinds()))
+	}
+	if len(o.classes) > 0 && !e.Classes {
 		return nil, "", usagef(fmt.Errorf("--classes does not apply to --from %s, whose class names come from the data (folder names, or the CIFAR meta file); it names the classes of IDX files and of lists labelled by integers", kind))
 	}
-	switch kind {
-	case "cifar10", "cifar100":
-		src, err = cifar.Open(o.Source, kind, o.Split)
-	case "idx":
-		src, err = idx.Open(o.Source, o.Split, o.classes)
-	case "frames":
-		src, err = video.OpenFrames(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels, Transform: o.transform})
-	case "video":
-		src, err = video.Open(o.Source, video.Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout, MaxPixels: o.MaxPixels, Transform: o.transform})
-	case "folder", "list":
-		src, err = imagedir.Open(o.Source, kind, imagedir.Options{
-			Decode:    transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrien},
-			Transform: o.transform,
-			Classes:   o.classes,
-		})
-	default:
-		return nil, "", usagef(fmt.Errorf("unknown --from %q (want folder, list, cifar10, cifar100, idx, frames or video)", kind))
-	}
+	src, err := e.Open(o.Source, source.Options{
+		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
+		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
+	})
 	if err != nil {
 		return nil, "", err
 	}

@@ -43,12 +43,10 @@ func (e FormatError) Error() string { return "imagedir: invalid list: " + string
 // Options configure a Source.
 type Options struct {
 	// Decode is passed to transforms.DecodeFile for every image: pixel cap, EXIF orientation.
-	// Leave Decode.Draft nil and use Transform for fast mode.
+	// Leave Decode.Draft nil for fast mode: when the build's transform (PlanDecode) has Fast
+	// set (--fast) and resizes, JPEGs are decoded at a reduced DCT scale, Decode.Draft
+	// becoming transforms.DraftSize(transform, FastGap).
 	Decode transforms.DecodeOptions
-	// Transform is the build's transform spec. When Transform.Fast is set (--fast) and it
-	// resizes, JPEGs are decoded at a reduced DCT scale: Decode.Draft becomes
-	// transforms.DraftSize(Transform, FastGap).
-	Transform transforms.Spec
 	// FastGap is how many times the resized size the reduced-scale decode must keep (see
 	// transforms.DraftSize); 0 means DefaultFastGap.
 	FastGap int
@@ -66,9 +64,6 @@ func (o Options) normalized() Options {
 	if o.FastGap <= 0 {
 		o.FastGap = DefaultFastGap
 	}
-	if o.Decode.Draft == nil && o.Transform.Fast {
-		o.Decode.Draft = transforms.DraftSize(o.Transform, o.FastGap)
-	}
 	return o
 }
 
@@ -85,14 +80,21 @@ type Source struct {
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch, one per worker at a time
-	windows bool      // decode only what the transform reads (EnableWindows)
+	plan    pipeline.DecodePlan
 }
 
-// EnableWindows makes Decode read of each JPEG only the rectangle the transform reads
-// (transforms.DecodeFileRegion) and emit it as a window (pipeline.Clip.Windows): the same
-// output bytes, less decoding. The pipeline calls it, before decoding starts, when the
-// transform runs on the CPU (pipeline.WindowSource).
-func (s *Source) EnableWindows() { s.windows = true }
+var _ pipeline.PlannedSource = (*Source)(nil)
+
+// PlanDecode takes the build's transform: with --fast it sets the reduced JPEG scale
+// (Options.Decode.Draft, when not given), and with p.Windows Decode reads of each JPEG only the
+// rectangle the transform reads (transforms.DecodeFileRegion) and emits it as a window
+// (pipeline.Clip.Windows): the same output bytes, less decoding.
+func (s *Source) PlanDecode(p pipeline.DecodePlan) {
+	s.plan = p
+	if s.opts.Decode.Draft == nil && p.Transform.Fast {
+		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, s.opts.FastGap)
+	}
+}
 
 var _ pipeline.Source = (*Source)(nil)
 
@@ -343,7 +345,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 	d := s.opts.Decode
 	spec["exif_orient"] = d.ExifOrient
 	spec["fast_decode"] = d.Draft != nil
-	if d.Draft != nil && s.opts.Transform.Fast {
+	if d.Draft != nil && s.plan.Transform.Fast {
 		spec["fast_gap"] = s.opts.FastGap
 	}
 	mp := d.MaxPixels
@@ -405,8 +407,8 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	// can go back to the pool afterwards.
 	defer s.scratch.Put(sc)
 	var region func(w, h int) image.Rectangle
-	if s.windows {
-		region = s.opts.Transform.Region
+	if s.plan.Windows {
+		region = s.plan.Transform.Region
 	}
 	if err := inputs.Check(it.Path); err != nil {
 		return &pipeline.InputError{Input: it.Name, Err: err}

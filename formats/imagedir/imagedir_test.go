@@ -268,7 +268,7 @@ func FuzzList(f *testing.F) {
 	})
 }
 
-// TestFastOption checks that Options.Transform with Fast decodes JPEGs at a reduced scale.
+// TestFastOption checks that a DecodePlan whose transform has Fast decodes JPEGs at a reduced scale.
 func TestFastOption(t *testing.T) {
 	root := t.TempDir()
 	write(t, root, map[string][]byte{"a/wide.jpg": corpus(t, "wide-4000x20.jpg")})
@@ -278,10 +278,11 @@ func TestFastOption(t *testing.T) {
 		w    int
 	}{{false, 0, 4000}, {true, 0, 1000}, {true, 2, 2000}} {
 		spec := transforms.Spec{Resize: 5, Fast: c.fast}
-		s, err := OpenFolder(root, Options{Transform: spec, FastGap: c.gap})
+		s, err := OpenFolder(root, Options{FastGap: c.gap})
 		if err != nil {
 			t.Fatal(err)
 		}
+		s.PlanDecode(pipeline.DecodePlan{Transform: spec})
 		if got := s.Info().Spec["fast_decode"]; got != c.fast {
 			t.Errorf("fast %v: spec fast_decode %v", c.fast, got)
 		}
@@ -298,7 +299,7 @@ func TestFastOption(t *testing.T) {
 }
 
 // TestWindowsMatchWholeFrames decodes every corpus image (JPEGs of every kind, the damaged
-// ones, PNGs) with and without EnableWindows, for several transforms, and checks that the
+// ones, PNGs) with and without DecodePlan.Windows, for several transforms, and checks that the
 // windowed frames give the same transformed bytes and the same errors, and that JPEGs were
 // really decoded as windows.
 func TestWindowsMatchWholeFrames(t *testing.T) {
@@ -319,13 +320,11 @@ func TestWindowsMatchWholeFrames(t *testing.T) {
 		{Width: 20, Height: 9, Filter: "bicubic", CropW: 50, CropH: 5},
 	} {
 		run := func(windows bool) map[string]string {
-			s, err := OpenFolder(root, Options{Transform: spec, Decode: transforms.DecodeOptions{MaxPixels: 1 << 26}})
+			s, err := OpenFolder(root, Options{Decode: transforms.DecodeOptions{MaxPixels: 1 << 26}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if windows {
-				s.EnableWindows()
-			}
+			s.PlanDecode(pipeline.DecodePlan{Transform: spec, Windows: windows})
 			out := map[string]string{}
 			for _, it := range enumerate(t, s) {
 				err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {

@@ -40,6 +40,14 @@ func TestBuildEndToEnd(t *testing.T) {
 	needFFmpeg(t)
 	root := t.TempDir()
 	checks := writeDamaged(t, root)
+	// The build's transform reaches the source through its DecodePlan, and this one crops to
+	// one size, so the video whose frames change size is packed whole: TestVideoSizeChangeNotASkipReason
+	// covers it with and without a fixed size; its frames are not all 64x48 as this test's
+	// reference decode assumes.
+	if err := os.Remove(filepath.Join(root, "bad", "sizechange.mkv")); err != nil {
+		t.Fatal(err)
+	}
+	delete(checks, "sizechange.mkv")
 	lens := map[string]int{}
 	for i, c := range codecs[:4] {
 		n := []int{5, 9, 3, 8}[i]
@@ -93,9 +101,6 @@ func TestBuildEndToEnd(t *testing.T) {
 	if r := skipped["bad/garbled_slice.mp4"]; !strings.Contains(r, "at frame 15: ") || !strings.Contains(r, "(after 6 records were packed)") {
 		t.Errorf("garbled reason %q", r)
 	}
-	if !strings.Contains(skipped["bad/sizechange.mkv"], "(after 1 records were packed)") {
-		t.Errorf("size change reason %q", skipped["bad/sizechange.mkv"])
-	}
 
 	// Every record: clips of 4 every 2 frames; a 3-frame video padded.
 	type want struct {
@@ -147,9 +152,9 @@ func TestBuildEndToEnd(t *testing.T) {
 		got = append(got, fmt.Sprintf("%s@%d", w.video, w.first))
 	}
 	// Damaged videos keep the clips decoded before the damage (garbled_slice.mp4: frames
-	// 0-14 before the error at frame 15; sizechange.mkv: frames 0-3 of the first 5).
+	// 0-14 before the error at frame 15).
 	exp := "bad/garbled_slice.mp4@0 bad/garbled_slice.mp4@2 bad/garbled_slice.mp4@4 bad/garbled_slice.mp4@6 " +
-		"bad/garbled_slice.mp4@8 bad/garbled_slice.mp4@10 bad/good.mp4@0 bad/good.mp4@2 bad/good.mp4@4 bad/sizechange.mkv@0"
+		"bad/garbled_slice.mp4@8 bad/garbled_slice.mp4@10 bad/good.mp4@0 bad/good.mp4@2 bad/good.mp4@4"
 	if g := strings.Join(got, " "); !strings.HasPrefix(g, exp+" good/") {
 		t.Errorf("records\n got %s\nwant %s good/...", g, exp)
 	}

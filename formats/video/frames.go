@@ -26,15 +26,16 @@ type FramesSource struct {
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch
-	windows bool      // decode only what the transform reads (EnableWindows)
+	plan    pipeline.DecodePlan
 }
 
-var _ pipeline.WindowSource = (*FramesSource)(nil)
+var _ pipeline.PlannedSource = (*FramesSource)(nil)
 
-// EnableWindows makes Decode read of each JPEG frame only the rectangle Options.Transform
-// reads (transforms.DecodeFileRegion) and emit it as a window (pipeline.Clip.Windows): the
-// same output bytes, less decoding. The pipeline calls it when the transform runs on the CPU.
-func (s *FramesSource) EnableWindows() { s.windows = true }
+// PlanDecode takes the build's transform: frames of different sizes share a clip when it
+// crops or resizes to one size, and with p.Windows Decode reads of each JPEG frame only the
+// rectangle the transform reads (transforms.DecodeFileRegion) and emits it as a window
+// (pipeline.Clip.Windows): the same output bytes, less decoding.
+func (s *FramesSource) PlanDecode(p pipeline.DecodePlan) { s.plan = p }
 
 // OpenFrames opens a frame-folder dataset: every non-hidden subfolder of root is a class
 // (labels in sorted name order), every non-hidden subfolder of a class is one video, and the
@@ -142,11 +143,11 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 	}
 	c := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label, emit, release)
 	var region func(w, h int) image.Rectangle
-	if s.windows {
-		region = s.opts.Transform.Region
+	if s.plan.Windows {
+		region = s.plan.Transform.Region
 	}
 	var w0, h0, ow0, oh0 int
-	_, _, fixed := s.opts.Transform.FixedSize()
+	_, _, fixed := s.plan.Transform.FixedSize()
 	sameSize := s.opts.ClipLen > 0 && !fixed
 	for i, name := range names {
 		if err := ctx.Err(); err != nil {
@@ -182,7 +183,7 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 		// whose transform does not give every frame one size. Then every frame must come out
 		// at the first frame's size; elsewhere each frame is transformed on its own.
 		if sameSize {
-			ow, oh, err := s.opts.Transform.FrameSize(d.Full.X, d.Full.Y)
+			ow, oh, err := s.plan.Transform.FrameSize(d.Full.X, d.Full.Y)
 			if err != nil {
 				s.scratch.Put(sc)
 				c.releaseAll()

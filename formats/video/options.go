@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/packer-dev/packer/formats/inputs"
-	"github.com/packer-dev/packer/transforms"
 )
 
 // The source kinds this package reads.
@@ -51,13 +50,6 @@ type Options struct {
 	// MaxPixels rejects frames (and videos whose stream) are larger than this many pixels;
 	// 0 means transforms.DefaultMaxPixels, negative disables the cap.
 	MaxPixels int64
-	// Transform is the build's transform spec. Both sources use it to decide whether frames
-	// of different sizes can share a clip record (they can when it crops or resizes to an
-	// exact size); the frames source also uses it, once the pipeline enables windows
-	// (FramesSource.EnableWindows), to decode of each JPEG frame only the rectangle the
-	// transform reads.
-	Transform transforms.Spec
-
 	// Timeout bounds ffprobe on one video and every wait for ffmpeg's next frame (video
 	// source); time the pipeline spends on frames already handed over does not count.
 	// 0 means DefaultTimeout.

@@ -25,12 +25,13 @@ func TestFramesSizeChangeNotASkipReason(t *testing.T) {
 	for i, sz := range sizes {
 		ffmpeg(t, "-f", "lavfi", "-i", "testsrc=size="+sz, "-frames:v", "1", filepath.Join(dir, "f"+string(rune('1'+i))+".png"))
 	}
-	run := func(opts Options) ([]decoded, error) {
+	run := func(opts Options, spec transforms.Spec) ([]decoded, error) {
 		t.Helper()
 		src, err := OpenFrames(root, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		src.PlanDecode(pipeline.DecodePlan{Transform: spec})
 		its := items(t, src)
 		if len(its) != 1 {
 			t.Fatalf("%d items", len(its))
@@ -38,7 +39,7 @@ func TestFramesSizeChangeNotASkipReason(t *testing.T) {
 		return decodeAll(t, src, its[0])
 	}
 	// One record per frame, each at its own size.
-	recs, err := run(Options{})
+	recs, err := run(Options{}, transforms.Spec{})
 	if err != nil || len(recs) != 4 {
 		t.Fatalf("--clip-len 0: %d records, %v; want 4 records", len(recs), err)
 	}
@@ -47,13 +48,13 @@ func TestFramesSizeChangeNotASkipReason(t *testing.T) {
 	}
 	// Clips of 2 with a crop: both clips packed.
 	for _, spec := range []transforms.Spec{{CropW: 16, CropH: 16}, {Width: 20, Height: 10}} {
-		recs, err = run(Options{ClipLen: 2, Transform: spec})
+		recs, err = run(Options{ClipLen: 2}, spec)
 		if err != nil || len(recs) != 2 {
 			t.Errorf("--clip-len 2 %+v: %d records, %v; want 2 clips", spec, len(recs), err)
 		}
 	}
 	// Clips of 2 without a fixed size: the clip [f3, f4] cannot be one array.
-	_, err = run(Options{ClipLen: 2})
+	_, err = run(Options{ClipLen: 2}, transforms.Spec{})
 	var ie *pipeline.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrSizeChange) || !strings.Contains(err.Error(), "--crop") {
 		t.Errorf("--clip-len 2, no fixed size: %v, want an InputError wrapping ErrSizeChange that names --crop", err)
@@ -76,19 +77,20 @@ func TestVideoSizeChangeNotASkipReason(t *testing.T) {
 	joined := filepath.Join(tmp, "joined.ts")
 	os.WriteFile(joined, append(da, db...), 0o644)
 	ffmpeg(t, "-i", joined, "-c", "copy", filepath.Join(root, "c", "sizechange.mkv"))
-	run := func(opts Options) ([]decoded, error) {
+	run := func(opts Options, spec transforms.Spec) ([]decoded, error) {
 		t.Helper()
 		src, err := Open(root, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
+		src.PlanDecode(pipeline.DecodePlan{Transform: spec})
 		its := items(t, src)
 		if len(its) != 1 {
 			t.Fatalf("%d items", len(its))
 		}
 		return decodeAll(t, src, its[0])
 	}
-	recs, err := run(Options{})
+	recs, err := run(Options{}, transforms.Spec{})
 	if err != nil || len(recs) != 10 {
 		t.Fatalf("--clip-len 0: %d records, %v; want 10", len(recs), err)
 	}
@@ -101,11 +103,11 @@ func TestVideoSizeChangeNotASkipReason(t *testing.T) {
 			t.Errorf("frame %d: %dx%d, %d bytes; want %dx%d", i, r.w, r.h, len(r.frames[0]), w, h)
 		}
 	}
-	recs, err = run(Options{ClipLen: 5, Transform: transforms.Spec{CropW: 16, CropH: 16}})
+	recs, err = run(Options{ClipLen: 5}, transforms.Spec{CropW: 16, CropH: 16})
 	if err != nil || len(recs) != 2 {
 		t.Errorf("--clip-len 5 --crop 16: %d clips, %v; want 2", len(recs), err)
 	}
-	_, err = run(Options{ClipLen: 5})
+	_, err = run(Options{ClipLen: 5}, transforms.Spec{})
 	var ie *pipeline.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrSizeChange) || !strings.Contains(err.Error(), "--crop") {
 		t.Errorf("--clip-len 5, no fixed size: %v, want an InputError wrapping ErrSizeChange that names --crop", err)

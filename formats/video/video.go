@@ -33,9 +33,16 @@ type Source struct {
 	version  string          // first line of `ffmpeg -version`
 	decoders map[string]bool // codec names ffmpeg can decode
 	bufs     sync.Pool       // *[]byte frame buffers
+	plan     pipeline.DecodePlan
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var _ pipeline.PlannedSource = (*Source)(nil)
+
+// PlanDecode takes the build's transform: frames of different sizes (a stream that changes
+// size) share a clip when it crops or resizes to one size. Video frames are never windows.
+func (s *Source) PlanDecode(p pipeline.DecodePlan) {
+	s.plan = pipeline.DecodePlan{Transform: p.Transform}
+}
 
 // Open opens a video dataset: every non-hidden subfolder of root is a class (labels in sorted
 // name order) and its files with one of VideoExtensions, sorted by name, are its videos. It
@@ -421,7 +428,7 @@ func (r *reader) exitErr() error {
 func (r *reader) read() error {
 	s, wd := r.s, r.wd
 	var w0, h0, ow0, oh0 int
-	_, _, fixed := s.opts.Transform.FixedSize()
+	_, _, fixed := s.plan.Transform.FixedSize()
 	sameSize := s.opts.ClipLen > 0 && !fixed
 	for i := 0; ; {
 		wd.arm()
@@ -464,7 +471,7 @@ func (r *reader) read() error {
 		// A size change matters only where frames share a record: clips whose transform
 		// does not give every frame one size (see FramesSource.Decode).
 		if sameSize {
-			ow, oh, err := s.opts.Transform.FrameSize(fi.w, fi.h)
+			ow, oh, err := s.plan.Transform.FrameSize(fi.w, fi.h)
 			if err != nil {
 				wd.disarm()
 				return fmt.Errorf("frame %d: %w", i, err)

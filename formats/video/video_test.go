@@ -220,7 +220,7 @@ func TestFramesMatchVideo(t *testing.T) {
 }
 
 // TestFramesWindows packs JPEG frame folders (3 clips, with --short pad) with and without
-// EnableWindows and requires the same transformed clips, frame by frame, with the JPEG frames
+// DecodePlan.Windows and requires the same transformed clips, frame by frame, with the JPEG frames
 // really decoded as windows.
 func TestFramesWindows(t *testing.T) {
 	needFFmpeg(t)
@@ -229,15 +229,13 @@ func TestFramesWindows(t *testing.T) {
 	os.MkdirAll(dir, 0o755)
 	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=160x90:rate=10", "-frames:v", "7", filepath.Join(dir, "f_%d.jpg"))
 	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32, Filter: "bicubic"}
-	opts := Options{ClipLen: 4, ClipStride: 3, Short: ShortPad, Transform: spec}
+	opts := Options{ClipLen: 4, ClipStride: 3, Short: ShortPad}
 	run := func(windows bool) (out [][]byte, windowed int) {
 		fs, err := OpenFrames(root, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if windows {
-			fs.EnableWindows()
-		}
+		fs.PlanDecode(pipeline.DecodePlan{Transform: spec, Windows: windows})
 		err = fs.Decode(context.Background(), items(t, fs)[0], func(c pipeline.Clip) error {
 			for i, f := range c.Frames {
 				x, y, w, h := 0, 0, f.W, f.H

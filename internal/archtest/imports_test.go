@@ -173,6 +173,7 @@ var never = []struct {
 	{"formats/npy", []string{"pipeline", "transforms"}, "its reader must not pull in the engine, the transforms or their cgo"},
 	{"formats/hdf5", []string{"pipeline", "transforms"}, "its reader must not pull in the engine or the transforms"},
 	{"formats/shards", []string{"pipeline", "transforms"}, "an output implements the output contract, not the engine"},
+	{"source", []string{"formats", "gpu", "verify"}, "the source contract and detection know no source, output format or device: each source package exports its entry"},
 	{"internal/progress", []string{""}, "a leaf"},
 }
 
@@ -281,7 +282,7 @@ func TestGraphListed(t *testing.T) {
 	if len(broken) > 0 {
 		t.Errorf("go list reports errors:\n%s", strings.Join(broken, "\n"))
 	}
-	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "formats", "formats/inputs", "formats/npy", "formats/hdf5"} {
+	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "formats", "formats/inputs", "formats/npy", "formats/hdf5", "source", "output"} {
 		get(t, g, rel)
 	}
 }

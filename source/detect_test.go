@@ -1,4 +1,4 @@
-package formats
+package source_test
 
 import (
 	"errors"
@@ -12,7 +12,14 @@ import (
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/video"
+	"github.com/packer-dev/packer/source"
 )
+
+// entries is the command's table of source kinds (cmd/packer/sources.go), in its order;
+// TestSourceTable there checks that the two agree.
+var entries = []source.Entry{
+	imagedir.FolderEntry, imagedir.ListEntry, cifar.Entry10, cifar.Entry100, idx.Entry, video.FramesEntry, video.VideoEntry,
+}
 
 func TestDetect(t *testing.T) {
 	root := t.TempDir()
@@ -72,36 +79,36 @@ func TestDetect(t *testing.T) {
 	mk("odd/noise.bin", []byte("not cifar"))
 
 	cases := []struct{ path, want string }{
-		{c10, KindCIFAR10}, {dir("c10"), KindCIFAR10}, {c100, KindCIFAR100}, {dir("c100"), KindCIFAR100},
-		{dir("c10.tar.gz"), KindCIFAR10}, {dir("archive.tgz"), KindCIFAR100},
-		{filepath.Join(c10, "data_batch_3.bin"), KindCIFAR10}, {filepath.Join(c100, "test.bin"), KindCIFAR100},
-		{dir("odd/mine10.bin"), KindCIFAR10}, {dir("odd/mine100.bin"), KindCIFAR100},
-		{dir("mnist"), KindIDX}, {dir("mnist/t10k-images-idx3-ubyte.gz"), KindIDX},
-		{dir("odd/digits.gz"), KindIDX}, {dir("odd/digits.raw"), KindIDX},
-		{dir("imgs"), KindFolder}, {dir("vids"), KindVideo}, {dir("frames"), KindFrames},
-		{dir("lists/train.csv"), KindList}, {dir("lists/train.jsonl"), KindList}, {dir("clip.MKV"), KindVideo},
+		{c10, cifar.Kind10}, {dir("c10"), cifar.Kind10}, {c100, cifar.Kind100}, {dir("c100"), cifar.Kind100},
+		{dir("c10.tar.gz"), cifar.Kind10}, {dir("archive.tgz"), cifar.Kind100},
+		{filepath.Join(c10, "data_batch_3.bin"), cifar.Kind10}, {filepath.Join(c100, "test.bin"), cifar.Kind100},
+		{dir("odd/mine10.bin"), cifar.Kind10}, {dir("odd/mine100.bin"), cifar.Kind100},
+		{dir("mnist"), idx.Kind}, {dir("mnist/t10k-images-idx3-ubyte.gz"), idx.Kind},
+		{dir("odd/digits.gz"), idx.Kind}, {dir("odd/digits.raw"), idx.Kind},
+		{dir("imgs"), imagedir.KindFolder}, {dir("vids"), video.KindVideo}, {dir("frames"), video.KindFrames},
+		{dir("lists/train.csv"), imagedir.KindList}, {dir("lists/train.jsonl"), imagedir.KindList}, {dir("clip.MKV"), video.KindVideo},
 	}
 	if _, err := os.Stat("/usr/share/datasets/fashion-mnist"); err == nil {
-		cases = append(cases, struct{ path, want string }{"/usr/share/datasets/fashion-mnist", KindIDX})
+		cases = append(cases, struct{ path, want string }{"/usr/share/datasets/fashion-mnist", idx.Kind})
 	}
 	for _, tc := range cases {
-		got, err := Detect(tc.path)
+		got, err := source.Detect(tc.path, entries)
 		if err != nil || got != tc.want {
 			t.Errorf("Detect(%s) = %q, %v; want %q", strings.TrimPrefix(tc.path, root), got, err, tc.want)
 		}
 	}
 	for _, tc := range []struct{ path, want string }{
 		{dir("mixed"), "it looks like cifar10 and idx"},
-		{dir("empty"), "looked for CIFAR-10 (data_batch_1.bin"},
+		{dir("empty"), "cifar10 (data_batch_1.bin"},
 		{dir("odd/noise.bin"), "looked for"},
 		{dir("lists"), "looked for"},
 	} {
-		_, err := Detect(tc.path)
-		if !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Detect(%s): %v, want ErrUnknown with %q", strings.TrimPrefix(tc.path, root), err, tc.want)
+		_, err := source.Detect(tc.path, entries)
+		if !errors.Is(err, source.ErrUnknown) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Detect(%s): %v, want source.ErrUnknown with %q", strings.TrimPrefix(tc.path, root), err, tc.want)
 		}
 	}
-	if _, err := Detect(dir("missing")); err == nil || errors.Is(err, ErrUnknown) {
+	if _, err := source.Detect(dir("missing"), entries); err == nil || errors.Is(err, source.ErrUnknown) {
 		t.Errorf("missing path: %v", err)
 	}
 }
@@ -126,25 +133,25 @@ func TestDetectAgreesWithSources(t *testing.T) {
 	mk("gif/cat/a.gif")
 	mk("list.tsv")
 	for _, rel := range []string{"flv", "gif", "list.tsv"} {
-		got, err := Detect(filepath.Join(root, rel))
-		if !errors.Is(err, ErrUnknown) {
-			t.Errorf("Detect(%s) = %q, %v; want ErrUnknown (the sources refuse it)", rel, got, err)
+		got, err := source.Detect(filepath.Join(root, rel), entries)
+		if !errors.Is(err, source.ErrUnknown) {
+			t.Errorf("Detect(%s) = %q, %v; want source.ErrUnknown (the sources refuse it)", rel, got, err)
 		}
 	}
 	check := func(exts []string, layout, want string) {
 		for _, ext := range exts {
 			dir := filepath.Join(root, want+strings.ToUpper(ext))
 			mk(filepath.Join(filepath.Base(dir), fmt.Sprintf(layout, ext)))
-			if got, err := Detect(dir); err != nil || got != want {
+			if got, err := source.Detect(dir, entries); err != nil || got != want {
 				t.Errorf("Detect(folder of %s) = %q, %v; want %q", ext, got, err, want)
 			}
 		}
 	}
-	check(imagedir.Extensions, "c/x%s", KindFolder)
-	check(imagedir.Extensions, "c/v/x%s", KindFrames)
-	check(video.VideoExtensions, "c/x%s", KindVideo)
+	check(imagedir.Extensions, "c/x%s", imagedir.KindFolder)
+	check(imagedir.Extensions, "c/v/x%s", video.KindFrames)
+	check(video.VideoExtensions, "c/x%s", video.KindVideo)
 	for _, ext := range imagedir.ListExtensions {
-		if got, err := Detect(mk("l" + ext)); err != nil || got != KindList {
+		if got, err := source.Detect(mk("l"+ext), entries); err != nil || got != imagedir.KindList {
 			t.Errorf("Detect(l%s) = %q, %v; want list", ext, got, err)
 		}
 	}
@@ -173,8 +180,8 @@ func TestDetectFollowsSymlinks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for rel, want := range map[string]string{"imgs": KindFolder, "mnist": KindIDX} {
-		if got, err := Detect(filepath.Join(root, rel)); err != nil || got != want {
+	for rel, want := range map[string]string{"imgs": imagedir.KindFolder, "mnist": idx.Kind} {
+		if got, err := source.Detect(filepath.Join(root, rel), entries); err != nil || got != want {
 			t.Errorf("Detect(%s) = %q, %v; want %q", rel, got, err, want)
 		}
 	}

@@ -1,0 +1,34 @@
+package imagedir
+
+import (
+	"strings"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// FolderEntry and ListEntry are the source kinds folder and list, for the command's table.
+var (
+	FolderEntry = source.Entry{
+		Kind:  KindFolder,
+		Help:  "class subfolders holding " + strings.Join(Extensions, ", ") + " images",
+		Sniff: source.Sniffer{ClassExts: Extensions},
+		Open: func(p string, o source.Options) (pipeline.Source, error) {
+			return OpenFolder(p, options(o))
+		},
+	}
+	ListEntry = source.Entry{
+		Kind:    KindList,
+		Help:    "a " + strings.Join(ListExtensions, ", ") + " file",
+		Classes: true,
+		Sniff:   source.Sniffer{FileExts: ListExtensions},
+		Open: func(p string, o source.Options) (pipeline.Source, error) {
+			return OpenList(p, options(o))
+		},
+	}
+)
+
+func options(o source.Options) Options {
+	return Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes}
+}

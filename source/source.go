@@ -1,0 +1,74 @@
+// Package source is the contract between the command and the source kinds: the Options every
+// source is opened with, the Entry by which a source kind registers itself with the command
+// (its name, how detection recognizes it, how it opens), and Detect, which tells a source's
+// kind by asking every entry's own Sniffer.
+//
+// Each source package (formats/imagedir, formats/cifar, formats/idx, formats/video) exports
+// its entries; the command lists them in one table (cmd/packer/sources.go), in the order
+// detection breaks ties; nothing registers itself at init. Because detection uses the very
+// extension lists and names the sources open with, a kind Detect returns is one whose source
+// accepts what detection saw.
+//
+// The Source interface itself is the engine's (pipeline.Source); this package only imports it.
+package source
+
+import (
+	"time"
+
+	"github.com/packer-dev/packer/pipeline"
+)
+
+// Options are what the command hands every source's Open. A source reads the fields that
+// apply to it; Entry.Classes says whether --classes applies. The transform is not among them:
+// the engine hands it to the source once it has validated it (pipeline.PlannedSource).
+type Options struct {
+	Split      string        // "train" or "test" (CIFAR, IDX); "" means train
+	Classes    []string      // class names of IDX files and integer-labelled lists (--classes)
+	ExifOrient bool          // apply EXIF orientation to images and frame images
+	MaxPixels  int64         // decoded-image pixel cap; 0 is the default, negative disables it
+	ClipLen    int           // frames per record (frames, video); 0 = one record per frame
+	ClipStride int           // frames between clip starts (frames, video); 0 = ClipLen
+	Short      string        // policy for videos shorter than a clip (frames, video)
+	FPS        float64       // resample video timelines to this rate; 0 keeps every frame
+	Timeout    time.Duration // ffprobe/ffmpeg wait bound (video); 0 = the default
+}
+
+// Entry is what a source package exports for the command's table of source kinds.
+type Entry struct {
+	// Kind is the --from name and the manifest's source kind.
+	Kind string
+	// Help says what detection looks for, for Detect's error when nothing matches.
+	Help string
+	// Classes is set when --classes applies to the kind (its class names do not come from
+	// the data).
+	Classes bool
+	// Sniff is how Detect recognizes the kind.
+	Sniff Sniffer
+	// Open opens a source of this kind at path.
+	Open func(path string, o Options) (pipeline.Source, error)
+}
+
+// Sniffer is how Detect recognizes one source kind. Every field is optional; Detect asks
+// them stage by stage (see Detect) and a kind matches when any of its fields does.
+type Sniffer struct {
+	// Top matches a name (lower case) directly inside a source folder: a file when dir is
+	// false, a folder when true. A match makes the folder this kind.
+	Top func(lower string, dir bool) bool
+	// ClassExts are the extensions (with the dot, matched in any case) of the files a class folder of
+	// this kind holds (SRC/class/file). The kind whose files are most numerous in a class
+	// folder wins it; a tie goes to the entry listed first.
+	ClassExts []string
+	// NestedExts are the extensions of the files a class folder's subfolders hold
+	// (SRC/class/item/file), asked only of class folders no ClassExts matched.
+	NestedExts []string
+	// FileExts are the extensions (any case) of a single file of this kind.
+	FileExts []string
+	// File matches a single file by its name (lower case, without its folder).
+	File func(lower string) bool
+	// Content matches the first bytes of a single file, or of its gzip-decompressed content.
+	Content func(head []byte) bool
+	// Member matches the name (lower case) of a tar archive's member, among its first ones.
+	Member func(lower string) bool
+	// Size matches a single file of no recognized name or content by its name and size.
+	Size func(lower string, size int64) bool
+}
