@@ -90,4 +90,14 @@
 // filesystem cannot exchange, two renames through OUT.packer-old that the next build undoes if
 // it was cut between them. The parent folder is synced after each rename. A reader therefore
 // sees either the old dataset or the whole new one, never a mix.
+//
+// # Files, by role
+//
+//   - build.go: Options, Build and its up-front checks (CheckTransform, the decode plan, the
+//     record shape, the output directory), the builder and its goroutines.
+//   - worker.go: jobs, decoding (Decode, DecodeTo), transforming on the CPU.
+//   - batch.go: the BatchResizer path (a group of items transformed in one call).
+//   - writer.go: source-order writing, the skipped list, accounting, the manifest.
+//   - commit.go and commit_*.go: overlap and mount checks, the lock, recovery, the exchange.
+//   - types.go: the Source contract (Item, Clip, SourceInfo, DirectSource, PlannedSource).
 package pipeline
