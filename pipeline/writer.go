@@ -99,16 +99,8 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 				}
 				if out == nil {
 					var err error
-					out, err = b.opts.Output.New(output.Config{
-						Dir: b.staging, Sample: spec,
-						Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
-						Classes:   b.info.Classes,
-						HasMeta:   b.info.HasMeta,
-						ShardSize: b.opts.ShardSize,
-						Meta:      b.datasetMeta(),
-					})
-					if err != nil {
-						return nil, fmt.Errorf("create %s output: %w", b.opts.Output.Name, err)
+					if out, err = b.newOutput(spec); err != nil {
+						return nil, err
 					}
 				}
 				if err := out.Write(r.rec); err != nil {
@@ -142,11 +134,8 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	var files []shard.FileEntry
 	if out == nil {
 		var err error
-		out, err = b.opts.Output.New(output.Config{Dir: b.staging, Sample: spec,
-			Label: shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)}, Classes: b.info.Classes,
-			HasMeta: b.info.HasMeta, ShardSize: b.opts.ShardSize, Meta: b.datasetMeta()})
-		if err != nil {
-			return nil, fmt.Errorf("create %s output: %w", b.opts.Output.Name, err)
+		if out, err = b.newOutput(spec); err != nil {
+			return nil, err
 		}
 	}
 	files, err := out.Close()
@@ -216,4 +205,21 @@ func (b *builder) datasetMeta() map[string]any {
 		"transform": b.transformMap(),
 		"classes":   nonNil(b.info.Classes),
 	}
+}
+
+// newOutput creates the build's Output, when the first record is ready (or at the end of a
+// build with no record).
+func (b *builder) newOutput(spec shard.SampleSpec) (output.Output, error) {
+	out, err := b.opts.Output.New(output.Config{
+		Dir: b.staging, Sample: spec,
+		Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
+		Classes:   b.info.Classes,
+		HasMeta:   b.info.HasMeta,
+		ShardSize: b.opts.ShardSize,
+		Meta:      b.datasetMeta(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create %s output: %w", b.opts.Output.Name, err)
+	}
+	return out, nil
 }

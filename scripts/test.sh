@@ -25,6 +25,9 @@ if ! command -v staticcheck >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/stat
 fi
 PATH="$(go env GOPATH)/bin:$PATH" staticcheck ./...
 
+echo "== duplicate code (scripts/dupcheck.sh)"
+bash scripts/dupcheck.sh
+
 echo "== the embeddable reader (package shard) builds for every platform a trainer may run on"
 for target in darwin/arm64 darwin/amd64 freebsd/amd64 openbsd/amd64 windows/amd64 linux/arm64; do
   GOOS=${target%/*} GOARCH=${target#*/} CGO_ENABLED=0 go build ./shard

@@ -3,7 +3,6 @@ package imagedir
 import (
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/formats/shards"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/formats/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/packer-dev/packer/formats/shards"
 	"image"
 	"image/color"
 	"image/png"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/formats/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"

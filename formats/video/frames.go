@@ -88,15 +88,7 @@ func maxPixels(v int64) int64 {
 
 // Enumerate emits one item per video folder, classes in order and folders by name.
 func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
-	var seq int64
-	return walk(s.root, s.dirs, true, nil, func(label int, rel string) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		it := pipeline.Item{Seq: seq, Name: inputs.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
-		seq++
-		return emit(it)
-	})
+	return enumerate(ctx, s.root, s.dirs, true, nil, emit)
 }
 
 // Decode lists the folder's frames, decodes them one at a time (as transforms.DecodeFile,

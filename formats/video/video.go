@@ -125,12 +125,18 @@ func (s *Source) Info() pipeline.SourceInfo {
 
 // Enumerate emits one item per video file, classes in order and files by name.
 func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	return enumerate(ctx, s.root, s.dirs, false, VideoExtensions, emit)
+}
+
+// enumerate emits an item per entry walk finds (folders when dirs is set, else files with one
+// of exts), numbered in walk order.
+func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, exts []string, emit func(pipeline.Item) error) error {
 	var seq int64
-	return walk(s.root, s.dirs, false, VideoExtensions, func(label int, rel string) error {
+	return walk(root, classDirs, dirs, exts, func(label int, rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := pipeline.Item{Seq: seq, Name: inputs.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+		it := pipeline.Item{Seq: seq, Name: inputs.Name(rel), Path: filepath.Join(root, filepath.FromSlash(rel)), Label: int64(label)}
 		seq++
 		return emit(it)
 	})
