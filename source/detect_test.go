@@ -1,6 +1,8 @@
 package source_test
 
 import (
+	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/video"
+	"github.com/packer-dev/packer/formats/webdataset"
 	"github.com/packer-dev/packer/source"
 )
 
@@ -19,6 +22,7 @@ import (
 // TestSourceTable there checks that the two agree.
 var entries = []source.Entry{
 	imagedir.FolderEntry, imagedir.ListEntry, cifar.Entry10, cifar.Entry100, idx.Entry, video.FramesEntry, video.VideoEntry,
+	webdataset.Entry,
 }
 
 func TestDetect(t *testing.T) {
@@ -72,6 +76,15 @@ func TestDetect(t *testing.T) {
 	mk("frames/run/vid1/0001.jpg", []byte("x"))
 	mk("lists/train.csv", []byte("path,label\n"))
 	mk("lists/train.jsonl", []byte("{}\n"))
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, m := range []string{"000000.jpg", "000000.cls"} {
+		tw.WriteHeader(&tar.Header{Name: m, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("1"))
+	}
+	tw.Close()
+	mk("wds/shard-000000.tar", tb.Bytes())
+	mk("odd/samples.tar", tb.Bytes())
 	mk("clip.MKV", []byte("x"))
 	mk("mixed/data_batch_1.bin", rec10)
 	mk("mixed/train-images-idx3-ubyte", []byte{0, 0, 8, 3})
@@ -87,6 +100,7 @@ func TestDetect(t *testing.T) {
 		{dir("odd/digits.gz"), idx.Kind}, {dir("odd/digits.raw"), idx.Kind},
 		{dir("imgs"), imagedir.KindFolder}, {dir("vids"), video.KindVideo}, {dir("frames"), video.KindFrames},
 		{dir("lists/train.csv"), imagedir.KindList}, {dir("lists/train.jsonl"), imagedir.KindList}, {dir("clip.MKV"), video.KindVideo},
+		{dir("wds"), webdataset.Kind}, {dir("odd/samples.tar"), webdataset.Kind},
 	}
 	if _, err := os.Stat("/usr/share/datasets/fashion-mnist"); err == nil {
 		cases = append(cases, struct{ path, want string }{"/usr/share/datasets/fashion-mnist", idx.Kind})

@@ -76,6 +76,8 @@ Sources (--from; detected from SOURCE when omitted):
   list               a CSV (path,label) or JSONL ({"path":..,"label":..}) file
   frames             SRC/class/video_id/frame images
   video              SRC/class/*.{mp4,mkv,avi,webm,mov}, decoded by ffmpeg
+  webdataset         WebDataset tar shards (KEY.jpg + KEY.cls members): a folder of
+                     .tar/.tar.gz/.tgz files or one
 
 The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT when complete, so an
 interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
@@ -126,7 +128,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
-	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video (default: detect)")
+	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")

@@ -8,6 +8,7 @@ import (
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/video"
+	"github.com/packer-dev/packer/formats/webdataset"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 )
@@ -23,6 +24,7 @@ var sources = []source.Entry{
 	idx.Entry,
 	video.FramesEntry,
 	video.VideoEntry,
+	webdataset.Entry,
 }
 
 // sourceEntry returns the table's entry for kind.

@@ -1,15 +1,22 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/packer-dev/packer/shard"
 )
 
 // TestSourceTable: the table of source kinds is complete, in the order detection breaks ties
 // in (the same as source/detect_test.go's copy), every row can open and explain itself, and
 // the build command's help and --from error name every kind.
 func TestSourceTable(t *testing.T) {
-	want := []string{"folder", "list", "cifar10", "cifar100", "idx", "frames", "video"}
+	want := []string{"folder", "list", "cifar10", "cifar100", "idx", "frames", "video", "webdataset"}
 	var got []string
 	for _, e := range sources {
 		got = append(got, e.Kind)
@@ -23,7 +30,7 @@ func TestSourceTable(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("source kinds %v, want %v", got, want)
 	}
-	if got := sourceKinds(); got != "folder, list, cifar10, cifar100, idx, frames or video" {
+	if got := sourceKinds(); got != "folder, list, cifar10, cifar100, idx, frames, video or webdataset" {
 		t.Errorf("sourceKinds() = %q", got)
 	}
 	help := newBuildCommand(&iostreams{}, nil).Long
@@ -33,7 +40,49 @@ func TestSourceTable(t *testing.T) {
 		}
 	}
 	_, _, err := openSource(&buildOptions{Source: t.TempDir(), From: "parquet"})
-	if err == nil || !strings.Contains(err.Error(), "want folder, list, cifar10, cifar100, idx, frames or video") {
+	if err == nil || !strings.Contains(err.Error(), "want folder, list, cifar10, cifar100, idx, frames, video or webdataset") {
 		t.Errorf("unknown --from: %v", err)
+	}
+}
+
+// TestWebDatasetEndToEnd: a folder of WebDataset shards is detected, packed with a bad sample
+// skipped, verified, and inspect shows each record's shard and key; all three output formats
+// take it.
+func TestWebDatasetEndToEnd(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "wds")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	jpg, err := os.ReadFile(filepath.Join("..", "..", "transforms", "testdata", "corpus", "baseline-420.jpg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, m := range [][2]string{{"k0.jpg", string(jpg)}, {"k0.cls", "1"}, {"k1.jpg", "not a jpeg"}, {"k1.cls", "0"}, {"k2.jpg", string(jpg)}, {"k2.cls", "0"}} {
+		tw.WriteHeader(&tar.Header{Name: m[0], Mode: 0o644, Size: int64(len(m[1])), Typeflag: tar.TypeReg})
+		tw.Write([]byte(m[1]))
+	}
+	tw.Close()
+	if err := os.WriteFile(filepath.Join(src, "shard-000000.tar"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"shards", "npy", "hdf5"} {
+		out := filepath.Join(root, "out-"+format)
+		mustRun(t, "build", src, "-o", out, "--crop", "16", "--classes", "cat,dog", "--format", format)
+		mustRun(t, "verify", out)
+		m, err := shard.ReadManifest(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Count != 2 || len(m.Skipped) != 1 || m.Skipped[0].Input != "shard-000000.tar:k1" || fmt.Sprint(m.Classes) != "[cat dog]" {
+			t.Errorf("%s: count %d, skipped %+v, classes %v", format, m.Count, m.Skipped, m.Classes)
+		}
+		if format == "shards" {
+			if got := mustRun(t, "inspect", out, "--records", "2"); !strings.Contains(got, `"key":"k2"`) {
+				t.Errorf("inspect --records does not show the record's key:\n%s", got)
+			}
+		}
 	}
 }

@@ -1,0 +1,239 @@
+package webdataset
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/shards"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// python is the interpreter that writes the fixtures with Python's tarfile, the module the
+// webdataset package's TarWriter writes shards with: $PACKER_PYTHON, else Debian's.
+func python() string {
+	if p := os.Getenv("PACKER_PYTHON"); p != "" {
+		return p
+	}
+	return "/usr/bin/python3"
+}
+
+// member is one tar member of a fixture: bytes from a file, or inline text.
+type member struct {
+	Name string `json:"name"`
+	File string `json:"file,omitempty"`
+	Text string `json:"text,omitempty"`
+}
+
+// writeTar writes a tar (gzip-compressed when the name ends in .gz) with Python's tarfile,
+// members in the order given, as TarWriter writes a sample's members one after another.
+func writeTar(t *testing.T, path string, members []member) {
+	t.Helper()
+	spec, _ := json.Marshal(members)
+	script := `
+import io, json, sys, tarfile
+out, members = sys.argv[1], json.loads(sys.argv[2])
+with tarfile.open(out, "w:gz" if out.endswith(".gz") else "w", format=tarfile.USTAR_FORMAT) as tf:
+    for m in members:
+        data = open(m["file"], "rb").read() if m.get("file") else m.get("text", "").encode()
+        ti = tarfile.TarInfo(m["name"]); ti.size = len(data); ti.mtime = 0; ti.mode = 0o444
+        tf.addfile(ti, io.BytesIO(data))
+`
+	if out, err := exec.Command(python(), "-c", script, path, string(spec)).CombinedOutput(); err != nil {
+		t.Fatalf("python tarfile: %v\n%s", err, out)
+	}
+}
+
+func corpus(name string) string {
+	p, _ := filepath.Abs(filepath.Join("..", "..", "transforms", "testdata", "corpus", name))
+	return p
+}
+
+// records builds src with spec and returns every record's bytes, label and metadata, and the
+// manifest's skipped list.
+func records(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	for i := int64(0); i < ds.Len(); i++ {
+		r, err := ds.Record(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := ds.Label(i)
+		recs, labels = append(recs, append([]byte(nil), r...)), append(labels, l)
+		s, j := ds.Locate(i)
+		rd, _ := ds.Shard(s)
+		metas = append(metas, string(rd.RecordMeta(j)))
+	}
+	skipped = map[string]string{}
+	for _, s := range ds.Manifest().Skipped {
+		skipped[s.Input] = s.Reason
+	}
+	return recs, labels, metas, skipped
+}
+
+// TestSameRecordsAsFolder packs the same image bytes from a folder and from WebDataset shards
+// (two shards, one gzip-compressed, samples split across them) and requires identical records
+// and labels in the same order: the webdataset source decodes the member bytes exactly as an
+// image folder decodes the files (whose pixels the fidelity tests compare with Pillow).
+func TestSameRecordsAsFolder(t *testing.T) {
+	root := t.TempDir()
+	imgs := [][2]string{ // class, corpus file
+		{"a", "baseline-420.jpg"}, {"a", "grey.png"}, {"a", "progressive.jpg"},
+		{"b", "rgb.ppm"}, {"b", "exif-rotate6.jpg"}, {"b", "rgba-alpha.png"},
+	}
+	var m0, m1 []member
+	for i, im := range imgs {
+		if _, err := os.Stat(corpus(im[1])); err != nil {
+			t.Fatalf("corpus image: %v", err)
+		}
+		dst := filepath.Join(root, "folder", im[0], fmt.Sprintf("%03d%s", i, filepath.Ext(im[1])))
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		data, _ := os.ReadFile(corpus(im[1]))
+		os.WriteFile(dst, data, 0o644)
+		label := map[string]string{"a": "0", "b": "1"}[im[0]]
+		key := fmt.Sprintf("s/%03d", i)
+		ms := []member{{Name: key + ".cls", Text: label + "\n"}, {Name: key + filepath.Ext(im[1]), File: corpus(im[1])}, {Name: key + ".json", Text: "{}"}}
+		if i < 4 {
+			m0 = append(m0, ms...)
+		} else {
+			m1 = append(m1, ms...)
+		}
+	}
+	os.MkdirAll(filepath.Join(root, "wds"), 0o755)
+	writeTar(t, filepath.Join(root, "wds", "shard-000000.tar"), m0)
+	writeTar(t, filepath.Join(root, "wds", "shard-000001.tar.gz"), m1)
+
+	for _, spec := range []transforms.Spec{{}, {Resize: 24, CropW: 20, CropH: 20, Layout: "chw"}} {
+		if spec.Resize == 0 {
+			spec.CropW, spec.CropH = 16, 16
+		}
+		fsrc, err := imagedir.OpenFolder(filepath.Join(root, "folder"), imagedir.Options{Decode: transforms.DecodeOptions{ExifOrient: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wsrc, err := Open(filepath.Join(root, "wds"), Options{Decode: transforms.DecodeOptions{ExifOrient: true}, Classes: []string{"a", "b"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		frecs, flabels, _, _ := records(t, fsrc, spec)
+		wrecs, wlabels, metas, skipped := records(t, wsrc, spec)
+		if len(skipped) != 0 || len(wrecs) != len(imgs) || len(frecs) != len(imgs) {
+			t.Fatalf("%+v: %d folder records, %d webdataset records, skipped %v", spec, len(frecs), len(wrecs), skipped)
+		}
+		for i := range frecs {
+			if !bytes.Equal(frecs[i], wrecs[i]) || flabels[i] != wlabels[i] {
+				t.Errorf("%+v: record %d (%s) differs from the folder's (label %d vs %d)", spec, i, imgs[i][1], wlabels[i], flabels[i])
+			}
+		}
+		wantMeta := fmt.Sprintf(`{"image":"s/004%s","key":"s/004","shard":"shard-000001.tar.gz"}`, filepath.Ext(imgs[4][1]))
+		if metas[4] != wantMeta {
+			t.Errorf("record 4 metadata %s, want %s", metas[4], wantMeta)
+		}
+	}
+}
+
+// TestBadSamples: every kind of bad sample is skipped with its reason and the good ones are
+// packed; a truncated shard keeps what came before the damage and the build goes on.
+func TestBadSamples(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "wds")
+	os.MkdirAll(dir, 0o755)
+	good := corpus("baseline-420.jpg")
+	writeTar(t, filepath.Join(dir, "a.tar"), []member{
+		{Name: "ok1.jpg", File: good}, {Name: "ok1.cls", Text: "3"},
+		{Name: "nolabel.jpg", File: good},
+		{Name: "noimage.cls", Text: "1"}, {Name: "noimage.txt", Text: "caption"},
+		{Name: "badlabel.jpg", File: good}, {Name: "badlabel.cls", Text: "-2"},
+		{Name: "corrupt.jpg", File: corpus("truncated.jpg")}, {Name: "corrupt.cls", Text: "0"},
+		{Name: "ok2.png", File: corpus("grey.png")}, {Name: "ok2.cls", Text: "0"},
+	})
+	// b.tar: two good samples, then cut in the middle of the third's image.
+	writeTar(t, filepath.Join(dir, "b.tar"), []member{
+		{Name: "x1.jpg", File: good}, {Name: "x1.cls", Text: "1"},
+		{Name: "x2.jpg", File: good}, {Name: "x2.cls", Text: "2"},
+		{Name: "x3.jpg", File: corpus("wide-4000x20.jpg")}, {Name: "x3.cls", Text: "2"},
+	})
+	data, _ := os.ReadFile(filepath.Join(dir, "b.tar"))
+	st, _ := os.Stat(good)
+	cut := 2*(512+int(st.Size()+511)/512*512+1024) + 512 + 4000
+	os.WriteFile(filepath.Join(dir, "b.tar"), data[:cut], 0o644)
+	writeTar(t, filepath.Join(dir, "c.tar"), []member{{Name: "y.jpg", File: good}, {Name: "y.cls", Text: "4"}})
+
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, labels, metas, skipped := records(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	var keys []string
+	for _, m := range metas {
+		var v map[string]string
+		json.Unmarshal([]byte(m), &v)
+		keys = append(keys, v["shard"]+":"+v["key"])
+	}
+	if got := strings.Join(keys, " "); got != "a.tar:ok1 a.tar:ok2 b.tar:x1 b.tar:x2 c.tar:y" || fmt.Sprint(labels) != "[3 0 1 2 4]" || len(recs) != 5 {
+		t.Errorf("packed %s labels %v", got, labels)
+	}
+	want := map[string]string{
+		"a.tar:nolabel":          ErrNoLabel.Error(),
+		"a.tar:noimage":          ErrNoImage.Error(),
+		"a.tar:badlabel":         `bad label: .cls holds "-2"`,
+		"a.tar:corrupt":          "",
+		"b.tar (after member 4)": ErrTruncated.Error(),
+	}
+	for in, reason := range want {
+		r, ok := skipped[in]
+		if !ok || !strings.Contains(r, reason) {
+			t.Errorf("skipped[%s] = %q (present %v), want it to contain %q", in, r, ok, reason)
+		}
+	}
+	if len(skipped) != len(want) {
+		t.Errorf("skipped %v, want exactly %d entries", skipped, len(want))
+	}
+}
+
+// TestLabelOutOfClasses: with --classes, a label beyond the named classes is a bad sample.
+func TestLabelOutOfClasses(t *testing.T) {
+	dir := t.TempDir()
+	writeTar(t, filepath.Join(dir, "s.tar"), []member{{Name: "k.jpg", File: corpus("grey.jpg")}, {Name: "k.cls", Text: "2"}})
+	src, err := Open(dir, Options{Classes: []string{"x", "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var it pipeline.Item
+	if err := src.Enumerate(context.Background(), func(i pipeline.Item) error { it = i; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	err = src.Decode(context.Background(), it, func(pipeline.Clip) error { return nil })
+	var ie *pipeline.InputError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrLabel) || ie.Input != "s.tar:k" {
+		t.Errorf("Decode: %v, want an InputError for s.tar:k wrapping ErrLabel", err)
+	}
+}
+
+// TestOpenRefusesEmptyFolder: a folder without shards is an error naming it.
+func TestOpenRefusesEmptyFolder(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("x"), 0o644)
+	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "no shard") {
+		t.Errorf("Open: %v", err)
+	}
+}
