@@ -14,6 +14,9 @@ type Item struct {
 	Raw   []byte  // bytes already read by the enumerator (CIFAR, IDX), or nil
 	Label int64   // class index
 	Aux   []int64 // auxiliary label columns (for example CIFAR-100's coarse label)
+	// Note is what the enumerator hands its own Decode about this item (a fault it found, the
+	// record's provenance); the pipeline only carries it.
+	Note any
 }
 
 // Clip is what a Source decodes from an Item: one record's worth of frames (one frame for an

@@ -61,7 +61,6 @@ type Source struct {
 	opts    Options
 	plan    pipeline.DecodePlan
 	scratch sync.Pool // *transforms.DecodeScratch
-	side    sync.Map  // Seq -> what Enumerate found for Decode: the record's metadata, or the sample's fault
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -268,8 +267,7 @@ func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func
 		return s.emitBad(seq, name, err, emit)
 	}
 	meta, _ := json.Marshal(map[string]string{"shard": shardName, "key": inputs.Name(smp.key), "image": inputs.Name(smp.imageMem)})
-	it := pipeline.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label}
-	s.side.Store(*seq, meta)
+	it := pipeline.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: meta}
 	*seq++
 	return emit(it)
 }
@@ -286,21 +284,19 @@ func (s *Source) parseLabel(b []byte) (int64, error) {
 	return v, nil
 }
 
-// emitBad emits an item that Decode reports as bad with err.
+// emitBad emits an item that Decode reports as bad with err (its Note).
 func (s *Source) emitBad(seq *int64, name string, err error, emit func(pipeline.Item) error) error {
-	s.side.Store(*seq, err)
-	it := pipeline.Item{Seq: *seq, Name: name}
+	it := pipeline.Item{Seq: *seq, Name: name, Note: err}
 	*seq++
 	return emit(it)
 }
 
 // Decode decodes a sample's image, or reports the fault Enumerate found in it.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
-	v, _ := s.side.LoadAndDelete(it.Seq)
-	if err, ok := v.(error); ok {
+	if err, ok := it.Note.(error); ok {
 		return &pipeline.InputError{Input: it.Name, Err: err}
 	}
-	meta, _ := v.([]byte)
+	meta, _ := it.Note.([]byte)
 	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
 	if sc == nil {
 		sc = new(transforms.DecodeScratch)
