@@ -51,6 +51,9 @@ type Options struct {
 	// or file, a list file): Build refuses, before touching anything, an OUT that is one of
 	// them, contains one or lies inside one. Enumerated items (Item.Path) are checked too.
 	Inputs []string
+	// Part, when set, builds only that part of the source's inputs (see Part and Merge); the
+	// Output is then the shards format, whatever Part.Final is.
+	Part *Part
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of
@@ -124,6 +127,17 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := opts.Output.CheckSpec(spec); err != nil {
 		return nil, err
 	}
+	if p := opts.Part; p != nil {
+		if p.Count < 1 || p.Index < 0 || p.Index >= p.Count {
+			return nil, fmt.Errorf("part %d/%d: want 0 <= I < N", p.Index, p.Count)
+		}
+		if p.Final.New == nil {
+			panic("pipeline: a Part needs its Final output entry")
+		}
+		if err := p.Final.CheckSpec(spec); err != nil {
+			return nil, err
+		}
+	}
 	paths, err := newOutPaths(opts.Out)
 	if err != nil {
 		return nil, err
@@ -164,6 +178,17 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 	// old-output name as they come (a link in the source may point into OUT).
 	b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: staging, guard: newGuard(paths)}
+	if opts.Part != nil {
+		total := info.Count
+		if total < 0 {
+			// The source does not know its size: a first pass counts the inputs.
+			total = 0
+			if err := opts.Source.Enumerate(ctx, func(Item) error { total++; return nil }); err != nil {
+				return nil, err
+			}
+		}
+		b.part = newPartRange(*opts.Part, total)
+	}
 	sum, err := b.run(ctx)
 	if err != nil {
 		return nil, err
@@ -229,6 +254,7 @@ type builder struct {
 	directSpec shard.SampleSpec
 	directSize int
 
+	part       *partRange   // the part's range of inputs, for a build in parts
 	enumerated atomic.Int64 // items the source emitted (see checkInputs)
 	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }
@@ -263,6 +289,9 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			return nil
 		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+			if b.part != nil && !b.part.see(it) {
+				return nil
+			}
 			b.enumerated.Add(1)
 			if it.Path != "" && b.guard != nil {
 				if err := b.guard.checkInput(it.Path); err != nil {
@@ -287,6 +316,11 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		}
 		if err := flush(); err != nil {
 			return err
+		}
+		if b.part != nil {
+			if err := b.part.done(); err != nil {
+				return err
+			}
 		}
 		b.enumDone.Store(true) // before ordered is closed
 		return nil

@@ -159,6 +159,9 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		Skipped:       nonNil(skipped),
 		Inputs:        items,
 	}
+	if b.part != nil {
+		m.Part = b.part.info(b.opts.MaxErrors)
+	}
 	if err := WriteManifest(b.staging, m); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,23 @@ type Manifest struct {
 	// Inputs is how many inputs the source enumerated: each one was packed (yielded at least
 	// one record) or is in Skipped. 0 in manifests written before packer recorded it.
 	Inputs int64 `json:"inputs"`
+	// Part is set in the manifest of one part of a build split in parts (packer build --part),
+	// which packer merge joins; absent in a whole dataset.
+	Part *PartInfo `json:"part,omitempty"`
+}
+
+// PartInfo describes one part of a build split in parts: which contiguous range of the source's
+// one enumeration it holds, the digest of that enumeration, and the options of the merged
+// dataset that only the merge applies.
+type PartInfo struct {
+	Index       int    `json:"index"`          // 0-based
+	Count       int    `json:"count"`          // parts of the build
+	FirstInput  int64  `json:"first_input"`    // position of the part's first input in the source order
+	TotalInputs int64  `json:"total_inputs"`   // inputs of the whole source
+	Listing     string `json:"listing_sha256"` // digest of the whole enumeration (positions, names, labels)
+	Format      string `json:"format"`         // output format of the merged dataset
+	ShardSize   int64  `json:"shard_size"`     // shard byte budget of the merged dataset; 0: the default
+	MaxErrors   int    `json:"max_errors"`     // --max-errors, checked over all parts by the merge; 0: none
 }
 
 // FileEntry is one data file of a dataset.

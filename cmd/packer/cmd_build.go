@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -54,10 +56,14 @@ type buildOptions struct {
 	Classes   string
 	MaxPixels int64
 
+	Part  string // --part I/N or auto
+	Parts int    // --parts N, with --part auto in a Kubernetes Indexed Job
+
 	transform transforms.Spec
 	output    output.Entry // the --format entry of the outputs table, set by validate
 	shardSize int64
 	classes   []string
+	part      *pipeline.Part // set by validate from --part
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -155,6 +161,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.ClipStride, "clip-stride", 0, "video/frames: frames between clip starts (default: clip length)")
 	f.StringVar(&o.ShortClip, "short", "skip", "video/frames shorter than one clip: skip|pad")
 	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: skip a file when its decoder makes no progress for this long")
+	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
+	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
 }
 
 func (o *buildOptions) validate() error {
@@ -166,6 +174,15 @@ func (o *buildOptions) validate() error {
 		return ferr
 	}
 	o.output = out
+	if o.Part != "" {
+		i, n, err := parsePart(o.Part, o.Parts, os.Getenv)
+		if err != nil {
+			return err
+		}
+		o.part = &pipeline.Part{Index: i, Count: n, Final: out}
+	} else if o.Parts != 0 {
+		return errors.New("--parts is for --part auto")
+	}
 	switch o.Split {
 	case "train", "test":
 	default:
@@ -304,11 +321,21 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	}
 	defer release()
 	info := src.Info()
+	// A part is written as shards, lossless, whatever --format is: the merge writes the format.
+	outEntry, what := o.output, o.Format
+	if o.part != nil {
+		o.part.FinalShardSize = o.shardSize
+		if outEntry, err = outputFor(shard.FormatShards); err != nil {
+			return err
+		}
+		what = fmt.Sprintf("part %d/%d, for --format %s", o.part.Index, o.part.Count, o.Format)
+	}
 	bar := progress.New(o.IO.Err, "packing "+kind, "items", info.Count)
 	sum, err := pipeline.Build(ctx, pipeline.Options{
 		Source:    src,
 		Transform: o.transform,
-		Output:    o.output,
+		Output:    outEntry,
+		Part:      o.part,
 		Out:       o.Out,
 		Inputs:    []string{o.Source},
 		Force:     o.Force,
@@ -332,7 +359,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	}
 	secs := sum.Elapsed.Seconds()
 	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %.1f MB]\n",
-		sum.Records, sum.Items, kind, sum.Out, o.Format, len(sum.Manifest.Files), float64(sum.FileBytes)/1e6)
+		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), float64(sum.FileBytes)/1e6)
 	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %.1f MB/s\n",
 		device, o.Workers, secs, float64(sum.Records)/secs, float64(sum.Bytes)/1e6/secs)
 	if sum.Skipped > 0 {

@@ -133,6 +133,7 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 		newInspectCommand(io, nil),
 		newBenchCommand(io, nil),
 		newPreviewCommand(io, nil),
+		newMergeCommand(io, nil),
 	)
 	return root
 }

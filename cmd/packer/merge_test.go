@@ -1,0 +1,252 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/formats/cifar"
+)
+
+// sameTree fails unless the directories a and b hold the same files with the same bytes.
+func sameTree(t *testing.T, a, b string) {
+	t.Helper()
+	list := func(root string) map[string][]byte {
+		m := map[string][]byte{}
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !d.IsDir() {
+				data, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rel, _ := filepath.Rel(root, p)
+				m[rel] = data
+			}
+			return nil
+		})
+		return m
+	}
+	ma, mb := list(a), list(b)
+	for name, da := range ma {
+		db, ok := mb[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: %s missing from the merge", filepath.Base(b), name)
+		case !bytes.Equal(da, db):
+			t.Errorf("%s: %s differs from the one-machine build's (%d vs %d bytes)", filepath.Base(b), name, len(db), len(da))
+		}
+	}
+	for name := range mb {
+		if _, ok := ma[name]; !ok {
+			t.Errorf("%s: %s is not in the one-machine build", filepath.Base(b), name)
+		}
+	}
+}
+
+// partsCorpus writes one small source of every kind whose parts the test splits: each with
+// something that breaks a naive split (skipped inputs, inputs yielding several records, records
+// of several sizes, a source that does not know its size).
+func partsCorpus(t *testing.T, root string) map[string]string {
+	t.Helper()
+	mk := func(rel string) string {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Folder: 3 classes of PNGs of several sizes, with damaged files at a class's start and end.
+	for c, cls := range []string{"a", "b", "c"} {
+		for i := 0; i < 5+c; i++ {
+			writePNG(t, mk(fmt.Sprintf("folder/%s/%02d.png", cls, i)), 9+i*3, 7+c*5, i*11+c)
+		}
+	}
+	os.WriteFile(mk("folder/a/00bad.png"), []byte("not a png"), 0o644)
+	os.WriteFile(mk("folder/c/99bad.png"), []byte("\x89PNG\r\n\x1a\ntruncated"), 0o644)
+	// Frames: videos of 1 to 6 frames, for clips of 2 (a 1-frame video is skipped).
+	for v := 0; v < 6; v++ {
+		for f := 0; f <= v; f++ {
+			writePNG(t, mk(fmt.Sprintf("frames/run/v%d/%03d.png", v, f)), 12, 10, v*7+f)
+		}
+	}
+	// CIFAR-10, 3 records per file.
+	c10, err := cifar.WriteTestDataset(mk("cifar/x")+"/..", cifar.Kind10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// WebDataset: two shards, a bad sample in each; the source does not know its size.
+	png0, err := os.ReadFile(filepath.Join(root, "folder/a/00.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < 2; s++ {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for k := 0; k < 5; k++ {
+			img := string(png0)
+			if k == 2*s+1 {
+				img = "damaged"
+			}
+			for _, m := range [][2]string{{fmt.Sprintf("%d%d.png", s, k), img}, {fmt.Sprintf("%d%d.cls", s, k), fmt.Sprint(k % 3)}} {
+				tw.WriteHeader(&tar.Header{Name: m[0], Mode: 0o644, Size: int64(len(m[1])), Typeflag: tar.TypeReg})
+				tw.Write([]byte(m[1]))
+			}
+		}
+		tw.Close()
+		os.WriteFile(mk(fmt.Sprintf("wds/%d.tar", s)), b.Bytes(), 0o644)
+	}
+	return map[string]string{
+		"folder": filepath.Join(root, "folder"), "frames": filepath.Join(root, "frames"),
+		"cifar": c10, "wds": filepath.Join(root, "wds"),
+	}
+}
+
+// TestPartsMergeSameBytes: for every source kind and output format, a build split in N parts
+// (N from 1 to more parts than inputs, so some parts are empty) and merged is byte-identical to
+// the one-machine build: every shard, array and the manifest.
+func TestPartsMergeSameBytes(t *testing.T) {
+	root := t.TempDir()
+	src := partsCorpus(t, root)
+	rng := rand.New(rand.NewPCG(7, 11))
+	cases := []struct {
+		name, src string
+		args      []string
+		formats   []string
+	}{
+		{"folder-crop", src["folder"], []string{"--resize", "8", "--crop", "6"}, []string{"shards", "npy", "hdf5"}},
+		{"folder-varsize", src["folder"], []string{"--resize", "8"}, []string{"shards"}},
+		{"frames-clips", src["frames"], []string{"--from", "frames", "--clip-len", "2", "--crop", "8", "--layout", "chw"}, []string{"shards", "npy"}},
+		{"cifar", src["cifar"], []string{"--from", "cifar10", "--dtype", "float16"}, []string{"shards", "hdf5"}},
+		{"webdataset", src["wds"], []string{"--crop", "5", "--classes", "x,y,z"}, []string{"shards", "npy"}},
+	}
+	for _, c := range cases {
+		for _, format := range c.formats {
+			name := c.name + "-" + format
+			args := append(append([]string{}, c.args...), "--format", format, "--shard-size", "600", "--workers", "2")
+			full := filepath.Join(root, "out", name, "full")
+			mustRun(t, append([]string{"build", c.src, "-o", full}, args...)...)
+			for _, n := range []int{1, 2, 3 + rng.IntN(3), 40} {
+				var parts []string
+				for i := 0; i < n; i++ {
+					p := filepath.Join(root, "out", name, fmt.Sprintf("n%d-p%d", n, i))
+					mustRun(t, append([]string{"build", c.src, "-o", p, "--part", fmt.Sprintf("%d/%d", i, n)}, args...)...)
+					parts = append(parts, p)
+				}
+				rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+				merged := filepath.Join(root, "out", name, fmt.Sprintf("merged-%d", n))
+				mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
+				sameTree(t, full, merged)
+				mustRun(t, "verify", merged)
+			}
+		}
+	}
+}
+
+// TestMergeRefuses: a merge refuses a missing part, a duplicated part, a part of another build
+// (other options, another source) and a damaged part, naming it, and writes nothing.
+func TestMergeRefuses(t *testing.T) {
+	root := t.TempDir()
+	src := partsCorpus(t, root)
+	part := func(name, source string, i, n int, extra ...string) string {
+		p := filepath.Join(root, name)
+		mustRun(t, append([]string{"build", source, "-o", p, "--part", fmt.Sprintf("%d/%d", i, n), "--crop", "6"}, extra...)...)
+		return p
+	}
+	p0, p1, p2 := part("p0", src["folder"], 0, 3), part("p1", src["folder"], 1, 3), part("p2", src["folder"], 2, 3)
+	other := part("other", src["folder"], 2, 3, "--dtype", "float32")
+	otherFmt := part("otherfmt", src["folder"], 2, 3, "--format", "npy")
+	otherSrc := part("othersrc", src["wds"], 2, 3, "--classes", "x,y,z")
+	whole := filepath.Join(root, "whole")
+	mustRun(t, "build", src["folder"], "-o", whole, "--crop", "6")
+	damaged := copyDir(t, p1)
+	shards, _ := filepath.Glob(filepath.Join(damaged, "shard-*.pks"))
+	flip(t, shards[0], 200, 1)
+
+	for _, c := range []struct {
+		parts []string
+		want  string
+		code  int
+	}{
+		{[]string{p0, p2}, "missing part(s) [1] of 3", 1},
+		{[]string{p0, p1, p1, p2}, "part 1/3 given twice", 1},
+		{[]string{p0, p1, other}, "transform options", 1},
+		{[]string{p0, p1, otherFmt}, "merge options", 1},
+		{[]string{p0, p1, otherSrc}, "source listing", 1},
+		{[]string{p0, p1, whole}, "is a whole dataset, not a part", 1},
+		{[]string{p0, damaged, p2}, "rebuild that part", 3},
+	} {
+		out := filepath.Join(root, "merged")
+		_, stderr, code := run(t, append([]string{"merge", "-o", out}, c.parts...)...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("merge %v: exit %d, want %d with %q:\n%s", c.parts, code, c.code, c.want, stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("merge %v wrote %s", c.parts, out)
+		}
+	}
+}
+
+// TestMergeMaxErrors: --max-errors counts the skipped inputs of all parts together.
+func TestMergeMaxErrors(t *testing.T) {
+	root := t.TempDir()
+	src := partsCorpus(t, root)
+	var parts []string
+	for i := 0; i < 2; i++ {
+		p := filepath.Join(root, fmt.Sprint("p", i))
+		// Each part has one of the two damaged images: within the limit alone, over it together.
+		mustRun(t, "build", src["folder"], "-o", p, "--part", fmt.Sprintf("%d/2", i), "--crop", "6", "--max-errors", "1")
+		parts = append(parts, p)
+	}
+	_, stderr, code := run(t, append([]string{"merge", "-o", filepath.Join(root, "m")}, parts...)...)
+	if code == 0 || !strings.Contains(stderr, "2 inputs skipped over all parts, more than --max-errors 1") {
+		t.Errorf("merge: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestParsePart: --part I/N and auto from a Slurm array or a Kubernetes Indexed Job.
+func TestParsePart(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	for _, c := range []struct {
+		part  string
+		parts int
+		env   func(string) string
+		i, n  int
+		err   string
+	}{
+		{"2/5", 0, env(), 2, 5, ""},
+		{"0/1", 0, env(), 0, 1, ""},
+		{"5/5", 0, env(), 0, 0, "want I/N"},
+		{"-1/5", 0, env(), 0, 0, "want I/N"},
+		{"1/0", 0, env(), 0, 0, "want I/N"},
+		{"1/4", 3, env(), 0, 0, "disagree"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "7", "SLURM_ARRAY_TASK_MIN", "5", "SLURM_ARRAY_TASK_COUNT", "4"), 2, 4, ""},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "8"), 2, 8, ""},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "20", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_COUNT", "3"), 0, 0, "plain range"},
+		{"auto", 5, env("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_COUNT", "4"), 0, 0, "--parts says 5"},
+		{"auto", 4, env("JOB_COMPLETION_INDEX", "3"), 3, 4, ""},
+		{"auto", 0, env("JOB_COMPLETION_INDEX", "1", "PACKER_PARTS", "2"), 1, 2, ""},
+		{"auto", 0, env("JOB_COMPLETION_INDEX", "1"), 0, 0, "--parts N or PACKER_PARTS"},
+		{"auto", 2, env("JOB_COMPLETION_INDEX", "2"), 0, 0, "not below"},
+		{"auto", 0, env(), 0, 0, "neither SLURM_ARRAY_TASK_ID"},
+	} {
+		i, n, err := parsePart(c.part, c.parts, c.env)
+		if c.err == "" && (err != nil || i != c.i || n != c.n) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("parsePart(%q, %d) = %d, %d, %v; want %d, %d, %q", c.part, c.parts, i, n, err, c.i, c.n, c.err)
+		}
+	}
+}
