@@ -60,6 +60,9 @@ else
   exit 1
 fi
 
+echo "== builds in parts on a real single-node Slurm cluster (scripts/test-slurm.sh)"
+timeout 600 bash scripts/test-slurm.sh
+
 echo "== python reader (pytest)"
 (cd python && $PY -m pytest -q tests)
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# scripts/slurm/submit.sh SRC OUT N [packer build flags...]
+#
+# Submits a packer build of SRC as a Slurm job array of N parts (build-parts.sbatch), written to
+# OUT.parts/part-0 .. part-(N-1), and a merge job (merge.sbatch) that runs after every part
+# succeeded (--dependency=afterok) and writes OUT. Prints the two job ids. Extra sbatch options
+# for both jobs (partition, time, CPUs) go in SBATCH_OPTS, for example
+#   SBATCH_OPTS="--partition=cpu --cpus-per-task=16 --time=4:00:00" scripts/slurm/submit.sh ...
+# PACKER names the packer binary the jobs run (default: packer on PATH).
+set -euo pipefail
+if [ $# -lt 3 ]; then
+  echo "usage: $0 SRC OUT N [packer build flags...]" >&2
+  exit 2
+fi
+src=$(realpath "$1"); out=$(realpath -m "$2"); n=$3; shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+parts="$out.parts"
+mkdir -p "$parts"
+export PACKER_SRC="$src" PACKER_PARTS_DIR="$parts" PACKER_OUT="$out" PACKER_ARGS="$*"
+export PACKER="${PACKER:-$(command -v packer || echo packer)}"
+# shellcheck disable=SC2086
+array=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --array="0-$((n - 1))" --export=ALL "$here/build-parts.sbatch")
+array=${array%%;*}
+# shellcheck disable=SC2086
+merge=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --dependency="afterok:$array" --kill-on-invalid-dep=yes --export=ALL "$here/merge.sbatch")
+echo "parts: job $array (array 0-$((n - 1))), merge: job ${merge%%;*}"
