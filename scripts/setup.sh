@@ -12,6 +12,7 @@ packages=(
   build-essential git
   clang-14
   python3 python3-pip python3-venv python3-numpy python3-pil python3-h5py python3-pytest python3-crc32c
+  python3-protobuf  # the TFRecord fixtures' tf.train.Example encoder
   python3-torch python3-torchvision
   dataset-fashion-mnist ukui-wallpapers
   strace  # TestCommitCrashPoints kills builds at each commit syscall

@@ -13,6 +13,7 @@ import (
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/tfrecord"
 	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/formats/webdataset"
 	"github.com/packer-dev/packer/source"
@@ -22,7 +23,7 @@ import (
 // TestSourceTable there checks that the two agree.
 var entries = []source.Entry{
 	imagedir.FolderEntry, imagedir.ListEntry, cifar.Entry10, cifar.Entry100, idx.Entry, video.FramesEntry, video.VideoEntry,
-	webdataset.Entry,
+	webdataset.Entry, tfrecord.Entry,
 }
 
 func TestDetect(t *testing.T) {
@@ -85,6 +86,8 @@ func TestDetect(t *testing.T) {
 	tw.Close()
 	mk("wds/shard-000000.tar", tb.Bytes())
 	mk("odd/samples.tar", tb.Bytes())
+	mk("tfr/train.tfrecord-00000-of-00002", []byte("x"))
+	mk("tfr/train.tfrecord-00001-of-00002", []byte("x"))
 	mk("clip.MKV", []byte("x"))
 	mk("mixed/data_batch_1.bin", rec10)
 	mk("mixed/train-images-idx3-ubyte", []byte{0, 0, 8, 3})
@@ -101,6 +104,7 @@ func TestDetect(t *testing.T) {
 		{dir("imgs"), imagedir.KindFolder}, {dir("vids"), video.KindVideo}, {dir("frames"), video.KindFrames},
 		{dir("lists/train.csv"), imagedir.KindList}, {dir("lists/train.jsonl"), imagedir.KindList}, {dir("clip.MKV"), video.KindVideo},
 		{dir("wds"), webdataset.Kind}, {dir("odd/samples.tar"), webdataset.Kind},
+		{dir("tfr"), tfrecord.Kind}, {dir("tfr/train.tfrecord-00001-of-00002"), tfrecord.Kind},
 	}
 	if _, err := os.Stat("/usr/share/datasets/fashion-mnist"); err == nil {
 		cases = append(cases, struct{ path, want string }{"/usr/share/datasets/fashion-mnist", idx.Kind})

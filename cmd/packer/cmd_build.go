@@ -56,6 +56,9 @@ type buildOptions struct {
 	Classes   string
 	MaxPixels int64
 
+	ImageKey string // --image-key (tfrecord)
+	LabelKey string // --label-key (tfrecord)
+
 	Part  string // --part I/N or auto
 	Parts int    // --parts N, with --part auto in a Kubernetes Indexed Job
 
@@ -84,6 +87,8 @@ Sources (--from; detected from SOURCE when omitted):
   video              SRC/class/*.{mp4,mkv,avi,webm,mov}, decoded by ffmpeg
   webdataset         WebDataset tar shards (KEY.jpg + KEY.cls members): a folder of
                      .tar/.tar.gz/.tgz files or one
+  tfrecord           TFRecord files of tf.train.Example (image/encoded, image/class/label):
+                     a folder of *.tfrecord* or *-of-* files, or one
 
 The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT when complete, so an
 interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
@@ -134,7 +139,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
-	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset (default: detect)")
+	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
@@ -161,6 +166,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.ClipStride, "clip-stride", 0, "video/frames: frames between clip starts (default: clip length)")
 	f.StringVar(&o.ShortClip, "short", "skip", "video/frames shorter than one clip: skip|pad")
 	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: skip a file when its decoder makes no progress for this long")
+	f.StringVar(&o.ImageKey, "image-key", "", "tfrecord: the bytes feature holding the encoded image (default image/encoded)")
+	f.StringVar(&o.LabelKey, "label-key", "", "tfrecord: the int64 feature holding the label (default image/class/label)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
 }

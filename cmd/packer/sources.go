@@ -7,6 +7,7 @@ import (
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/tfrecord"
 	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/formats/webdataset"
 	"github.com/packer-dev/packer/pipeline"
@@ -25,6 +26,7 @@ var sources = []source.Entry{
 	video.FramesEntry,
 	video.VideoEntry,
 	webdataset.Entry,
+	tfrecord.Entry,
 }
 
 // sourceEntry returns the table's entry for kind.
@@ -65,6 +67,7 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	src, err := e.Open(o.Source, source.Options{
 		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
 		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
+		ImageKey: o.ImageKey, LabelKey: o.LabelKey,
 	})
 	if err != nil {
 		return nil, "", err
