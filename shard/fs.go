@@ -43,7 +43,7 @@ func (d dirFS) LocalPath(name string) string {
 }
 
 func (d dirFS) Open(name string) (File, error) {
-	if !fs.ValidPath(name) {
+	if !filepath.IsLocal(filepath.FromSlash(name)) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
 	return openLocal(d.LocalPath(name))

@@ -5,9 +5,10 @@
 // file system.
 //
 // Names are slash-separated, relative to the backend's root, and valid in the sense of
-// io/fs.ValidPath ("a/b.pks", never "../x" or "/x"). A missing file is reported by an error
-// that matches fs.ErrNotExist. Every method takes a context, since a remote backend's calls
-// are network requests; Local only checks it before it starts.
+// io/fs.ValidPath once cleaned by path.Clean ("a/b.pks", never "../x" or "/x"). A missing
+// file is reported by an error that matches fs.ErrNotExist. Every method takes a context,
+// since a remote backend's calls are network requests; Local only checks it before it starts
+// (and List between files).
 //
 // A dataset is published, not written in place: a build writes into a stage and publishes it
 // at the end, so that a reader of the dataset's name sees the old dataset or the new one,

@@ -28,13 +28,17 @@ func (l *Local) Root() string { return l.root }
 // Path is the local path of the file name: root joined with name.
 func (l *Local) Path(name string) string { return filepath.Join(l.root, filepath.FromSlash(name)) }
 
-// check refuses a name that is not a valid slash-separated relative path naming a file, and a
-// cancelled context.
+// check refuses a cancelled context and a name that, cleaned (path.Clean: "a//b" is "a/b"),
+// is not a valid slash-separated relative path below the root naming a file.
 func (l *Local) check(ctx context.Context, op, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if !fs.ValidPath(name) || name == "." {
+	return checkName(op, name)
+}
+
+func checkName(op, name string) error {
+	if c := path.Clean(name); name == "" || c == "." || !fs.ValidPath(c) {
 		return &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
 	return nil
@@ -93,7 +97,7 @@ func (l *Local) Stat(ctx context.Context, name string) (FileInfo, error) {
 	if st.IsDir() {
 		return FileInfo{}, &fs.PathError{Op: "stat", Path: l.Path(name), Err: errIsDir}
 	}
-	return FileInfo{Name: name, Size: st.Size()}, nil
+	return FileInfo{Name: path.Clean(name), Size: st.Size()}, nil
 }
 
 var errIsDir = errors.New("is a directory")
@@ -139,8 +143,8 @@ func (l *Local) Create(ctx context.Context, name string) (Writer, error) {
 // direct set the file is opened with O_DIRECT where the file system allows it; the writer
 // then writes aligned blocks to File itself (see shard.Pending).
 func (l *Local) CreateFile(name string, direct bool) (*LocalWriter, error) {
-	if !fs.ValidPath(name) || name == "." {
-		return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrInvalid}
+	if err := checkName("create", name); err != nil {
+		return nil, err
 	}
 	dir := filepath.Join(l.root, filepath.FromSlash(path.Dir(name)))
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -286,7 +286,7 @@ func testList(t *testing.T, b storage.Backend) {
 }
 
 func testInvalidNames(t *testing.T, b storage.Backend) {
-	for _, name := range []string{"", ".", "/abs", "../up", "a/../../up", "a//b", "a/"} {
+	for _, name := range []string{"", ".", "/abs", "../up", "a/../../up", "a/.."} {
 		if w, err := b.Create(ctx, name); err == nil {
 			w.Abort()
 			t.Errorf("Create(%q) succeeded", name)
