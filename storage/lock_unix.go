@@ -1,6 +1,6 @@
 //go:build unix
 
-package pipeline
+package storage
 
 import (
 	"errors"
@@ -10,11 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// oNoFollow makes opening the lock file fail on a symlink (nothing outside is truncated).
-const oNoFollow = unix.O_NOFOLLOW
+// OpenLockFile opens (creating it) the lock file at path for reading and writing, failing if
+// path is a symbolic link, so that nothing a link points to is truncated.
+func OpenLockFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
+}
 
-// tryLock takes an exclusive flock on f without waiting; false when another holds it.
-func tryLock(f *os.File) (bool, error) {
+// TryLock takes an exclusive flock on f without waiting; false when another holds it.
+func TryLock(f *os.File) (bool, error) {
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		switch {
@@ -29,8 +32,9 @@ func tryLock(f *os.File) (bool, error) {
 	}
 }
 
-// deviceOf returns the device a file lies on.
-func deviceOf(st os.FileInfo) (uint64, bool) {
+// Device returns the device a file lies on (false where the OS does not say): two
+// directories on different devices cannot be renamed into each other.
+func Device(st os.FileInfo) (uint64, bool) {
 	s, ok := st.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, false
