@@ -10,12 +10,12 @@
 // since a remote backend's calls are network requests; Local only checks it before it starts
 // (and List between files).
 //
-// A dataset is published, not written in place: a build writes into a stage and publishes it
+// A dataset is published, not written in place: a build writes into a Stage and publishes it
 // at the end, so that a reader of the dataset's name sees the old dataset or the new one,
-// never a half-written one. On the local file system that is a staging directory beside OUT,
-// a lock file, and an atomic exchange of the two directory names (renameat2 with
-// RENAME_EXCHANGE, or two renames with a recovery step where the file system lacks it); see
-// PublishDir and the lock and rename helpers in local_publish.go.
+// never a half-written one. On the local file system (LocalStage) that is a staging directory
+// beside OUT and an atomic exchange of the two directory names (renameat2 with
+// RENAME_EXCHANGE, or two renames with a recovery step where the file system lacks it), under
+// a lock file the caller holds (OpenLockFile, TryLock).
 //
 // # An object store as a Backend
 //
