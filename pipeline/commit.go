@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
 )
 
 // The names a build keeps beside OUT (in OUT's parent folder). They belong to packer: a
@@ -36,10 +38,6 @@ var ErrOutputOverlap = errors.New("the output overlaps the source")
 // ErrOutputMount is returned when OUT is a mount point (or otherwise on another filesystem
 // than its parent folder): the finished dataset could not be renamed into place.
 var ErrOutputMount = errors.New("the output directory is a mount point")
-
-// errNoExchange says the OS or filesystem cannot exchange two names atomically: the
-// replacement takes the two-rename path, which recoverOut completes if it is interrupted.
-var errNoExchange = errors.New("atomic exchange not supported")
 
 // ErrOutputLocked is returned when another build holds OUT's lock.
 var ErrOutputLocked = errors.New("another packer build is writing this output")
@@ -238,7 +236,7 @@ func lockOut(p outPaths) (*outLock, error) {
 	if err := os.MkdirAll(filepath.Dir(p.lock), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(p.lock, os.O_RDWR|os.O_CREATE|oNoFollow, 0o644)
+	f, err := storage.OpenLockFile(p.lock)
 	if err != nil {
 		return nil, fmt.Errorf("open the lock file (%s must be packer's own file, not a link): %w", p.lock, err)
 	}
@@ -246,7 +244,7 @@ func lockOut(p outPaths) (*outLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s is not a packer lock file: move it away", p.lock)
 	}
-	held, err := tryLock(f)
+	held, err := storage.TryLock(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", p.lock, err)
@@ -324,7 +322,7 @@ func toTrash(p outPaths, dir string) error {
 	}
 	for i := 0; ; i++ {
 		dst := filepath.Join(p.trash, fmt.Sprintf("%s.%d.%d", filepath.Base(dir), os.Getpid(), i))
-		err := renameNoReplace(dir, dst)
+		err := storage.RenameNoReplace(dir, dst)
 		if err == nil {
 			return shard.SyncDir(filepath.Dir(p.out))
 		}
@@ -340,60 +338,23 @@ func emptyTrash(p outPaths) error {
 	return os.RemoveAll(p.trash)
 }
 
-// commitDir puts the finished staging folder at OUT. A new OUT is created by an atomic rename
-// that never replaces anything. An existing OUT is exchanged atomically with staging (one
-// renameat2 call), after which staging names the old OUT and is removed; where the
-// filesystem cannot exchange, the old OUT is renamed to OUT.packer-old first (recoverOut
-// puts it back if the build dies between the two renames; a failed second rename puts it
-// back at once). The parent folder is synced after each rename. swapped reports that staging
-// no longer holds the new build (it was renamed into place, or holds the old OUT), so the
-// caller must not remove it as a failed build's leftover.
+// commitDir publishes the finished staging folder at OUT through the storage seam
+// (storage.LocalStage: an atomic rename for a new OUT, an atomic exchange or two renames with
+// recovery for an existing one; the parent folder synced after each rename), after checking
+// again, without force, that OUT is empty. swapped reports that staging no longer holds the
+// new build (it was renamed into place, or holds the old OUT), so the caller must not remove
+// it as a failed build's leftover.
 func commitDir(p outPaths, force bool) (swapped bool, err error) {
-	parent := filepath.Dir(p.out)
-	if !exists(p.out) {
-		if err := renameNoReplace(p.staging, p.out); err != nil {
-			return false, fmt.Errorf("commit output: %w", err)
-		}
-		return true, shard.SyncDir(parent)
-	}
-	if !force {
+	if !force && exists(p.out) {
 		if ents, _ := os.ReadDir(p.out); len(ents) > 0 {
 			return false, fmt.Errorf("%s: %w", p.out, ErrOutputExists)
 		}
 	}
-	err = exchange(p.staging, p.out)
-	if err == nil {
-		if err := shard.SyncDir(parent); err != nil {
-			return true, err
-		}
-		// The new dataset is in place; staging now names the old OUT. A failure to remove it
-		// is not the build's failure: the next build into OUT removes it.
-		_ = os.RemoveAll(p.staging)
-		return true, nil
-	}
-	if !errors.Is(err, errNoExchange) {
-		return false, fmt.Errorf("commit output: %w", err)
-	}
-	if err := os.Rename(p.out, p.old); err != nil {
-		return false, fmt.Errorf("move old output aside: %w", err)
-	}
-	if err := shard.SyncDir(parent); err != nil {
-		return false, errors.Join(err, putBack(p))
-	}
-	if err := os.Rename(p.staging, p.out); err != nil {
-		return false, errors.Join(fmt.Errorf("commit output: %w", err), putBack(p))
-	}
-	if err := shard.SyncDir(parent); err != nil {
-		return true, err
-	}
-	_ = os.RemoveAll(p.old)
-	return true, nil
+	stage := &storage.LocalStage{Dir: p.staging, Out: p.out, Old: p.old}
+	// Not the build's context: a publish is not abandoned half-way (the local one cannot be).
+	err = stage.Publish(context.Background())
+	return stage.Swapped(), err
 }
 
-// putBack renames the old OUT, set aside by commitDir, back to OUT.
-func putBack(p outPaths) error {
-	if err := os.Rename(p.old, p.out); err != nil {
-		return fmt.Errorf("put the old output back (the next build into %s does): %w", p.out, err)
-	}
-	return shard.SyncDir(filepath.Dir(p.out))
-}
+// deviceOf returns the device a file lies on.
+func deviceOf(st os.FileInfo) (uint64, bool) { return storage.Device(st) }

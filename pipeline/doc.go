@@ -85,10 +85,11 @@
 // (ErrOutputExists). Records are written into OUT.packer-partial. After the Output's Close the
 // manifest is written there last (WriteManifest: sealed with its own SHA-256 by
 // shard.Manifest.Marshal, through a synced temporary file and a rename), and the staging
-// directory becomes OUT in one step: a rename that never replaces anything for a new OUT, an
-// atomic exchange of the two names (renameat2 RENAME_EXCHANGE) to replace one, and where the
-// filesystem cannot exchange, two renames through OUT.packer-old that the next build undoes if
-// it was cut between them. The parent folder is synced after each rename. A reader therefore
+// directory becomes OUT in one step, published through the storage seam (storage.LocalStage,
+// which holds the renames; the lock file and device primitives are storage's too): a rename
+// that never replaces anything for a new OUT, an atomic exchange of the two names (renameat2
+// RENAME_EXCHANGE) to replace one, and where the filesystem cannot exchange, two renames
+// through OUT.packer-old that the next build undoes if it was cut between them. The parent folder is synced after each rename. A reader therefore
 // sees either the old dataset or the whole new one, never a mix.
 //
 // # Files, by role

@@ -3,7 +3,6 @@ package shard
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -17,10 +16,12 @@ import (
 // stay open until Close. A Dataset is safe for concurrent use.
 type Dataset struct {
 	dir   string
+	fsys  FS
 	m     *Manifest
 	opts  ReaderOptions
-	paths []string
-	first []int64 // first[s] is the first record of shard s; first[len] is the count
+	names []string // the shards' names in fsys
+	paths []string // the shards' names in messages: their local paths where fsys is local
+	first []int64  // first[s] is the first record of shard s; first[len] is the count
 
 	mu      sync.Mutex
 	readers []*Reader
@@ -34,7 +35,18 @@ func OpenDataset(dir string) (*Dataset, error) { return OpenDatasetOptions(dir, 
 
 // OpenDatasetOptions is OpenDataset with options for the shard readers.
 func OpenDatasetOptions(dir string, opts ReaderOptions) (*Dataset, error) {
-	m, err := ReadManifest(dir)
+	return openDataset(DirFS(dir), dir, opts)
+}
+
+// OpenDatasetFS opens the dataset fsys holds, like OpenDatasetOptions, reading every file
+// through fsys. Where fsys is a LocalFS, the Loader reads the shards by path (with O_DIRECT
+// when asked); otherwise through fsys.
+func OpenDatasetFS(fsys FS, opts ReaderOptions) (*Dataset, error) {
+	return openDataset(fsys, fsName(fsys, "."), opts)
+}
+
+func openDataset(fsys FS, dir string, opts ReaderOptions) (*Dataset, error) {
+	m, err := ReadManifestFS(fsys)
 	if err != nil {
 		return nil, err
 	}
@@ -44,10 +56,11 @@ func OpenDatasetOptions(dir string, opts ReaderOptions) (*Dataset, error) {
 	if m.FormatVersion < MinVersion || m.FormatVersion > Version {
 		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)
 	}
-	d := &Dataset{dir: dir, m: m, opts: opts}
+	d := &Dataset{dir: dir, fsys: fsys, m: m, opts: opts}
 	for _, f := range m.Files {
 		if strings.HasSuffix(f.Path, ".pks") {
-			d.paths = append(d.paths, filepath.Join(dir, filepath.FromSlash(f.Path)))
+			d.names = append(d.names, f.Path)
+			d.paths = append(d.paths, fsName(fsys, f.Path))
 		}
 	}
 	d.readers = make([]*Reader, len(d.paths))
@@ -114,7 +127,8 @@ func (d *Dataset) ReleaseBuffers() error { return d.pool.release(false) }
 // Manifest returns the dataset's manifest. The caller must not modify it.
 func (d *Dataset) Manifest() *Manifest { return d.m }
 
-// Dir returns the dataset directory.
+// Dir returns the dataset directory (for a dataset opened by OpenDatasetFS, its name in
+// messages).
 func (d *Dataset) Dir() string { return d.dir }
 
 // Len returns the number of records.
@@ -123,7 +137,8 @@ func (d *Dataset) Len() int64 { return d.first[len(d.paths)] }
 // NumShards returns the number of shards.
 func (d *Dataset) NumShards() int { return len(d.paths) }
 
-// ShardPath returns the file path of shard s.
+// ShardPath returns the file path of shard s (for a dataset opened by OpenDatasetFS over an
+// FS that is not local, its name in the FS).
 func (d *Dataset) ShardPath(s int) string { return d.paths[s] }
 
 // ShardCounts returns the record count of every shard, the input of EpochOrder.
@@ -153,7 +168,7 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 	if r := d.readers[s]; r != nil {
 		return r, nil
 	}
-	r, err := OpenOptions(d.paths[s], d.opts)
+	r, err := OpenFS(d.fsys, d.names[s], d.opts)
 	if err != nil {
 		return nil, err
 	}

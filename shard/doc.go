@@ -40,6 +40,12 @@
 // allocated, see Allocator) buffers, large sequential reads (optionally O_DIRECT), batches
 // handed out as views into the buffers.
 //
+// Storage: the path-taking functions read the local file system. OpenDatasetFS, ReadManifestFS
+// and OpenFS read through an FS instead (Open returning an io.ReaderAt with a Size), which the
+// storage package implements over its backends (storage.ShardFS); this package never imports
+// storage. DirFS is the local FS: over it the Loader and ScanFile keep reading by path, with
+// O_DIRECT when asked.
+//
 // Checking: every shard carries CRC-32C checksums of its header, footer, index and of each
 // block of records. Readers check the header, footer and index on open and, by default, each
 // block before returning its records. Scan checks a whole shard at sequential-read speed and

@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -159,7 +160,7 @@ type Loader struct {
 	wg          sync.WaitGroup
 
 	// Producer state.
-	files    []*os.File
+	files    []readerAtCloser
 	direct   []bool
 	parts    []part
 	indirect atomic.Bool // some read went through the page cache
@@ -271,7 +272,7 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 		bufSize += int(min(BlockTarget, max(0, (BlockTarget/l.recordSize-1)*l.recordSize)))
 	}
 
-	l.files = make([]*os.File, d.NumShards())
+	l.files = make([]readerAtCloser, d.NumShards())
 	l.direct = make([]bool, d.NumShards())
 	l.free = make(chan *slot, opts.Prefetch)
 	l.ready = make(chan *slot, opts.Prefetch)
@@ -475,19 +476,30 @@ func (l *Loader) at(p int64) int64 {
 	return l.lo + p
 }
 
-// file returns the open file of shard s and whether it is read with O_DIRECT.
-func (l *Loader) file(s int) (*os.File, bool, error) {
+// readerAtCloser is an open shard file of a Loader.
+type readerAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// file returns the open file of shard s and whether it is read with O_DIRECT. A dataset on
+// the local file system is read by path (O_DIRECT when asked); any other through its FS.
+func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 	if f := l.files[s]; f != nil {
 		return f, l.direct[s], nil
 	}
 	var (
-		f      *os.File
+		f      readerAtCloser
 		direct bool
 		err    error
 	)
-	if l.opts.Direct {
+	_, local := l.ds.fsys.(LocalFS)
+	switch {
+	case !local:
+		f, err = l.ds.fsys.Open(l.ds.names[s])
+	case l.opts.Direct:
 		f, direct, err = OpenDirect(l.ds.ShardPath(s), os.O_RDONLY, 0)
-	} else {
+	default:
 		f, err = os.Open(l.ds.ShardPath(s))
 	}
 	if err != nil {

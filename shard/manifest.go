@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"math"
 	"path/filepath"
 	"reflect"
 )
@@ -147,14 +147,17 @@ func checkSeal(name string, data []byte) error {
 
 // ReadManifest loads dir/manifest.json. It refuses a manifest whose manifest_sha256 is missing
 // or does not match its bytes (see SealManifest), so nothing reads an edited or damaged manifest.
-func ReadManifest(dir string) (*Manifest, error) {
-	path := filepath.Join(dir, ManifestName)
-	f, err := os.Open(path)
+func ReadManifest(dir string) (*Manifest, error) { return ReadManifestFS(DirFS(dir)) }
+
+// ReadManifestFS is ReadManifest of the dataset fsys holds.
+func ReadManifestFS(fsys FS) (*Manifest, error) {
+	path := fsName(fsys, ManifestName)
+	f, err := fsys.Open(ManifestName)
 	if err != nil {
 		return nil, fmt.Errorf("open manifest: %w", err)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
+	data, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, math.MaxInt64), MaxManifestSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read manifest %s: %w", path, err)
 	}

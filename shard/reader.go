@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"os"
 	"slices"
 	"sync/atomic"
 )
@@ -31,7 +30,7 @@ type ReaderOptions struct {
 // a slice index. Corrupt bytes never cause a panic but a *CorruptionError.
 type Reader struct {
 	r    io.ReaderAt
-	file *os.File // owned when opened by Open
+	file io.Closer // owned when opened by Open or OpenFS
 	name string
 	size int64
 	opts ReaderOptions
@@ -49,16 +48,24 @@ func Open(path string) (*Reader, error) { return OpenOptions(path, ReaderOptions
 
 // OpenOptions is Open with options.
 func OpenOptions(path string, opts ReaderOptions) (*Reader, error) {
-	f, err := os.Open(path)
+	f, err := openLocal(path)
 	if err != nil {
 		return nil, fmt.Errorf("open shard: %w", err)
 	}
-	st, err := f.Stat()
+	return openFile(f, path, opts)
+}
+
+// OpenFS opens the shard file name of fsys, like OpenOptions.
+func OpenFS(fsys FS, name string, opts ReaderOptions) (*Reader, error) {
+	f, err := fsys.Open(name)
 	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("open shard: %w", err)
 	}
-	r, err := NewReaderOptions(f, st.Size(), path, opts)
+	return openFile(f, fsName(fsys, name), opts)
+}
+
+func openFile(f File, path string, opts ReaderOptions) (*Reader, error) {
+	r, err := NewReaderOptions(f, f.Size(), path, opts)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -104,7 +111,7 @@ func NewReaderOptions(r io.ReaderAt, size int64, name string, opts ReaderOptions
 	return sr, nil
 }
 
-// Close closes the file opened by Open. It does nothing for a Reader made by NewReader.
+// Close closes the file opened by Open or OpenFS. It does nothing for a Reader made by NewReader.
 func (r *Reader) Close() error {
 	if r.file == nil {
 		return nil

@@ -90,6 +90,12 @@ func StreamFile(path string, opts ScanOptions) error {
 	return s.stream(func([]byte, int64) {})
 }
 
+// Stream is StreamFile over size bytes of r (opts.Direct is ignored); name is used in errors.
+func Stream(r io.ReaderAt, size int64, name string, opts ScanOptions) error {
+	s := &scanner{src: &source{r: r}, size: size, name: name, opts: opts}
+	return s.stream(func([]byte, int64) {})
+}
+
 // ScanWith is Scan with options.
 func ScanWith(r io.ReaderAt, size int64, name string, opts ScanOptions, report func(*CorruptionError)) error {
 	return scanSource(&source{r: r}, size, name, opts, report)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -19,8 +18,8 @@ import (
 // manifest (sample spec, label spec, record count, the dataset meta: packer version, source,
 // transform, classes), and adds its labels and format version to sh. opts.Hash receives the whole file. It reports
 // whether the scan read the whole file (no I/O error).
-func scanShard(path string, fe shard.FileEntry, m *shard.Manifest, opts shard.ScanOptions, add func(Fault), records *atomic.Int64, sh *shardTally) bool {
-	err := shard.ScanFile(path, opts, func(ce *shard.CorruptionError) {
+func scanShard(ctx context.Context, s *store, fe shard.FileEntry, m *shard.Manifest, opts shard.ScanOptions, add func(Fault), records *atomic.Int64, sh *shardTally) bool {
+	err := s.scan(ctx, fe.Path, opts, func(ce *shard.CorruptionError) {
 		kind := KindStructure
 		if isChecksum(ce) {
 			kind = KindChecksum
@@ -40,18 +39,13 @@ func scanShard(path string, fe shard.FileEntry, m *shard.Manifest, opts shard.Sc
 	}
 	// The header, footer and index again, for the record count, spec and classes: a few small
 	// reads (the index is about 8 bytes a record), through the page cache.
-	f, err := os.Open(path)
+	f, err := s.b.Open(ctx, fe.Path)
 	if err != nil {
 		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
 		return true
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
-		return true
-	}
-	r, err := shard.NewReaderOptions(f, st.Size(), fe.Path, shard.ReaderOptions{})
+	r, err := shard.NewReaderOptions(f, f.Size(), fe.Path, shard.ReaderOptions{})
 	if err != nil {
 		return true // Scan has reported why
 	}

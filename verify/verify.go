@@ -2,6 +2,10 @@
 // size and SHA-256, files the manifest does not list, and the internal structure and checksums
 // of every output format. It reads and reports; it never writes.
 //
+// It reads through the storage seam: Dir checks a directory of the local file system, Backend
+// a dataset in any storage.Backend. On the local file system the files are read with O_DIRECT
+// where the file system allows it; a format checker (npy, hdf5 structure) runs only there.
+//
 // # Reports
 //
 // Dir reports every fault it finds, not only the first: a damaged shard is still checked block
@@ -16,7 +20,6 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -27,6 +30,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
 )
 
 // Fault kinds.
@@ -114,6 +118,26 @@ type FormatChecker func(dir string, m *shard.Manifest) []error
 // The returned error is for failures of the check itself (cancellation); faults in the data are
 // in the report.
 func Dir(ctx context.Context, dir string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
+	return check(ctx, storage.NewLocal(dir), dir, opts, checkers)
+}
+
+// Backend checks the dataset b holds, like Dir; name is the dataset's name in the report. A
+// FormatChecker runs only where b is a storage.Local (it parses local files); elsewhere a
+// dataset of a format that has one gets a fault saying its structure was not checked.
+func Backend(ctx context.Context, b storage.Backend, name string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
+	return check(ctx, b, name, opts, checkers)
+}
+
+// store is the dataset's storage as verify reads it.
+type store struct {
+	b     storage.Backend
+	fsys  shard.FS
+	local shard.LocalFS // nil where the backend is not the local file system
+}
+
+func check(ctx context.Context, b storage.Backend, dir string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
+	st := &store{b: b, fsys: storage.ShardFS(ctx, b)}
+	st.local, _ = st.fsys.(shard.LocalFS)
 	rep := &Report{Dir: dir, Faults: []Fault{}}
 	var mu sync.Mutex
 	add := func(f Fault) {
@@ -121,7 +145,10 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 		rep.Faults = append(rep.Faults, f)
 		mu.Unlock()
 	}
-	m, err := shard.ReadManifest(dir)
+	m, err := shard.ReadManifestFS(st.fsys)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1, Message: err.Error()})
 		rep.finish()
@@ -132,7 +159,7 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 		rep.Bytes += f.Size
 	}
 	checkManifest(m, add)
-	checkExtra(dir, m, add)
+	checkExtra(ctx, b, m, add)
 
 	workers := opts.Workers
 	if workers <= 0 {
@@ -150,7 +177,7 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 	sh := &shardTally{labels: shard.NewLabelTally(m)}
 	for _, fe := range m.Files {
 		g.Go(func() error {
-			return checkFile(gctx, dir, m, fe, add, progress, &recordsSeen, sh)
+			return checkFile(gctx, st, m, fe, add, progress, &recordsSeen, sh)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -171,7 +198,14 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 		}
 	}
 	if c := checkers[m.Format]; c != nil && m.Format != shard.FormatShards && !bytesDamaged(rep.Faults) {
-		for _, err := range c(dir, m) {
+		l, ok := b.(*storage.Local)
+		if !ok {
+			add(Fault{File: shard.ManifestName, Kind: KindStructure, First: -1, Offset: -1,
+				Message: fmt.Sprintf("the structure of a %s dataset is checked only on the local file system; the files' sizes and SHA-256 were checked", m.Format)})
+			rep.finish()
+			return rep, nil
+		}
+		for _, err := range c(l.Root(), m) {
 			add(Fault{File: faultFile(err), Kind: KindStructure, First: -1, Offset: -1, Message: err.Error()})
 		}
 	}
@@ -323,42 +357,38 @@ var knownVersions = []int{1, 2}
 
 func knownVersion(v int) bool { return slices.Contains(knownVersions, v) }
 
-// checkExtra reports files in dir that the manifest does not list.
-func checkExtra(dir string, m *shard.Manifest, add func(Fault)) {
+// checkExtra reports files of the dataset that the manifest does not list. A listing that
+// fails is reported as a fault naming the folder it could not read.
+func checkExtra(ctx context.Context, b storage.Backend, m *shard.Manifest, add func(Fault)) {
 	listed := map[string]bool{shard.ManifestName: true}
 	for _, f := range m.Files {
 		listed[f.Path] = true
 	}
-	// WalkDir does not follow a link at its root: walk the folder a dir that is a link names.
-	root := dir
-	if real, err := filepath.EvalSymlinks(dir); err == nil {
-		root = real
-	}
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			add(Fault{File: p, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
-			return nil
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if !listed[rel] {
-			add(Fault{File: rel, Kind: KindExtra, First: -1, Offset: -1, Message: "file is not listed in the manifest"})
+	err := b.List(ctx, func(fi storage.FileInfo) error {
+		if !listed[fi.Name] {
+			add(Fault{File: fi.Name, Kind: KindExtra, First: -1, Offset: -1, Message: "file is not listed in the manifest"})
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() == nil {
+		file := ""
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			file = pe.Path
+		}
+		add(Fault{File: file, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
+	}
 }
 
 // checkFile checks one listed file: size, SHA-256 and, for shards, structure and checksums.
 // The file is read once, sequentially, in large O_DIRECT reads where the file system allows
 // them (see shard.ScanOptions): a shard's scan hashes the very bytes it checks, other files are
 // only hashed.
-func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64, sh *shardTally) error {
-	path := filepath.Join(dir, filepath.FromSlash(fe.Path))
-	st, err := os.Stat(path)
-	if errors.Is(err, os.ErrNotExist) {
+func checkFile(ctx context.Context, s *store, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64, sh *shardTally) error {
+	st, err := s.b.Stat(ctx, fe.Path)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, fs.ErrNotExist) {
 		add(Fault{File: fe.Path, Kind: KindMissing, First: -1, Offset: -1, Message: "file listed in the manifest does not exist"})
 		return nil
 	}
@@ -366,17 +396,17 @@ func checkFile(ctx context.Context, dir string, m *shard.Manifest, fe shard.File
 		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
 		return nil
 	}
-	if st.Size() != fe.Size {
+	if st.Size != fe.Size {
 		add(Fault{File: fe.Path, Kind: KindSize, First: -1, Offset: -1,
-			Message: fmt.Sprintf("size is %d bytes, manifest says %d", st.Size(), fe.Size)})
+			Message: fmt.Sprintf("size is %d bytes, manifest says %d", st.Size, fe.Size)})
 	}
 	h := &ctxHash{Hash: sha256.New(), ctx: ctx}
 	opts := shard.ScanOptions{Hash: h, Progress: progress, Direct: true}
 	var complete bool
 	if m.Format == shard.FormatShards && strings.HasSuffix(fe.Path, ".pks") {
-		complete = scanShard(path, fe, m, opts, add, records, sh)
+		complete = scanShard(ctx, s, fe, m, opts, add, records, sh)
 	} else {
-		err := shard.StreamFile(path, opts)
+		err := s.stream(ctx, fe.Path, opts)
 		complete = err == nil
 		if err != nil && ctx.Err() == nil {
 			add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
@@ -406,4 +436,31 @@ func (h *ctxHash) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return h.Hash.Write(p)
+}
+
+// stream reads the file name once for opts.Hash: by path (O_DIRECT where allowed) on the local
+// file system, through the backend elsewhere.
+func (s *store) stream(ctx context.Context, name string, opts shard.ScanOptions) error {
+	if s.local != nil {
+		return shard.StreamFile(s.local.LocalPath(name), opts)
+	}
+	r, err := s.b.Open(ctx, name)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", name, err)
+	}
+	defer r.Close()
+	return shard.Stream(r, r.Size(), name, opts)
+}
+
+// scan scans the shard name like shard.ScanFile, through the backend where it is not local.
+func (s *store) scan(ctx context.Context, name string, opts shard.ScanOptions, report func(*shard.CorruptionError)) error {
+	if s.local != nil {
+		return shard.ScanFile(s.local.LocalPath(name), opts, report)
+	}
+	r, err := s.b.Open(ctx, name)
+	if err != nil {
+		return fmt.Errorf("scan shard: %w", err)
+	}
+	defer r.Close()
+	return shard.ScanWith(r, r.Size(), name, opts, report)
 }

@@ -92,7 +92,7 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, o *benchOptions) error {
-	m, err := shard.ReadManifest(o.Dir)
+	m, err := shard.ReadManifestFS(datasetFS(ctx, o.Dir))
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func runBench(ctx context.Context, o *benchOptions) error {
 			return err
 		}
 	}
-	d, err := shard.OpenDataset(o.Dir)
+	d, err := shard.OpenDatasetFS(datasetFS(ctx, o.Dir), shard.ReaderOptions{})
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 		workers = 2 // verify.Dir's default
 	}
 	defer raiseProcs(workers)()
-	rep, err := verify.Dir(ctx, o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
+	rep, err := verify.Backend(ctx, datasetStore(o.Dir), o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
 	bar.Finish()
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"github.com/packer-dev/packer/formats/hdf5"
 	"github.com/packer-dev/packer/formats/npy"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
 )
 
 // anyDataset is random access to a packed dataset of any format, for inspect and preview.
@@ -21,9 +23,18 @@ type anyDataset interface {
 	Close() error
 }
 
+// datasetStore is the storage the commands that read a dataset (verify, inspect, preview,
+// bench) find it in: the local file system, for now the only backend.
+func datasetStore(dir string) *storage.Local { return storage.NewLocal(dir) }
+
+// datasetFS is the dataset in dir as the shard readers see it, through the storage seam.
+func datasetFS(ctx context.Context, dir string) shard.FS {
+	return storage.ShardFS(ctx, datasetStore(dir))
+}
+
 // openAny opens the dataset in dir through its manifest, whatever its format.
 func openAny(dir string) (anyDataset, error) {
-	m, err := shard.ReadManifest(dir)
+	m, err := shard.ReadManifestFS(datasetFS(context.Background(), dir))
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +45,7 @@ func openAny(dir string) (anyDataset, error) {
 }
 
 func openShards(dir string, _ *shard.Manifest) (anyDataset, error) {
-	d, err := shard.OpenDataset(dir)
+	d, err := shard.OpenDatasetFS(datasetFS(context.Background(), dir), shard.ReaderOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +68,9 @@ func openHDF5(dir string, m *shard.Manifest) (anyDataset, error) {
 	return &arrayDataset{m: m, r: r}, nil
 }
 
-func readManifestQuiet(dir string) (*shard.Manifest, error) { return shard.ReadManifest(dir) }
+func readManifestQuiet(dir string) (*shard.Manifest, error) {
+	return shard.ReadManifestFS(datasetFS(context.Background(), dir))
+}
 
 // shardsDataset adds per-record information to shard.Dataset.
 type shardsDataset struct{ *shard.Dataset }

@@ -157,6 +157,28 @@ func TestOutputContractLeaf(t *testing.T) {
 	}
 }
 
+// TestStorageLeaf: the storage seam (package storage and its conformance suite) imports only
+// shard, golang.org/x/sys and the standard library, so that every reader and the build can use
+// it, and a backend depends on nothing of the engine.
+func TestStorageLeaf(t *testing.T) {
+	g := load(t)
+	for _, rel := range []string{"storage", "storage/storagetest"} {
+		p := get(t, g, rel)
+		for _, imp := range p.Deps {
+			ok := standard(g, imp) || imp == mod+"/shard" || imp == mod+"/storage" ||
+				strings.HasPrefix(imp, "golang.org/x/sys/")
+			if !ok {
+				t.Errorf("%s depends on %s: it may import only shard, golang.org/x/sys and the standard library", rel, short(imp))
+			}
+		}
+		for _, imp := range p.Imports {
+			if imp == "C" {
+				t.Errorf("%s uses cgo", rel)
+			}
+		}
+	}
+}
+
 // never lists, for a package, the module packages it must never depend on, directly or
 // through another package.
 var never = []struct {
@@ -164,7 +186,7 @@ var never = []struct {
 	forbid []string
 	why    string
 }{
-	{"shard", []string{"pipeline", "transforms", "gpu", "verify", "formats"}, "the format and its readers stand alone"},
+	{"shard", []string{"pipeline", "transforms", "gpu", "verify", "formats", "storage"}, "the format and its readers stand alone (shard defines the FS it reads through; storage adapts to it)"},
 	{"verify", []string{"transforms", "gpu", "pipeline", "formats"}, "checking a dataset needs neither the decoders nor a GPU nor the build"},
 	{"transforms", []string{"pipeline", "formats", "verify", "gpu"}, "the CPU reference knows nothing of builds, sources or devices"},
 	{"gpu", []string{"pipeline", "formats", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},

@@ -1,4 +1,4 @@
-package pipeline
+package storage
 
 import (
 	"errors"
@@ -7,7 +7,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// exchange swaps the folders a and b in one atomic step (renameat2 RENAME_EXCHANGE).
+// exchange swaps the directories a and b in one atomic step (renameat2 RENAME_EXCHANGE), or
+// returns errNoExchange where the kernel or file system cannot.
 func exchange(a, b string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_EXCHANGE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
@@ -19,9 +20,10 @@ func exchange(a, b string) error {
 	return nil
 }
 
-// renameNoReplace renames a to b, failing if b exists (plain rename where the filesystem
-// lacks RENAME_NOREPLACE; the caller holds OUT's lock, so only a foreign process could race).
-func renameNoReplace(a, b string) error {
+// RenameNoReplace renames a to b, failing with an error matching fs.ErrExist if b exists
+// (renameat2 RENAME_NOREPLACE; a plain rename where the file system lacks it, so the caller
+// holds a lock that keeps its own processes away, and only a foreign process could race).
+func RenameNoReplace(a, b string) error {
 	err := unix.Renameat2(unix.AT_FDCWD, a, unix.AT_FDCWD, b, unix.RENAME_NOREPLACE)
 	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
 		return os.Rename(a, b)

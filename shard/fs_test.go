@@ -1,0 +1,130 @@
+package shard
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// memFS is an FS over files held in memory: a dataset that is not on the local file system.
+type memFS map[string][]byte
+
+func (m memFS) Open(name string) (File, error) {
+	b, ok := m[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return memFile{bytes.NewReader(b)}, nil
+}
+
+type memFile struct{ *bytes.Reader }
+
+func (memFile) Close() error { return nil }
+
+// loadMem reads the files of dir into a memFS and removes dir, so that nothing can read the
+// dataset by path any more.
+func loadMem(t *testing.T, dir string) memFS {
+	t.Helper()
+	m := memFS{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = b
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestDatasetFS: a dataset read through an FS that is not local (its folder removed) gives the
+// same records, labels and Loader batches as the one read by path, O_DIRECT asked or not.
+func TestDatasetFS(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 200, 9)
+	dir := buildDataset(t, fixedDatasetOpts, recs, []int{64, 1, 135})
+	local, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	localIdx, _ := runLoader(t, local, recs, LoaderOptions{BatchSize: 16, Shuffle: true, Seed: 3})
+	if _, ok := local.fsys.(LocalFS); !ok {
+		t.Fatal("OpenDataset's FS is not local")
+	}
+	if want := filepath.Join(dir, "shard-00001.pks"); local.ShardPath(1) != want {
+		t.Fatalf("ShardPath = %s, want %s", local.ShardPath(1), want)
+	}
+	m := loadMem(t, dir)
+
+	d, err := OpenDatasetFS(m, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Len() != 200 || d.NumShards() != 3 || d.ShardPath(2) != "shard-00002.pks" {
+		t.Fatalf("Len %d, shards %d, ShardPath(2) %q", d.Len(), d.NumShards(), d.ShardPath(2))
+	}
+	for i := range int64(200) {
+		got, err := d.Record(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lab, _ := d.Label(i); !bytes.Equal(got, recs[i].data) || lab != recs[i].label {
+			t.Fatalf("record %d differs", i)
+		}
+	}
+	for _, direct := range []bool{false, true} {
+		idx, _ := runLoader(t, d, recs, LoaderOptions{BatchSize: 16, Shuffle: true, Seed: 3, Direct: direct})
+		if !slices.Equal(idx, localIdx) {
+			t.Fatalf("direct %v: the Loader over the FS delivered another order", direct)
+		}
+	}
+}
+
+// TestDatasetFSErrors: a missing manifest or shard, and a damaged shard, are reported through
+// the FS under the file's name, as errors, not panics.
+func TestDatasetFSErrors(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 20, 10)
+	m := loadMem(t, buildDataset(t, fixedDatasetOpts, recs, []int{10, 10}))
+
+	noManifest := memFS{"shard-00000.pks": m["shard-00000.pks"]}
+	if _, err := OpenDatasetFS(noManifest, ReaderOptions{}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("without a manifest: %v, want a not-exist error", err)
+	}
+	noShard := memFS{ManifestName: m[ManifestName], "shard-00000.pks": m["shard-00000.pks"]}
+	d, err := OpenDatasetFS(noShard, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Record(15); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "shard-00001.pks") {
+		t.Fatalf("record of a missing shard: %v", err)
+	}
+	d.Close()
+
+	bad := memFS{ManifestName: m[ManifestName], "shard-00000.pks": m["shard-00000.pks"]}
+	b := bytes.Clone(m["shard-00001.pks"])
+	b[len(b)-3] ^= 0xff // the footer
+	bad["shard-00001.pks"] = b
+	d, err = OpenDatasetFS(bad, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Record(15); err == nil || !strings.Contains(err.Error(), "shard-00001.pks") {
+		t.Fatalf("record of a damaged shard: %v", err)
+	}
+	if _, err := ReadManifestFS(bad); err != nil {
+		t.Fatalf("ReadManifestFS: %v", err)
+	}
+}
