@@ -134,6 +134,37 @@ func sameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error
 	return nil
 }
 
+// LockParts takes the lock of every part directory (the one a build of that part takes), so
+// that no part is rebuilt while a merge checks and reads it; release gives them back. A part
+// being built is refused (ErrOutputLocked names the build's pid).
+func LockParts(dirs []string) (release func(), err error) {
+	var locks []*outLock
+	release = func() {
+		for _, l := range locks {
+			l.release()
+		}
+	}
+	held := map[string]bool{}
+	for _, d := range dirs {
+		p, err := newOutPaths(d)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("part %s: %w", d, err)
+		}
+		if held[p.lock] {
+			continue // a part given twice: ReadParts names it
+		}
+		held[p.lock] = true
+		l, err := lockOut(p)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("part %s: %w", d, err)
+		}
+		locks = append(locks, l)
+	}
+	return release, nil
+}
+
 // Merge writes the dataset of a complete, checked set of parts (ReadParts) into OUT, with the
 // output directory handling of Build (lock, staging, manifest last, atomic commit). The parts'
 // data should be verified first; every record read is checked against its block CRC anyway.

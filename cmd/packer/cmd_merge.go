@@ -62,6 +62,12 @@ the build's guarantees: OUT.packer-partial staging, the manifest last, an atomic
 }
 
 func runMerge(ctx context.Context, o *mergeOptions) error {
+	// No part may be rebuilt while it is checked and read.
+	release, err := pipeline.LockParts(o.Parts)
+	if err != nil {
+		return err
+	}
+	defer release()
 	parts, err := pipeline.ReadParts(o.Parts)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
+	"github.com/packer-dev/packer/pipeline"
 )
 
 // sameTree fails unless the directories a and b hold the same files with the same bytes.
@@ -224,6 +225,7 @@ func TestMergeRefuses(t *testing.T) {
 		{[]string{p0, p1, otherSrc}, "source listing", 1},
 		{[]string{p0, p1, whole}, "is a whole dataset, not a part", 1},
 		{[]string{p0, damaged, p2}, "rebuild that part", 3},
+		{[]string{p0, p1, p1 + "/"}, "part 1/3 given twice", 1}, // one lock per folder, however spelt
 	} {
 		out := filepath.Join(root, "merged")
 		_, stderr, code := run(t, append([]string{"merge", "-o", out}, c.parts...)...)
@@ -233,6 +235,28 @@ func TestMergeRefuses(t *testing.T) {
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("merge %v wrote %s", c.parts, out)
 		}
+	}
+}
+
+// TestMergeRefusesPartBeingBuilt: a part whose folder is locked by a build (a retry of the
+// part still running) is refused, not read half-written.
+func TestMergeRefusesPartBeingBuilt(t *testing.T) {
+	root := t.TempDir()
+	src := partsCorpus(t, root)
+	var parts []string
+	for i := 0; i < 2; i++ {
+		p := filepath.Join(root, fmt.Sprint("p", i))
+		mustRun(t, "build", src["idx"], "-o", p, "--part", fmt.Sprintf("%d/2", i))
+		parts = append(parts, p)
+	}
+	release, err := pipeline.LockParts(parts[1:]) // what a running build of part 1 holds
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	_, stderr, code := run(t, append([]string{"merge", "-o", filepath.Join(root, "m")}, parts...)...)
+	if code == 0 || !strings.Contains(stderr, "is locked by the build with pid") {
+		t.Errorf("merge while part 1 is locked: exit %d\n%s", code, stderr)
 	}
 }
 
