@@ -2,6 +2,7 @@ package tfrecord
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -193,11 +194,14 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		if size > MaxRecordSize {
 			return rest(fmt.Errorf("record of %d bytes, the limit is %d", size, MaxRecordSize))
 		}
-		data := make([]byte, size+4)
-		if _, err := io.ReadFull(r, data); err != nil {
+		data := bytes.NewBuffer(make([]byte, 0, min(size+4, 1<<20)))
+		if got, err := data.ReadFrom(io.LimitReader(r, int64(size)+4)); err != nil || got < int64(size)+4 {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
 			return rest(fmt.Errorf("record data: %w", err))
 		}
-		body, crc := data[:size], binary.LittleEndian.Uint32(data[size:])
+		body, crc := data.Bytes()[:size], binary.LittleEndian.Uint32(data.Bytes()[size:])
 		it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, n)}
 		meta, _ := json.Marshal(map[string]any{"file": fname, "record": n})
 		if want := masked(body); crc != want {

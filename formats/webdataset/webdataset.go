@@ -3,6 +3,7 @@ package webdataset
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -218,8 +219,8 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 			cur.err = fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooLarge, inputs.Name(h.Name), h.Size, MaxMemberSize)
 			continue
 		}
-		data := make([]byte, h.Size)
-		if _, err := io.ReadFull(tr, data); err != nil {
+		data, err := readN(tr, h.Size)
+		if err != nil {
 			where := fmt.Sprintf("%s (after member %d)", shardName, members-1)
 			cur = nil
 			return s.emitBad(seq, where, fmt.Errorf("%w: %w", ErrTruncated, err), emit)
@@ -311,4 +312,15 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		return &pipeline.InputError{Input: it.Name, Err: err}
 	}
 	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: meta})
+}
+
+// readN reads exactly n bytes of r. The buffer grows with what arrives, so a header that
+// claims a large member in a truncated file costs no large allocation.
+func readN(r io.Reader, n int64) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, min(n, 1<<20)))
+	got, err := buf.ReadFrom(io.LimitReader(r, n))
+	if err == nil && got < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return buf.Bytes(), err
 }
