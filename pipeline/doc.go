@@ -101,4 +101,7 @@
 //   - writer.go: source-order writing, the skipped list, accounting, the manifest.
 //   - commit.go and commit_*.go: overlap and mount checks, the lock, recovery, the exchange.
 //   - types.go: the Source contract (Item, Clip, SourceInfo, DirectSource, PlannedSource).
+//   - part.go and merge.go: builds in parts (Options.Part: a contiguous slice of the one
+//     enumeration, the listing digest) and Merge, which joins the parts into the bytes one
+//     build writes.
 package pipeline
