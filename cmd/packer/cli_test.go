@@ -195,3 +195,30 @@ func TestPreviewRefusesInsideDataset(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFlagHelp: the values of build's enumerated flags complete in the shell, and a mistyped
+// flag gets a suggestion.
+func TestFlagHelp(t *testing.T) {
+	out, _, code := run(t, "__complete", "build", "--format", "")
+	if code != 0 || !strings.Contains(out, "shards\nnpy\nhdf5\n") {
+		t.Errorf("--format completion: exit %d\n%s", code, out)
+	}
+	out, _, _ = run(t, "__complete", "build", "--from", "")
+	for _, k := range []string{"folder", "cifar10", "webdataset", "tfrecord"} {
+		if !strings.Contains(out, k+"\n") {
+			t.Errorf("--from completion lacks %s:\n%s", k, out)
+		}
+	}
+	out, _, _ = run(t, "__complete", "build", "--dtype", "")
+	if !strings.Contains(out, "float16\n") {
+		t.Errorf("--dtype completion:\n%s", out)
+	}
+	_, stderr, code := run(t, "build", "src", "-o", "out", "--crp", "8")
+	if code != 2 || !strings.Contains(stderr, "unknown flag: --crp; did you mean --crop?") {
+		t.Errorf("mistyped flag: exit %d\n%s", code, stderr)
+	}
+	_, stderr, _ = run(t, "build", "src", "-o", "out", "--zzzzzzzz")
+	if strings.Contains(stderr, "did you mean") {
+		t.Errorf("a suggestion for a flag nothing resembles:\n%s", stderr)
+	}
+}

@@ -134,6 +134,22 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 		},
 	}
 	opts.addFlags(cmd.Flags())
+	var formats, kinds []string
+	for _, e := range outputs {
+		formats = append(formats, e.Name)
+	}
+	for _, e := range sources {
+		kinds = append(kinds, e.Kind)
+	}
+	for flag, values := range map[string][]string{
+		"format": formats, "from": kinds, "device": {"auto", "cpu", "gpu"},
+		"dtype": {"uint8", "float16", "float32"}, "layout": {"hwc", "chw"},
+		"filter":   {"nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"},
+		"on-error": {pipeline.OnErrorSkip, pipeline.OnErrorFail}, "short": {"skip", "pad"},
+		"split": {"train", "test"},
+	} {
+		_ = cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp))
+	}
 	return cmd
 }
 

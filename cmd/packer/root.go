@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/packer-dev/packer/pipeline"
 )
@@ -126,7 +127,7 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 	}
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usagef(err) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usagef(suggestFlag(c, err)) })
 	root.AddCommand(
 		newBuildCommand(io, nil),
 		newVerifyCommand(io, nil),
@@ -165,4 +166,49 @@ func refuseURLs(c *cobra.Command, args []string) error {
 		}
 	}
 	return nil
+}
+
+// suggestFlag adds "did you mean --x?" to an unknown-flag error when a flag of the command is
+// within two edits of the one given.
+func suggestFlag(c *cobra.Command, err error) error {
+	msg := err.Error()
+	const prefix = "unknown flag: --"
+	if !strings.HasPrefix(msg, prefix) {
+		return err
+	}
+	given := strings.TrimPrefix(msg, prefix)
+	best, bestD := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if d := editDistance(given, f.Name); d < bestD {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w; did you mean --%s?", err, best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
