@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"hash/crc32"
 	"image"
 	"image/png"
@@ -220,5 +221,24 @@ func TestFlagHelp(t *testing.T) {
 	_, stderr, _ = run(t, "build", "src", "-o", "out", "--zzzzzzzz")
 	if strings.Contains(stderr, "did you mean") {
 		t.Errorf("a suggestion for a flag nothing resembles:\n%s", stderr)
+	}
+}
+
+// TestBuildJSON: build --json prints one JSON summary on stdout that agrees with the manifest.
+func TestBuildJSON(t *testing.T) {
+	src := t.TempDir()
+	writePNGFolder(t, src, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	stdout := mustRun(t, "build", src, "-o", out, "--crop", "2", "--json")
+	var s buildSummary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, stdout)
+	}
+	m, err := shard.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Records != m.Count || s.Inputs != m.Inputs || s.Format != "shards" || s.Source != "folder" || s.Out != out || s.Files != len(m.Files) {
+		t.Errorf("summary %+v does not agree with the manifest (count %d, inputs %d)", s, m.Count, m.Inputs)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -58,6 +59,8 @@ type buildOptions struct {
 
 	ImageKey string // --image-key (tfrecord)
 	LabelKey string // --label-key (tfrecord)
+
+	JSON bool // --json: the final summary as JSON
 
 	Part  string // --part I/N or auto
 	Parts int    // --parts N, with --part auto in a Kubernetes Indexed Job
@@ -184,6 +187,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: skip a file when its decoder makes no progress for this long")
 	f.StringVar(&o.ImageKey, "image-key", "", "tfrecord: the bytes feature holding the encoded image (default image/encoded)")
 	f.StringVar(&o.LabelKey, "label-key", "", "tfrecord: the int64 feature holding the label (default image/class/label)")
+	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
 }
@@ -381,6 +385,20 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		return err
 	}
 	secs := sum.Elapsed.Seconds()
+	if o.JSON {
+		s := buildSummary{
+			Out: sum.Out, Source: kind, Format: sum.Manifest.Format, Records: sum.Records, Inputs: sum.Items,
+			Skipped: sum.Skipped, Reasons: sum.Reasons, Files: len(sum.Manifest.Files), FileBytes: sum.FileBytes,
+			RecordBytes: sum.Bytes, Seconds: secs, RecordsPerSecond: float64(sum.Records) / secs,
+			Device: device, Workers: o.Workers,
+		}
+		if o.part != nil {
+			s.Part = fmt.Sprintf("%d/%d", o.part.Index, o.part.Count)
+		}
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	}
 	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %.1f MB]\n",
 		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), float64(sum.FileBytes)/1e6)
 	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %.1f MB/s\n",
@@ -392,4 +410,23 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		}
 	}
 	return nil
+}
+
+// buildSummary is build's --json output.
+type buildSummary struct {
+	Out              string         `json:"out"`
+	Source           string         `json:"source"`
+	Format           string         `json:"format"`
+	Part             string         `json:"part,omitempty"`
+	Records          int64          `json:"records"`
+	Inputs           int64          `json:"inputs"`
+	Skipped          int64          `json:"skipped"`
+	Reasons          map[string]int `json:"skip_reasons"`
+	Files            int            `json:"files"`
+	FileBytes        int64          `json:"file_bytes"`
+	RecordBytes      int64          `json:"record_bytes"`
+	Seconds          float64        `json:"seconds"`
+	RecordsPerSecond float64        `json:"records_per_second"`
+	Device           string         `json:"device"`
+	Workers          int            `json:"workers"`
 }
