@@ -84,11 +84,11 @@ func TestSelect(t *testing.T) {
 	if d != nil || summary != "cpu" || err != nil {
 		t.Errorf("Select(cpu) = %v, %q, %v", d, summary, err)
 	}
-	d, summary, err = Select("auto")
-	if d != nil || err != nil || !strings.HasPrefix(summary, "cpu (auto: gpu: ") {
-		t.Errorf("Select(auto) = %v, %q, %v", d, summary, err)
+	d, summary, why, err := SelectWhy("auto")
+	if d != nil || err != nil || why == nil || summary != map[bool]string{true: "cpu (no CUDA driver)", false: "cpu (no GPU)"}[errors.Is(why, ErrNoDriver)] {
+		t.Errorf("SelectWhy(auto) = %v, %q, %v, %v", d, summary, why, err)
 	}
-	t.Logf("auto: %s", summary)
+	t.Logf("auto: %s: %v", summary, why)
 	d, _, err = Select("gpu")
 	if d != nil || err == nil || !strings.HasPrefix(err.Error(), "--device gpu: no usable GPU: gpu: ") {
 		t.Errorf("Select(gpu) = %v, %v", d, err)

@@ -60,7 +60,8 @@ type buildOptions struct {
 	ImageKey string // --image-key (tfrecord)
 	LabelKey string // --label-key (tfrecord)
 
-	JSON bool // --json: the final summary as JSON
+	JSON    bool // --json: the final summary as JSON
+	Verbose bool // -v: details in the summary (why --device auto chose the CPU)
 
 	Part  string // --part I/N or auto
 	Parts int    // --parts N, with --part auto in a Kubernetes Indexed Job
@@ -187,6 +188,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: skip a file when its decoder makes no progress for this long")
 	f.StringVar(&o.ImageKey, "image-key", "", "tfrecord: the bytes feature holding the encoded image (default image/encoded)")
 	f.StringVar(&o.LabelKey, "label-key", "", "tfrecord: the int64 feature holding the label (default image/class/label)")
+	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say more in the summary (why --device auto chose the CPU)")
 	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
@@ -342,7 +344,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	if err := o.output.CheckSpec(pipeline.DatasetSpec(src, o.transform)); err != nil {
 		return usagef(err)
 	}
-	resizer, device, release, err := openDevice(o.Device, o.transform)
+	resizer, device, release, err := openDevice(o.Device, o.transform, o.Verbose)
 	if err != nil {
 		return err
 	}

@@ -22,12 +22,15 @@ var selfCheckTimeout = gpu.DefaultSelfCheckTimeout
 // difference, error or timeout, auto falls back to the CPU with the reason in the summary and
 // gpu fails. The bytes of the output are the CPU's either way; the check keeps an unproven
 // device or driver from changing them.
-func openDevice(want string, spec transforms.Spec) (pipeline.BatchResizer, string, func(), error) {
-	dev, summary, err := gpu.Select(want)
+func openDevice(want string, spec transforms.Spec, verbose bool) (pipeline.BatchResizer, string, func(), error) {
+	dev, summary, why, err := gpu.SelectWhy(want)
 	if err != nil {
 		return nil, "", func() {}, err
 	}
 	if dev == nil {
+		if verbose && why != nil {
+			summary += ": " + why.Error()
+		}
 		return nil, summary, func() {}, nil
 	}
 	fail := func(err error) (pipeline.BatchResizer, string, func(), error) {
