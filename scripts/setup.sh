@@ -55,5 +55,15 @@ PYEOF
   rm -rf "$tmp"
 fi
 
+# pyarrow writes the Parquet source's test fixtures (Debian bookworm has no python3-pyarrow): a
+# venv over Debian's Python (its NumPy) with the pinned wheel from PyPI.
+PYARROW_VERSION=17.0.0
+PYARROW_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/packer/pyarrow-$PYARROW_VERSION"
+if ! "$PYARROW_VENV/bin/python" -c "import pyarrow" >/dev/null 2>&1; then
+  rm -rf "$PYARROW_VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$PYARROW_VENV"
+  "$PYARROW_VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: "pyarrow==$PYARROW_VERSION"
+fi
+
 go build -o bin/packer ./cmd/packer
 echo "setup: done ($(go version), packer built at bin/packer)"

@@ -13,6 +13,7 @@ import (
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/parquet"
 	"github.com/packer-dev/packer/formats/tfrecord"
 	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/formats/webdataset"
@@ -23,7 +24,7 @@ import (
 // TestSourceTable there checks that the two agree.
 var entries = []source.Entry{
 	imagedir.FolderEntry, imagedir.ListEntry, cifar.Entry10, cifar.Entry100, idx.Entry, video.FramesEntry, video.VideoEntry,
-	webdataset.Entry, tfrecord.Entry,
+	webdataset.Entry, tfrecord.Entry, parquet.Entry,
 }
 
 func TestDetect(t *testing.T) {

@@ -31,8 +31,8 @@ type Options struct {
 	Short      string        // policy for videos shorter than a clip (frames, video)
 	FPS        float64       // resample video timelines to this rate; 0 keeps every frame
 	Timeout    time.Duration // ffprobe/ffmpeg wait bound (video); 0 = the default
-	ImageKey   string        // the feature holding the image (tfrecord); "" = the source's default
-	LabelKey   string        // the feature holding the label (tfrecord); "" = the source's default
+	ImageKey   string        // the feature (tfrecord) or column (parquet) holding the image; "" = the default
+	LabelKey   string        // the feature (tfrecord) or column (parquet) holding the label; "" = the default
 }
 
 // Entry is what a source package exports for the command's table of source kinds.

@@ -93,6 +93,8 @@ Sources (--from; detected from SOURCE when omitted):
                      .tar/.tar.gz/.tgz files or one
   tfrecord           TFRecord files of tf.train.Example (image/encoded, image/class/label):
                      a folder of *.tfrecord* or *-of-* files, or one
+  parquet            Parquet files (Hugging Face layout: image {bytes, path} or binary,
+                     label int or string): a folder of *.parquet files, or one
 
 The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT when complete, so an
 interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
@@ -159,7 +161,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
-	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord (default: detect)")
+	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
@@ -188,6 +190,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.DurationVar(&o.Timeout, "decode-timeout", 5*time.Minute, "video: skip a file when its decoder makes no progress for this long")
 	f.StringVar(&o.ImageKey, "image-key", "", "tfrecord: the bytes feature holding the encoded image (default image/encoded)")
 	f.StringVar(&o.LabelKey, "label-key", "", "tfrecord: the int64 feature holding the label (default image/class/label)")
+	f.StringVar(&o.ImageKey, "image-column", "", "parquet: the image column, binary or {bytes, path} (default image, else img)")
+	f.StringVar(&o.LabelKey, "label-column", "", "parquet: the label column, integer or string (default label)")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say more in the summary (why --device auto chose the CPU)")
 	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")

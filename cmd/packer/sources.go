@@ -7,6 +7,7 @@ import (
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/parquet"
 	"github.com/packer-dev/packer/formats/tfrecord"
 	"github.com/packer-dev/packer/formats/video"
 	"github.com/packer-dev/packer/formats/webdataset"
@@ -27,6 +28,7 @@ var sources = []source.Entry{
 	video.VideoEntry,
 	webdataset.Entry,
 	tfrecord.Entry,
+	parquet.Entry,
 }
 
 // sourceEntry returns the table's entry for kind.

@@ -241,7 +241,7 @@ func TestNothingImportsCommands(t *testing.T) {
 // layout rules).
 func TestSourcesAndOutputsApart(t *testing.T) {
 	g := load(t)
-	sources := []string{"formats/cifar", "formats/idx", "formats/imagedir", "formats/video", "formats/webdataset", "formats/tfrecord"}
+	sources := []string{"formats/cifar", "formats/idx", "formats/imagedir", "formats/video", "formats/webdataset", "formats/tfrecord", "formats/parquet"}
 	outputs := []string{"formats/shards", "formats/npy", "formats/hdf5"}
 	check := func(rel string, forbid []string, why string) {
 		p := get(t, g, rel)

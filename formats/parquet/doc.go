@@ -1,0 +1,29 @@
+// Package parquet is the source --from parquet: Parquet files whose image column holds encoded
+// images, as the Hugging Face Hub serves ImageNet-1k and most image datasets.
+//
+// # Layout
+//
+// The source is one Parquet file or a folder of them (every non-hidden regular file ending in
+// .parquet, sorted by name). The image column (ImageColumn, --image-column; by default a
+// column named "image", else "img") is either binary (the encoded image) or the Hugging Face
+// datasets Image struct {bytes: binary, path: string}, whose "bytes" leaf is read. The label
+// column (LabelColumn, --label-column; default "label") is an integer or a string. Integer
+// labels are kept; their class names come from --classes or, when absent, from the Hugging
+// Face feature metadata in the file (a ClassLabel's "names" under the "huggingface" key).
+// String labels become classes, sorted, read from every file before the build starts.
+//
+// Files are read row group by row group with github.com/parquet-go/parquet-go (pure Go,
+// streaming pages; the README's dependency table says why): only the image and label columns
+// are read, a row group's labels first, then its image pages, so memory holds one page of
+// images and one row group's labels, never a file.
+//
+// # Order, names, provenance, bad input
+//
+// Records are in file order, then row order. A row is named "FILE#ROW" (ROW from 0 within the
+// file) and carries {"file": FILE, "row": ROW} as per-record metadata. A null image or label,
+// an undecodable image, or a label out of --classes is skipped with the reason (or fails the
+// build with --on-error fail). A file that cannot be opened as Parquet, or whose columns
+// cannot be read, is one skipped entry "FILE (from row N)" with the reason, keeping the rows
+// read before; the build goes on with the next file. A file without the image or label column
+// is refused at open, naming the columns it has.
+package parquet

@@ -1,0 +1,24 @@
+package parquet
+
+import (
+	"strings"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Entry is the source kind parquet, for the command's table.
+var Entry = source.Entry{
+	Kind:    Kind,
+	Help:    "*.parquet files with an image column (binary or {bytes, path}) and a label column",
+	Classes: true,
+	Sniff: source.Sniffer{
+		Top:      func(lower string, dir bool) bool { return !dir && strings.HasSuffix(lower, ".parquet") },
+		FileExts: []string{".parquet"},
+	},
+	Open: func(p string, o source.Options) (pipeline.Source, error) {
+		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient},
+			ImageColumn: o.ImageKey, LabelColumn: o.LabelKey, Classes: o.Classes})
+	},
+}

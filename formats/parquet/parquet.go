@@ -1,0 +1,457 @@
+package parquet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	pq "github.com/parquet-go/parquet-go"
+
+	"github.com/packer-dev/packer/formats/inputs"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Kind is the source kind's --from name.
+const Kind = "parquet"
+
+// DefaultLabelColumn is the label column's default name.
+const DefaultLabelColumn = "label"
+
+// Errors a skipped row's reason wraps.
+var (
+	ErrNullImage = errors.New("null image")
+	ErrNullLabel = errors.New("null label")
+	ErrLabel     = errors.New("bad label")
+	ErrFile      = errors.New("file unreadable from here on")
+)
+
+// Options configure a Source.
+type Options struct {
+	// Decode is passed to transforms.DecodeBytes (pixel cap, EXIF orientation); with --fast
+	// the build's transform sets Decode.Draft (PlanDecode).
+	Decode transforms.DecodeOptions
+	// ImageColumn and LabelColumn name the columns; "" means the defaults.
+	ImageColumn, LabelColumn string
+	// Classes names the labels (--classes): label i is Classes[i].
+	Classes []string
+}
+
+// Source is a pipeline.Source over Parquet files.
+type Source struct {
+	root      string
+	files     []string
+	opts      Options
+	imagePath []string // leaf path of the image bytes
+	labelPath []string
+	strLabels bool             // the label column holds strings
+	index     map[string]int64 // string label -> class index
+	classes   []string
+	scratch   sync.Pool // *transforms.DecodeScratch
+}
+
+var _ pipeline.PlannedSource = (*Source)(nil)
+
+// Open opens one Parquet file or a folder of them, checks their columns, and for string labels
+// reads every file's label column to list the classes.
+func Open(p string, opts Options) (*Source, error) {
+	if opts.LabelColumn == "" {
+		opts.LabelColumn = DefaultLabelColumn
+	}
+	if err := inputs.CheckClasses(opts.Classes); err != nil {
+		return nil, fmt.Errorf("parquet: --classes: %w", err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("parquet: %w", err)
+	}
+	s := &Source{opts: opts}
+	if !fi.IsDir() {
+		s.root, s.files = filepath.Dir(p), []string{filepath.Base(p)}
+	} else {
+		ents, err := os.ReadDir(p)
+		if err != nil {
+			return nil, fmt.Errorf("parquet: %w", err)
+		}
+		for _, e := range ents {
+			if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(strings.ToLower(e.Name()), ".parquet") {
+				s.files = append(s.files, e.Name())
+			}
+		}
+		if len(s.files) == 0 {
+			return nil, fmt.Errorf("parquet: %s: no .parquet file", p)
+		}
+		sort.Strings(s.files)
+		s.root = p
+	}
+	if err := s.inspect(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open opens one file of the source.
+func (s *Source) open(name string) (*pq.File, *os.File, error) {
+	f, err := inputs.Open(filepath.Join(s.root, name))
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	pf, err := pq.OpenFile(f, st.Size(), pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return pf, f, nil
+}
+
+// inspect reads the first file's schema and metadata (columns, class names) and, for string
+// labels, the label column of every file.
+func (s *Source) inspect() error {
+	pf, f, err := s.open(s.files[0])
+	if err != nil {
+		return fmt.Errorf("parquet: %s: %w", s.files[0], err)
+	}
+	defer f.Close()
+	schema := pf.Schema()
+	var leaves []string
+	for _, path := range schema.Columns() {
+		leaves = append(leaves, strings.Join(path, "."))
+	}
+	img := []string{s.opts.ImageColumn}
+	if s.opts.ImageColumn == "" {
+		img = []string{"image", "img"}
+	}
+	for _, c := range img {
+		for _, path := range [][]string{{c, "bytes"}, {c}} {
+			if leaf, ok := schema.Lookup(path...); ok && leaf.Node.Type().Kind() == pq.ByteArray {
+				s.imagePath = path
+				break
+			}
+		}
+		if s.imagePath != nil {
+			break
+		}
+	}
+	if s.imagePath == nil {
+		return fmt.Errorf("parquet: %s: no image column %s (binary, or a struct with a binary \"bytes\" field); the columns are %s; name it with --image-column",
+			s.files[0], strings.Join(img, " or "), strings.Join(leaves, ", "))
+	}
+	leaf, ok := schema.Lookup(s.opts.LabelColumn)
+	if !ok {
+		return fmt.Errorf("parquet: %s: no label column %q; the columns are %s; name it with --label-column", s.files[0], s.opts.LabelColumn, strings.Join(leaves, ", "))
+	}
+	s.labelPath = []string{s.opts.LabelColumn}
+	switch leaf.Node.Type().Kind() {
+	case pq.Int32, pq.Int64:
+	case pq.ByteArray:
+		s.strLabels = true
+	default:
+		return fmt.Errorf("parquet: %s: label column %q is %s, want an integer or a string", s.files[0], s.opts.LabelColumn, leaf.Node.Type())
+	}
+	s.classes = s.opts.Classes
+	if s.strLabels {
+		if len(s.opts.Classes) > 0 {
+			return fmt.Errorf("parquet: --classes: the label column %q holds class names already", s.opts.LabelColumn)
+		}
+		return s.stringClasses()
+	}
+	if len(s.classes) == 0 {
+		s.classes = hfNames(pf, s.opts.LabelColumn)
+	}
+	return nil
+}
+
+// hfNames returns the class names of a Hugging Face ClassLabel feature, if the file says.
+func hfNames(pf *pq.File, column string) []string {
+	v, ok := pf.Lookup("huggingface")
+	if !ok {
+		return nil
+	}
+	var meta struct {
+		Info struct {
+			Features map[string]struct {
+				Type  string   `json:"_type"`
+				Names []string `json:"names"`
+			} `json:"features"`
+		} `json:"info"`
+	}
+	if json.Unmarshal([]byte(v), &meta) != nil {
+		return nil
+	}
+	if f, ok := meta.Info.Features[column]; ok && f.Type == "ClassLabel" && inputs.CheckClasses(f.Names) == nil {
+		return f.Names
+	}
+	return nil
+}
+
+// stringClasses reads every file's label column and makes the sorted classes.
+func (s *Source) stringClasses() error {
+	seen := map[string]bool{}
+	for _, name := range s.files {
+		pf, f, err := s.open(name)
+		if err != nil {
+			return fmt.Errorf("parquet: %s: %w", name, err)
+		}
+		err = s.eachRowGroup(pf, func(rg pq.RowGroup) error {
+			col, err := s.column(pf, rg, s.labelPath)
+			if err != nil {
+				return err
+			}
+			return readValues(col, func(v pq.Value) error {
+				if !v.IsNull() {
+					seen[string(v.ByteArray())] = true
+				}
+				return nil
+			})
+		})
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("parquet: %s: labels: %w", name, err)
+		}
+	}
+	for c := range seen {
+		s.classes = append(s.classes, c)
+	}
+	sort.Strings(s.classes)
+	s.index = make(map[string]int64, len(s.classes))
+	for i, c := range s.classes {
+		s.index[c] = int64(i)
+	}
+	return nil
+}
+
+func (s *Source) eachRowGroup(pf *pq.File, fn func(pq.RowGroup) error) error {
+	for _, rg := range pf.RowGroups() {
+		if err := fn(rg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// column returns the pages of the leaf at path in rg.
+func (s *Source) column(pf *pq.File, rg pq.RowGroup, path []string) (pq.Pages, error) {
+	leaf, ok := pf.Schema().Lookup(path...)
+	if !ok {
+		return nil, fmt.Errorf("no column %s", strings.Join(path, "."))
+	}
+	return rg.ColumnChunks()[leaf.ColumnIndex].Pages(), nil
+}
+
+// readValues calls fn with every value of the pages, in order, and closes them.
+func readValues(pages pq.Pages, fn func(pq.Value) error) error {
+	defer pages.Close()
+	buf := make([]pq.Value, 256)
+	for {
+		page, err := pages.ReadPage()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		vr := page.Values()
+		for {
+			n, err := vr.ReadValues(buf)
+			for _, v := range buf[:n] {
+				if err := fn(v); err != nil {
+					pq.Release(page)
+					return err
+				}
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				pq.Release(page)
+				return err
+			}
+		}
+		pq.Release(page)
+	}
+}
+
+// PlanDecode takes the build's transform: with --fast, JPEGs are decoded at the reduced scale
+// it allows. Images decoded from memory are never windows.
+func (s *Source) PlanDecode(p pipeline.DecodePlan) {
+	if s.opts.Decode.Draft == nil && p.Transform.Fast {
+		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, 1)
+	}
+}
+
+// Info describes the source.
+func (s *Source) Info() pipeline.SourceInfo {
+	mp := s.opts.Decode.MaxPixels
+	if mp == 0 {
+		mp = transforms.DefaultMaxPixels
+	}
+	labels := "integers"
+	if s.strLabels {
+		labels = "names"
+	}
+	return pipeline.SourceInfo{
+		Kind:    Kind,
+		Classes: append([]string(nil), s.classes...),
+		Spec: map[string]any{
+			"kind": Kind, "files": len(s.files), "image_column": strings.Join(s.imagePath, "."),
+			"label_column": s.opts.LabelColumn, "labels": labels,
+			"exif_orient": s.opts.Decode.ExifOrient, "fast_decode": s.opts.Decode.Draft != nil, "max_pixels": mp,
+		},
+		HasMeta: true,
+		Count:   -1,
+	}
+}
+
+// note is what Enumerate hands Decode in Item.Note.
+type note struct {
+	meta []byte
+	err  error
+}
+
+// Enumerate reads the files in order and emits one item per row.
+func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	var seq int64
+	for _, name := range s.files {
+		if err := s.enumerateFile(ctx, name, &seq, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emitErr marks an error returned by the pipeline's emit, which ends the enumeration.
+type emitErr struct{ error }
+
+func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(pipeline.Item) error) error {
+	fname := inputs.Name(name)
+	row := int64(0)
+	send := func(it pipeline.Item) error {
+		it.Seq = *seq
+		*seq++
+		if err := emit(it); err != nil {
+			return emitErr{err}
+		}
+		return nil
+	}
+	rest := func(err error) error {
+		return send(pipeline.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: note{err: fmt.Errorf("%w: %w", ErrFile, err)}})
+	}
+	pf, f, err := s.open(name)
+	if err != nil {
+		return unwrapEmit(rest(err))
+	}
+	defer f.Close()
+	err = s.eachRowGroup(pf, func(rg pq.RowGroup) error {
+		if err := ctx.Err(); err != nil {
+			return emitErr{err}
+		}
+		// The row group's labels first (small), then its images page by page.
+		lcol, err := s.column(pf, rg, s.labelPath)
+		if err != nil {
+			return err
+		}
+		var labels []pq.Value
+		if err := readValues(lcol, func(v pq.Value) error { labels = append(labels, v.Clone()); return nil }); err != nil {
+			return err
+		}
+		icol, err := s.column(pf, rg, s.imagePath)
+		if err != nil {
+			return err
+		}
+		i := 0
+		err = readValues(icol, func(v pq.Value) error {
+			if i >= len(labels) {
+				return fmt.Errorf("the image column has more rows than the label column (%d)", len(labels))
+			}
+			it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
+			meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
+			label, lerr := s.label(labels[i])
+			switch {
+			case v.IsNull():
+				it.Note = note{err: ErrNullImage}
+			case lerr != nil:
+				it.Note = note{err: lerr}
+			default:
+				it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, note{meta: meta}
+			}
+			i++
+			row++
+			return send(it)
+		})
+		if err == nil && i != len(labels) {
+			err = fmt.Errorf("the image column has %d rows, the label column %d", i, len(labels))
+		}
+		return err
+	})
+	if err != nil {
+		var ee emitErr
+		if errors.As(err, &ee) {
+			return ee.error
+		}
+		return unwrapEmit(rest(err))
+	}
+	return nil
+}
+
+func unwrapEmit(err error) error {
+	var ee emitErr
+	if errors.As(err, &ee) {
+		return ee.error
+	}
+	return err
+}
+
+// label converts a label value to a class index.
+func (s *Source) label(v pq.Value) (int64, error) {
+	if v.IsNull() {
+		return 0, ErrNullLabel
+	}
+	var l int64
+	if s.strLabels {
+		l = s.index[string(v.ByteArray())]
+	} else {
+		l = v.Int64()
+		if v.Kind() == pq.Int32 {
+			l = int64(v.Int32())
+		}
+	}
+	if l < 0 || len(s.classes) > 0 && l >= int64(len(s.classes)) {
+		return 0, fmt.Errorf("%w: %s, want 0..%d", ErrLabel, strconv.FormatInt(l, 10), len(s.classes)-1)
+	}
+	return l, nil
+}
+
+// Decode decodes a row's image, or reports the fault Enumerate found in it.
+func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+	nt, _ := it.Note.(note)
+	if nt.err != nil {
+		return &pipeline.InputError{Input: it.Name, Err: nt.err}
+	}
+	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
+	if sc == nil {
+		sc = new(transforms.DecodeScratch)
+	}
+	defer s.scratch.Put(sc)
+	img, err := transforms.DecodeBytes(it.Raw, s.opts.Decode, sc)
+	if err != nil {
+		var de *transforms.DecodeError
+		if errors.As(err, &de) {
+			err = de.Err
+		}
+		return &pipeline.InputError{Input: it.Name, Err: err}
+	}
+	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.meta})
+}

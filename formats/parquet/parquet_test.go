@@ -1,0 +1,212 @@
+package parquet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/formats/shards"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// pyarrowPython is the interpreter that writes the fixtures with pyarrow, the library the
+// Hugging Face datasets library writes Parquet with: $PACKER_PYARROW_PYTHON, else the venv
+// scripts/setup.sh makes. A missing pyarrow fails the tests (PACKER_NO_PYARROW=1 skips them).
+func pyarrowPython(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("PACKER_NO_PYARROW") == "1" {
+		t.Skip("PACKER_NO_PYARROW=1: Parquet fixture tests skipped")
+	}
+	p := os.Getenv("PACKER_PYARROW_PYTHON")
+	if p == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		p = filepath.Join(cache, "packer", "pyarrow-17.0.0", "bin", "python")
+	}
+	if out, err := exec.Command(p, "-c", "import pyarrow").CombinedOutput(); err != nil {
+		t.Fatalf("the Parquet tests need pyarrow: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_PYARROW_PYTHON, or PACKER_NO_PYARROW=1 to skip", p, err, out)
+	}
+	return p
+}
+
+// writer writes a Parquet file with pyarrow: rows of {image, label}, the image as the Hugging
+// Face Image struct {bytes, path} (or plain binary), the label as int64 or string, the
+// ClassLabel names in the "huggingface" metadata as datasets writes them, row groups of 2 rows.
+const writer = `
+import json, sys
+import pyarrow as pa, pyarrow.parquet as pq
+out, spec = sys.argv[1], json.loads(sys.argv[2])
+def img(p):
+    return None if p is None else open(p, "rb").read()
+rows = spec["rows"]
+if spec.get("struct", True):
+    itype = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    images = pa.array([None if r["image"] is None else {"bytes": img(r["image"]), "path": r["image"].split("/")[-1]} for r in rows], type=itype)
+else:
+    images = pa.array([img(r["image"]) for r in rows], type=pa.binary())
+ltype = pa.string() if spec.get("strings") else pa.int64()
+labels = pa.array([r["label"] for r in rows], type=ltype)
+meta = None
+if "names" in spec:
+    meta = {b"huggingface": json.dumps({"info": {"features": {
+        "image": {"_type": "Image"}, "label": {"names": spec["names"], "_type": "ClassLabel"}}}}).encode()}
+table = pa.table({"image": images, "label": labels})
+if meta: table = table.replace_schema_metadata(meta)
+pq.write_table(table, out, row_group_size=2)
+`
+
+func writeParquet(t *testing.T, py, path string, spec map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(spec)
+	if out, err := exec.Command(py, "-c", writer, path, string(b)).CombinedOutput(); err != nil {
+		t.Fatalf("pyarrow writer: %v\n%s", err, out)
+	}
+}
+
+func corpus(name string) string {
+	p, _ := filepath.Abs(filepath.Join("..", "..", "transforms", "testdata", "corpus", name))
+	return p
+}
+
+func build(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, m *shard.Manifest) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := shard.OpenDataset(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	for i := int64(0); i < ds.Len(); i++ {
+		r, _ := ds.Record(i)
+		l, _ := ds.Label(i)
+		s, j := ds.Locate(i)
+		rd, _ := ds.Shard(s)
+		recs, labels, metas = append(recs, append([]byte(nil), r...)), append(labels, l), append(metas, string(rd.RecordMeta(j)))
+	}
+	return recs, labels, metas, ds.Manifest()
+}
+
+// TestSameRecordsAsFolder: the same image bytes packed from a folder and from Parquet files
+// written by pyarrow in the Hugging Face layout (Image struct, ClassLabel names; and plain
+// binary with string labels) give identical records, labels and class names.
+func TestSameRecordsAsFolder(t *testing.T) {
+	py := pyarrowPython(t)
+	root := t.TempDir()
+	imgs := []string{"baseline-420.jpg", "grey.png", "progressive.jpg", "rgb.ppm", "rgba-alpha.png"}
+	names := []string{"ant", "bee"}
+	var rows0, rows1, srows []map[string]any
+	for i, im := range imgs {
+		cls := names[i%2]
+		dst := filepath.Join(root, "folder", cls, fmt.Sprintf("%02d%s", i, filepath.Ext(im)))
+		os.MkdirAll(filepath.Dir(dst), 0o755)
+		data, err := os.ReadFile(corpus(im))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(dst, data, 0o644)
+		// Rows in the folder's order: class ant (images 0, 2, 4), then bee (1, 3).
+		r := map[string]any{"image": corpus(im), "label": i % 2}
+		if i%2 == 0 {
+			rows0 = append(rows0, r)
+		} else {
+			rows1 = append(rows1, r)
+		}
+	}
+	all := append(append([]map[string]any{}, rows0...), rows1...)
+	for _, r := range all {
+		srows = append(srows, map[string]any{"image": r["image"], "label": names[r["label"].(int)]})
+	}
+	os.MkdirAll(filepath.Join(root, "hf"), 0o755)
+	writeParquet(t, py, filepath.Join(root, "hf", "train-00000-of-00002.parquet"), map[string]any{"rows": rows0, "names": names})
+	writeParquet(t, py, filepath.Join(root, "hf", "train-00001-of-00002.parquet"), map[string]any{"rows": rows1, "names": names})
+	writeParquet(t, py, filepath.Join(root, "strings.parquet"), map[string]any{"rows": srows, "strings": true, "struct": false})
+
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Layout: "chw"}
+	fsrc, err := imagedir.OpenFolder(filepath.Join(root, "folder"), imagedir.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	frecs, flabels, _, fm := build(t, fsrc, spec)
+	for _, c := range []struct{ path, image string }{{"hf", "image.bytes"}, {"strings.parquet", "image"}} {
+		src, err := Open(filepath.Join(root, c.path), Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, labels, metas, m := build(t, src, spec)
+		if len(m.Skipped) != 0 || len(recs) != len(frecs) || fmt.Sprint(m.Classes) != fmt.Sprint(fm.Classes) {
+			t.Fatalf("%s: %d records (folder %d), skipped %v, classes %v", c.path, len(recs), len(frecs), m.Skipped, m.Classes)
+		}
+		for i := range frecs {
+			if !bytes.Equal(frecs[i], recs[i]) || flabels[i] != labels[i] {
+				t.Errorf("%s: record %d differs from the folder's", c.path, i)
+			}
+		}
+		if got := m.Source["image_column"]; got != c.image {
+			t.Errorf("%s: image column %v, want %s", c.path, got, c.image)
+		}
+		if c.path == "hf" && metas[3] != `{"file":"train-00001-of-00002.parquet","row":0}` {
+			t.Errorf("record 3 metadata %s", metas[3])
+		}
+	}
+}
+
+// TestBadRows: a null image, a null label, an undecodable image and a label beyond the class
+// names are skipped with their reasons, the rest packed; a missing column is refused at open.
+func TestBadRows(t *testing.T) {
+	py := pyarrowPython(t)
+	dir := t.TempDir()
+	good := corpus("grey.jpg")
+	writeParquet(t, py, filepath.Join(dir, "a.parquet"), map[string]any{"names": []string{"x", "y"}, "rows": []map[string]any{
+		{"image": good, "label": 1}, {"image": nil, "label": 0}, {"image": good, "label": nil},
+		{"image": corpus("truncated.jpg"), "label": 0}, {"image": good, "label": 5}, {"image": good, "label": 0},
+	}})
+	src, err := Open(filepath.Join(dir, "a.parquet"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, labels, _, m := build(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if len(recs) != 2 || fmt.Sprint(labels) != "[1 0]" {
+		t.Errorf("packed %d records, labels %v", len(recs), labels)
+	}
+	want := map[string]string{"a.parquet#1": "null image", "a.parquet#2": "null label", "a.parquet#3": "truncated", "a.parquet#4": "bad label: 5"}
+	got := map[string]string{}
+	for _, s := range m.Skipped {
+		got[s.Input] = s.Reason
+	}
+	for in, r := range want {
+		if !strings.Contains(got[in], r) {
+			t.Errorf("skipped[%s] = %q, want %q", in, got[in], r)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("skipped %v", got)
+	}
+	if _, err := Open(filepath.Join(dir, "a.parquet"), Options{LabelColumn: "class"}); err == nil || !strings.Contains(err.Error(), `no label column "class"; the columns are image.bytes, image.path, label`) {
+		t.Errorf("missing label column: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, "b.parquet"), []byte("PAR1 not really"), 0o644)
+	src, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("a folder whose second file is damaged opens (the first is read at open): %v", err)
+	}
+	recs, _, _, m = build(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	last := m.Skipped[len(m.Skipped)-1]
+	if len(recs) != 2 || last.Input != "b.parquet (from row 0)" || !strings.Contains(last.Reason, ErrFile.Error()) {
+		t.Errorf("damaged second file: %d records, last skipped %+v", len(recs), last)
+	}
+}
