@@ -55,14 +55,16 @@ PYEOF
   rm -rf "$tmp"
 fi
 
-# pyarrow writes the Parquet source's test fixtures (Debian bookworm has no python3-pyarrow): a
-# venv over Debian's Python (its NumPy) with the pinned wheel from PyPI.
-PYARROW_VERSION=17.0.0
-PYARROW_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/packer/pyarrow-$PYARROW_VERSION"
-if ! "$PYARROW_VENV/bin/python" -c "import pyarrow" >/dev/null 2>&1; then
-  rm -rf "$PYARROW_VENV"
-  /usr/bin/python3 -m venv --system-site-packages "$PYARROW_VENV"
-  "$PYARROW_VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: "pyarrow==$PYARROW_VERSION"
+# The record-format sources' test fixtures are written by the real clients, which Debian
+# bookworm does not package: pyarrow (Parquet) and webdataset (its TarWriter). A venv over
+# Debian's Python (its NumPy) with the pinned wheels from PyPI; the tests find it here
+# (PACKER_FIXTURE_PYTHON overrides).
+FIXTURE_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/packer/fixtures-venv-1"
+if ! "$FIXTURE_VENV/bin/python" -c "import pyarrow, webdataset" >/dev/null 2>&1; then
+  rm -rf "$FIXTURE_VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$FIXTURE_VENV"
+  "$FIXTURE_VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
+    "pyarrow==17.0.0" "webdataset==0.2.111"
 fi
 
 go build -o bin/packer ./cmd/packer

@@ -3,8 +3,9 @@
 //
 // # Layout
 //
-// The source is one Parquet file or a folder of them (every non-hidden regular file ending in
-// .parquet, sorted by name). The image column (ImageColumn, --image-column; by default a
+// The source is one Parquet file, a folder of them (every non-hidden regular file ending in
+// .parquet, sorted by name), or a glob in the file name ("data/train-*.parquet", its matches
+// sorted by name; give --from parquet, detection needs an existing path). The image column (ImageColumn, --image-column; by default a
 // column named "image", else "img") is either binary (the encoded image) or the Hugging Face
 // datasets Image struct {bytes: binary, path: string}, whose "bytes" leaf is read. The label
 // column (LabelColumn, --label-column; default "label") is an integer or a string. Integer

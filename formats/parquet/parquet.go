@@ -69,11 +69,32 @@ func Open(p string, opts Options) (*Source, error) {
 	if err := inputs.CheckClasses(opts.Classes); err != nil {
 		return nil, fmt.Errorf("parquet: --classes: %w", err)
 	}
+	s := &Source{opts: opts}
 	fi, err := os.Stat(p)
+	if err != nil && strings.ContainsAny(filepath.Base(p), "*?[") && !strings.ContainsAny(filepath.Dir(p), "*?[") {
+		// A glob in the file name: its matches, sorted.
+		matches, gerr := filepath.Glob(p)
+		if gerr != nil {
+			return nil, fmt.Errorf("parquet: %s: %w", p, gerr)
+		}
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && st.Mode().IsRegular() {
+				s.files = append(s.files, filepath.Base(m))
+			}
+		}
+		if len(s.files) == 0 {
+			return nil, fmt.Errorf("parquet: %s matches no file", p)
+		}
+		sort.Strings(s.files)
+		s.root = filepath.Dir(p)
+		if err := s.inspect(); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("parquet: %w", err)
 	}
-	s := &Source{opts: opts}
 	if !fi.IsDir() {
 		s.root, s.files = filepath.Dir(p), []string{filepath.Base(p)}
 	} else {

@@ -19,24 +19,25 @@ import (
 )
 
 // pyarrowPython is the interpreter that writes the fixtures with pyarrow, the library the
-// Hugging Face datasets library writes Parquet with: $PACKER_PYARROW_PYTHON, else the venv
-// scripts/setup.sh makes. A missing pyarrow fails the tests (PACKER_NO_PYARROW=1 skips them).
+// Hugging Face datasets library writes Parquet with: $PACKER_FIXTURE_PYTHON, else the venv
+// scripts/setup.sh makes. A missing pyarrow fails the tests (PACKER_NO_FIXTURE_PYTHON=1 skips
+// them, and says so).
 func pyarrowPython(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("PACKER_NO_PYARROW") == "1" {
-		t.Skip("PACKER_NO_PYARROW=1: Parquet fixture tests skipped")
+	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
+		t.Skip("PACKER_NO_FIXTURE_PYTHON=1: Parquet fixture tests skipped")
 	}
-	p := os.Getenv("PACKER_PYARROW_PYTHON")
+	p := os.Getenv("PACKER_FIXTURE_PYTHON")
 	if p == "" {
 		cache := os.Getenv("XDG_CACHE_HOME")
 		if cache == "" {
 			home, _ := os.UserHomeDir()
 			cache = filepath.Join(home, ".cache")
 		}
-		p = filepath.Join(cache, "packer", "pyarrow-17.0.0", "bin", "python")
+		p = filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
 	}
 	if out, err := exec.Command(p, "-c", "import pyarrow").CombinedOutput(); err != nil {
-		t.Fatalf("the Parquet tests need pyarrow: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_PYARROW_PYTHON, or PACKER_NO_PYARROW=1 to skip", p, err, out)
+		t.Fatalf("the Parquet tests need pyarrow: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_FIXTURE_PYTHON, or PACKER_NO_FIXTURE_PYTHON=1 to skip", p, err, out)
 	}
 	return p
 }
@@ -142,7 +143,7 @@ func TestSameRecordsAsFolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	frecs, flabels, _, fm := build(t, fsrc, spec)
-	for _, c := range []struct{ path, image string }{{"hf", "image.bytes"}, {"strings.parquet", "image"}} {
+	for _, c := range []struct{ path, image string }{{"hf", "image.bytes"}, {"strings.parquet", "image"}, {"hf/train-*-of-00002.parquet", "image.bytes"}} {
 		src, err := Open(filepath.Join(root, c.path), Options{})
 		if err != nil {
 			t.Fatal(err)

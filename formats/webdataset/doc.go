@@ -4,15 +4,18 @@
 // # Layout
 //
 // The source is a folder of shards (every non-hidden file ending in .tar, .tar.gz or .tgz,
-// sorted by name; subfolders are not read) or one shard file. A shard is a tar archive whose
+// sorted by name; subfolders are not read), one shard file, or a .txt list of shard paths (one
+// per line, relative to the list's folder, in the list's order; # starts a comment). A shard is a tar archive whose
 // members are grouped into samples by key, as WebDataset defines it: the key of a member is
 // its name up to the first dot of its base name ("a/b/000123.jpg" and "a/b/000123.cls" share
 // the key "a/b/000123"), and consecutive members with the same key form one sample. Members
 // that are not regular files (folders, links) are ignored.
 //
-// A sample's image is its first member whose extension (the part of the name after the key's
-// dot) is an image type (Extensions, case-insensitive); its label is the integer written as
-// text in its .cls member. With Options.Classes (--classes) label i is class Classes[i] and a
+// A sample's image is its member whose extension (the part of the name after the key's dot) is
+// an image type (Extensions, case-insensitive; the first one found), or, with ImageKey
+// (--image-key jpg,png), the member with the first of those extensions the sample has. Its
+// label is the integer written as text in its .cls member, or, with LabelKey (--label-key),
+// the integer field of that name in its .json member. With Options.Classes (--classes) label i is class Classes[i] and a
 // label out of range is a bad sample; without, the dataset has no class names and any label
 // from 0 up is kept.
 //

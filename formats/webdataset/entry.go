@@ -12,7 +12,7 @@ import (
 // Entry is the source kind webdataset, for the command's table.
 var Entry = source.Entry{
 	Kind:    Kind,
-	Help:    "a folder of .tar shards, or one, whose members are KEY.jpg/png/... with KEY.cls",
+	Help:    "a folder of .tar shards, or one (or a .txt list of them), whose members are KEY.jpg/png/... with KEY.cls",
 	Classes: true,
 	Sniff: source.Sniffer{
 		// A folder holding uncompressed tar shards; compressed ones are named with --from, as a
@@ -25,6 +25,7 @@ var Entry = source.Entry{
 		},
 	},
 	Open: func(p string, o source.Options) (pipeline.Source, error) {
-		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes})
+		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes,
+			ImageKey: o.ImageKey, LabelKey: o.LabelKey})
 	},
 }

@@ -40,7 +40,7 @@ const MaxMemberSize = 256 << 20
 // Errors a bad sample's reason wraps.
 var (
 	ErrNoImage   = errors.New("no image member")
-	ErrNoLabel   = errors.New("no .cls member")
+	ErrNoLabel   = errors.New("no label")
 	ErrLabel     = errors.New("bad label")
 	ErrTooLarge  = errors.New("member larger than the limit")
 	ErrTruncated = errors.New("shard unreadable from here on")
@@ -53,15 +53,22 @@ type Options struct {
 	Decode transforms.DecodeOptions
 	// Classes names the labels (--classes): label i is Classes[i].
 	Classes []string
+	// ImageKey lists the member extensions taken as the image, comma separated, in order of
+	// preference ("jpg,png"); "" means Extensions, first one found.
+	ImageKey string
+	// LabelKey names the field of the sample's .json member holding the label (an integer);
+	// "" or "cls" means the .cls member.
+	LabelKey string
 }
 
 // Source is a pipeline.Source over WebDataset tar shards.
 type Source struct {
-	root    string   // the folder, or the shard's folder
-	shards  []string // shard paths relative to root, in order
-	opts    Options
-	plan    pipeline.DecodePlan
-	scratch sync.Pool // *transforms.DecodeScratch
+	root      string   // the folder, or the shard's folder, or the list's folder
+	shards    []string // shard paths relative to root (slash-separated), in order
+	imageExts []string // member extensions taken as the image, in order of preference
+	opts      Options
+	plan      pipeline.DecodePlan
+	scratch   sync.Pool // *transforms.DecodeScratch
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -75,7 +82,42 @@ func Open(p string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
-	s := &Source{opts: opts}
+	s := &Source{opts: opts, imageExts: Extensions}
+	if opts.ImageKey != "" {
+		s.imageExts = nil
+		for _, e := range strings.Split(opts.ImageKey, ",") {
+			if e = strings.TrimPrefix(strings.TrimSpace(e), "."); e != "" {
+				s.imageExts = append(s.imageExts, e)
+			}
+		}
+		if len(s.imageExts) == 0 {
+			return nil, fmt.Errorf("webdataset: --image-key %q names no extension", opts.ImageKey)
+		}
+	}
+	if opts.LabelKey == "cls" {
+		s.opts.LabelKey = ""
+	}
+	if !fi.IsDir() && strings.HasSuffix(strings.ToLower(p), ".txt") {
+		// A list of shard paths, one per line, relative to the list's folder; kept in its order.
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("webdataset: %w", err)
+		}
+		s.root = filepath.Dir(p)
+		for i, line := range strings.Split(string(data), "\n") {
+			if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			if !isShardName(line) {
+				return nil, fmt.Errorf("webdataset: %s line %d: %q is not a shard (a file ending in %s)", p, i+1, line, strings.Join(ShardExtensions, ", "))
+			}
+			s.shards = append(s.shards, filepath.ToSlash(line))
+		}
+		if len(s.shards) == 0 {
+			return nil, fmt.Errorf("webdataset: %s: the list names no shard", p)
+		}
+		return s, nil
+	}
 	if !fi.IsDir() {
 		s.root, s.shards = filepath.Dir(p), []string{filepath.Base(p)}
 		return s, nil
@@ -126,7 +168,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		Kind:    Kind,
 		Classes: append([]string(nil), s.opts.Classes...),
 		Spec: map[string]any{
-			"kind": Kind, "shards": len(s.shards), "image_extensions": Extensions, "label": "cls",
+			"kind": Kind, "shards": len(s.shards), "image_extensions": s.imageExts, "label": s.labelSpec(),
 			"exif_orient": s.opts.Decode.ExifOrient, "fast_decode": s.opts.Decode.Draft != nil, "max_pixels": mp,
 		},
 		HasMeta: true,
@@ -136,12 +178,13 @@ func (s *Source) Info() pipeline.SourceInfo {
 
 // sample is one group of members with the same key.
 type sample struct {
-	key      string
-	image    []byte
-	imageMem string
-	label    []byte
-	hasLabel bool
-	err      error
+	key       string
+	image     []byte
+	imageMem  string
+	imageRank int // position of the image's extension in the preference list
+	label     []byte
+	hasLabel  bool
+	err       error
 }
 
 // Enumerate reads the shards in order and emits one item per sample.
@@ -156,7 +199,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 }
 
 func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, emit func(pipeline.Item) error) error {
-	f, err := inputs.Open(filepath.Join(s.root, name))
+	f, err := inputs.Open(filepath.Join(s.root, filepath.FromSlash(name)))
 	if err != nil {
 		return s.emitBad(seq, inputs.Name(name), fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 	}
@@ -211,8 +254,9 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 		if cur.err != nil {
 			continue
 		}
-		want := isImageExt(ext) && cur.image == nil || strings.EqualFold(ext, "cls") && !cur.hasLabel
-		if !want {
+		rank := s.imageRank(ext)
+		isLabel := !cur.hasLabel && (s.opts.LabelKey == "" && strings.EqualFold(ext, "cls") || s.opts.LabelKey != "" && strings.EqualFold(ext, "json"))
+		if rank < 0 && !isLabel || rank >= 0 && cur.image != nil && rank >= cur.imageRank {
 			continue
 		}
 		if h.Size > MaxMemberSize {
@@ -225,8 +269,8 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 			cur = nil
 			return s.emitBad(seq, where, fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 		}
-		if isImageExt(ext) {
-			cur.image, cur.imageMem = data, h.Name
+		if rank >= 0 {
+			cur.image, cur.imageMem, cur.imageRank = data, h.Name, rank
 		} else {
 			cur.label, cur.hasLabel = data, true
 		}
@@ -240,6 +284,16 @@ func splitKey(name string) (key, ext string) {
 		return dir + base[:i], base[i+1:]
 	}
 	return name, ""
+}
+
+// imageRank is ext's position in the source's image extensions, -1 if it is not one.
+func (s *Source) imageRank(ext string) int {
+	for i, e := range s.imageExts {
+		if strings.EqualFold(e, ext) {
+			return i
+		}
+	}
+	return -1
 }
 
 func isImageExt(ext string) bool {
@@ -259,8 +313,10 @@ func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func
 	case err != nil:
 	case smp.image == nil:
 		err = ErrNoImage
+	case !smp.hasLabel && s.opts.LabelKey != "":
+		err = fmt.Errorf("%w: no .json member (--label-key %s)", ErrNoLabel, s.opts.LabelKey)
 	case !smp.hasLabel:
-		err = ErrNoLabel
+		err = fmt.Errorf("%w: no .cls member", ErrNoLabel)
 	default:
 		label, err = s.parseLabel(smp.label)
 	}
@@ -274,10 +330,26 @@ func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func
 }
 
 func (s *Source) parseLabel(b []byte) (int64, error) {
-	t := strings.TrimSpace(string(b))
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("%w: .cls holds %q, want an integer from 0", ErrLabel, t)
+	var v int64
+	if s.opts.LabelKey != "" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return 0, fmt.Errorf("%w: the .json member does not parse: %v", ErrLabel, err)
+		}
+		raw, ok := m[s.opts.LabelKey]
+		if !ok {
+			return 0, fmt.Errorf("%w %q in the .json member", ErrNoLabel, s.opts.LabelKey)
+		}
+		if err := json.Unmarshal(raw, &v); err != nil || v < 0 {
+			return 0, fmt.Errorf("%w: %q is %s, want an integer from 0", ErrLabel, s.opts.LabelKey, raw)
+		}
+	} else {
+		t := strings.TrimSpace(string(b))
+		var err error
+		v, err = strconv.ParseInt(t, 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("%w: .cls holds %q, want an integer from 0", ErrLabel, t)
+		}
 	}
 	if len(s.opts.Classes) > 0 && v >= int64(len(s.opts.Classes)) {
 		return 0, fmt.Errorf("%w: %d, want 0..%d (--classes names %d classes)", ErrLabel, v, len(s.opts.Classes)-1, len(s.opts.Classes))
@@ -323,4 +395,12 @@ func readN(r io.Reader, n int64) ([]byte, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return buf.Bytes(), err
+}
+
+// labelSpec says where labels come from, for the manifest.
+func (s *Source) labelSpec() string {
+	if s.opts.LabelKey != "" {
+		return "json:" + s.opts.LabelKey
+	}
+	return "cls"
 }

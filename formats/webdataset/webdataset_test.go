@@ -1,6 +1,7 @@
 package webdataset
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,13 +20,27 @@ import (
 	"github.com/packer-dev/packer/transforms"
 )
 
-// python is the interpreter that writes the fixtures with Python's tarfile, the module the
-// webdataset package's TarWriter writes shards with: $PACKER_PYTHON, else Debian's.
-func python() string {
-	if p := os.Getenv("PACKER_PYTHON"); p != "" {
-		return p
+// fixturePython is the interpreter that writes the fixtures with the webdataset package's own
+// TarWriter: $PACKER_FIXTURE_PYTHON, else the venv scripts/setup.sh makes. A missing
+// webdataset fails the tests (PACKER_NO_FIXTURE_PYTHON=1 skips them, and says so).
+func fixturePython(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
+		t.Skip("PACKER_NO_FIXTURE_PYTHON=1: WebDataset fixture tests skipped")
 	}
-	return "/usr/bin/python3"
+	p := os.Getenv("PACKER_FIXTURE_PYTHON")
+	if p == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		p = filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
+	}
+	if out, err := exec.Command(p, "-c", "import webdataset").CombinedOutput(); err != nil {
+		t.Fatalf("the WebDataset tests need the webdataset package: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_FIXTURE_PYTHON, or PACKER_NO_FIXTURE_PYTHON=1 to skip", p, err, out)
+	}
+	return p
 }
 
 // member is one tar member of a fixture: bytes from a file, or inline text.
@@ -35,22 +50,33 @@ type member struct {
 	Text string `json:"text,omitempty"`
 }
 
-// writeTar writes a tar (gzip-compressed when the name ends in .gz) with Python's tarfile,
-// members in the order given, as TarWriter writes a sample's members one after another.
+// writeTar writes a shard with webdataset's TarWriter, one sample per run of consecutive
+// members with the same key (gzip-compressed afterwards when the name ends in .gz).
 func writeTar(t *testing.T, path string, members []member) {
 	t.Helper()
 	spec, _ := json.Marshal(members)
 	script := `
-import io, json, sys, tarfile
+import gzip, io, json, os, shutil, sys
+import webdataset as wds
 out, members = sys.argv[1], json.loads(sys.argv[2])
-with tarfile.open(out, "w:gz" if out.endswith(".gz") else "w", format=tarfile.USTAR_FORMAT) as tf:
-    for m in members:
-        data = open(m["file"], "rb").read() if m.get("file") else m.get("text", "").encode()
-        ti = tarfile.TarInfo(m["name"]); ti.size = len(data); ti.mtime = 0; ti.mode = 0o444
-        tf.addfile(ti, io.BytesIO(data))
+samples = []
+for m in members:
+    key, ext = m["name"].split(".", 1) if "." in m["name"].split("/")[-1] else (m["name"], "")
+    data = open(m["file"], "rb").read() if m.get("file") else m.get("text", "").encode()
+    if not samples or samples[-1]["__key__"] != key:
+        samples.append({"__key__": key})
+    samples[-1][ext] = data
+plain = out[:-3] if out.endswith(".gz") else out
+with wds.TarWriter(plain) as sink:
+    for s in samples:
+        sink.write(s)
+if out.endswith(".gz"):
+    with open(plain, "rb") as src, gzip.open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.remove(plain)
 `
-	if out, err := exec.Command(python(), "-c", script, path, string(spec)).CombinedOutput(); err != nil {
-		t.Fatalf("python tarfile: %v\n%s", err, out)
+	if out, err := exec.Command(fixturePython(t), "-c", script, path, string(spec)).CombinedOutput(); err != nil {
+		t.Fatalf("webdataset TarWriter: %v\n%s", err, out)
 	}
 }
 
@@ -91,7 +117,8 @@ func records(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]
 }
 
 // TestSameRecordsAsFolder packs the same image bytes from a folder and from WebDataset shards
-// (two shards, one gzip-compressed, samples split across them) and requires identical records
+// written by webdataset's TarWriter (two shards, one gzip-compressed, samples split across
+// them) and requires identical records
 // and labels in the same order: the webdataset source decodes the member bytes exactly as an
 // image folder decodes the files (whose pixels the fidelity tests compare with Pillow).
 func TestSameRecordsAsFolder(t *testing.T) {
@@ -173,8 +200,21 @@ func TestBadSamples(t *testing.T) {
 		{Name: "x3.jpg", File: corpus("wide-4000x20.jpg")}, {Name: "x3.cls", Text: "2"},
 	})
 	data, _ := os.ReadFile(filepath.Join(dir, "b.tar"))
-	st, _ := os.Stat(good)
-	cut := 2*(512+int(st.Size()+511)/512*512+1024) + 512 + 4000
+	wide, _ := os.ReadFile(corpus("wide-4000x20.jpg"))
+	cut := bytes.Index(data, wide[:256]) + 4000 // inside x3's image
+	// The members read whole before the cut, in the order TarWriter wrote them.
+	before := 0
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err != nil || h.Name == "x3.jpg" {
+			break
+		}
+		before++
+	}
+	if cut < 4000 || before < 4 {
+		t.Fatalf("fixture: x3.jpg not found in b.tar (cut %d, %d members before)", cut, before)
+	}
 	os.WriteFile(filepath.Join(dir, "b.tar"), data[:cut], 0o644)
 	writeTar(t, filepath.Join(dir, "c.tar"), []member{{Name: "y.jpg", File: good}, {Name: "y.cls", Text: "4"}})
 
@@ -193,11 +233,11 @@ func TestBadSamples(t *testing.T) {
 		t.Errorf("packed %s labels %v", got, labels)
 	}
 	want := map[string]string{
-		"a.tar:nolabel":          ErrNoLabel.Error(),
-		"a.tar:noimage":          ErrNoImage.Error(),
-		"a.tar:badlabel":         `bad label: .cls holds "-2"`,
-		"a.tar:corrupt":          "",
-		"b.tar (after member 4)": ErrTruncated.Error(),
+		"a.tar:nolabel":  ErrNoLabel.Error(),
+		"a.tar:noimage":  ErrNoImage.Error(),
+		"a.tar:badlabel": `bad label: .cls holds "-2"`,
+		"a.tar:corrupt":  "",
+		fmt.Sprintf("b.tar (after member %d)", before): ErrTruncated.Error(),
 	}
 	for in, reason := range want {
 		r, ok := skipped[in]
@@ -235,5 +275,43 @@ func TestOpenRefusesEmptyFolder(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "readme.txt"), []byte("x"), 0o644)
 	if _, err := Open(dir, Options{}); err == nil || !strings.Contains(err.Error(), "no shard") {
 		t.Errorf("Open: %v", err)
+	}
+}
+
+// TestKeysAndList: --image-key picks the image by extension preference, --label-key reads the
+// label from a field of the .json member, and a .txt list names shards in its own order.
+func TestKeysAndList(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
+	writeTar(t, filepath.Join(dir, "sub", "z.tar"), []member{
+		{Name: "a.jpg", File: corpus("grey.jpg")}, {Name: "a.png", File: corpus("rgb.png")}, {Name: "a.json", Text: `{"y": 2, "caption": "x"}`},
+		{Name: "b.jpg", File: corpus("grey.jpg")}, {Name: "b.json", Text: `{"caption": "no label"}`},
+		{Name: "c.png", File: corpus("rgb.png")}, {Name: "c.json", Text: `{"y": 1}`},
+	})
+	writeTar(t, filepath.Join(dir, "a.tar"), []member{{Name: "d.png", File: corpus("rgb.png")}, {Name: "d.json", Text: `{"y": 0}`}})
+	os.WriteFile(filepath.Join(dir, "list.txt"), []byte("# shards, in training order\nsub/z.tar\n\na.tar\n"), 0o644)
+	src, err := Open(filepath.Join(dir, "list.txt"), Options{ImageKey: "png,jpg", LabelKey: "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, labels, metas, skipped := records(t, src, transforms.Spec{CropW: 4, CropH: 4})
+	var images []string
+	for _, m := range metas {
+		var v map[string]string
+		json.Unmarshal([]byte(m), &v)
+		images = append(images, v["shard"]+":"+v["image"])
+	}
+	if got := strings.Join(images, " "); got != "sub/z.tar:a.png sub/z.tar:c.png a.tar:d.png" || fmt.Sprint(labels) != "[2 1 0]" {
+		t.Errorf("packed %s labels %v", got, labels)
+	}
+	if r := skipped["sub/z.tar:b"]; !strings.Contains(r, `no label "y" in the .json member`) {
+		t.Errorf("sample without the field: %q (skipped %v)", r, skipped)
+	}
+	if _, err := Open(filepath.Join(dir, "list.txt"), Options{ImageKey: " , "}); err == nil {
+		t.Error("an empty --image-key was accepted")
+	}
+	os.WriteFile(filepath.Join(dir, "bad.txt"), []byte("a.zip\n"), 0o644)
+	if _, err := Open(filepath.Join(dir, "bad.txt"), Options{}); err == nil || !strings.Contains(err.Error(), "bad.txt line 1") {
+		t.Errorf("a list naming a non-shard: %v", err)
 	}
 }
