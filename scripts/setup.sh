@@ -56,15 +56,16 @@ PYEOF
 fi
 
 # The record-format sources' test fixtures are written by the real clients, which Debian
-# bookworm does not package: pyarrow (Parquet) and webdataset (its TarWriter). A venv over
+# bookworm does not package: pyarrow (Parquet), webdataset (its TarWriter) and tfrecord (its
+# TFRecordWriter). A venv over
 # Debian's Python (its NumPy) with the pinned wheels from PyPI; the tests find it here
 # (PACKER_FIXTURE_PYTHON overrides).
 FIXTURE_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/packer/fixtures-venv-1"
-if ! "$FIXTURE_VENV/bin/python" -c "import pyarrow, webdataset" >/dev/null 2>&1; then
+if ! "$FIXTURE_VENV/bin/python" -c "import pyarrow, webdataset, tfrecord" >/dev/null 2>&1; then
   rm -rf "$FIXTURE_VENV"
   /usr/bin/python3 -m venv --system-site-packages "$FIXTURE_VENV"
   "$FIXTURE_VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
-    "pyarrow==17.0.0" "webdataset==0.2.111"
+    "pyarrow==17.0.0" "webdataset==0.2.111" "tfrecord==1.14.5"
 fi
 
 go build -o bin/packer ./cmd/packer

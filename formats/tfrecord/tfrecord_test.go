@@ -19,76 +19,60 @@ import (
 	"github.com/packer-dev/packer/transforms"
 )
 
-func python() string {
-	if p := os.Getenv("PACKER_PYTHON"); p != "" {
-		return p
+// fixturePython is the interpreter with the tfrecord package (the PyPI TFRecord reader and
+// writer for PyTorch users): $PACKER_FIXTURE_PYTHON, else the venv scripts/setup.sh makes. A
+// missing package fails the tests (PACKER_NO_FIXTURE_PYTHON=1 skips them, and says so).
+func fixturePython(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
+		t.Skip("PACKER_NO_FIXTURE_PYTHON=1: TFRecord fixture tests skipped")
 	}
-	return "/usr/bin/python3"
+	p := os.Getenv("PACKER_FIXTURE_PYTHON")
+	if p == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		p = filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
+	}
+	if out, err := exec.Command(p, "-c", "import tfrecord").CombinedOutput(); err != nil {
+		t.Fatalf("the TFRecord tests need the tfrecord package: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_FIXTURE_PYTHON, or PACKER_NO_FIXTURE_PYTHON=1 to skip", p, err, out)
+	}
+	return p
 }
 
-// writer is the fixture writer: tf.train.Example messages encoded by the protobuf library
-// itself (Debian's python3-protobuf, from a descriptor of TensorFlow's example.proto and
-// feature.proto built here), framed as TFRecord with the CRC-32C of Debian's python3-crc32c.
-// TensorFlow itself is not installed here.
+// writer writes the fixtures with the tfrecord package's TFRecordWriter (tf.train.Example
+// records, its own protobuf encoding and masked CRC-32C); the damaged records (a wrong data
+// checksum, data that is not an Example) are framed with the same package's masked_crc.
 const writer = `
 import json, struct, sys
-import crc32c as crclib
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-fd = descriptor_pb2.FileDescriptorProto(name="example.proto", package="tensorflow", syntax="proto3")
-F = descriptor_pb2.FieldDescriptorProto
-def msg(name, fields, nested=None, oneof=None):
-    m = fd.message_type.add(name=name)
-    for fname, num, typ, label, tname, oi in fields:
-        f = m.field.add(name=fname, number=num, type=typ, label=label)
-        if tname: f.type_name = tname
-        if oi is not None: f.oneof_index = oi
-    if oneof: m.oneof_decl.add(name=oneof)
-    if nested:
-        e = m.nested_type.add(name=nested[0]); e.options.map_entry = True
-        e.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-        e.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL, type_name=nested[1])
-R, O = F.LABEL_REPEATED, F.LABEL_OPTIONAL
-msg("BytesList", [("value", 1, F.TYPE_BYTES, R, None, None)])
-msg("FloatList", [("value", 1, F.TYPE_FLOAT, R, None, None)])
-msg("Int64List", [("value", 1, F.TYPE_INT64, R, None, None)])
-msg("Feature", [("bytes_list", 1, F.TYPE_MESSAGE, O, ".tensorflow.BytesList", 0),
-                ("float_list", 2, F.TYPE_MESSAGE, O, ".tensorflow.FloatList", 0),
-                ("int64_list", 3, F.TYPE_MESSAGE, O, ".tensorflow.Int64List", 0)], oneof="kind")
-msg("Features", [("feature", 1, F.TYPE_MESSAGE, R, ".tensorflow.Features.FeatureEntry", None)],
-    nested=("FeatureEntry", ".tensorflow.Feature"))
-msg("Example", [("features", 1, F.TYPE_MESSAGE, O, ".tensorflow.Features", None)])
-pool = descriptor_pool.DescriptorPool(); pool.Add(fd)
-def cls(n):
-    d = pool.FindMessageTypeByName("tensorflow." + n)
-    return message_factory.GetMessageClass(d) if hasattr(message_factory, "GetMessageClass") else message_factory.MessageFactory(pool).GetPrototype(d)
-Example = cls("Example")
-
-def masked(b):
-    c = crclib.crc32c(b)
-    return (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
+from tfrecord.writer import TFRecordWriter
 out, recs = sys.argv[1], json.loads(sys.argv[2])
-with open(out, "wb") as f:
-    for r in recs:
-        if "raw" in r:
-            data = r["raw"].encode()
-        else:
-            ex = Example()
-            for k, v in r.items():
-                if k.startswith("bytes:"): ex.features.feature[k[6:]].bytes_list.value.append(open(v, "rb").read())
-                elif k.startswith("int:"): ex.features.feature[k[4:]].int64_list.value.extend(v)
-                elif k.startswith("float:"): ex.features.feature[k[6:]].float_list.value.extend(v)
-            data = ex.SerializeToString()
+w = TFRecordWriter(out)
+for r in recs:
+    if "raw" in r or r.get("badcrc"):
+        data = r["raw"].encode() if "raw" in r else TFRecordWriter.serialize_tf_example(
+            {"image/encoded": (open(r["bytes:image/encoded"], "rb").read(), "byte"), "image/class/label": (r["int:image/class/label"], "int")})
         head = struct.pack("<Q", len(data))
-        crc = masked(data) ^ (1 if r.get("badcrc") else 0)
-        f.write(head + struct.pack("<I", masked(head)) + data + struct.pack("<I", crc))
+        crc = TFRecordWriter.masked_crc(data)
+        if r.get("badcrc"):
+            crc = bytes([crc[0] ^ 1]) + crc[1:]
+        w.file.write(head + TFRecordWriter.masked_crc(head) + data + crc)
+        continue
+    datum = {}
+    for k, v in r.items():
+        if k.startswith("bytes:"): datum[k[6:]] = (open(v, "rb").read(), "byte")
+        elif k.startswith("int:"): datum[k[4:]] = (v, "int")
+        elif k.startswith("float:"): datum[k[6:]] = (v, "float")
+    w.write(datum)
+w.close()
 `
 
 func writeTFRecord(t *testing.T, path string, recs []map[string]any) {
 	t.Helper()
 	spec, _ := json.Marshal(recs)
-	if out, err := exec.Command(python(), "-c", writer, path, string(spec)).CombinedOutput(); err != nil {
+	if out, err := exec.Command(fixturePython(t), "-c", writer, path, string(spec)).CombinedOutput(); err != nil {
 		t.Fatalf("fixture writer: %v\n%s", err, out)
 	}
 }
