@@ -242,3 +242,23 @@ func TestBuildJSON(t *testing.T) {
 		t.Errorf("summary %+v does not agree with the manifest (count %d, inputs %d)", s, m.Count, m.Inputs)
 	}
 }
+
+// TestClassesFile: --classes @FILE reads one class name per line.
+func TestClassesFile(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(dir, "list.csv")
+	writeTinyPNG(t, filepath.Join(dir, "a.png"), 1)
+	writeTinyPNG(t, filepath.Join(dir, "b.png"), 2)
+	os.WriteFile(list, []byte("path,label\na.png,0\nb.png,1\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "names.txt"), []byte("cat\n\ndog\n"), 0o644)
+	out := filepath.Join(dir, "out")
+	mustRun(t, "build", list, "-o", out, "--classes", "@"+filepath.Join(dir, "names.txt"))
+	m, err := shard.ReadManifest(out)
+	if err != nil || strings.Join(m.Classes, ",") != "cat,dog" {
+		t.Errorf("classes %v, %v", m.Classes, err)
+	}
+	os.WriteFile(filepath.Join(dir, "dup.txt"), []byte("cat\ncat\n"), 0o644)
+	if _, _, code := run(t, "build", list, "-o", filepath.Join(dir, "o2"), "--classes", "@"+filepath.Join(dir, "dup.txt")); code != exitUsage {
+		t.Errorf("duplicate names in a classes file: exit %d", code)
+	}
+}

@@ -181,7 +181,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
 	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
-	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, for sources that lack them (idx, lists labelled by integers)")
+	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, or @FILE with one per line, for sources that lack them (idx, lists labelled by integers, webdataset, tfrecord, parquet)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
 	f.Float64Var(&o.FPS, "fps", 0, "video: resample the timeline to F frames per second (0: every frame)")
 	f.IntVar(&o.ClipLen, "clip-len", 0, "video/frames: frames per clip record (0: one record per frame)")
@@ -270,11 +270,28 @@ func (o *buildOptions) validate() error {
 		return fmt.Errorf("--shard-size: %w", err)
 	}
 	if o.Classes != "" {
+		names, what := strings.Split(o.Classes, ","), fmt.Sprintf("%q", o.Classes)
+		if file, ok := strings.CutPrefix(o.Classes, "@"); ok {
+			// A classes file: one name per line (label i on line i+1), blank lines ignored.
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("--classes: %w", err)
+			}
+			names, what = nil, file
+			for _, line := range strings.Split(string(data), "\n") {
+				if line = strings.TrimSpace(line); line != "" {
+					names = append(names, line)
+				}
+			}
+			if len(names) == 0 {
+				return fmt.Errorf("--classes: %s names no class", file)
+			}
+		}
 		seen := map[string]bool{}
-		for _, c := range strings.Split(o.Classes, ",") {
+		for _, c := range names {
 			c = strings.TrimSpace(c)
 			if c == "" || seen[c] {
-				return fmt.Errorf("--classes: class names must be distinct and not empty, got %q", o.Classes)
+				return fmt.Errorf("--classes: class names must be distinct and not empty, got %s (%q)", what, c)
 			}
 			seen[c] = true
 			o.classes = append(o.classes, c)
