@@ -262,3 +262,26 @@ func TestClassesFile(t *testing.T) {
 		t.Errorf("duplicate names in a classes file: exit %d", code)
 	}
 }
+
+// TestPreviewFormats: preview writes a JPEG for a .jpg name, a PNG for .png, and refuses any
+// other name instead of writing PNG bytes under it.
+func TestPreviewFormats(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "fm")
+	mustRun(t, "build", "/usr/share/datasets/fashion-mnist", "--split", "test", "-o", out)
+	dir := t.TempDir()
+	for name, magic := range map[string]string{"s.jpg": "\xff\xd8\xff", "s.JPEG": "\xff\xd8\xff", "s.png": "\x89PNG"} {
+		p := filepath.Join(dir, name)
+		mustRun(t, "preview", out, "-o", p, "--count", "4")
+		data, err := os.ReadFile(p)
+		if err != nil || !bytes.HasPrefix(data, []byte(magic)) {
+			t.Errorf("preview -o %s: %v, starts %q", name, err, data[:min(4, len(data))])
+		}
+	}
+	p := filepath.Join(dir, "s.gif")
+	if _, errs, code := run(t, "preview", out, "-o", p); code != exitUsage || !strings.Contains(errs, "PNG (.png) or JPEG") {
+		t.Errorf("preview -o s.gif: exit %d: %s", code, errs)
+	}
+	if _, err := os.Stat(p); err == nil {
+		t.Error("preview wrote s.gif")
+	}
+}

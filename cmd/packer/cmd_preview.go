@@ -8,12 +8,14 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/image/font"
@@ -38,7 +40,7 @@ func newPreviewCommand(io *iostreams, runF func(context.Context, *previewOptions
 		Use:   "preview OUT -o sheet.png",
 		Short: "Draw a contact sheet of packed records with their class names",
 		Long: `Preview picks a seeded random sample of records from the dataset in OUT (any format) and
-draws them as a grid in a PNG, each captioned with its record index and class name, so you
+draws them as a grid in a PNG or JPEG (by the name of --out), each captioned with its record index and class name, so you
 can look at what was packed (colour order, orientation, crops) instead of trusting numbers.
 Float records are mapped back to pixels with the dataset's mean and std; clips show their
 first frame.
@@ -54,6 +56,11 @@ first frame.
 			if insideDir(opts.Out, opts.Dir) {
 				return usagef(fmt.Errorf("--out %s lies inside the dataset %s: writing it there would damage the dataset", opts.Out, opts.Dir))
 			}
+			switch strings.ToLower(filepath.Ext(opts.Out)) {
+			case ".png", ".jpg", ".jpeg":
+			default:
+				return usagef(fmt.Errorf("--out %s: the sheet is written as PNG (.png) or JPEG (.jpg, .jpeg); name the file with one of those", opts.Out))
+			}
 			if opts.Count < 1 || opts.Tile < 16 {
 				return usagef(errors.New("--count must be at least 1 and --tile at least 16"))
 			}
@@ -63,7 +70,7 @@ first frame.
 			return runPreview(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "PNG file to write (required)")
+	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "image file to write, .png or .jpg (required)")
 	cmd.Flags().IntVar(&opts.Count, "count", 64, "records to show")
 	cmd.Flags().Uint64Var(&opts.Seed, "seed", 1, "seed of the sample")
 	cmd.Flags().IntVar(&opts.Tile, "tile", 128, "tile size in pixels")
@@ -137,7 +144,13 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 		d.DrawString(label)
 	}
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, sheet); err != nil {
+	switch strings.ToLower(filepath.Ext(o.Out)) {
+	case ".jpg", ".jpeg":
+		err = jpeg.Encode(&buf, sheet, &jpeg.Options{Quality: 92})
+	default:
+		err = png.Encode(&buf, sheet)
+	}
+	if err != nil {
 		return err
 	}
 	if err := writeFileReplacing(o.Out, buf.Bytes()); err != nil {
