@@ -11,10 +11,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/packer-dev/packer/formats/encoded"
 	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
@@ -55,7 +55,7 @@ type Source struct {
 	strLabels bool             // the label column holds strings
 	index     map[string]int64 // string label -> class index
 	classes   []string
-	scratch   sync.Pool // *transforms.DecodeScratch
+	dec       encoded.Decoder
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -69,7 +69,7 @@ func Open(p string, opts Options) (*Source, error) {
 	if err := inputs.CheckClasses(opts.Classes); err != nil {
 		return nil, fmt.Errorf("parquet: --classes: %w", err)
 	}
-	s := &Source{opts: opts}
+	s := &Source{opts: opts, dec: encoded.Decoder{Opts: opts.Decode}}
 	fi, err := os.Stat(p)
 	if err != nil && strings.ContainsAny(filepath.Base(p), "*?[") && !strings.ContainsAny(filepath.Dir(p), "*?[") {
 		// A glob in the file name: its matches, sorted.
@@ -305,20 +305,11 @@ func readValues(pages pq.Pages, fn func(pq.Value) error) error {
 	}
 }
 
-// PlanDecode takes the build's transform: with --fast, JPEGs are decoded at the reduced scale
-// it allows. Images decoded from memory are never windows.
-func (s *Source) PlanDecode(p pipeline.DecodePlan) {
-	if s.opts.Decode.Draft == nil && p.Transform.Fast {
-		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, 1)
-	}
-}
+// PlanDecode takes the build's transform (encoded.Decoder.Plan: the --fast scale).
+func (s *Source) PlanDecode(p pipeline.DecodePlan) { s.dec.Plan(p) }
 
 // Info describes the source.
 func (s *Source) Info() pipeline.SourceInfo {
-	mp := s.opts.Decode.MaxPixels
-	if mp == 0 {
-		mp = transforms.DefaultMaxPixels
-	}
 	labels := "integers"
 	if s.strLabels {
 		labels = "names"
@@ -326,20 +317,13 @@ func (s *Source) Info() pipeline.SourceInfo {
 	return pipeline.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.classes...),
-		Spec: map[string]any{
+		Spec: s.dec.Spec(map[string]any{
 			"kind": Kind, "files": len(s.files), "image_column": strings.Join(s.imagePath, "."),
 			"label_column": s.opts.LabelColumn, "labels": labels,
-			"exif_orient": s.opts.Decode.ExifOrient, "fast_decode": s.opts.Decode.Draft != nil, "max_pixels": mp,
-		},
+		}),
 		HasMeta: true,
 		Count:   -1,
 	}
-}
-
-// note is what Enumerate hands Decode in Item.Note.
-type note struct {
-	meta []byte
-	err  error
 }
 
 // Enumerate reads the files in order and emits one item per row.
@@ -368,7 +352,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		return nil
 	}
 	rest := func(err error) error {
-		return send(pipeline.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: note{err: fmt.Errorf("%w: %w", ErrFile, err)}})
+		return send(pipeline.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: encoded.Note{Err: fmt.Errorf("%w: %w", ErrFile, err)}})
 	}
 	pf, f, err := s.open(name)
 	if err != nil {
@@ -402,11 +386,11 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 			label, lerr := s.label(labels[i])
 			switch {
 			case v.IsNull():
-				it.Note = note{err: ErrNullImage}
+				it.Note = encoded.Note{Err: ErrNullImage}
 			case lerr != nil:
-				it.Note = note{err: lerr}
+				it.Note = encoded.Note{Err: lerr}
 			default:
-				it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, note{meta: meta}
+				it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, encoded.Note{Meta: meta}
 			}
 			i++
 			row++
@@ -455,24 +439,8 @@ func (s *Source) label(v pq.Value) (int64, error) {
 	return l, nil
 }
 
-// Decode decodes a row's image, or reports the fault Enumerate found in it.
+// Decode decodes the item's image with the source's decoder, or reports the fault Enumerate
+// found in it.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
-	nt, _ := it.Note.(note)
-	if nt.err != nil {
-		return &pipeline.InputError{Input: it.Name, Err: nt.err}
-	}
-	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
-	if sc == nil {
-		sc = new(transforms.DecodeScratch)
-	}
-	defer s.scratch.Put(sc)
-	img, err := transforms.DecodeBytes(it.Raw, s.opts.Decode, sc)
-	if err != nil {
-		var de *transforms.DecodeError
-		if errors.As(err, &de) {
-			err = de.Err
-		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
-	}
-	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.meta})
+	return s.dec.Decode(it, emit)
 }

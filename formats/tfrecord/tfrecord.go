@@ -14,10 +14,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/packer-dev/packer/formats/encoded"
 	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
@@ -59,10 +59,10 @@ type Options struct {
 
 // Source is a pipeline.Source over TFRecord files.
 type Source struct {
-	root    string
-	files   []string
-	opts    Options
-	scratch sync.Pool // *transforms.DecodeScratch
+	root  string
+	files []string
+	opts  Options
+	dec   encoded.Decoder
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -95,7 +95,7 @@ func Open(p string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
-	s := &Source{opts: opts}
+	s := &Source{opts: opts, dec: encoded.Decoder{Opts: opts.Decode}}
 	if !fi.IsDir() {
 		s.root, s.files = filepath.Dir(p), []string{filepath.Base(p)}
 		return s, nil
@@ -117,36 +117,20 @@ func Open(p string, opts Options) (*Source, error) {
 	return s, nil
 }
 
-// PlanDecode takes the build's transform: with --fast, JPEGs are decoded at the reduced scale
-// it allows. Images decoded from memory are never windows.
-func (s *Source) PlanDecode(p pipeline.DecodePlan) {
-	if s.opts.Decode.Draft == nil && p.Transform.Fast {
-		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, 1)
-	}
-}
+// PlanDecode takes the build's transform (encoded.Decoder.Plan: the --fast scale).
+func (s *Source) PlanDecode(p pipeline.DecodePlan) { s.dec.Plan(p) }
 
 // Info describes the source.
 func (s *Source) Info() pipeline.SourceInfo {
-	mp := s.opts.Decode.MaxPixels
-	if mp == 0 {
-		mp = transforms.DefaultMaxPixels
-	}
 	return pipeline.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.opts.Classes...),
-		Spec: map[string]any{
+		Spec: s.dec.Spec(map[string]any{
 			"kind": Kind, "files": len(s.files), "image_key": s.opts.ImageKey, "label_key": s.opts.LabelKey,
-			"exif_orient": s.opts.Decode.ExifOrient, "fast_decode": s.opts.Decode.Draft != nil, "max_pixels": mp,
-		},
+		}),
 		HasMeta: true,
 		Count:   -1,
 	}
-}
-
-// note is what Enumerate hands Decode in Item.Note.
-type note struct {
-	meta []byte
-	err  error
 }
 
 // Enumerate reads the files in order and emits one item per record.
@@ -169,7 +153,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	}
 	f, err := inputs.Open(filepath.Join(s.root, name))
 	if err != nil {
-		return send(pipeline.Item{Name: fname, Note: note{err: fmt.Errorf("%w: %w", ErrFraming, err)}})
+		return send(pipeline.Item{Name: fname, Note: encoded.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
@@ -179,7 +163,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 			return err
 		}
 		rest := func(err error) error {
-			return send(pipeline.Item{Name: fmt.Sprintf("%s (from record %d)", fname, n), Note: note{err: fmt.Errorf("%w: %w", ErrFraming, err)}})
+			return send(pipeline.Item{Name: fmt.Sprintf("%s (from record %d)", fname, n), Note: encoded.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
 		}
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			if err == io.EOF {
@@ -205,11 +189,11 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, n)}
 		meta, _ := json.Marshal(map[string]any{"file": fname, "record": n})
 		if want := masked(body); crc != want {
-			it.Note = note{err: fmt.Errorf("%w (%08x, want %08x)", ErrChecksum, crc, want)}
+			it.Note = encoded.Note{Err: fmt.Errorf("%w (%08x, want %08x)", ErrChecksum, crc, want)}
 		} else if img, label, err := s.parse(body); err != nil {
-			it.Note = note{err: err}
+			it.Note = encoded.Note{Err: err}
 		} else {
-			it.Raw, it.Label, it.Note = img, label, note{meta: meta}
+			it.Raw, it.Label, it.Note = img, label, encoded.Note{Meta: meta}
 		}
 		if err := send(it); err != nil {
 			return err
@@ -356,24 +340,8 @@ func firstInt64(feat []byte) (out int64, ok bool, err error) {
 	return out, ok, err
 }
 
-// Decode decodes a record's image, or reports the fault Enumerate found in it.
+// Decode decodes the item's image with the source's decoder, or reports the fault Enumerate
+// found in it.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
-	nt, _ := it.Note.(note)
-	if nt.err != nil {
-		return &pipeline.InputError{Input: it.Name, Err: nt.err}
-	}
-	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
-	if sc == nil {
-		sc = new(transforms.DecodeScratch)
-	}
-	defer s.scratch.Put(sc)
-	img, err := transforms.DecodeBytes(it.Raw, s.opts.Decode, sc)
-	if err != nil {
-		var de *transforms.DecodeError
-		if errors.As(err, &de) {
-			err = de.Err
-		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
-	}
-	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.meta})
+	return s.dec.Decode(it, emit)
 }

@@ -3,7 +3,6 @@ package webdataset
 import (
 	"archive/tar"
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,10 +14,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/packer-dev/packer/formats/encoded"
 	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
@@ -68,7 +67,7 @@ type Source struct {
 	imageExts []string // member extensions taken as the image, in order of preference
 	opts      Options
 	plan      pipeline.DecodePlan
-	scratch   sync.Pool // *transforms.DecodeScratch
+	dec       encoded.Decoder
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -82,7 +81,7 @@ func Open(p string, opts Options) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
-	s := &Source{opts: opts, imageExts: Extensions}
+	s := &Source{opts: opts, imageExts: Extensions, dec: encoded.Decoder{Opts: opts.Decode}}
 	if opts.ImageKey != "" {
 		s.imageExts = nil
 		for _, e := range strings.Split(opts.ImageKey, ",") {
@@ -149,28 +148,17 @@ func isShardName(name string) bool {
 	return false
 }
 
-// PlanDecode takes the build's transform: with --fast, JPEGs are decoded at the reduced scale
-// it allows (transforms.DraftSize). Images decoded from memory are never windows.
-func (s *Source) PlanDecode(p pipeline.DecodePlan) {
-	s.plan = pipeline.DecodePlan{Transform: p.Transform}
-	if s.opts.Decode.Draft == nil && p.Transform.Fast {
-		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, 1)
-	}
-}
+// PlanDecode takes the build's transform (encoded.Decoder.Plan: the --fast scale).
+func (s *Source) PlanDecode(p pipeline.DecodePlan) { s.dec.Plan(p) }
 
 // Info describes the source.
 func (s *Source) Info() pipeline.SourceInfo {
-	mp := s.opts.Decode.MaxPixels
-	if mp == 0 {
-		mp = transforms.DefaultMaxPixels
-	}
 	return pipeline.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.opts.Classes...),
-		Spec: map[string]any{
+		Spec: s.dec.Spec(map[string]any{
 			"kind": Kind, "shards": len(s.shards), "image_extensions": s.imageExts, "label": s.labelSpec(),
-			"exif_orient": s.opts.Decode.ExifOrient, "fast_decode": s.opts.Decode.Draft != nil, "max_pixels": mp,
-		},
+		}),
 		HasMeta: true,
 		Count:   -1,
 	}
@@ -263,7 +251,7 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 			cur.err = fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrTooLarge, inputs.Name(h.Name), h.Size, MaxMemberSize)
 			continue
 		}
-		data, err := readN(tr, h.Size)
+		data, err := encoded.ReadN(tr, h.Size)
 		if err != nil {
 			where := fmt.Sprintf("%s (after member %d)", shardName, members-1)
 			cur = nil
@@ -324,7 +312,7 @@ func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func
 		return s.emitBad(seq, name, err, emit)
 	}
 	meta, _ := json.Marshal(map[string]string{"shard": shardName, "key": inputs.Name(smp.key), "image": inputs.Name(smp.imageMem)})
-	it := pipeline.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: meta}
+	it := pipeline.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: encoded.Note{Meta: meta}}
 	*seq++
 	return emit(it)
 }
@@ -359,42 +347,15 @@ func (s *Source) parseLabel(b []byte) (int64, error) {
 
 // emitBad emits an item that Decode reports as bad with err (its Note).
 func (s *Source) emitBad(seq *int64, name string, err error, emit func(pipeline.Item) error) error {
-	it := pipeline.Item{Seq: *seq, Name: name, Note: err}
+	it := pipeline.Item{Seq: *seq, Name: name, Note: encoded.Note{Err: err}}
 	*seq++
 	return emit(it)
 }
 
-// Decode decodes a sample's image, or reports the fault Enumerate found in it.
+// Decode decodes the item's image with the source's decoder, or reports the fault Enumerate
+// found in it.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
-	if err, ok := it.Note.(error); ok {
-		return &pipeline.InputError{Input: it.Name, Err: err}
-	}
-	meta, _ := it.Note.([]byte)
-	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
-	if sc == nil {
-		sc = new(transforms.DecodeScratch)
-	}
-	defer s.scratch.Put(sc)
-	img, err := transforms.DecodeBytes(it.Raw, s.opts.Decode, sc)
-	if err != nil {
-		var de *transforms.DecodeError
-		if errors.As(err, &de) {
-			err = de.Err
-		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
-	}
-	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: meta})
-}
-
-// readN reads exactly n bytes of r. The buffer grows with what arrives, so a header that
-// claims a large member in a truncated file costs no large allocation.
-func readN(r io.Reader, n int64) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, min(n, 1<<20)))
-	got, err := buf.ReadFrom(io.LimitReader(r, n))
-	if err == nil && got < n {
-		err = io.ErrUnexpectedEOF
-	}
-	return buf.Bytes(), err
+	return s.dec.Decode(it, emit)
 }
 
 // labelSpec says where labels come from, for the manifest.
