@@ -66,7 +66,6 @@ type Source struct {
 	shards    []string // shard paths relative to root (slash-separated), in order
 	imageExts []string // member extensions taken as the image, in order of preference
 	opts      Options
-	plan      pipeline.DecodePlan
 	dec       encoded.Decoder
 }
 
