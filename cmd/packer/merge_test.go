@@ -151,6 +151,15 @@ func partsCorpus(t *testing.T, root string) map[string]string {
 func TestPartsMergeSameBytes(t *testing.T) {
 	root := t.TempDir()
 	src := partsCorpus(t, root)
+	// The folder's images as TFRecord and Parquet files too (their sizes are not known up front),
+	// written by their own clients (scripts/make_record_sources.py, the fixtures venv).
+	rec := filepath.Join(root, "rec")
+	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") != "1" {
+		script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "make_record_sources.py"))
+		if out, err := exec.Command(fixturePython(), script, src["folder"], rec).CombinedOutput(); err != nil {
+			t.Fatalf("make_record_sources.py (run scripts/setup.sh, or PACKER_NO_FIXTURE_PYTHON=1 to leave these sources out): %v\n%s", err, out)
+		}
+	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	cases := []struct {
 		name, src string
@@ -164,9 +173,15 @@ func TestPartsMergeSameBytes(t *testing.T) {
 		{"webdataset", src["wds"], []string{"--crop", "5", "--classes", "x,y,z"}, []string{"shards", "npy"}},
 		{"list", src["list"], []string{"--resize", "6", "--crop", "6", "--classes", "x,y,z"}, []string{"shards", "hdf5"}},
 		{"idx", src["idx"], []string{"--layout", "chw"}, []string{"shards", "npy", "hdf5"}},
+		{"tfrecord", filepath.Join(rec, "tfrecord"), []string{"--from", "tfrecord", "--resize", "6", "--crop", "6"}, []string{"shards", "npy"}},
+		{"parquet", filepath.Join(rec, "parquet"), []string{"--from", "parquet", "--resize", "6", "--crop", "6"}, []string{"shards", "hdf5"}},
 		{"video-clips", src["video"], []string{"--from", "video", "--clip-len", "3", "--clip-stride", "2", "--resize", "12", "--crop", "10"}, []string{"shards", "npy"}},
 	}
 	for _, c := range cases {
+		if strings.HasPrefix(c.src, rec) && os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
+			t.Logf("%s: left out (PACKER_NO_FIXTURE_PYTHON=1)", c.name)
+			continue
+		}
 		for _, format := range c.formats {
 			name := c.name + "-" + format
 			args := append(append([]string{}, c.args...), "--format", format, "--shard-size", "600", "--workers", "2")
@@ -314,4 +329,18 @@ func TestParsePart(t *testing.T) {
 			t.Errorf("parsePart(%q, %d) = %d, %d, %v; want %d, %d, %q", c.part, c.parts, i, n, err, c.i, c.n, c.err)
 		}
 	}
+}
+
+// fixturePython is the interpreter of the fixtures venv scripts/setup.sh makes (pyarrow,
+// webdataset, tfrecord), or $PACKER_FIXTURE_PYTHON.
+func fixturePython() string {
+	if p := os.Getenv("PACKER_FIXTURE_PYTHON"); p != "" {
+		return p
+	}
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
 }
