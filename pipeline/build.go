@@ -138,14 +138,43 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	paths, err := newOutPaths(opts.Out)
+	sum, err := intoOut(opts.Out, opts.Force, opts.Inputs, func(paths outPaths) (*Summary, error) {
+		info := opts.Source.Info()
+		// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
+		// old-output name as they come (a link in the source may point into OUT).
+		b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: paths.staging, guard: newGuard(paths)}
+		if opts.Part != nil {
+			total := info.Count
+			if total < 0 {
+				// The source does not know its size: a first pass counts the inputs.
+				total = 0
+				if err := opts.Source.Enumerate(ctx, func(Item) error { total++; return nil }); err != nil {
+					return nil, err
+				}
+			}
+			b.part = newPartRange(*opts.Part, total)
+		}
+		return b.run(ctx)
+	})
 	if err != nil {
 		return nil, err
 	}
-	out, staging := paths.out, paths.staging
-	// Nothing beside OUT is created or removed before these checks pass.
+	sum.Elapsed = time.Since(start)
+	return sum, nil
+}
+
+// intoOut runs write with a fresh staging folder beside OUT and publishes it as OUT: the output
+// directory handling of Build and Merge. Nothing beside OUT is created or removed before OUT is
+// checked against inputs (overlap) and the mount check; OUT's lock is held throughout; what an
+// interrupted build left is recovered; a non-empty OUT needs force; the staging folder is
+// removed unless it was published. The summary gets OUT's path.
+func intoOut(out string, force bool, inputs []string, write func(paths outPaths) (*Summary, error)) (*Summary, error) {
+	paths, err := newOutPaths(out)
+	if err != nil {
+		return nil, err
+	}
 	g := newGuard(paths)
-	for _, in := range opts.Inputs {
+	for _, in := range inputs {
 		if err := g.checkInput(in); err != nil {
 			return nil, err
 		}
@@ -161,48 +190,31 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := recoverOut(paths); err != nil {
 		return nil, err
 	}
-	if err := checkOut(out, opts.Force); err != nil {
+	if err := checkOut(paths.out, force); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(staging, 0o755); err != nil {
+	if err := os.MkdirAll(paths.staging, 0o755); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	committed := false
 	defer func() {
 		if !committed {
-			os.RemoveAll(staging)
+			os.RemoveAll(paths.staging)
 		}
 	}()
-
-	info := opts.Source.Info()
-	// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
-	// old-output name as they come (a link in the source may point into OUT).
-	b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: staging, guard: newGuard(paths)}
-	if opts.Part != nil {
-		total := info.Count
-		if total < 0 {
-			// The source does not know its size: a first pass counts the inputs.
-			total = 0
-			if err := opts.Source.Enumerate(ctx, func(Item) error { total++; return nil }); err != nil {
-				return nil, err
-			}
-		}
-		b.part = newPartRange(*opts.Part, total)
-	}
-	sum, err := b.run(ctx)
+	sum, err := write(paths)
 	if err != nil {
 		return nil, err
 	}
 	if err := emptyTrash(paths); err != nil {
 		return nil, fmt.Errorf("remove the leftovers of an earlier build: %w", err)
 	}
-	swapped, err := commitDir(paths, opts.Force)
+	swapped, err := commitDir(paths, force)
 	committed = swapped
 	if err != nil {
 		return nil, err
 	}
-	sum.Out = out
-	sum.Elapsed = time.Since(start)
+	sum.Out = paths.out
 	return sum, nil
 }
 

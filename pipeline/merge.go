@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"reflect"
 	"sort"
 	"time"
@@ -184,52 +183,12 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 	if info.MaxErrors > 0 && skipped > info.MaxErrors {
 		return nil, fmt.Errorf("%w: %d inputs skipped over all parts, more than --max-errors %d", ErrTooManyErrors, skipped, info.MaxErrors)
 	}
-	paths, err := newOutPaths(opts.Out)
+	sum, err := intoOut(opts.Out, opts.Force, parts.Dirs, func(paths outPaths) (*Summary, error) {
+		return mergeInto(ctx, parts, paths.staging, opts)
+	})
 	if err != nil {
 		return nil, err
 	}
-	g := newGuard(paths)
-	for _, in := range parts.Dirs {
-		if err := g.checkInput(in); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkMount(paths); err != nil {
-		return nil, err
-	}
-	lock, err := lockOut(paths)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.release()
-	if err := recoverOut(paths); err != nil {
-		return nil, err
-	}
-	if err := checkOut(paths.out, opts.Force); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(paths.staging, 0o755); err != nil {
-		return nil, fmt.Errorf("create staging directory: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			os.RemoveAll(paths.staging)
-		}
-	}()
-	sum, err := mergeInto(ctx, parts, paths.staging, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := emptyTrash(paths); err != nil {
-		return nil, fmt.Errorf("remove the leftovers of an earlier build: %w", err)
-	}
-	swapped, err := commitDir(paths, opts.Force)
-	committed = swapped
-	if err != nil {
-		return nil, err
-	}
-	sum.Out = paths.out
 	sum.Elapsed = time.Since(start)
 	return sum, nil
 }
