@@ -14,6 +14,7 @@ import (
 
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
 )
 
@@ -156,7 +157,7 @@ func TestPartsMergeSameBytes(t *testing.T) {
 	rec := filepath.Join(root, "rec")
 	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") != "1" {
 		script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "make_record_sources.py"))
-		if out, err := exec.Command(fixturePython(), script, src["folder"], rec).CombinedOutput(); err != nil {
+		if out, err := exec.Command(testfix.FixturePython(), script, src["folder"], rec).CombinedOutput(); err != nil {
 			t.Fatalf("make_record_sources.py (run scripts/setup.sh, or PACKER_NO_FIXTURE_PYTHON=1 to leave these sources out): %v\n%s", err, out)
 		}
 	}
@@ -329,18 +330,4 @@ func TestParsePart(t *testing.T) {
 			t.Errorf("parsePart(%q, %d) = %d, %d, %v; want %d, %d, %q", c.part, c.parts, i, n, err, c.i, c.n, c.err)
 		}
 	}
-}
-
-// fixturePython is the interpreter of the fixtures venv scripts/setup.sh makes (pyarrow,
-// webdataset, tfrecord), or $PACKER_FIXTURE_PYTHON.
-func fixturePython() string {
-	if p := os.Getenv("PACKER_FIXTURE_PYTHON"); p != "" {
-		return p
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
 }

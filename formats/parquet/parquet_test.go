@@ -13,34 +13,11 @@ import (
 
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/shards"
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
-
-// pyarrowPython is the interpreter that writes the fixtures with pyarrow, the library the
-// Hugging Face datasets library writes Parquet with: $PACKER_FIXTURE_PYTHON, else the venv
-// scripts/setup.sh makes. A missing pyarrow fails the tests (PACKER_NO_FIXTURE_PYTHON=1 skips
-// them, and says so).
-func pyarrowPython(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
-		t.Skip("PACKER_NO_FIXTURE_PYTHON=1: Parquet fixture tests skipped")
-	}
-	p := os.Getenv("PACKER_FIXTURE_PYTHON")
-	if p == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		p = filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
-	}
-	if out, err := exec.Command(p, "-c", "import pyarrow").CombinedOutput(); err != nil {
-		t.Fatalf("the Parquet tests need pyarrow: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_FIXTURE_PYTHON, or PACKER_NO_FIXTURE_PYTHON=1 to skip", p, err, out)
-	}
-	return p
-}
 
 // writer writes a Parquet file with pyarrow: rows of {image, label}, the image as the Hugging
 // Face Image struct {bytes, path} (or plain binary), the label as int64 or string, the
@@ -76,11 +53,6 @@ func writeParquet(t *testing.T, py, path string, spec map[string]any) {
 	}
 }
 
-func corpus(name string) string {
-	p, _ := filepath.Abs(filepath.Join("..", "..", "transforms", "testdata", "corpus", name))
-	return p
-}
-
 func build(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, m *shard.Manifest) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
@@ -106,7 +78,7 @@ func build(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]by
 // written by pyarrow in the Hugging Face layout (Image struct, ClassLabel names; and plain
 // binary with string labels) give identical records, labels and class names.
 func TestSameRecordsAsFolder(t *testing.T) {
-	py := pyarrowPython(t)
+	py := testfix.NeedFixturePython(t, "pyarrow")
 	root := t.TempDir()
 	imgs := []string{"baseline-420.jpg", "grey.png", "progressive.jpg", "rgb.ppm", "rgba-alpha.png"}
 	names := []string{"ant", "bee"}
@@ -115,13 +87,13 @@ func TestSameRecordsAsFolder(t *testing.T) {
 		cls := names[i%2]
 		dst := filepath.Join(root, "folder", cls, fmt.Sprintf("%02d%s", i, filepath.Ext(im)))
 		os.MkdirAll(filepath.Dir(dst), 0o755)
-		data, err := os.ReadFile(corpus(im))
+		data, err := os.ReadFile(testfix.Corpus(im))
 		if err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(dst, data, 0o644)
 		// Rows in the folder's order: class ant (images 0, 2, 4), then bee (1, 3).
-		r := map[string]any{"image": corpus(im), "label": i % 2}
+		r := map[string]any{"image": testfix.Corpus(im), "label": i % 2}
 		if i%2 == 0 {
 			rows0 = append(rows0, r)
 		} else {
@@ -169,12 +141,12 @@ func TestSameRecordsAsFolder(t *testing.T) {
 // TestBadRows: a null image, a null label, an undecodable image and a label beyond the class
 // names are skipped with their reasons, the rest packed; a missing column is refused at open.
 func TestBadRows(t *testing.T) {
-	py := pyarrowPython(t)
+	py := testfix.NeedFixturePython(t, "pyarrow")
 	dir := t.TempDir()
-	good := corpus("grey.jpg")
+	good := testfix.Corpus("grey.jpg")
 	writeParquet(t, py, filepath.Join(dir, "a.parquet"), map[string]any{"names": []string{"x", "y"}, "rows": []map[string]any{
 		{"image": good, "label": 1}, {"image": nil, "label": 0}, {"image": good, "label": nil},
-		{"image": corpus("truncated.jpg"), "label": 0}, {"image": good, "label": 5}, {"image": good, "label": 0},
+		{"image": testfix.Corpus("truncated.jpg"), "label": 0}, {"image": good, "label": 5}, {"image": good, "label": 0},
 	}})
 	src, err := Open(filepath.Join(dir, "a.parquet"), Options{})
 	if err != nil {

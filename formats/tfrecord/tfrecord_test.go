@@ -14,33 +14,11 @@ import (
 
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/shards"
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
-
-// fixturePython is the interpreter with the tfrecord package (the PyPI TFRecord reader and
-// writer for PyTorch users): $PACKER_FIXTURE_PYTHON, else the venv scripts/setup.sh makes. A
-// missing package fails the tests (PACKER_NO_FIXTURE_PYTHON=1 skips them, and says so).
-func fixturePython(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
-		t.Skip("PACKER_NO_FIXTURE_PYTHON=1: TFRecord fixture tests skipped")
-	}
-	p := os.Getenv("PACKER_FIXTURE_PYTHON")
-	if p == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		p = filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
-	}
-	if out, err := exec.Command(p, "-c", "import tfrecord").CombinedOutput(); err != nil {
-		t.Fatalf("the TFRecord tests need the tfrecord package: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_FIXTURE_PYTHON, or PACKER_NO_FIXTURE_PYTHON=1 to skip", p, err, out)
-	}
-	return p
-}
 
 // writer writes the fixtures with the tfrecord package's TFRecordWriter (tf.train.Example
 // records, its own protobuf encoding and masked CRC-32C); the damaged records (a wrong data
@@ -72,14 +50,9 @@ w.close()
 func writeTFRecord(t *testing.T, path string, recs []map[string]any) {
 	t.Helper()
 	spec, _ := json.Marshal(recs)
-	if out, err := exec.Command(fixturePython(t), "-c", writer, path, string(spec)).CombinedOutput(); err != nil {
+	if out, err := exec.Command(testfix.NeedFixturePython(t, "tfrecord"), "-c", writer, path, string(spec)).CombinedOutput(); err != nil {
 		t.Fatalf("fixture writer: %v\n%s", err, out)
 	}
-}
-
-func corpus(name string) string {
-	p, _ := filepath.Abs(filepath.Join("..", "..", "transforms", "testdata", "corpus", name))
-	return p
 }
 
 func build(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
@@ -116,12 +89,12 @@ func TestSameRecordsAsFolder(t *testing.T) {
 	for i, im := range imgs {
 		dst := filepath.Join(root, "folder", fmt.Sprint("c", i%2), fmt.Sprintf("%02d%s", i, filepath.Ext(im)))
 		os.MkdirAll(filepath.Dir(dst), 0o755)
-		data, err := os.ReadFile(corpus(im))
+		data, err := os.ReadFile(testfix.Corpus(im))
 		if err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(dst, data, 0o644)
-		r := map[string]any{"bytes:image/encoded": corpus(im), "int:image/class/label": []int{i % 2}, "float:extra": []float64{0.5}}
+		r := map[string]any{"bytes:image/encoded": testfix.Corpus(im), "int:image/class/label": []int{i % 2}, "float:extra": []float64{0.5}}
 		// The folder orders by class, then name: class 0 holds images 0, 2, 4.
 		if i%2 == 0 {
 			f0 = append(f0, r)
@@ -162,15 +135,15 @@ func TestSameRecordsAsFolder(t *testing.T) {
 // the records before the damage; the next file is still read.
 func TestDamage(t *testing.T) {
 	dir := t.TempDir()
-	good := map[string]any{"bytes:image/encoded": corpus("grey.jpg"), "int:image/class/label": []int{1}}
+	good := map[string]any{"bytes:image/encoded": testfix.Corpus("grey.jpg"), "int:image/class/label": []int{1}}
 	writeTFRecord(t, filepath.Join(dir, "a.tfrecord"), []map[string]any{
 		good,
-		{"bytes:image/encoded": corpus("grey.jpg"), "int:image/class/label": []int{0}, "badcrc": true},
+		{"bytes:image/encoded": testfix.Corpus("grey.jpg"), "int:image/class/label": []int{0}, "badcrc": true},
 		{"raw": "\xff\xff\xff"},
-		{"bytes:image/encoded": corpus("grey.jpg")},
+		{"bytes:image/encoded": testfix.Corpus("grey.jpg")},
 		{"int:image/class/label": []int{0}},
-		{"bytes:image/encoded": corpus("truncated.jpg"), "int:image/class/label": []int{0}},
-		{"bytes:image/encoded": corpus("grey.jpg"), "int:image/class/label": []int{7}},
+		{"bytes:image/encoded": testfix.Corpus("truncated.jpg"), "int:image/class/label": []int{0}},
+		{"bytes:image/encoded": testfix.Corpus("grey.jpg"), "int:image/class/label": []int{7}},
 		good,
 	})
 	writeTFRecord(t, filepath.Join(dir, "b.tfrecord"), []map[string]any{good, good, good})
@@ -208,7 +181,7 @@ func TestDamage(t *testing.T) {
 // TestFeatureKeys: --image-key and --label-key name other features.
 func TestFeatureKeys(t *testing.T) {
 	dir := t.TempDir()
-	writeTFRecord(t, filepath.Join(dir, "x.tfrecord"), []map[string]any{{"bytes:jpeg": corpus("grey.jpg"), "int:cls": []int{3, 9}}})
+	writeTFRecord(t, filepath.Join(dir, "x.tfrecord"), []map[string]any{{"bytes:jpeg": testfix.Corpus("grey.jpg"), "int:cls": []int{3, 9}}})
 	src, err := Open(dir, Options{ImageKey: "jpeg", LabelKey: "cls"})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
 )
 
@@ -25,7 +26,7 @@ func FuzzShard(f *testing.F) {
 		tw.Close()
 		return b.Bytes()
 	}
-	jpg, _ := os.ReadFile(corpus("grey.jpg"))
+	jpg, _ := os.ReadFile(testfix.Corpus("grey.jpg"))
 	f.Add(tarOf([2]string{"a.jpg", string(jpg)}, [2]string{"a.cls", "1"}))
 	f.Add(tarOf([2]string{"a.cls", "x"}, [2]string{"b.png", "garbage"}, [2]string{"b.cls", "2"}))
 	f.Add(tarOf([2]string{"d/k.tar.jpg", string(jpg)}, [2]string{"d/k.tar.cls", " 7 "})[:700])

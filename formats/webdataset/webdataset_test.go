@@ -15,33 +15,11 @@ import (
 
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/shards"
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
-
-// fixturePython is the interpreter that writes the fixtures with the webdataset package's own
-// TarWriter: $PACKER_FIXTURE_PYTHON, else the venv scripts/setup.sh makes. A missing
-// webdataset fails the tests (PACKER_NO_FIXTURE_PYTHON=1 skips them, and says so).
-func fixturePython(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("PACKER_NO_FIXTURE_PYTHON") == "1" {
-		t.Skip("PACKER_NO_FIXTURE_PYTHON=1: WebDataset fixture tests skipped")
-	}
-	p := os.Getenv("PACKER_FIXTURE_PYTHON")
-	if p == "" {
-		cache := os.Getenv("XDG_CACHE_HOME")
-		if cache == "" {
-			home, _ := os.UserHomeDir()
-			cache = filepath.Join(home, ".cache")
-		}
-		p = filepath.Join(cache, "packer", "fixtures-venv-1", "bin", "python")
-	}
-	if out, err := exec.Command(p, "-c", "import webdataset").CombinedOutput(); err != nil {
-		t.Fatalf("the WebDataset tests need the webdataset package: %s: %v\n%s\nrun scripts/setup.sh, or set PACKER_FIXTURE_PYTHON, or PACKER_NO_FIXTURE_PYTHON=1 to skip", p, err, out)
-	}
-	return p
-}
 
 // member is one tar member of a fixture: bytes from a file, or inline text.
 type member struct {
@@ -75,14 +53,9 @@ if out.endswith(".gz"):
         shutil.copyfileobj(src, dst)
     os.remove(plain)
 `
-	if out, err := exec.Command(fixturePython(t), "-c", script, path, string(spec)).CombinedOutput(); err != nil {
+	if out, err := exec.Command(testfix.NeedFixturePython(t, "webdataset"), "-c", script, path, string(spec)).CombinedOutput(); err != nil {
 		t.Fatalf("webdataset TarWriter: %v\n%s", err, out)
 	}
-}
-
-func corpus(name string) string {
-	p, _ := filepath.Abs(filepath.Join("..", "..", "transforms", "testdata", "corpus", name))
-	return p
 }
 
 // records builds src with spec and returns every record's bytes, label and metadata, and the
@@ -129,16 +102,16 @@ func TestSameRecordsAsFolder(t *testing.T) {
 	}
 	var m0, m1 []member
 	for i, im := range imgs {
-		if _, err := os.Stat(corpus(im[1])); err != nil {
+		if _, err := os.Stat(testfix.Corpus(im[1])); err != nil {
 			t.Fatalf("corpus image: %v", err)
 		}
 		dst := filepath.Join(root, "folder", im[0], fmt.Sprintf("%03d%s", i, filepath.Ext(im[1])))
 		os.MkdirAll(filepath.Dir(dst), 0o755)
-		data, _ := os.ReadFile(corpus(im[1]))
+		data, _ := os.ReadFile(testfix.Corpus(im[1]))
 		os.WriteFile(dst, data, 0o644)
 		label := map[string]string{"a": "0", "b": "1"}[im[0]]
 		key := fmt.Sprintf("s/%03d", i)
-		ms := []member{{Name: key + ".cls", Text: label + "\n"}, {Name: key + filepath.Ext(im[1]), File: corpus(im[1])}, {Name: key + ".json", Text: "{}"}}
+		ms := []member{{Name: key + ".cls", Text: label + "\n"}, {Name: key + filepath.Ext(im[1]), File: testfix.Corpus(im[1])}, {Name: key + ".json", Text: "{}"}}
 		if i < 4 {
 			m0 = append(m0, ms...)
 		} else {
@@ -184,23 +157,23 @@ func TestBadSamples(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "wds")
 	os.MkdirAll(dir, 0o755)
-	good := corpus("baseline-420.jpg")
+	good := testfix.Corpus("baseline-420.jpg")
 	writeTar(t, filepath.Join(dir, "a.tar"), []member{
 		{Name: "ok1.jpg", File: good}, {Name: "ok1.cls", Text: "3"},
 		{Name: "nolabel.jpg", File: good},
 		{Name: "noimage.cls", Text: "1"}, {Name: "noimage.txt", Text: "caption"},
 		{Name: "badlabel.jpg", File: good}, {Name: "badlabel.cls", Text: "-2"},
-		{Name: "corrupt.jpg", File: corpus("truncated.jpg")}, {Name: "corrupt.cls", Text: "0"},
-		{Name: "ok2.png", File: corpus("grey.png")}, {Name: "ok2.cls", Text: "0"},
+		{Name: "corrupt.jpg", File: testfix.Corpus("truncated.jpg")}, {Name: "corrupt.cls", Text: "0"},
+		{Name: "ok2.png", File: testfix.Corpus("grey.png")}, {Name: "ok2.cls", Text: "0"},
 	})
 	// b.tar: two good samples, then cut in the middle of the third's image.
 	writeTar(t, filepath.Join(dir, "b.tar"), []member{
 		{Name: "x1.jpg", File: good}, {Name: "x1.cls", Text: "1"},
 		{Name: "x2.jpg", File: good}, {Name: "x2.cls", Text: "2"},
-		{Name: "x3.jpg", File: corpus("wide-4000x20.jpg")}, {Name: "x3.cls", Text: "2"},
+		{Name: "x3.jpg", File: testfix.Corpus("wide-4000x20.jpg")}, {Name: "x3.cls", Text: "2"},
 	})
 	data, _ := os.ReadFile(filepath.Join(dir, "b.tar"))
-	wide, _ := os.ReadFile(corpus("wide-4000x20.jpg"))
+	wide, _ := os.ReadFile(testfix.Corpus("wide-4000x20.jpg"))
 	cut := bytes.Index(data, wide[:256]) + 4000 // inside x3's image
 	// The members read whole before the cut, in the order TarWriter wrote them.
 	before := 0
@@ -253,7 +226,7 @@ func TestBadSamples(t *testing.T) {
 // TestLabelOutOfClasses: with --classes, a label beyond the named classes is a bad sample.
 func TestLabelOutOfClasses(t *testing.T) {
 	dir := t.TempDir()
-	writeTar(t, filepath.Join(dir, "s.tar"), []member{{Name: "k.jpg", File: corpus("grey.jpg")}, {Name: "k.cls", Text: "2"}})
+	writeTar(t, filepath.Join(dir, "s.tar"), []member{{Name: "k.jpg", File: testfix.Corpus("grey.jpg")}, {Name: "k.cls", Text: "2"}})
 	src, err := Open(dir, Options{Classes: []string{"x", "y"}})
 	if err != nil {
 		t.Fatal(err)
@@ -284,11 +257,11 @@ func TestKeysAndList(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "sub"), 0o755)
 	writeTar(t, filepath.Join(dir, "sub", "z.tar"), []member{
-		{Name: "a.jpg", File: corpus("grey.jpg")}, {Name: "a.png", File: corpus("rgb.png")}, {Name: "a.json", Text: `{"y": 2, "caption": "x"}`},
-		{Name: "b.jpg", File: corpus("grey.jpg")}, {Name: "b.json", Text: `{"caption": "no label"}`},
-		{Name: "c.png", File: corpus("rgb.png")}, {Name: "c.json", Text: `{"y": 1}`},
+		{Name: "a.jpg", File: testfix.Corpus("grey.jpg")}, {Name: "a.png", File: testfix.Corpus("rgb.png")}, {Name: "a.json", Text: `{"y": 2, "caption": "x"}`},
+		{Name: "b.jpg", File: testfix.Corpus("grey.jpg")}, {Name: "b.json", Text: `{"caption": "no label"}`},
+		{Name: "c.png", File: testfix.Corpus("rgb.png")}, {Name: "c.json", Text: `{"y": 1}`},
 	})
-	writeTar(t, filepath.Join(dir, "a.tar"), []member{{Name: "d.png", File: corpus("rgb.png")}, {Name: "d.json", Text: `{"y": 0}`}})
+	writeTar(t, filepath.Join(dir, "a.tar"), []member{{Name: "d.png", File: testfix.Corpus("rgb.png")}, {Name: "d.json", Text: `{"y": 0}`}})
 	os.WriteFile(filepath.Join(dir, "list.txt"), []byte("# shards, in training order\nsub/z.tar\n\na.tar\n"), 0o644)
 	src, err := Open(filepath.Join(dir, "list.txt"), Options{ImageKey: "png,jpg", LabelKey: "y"})
 	if err != nil {
