@@ -374,6 +374,9 @@ func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
 	if err := first.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// kill(2) returns before the stop takes effect: wait until every thread of the first
+	// build is stopped, or it may still rename a shard while the tree is being summed.
+	waitStopped(t, first.Process.Pid)
 	// The first build must still hold the lock (it did not finish before it was stopped).
 	lf, err := os.Open(out + ".packer-lock")
 	if err != nil {
@@ -518,5 +521,38 @@ func TestBuildLeavesForeignLockFileAlone(t *testing.T) {
 				t.Fatalf("the build changed the tree:\nbefore:\n%s\nafter:\n%s", before, after)
 			}
 		})
+	}
+}
+
+// waitStopped waits until every thread of process pid is in the stopped state ('T' in
+// /proc/PID/task/TID/stat).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				stopped = false
+				break
+			}
+			// The state follows the command name, which is in parentheses.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d did not stop within 30 s of SIGSTOP", pid)
+		}
 	}
 }
