@@ -12,6 +12,7 @@ package output
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/packer-dev/packer/shard"
 )
@@ -63,6 +64,22 @@ type Entry struct {
 	FixedShape bool
 	// Version is the manifest's format_version of a dataset of sample spec spec.
 	Version func(spec shard.SampleSpec) int
+	// Resume, when set, reopens an interrupted build's output from the state its last
+	// checkpoint recorded (see Checkpointer): what the state names is kept, everything else in
+	// cfg.Dir that the format wrote is removed, and the next Write continues after the last
+	// checkpointed record. nil: the format cannot resume (a resumed build starts it anew).
+	Resume func(cfg Config, state []byte) (Output, error)
+}
+
+// Checkpointer is implemented by an Output whose Entry has Resume. SetCheckpoint registers fn,
+// which the output calls from Write, before it writes that record, when everything written
+// before the record is durable in files the output will not change again (for the shards
+// format: when a shard is complete, synced and renamed), at most once per interval every (0:
+// whenever it can). state describes those files for Entry.Resume; fn records it, with the
+// caller's own state at that record, durably (a journal) before it returns. An error from fn
+// fails the Write.
+type Checkpointer interface {
+	SetCheckpoint(every time.Duration, fn func(state []byte) error)
 }
 
 // ErrShapeNotFixed is returned for a fixed-shape format (Entry.FixedShape) when the records'

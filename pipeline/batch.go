@@ -82,7 +82,7 @@ func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 					return err
 				}
 			}
-			if err := snd.send(ctx, result{name: items[k].name, done: true, err: items[k].err, count: len(results[k])}); err != nil {
+			if err := snd.send(ctx, doneOf(j.items[k], items[k].err, len(results[k]))); err != nil {
 				return err
 			}
 		}

@@ -54,6 +54,14 @@ type Options struct {
 	// Part, when set, builds only that part of the source's inputs (see Part and Merge); the
 	// Output is then the shards format, whatever Part.Final is.
 	Part *Part
+	// Resume continues an interrupted build of the same OUT from its last checkpoint (see
+	// resume.go) when its staging folder holds one; otherwise the build starts from the
+	// beginning (Summary.Resumed is nil).
+	Resume bool
+	// CheckpointEvery is the least time between two checkpoints (each costs a wait for the
+	// last shard's commit and a synced journal write); 0 checkpoints at every shard. An
+	// interrupted build redoes at most about this much work, plus one shard.
+	CheckpointEvery time.Duration
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of
@@ -76,7 +84,8 @@ type Summary struct {
 	Reasons   map[string]int // skipped inputs by reason kind
 	Elapsed   time.Duration
 	Manifest  *shard.Manifest
-	FileBytes int64 // total size of the data files
+	FileBytes int64       // total size of the data files
+	Resumed   *ResumeInfo // set when the build went on from an interrupted build's checkpoint
 }
 
 // InputError is a bad input: it is skipped with --on-error skip and fails the build otherwise.
@@ -138,7 +147,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	sum, err := intoOut(opts.Out, opts.Force, opts.Inputs, func(paths outPaths) (*Summary, error) {
+	sum, err := intoOut(opts.Out, opts.Force, opts.Inputs, opts.Resume, func(paths outPaths, resuming bool) (*Summary, error) {
 		info := opts.Source.Info()
 		// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 		// old-output name as they come (a link in the source may point into OUT).
@@ -154,6 +163,13 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 			}
 			b.part = newPartRange(*opts.Part, total)
 		}
+		if resuming {
+			j, err := b.loadJournal(paths.staging)
+			if err != nil {
+				return nil, err
+			}
+			b.resume = j
+		}
 		return b.run(ctx)
 	})
 	if err != nil {
@@ -167,8 +183,10 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 // directory handling of Build and Merge. Nothing beside OUT is created or removed before OUT is
 // checked against inputs (overlap) and the mount check; OUT's lock is held throughout; what an
 // interrupted build left is recovered; a non-empty OUT needs force; the staging folder is
-// removed unless it was published. The summary gets OUT's path.
-func intoOut(out string, force bool, inputs []string, write func(paths outPaths) (*Summary, error)) (*Summary, error) {
+// removed unless it was published or the build was interrupted with a resume journal there. With resume, an interrupted
+// build's staging folder that holds a journal is kept and write is told so (resuming). The
+// summary gets OUT's path.
+func intoOut(out string, force bool, inputs []string, resume bool, write func(paths outPaths, resuming bool) (*Summary, error)) (*Summary, error) {
 	paths, err := newOutPaths(out)
 	if err != nil {
 		return nil, err
@@ -187,7 +205,8 @@ func intoOut(out string, force bool, inputs []string, write func(paths outPaths)
 		return nil, err
 	}
 	defer lock.release()
-	if err := recoverOut(paths); err != nil {
+	resuming := resume && exists(filepath.Join(paths.staging, JournalName))
+	if err := recoverOut(paths, resuming); err != nil {
 		return nil, err
 	}
 	if err := checkOut(paths.out, force); err != nil {
@@ -196,14 +215,24 @@ func intoOut(out string, force bool, inputs []string, write func(paths outPaths)
 	if err := os.MkdirAll(paths.staging, 0o755); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
-	committed := false
+	committed, keep := false, false
 	defer func() {
-		if !committed {
+		if !committed && !keep {
 			os.RemoveAll(paths.staging)
 		}
 	}()
-	sum, err := write(paths)
+	sum, err := write(paths, resuming)
 	if err != nil {
+		// An interrupted build (SIGINT, SIGTERM: a preempted job) keeps its last checkpoint for
+		// --resume, as a killed one does; a build that failed is removed whole.
+		// A refused resume leaves the checkpoint for the build it belongs to.
+		interrupted := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		if (interrupted || errors.Is(err, ErrResume)) && exists(filepath.Join(paths.staging, JournalName)) {
+			keep = true
+			if interrupted {
+				return nil, fmt.Errorf("%w (its last checkpoint is kept in %s: run the same build with --resume to continue from it)", err, paths.staging)
+			}
+		}
 		return nil, err
 	}
 	if err := emptyTrash(paths); err != nil {
@@ -267,6 +296,7 @@ type builder struct {
 	directSize int
 
 	part       *partRange   // the part's range of inputs, for a build in parts
+	resume     *journal     // the checkpoint a resumed build goes on from
 	enumerated atomic.Int64 // items the source emitted (see checkInputs)
 	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }
@@ -300,13 +330,22 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			group, groupSize = nil, 0
 			return nil
 		}
+		var rs *resumeSkip
+		if b.resume != nil {
+			rs = newResumeSkip(b.resume)
+		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
 			if b.part != nil && !b.part.see(it) {
 				return nil
 			}
-			b.enumerated.Add(1)
+			n := b.enumerated.Add(1) - 1
 			if it.Path != "" && b.guard != nil {
 				if err := b.guard.checkInput(it.Path); err != nil {
+					return err
+				}
+			}
+			if rs != nil {
+				if skip, err := rs.skip(n, it); skip || err != nil {
 					return err
 				}
 			}
@@ -331,6 +370,11 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		}
 		if b.part != nil {
 			if err := b.part.done(); err != nil {
+				return err
+			}
+		}
+		if rs != nil {
+			if err := rs.done(b.enumerated.Load()); err != nil {
 				return err
 			}
 		}

@@ -289,7 +289,8 @@ func hasManifest(dir string) bool {
 // only copy of a committed dataset (after an exchange it holds the replaced one while OUT
 // holds the new one), so it is discarded. Discarded folders are moved into OUT.packer-trash,
 // not removed: emptyTrash removes them once the build has checked that no input lies there.
-func recoverOut(p outPaths) error {
+// With keepStaging (a resumed build), the staging folder is kept for the build to go on in.
+func recoverOut(p outPaths, keepStaging bool) error {
 	parent := filepath.Dir(p.out)
 	if exists(p.old) {
 		if !exists(p.out) {
@@ -307,7 +308,7 @@ func recoverOut(p outPaths) error {
 			return fmt.Errorf("both %s and %s exist and %s holds no dataset: move one of them away", p.out, p.old, p.out)
 		}
 	}
-	if exists(p.staging) {
+	if exists(p.staging) && !keepStaging {
 		if err := toTrash(p, p.staging); err != nil {
 			return fmt.Errorf("discard the leftover staging directory %s: %w", p.staging, err)
 		}

@@ -103,7 +103,7 @@ func TestRecoverOut(t *testing.T) {
 					mkDataset(t, d.dir, d.tag)
 				}
 			}
-			err = recoverOut(p)
+			err = recoverOut(p, false)
 			if (err != nil) != c.wantErr {
 				t.Fatalf("recoverOut: %v, want error %v", err, c.wantErr)
 			}

@@ -104,4 +104,6 @@
 //   - part.go and merge.go: builds in parts (Options.Part: a contiguous slice of the one
 //     enumeration, the listing digest) and Merge, which joins the parts into the bytes one
 //     build writes.
+//   - resume.go: checkpoints (a journal in the staging folder, taken when the output says its
+//     records are durable: output.Checkpointer) and Options.Resume, which goes on from one.
 package pipeline

@@ -183,7 +183,7 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 	if info.MaxErrors > 0 && skipped > info.MaxErrors {
 		return nil, fmt.Errorf("%w: %d inputs skipped over all parts, more than --max-errors %d", ErrTooManyErrors, skipped, info.MaxErrors)
 	}
-	sum, err := intoOut(opts.Out, opts.Force, parts.Dirs, func(paths outPaths) (*Summary, error) {
+	sum, err := intoOut(opts.Out, opts.Force, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
 		return mergeInto(ctx, parts, paths.staging, opts)
 	})
 	if err != nil {

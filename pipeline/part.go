@@ -36,41 +36,55 @@ type partRange struct {
 	p      Part
 	total  int64
 	lo, hi int64
-	seen   int64
-	h      hash.Hash
-	num    [8]byte
+	list   listingHash
 }
 
 func newPartRange(p Part, total int64) *partRange {
 	lo := int64(p.Index) * total / int64(p.Count)
 	hi := int64(p.Index+1) * total / int64(p.Count)
-	return &partRange{p: p, total: total, lo: lo, hi: hi, h: sha256.New()}
+	return &partRange{p: p, total: total, lo: lo, hi: hi, list: newListingHash()}
 }
 
 // see adds an enumerated item to the listing digest and reports whether it is the part's.
-// The digest covers each item's position, name, label and auxiliary labels: what decides the
-// records and their order; it is the same for every part of one listing.
 func (r *partRange) see(it Item) bool {
-	n := r.seen
-	r.seen++
-	binary.LittleEndian.PutUint64(r.num[:], uint64(n))
-	r.h.Write(r.num[:])
-	binary.LittleEndian.PutUint64(r.num[:], uint64(len(it.Name)))
-	r.h.Write(r.num[:])
-	r.h.Write([]byte(it.Name))
-	r.h.Write(strconv.AppendInt(r.num[:0], it.Label, 10))
-	for _, a := range it.Aux {
-		r.h.Write([]byte{','})
-		r.h.Write(strconv.AppendInt(r.num[:0], a, 10))
-	}
-	r.h.Write([]byte{'\n'})
+	n := r.list.n
+	r.list.add(it.Name, it.Label, it.Aux)
 	return n >= r.lo && n < r.hi
 }
 
+// listingHash is the digest of a listing: each input's position, name, label and auxiliary
+// labels, what decides the records and their order. Parts record it over the whole listing
+// (the same for every part of one listing); the resume journal over the inputs done.
+type listingHash struct {
+	h   hash.Hash
+	n   int64 // inputs added
+	num [8]byte
+}
+
+func newListingHash() listingHash { return listingHash{h: sha256.New()} }
+
+func (l *listingHash) add(name string, label int64, aux []int64) {
+	binary.LittleEndian.PutUint64(l.num[:], uint64(l.n))
+	l.n++
+	l.h.Write(l.num[:])
+	binary.LittleEndian.PutUint64(l.num[:], uint64(len(name)))
+	l.h.Write(l.num[:])
+	l.h.Write([]byte(name))
+	l.h.Write(strconv.AppendInt(l.num[:0], label, 10))
+	for _, a := range aux {
+		l.h.Write([]byte{','})
+		l.h.Write(strconv.AppendInt(l.num[:0], a, 10))
+	}
+	l.h.Write([]byte{'\n'})
+}
+
+// sum is the digest so far, in hex.
+func (l *listingHash) sum() string { return hex.EncodeToString(l.h.Sum(nil)) }
+
 // done checks that the whole listing was seen, as many inputs as expected.
 func (r *partRange) done() error {
-	if r.seen != r.total {
-		return fmt.Errorf("part %d/%d: %w: %d inputs enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, r.seen, r.total)
+	if r.list.n != r.total {
+		return fmt.Errorf("part %d/%d: %w: %d inputs enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, r.list.n, r.total)
 	}
 	return nil
 }
@@ -80,7 +94,7 @@ func (r *partRange) info(maxErrors int) *shard.PartInfo {
 	return &shard.PartInfo{
 		Index: r.p.Index, Count: r.p.Count,
 		FirstInput: r.lo, TotalInputs: r.total,
-		Listing:   hex.EncodeToString(r.h.Sum(nil)),
+		Listing:   r.list.sum(),
 		Format:    r.p.Final.Name,
 		ShardSize: r.p.FinalShardSize,
 		MaxErrors: maxErrors,

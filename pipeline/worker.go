@@ -34,7 +34,14 @@ type result struct {
 	frameDsts [][]byte // per-frame slices of buf (batch worker only)
 	done      bool
 	err       error
-	count     int // records produced, with done
+	count     int     // records produced, with done
+	label     int64   // the item's labels, with done (for the resume journal's listing digest)
+	aux       []int64 //
+}
+
+// doneOf is item it's done marker: n records were produced, then err (nil: none).
+func doneOf(it Item, err error, n int) result {
+	return result{name: it.Name, done: true, err: err, count: n, label: it.Label, aux: it.Aux}
 }
 
 func (b *builder) getBuf(n int) *[]byte {
@@ -73,7 +80,7 @@ func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if err := snd.send(ctx, result{name: it.Name, done: true, err: err, count: n}); err != nil {
+			if err := snd.send(ctx, doneOf(it, err, n)); err != nil {
 				return err
 			}
 		}
@@ -125,7 +132,7 @@ func (b *builder) decodeDirect(ctx context.Context, snd *sender, it Item) error 
 			return err
 		}
 	}
-	return snd.send(ctx, result{name: it.Name, done: true, err: err, count: n})
+	return snd.send(ctx, doneOf(it, err, n))
 }
 
 // sender batches a job's results (records and done markers, in order) so the writer takes them

@@ -24,7 +24,58 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		items    int64
 		packed   int64 // items that yielded records and were not skipped
 		finished bool
+		inItem   int64 // records of the current item written (or kept from the checkpoint)
+		drop     int64 // records of the first item a resumed build must not write again
+		list     = newListingHash()
 	)
+	if j := b.resume; j != nil {
+		items, packed, skipped, sum.Reasons = j.Inputs, j.Packed, j.Skipped, j.Reasons
+		counts = append(counts[:0], j.Counts...)
+		sum.Records, sum.Bytes, drop = j.Records, j.Bytes, j.Drop
+		var err error
+		if list, err = j.restoreListing(); err != nil {
+			return nil, err
+		}
+		sum.Resumed = &ResumeInfo{Inputs: j.Inputs, Records: j.Records}
+	}
+	// checkpoint records the journal; the output calls it from Write before it writes record r
+	// (so the state here is the state before r).
+	var curName string
+	checkpoint := func(state []byte) error {
+		j := &journal{Packer: Version, Inputs: items, Drop: inItem, Packed: packed, Records: sum.Records, Bytes: sum.Bytes,
+			Counts: counts, Skipped: nonNil(skipped), Reasons: sum.Reasons, Output: state}
+		if inItem > 0 {
+			j.Next = curName
+		}
+		var err error
+		if j.Options, err = b.journalOptions(); err != nil {
+			return err
+		}
+		return j.write(b.staging, &list)
+	}
+	open := func() error {
+		var err error
+		if b.resume != nil {
+			if b.opts.Output.Resume == nil {
+				return fmt.Errorf("%w: --format %s cannot resume", ErrResume, b.opts.Output.Name)
+			}
+			out, err = b.opts.Output.Resume(b.outputConfig(spec), b.resume.Output)
+			if err != nil {
+				return fmt.Errorf("%w: %w", ErrResume, err)
+			}
+		} else if out, err = b.newOutput(spec); err != nil {
+			return err
+		}
+		if cp, ok := out.(output.Checkpointer); ok && b.opts.Output.Resume != nil {
+			cp.SetCheckpoint(b.opts.CheckpointEvery, checkpoint)
+		}
+		return nil
+	}
+	if b.resume != nil {
+		if err := open(); err != nil {
+			return nil, err
+		}
+	}
 	defer func() {
 		if out != nil && !finished {
 			out.Abort()
@@ -63,6 +114,12 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			}
 			for _, r := range batch {
 				if r.done {
+					if drop > 0 {
+						return nil, fmt.Errorf("%w: %s now yields fewer records than the %d the checkpoint holds (the source changed); build without --resume to start over",
+							ErrResume, r.name, b.resume.Drop)
+					}
+					list.add(r.name, r.label, r.aux)
+					inItem = 0
 					if r.err == nil && r.count == 0 {
 						r.err = noRecords() // listed, never dropped without a word
 					}
@@ -93,19 +150,32 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 					return nil, fmt.Errorf("internal error: %s: record shape %v %s %s does not fit the dataset's %v %s %s",
 						r.name, r.spec.Shape, r.spec.DType, r.spec.Layout, spec.Shape, spec.DType, spec.Layout)
 				}
+				if drop > 0 {
+					// A resumed build: this record is in the checkpoint already.
+					if r.name != b.resume.Next {
+						b.pool.Put(r.buf)
+						return nil, fmt.Errorf("%w: the input after the checkpoint is now %s, was %s (the source changed); build without --resume to start over",
+							ErrResume, r.name, b.resume.Next)
+					}
+					drop--
+					inItem++
+					b.pool.Put(r.buf)
+					continue
+				}
 				r.rec.Shape = nil
 				if !spec.Fixed() {
 					r.rec.Shape = r.spec.Shape
 				}
 				if out == nil {
-					var err error
-					if out, err = b.newOutput(spec); err != nil {
+					if err := open(); err != nil {
 						return nil, err
 					}
 				}
+				curName = r.name
 				if err := out.Write(r.rec); err != nil {
 					return nil, fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
 				}
+				inItem++
 				if r.rec.Label >= 0 && r.rec.Label < int64(len(counts)) {
 					counts[r.rec.Label]++
 				}
@@ -131,10 +201,13 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	if err := checkInputs(b.enumerated.Load(), items, packed, int64(len(skipped))); err != nil {
 		return nil, err
 	}
+	if drop > 0 {
+		return nil, fmt.Errorf("%w: the source now ends before %s, whose first %d records the checkpoint holds (the source changed); build without --resume to start over",
+			ErrResume, b.resume.Next, b.resume.Drop)
+	}
 	var files []shard.FileEntry
 	if out == nil {
-		var err error
-		if out, err = b.newOutput(spec); err != nil {
+		if err := open(); err != nil {
 			return nil, err
 		}
 	}
@@ -142,6 +215,11 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	finished = true
 	if err != nil {
 		return nil, fmt.Errorf("finish %s output: %w", b.opts.Output.Name, err)
+	}
+	// The journal goes before the manifest is written: a dataset never holds it. (Killed in
+	// between, the build starts over: the staging folder holds neither.)
+	if err := removeJournal(b.staging); err != nil {
+		return nil, err
 	}
 	format, formatVersion := out.Format()
 	m := &shard.Manifest{
@@ -210,17 +288,22 @@ func (b *builder) datasetMeta() map[string]any {
 	}
 }
 
-// newOutput creates the build's Output, when the first record is ready (or at the end of a
-// build with no record).
-func (b *builder) newOutput(spec shard.SampleSpec) (output.Output, error) {
-	out, err := b.opts.Output.New(output.Config{
+// outputConfig is the configuration of the build's Output.
+func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
+	return output.Config{
 		Dir: b.staging, Sample: spec,
 		Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
 		Classes:   b.info.Classes,
 		HasMeta:   b.info.HasMeta,
 		ShardSize: b.opts.ShardSize,
 		Meta:      b.datasetMeta(),
-	})
+	}
+}
+
+// newOutput creates the build's Output, when the first record is ready (or at the end of a
+// build with no record).
+func (b *builder) newOutput(spec shard.SampleSpec) (output.Output, error) {
+	out, err := b.opts.Output.New(b.outputConfig(spec))
 	if err != nil {
 		return nil, fmt.Errorf("create %s output: %w", b.opts.Output.Name, err)
 	}

@@ -63,8 +63,11 @@ type buildOptions struct {
 	JSON    bool // --json: the final summary as JSON
 	Verbose bool // -v: details in the summary (why --device auto chose the CPU)
 
-	Part  string // --part I/N or auto
-	Parts int    // --parts N, with --part auto in a Kubernetes Indexed Job
+	Part   string // --part I/N or auto
+	Parts  int    // --parts N, with --part auto in a Kubernetes Indexed Job
+	Resume bool   // --resume: go on from an interrupted build's last checkpoint
+
+	CheckpointEvery time.Duration // --checkpoint-every
 
 	transform transforms.Spec
 	output    output.Entry // the --format entry of the outputs table, set by validate
@@ -196,6 +199,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
+	f.DurationVar(&o.CheckpointEvery, "checkpoint-every", 10*time.Second, "the least time between two checkpoints of the build (taken when a shard is complete; 0: at every shard): at most about this much work is redone by --resume after an interruption")
+	f.BoolVar(&o.Resume, "resume", false, "go on from the last checkpoint of an interrupted build of the same OUT (same source and options), or start from the beginning when there is none")
 }
 
 func (o *buildOptions) validate() error {
@@ -215,6 +220,10 @@ func (o *buildOptions) validate() error {
 		o.part = &pipeline.Part{Index: i, Count: n, Final: out}
 	} else if o.Parts != 0 {
 		return errors.New("--parts is for --part auto")
+	}
+	if o.Resume && o.part == nil && out.Resume == nil {
+		return fmt.Errorf("--resume: --format %s writes no checkpoints, so an interrupted build of it starts over; use --format %s, or build in parts (--part, then packer merge), which resume whatever the final format",
+			o.Format, shard.FormatShards)
 	}
 	switch o.Split {
 	case "train", "test":
@@ -382,19 +391,21 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 	}
 	bar := progress.New(o.IO.Err, "packing "+kind, "items", info.Count)
 	sum, err := pipeline.Build(ctx, pipeline.Options{
-		Source:    src,
-		Transform: o.transform,
-		Output:    outEntry,
-		Part:      o.part,
-		Out:       o.Out,
-		Inputs:    []string{o.Source},
-		Force:     o.Force,
-		Workers:   o.Workers,
-		OnError:   o.OnError,
-		MaxErrors: o.MaxErrors,
-		ShardSize: o.shardSize,
-		Device:    device,
-		Resizer:   resizer,
+		Source:          src,
+		Transform:       o.transform,
+		Output:          outEntry,
+		Part:            o.part,
+		Out:             o.Out,
+		Inputs:          []string{o.Source},
+		Force:           o.Force,
+		Resume:          o.Resume,
+		CheckpointEvery: o.CheckpointEvery,
+		Workers:         o.Workers,
+		OnError:         o.OnError,
+		MaxErrors:       o.MaxErrors,
+		ShardSize:       o.shardSize,
+		Device:          device,
+		Resizer:         resizer,
 		Progress: func(items, total, records, bytes int64) {
 			bar.Set(items)
 		},
@@ -413,7 +424,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 			Out: sum.Out, Source: kind, Format: sum.Manifest.Format, Records: sum.Records, Inputs: sum.Items,
 			Skipped: sum.Skipped, Reasons: sum.Reasons, Files: len(sum.Manifest.Files), FileBytes: sum.FileBytes,
 			RecordBytes: sum.Bytes, Seconds: secs, RecordsPerSecond: float64(sum.Records) / secs,
-			Device: device, Workers: o.Workers,
+			Device: device, Workers: o.Workers, Resumed: sum.Resumed,
 		}
 		if o.part != nil {
 			s.Part = fmt.Sprintf("%d/%d", o.part.Index, o.part.Count)
@@ -421,6 +432,11 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(s)
+	}
+	if r := sum.Resumed; r != nil {
+		fmt.Fprintf(o.IO.Out, "resumed: kept %d records of %d inputs from the interrupted build's last checkpoint\n", r.Records, r.Inputs)
+	} else if o.Resume {
+		fmt.Fprintf(o.IO.Out, "resume: no checkpoint of an interrupted build of %s; built from the beginning\n", o.Out)
 	}
 	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %.1f MB]\n",
 		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), float64(sum.FileBytes)/1e6)
@@ -452,4 +468,6 @@ type buildSummary struct {
 	RecordsPerSecond float64        `json:"records_per_second"`
 	Device           string         `json:"device"`
 	Workers          int            `json:"workers"`
+	// Resumed is set when the build went on from an interrupted build's checkpoint.
+	Resumed *pipeline.ResumeInfo `json:"resumed,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,8 @@ import (
 // appears (enumeration, first records) and once shards are being written, into a fresh OUT
 // and over an old dataset with --force. Each exits 130 (or finished first), leaves OUT absent
 // or byte-for-byte the old dataset, does not hold the lock, and the next build into the same
-// OUT succeeds, verifies, and leaves nothing beside OUT but the lock file.
+// OUT (with --resume once shards were being written) succeeds, verifies, equals an
+// uninterrupted build, and leaves nothing beside OUT but the lock file.
 func TestInterruptRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs a dozen real builds")
@@ -34,7 +36,9 @@ func TestInterruptRerun(t *testing.T) {
 	oldDS := filepath.Join(tmp, "old")
 	mustRun(t, "build", src, "-o", oldDS, "--shard-size", "1MiB")
 	oldSum := treeSum(t, oldDS)
-	interrupted := 0
+	ref := filepath.Join(tmp, "ref")
+	mustRun(t, "build", src, "-o", ref, "--shard-size", "64KiB", "--workers", "1", "--layout", "chw")
+	interrupted, resumed := 0, 0
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		for _, when := range []int{0, 3} {
 			for _, force := range []bool{false, true} {
@@ -44,7 +48,7 @@ func TestInterruptRerun(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				args := []string{"build", src, "-o", out, "--shard-size", "64KiB", "--workers", "1", "--layout", "chw"}
+				args := []string{"build", src, "-o", out, "--shard-size", "64KiB", "--workers", "1", "--layout", "chw", "--checkpoint-every", "0"}
 				if force {
 					if err := os.CopyFS(out, os.DirFS(oldDS)); err != nil {
 						t.Fatal(err)
@@ -82,9 +86,19 @@ func TestInterruptRerun(t *testing.T) {
 				default:
 					t.Fatalf("%v at %d entries: %v, want exit %d; stderr %s", sig, when, err, exitInterrupted, stderr.String())
 				}
-				// The lock is free and the leftovers are cleared by the next build.
-				mustRun(t, append(args[:len(args):len(args)], "--force")...)
+				// The lock is free and the leftovers are cleared by the next build; once shards
+				// were being written, the next build resumes from the interrupted one's last
+				// checkpoint (a preempted job's SIGTERM) and writes the uninterrupted bytes.
+				rerun := append(args[:len(args):len(args)], "--force")
+				if when > 0 {
+					rerun = append(rerun, "--resume")
+				}
+				stdout := mustRun(t, rerun...)
+				if strings.Contains(stdout, "resumed: kept") {
+					resumed++
+				}
 				mustRun(t, "verify", out)
+				sameTree(t, ref, out)
 				for _, p := range []string{out + ".packer-partial", out + ".packer-old", out + ".packer-trash"} {
 					if _, err := os.Lstat(p); err == nil {
 						t.Errorf("%v: %s left after the rerun", sig, p)
@@ -96,5 +110,8 @@ func TestInterruptRerun(t *testing.T) {
 	if interrupted == 0 {
 		t.Fatal("no build was interrupted: the test checked nothing")
 	}
-	t.Logf("%d of 8 builds interrupted", interrupted)
+	t.Logf("%d of 8 builds interrupted, %d reruns resumed", interrupted, resumed)
+	if resumed == 0 {
+		t.Fatal("no rerun resumed from an interrupted build's checkpoint")
+	}
 }

@@ -1,10 +1,13 @@
 package shards
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -16,6 +19,7 @@ var Entry = output.Entry{
 	Name:    shard.FormatShards,
 	New:     New,
 	Version: Version,
+	Resume:  Resume,
 }
 
 // DefaultShardSize is the default byte budget of one shard's data section.
@@ -46,6 +50,11 @@ type shardOutput struct {
 	name string
 	err  error
 	sync syncer
+
+	checkpoint func(state []byte) error // output.Checkpointer
+	every      time.Duration            // the least time between two checkpoints
+	last       time.Time                // when the last checkpoint was taken (or SetCheckpoint called)
+	kept       int                      // files[:kept] are in the last checkpoint: Abort keeps them
 }
 
 // New returns the Output of --format shards (a ShardSize of 0 means DefaultShardSize).
@@ -119,6 +128,11 @@ func (o *shardOutput) Write(r output.Record) error {
 		if o.err = o.finish(); o.err != nil {
 			return o.err
 		}
+		if o.checkpoint != nil && time.Since(o.last) >= o.every {
+			if o.err = o.checkpointNow(); o.err != nil {
+				return o.err
+			}
+		}
 	}
 	if o.w == nil {
 		if o.err = o.open(); o.err != nil {
@@ -127,6 +141,109 @@ func (o *shardOutput) Write(r output.Record) error {
 	}
 	o.err = o.w.AppendShape(r.Data, r.Shape, r.Label, r.Aux, r.Meta)
 	return o.err
+}
+
+// SetCheckpoint registers fn, called when a shard is complete, at most once per interval every
+// (output.Checkpointer).
+func (o *shardOutput) SetCheckpoint(every time.Duration, fn func(state []byte) error) {
+	o.checkpoint, o.every, o.last = fn, every, time.Now()
+}
+
+// resumeState is what a checkpoint records: the shards complete, synced and renamed.
+type resumeState struct {
+	Files []shard.FileEntry `json:"files"`
+}
+
+// checkpointNow waits until every finished shard is committed and the directory synced, then
+// hands their list to the checkpoint function. The wait costs the commit of the shard just
+// finished (its data is already on disk: the sink writes with O_DIRECT where it can).
+func (o *shardOutput) checkpointNow() error {
+	if err := o.sync.wait(); err != nil {
+		return err
+	}
+	if err := shard.SyncDir(o.cfg.Dir); err != nil {
+		return err
+	}
+	state, err := json.Marshal(resumeState{Files: o.files})
+	if err != nil {
+		return err
+	}
+	if err := o.checkpoint(state); err != nil {
+		return err
+	}
+	o.kept, o.last = len(o.files), time.Now()
+	return nil
+}
+
+// Resume reopens the shards output of an interrupted build from a checkpoint's state
+// (output.Entry.Resume): each shard the state lists must be in cfg.Dir with its size, header,
+// index and footer (its SHA-256 is the one recorded when it was written; verify checks it); any
+// other shard file there (one finished after the checkpoint, or a temporary one) is removed,
+// and writing continues with the next shard.
+func Resume(cfg output.Config, state []byte) (output.Output, error) {
+	var st resumeState
+	if err := json.Unmarshal(state, &st); err != nil {
+		return nil, fmt.Errorf("resume: the checkpoint's shard list: %w", err)
+	}
+	out, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	o := out.(*shardOutput)
+	keep := map[string]bool{}
+	for k, fe := range st.Files {
+		if fe.Path != ShardName(k) || fe.FirstRecord != o.next || fe.Records < 0 {
+			return nil, fmt.Errorf("resume: the checkpoint lists %s as shard %d from record %d; want %s from record %d",
+				fe.Path, k, fe.FirstRecord, ShardName(k), o.next)
+		}
+		if err := checkKept(filepath.Join(cfg.Dir, fe.Path), fe); err != nil {
+			return nil, fmt.Errorf("resume: %w", err)
+		}
+		keep[fe.Path] = true
+		o.next += fe.Records
+	}
+	o.files, o.kept = st.Files, len(st.Files)
+	ents, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		n := e.Name()
+		if keep[n] || !strings.HasPrefix(n, "shard-") || !(strings.HasSuffix(n, ".pks") || strings.HasSuffix(n, ".pks.tmp")) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(cfg.Dir, n)); err != nil {
+			return nil, fmt.Errorf("resume: remove %s, written after the checkpoint: %w", n, err)
+		}
+	}
+	if err := shard.SyncDir(cfg.Dir); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// checkKept checks a shard a checkpoint lists: its size and what opening it checks (header,
+// index, footer), and its record count.
+func checkKept(p string, fe shard.FileEntry) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if st.Size() != fe.Size {
+		return fmt.Errorf("%s: %d bytes, the checkpoint recorded %d", p, st.Size(), fe.Size)
+	}
+	r, err := shard.Open(p)
+	if err != nil {
+		return err
+	}
+	n := int64(r.Len())
+	if err := r.Close(); err != nil {
+		return err
+	}
+	if n != fe.Records {
+		return fmt.Errorf("%s: %d records, the checkpoint recorded %d", p, n, fe.Records)
+	}
+	return nil
 }
 
 func (o *shardOutput) Close() ([]shard.FileEntry, error) {
@@ -155,7 +272,8 @@ func (o *shardOutput) Abort() {
 		o.sink.abort()
 	}
 	_ = o.sync.wait()
-	for _, fe := range o.files {
+	// The shards of the last checkpoint stay for a resumed build to keep.
+	for _, fe := range o.files[o.kept:] {
 		os.Remove(filepath.Join(o.cfg.Dir, fe.Path))
 	}
 	o.err = errors.New("output aborted")
