@@ -37,33 +37,20 @@ type partRange struct {
 	total  int64
 	lo, hi int64
 	seen   int64
-	h      hash.Hash
-	num    [8]byte
+	h      listingHash
 }
 
 func newPartRange(p Part, total int64) *partRange {
 	lo := int64(p.Index) * total / int64(p.Count)
 	hi := int64(p.Index+1) * total / int64(p.Count)
-	return &partRange{p: p, total: total, lo: lo, hi: hi, h: sha256.New()}
+	return &partRange{p: p, total: total, lo: lo, hi: hi, h: newListingHash()}
 }
 
 // see adds an enumerated item to the listing digest and reports whether it is the part's.
-// The digest covers each item's position, name, label and auxiliary labels: what decides the
-// records and their order; it is the same for every part of one listing.
 func (r *partRange) see(it Item) bool {
 	n := r.seen
 	r.seen++
-	binary.LittleEndian.PutUint64(r.num[:], uint64(n))
-	r.h.Write(r.num[:])
-	binary.LittleEndian.PutUint64(r.num[:], uint64(len(it.Name)))
-	r.h.Write(r.num[:])
-	r.h.Write([]byte(it.Name))
-	r.h.Write(strconv.AppendInt(r.num[:0], it.Label, 10))
-	for _, a := range it.Aux {
-		r.h.Write([]byte{','})
-		r.h.Write(strconv.AppendInt(r.num[:0], a, 10))
-	}
-	r.h.Write([]byte{'\n'})
+	r.h.add(n, it)
 	return n >= r.lo && n < r.hi
 }
 
@@ -75,12 +62,40 @@ func (r *partRange) done() error {
 	return nil
 }
 
+// listingHash is the listing digest (listing_sha256): it covers each item's position, name,
+// label and auxiliary labels, what decides the records and their order; it is the same for
+// every part of one listing, and a plan file (WritePlan) records it too.
+type listingHash struct {
+	h   hash.Hash
+	num [8]byte
+}
+
+func newListingHash() listingHash { return listingHash{h: sha256.New()} }
+
+// add adds the item at position n.
+func (l *listingHash) add(n int64, it Item) {
+	binary.LittleEndian.PutUint64(l.num[:], uint64(n))
+	l.h.Write(l.num[:])
+	binary.LittleEndian.PutUint64(l.num[:], uint64(len(it.Name)))
+	l.h.Write(l.num[:])
+	l.h.Write([]byte(it.Name))
+	l.h.Write(strconv.AppendInt(l.num[:0], it.Label, 10))
+	for _, a := range it.Aux {
+		l.h.Write([]byte{','})
+		l.h.Write(strconv.AppendInt(l.num[:0], a, 10))
+	}
+	l.h.Write([]byte{'\n'})
+}
+
+// sum is the digest in hex.
+func (l *listingHash) sum() string { return hex.EncodeToString(l.h.Sum(nil)) }
+
 // info is the part's record in its manifest.
 func (r *partRange) info(maxErrors int) *shard.PartInfo {
 	return &shard.PartInfo{
 		Index: r.p.Index, Count: r.p.Count,
 		FirstInput: r.lo, TotalInputs: r.total,
-		Listing:   hex.EncodeToString(r.h.Sum(nil)),
+		Listing:   r.h.sum(),
 		Format:    r.p.Final.Name,
 		ShardSize: r.p.FinalShardSize,
 		MaxErrors: maxErrors,
