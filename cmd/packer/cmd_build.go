@@ -70,7 +70,9 @@ type buildOptions struct {
 	output    output.Entry // the --format entry of the outputs table, set by validate
 	shardSize int64
 	classes   []string
-	part      *pipeline.Part // set by validate from --part
+	part      *pipeline.Part       // set by validate from --part
+	flags     *pflag.FlagSet       // the command's flags, for a plan (usePlan)
+	plan      *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -129,7 +131,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 			if err := opts.validate(); err != nil {
 				return usagef(err)
 			}
-			return nil
+			return opts.usePlan(c.Flags(), args[0])
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Source = args[0]
@@ -387,7 +389,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		Output:    outEntry,
 		Part:      o.part,
 		Out:       o.Out,
-		Inputs:    []string{o.Source},
+		Inputs:    o.inputs(),
 		Force:     o.Force,
 		Workers:   o.Workers,
 		OnError:   o.OnError,
