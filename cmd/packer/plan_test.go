@@ -44,13 +44,14 @@ func TestPlanPartsMergeSameBytes(t *testing.T) {
 		{"cifar", src["cifar"], []string{"--from", "cifar10", "--dtype", "float16"}, false},
 		{"idx", src["idx"], []string{"--layout", "chw"}, false},
 		{"webdataset", src["wds"], []string{"--crop", "5", "--classes", "x,y,z"}, false},
+		{"video", src["video"], []string{"--from", "video", "--clip-len", "3", "--clip-stride", "2", "--resize", "12", "--crop", "10"}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(root, "out", c.name)
 			full := filepath.Join(dir, "full")
 			build := append([]string{"--format", "npy", "--shard-size", "600", "--workers", "2"}, c.args...)
-			if c.name == "webdataset" || c.name == "frames" {
+			if c.name == "webdataset" || c.name == "frames" || c.name == "video" {
 				build[1] = "shards"
 			}
 			mustRun(t, append([]string{"build", c.src, "-o", full}, build...)...)
@@ -58,7 +59,7 @@ func TestPlanPartsMergeSameBytes(t *testing.T) {
 			var srcFlags, xform []string
 			for i := 0; i < len(build); i += 2 {
 				switch build[i] {
-				case "--from", "--classes", "--clip-len":
+				case "--from", "--classes", "--clip-len", "--clip-stride":
 					srcFlags = append(srcFlags, build[i:i+2]...)
 				default:
 					xform = append(xform, build[i:i+2]...)
