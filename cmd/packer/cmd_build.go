@@ -98,6 +98,9 @@ Sources (--from; detected from SOURCE when omitted):
   parquet            Parquet files (Hugging Face layout: image {bytes, path} or binary,
                      label int or string): a folder of *.parquet files, or one
 
+SOURCE may also be a plan file written by packer plan: the build then reads the source the
+plan records, with the plan's source options and listing (see packer plan --help).
+
 The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT when complete, so an
 interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
 refused unless --force is given; then it is replaced atomically when the new build completes.
