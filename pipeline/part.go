@@ -52,9 +52,10 @@ func (r *partRange) see(it Item) bool {
 	return n >= r.lo && n < r.hi
 }
 
-// listingHash is the digest of a listing: each input's position, name, label and auxiliary
-// labels, what decides the records and their order. Parts record it over the whole listing
-// (the same for every part of one listing); the resume journal over the inputs done.
+// listingHash is the digest of a listing (listing_sha256): each input's position, name, label
+// and auxiliary labels, what decides the records and their order. Parts record it over the
+// whole listing (the same for every part of one listing), and so does a plan file (WritePlan);
+// the resume journal over the inputs done.
 type listingHash struct {
 	h   hash.Hash
 	n   int64 // inputs added

@@ -48,6 +48,13 @@ type Entry struct {
 	Sniff Sniffer
 	// Open opens a source of this kind at path.
 	Open func(path string, o Options) (pipeline.Source, error)
+	// Replay, when set, opens a source of this kind at path only to decode the inputs a plan
+	// file lists (pipeline.FromPlan: their Item.Path, Label and Aux), without listing the
+	// source: what Open checks by walking it is not checked again, and Enumerate fails.
+	// classes are the plan's class names. It is nil for kinds whose enumerator reads the
+	// inputs' bytes (Item.Raw, Item.Note): their plan holds only the listing's count and
+	// digest, and their parts list the source themselves, checked against it.
+	Replay func(path string, o Options, classes []string) (pipeline.Source, error)
 }
 
 // Sniffer is how Detect recognizes one source kind. Every field is optional; Detect asks

@@ -73,7 +73,9 @@ type buildOptions struct {
 	output    output.Entry // the --format entry of the outputs table, set by validate
 	shardSize int64
 	classes   []string
-	part      *pipeline.Part // set by validate from --part
+	part      *pipeline.Part       // set by validate from --part
+	flags     *pflag.FlagSet       // the command's flags, for a plan (usePlan)
+	plan      *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -98,6 +100,9 @@ Sources (--from; detected from SOURCE when omitted):
                      a folder of *.tfrecord* or *-of-* files, or one
   parquet            Parquet files (Hugging Face layout: image {bytes, path} or binary,
                      label int or string): a folder of *.parquet files, or one
+
+SOURCE may also be a plan file written by packer plan: the build then reads the source the
+plan records, with the plan's source options and listing (see packer plan --help).
 
 The build writes into OUT` + pipeline.StagingSuffix + ` and renames it to OUT when complete, so an
 interrupted build never leaves an OUT that looks complete. An existing, non-empty OUT is
@@ -132,7 +137,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 			if err := opts.validate(); err != nil {
 				return usagef(err)
 			}
-			return nil
+			return opts.usePlan(c.Flags(), args[0])
 		},
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Source = args[0]
@@ -396,7 +401,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		Output:          outEntry,
 		Part:            o.part,
 		Out:             o.Out,
-		Inputs:          []string{o.Source},
+		Inputs:          o.inputs(),
 		Force:           o.Force,
 		Resume:          o.Resume,
 		CheckpointEvery: o.CheckpointEvery,

@@ -135,6 +135,7 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 		newBenchCommand(io, nil),
 		newPreviewCommand(io, nil),
 		newMergeCommand(io, nil),
+		newPlanCommand(io, nil),
 	)
 	return root
 }

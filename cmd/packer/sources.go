@@ -52,6 +52,9 @@ func sourceKinds() string {
 
 // openSource opens the build's source, detecting its kind when --from is not given.
 func openSource(o *buildOptions) (pipeline.Source, string, error) {
+	if o.plan != nil {
+		return openPlanned(o)
+	}
 	kind := o.From
 	if kind == "" {
 		var err error
@@ -66,13 +69,45 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	if len(o.classes) > 0 && !e.Classes {
 		return nil, "", usagef(fmt.Errorf("--classes does not apply to --from %s, whose class names come from the data (folder names, or the CIFAR meta file); it names the classes of IDX files and of lists labelled by integers", kind))
 	}
-	src, err := e.Open(o.Source, source.Options{
-		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
-		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
-		ImageKey: o.ImageKey, LabelKey: o.LabelKey,
-	})
+	src, err := e.Open(o.Source, o.sourceOptions())
 	if err != nil {
 		return nil, "", err
 	}
 	return src, kind, nil
+}
+
+func (o *buildOptions) sourceOptions() source.Options {
+	return source.Options{
+		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
+		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
+		ImageKey: o.ImageKey, LabelKey: o.LabelKey,
+	}
+}
+
+// openPlanned opens the source a plan file records (usePlan set o.plan and the source flags)
+// with its listing from the plan: a kind whose plan lists the inputs is opened only to decode
+// them (Entry.Replay), without listing it.
+func openPlanned(o *buildOptions) (pipeline.Source, string, error) {
+	h := o.plan
+	e, ok := sourceEntry(h.Kind)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: %s: unknown source kind %q", pipeline.ErrPlan, o.Source, h.Kind)
+	}
+	var src pipeline.Source
+	var err error
+	switch {
+	case h.Items && e.Replay == nil:
+		return nil, "", fmt.Errorf("%w: %s lists the inputs of a %s source, which cannot be built from a list", pipeline.ErrPlan, o.Source, h.Kind)
+	case h.Items:
+		src, err = e.Replay(h.Source, o.sourceOptions(), h.Classes)
+	default:
+		src, err = e.Open(h.Source, o.sourceOptions())
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("the source of the plan %s: %w", o.Source, err)
+	}
+	if src, err = pipeline.FromPlan(o.Source, h, src); err != nil {
+		return nil, "", err
+	}
+	return src, h.Kind, nil
 }

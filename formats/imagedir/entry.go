@@ -17,6 +17,9 @@ var (
 		Open: func(p string, o source.Options) (pipeline.Source, error) {
 			return OpenFolder(p, options(o))
 		},
+		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+			return ReplayFolder(p, classes, options(o))
+		},
 	}
 	ListEntry = source.Entry{
 		Kind:    KindList,
@@ -24,6 +27,11 @@ var (
 		Classes: true,
 		Sniff:   source.Sniffer{FileExts: ListExtensions},
 		Open: func(p string, o source.Options) (pipeline.Source, error) {
+			return OpenList(p, options(o))
+		},
+		// A list is read whole by OpenList (one file, no image is looked at); the plan's
+		// items are what a part builds.
+		Replay: func(p string, o source.Options, _ []string) (pipeline.Source, error) {
 			return OpenList(p, options(o))
 		},
 	}

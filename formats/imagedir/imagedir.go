@@ -81,6 +81,7 @@ type Source struct {
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch, one per worker at a time
 	plan    pipeline.DecodePlan
+	replay  bool // opened by ReplayFolder: it decodes, and lists nothing
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -176,6 +177,23 @@ func OpenFolder(root string, opts Options) (*Source, error) {
 	}
 	return s, nil
 }
+
+// ReplayFolder opens a folder source without listing it, to decode the images a plan file lists
+// (source.Entry.Replay): classes are the plan's class names, and Enumerate fails.
+func ReplayFolder(root string, classes []string, opts Options) (*Source, error) {
+	if err := inputs.CheckClasses(classes); err != nil {
+		return nil, fmt.Errorf("imagedir: %s: %w", root, err)
+	}
+	if st, err := os.Stat(root); err != nil {
+		return nil, fmt.Errorf("imagedir: %w", err)
+	} else if !st.IsDir() {
+		return nil, fmt.Errorf("imagedir: %s is not a folder", root)
+	}
+	return &Source{kind: KindFolder, root: root, classes: append([]string(nil), classes...), opts: opts.normalized(), replay: true}, nil
+}
+
+// ErrReplay is returned by the Enumerate of a source opened only to decode a plan's inputs.
+var ErrReplay = errors.New("a source opened from a plan lists nothing: its inputs come from the plan")
 
 // listClasses returns the sorted names of root's non-hidden subfolders (symbolic links to
 // folders count, as os.scandir's is_dir() follows them).
@@ -365,6 +383,9 @@ func (s *Source) Info() pipeline.SourceInfo {
 // (folder), or the list's lines in order (list). Item.Name is the path relative to the root
 // (folder) or as written in the list; Item.Path is the file to read.
 func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	if s.replay {
+		return fmt.Errorf("imagedir: %s: %w", s.root, ErrReplay)
+	}
 	var seq int64
 	if s.kind == KindList {
 		return s.readList(ctx, func(e listEntry) error {

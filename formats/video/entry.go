@@ -15,8 +15,10 @@ var (
 		Help:  "class/video/frame images",
 		Sniff: source.Sniffer{NestedExts: imagedir.Extensions},
 		Open: func(p string, o source.Options) (pipeline.Source, error) {
-			return OpenFrames(p, Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
-				ExifOrient: o.ExifOrient, MaxPixels: o.MaxPixels})
+			return OpenFrames(p, framesOptions(o))
+		},
+		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+			return ReplayFrames(p, classes, framesOptions(o))
 		},
 	}
 	VideoEntry = source.Entry{
@@ -27,8 +29,20 @@ var (
 			FileExts:  VideoExtensions,
 		},
 		Open: func(p string, o source.Options) (pipeline.Source, error) {
-			return Open(p, Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
-				Timeout: o.Timeout, MaxPixels: o.MaxPixels})
+			return Open(p, videoOptions(o))
+		},
+		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+			return Replay(p, classes, videoOptions(o))
 		},
 	}
 )
+
+func framesOptions(o source.Options) Options {
+	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
+		ExifOrient: o.ExifOrient, MaxPixels: o.MaxPixels}
+}
+
+func videoOptions(o source.Options) Options {
+	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
+		Timeout: o.Timeout, MaxPixels: o.MaxPixels}
+}

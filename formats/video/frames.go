@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -27,6 +28,7 @@ type FramesSource struct {
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch
 	plan    pipeline.DecodePlan
+	replay  bool // opened by ReplayFrames: it decodes, and lists nothing
 }
 
 var _ pipeline.PlannedSource = (*FramesSource)(nil)
@@ -55,6 +57,34 @@ func OpenFrames(root string, opts Options) (*FramesSource, error) {
 		return nil, err
 	}
 	return &FramesSource{root: root, classes: classes, dirs: dirs, count: n, opts: opts}, nil
+}
+
+// ReplayFrames opens a frame-folder source without listing it, to decode the video folders a
+// plan file lists (source.Entry.Replay): classes are the plan's class names, and Enumerate
+// fails. Each video's frames are still listed by Decode, as for any build.
+func ReplayFrames(root string, classes []string, opts Options) (*FramesSource, error) {
+	opts, err := opts.validate(KindFrames)
+	if err != nil {
+		return nil, err
+	}
+	if err := replayRoot(root, classes); err != nil {
+		return nil, err
+	}
+	return &FramesSource{root: root, classes: append([]string(nil), classes...), opts: opts, replay: true}, nil
+}
+
+// replayRoot checks what a source opened from a plan can check without listing: the root is a
+// folder and the plan's class names are valid.
+func replayRoot(root string, classes []string) error {
+	if err := inputs.CheckClasses(classes); err != nil {
+		return fmt.Errorf("video: %s: %w", root, err)
+	}
+	if st, err := os.Stat(root); err != nil {
+		return fmt.Errorf("video: %w", err)
+	} else if !st.IsDir() {
+		return fmt.Errorf("video: %s is not a folder", root)
+	}
+	return nil
 }
 
 // Info describes the source; Spec holds only host-independent facts.
@@ -88,6 +118,9 @@ func maxPixels(v int64) int64 {
 
 // Enumerate emits one item per video folder, classes in order and folders by name.
 func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	if s.replay {
+		return fmt.Errorf("video: %s: %w", s.root, errReplay)
+	}
 	return enumerate(ctx, s.root, s.dirs, true, nil, emit)
 }
 

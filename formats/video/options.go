@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/formats/inputs"
 )
 
@@ -289,3 +290,6 @@ func (fs folderSet) add(root, rel string) error {
 	fs[k] = append(fs[k], folderSeen{rel, st})
 	return nil
 }
+
+// errReplay is returned by the Enumerate of a source opened only to decode a plan's inputs.
+var errReplay = imagedir.ErrReplay

@@ -34,6 +34,7 @@ type Source struct {
 	decoders map[string]bool // codec names ffmpeg can decode
 	bufs     sync.Pool       // *[]byte frame buffers
 	plan     pipeline.DecodePlan
+	replay   bool // opened by Replay: it decodes, and lists nothing
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -49,19 +50,42 @@ func (s *Source) PlanDecode(p pipeline.DecodePlan) {
 // runs `ffmpeg -decoders` once, for the list of decoders and the version line of its banner
 // (recorded in the manifest), and fails with ErrNoFFmpeg when ffmpeg or ffprobe is missing.
 func Open(root string, opts Options) (*Source, error) {
+	return open(root, opts, nil)
+}
+
+// Replay opens a video source without listing it, to decode the videos a plan file lists
+// (source.Entry.Replay): classes are the plan's class names, and Enumerate fails. ffmpeg is
+// checked as Open checks it.
+func Replay(root string, classes []string, opts Options) (*Source, error) {
+	if classes == nil {
+		classes = []string{}
+	}
+	return open(root, opts, classes)
+}
+
+// open is Open, or Replay when classes is not nil.
+func open(root string, opts Options, classes []string) (*Source, error) {
 	opts, err := opts.validate(KindVideo)
 	if err != nil {
 		return nil, err
 	}
-	dirs, classes, err := openClasses(root)
-	if err != nil {
-		return nil, err
+	var s *Source
+	if classes != nil {
+		if err := replayRoot(root, classes); err != nil {
+			return nil, err
+		}
+		s = &Source{root: root, classes: append([]string(nil), classes...), opts: opts, replay: true}
+	} else {
+		dirs, classes, err := openClasses(root)
+		if err != nil {
+			return nil, err
+		}
+		n, err := countVideos(root, dirs, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
+		if err != nil {
+			return nil, err
+		}
+		s = &Source{root: root, classes: classes, dirs: dirs, count: n, opts: opts}
 	}
-	n, err := countVideos(root, dirs, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
-	if err != nil {
-		return nil, err
-	}
-	s := &Source{root: root, classes: classes, dirs: dirs, count: n, opts: opts}
 	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
 	defer cancel()
 	// One run gives both: the banner on stderr starts with the line `ffmpeg -version` prints.
@@ -125,6 +149,9 @@ func (s *Source) Info() pipeline.SourceInfo {
 
 // Enumerate emits one item per video file, classes in order and files by name.
 func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+	if s.replay {
+		return fmt.Errorf("video: %s: %w", s.root, errReplay)
+	}
 	return enumerate(ctx, s.root, s.dirs, false, VideoExtensions, emit)
 }
 

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/packer-dev/packer/pipeline"
+)
+
+// planFlags are build's source flags: what `packer plan` takes and records, and what a build
+// from a plan takes from it. Every other build flag (transform, format, part) is the build's.
+var planFlags = []string{"from", "split", "classes", "exif-orient", "max-pixels", "clip-len", "clip-stride", "short", "fps", "decode-timeout", "image-key", "label-key"}
+
+// planAliases are source flags that set another's value (parquet's names for the tfrecord keys).
+var planAliases = map[string]string{"image-column": "image-key", "label-column": "label-key"}
+
+func newPlanCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
+	opts := &buildOptions{IO: io}
+	cmd := &cobra.Command{
+		Use:   "plan SOURCE -o PLAN [source flags]",
+		Short: "List a source once, for the parts of a build in parts",
+		Long: `Plan lists the source at SOURCE once and writes the list to the file PLAN (atomically),
+for the parts of a build in parts to read instead of each listing the source:
+
+  packer plan SRC -o PLAN [--from, --classes, list and video options]
+  packer build PLAN -o PART --part I/N [transform and format options]   (each part)
+  packer merge -o OUT PART...
+
+PLAN is JSON Lines: a header (the packer version, source kind and path, the source options,
+class names, the input count and the listing digest a part records), then one line per input
+in source order (name, path, labels). A part built from PLAN reopens the source recorded in
+it, with its options (source flags given to build must agree with the plan), and records what
+a part built from SOURCE records, so the merge is byte-identical to one build of SOURCE.
+
+A folder, list, frames or video source is not listed again: a part builds the planned inputs
+even when files were added or removed since. CIFAR, IDX, WebDataset, TFRecord and Parquet
+sources read their inputs' bytes while listing them: their plan holds only the count and the
+listing digest, and each part lists the source and is refused when the listing differs from
+the plan's. See docs/cluster.md.
+` + exitStatusHelp,
+		Example: `  packer plan ~/imagenet/train -o train.plan
+  packer build train.plan -o parts/p3 --part 3/8 --resize 256 --crop 224`,
+		Args: argsUsage(cobra.ExactArgs(1)),
+		PreRunE: func(c *cobra.Command, args []string) error {
+			opts.flags = c.Flags()
+			if err := opts.validate(); err != nil {
+				return usagef(err)
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Source = args[0]
+			if runF != nil {
+				return runF(c.Context(), opts)
+			}
+			return runPlan(c.Context(), opts)
+		},
+	}
+	all := pflag.NewFlagSet("build", pflag.ContinueOnError)
+	opts.addFlags(all)
+	for _, name := range append([]string{"out"}, planFlags...) {
+		cmd.Flags().AddFlag(all.Lookup(name))
+	}
+	for alias := range planAliases {
+		cmd.Flags().AddFlag(all.Lookup(alias))
+	}
+	cmd.Flags().AddFlag(all.Lookup("force"))
+	cmd.Flags().Lookup("out").Usage = "the plan file to write (required)"
+	cmd.Flags().Lookup("force").Usage = "replace an existing plan file (never a file that is not a plan)"
+	return cmd
+}
+
+func runPlan(ctx context.Context, o *buildOptions) error {
+	abs, err := filepath.Abs(o.Source)
+	if err != nil {
+		return err
+	}
+	o.Source = abs
+	if err := checkPlanOut(o.Out, abs, o.Force); err != nil {
+		return err
+	}
+	src, kind, err := openSource(o)
+	if err != nil {
+		return err
+	}
+	e, _ := sourceEntry(kind)
+	opts := map[string]string{}
+	for _, name := range planFlags {
+		opts[name] = o.flagValue(name)
+	}
+	opts["from"] = kind
+	h, err := pipeline.WritePlan(ctx, o.Out, src, pipeline.PlanHeader{Kind: kind, Source: abs, Options: opts, Items: e.Replay != nil})
+	if err != nil {
+		return fmt.Errorf("plan %s: %w", o.Out, err)
+	}
+	what := "its inputs listed"
+	if !h.Items {
+		what = "count and listing digest only: each part lists the source and checks it"
+	}
+	fmt.Fprintf(o.IO.Out, "planned %d inputs of %s (%s) into %s [%s]\nlisting_sha256 %s\n", h.Count, abs, kind, o.Out, what, h.Listing)
+	return nil
+}
+
+// flagValue is a source flag's value as a plan records it: the flag's own string, or for
+// --classes the parsed class names joined by commas.
+func (o *buildOptions) flagValue(name string) string {
+	if name == "classes" {
+		return strings.Join(o.classes, ",")
+	}
+	return o.flags.Lookup(name).Value.String()
+}
+
+// usePlan makes a build whose SOURCE is a plan file (after validate) take its source flags from
+// the plan: a source flag given on the command line must agree with the plan's. The build then
+// opens the planned source (openSource).
+func (o *buildOptions) usePlan(flags *pflag.FlagSet, src string) error {
+	o.flags = flags
+	if !pipeline.IsPlan(src) {
+		return nil
+	}
+	h, err := pipeline.ReadPlanHeader(src)
+	if err != nil {
+		return err
+	}
+	for _, name := range planFlags {
+		v, ok := h.Options[name]
+		if !ok {
+			return fmt.Errorf("%w: %s records no --%s", pipeline.ErrPlan, src, name)
+		}
+		f := flags.Lookup(name)
+		given := f.Changed
+		for alias, to := range planAliases {
+			given = given || (to == name && flags.Lookup(alias).Changed)
+		}
+		if given {
+			if now := o.flagValue(name); now != v {
+				return usagef(fmt.Errorf("--%s %q disagrees with the plan %s, made with %q (a build from a plan takes the plan's source options: leave the flag out or make a new plan)", name, now, src, v))
+			}
+			continue
+		}
+		if err := f.Value.Set(v); err != nil {
+			return fmt.Errorf("%w: %s: --%s %q: %v", pipeline.ErrPlan, src, name, v, err)
+		}
+	}
+	o.classes = nil
+	if err := o.validate(); err != nil {
+		return usagef(fmt.Errorf("the source options of the plan %s: %w", src, err))
+	}
+	o.plan = h
+	return nil
+}
+
+// inputs are the paths a build reads, which OUT must not overlap: SOURCE, and for a plan the
+// planned source too.
+func (o *buildOptions) inputs() []string {
+	if o.plan != nil {
+		return []string{o.Source, o.plan.Source}
+	}
+	return []string{o.Source}
+}
+
+// checkPlanOut refuses to write a plan over an existing file (a plan only with --force, never
+// anything else) or inside the source.
+func checkPlanOut(out, src string, force bool) error {
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	if rel, err := filepath.Rel(src, absOut); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return usagef(fmt.Errorf("plan %s: %w: the plan file would be written inside the source %s", out, pipeline.ErrOutputOverlap, src))
+	}
+	st, err := os.Lstat(out)
+	if err != nil {
+		return nil
+	}
+	if !st.Mode().IsRegular() || !pipeline.IsPlan(out) {
+		return usagef(fmt.Errorf("plan %s exists and is not a packer plan: refusing to replace it", out))
+	}
+	if !force {
+		return usagef(fmt.Errorf("plan %s exists (use --force to replace it)", out))
+	}
+	return nil
+}

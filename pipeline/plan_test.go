@@ -1,0 +1,129 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// listSource is a path-based source of n items, for plans.
+type listSource struct {
+	n    int
+	aux  bool
+	kind string
+}
+
+func (s *listSource) Info() SourceInfo {
+	return SourceInfo{Kind: s.kind, Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": s.kind, "n": 1}, Count: -1}
+}
+
+func (s *listSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+	for i := 0; i < s.n; i++ {
+		it := Item{Seq: int64(i), Name: fmt.Sprintf("c/%d.png", i), Path: fmt.Sprintf("/d/c/%d.png", i), Label: int64(i % 3)}
+		if s.aux {
+			it.Aux = []int64{int64(i), -1}
+		}
+		if err := emit(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *listSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error { return nil }
+
+// TestPlanRoundTrip: the items a plan replays are the source's, the header's digest is the one
+// a part computes over the same listing, and a plan's Info has its count.
+func TestPlanRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	src := &listSource{n: 7, aux: true, kind: "folder"}
+	path := filepath.Join(dir, "x.plan")
+	h, err := WritePlan(context.Background(), path, src, PlanHeader{Kind: "folder", Source: "/d", Items: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := newPartRange(Part{Index: 0, Count: 1}, 7)
+	var want []Item
+	src.Enumerate(context.Background(), func(it Item) error { pr.see(it); want = append(want, it); return nil })
+	if h.Listing != pr.list.sum() || h.Count != 7 {
+		t.Fatalf("plan header: count %d, listing %s; want 7, %s", h.Count, h.Listing, pr.list.sum())
+	}
+	rh, err := ReadPlanHeader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := FromPlan(path, rh, &listSource{kind: "folder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.Info().Count != 7 {
+		t.Errorf("Info().Count %d, want 7", ps.Info().Count)
+	}
+	var got []Item
+	if err := ps.Enumerate(context.Background(), func(it Item) error { got = append(got, it); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("replayed %v, want %v", got, want)
+	}
+	if _, err := FromPlan(path, rh, &listSource{kind: "list"}); !errors.Is(err, ErrPlanSource) {
+		t.Errorf("FromPlan of another kind: %v, want ErrPlanSource", err)
+	}
+	if !IsPlan(path) || IsPlan(dir) || IsPlan(filepath.Join(dir, "none")) {
+		t.Error("IsPlan")
+	}
+}
+
+// FuzzPlan: reading a plan file never panics, and refuses (with ErrPlan, naming the file) what it
+// does not replay in full.
+func FuzzPlan(f *testing.F) {
+	dir := f.TempDir()
+	for i, n := range []int{0, 1, 4} {
+		path := filepath.Join(dir, fmt.Sprintf("seed%d.plan", i))
+		if _, err := WritePlan(context.Background(), path, &listSource{n: n, aux: i == 2, kind: "folder"}, PlanHeader{Kind: "folder", Source: "/d", Items: true}); err != nil {
+			f.Fatal(err)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+		lines := bytes.SplitAfter(data, []byte("\n"))
+		f.Add(bytes.Join(lines[:len(lines)-2], nil))
+	}
+	f.Add([]byte(`{"packer_plan":1,"packer":"` + Version + `","kind":"folder","source":"/d","spec":{},"count":1,"items":false,"listing_sha256":"00"}` + "\n"))
+	f.Add([]byte("{\"packer_plan\":1}\n{}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		name := "fuzz.plan"
+		sc := newPlanScanner(bytes.NewReader(data))
+		h, err := readPlanHeader(sc, name)
+		if err != nil {
+			if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("header error %v: want ErrPlan naming the file", err)
+			}
+			return
+		}
+		if !h.Items {
+			return
+		}
+		var n int64
+		err = replayPlan(context.Background(), sc, name, h, func(it Item) error {
+			if it.Seq != n || it.Name == "" || it.Path == "" {
+				t.Fatalf("replayed item %+v at %d", it, n)
+			}
+			n++
+			return nil
+		})
+		if err == nil && n != h.Count {
+			t.Fatalf("replayed %d items of %d without an error", n, h.Count)
+		}
+		if err != nil && (!errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), name)) {
+			t.Fatalf("item error %v: want ErrPlan naming the file", err)
+		}
+	})
+}
