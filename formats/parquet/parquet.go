@@ -113,10 +113,28 @@ func Open(p string, opts Options) (*Source, error) {
 		sort.Strings(s.files)
 		s.root = p
 	}
-	if err := s.inspect(); err != nil {
+	if err := noPanic(s.inspect); err != nil {
+		if errors.Is(err, errPanic) {
+			return nil, fmt.Errorf("parquet: %s: %w", p, err)
+		}
 		return nil, err
 	}
 	return s, nil
+}
+
+// errPanic is what noPanic makes of a panic of the Parquet reader.
+var errPanic = errors.New("the Parquet reader failed on damaged data")
+
+// noPanic runs fn, which reads Parquet data through parquet-go, and turns a panic of the reader
+// on damaged data (for example a page header whose negative size it passes to make, found by
+// FuzzParquet) into an error: a hostile file is a bad input, never a crash.
+func noPanic(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %w (%v)", ErrFile, errPanic, r)
+		}
+	}()
+	return fn()
 }
 
 // open opens one file of the source.
@@ -354,52 +372,56 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	rest := func(err error) error {
 		return send(pipeline.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: encoded.Note{Err: fmt.Errorf("%w: %w", ErrFile, err)}})
 	}
-	pf, f, err := s.open(name)
+	var pf *pq.File
+	var f *os.File
+	err := noPanic(func() (err error) { pf, f, err = s.open(name); return err })
 	if err != nil {
 		return unwrapEmit(rest(err))
 	}
 	defer f.Close()
-	err = s.eachRowGroup(pf, func(rg pq.RowGroup) error {
-		if err := ctx.Err(); err != nil {
-			return emitErr{err}
-		}
-		// The row group's labels first (small), then its images page by page.
-		lcol, err := s.column(pf, rg, s.labelPath)
-		if err != nil {
-			return err
-		}
-		var labels []pq.Value
-		if err := readValues(lcol, func(v pq.Value) error { labels = append(labels, v.Clone()); return nil }); err != nil {
-			return err
-		}
-		icol, err := s.column(pf, rg, s.imagePath)
-		if err != nil {
-			return err
-		}
-		i := 0
-		err = readValues(icol, func(v pq.Value) error {
-			if i >= len(labels) {
-				return fmt.Errorf("the image column has more rows than the label column (%d)", len(labels))
+	err = noPanic(func() error {
+		return s.eachRowGroup(pf, func(rg pq.RowGroup) error {
+			if err := ctx.Err(); err != nil {
+				return emitErr{err}
 			}
-			it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
-			meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
-			label, lerr := s.label(labels[i])
-			switch {
-			case v.IsNull():
-				it.Note = encoded.Note{Err: ErrNullImage}
-			case lerr != nil:
-				it.Note = encoded.Note{Err: lerr}
-			default:
-				it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, encoded.Note{Meta: meta}
+			// The row group's labels first (small), then its images page by page.
+			lcol, err := s.column(pf, rg, s.labelPath)
+			if err != nil {
+				return err
 			}
-			i++
-			row++
-			return send(it)
+			var labels []pq.Value
+			if err := readValues(lcol, func(v pq.Value) error { labels = append(labels, v.Clone()); return nil }); err != nil {
+				return err
+			}
+			icol, err := s.column(pf, rg, s.imagePath)
+			if err != nil {
+				return err
+			}
+			i := 0
+			err = readValues(icol, func(v pq.Value) error {
+				if i >= len(labels) {
+					return fmt.Errorf("the image column has more rows than the label column (%d)", len(labels))
+				}
+				it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
+				meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
+				label, lerr := s.label(labels[i])
+				switch {
+				case v.IsNull():
+					it.Note = encoded.Note{Err: ErrNullImage}
+				case lerr != nil:
+					it.Note = encoded.Note{Err: lerr}
+				default:
+					it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, encoded.Note{Meta: meta}
+				}
+				i++
+				row++
+				return send(it)
+			})
+			if err == nil && i != len(labels) {
+				err = fmt.Errorf("the image column has %d rows, the label column %d", i, len(labels))
+			}
+			return err
 		})
-		if err == nil && i != len(labels) {
-			err = fmt.Errorf("the image column has %d rows, the label column %d", i, len(labels))
-		}
-		return err
 	})
 	if err != nil {
 		var ee emitErr
