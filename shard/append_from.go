@@ -52,7 +52,7 @@ func (w *Writer) AppendFrom(src *Reader, i, j int, data []byte) error {
 			}
 		}
 	}
-	if _, err := w.bw.Write(data); err != nil {
+	if err := w.writeRun(data); err != nil {
 		w.err = fmt.Errorf("write shard record %d: %w", w.n, err)
 		return w.err
 	}
@@ -120,4 +120,21 @@ func (w *Writer) appendEach(src *Reader, i, j int, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// directRun is the size from which AppendFrom writes a run's bytes straight to the underlying
+// writer (after what the buffer holds) rather than copying them into the buffer first.
+const directRun = 32 << 10
+
+// writeRun writes the bytes of a run of records.
+func (w *Writer) writeRun(data []byte) error {
+	if len(data) < directRun {
+		_, err := w.bw.Write(data)
+		return err
+	}
+	if err := w.bw.Flush(); err != nil {
+		return err
+	}
+	_, err := w.out.Write(data)
+	return err
 }
