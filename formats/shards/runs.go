@@ -5,10 +5,16 @@ import "github.com/packer-dev/packer/shard"
 // WriteFrom writes records [i, j) of src, whose bytes are data (src.DataRange(i, j)), as Write
 // of each of them in turn would, shard boundaries included, but in runs (shard.Writer.AppendFrom):
 // merge copies the records of its parts through it.
+//
+// The shards WriteFrom opens are written through the page cache, not with O_DIRECT: a copy is
+// bound by the disk, not the CPU, and the kernel's writeback keeps the disk busier than
+// O_DIRECT writes one chunk at a time do (docs/bench/merge.txt). They are committed the same
+// way (fsync, re-read check, rename).
 func (o *shardOutput) WriteFrom(src *shard.Reader, i, j int, data []byte) error {
 	if o.err != nil {
 		return o.err
 	}
+	o.cached = true
 	fixed := !src.VarSize()
 	for i < j {
 		if o.w != nil && o.w.Len() > 0 && o.w.DataSize()+src.RecordLen(i) > o.cfg.ShardSize {

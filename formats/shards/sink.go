@@ -49,8 +49,12 @@ func alignedChunk() []byte {
 
 // newSink creates dir/name+".tmp" (shard.Create, with O_DIRECT where the file system allows it)
 // and starts the sink's goroutines.
-func newSink(dir, name string) (*sink, error) {
-	p, err := shard.Create(dir, name, true)
+func newSink(dir, name string) (*sink, error) { return newSinkDirect(dir, name, true) }
+
+// newSinkDirect is newSink with O_DIRECT only when direct is set; otherwise the file is written
+// through the page cache.
+func newSinkDirect(dir, name string, direct bool) (*sink, error) {
+	p, err := shard.Create(dir, name, direct)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,8 @@ type shardOutput struct {
 	name string
 	err  error
 	sync syncer
+
+	cached bool // shards opened from now on are written through the page cache (WriteFrom)
 }
 
 // New returns the Output of --format shards (a ShardSize of 0 means DefaultShardSize).
@@ -59,7 +61,7 @@ func New(cfg output.Config) (output.Output, error) {
 func (o *shardOutput) open() error {
 	k := len(o.files)
 	o.name = ShardName(k)
-	sk, err := newSink(o.cfg.Dir, o.name)
+	sk, err := newSinkDirect(o.cfg.Dir, o.name, !o.cached)
 	if err != nil {
 		return err
 	}
