@@ -18,7 +18,6 @@ import (
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
-	"github.com/packer-dev/packer/verify"
 )
 
 // MergeOptions configures Merge.
@@ -29,6 +28,12 @@ type MergeOptions struct {
 	Force  bool         // replace an existing OUT atomically
 	// Progress is called after each part with the records written so far and the total.
 	Progress func(records, total int64)
+	// CheckPart checks the part in dir as packer verify does, reading each file the part's
+	// manifest lists once, in the manifest's order, and passing every byte it reads, in order,
+	// to the writer tee returns for that file (the command wires verify.Dir with Options.Tee);
+	// the merge copies the records from those bytes. It returns the faults found, one line
+	// each, and an error only when the check itself failed (cancellation). Required.
+	CheckPart func(ctx context.Context, dir string, tee func(fe shard.FileEntry) io.Writer) (faults []string, err error)
 }
 
 // ErrParts is wrapped by every error about a set of parts that does not make one dataset.
@@ -174,8 +179,8 @@ func LockParts(dirs []string) (release func(), err error) {
 // damaged part fails the merge with a *PartError, and nothing is published.
 func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, error) {
 	start := time.Now()
-	if opts.Output.New == nil {
-		panic("pipeline: Merge needs an Output entry")
+	if opts.Output.New == nil || opts.CheckPart == nil {
+		panic("pipeline: Merge needs an Output entry and CheckPart")
 	}
 	info := parts.Info()
 	if opts.Output.Name != info.Format {
@@ -245,7 +250,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 	var skipped []shard.Skipped
 	var inputs int64
 	for k, d := range parts.Dirs {
-		if err := copyPart(ctx, d, first.Sample.Fixed(), out, counts, sum); err != nil {
+		if err := copyPart(ctx, d, first.Sample.Fixed(), out, counts, sum, opts.CheckPart); err != nil {
 			return nil, err
 		}
 		m := parts.Manifests[k]
@@ -284,10 +289,11 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 }
 
 // PartError is Merge's error for a part whose files do not match its manifest (a damaged or
-// changed part): Faults are what the check of the part found, as packer verify reports them.
+// changed part): Faults are what the check of the part found (MergeOptions.CheckPart), one
+// line each.
 type PartError struct {
 	Dir    string
-	Faults []verify.Fault
+	Faults []string
 }
 
 func (e *PartError) Error() string {
@@ -301,27 +307,28 @@ type runWriter interface {
 }
 
 // copyPart writes every record of the part in dir to out, in order, reading each file of the
-// part once: the check of packer verify (size, SHA-256, structure and checksums of every shard,
+// part once: the check (packer verify's: size, SHA-256, structure and checksums of every shard,
 // the manifest against the shards) reads it, sequentially, and passes its bytes on to the
-// copy as it goes (verify.Options.Tee). A part that fails the check is a *PartError; the
-// records already written from it go with the output, which the caller aborts.
-func copyPart(ctx context.Context, dir string, fixed bool, out output.Output, counts []int64, sum *Summary) error {
+// copy as it goes. A part that fails the check is a *PartError; the records already written
+// from it go with the output, which the caller aborts.
+func copyPart(ctx context.Context, dir string, fixed bool, out output.Output, counts []int64, sum *Summary,
+	check func(context.Context, string, func(shard.FileEntry) io.Writer) ([]string, error)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := &partCopy{dir: dir, fixed: fixed, out: out, counts: counts, sum: sum, cancel: cancel}
 	c.runs, _ = out.(runWriter)
-	rep, err := verify.Dir(ctx, dir, verify.Options{Tee: c.file, Cached: true}, nil)
+	faults, err := check(ctx, dir, c.file)
 	c.endFile()
 	switch {
 	case c.err != nil:
 		return c.err
 	case err != nil:
 		return fmt.Errorf("verify part %s: %w", dir, err)
-	case !rep.OK:
-		return &PartError{Dir: dir, Faults: rep.Faults}
+	case len(faults) > 0:
+		return &PartError{Dir: dir, Faults: faults}
 	case c.bad != nil:
 		// Not seen by the check (the file changed between its reads): a fault all the same.
-		return &PartError{Dir: dir, Faults: []verify.Fault{{File: c.badFile, Kind: verify.KindStructure, First: -1, ShardFirst: -1, Offset: -1, Message: c.bad.Error()}}}
+		return &PartError{Dir: dir, Faults: []string{c.badFile + ": " + c.bad.Error()}}
 	}
 	return nil
 }
@@ -351,7 +358,7 @@ type partCopy struct {
 	carry []byte        // the first bytes of record next, when it spans pieces
 }
 
-// file starts the copy of the part's file fe (verify.Options.Tee).
+// file starts the copy of the part's file fe (the tee of MergeOptions.CheckPart).
 func (c *partCopy) file(fe shard.FileEntry) io.Writer {
 	c.endFile()
 	c.name, c.pos, c.next, c.carry = fe.Path, 0, 0, c.carry[:0]

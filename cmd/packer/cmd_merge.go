@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/verify"
 )
 
 type mergeOptions struct {
@@ -87,11 +90,24 @@ func runMerge(ctx context.Context, o *mergeOptions) error {
 	sum, err := pipeline.Merge(ctx, parts, pipeline.MergeOptions{
 		Parts: parts.Dirs, Output: entry, Out: o.Out, Force: o.Force,
 		Progress: func(records, _ int64) { bar.Set(records) },
+		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
+			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
+			// parts through the page cache, as cp does.
+			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Cached: true}, nil)
+			if err != nil {
+				return nil, err
+			}
+			var faults []string
+			for _, f := range rep.Faults {
+				faults = append(faults, f.String())
+			}
+			return faults, nil
+		},
 	})
 	bar.Finish()
 	if pe := (*pipeline.PartError)(nil); errors.As(err, &pe) {
 		for _, f := range pe.Faults {
-			fmt.Fprintln(o.IO.Err, f.String())
+			fmt.Fprintln(o.IO.Err, f)
 		}
 		return fmt.Errorf("%w: part %s: %d faults (see above); rebuild that part", errCorrupt, pe.Dir, len(pe.Faults))
 	}
