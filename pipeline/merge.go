@@ -6,9 +6,12 @@ package pipeline
 // would have made them.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"time"
@@ -25,6 +28,12 @@ type MergeOptions struct {
 	Force  bool         // replace an existing OUT atomically
 	// Progress is called after each part with the records written so far and the total.
 	Progress func(records, total int64)
+	// CheckPart checks the part in dir as packer verify does, reading each file the part's
+	// manifest lists once, in the manifest's order, and passing every byte it reads, in order,
+	// to the writer tee returns for that file (the command wires verify.Dir with Options.Tee);
+	// the merge copies the records from those bytes. It returns the faults found, one line
+	// each, and an error only when the check itself failed (cancellation). Required.
+	CheckPart func(ctx context.Context, dir string, tee func(fe shard.FileEntry) io.Writer) (faults []string, err error)
 }
 
 // ErrParts is wrapped by every error about a set of parts that does not make one dataset.
@@ -43,7 +52,7 @@ func (p *Parts) Info() *shard.PartInfo { return p.Manifests[0].Part }
 // is a part, written by this packer version, one of each index 0..N-1 (a missing or duplicated
 // part is named), all of one source listing (its digest and size), one source and transform
 // spec, one sample and label spec, one set of merge options, and each covering the inputs that
-// follow the previous part's. It does not check the parts' data: verify them first.
+// follow the previous part's. It does not check the parts' data: Merge does, as it reads them.
 func ReadParts(dirs []string) (*Parts, error) {
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("%w: no part given", ErrParts)
@@ -165,12 +174,13 @@ func LockParts(dirs []string) (release func(), err error) {
 }
 
 // Merge writes the dataset of a complete, checked set of parts (ReadParts) into OUT, with the
-// output directory handling of Build (lock, staging, manifest last, atomic commit). The parts'
-// data should be verified first; every record read is checked against its block CRC anyway.
+// output directory handling of Build (lock, staging, manifest last, atomic commit). It checks
+// each part as packer verify does while it reads it, in one sequential pass (copyPart): a
+// damaged part fails the merge with a *PartError, and nothing is published.
 func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, error) {
 	start := time.Now()
-	if opts.Output.New == nil {
-		panic("pipeline: Merge needs an Output entry")
+	if opts.Output.New == nil || opts.CheckPart == nil {
+		panic("pipeline: Merge needs an Output entry and CheckPart")
 	}
 	info := parts.Info()
 	if opts.Output.Name != info.Format {
@@ -240,7 +250,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 	var skipped []shard.Skipped
 	var inputs int64
 	for k, d := range parts.Dirs {
-		if err := copyPart(ctx, d, first.Sample.Fixed(), out, counts, sum); err != nil {
+		if err := copyPart(ctx, d, first.Sample.Fixed(), out, counts, sum, opts.CheckPart); err != nil {
 			return nil, err
 		}
 		m := parts.Manifests[k]
@@ -278,43 +288,233 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 	return sum, nil
 }
 
-// copyPart writes every record of the part in dir to out, in order.
-func copyPart(ctx context.Context, dir string, fixed bool, out output.Output, counts []int64, sum *Summary) error {
-	ds, err := shard.OpenDataset(dir)
-	if err != nil {
-		return fmt.Errorf("part %s: %w", dir, err)
-	}
-	defer ds.Close()
-	for s := 0; s < ds.NumShards(); s++ {
-		r, err := ds.Shard(s)
-		if err != nil {
-			return fmt.Errorf("part %s: %w", dir, err)
-		}
-		for i := 0; i < r.Len(); i++ {
-			if i%1024 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			data, err := r.Record(i)
-			if err != nil {
-				return fmt.Errorf("part %s: %s record %d: %w", dir, r.Name(), i, err)
-			}
-			rec := output.Record{Data: data, Label: r.Label(i), Aux: r.Aux(i), Meta: r.RecordMeta(i)}
-			if !fixed {
-				if rec.Shape, err = r.RecordShape(i); err != nil {
-					return fmt.Errorf("part %s: %s record %d: %w", dir, r.Name(), i, err)
-				}
-			}
-			if err := out.Write(rec); err != nil {
-				return fmt.Errorf("write %s: %w", dir, err)
-			}
-			if rec.Label >= 0 && rec.Label < int64(len(counts)) {
-				counts[rec.Label]++
-			}
-			sum.Records++
-			sum.Bytes += int64(len(data))
-		}
+// PartError is Merge's error for a part whose files do not match its manifest (a damaged or
+// changed part): Faults are what the check of the part found (MergeOptions.CheckPart), one
+// line each.
+type PartError struct {
+	Dir    string
+	Faults []string
+}
+
+func (e *PartError) Error() string {
+	return fmt.Sprintf("part %s: %d faults; rebuild that part", e.Dir, len(e.Faults))
+}
+
+// runWriter is the bulk path of an Output that can copy runs of a shard's records as they are
+// (formats/shards).
+type runWriter interface {
+	WriteFrom(src *shard.Reader, i, j int, data []byte) error
+}
+
+// copyPart writes every record of the part in dir to out, in order, reading each file of the
+// part once: the check (packer verify's: size, SHA-256, structure and checksums of every shard,
+// the manifest against the shards) reads it, sequentially, and passes its bytes on to the
+// copy as it goes. A part that fails the check is a *PartError; the records already written
+// from it go with the output, which the caller aborts.
+func copyPart(ctx context.Context, dir string, fixed bool, out output.Output, counts []int64, sum *Summary,
+	check func(context.Context, string, func(shard.FileEntry) io.Writer) ([]string, error)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := &partCopy{dir: dir, fixed: fixed, out: out, counts: counts, sum: sum, cancel: cancel}
+	c.runs, _ = out.(runWriter)
+	faults, err := check(ctx, dir, c.file)
+	c.endFile()
+	switch {
+	case c.err != nil:
+		return c.err
+	case err != nil:
+		return fmt.Errorf("verify part %s: %w", dir, err)
+	case len(faults) > 0:
+		return &PartError{Dir: dir, Faults: faults}
+	case c.bad != nil:
+		// Not seen by the check (the file changed between its reads): a fault all the same.
+		return &PartError{Dir: dir, Faults: []string{c.badFile + ": " + c.bad.Error()}}
 	}
 	return nil
+}
+
+// partCopy takes the bytes of a part's shards as the check reads them and writes their records
+// to the output. The index of each shard is read first (shard.Open: the records' labels, aux
+// values, metadata and sizes are needed with their bytes, which come before the index in the
+// file); the copy of the index that then streams by must be the same bytes, so the index the
+// records were written with is the one the check hashed.
+type partCopy struct {
+	dir    string
+	fixed  bool
+	out    output.Output
+	runs   runWriter
+	counts []int64
+	sum    *Summary
+	cancel context.CancelFunc
+
+	err     error // writing the output failed: the check is cancelled
+	bad     error // a shard could not be read as a shard: the check reports why
+	badFile string
+
+	name  string
+	r     *shard.Reader // nil when the shard is not being copied
+	pos   int64         // file offset of the next byte
+	next  int           // the next record to write
+	carry []byte        // the first bytes of record next, when it spans pieces
+}
+
+// file starts the copy of the part's file fe (the tee of MergeOptions.CheckPart).
+func (c *partCopy) file(fe shard.FileEntry) io.Writer {
+	c.endFile()
+	c.name, c.pos, c.next, c.carry = fe.Path, 0, 0, c.carry[:0]
+	if c.err != nil || c.bad != nil {
+		return nil
+	}
+	r, err := shard.Open(filepath.Join(c.dir, fe.Path))
+	if err != nil {
+		c.fail(err)
+		return nil
+	}
+	c.r = r
+	return c
+}
+
+// fail records that the shard being copied cannot be read as one; the check reports the fault.
+func (c *partCopy) fail(err error) {
+	if c.bad == nil {
+		c.bad, c.badFile = err, c.name
+	}
+	if c.r != nil {
+		c.r.Close()
+		c.r = nil
+	}
+}
+
+// failOut records an output error and cancels the check.
+func (c *partCopy) failOut(err error) {
+	if c.err == nil {
+		c.err = fmt.Errorf("write %s: %w", c.dir, err)
+		c.cancel()
+	}
+	if c.r != nil {
+		c.r.Close()
+		c.r = nil
+	}
+}
+
+// endFile finishes the current shard: records of no bytes at its end, and the check that every
+// record was written.
+func (c *partCopy) endFile() {
+	r := c.r
+	if r == nil {
+		return
+	}
+	for c.r != nil && c.next < r.Len() && len(c.carry) == 0 && r.RecordLen(c.next) == 0 {
+		c.emit(c.next, c.next+1, nil)
+	}
+	if c.r != nil && c.next != r.Len() {
+		c.fail(fmt.Errorf("%s: %d of its %d records were read (a short file)", c.name, c.next, r.Len()))
+	}
+	if c.r != nil {
+		r.Close()
+		c.r = nil
+	}
+}
+
+// Write takes the file's next bytes.
+func (c *partCopy) Write(p []byte) (int, error) {
+	r := c.r
+	if r == nil {
+		return len(p), nil
+	}
+	off := c.pos
+	c.pos += int64(len(p))
+	if q := clip(p, off, r.DataOffset(), r.DataOffset()+r.DataSize()); len(q) > 0 {
+		c.data(q)
+	}
+	if c.r == nil {
+		return len(p), nil
+	}
+	idx, at := r.Index(), r.IndexOffset()
+	if lo, hi := max(off, at), min(c.pos, at+int64(len(idx))); lo < hi {
+		if !bytes.Equal(p[lo-off:hi-off], idx[lo-at:hi-at]) {
+			c.fail(fmt.Errorf("%s: the index changed while the part was read", c.name))
+		}
+	}
+	return len(p), nil
+}
+
+// clip returns the bytes of p (the file's bytes from off) inside [a, b).
+func clip(p []byte, off, a, b int64) []byte {
+	lo, hi := max(a, off), min(b, off+int64(len(p)))
+	if lo >= hi {
+		return nil
+	}
+	return p[lo-off : hi-off]
+}
+
+// data takes the next bytes of the data section and writes the records they complete.
+func (c *partCopy) data(q []byte) {
+	r := c.r
+	for len(q) > 0 && c.r != nil && c.next < r.Len() {
+		if len(c.carry) > 0 || r.RecordLen(c.next) > int64(len(q)) {
+			need := r.RecordLen(c.next) - int64(len(c.carry))
+			take := min(need, int64(len(q)))
+			c.carry = append(c.carry, q[:take]...)
+			q = q[take:]
+			if take == need {
+				c.emit(c.next, c.next+1, c.carry)
+				c.carry = c.carry[:0]
+			}
+			continue
+		}
+		// Whole records from q, in one run.
+		k, n := c.next, int64(0)
+		if !r.VarSize() {
+			m := int64(len(q)) / r.RecordSize()
+			k, n = c.next+int(m), m*r.RecordSize()
+		} else {
+			for k < r.Len() && n+r.RecordLen(k) <= int64(len(q)) {
+				n += r.RecordLen(k)
+				k++
+			}
+		}
+		c.emit(c.next, k, q[:n])
+		q = q[n:]
+	}
+	if len(q) > 0 && c.r != nil {
+		c.fail(fmt.Errorf("%s: data past its last record", c.name))
+	}
+}
+
+// emit writes records [i, j) of the current shard, whose bytes are data.
+func (c *partCopy) emit(i, j int, data []byte) {
+	r := c.r
+	if c.runs != nil {
+		if err := c.runs.WriteFrom(r, i, j, data); err != nil {
+			c.failOut(err)
+			return
+		}
+	} else {
+		base, _ := r.DataRange(i, j)
+		for k := i; k < j; k++ {
+			off, n := r.DataRange(k, k+1)
+			rec := output.Record{Data: data[off-base : off-base+n], Label: r.Label(k), Aux: r.Aux(k), Meta: r.RecordMeta(k)}
+			if !c.fixed {
+				shape, err := r.RecordShape(k)
+				if err != nil {
+					c.fail(fmt.Errorf("%s record %d: %w", c.name, k, err))
+					return
+				}
+				rec.Shape = shape
+			}
+			if err := c.out.Write(rec); err != nil {
+				c.failOut(err)
+				return
+			}
+		}
+	}
+	for k := i; k < j; k++ {
+		if l := r.Label(k); l >= 0 && l < int64(len(c.counts)) {
+			c.counts[l]++
+		}
+	}
+	c.sum.Records += int64(j - i)
+	c.sum.Bytes += int64(len(data))
+	c.next = j
 }

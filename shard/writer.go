@@ -43,6 +43,7 @@ type WriterOptions struct {
 // returned by every later call. A Writer is not safe for concurrent use.
 type Writer struct {
 	bw         *bufio.Writer
+	out        io.Writer // what bw writes to (AppendFrom writes large runs straight to it)
 	flags      uint16
 	recordSize int64 // 0 for variable-size records
 	k          int64 // block_records
@@ -124,7 +125,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	sw.dataOffset = alignUp(int64(len(hdr)))
 	sw.header = hdr
 
-	sw.bw = bufio.NewWriterSize(w, writeBufferSize)
+	sw.bw, sw.out = bufio.NewWriterSize(w, writeBufferSize), w
 	if _, err := sw.bw.Write(hdr); err != nil {
 		return nil, fmt.Errorf("write shard header: %w", err)
 	}

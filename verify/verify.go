@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"io/fs"
 	"path/filepath"
 	"slices"
@@ -104,6 +105,17 @@ type Options struct {
 	Progress func(bytes int64)
 	// Workers is how many files are checked at once; 0 means 2.
 	Workers int
+	// Tee, when set, is called for each file the manifest lists, in the manifest's order, just
+	// before the file is read, and returns a writer that receives every byte of the file, in
+	// order, as the check reads and hashes it (nil for none): a caller that copies the dataset
+	// reads it once for both. Files are then checked one at a time, so the bytes of the whole
+	// dataset arrive in order. A file that is missing or cannot be read is not passed on whole:
+	// the report has a fault for it. Write must not keep the slice and should not fail: a
+	// caller that must stop cancels the context.
+	Tee func(fe shard.FileEntry) io.Writer
+	// Cached reads the files through the page cache rather than with O_DIRECT (for a caller
+	// that has just written them, or that reads them again).
+	Cached bool
 }
 
 // FormatChecker checks the structure of non-shard formats (npy, hdf5) against the manifest.
@@ -172,12 +184,15 @@ func check(ctx context.Context, b storage.Backend, dir string, opts Options, che
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
+	if opts.Tee != nil {
+		workers = 1 // files in order (g.Go waits for the previous file)
+	}
 	g.SetLimit(workers)
 	var recordsSeen atomic.Int64
 	sh := &shardTally{labels: shard.NewLabelTally(m)}
 	for _, fe := range m.Files {
 		g.Go(func() error {
-			return checkFile(gctx, st, m, fe, add, progress, &recordsSeen, sh)
+			return checkFile(gctx, st, m, fe, opts, add, progress, &recordsSeen, sh)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -383,7 +398,7 @@ func checkExtra(ctx context.Context, b storage.Backend, m *shard.Manifest, add f
 // The file is read once, sequentially, in large O_DIRECT reads where the file system allows
 // them (see shard.ScanOptions): a shard's scan hashes the very bytes it checks, other files are
 // only hashed.
-func checkFile(ctx context.Context, s *store, m *shard.Manifest, fe shard.FileEntry, add func(Fault), progress func(int64), records *atomic.Int64, sh *shardTally) error {
+func checkFile(ctx context.Context, s *store, m *shard.Manifest, fe shard.FileEntry, vopts Options, add func(Fault), progress func(int64), records *atomic.Int64, sh *shardTally) error {
 	st, err := s.b.Stat(ctx, fe.Path)
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()
@@ -401,7 +416,10 @@ func checkFile(ctx context.Context, s *store, m *shard.Manifest, fe shard.FileEn
 			Message: fmt.Sprintf("size is %d bytes, manifest says %d", st.Size, fe.Size)})
 	}
 	h := &ctxHash{Hash: sha256.New(), ctx: ctx}
-	opts := shard.ScanOptions{Hash: h, Progress: progress, Direct: true}
+	if vopts.Tee != nil {
+		h.tee = vopts.Tee(fe)
+	}
+	opts := shard.ScanOptions{Hash: h, Progress: progress, Direct: !vopts.Cached}
 	var complete bool
 	if m.Format == shard.FormatShards && strings.HasSuffix(fe.Path, ".pks") {
 		complete = scanShard(ctx, s, fe, m, opts, add, records, sh)
@@ -426,16 +444,22 @@ func checkFile(ctx context.Context, s *store, m *shard.Manifest, fe shard.FileEn
 }
 
 // ctxHash is the hash a scan feeds; once ctx is cancelled its Write fails, which stops the scan.
+// Its tee, when set, receives the same bytes after the hash (Options.Tee).
 type ctxHash struct {
 	hash.Hash
 	ctx context.Context
+	tee io.Writer
 }
 
 func (h *ctxHash) Write(p []byte) (int, error) {
 	if err := h.ctx.Err(); err != nil {
 		return 0, err
 	}
-	return h.Hash.Write(p)
+	n, err := h.Hash.Write(p)
+	if h.tee != nil && err == nil {
+		return h.tee.Write(p)
+	}
+	return n, err
 }
 
 // stream reads the file name once for opts.Hash: by path (O_DIRECT where allowed) on the local

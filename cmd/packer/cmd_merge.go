@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -33,11 +35,13 @@ array and the manifest.
 
 It first checks that the parts make one dataset: one of each part 0..N-1 (a missing or
 duplicated part is named), all built by this packer version from one source listing (the
-digest each part records) with the same options, and each verified like packer verify (a
-damaged part is refused). --max-errors is checked over all parts. Then it writes the records of
-the parts in order through the format the parts were built for (--format of the build), with
-the build's guarantees: OUT.packer-partial staging, the manifest last, an atomic commit, and
---force to replace an existing OUT. The parts are only read. See docs/cluster.md.
+digest each part records) with the same options. --max-errors is checked over all parts. Then
+it writes the records of the parts in order through the format the parts were built for
+(--format of the build), with the build's guarantees: OUT.packer-partial staging, the manifest
+last, an atomic commit, and --force to replace an existing OUT. Each part is verified like
+packer verify does (every file's size and SHA-256, every shard's structure and checksums) in the
+same sequential read that copies it: a damaged part is refused (exit status 3, naming the part)
+and nothing is published. The parts are only read. See docs/cluster.md.
 ` + exitStatusHelp,
 		Example: `  # four parts, on four machines or as a Slurm array, then one merge
   packer build ~/imagenet/train -o parts/p0 --part 0/4 --resize 256 --crop 224
@@ -57,7 +61,8 @@ the build's guarantees: OUT.packer-partial staging, the manifest last, an atomic
 	}
 	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "output directory (required)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing non-empty OUT (atomically, when the merge completes)")
-	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "files verified at once per part")
+	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "ignored: a part is verified as it is read, one file at a time, in order")
+	_ = cmd.Flags().MarkHidden("workers")
 	return cmd
 }
 
@@ -77,18 +82,6 @@ func runMerge(ctx context.Context, o *mergeOptions) error {
 	if err != nil {
 		return fmt.Errorf("the parts name --format %s: %w", info.Format, err)
 	}
-	for _, d := range parts.Dirs {
-		rep, err := verify.Dir(ctx, d, verify.Options{Workers: o.Workers}, formatCheckers())
-		if err != nil {
-			return fmt.Errorf("verify part %s: %w", d, err)
-		}
-		if !rep.OK {
-			for _, f := range rep.Faults {
-				fmt.Fprintln(o.IO.Err, f.String())
-			}
-			return fmt.Errorf("%w: part %s: %d faults (see above); rebuild that part", errCorrupt, d, len(rep.Faults))
-		}
-	}
 	var total int64
 	for _, m := range parts.Manifests {
 		total += m.Count
@@ -97,8 +90,27 @@ func runMerge(ctx context.Context, o *mergeOptions) error {
 	sum, err := pipeline.Merge(ctx, parts, pipeline.MergeOptions{
 		Parts: parts.Dirs, Output: entry, Out: o.Out, Force: o.Force,
 		Progress: func(records, _ int64) { bar.Set(records) },
+		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
+			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
+			// parts through the page cache, as cp does.
+			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Cached: true}, nil)
+			if err != nil {
+				return nil, err
+			}
+			var faults []string
+			for _, f := range rep.Faults {
+				faults = append(faults, f.String())
+			}
+			return faults, nil
+		},
 	})
 	bar.Finish()
+	if pe := (*pipeline.PartError)(nil); errors.As(err, &pe) {
+		for _, f := range pe.Faults {
+			fmt.Fprintln(o.IO.Err, f)
+		}
+		return fmt.Errorf("%w: part %s: %d faults (see above); rebuild that part", errCorrupt, pe.Dir, len(pe.Faults))
+	}
 	if err != nil {
 		err = fmt.Errorf("merge into %s: %w", o.Out, err)
 		if errors.Is(err, pipeline.ErrOutputOverlap) || errors.Is(err, pipeline.ErrOutputMount) {

@@ -16,6 +16,7 @@ import (
 	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 )
 
 // sameTree fails unless the directories a and b hold the same files with the same bytes.
@@ -250,6 +251,58 @@ func TestMergeRefuses(t *testing.T) {
 		}
 		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("merge %v wrote %s", c.parts, out)
+		}
+	}
+}
+
+// TestMergeRefusesDamagedData: a part damaged inside a record's bytes (one flipped bit in the
+// middle of the data of its first or its last shard, which only the part's SHA-256 and the
+// block checksums show) is refused while it is read and copied: exit status 3, the part named,
+// and nothing at OUT, for the shards output (copied in runs) and npy (record by record), for
+// fixed- and variable-size records.
+func TestMergeRefusesDamagedData(t *testing.T) {
+	root := t.TempDir()
+	src := partsCorpus(t, root)
+	for _, c := range []struct {
+		name, src string
+		args      []string
+		formats   []string
+	}{
+		{"fixed", src["idx"], []string{"--shard-size", "40"}, []string{"shards", "npy"}},
+		{"varsize", src["folder"], []string{"--resize", "8", "--shard-size", "300"}, []string{"shards"}},
+	} {
+		for _, format := range c.formats {
+			var parts []string
+			for i := 0; i < 3; i++ {
+				p := filepath.Join(root, c.name+"-"+format, fmt.Sprint("p", i))
+				mustRun(t, append([]string{"build", c.src, "-o", p, "--part", fmt.Sprintf("%d/3", i), "--format", format}, c.args...)...)
+				parts = append(parts, p)
+			}
+			shards, _ := filepath.Glob(filepath.Join(parts[1], "shard-*.pks"))
+			if len(shards) < 2 {
+				t.Fatalf("%s: part 1 has %d shards; the test wants several", c.name, len(shards))
+			}
+			for _, which := range []string{shards[0], shards[len(shards)-1]} {
+				damaged := copyDir(t, parts[1])
+				path := filepath.Join(damaged, filepath.Base(which))
+				r, err := shard.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				off := r.DataOffset() + r.DataSize()/2
+				r.Close()
+				flip(t, path, off, 0x10)
+				out := filepath.Join(root, "merged")
+				_, stderr, code := run(t, "merge", "-o", out, parts[0], damaged, parts[2])
+				if code != 3 || !strings.Contains(stderr, "part "+damaged+": ") || !strings.Contains(stderr, "rebuild that part") {
+					t.Errorf("%s %s, %s damaged at %d: exit %d, want 3 naming the part:\n%s", c.name, format, filepath.Base(which), off, code, stderr)
+				}
+				for _, p := range []string{out, out + pipeline.StagingSuffix} {
+					if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("%s %s: the refused merge left %s", c.name, format, p)
+					}
+				}
+			}
 		}
 	}
 }

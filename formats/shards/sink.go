@@ -35,7 +35,16 @@ type sink struct {
 	size int64
 
 	direct bool // f is open with O_DIRECT (writeLoop only)
+
+	// A file written through the page cache has its bytes sent to the disk as they are written
+	// (every writebackStep, by wbLoop), not all at its commit's fsync.
+	wb   chan int64 // end offsets of the bytes written so far, to wbLoop
+	woff int64      // bytes written (writeLoop only)
 }
+
+// writebackStep is how many bytes a sink writing through the page cache writes between two
+// requests to start writing them to the disk.
+const writebackStep = 32 << 20
 
 // directAlign is the alignment of memory, sizes and offsets that O_DIRECT writes need.
 const directAlign = 4096
@@ -49,8 +58,12 @@ func alignedChunk() []byte {
 
 // newSink creates dir/name+".tmp" (shard.Create, with O_DIRECT where the file system allows it)
 // and starts the sink's goroutines.
-func newSink(dir, name string) (*sink, error) {
-	p, err := shard.Create(dir, name, true)
+func newSink(dir, name string) (*sink, error) { return newSinkDirect(dir, name, true) }
+
+// newSinkDirect is newSink with O_DIRECT only when direct is set; otherwise the file is written
+// through the page cache.
+func newSinkDirect(dir, name string, direct bool) (*sink, error) {
+	p, err := shard.Create(dir, name, direct)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +73,9 @@ func newSink(dir, name string) (*sink, error) {
 		s.free <- alignedChunk()
 	}
 	s.cur = <-s.free
+	if !s.direct {
+		s.wb = make(chan int64, 1)
+	}
 	go s.hashLoop()
 	go s.writeLoop()
 	return s, nil
@@ -77,11 +93,37 @@ func (s *sink) hashLoop() {
 // writeLoop writes each hashed chunk in order and returns it to the free list.
 func (s *sink) writeLoop() {
 	defer close(s.done)
+	if s.wb != nil {
+		wbDone := make(chan struct{})
+		go s.wbLoop(wbDone)
+		defer func() { close(s.wb); <-wbDone }()
+	}
 	for b := range s.wch {
 		if s.err == nil {
 			s.err = s.write(b)
 		}
 		s.free <- b[:0]
+		if s.wb != nil && s.err == nil {
+			prev := s.woff
+			s.woff += int64(len(b))
+			if s.woff/writebackStep != prev/writebackStep {
+				select {
+				case s.wb <- s.woff:
+				default: // wbLoop is busy: its next request covers these bytes too
+				}
+			}
+		}
+	}
+}
+
+// wbLoop starts the writeback of the bytes written so far each time writeLoop says, on a
+// goroutine of its own, so that a busy disk never holds up the writes.
+func (s *sink) wbLoop(done chan struct{}) {
+	defer close(done)
+	var from int64
+	for end := range s.wb {
+		startWriteback(s.f, from, end-from)
+		from = end
 	}
 }
 

@@ -55,6 +55,8 @@ type shardOutput struct {
 	every      time.Duration            // the least time between two checkpoints
 	last       time.Time                // when the last checkpoint was taken (or SetCheckpoint called)
 	kept       int                      // files[:kept] are in the last checkpoint: Abort keeps them
+
+	cached bool // shards opened from now on are written through the page cache (WriteFrom)
 }
 
 // New returns the Output of --format shards (a ShardSize of 0 means DefaultShardSize).
@@ -68,7 +70,7 @@ func New(cfg output.Config) (output.Output, error) {
 func (o *shardOutput) open() error {
 	k := len(o.files)
 	o.name = ShardName(k)
-	sk, err := newSink(o.cfg.Dir, o.name)
+	sk, err := newSinkDirect(o.cfg.Dir, o.name, !o.cached)
 	if err != nil {
 		return err
 	}
