@@ -243,6 +243,26 @@ func TestBuildJSON(t *testing.T) {
 	}
 }
 
+// TestBenchJSON: bench --json prints one JSON object that agrees with the dataset.
+func TestBenchJSON(t *testing.T) {
+	src := t.TempDir()
+	writePNGFolder(t, src, 3)
+	out := filepath.Join(t.TempDir(), "out")
+	mustRun(t, "build", src, "-o", out, "--crop", "2")
+	stdout := mustRun(t, "bench", out, "--json", "--repeat", "1")
+	var s benchSummary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, stdout)
+	}
+	m, err := shard.ReadManifest(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Records != m.Count || s.Files != len(m.Files) || s.Bytes != m.Files[0].Size || !s.CRC || s.Ratio <= 0 || s.ReaderSeconds <= 0 {
+		t.Errorf("summary %+v does not agree with the manifest (count %d, %d files)", s, m.Count, len(m.Files))
+	}
+}
+
 // TestClassesFile: --classes @FILE reads one class name per line.
 func TestClassesFile(t *testing.T) {
 	dir := t.TempDir()

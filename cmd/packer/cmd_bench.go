@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +83,7 @@ does): use --repeat 1 to measure its cost.
 	cmd.Flags().IntVar(&opts.ReadSizeMiB, "read-size", 0, "MiB of records per reader buffer (0: the loader's default)")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 0, "buffers in the reader's ring (0: the loader's default)")
 	cmd.Flags().BoolVar(&opts.NoCRC, "no-crc", false, "do not check the CRC-32C of the record data (checked by default)")
+	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON on stdout")
 	return cmd
 }
 
@@ -144,12 +146,40 @@ func runBench(ctx context.Context, o *benchOptions) error {
 		mode += ", CRC checked"
 	}
 	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }
+	ratio := (float64(rd.bytes) / rd.seconds) / (float64(raw.bytes) / raw.seconds)
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(benchSummary{
+			Dataset: o.Dir, Records: m.Count, Files: len(paths), Bytes: raw.bytes, Cold: o.Cold, CRC: !o.NoCRC,
+			Batch: o.Batch, Repeat: o.Repeat, RawSeconds: raw.seconds, RawGBps: gbs(raw),
+			ReaderSeconds: rd.seconds, ReaderGBps: gbs(rd), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
+		})
+	}
 	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %.1f MB, %s, batch %d, best of %d\n",
 		o.Dir, m.Count, len(paths), float64(raw.bytes)/1e6, mode, o.Batch, o.Repeat)
 	fmt.Fprintf(o.IO.Out, "  raw sequential read : %8.3f GB/s  (%.3fs)\n", gbs(raw), raw.seconds)
 	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GB/s  (%.3fs)  %.0f samples/s\n", gbs(rd), rd.seconds, float64(rd.records)/rd.seconds)
-	fmt.Fprintf(o.IO.Out, "  ratio reader/raw    : %8.3f\n", (float64(rd.bytes)/rd.seconds)/(float64(raw.bytes)/raw.seconds))
+	fmt.Fprintf(o.IO.Out, "  ratio reader/raw    : %8.3f\n", ratio)
 	return nil
+}
+
+// benchSummary is bench's --json output: the best pass of each kind.
+type benchSummary struct {
+	Dataset          string  `json:"dataset"`
+	Records          int64   `json:"records"`
+	Files            int     `json:"files"`
+	Bytes            int64   `json:"bytes"`
+	Cold             bool    `json:"cold"`
+	CRC              bool    `json:"crc_checked"`
+	Batch            int     `json:"batch"`
+	Repeat           int     `json:"repeat"`
+	RawSeconds       float64 `json:"raw_seconds"`
+	RawGBps          float64 `json:"raw_gb_per_second"`
+	ReaderSeconds    float64 `json:"reader_seconds"`
+	ReaderGBps       float64 `json:"reader_gb_per_second"`
+	SamplesPerSecond float64 `json:"samples_per_second"`
+	Ratio            float64 `json:"ratio_reader_raw"`
 }
 
 // rawRead reads every file sequentially in 4 MiB reads, the baseline a reader is compared with
