@@ -394,7 +394,8 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		}
 		what = fmt.Sprintf("part %d/%d, for --format %s", o.part.Index, o.part.Count, o.Format)
 	}
-	bar := progress.New(o.IO.Err, "packing "+kind, "items", info.Count)
+	bar := progress.New(o.IO.Err, "packing "+kind, progressUnit(kind), info.Count)
+	firstProgress := true
 	sum, err := pipeline.Build(ctx, pipeline.Options{
 		Source:          src,
 		Transform:       o.transform,
@@ -412,6 +413,13 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		Device:          device,
 		Resizer:         resizer,
 		Progress: func(items, total, records, bytes int64) {
+			if firstProgress {
+				// A resumed build starts past the inputs its checkpoint covers.
+				firstProgress = false
+				if items > 1 {
+					bar.Resume(items - 1)
+				}
+			}
 			bar.Set(items)
 		},
 	})
@@ -454,6 +462,16 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		}
 	}
 	return nil
+}
+
+// progressUnit is what build's progress counts for a source kind: its inputs, videos for the
+// video sources (a folder of frames is one video), images for the others.
+func progressUnit(kind string) string {
+	switch kind {
+	case "video", "frames":
+		return "videos"
+	}
+	return "images"
 }
 
 // buildSummary is build's --json output.

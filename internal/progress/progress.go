@@ -20,6 +20,8 @@ type Bar struct {
 	what     string
 	unit     string
 	total    int64
+	base     int64 // the amount done before this run (Resume): not counted in the rate
+	started  bool
 	start    time.Time
 	last     time.Time
 	interval time.Duration
@@ -27,7 +29,8 @@ type Bar struct {
 	done     bool
 }
 
-// New returns a Bar writing to w. what names the operation; unit is "items" or "bytes".
+// New returns a Bar writing to w. what names the operation; unit is what is counted ("images",
+// "videos", "records") or "bytes".
 // A terminal gets a redrawn bar; anything else gets one line every interval.
 func New(w io.Writer, what, unit string, total int64) *Bar {
 	b := &Bar{w: w, what: what, unit: unit, total: total, start: time.Now(), interval: 5 * time.Second}
@@ -54,6 +57,17 @@ func New(w io.Writer, what, unit string, total int64) *Bar {
 	return b
 }
 
+// Resume says that n was done before this run (a resumed build): the rate and ETA count only
+// what is done from now on.
+func (b *Bar) Resume(n int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.base, b.start, b.last = n, time.Now(), time.Now()
+}
+
 // Set reports the current amount done.
 func (b *Bar) Set(n int64) {
 	if b == nil || b.w == nil {
@@ -74,7 +88,7 @@ func (b *Bar) Set(n int64) {
 	}
 	b.last = now
 	el := now.Sub(b.start).Seconds()
-	rate := float64(n) / el
+	rate := float64(n-b.base) / el
 	line := fmt.Sprintf("%s: %d", b.what, n)
 	if b.unit == "bytes" {
 		line = fmt.Sprintf("%s: %.1f MB", b.what, float64(n)/1e6)
@@ -90,6 +104,7 @@ func (b *Bar) Set(n int64) {
 	} else {
 		line += fmt.Sprintf(", %.0f %s/s", rate, b.unit)
 	}
+	line += fmt.Sprintf(", elapsed %s", now.Sub(b.start).Round(time.Second))
 	if b.total > 0 && rate > 0 && n < b.total {
 		line += fmt.Sprintf(", ETA %s", time.Duration(float64(b.total-n)/rate*float64(time.Second)).Round(time.Second))
 	}

@@ -1,0 +1,25 @@
+package progress
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPlainLine: without a terminal, a line names the unit, labels elapsed and ETA, and after
+// Resume counts the rate from what this run did, not from what was done before it.
+func TestPlainLine(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(&buf, "packing folder", "images", 100)
+	b.Resume(50)
+	b.interval = 0
+	b.start = time.Now().Add(-2 * time.Second) // 10 images in 2 s: 5 images/s, not 30
+	b.Set(60)
+	line := buf.String()
+	for _, want := range []string{"packing folder: 60/100 (60%)", " 5 images/s", "elapsed 2s", "ETA 8s"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %q", line, want)
+		}
+	}
+}
