@@ -102,6 +102,7 @@ type Batch struct {
 
 	sample []int // the dataset's sample shape
 	v      int   // number of -1 dimensions in sample
+	dtype  DType // the dataset's element type
 }
 
 // Len returns the number of records in the batch.
@@ -394,6 +395,7 @@ func (l *Loader) setBatch() {
 		Position: s.pos + int64(a),
 		sample:   l.sample,
 		v:        l.v,
+		dtype:    l.ds.m.Sample.DType,
 	}
 	if l.naux > 0 {
 		l.batch.Aux = s.aux[a*l.naux : b*l.naux : b*l.naux]
