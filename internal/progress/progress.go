@@ -21,7 +21,6 @@ type Bar struct {
 	unit     string
 	total    int64
 	base     int64 // the amount done before this run (Resume): not counted in the rate
-	started  bool
 	start    time.Time
 	last     time.Time
 	interval time.Duration
