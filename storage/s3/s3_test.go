@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/storage/s3/s3test"
@@ -198,5 +201,112 @@ func TestNew(t *testing.T) {
 	nb := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "nobucket", Prefix: "p"}, s3.Options{})
 	if _, err := nb.Stat(ctx, "f"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("stat in a missing bucket = %v", err)
+	}
+}
+
+// fakeDataset writes a local dataset of the given file sizes (random bytes, named like
+// shards) and its sealed manifest, as Publish reads it.
+func fakeDataset(t *testing.T, seed byte, sizes ...int) string {
+	t.Helper()
+	dir := t.TempDir()
+	m := shard.Manifest{Format: shard.FormatShards, Sample: shard.SampleSpec{Shape: []int{1}, DType: shard.Uint8, Layout: "hwc"}}
+	for i, size := range sizes {
+		data := make([]byte, size)
+		for k := range data {
+			data[k] = byte(k*131+k>>13) ^ seed
+		}
+		name := fmt.Sprintf("shard-%05d.pks", i)
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: int64(size), SHA256: hex.EncodeToString(sum[:])})
+	}
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func listAll(t *testing.T, b *s3.Backend) map[string]int64 {
+	t.Helper()
+	got := map[string]int64{}
+	if err := b.List(context.Background(), func(fi storage.FileInfo) error { got[fi.Name] = fi.Size; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestPublishCancelled: a publish cancelled in the middle of a multipart upload (a SIGINT to
+// the build) aborts the upload, removes the objects it had completed, and writes no manifest.
+func TestPublishCancelled(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "cancel")
+	const part = 5 << 20
+	dir := fakeDataset(t, 1, part+100, 3*part)
+	b := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "cancel", Prefix: "ds"}, s3.Options{PartSize: part, Parallel: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := b.Publish(ctx, dir, s3.PublishOptions{PartSent: func(key string, part int32) {
+		if key == "ds/shard-00001.pks" && part == 1 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Publish cancelled mid-upload = %v, want a cancellation error", err)
+	}
+	if got := listAll(t, b); len(got) != 0 {
+		t.Errorf("a cancelled publish left %v", got)
+	}
+	if ups := srv.OpenUploads(t, "cancel"); len(ups) != 0 {
+		t.Errorf("a cancelled publish left open uploads %v", ups)
+	}
+	// And the prefix takes a publish without --force (Clear): nothing is left over.
+	if err := b.Publish(context.Background(), dir, s3.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPublishRace: two publishes of different datasets to one prefix at once: exactly one
+// succeeds, and the prefix then holds exactly its files and manifest (the conditional writes
+// refuse the other's, which removes what it wrote).
+func TestPublishRace(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "race")
+	const part = 5 << 20
+	dirs := []string{fakeDataset(t, 1, part+1, 1000), fakeDataset(t, 2, part+1, 1000)}
+	b := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "race", Prefix: "ds"}, s3.Options{PartSize: part})
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range dirs {
+		wg.Go(func() { errs[i] = b.Publish(context.Background(), dirs[i], s3.PublishOptions{}) })
+	}
+	wg.Wait()
+	if (errs[0] == nil) == (errs[1] == nil) {
+		t.Fatalf("racing publishes: %v and %v, want exactly one success", errs[0], errs[1])
+	}
+	winner := dirs[0]
+	if errs[0] != nil {
+		winner = dirs[1]
+	}
+	t.Logf("the loser's error: %v", errors.Join(errs...))
+	for _, name := range []string{shard.ManifestName, "shard-00000.pks", "shard-00001.pks"} {
+		want, err := os.ReadFile(filepath.Join(winner, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := storagetest.Get(t, b, name); !bytes.Equal(got, want) {
+			t.Errorf("%s is not the winner's", name)
+		}
+	}
+	if got := listAll(t, b); len(got) != 3 {
+		t.Errorf("the prefix holds %v, want the winner's three files", got)
+	}
+	if ups := srv.OpenUploads(t, "race"); len(ups) != 0 {
+		t.Errorf("open uploads after the race: %v", ups)
 	}
 }

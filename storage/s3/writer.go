@@ -40,6 +40,8 @@ type Writer struct {
 	err      error // the first failed part's error
 
 	committed, aborted bool
+
+	partSent func(key string, part int32) // called after each part is sent, if set
 }
 
 func newWriter(ctx context.Context, b *Backend, key string, noReplace bool) *Writer {
@@ -109,14 +111,18 @@ func (w *Writer) sendPart() error {
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
 		})
 		w.mu.Lock()
-		defer w.mu.Unlock()
 		if err != nil {
 			if w.err == nil {
 				w.err = w.b.wrap("UploadPart", w.b.objURL(w.key), err)
 			}
+			w.mu.Unlock()
 			return
 		}
 		w.parts = append(w.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+		w.mu.Unlock()
+		if w.partSent != nil {
+			w.partSent(w.key, num)
+		}
 	})
 	return nil
 }

@@ -59,6 +59,9 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	bin := Binary()
 	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("PACKER_REQUIRE_S3") == "1" {
+			t.Fatalf("no S3 test server at %s, and PACKER_REQUIRE_S3=1 (install it with: bash scripts/s3-server.sh install)", bin)
+		}
 		t.Skipf("no S3 test server at %s (install it with: bash scripts/s3-server.sh install)", bin)
 	}
 	root := t.TempDir()
