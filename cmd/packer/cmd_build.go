@@ -18,6 +18,7 @@ import (
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -371,6 +372,15 @@ func parseBytes(s string) (int64, error) {
 }
 
 func runBuild(ctx context.Context, o *buildOptions) error {
+	if s3.IsURL(o.Out) {
+		return runBuildS3(ctx, o)
+	}
+	return runBuildTo(ctx, o, o.Out, nil)
+}
+
+// runBuildTo builds into the local folder out; where publish is set (an object-store OUT) it
+// publishes the built dataset before the summary, which names o.Out.
+func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(dir string) error) error {
 	src, kind, err := openSource(o)
 	if err != nil {
 		return err
@@ -400,7 +410,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		Transform:       o.transform,
 		Output:          outEntry,
 		Part:            o.part,
-		Out:             o.Out,
+		Out:             out,
 		Inputs:          o.inputs(),
 		Force:           o.Force,
 		Resume:          o.Resume,
@@ -422,6 +432,12 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 			return usagef(err) // fix the command line: exit 2
 		}
 		return err
+	}
+	if publish != nil {
+		if err := publish(sum.Out); err != nil {
+			return fmt.Errorf("build %s: %w", o.Source, err)
+		}
+		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
 	if o.JSON {

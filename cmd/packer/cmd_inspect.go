@@ -91,7 +91,7 @@ type recordInfo struct {
 }
 
 func runInspect(ctx context.Context, o *inspectOptions) error {
-	m, err := shard.ReadManifestFS(datasetFS(ctx, o.Dir))
+	m, err := readManifestAt(ctx, o.Dir)
 	if err != nil {
 		return err
 	}
