@@ -7,6 +7,7 @@
 #   bash scripts/s3-server.sh start [DIR]   start it in the background, serving DIR (default: a
 #                                           new temporary folder), and print the environment to
 #                                           use (eval "$(bash scripts/s3-server.sh start)")
+#   bash scripts/s3-server.sh bucket NAME   create a bucket in the running server (a folder of DIR)
 #   bash scripts/s3-server.sh stop          stop the server started by start
 #   bash scripts/s3-server.sh path          print the binary's path
 #
@@ -47,6 +48,7 @@ start() {
   "$BIN" --access "$ACCESS" --secret "$SECRET" --region us-east-1 --port "127.0.0.1:$port" \
     posix "$root" >"$STATE/log" 2>&1 &
   echo $! >"$STATE/pid"
+  echo "$root" >"$STATE/root"
   for _ in $(seq 100); do
     if curl -s -o /dev/null "http://127.0.0.1:$port/"; then
       break
@@ -65,6 +67,11 @@ start() {
   echo "export AWS_REGION=us-east-1"
 }
 
+bucket() {
+  [ -f "$STATE/root" ] || { echo "s3-server: not started" >&2; exit 1; }
+  mkdir -p "$(cat "$STATE/root")/$1"
+}
+
 stop() {
   if [ -f "$STATE/pid" ]; then
     kill "$(cat "$STATE/pid")" 2>/dev/null || true
@@ -75,7 +82,8 @@ stop() {
 case "${1:-}" in
   install) install ;;
   start) shift; start "$@" ;;
+  bucket) bucket "${2:?bucket name}" ;;
   stop) stop ;;
   path) echo "$BIN" ;;
-  *) echo "usage: $0 install|start [DIR]|stop|path" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start [DIR]|bucket NAME|stop|path" >&2; exit 2 ;;
 esac
