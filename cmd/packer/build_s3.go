@@ -62,4 +62,4 @@ func runBuildS3(ctx context.Context, o *buildOptions) error {
 
 // s3PartSentHook is called after each part of a multipart upload is sent; the crash-test
 // binary sets it (s3_crashtest.go).
-var s3PartSentHook func(key string, part int32)
+var s3PartSentHook func(ctx context.Context, key string, part int32)

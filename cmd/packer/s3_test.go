@@ -249,16 +249,16 @@ func TestS3WrongCredentials(t *testing.T) {
 	}
 }
 
-// TestS3BuildKilled: a build killed (SIGKILL) in the middle of a multipart upload leaves no
-// manifest, so no dataset; its leftovers (objects, the open upload) refuse the next build,
-// and the next build with --force aborts the upload, removes them and publishes.
-func TestS3BuildKilled(t *testing.T) {
-	srv := s3Setup(t, "kill")
+// stalledS3Build starts the crash-test binary building to s3://BUCKET/ds and returns once
+// the build has sent a part of its first multipart upload and stalls there (until it is
+// cancelled). It returns the running command and the build's arguments.
+func stalledS3Build(t *testing.T, bucket string) (*exec.Cmd, []string) {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "packer")
 	if out, err := exec.Command("go", "build", "-tags", "packer_crashtest", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build the crash-test binary: %v\n%s", err, out)
 	}
-	args := []string{"build", fmnist, "--split", "test", "--shard-size", "6MiB", "-o", "s3://kill/ds"}
+	args := []string{"build", fmnist, "--split", "test", "--shard-size", "6MiB", "-o", "s3://" + bucket + "/ds"}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "PACKER_TEST_S3_STALL=1")
 	stderr, err := cmd.StderrPipe()
@@ -268,21 +268,30 @@ func TestS3BuildKilled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(stderr)
-	stalled := false
 	var log []string
 	for sc.Scan() {
 		log = append(log, sc.Text())
-		if strings.HasPrefix(sc.Text(), "packer-test: stalled after part 1 of ds/shard-00000.pks") {
-			stalled = true
-			break
+		// part 1 or 2 of shard 0 (6 MiB in 5 MiB parts), whichever is sent first
+		if strings.HasPrefix(sc.Text(), "packer-test: stalled after part ") && strings.HasSuffix(sc.Text(), " of ds/shard-00000.pks") {
+			go io.Copy(io.Discard, stderr)
+			return cmd, args
 		}
 	}
+	cmd.Wait()
+	t.Fatalf("the build ended before its first part was sent:\n%s", strings.Join(log, "\n"))
+	return nil, nil
+}
+
+// TestS3BuildKilled: a build killed (SIGKILL) in the middle of a multipart upload leaves no
+// manifest, so no dataset; its leftovers (objects, the open upload) refuse the next build,
+// and the next build with --force aborts the upload, removes them and publishes.
+func TestS3BuildKilled(t *testing.T) {
+	srv := s3Setup(t, "kill")
+	cmd, args := stalledS3Build(t, "kill")
 	cmd.Process.Kill()
 	cmd.Wait()
-	if !stalled {
-		t.Fatalf("the build ended before its first part was sent:\n%s", strings.Join(log, "\n"))
-	}
 	u := s3.URL{Bucket: "kill", Prefix: "ds"}
 	if _, ok := objects(t, srv, u)[shard.ManifestName]; ok {
 		t.Fatal("a killed build left a manifest")
@@ -302,4 +311,27 @@ func TestS3BuildKilled(t *testing.T) {
 		t.Errorf("open uploads after the build with --force: %v", ups)
 	}
 	mustRun(t, "verify", "s3://kill/ds")
+}
+
+// TestS3BuildInterrupted: a build interrupted (SIGINT) in the middle of a multipart upload
+// exits 130 having aborted the upload and deleted what it had written: no manifest, no
+// object, no open upload; the next build needs no --force.
+func TestS3BuildInterrupted(t *testing.T) {
+	srv := s3Setup(t, "intr")
+	cmd, args := stalledS3Build(t, "intr")
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("the interrupted build exited %d, want %d", code, exitInterrupted)
+	}
+	if got := objects(t, srv, s3.URL{Bucket: "intr", Prefix: "ds"}); len(got) != 0 {
+		t.Errorf("the interrupted build left objects: %d of them", len(got))
+	}
+	if ups := srv.OpenUploads(t, "intr"); len(ups) != 0 {
+		t.Errorf("open uploads after the interrupt: %v", ups)
+	}
+	mustRun(t, args...)
+	mustRun(t, "verify", "s3://intr/ds")
 }

@@ -29,9 +29,9 @@ type PublishOptions struct {
 	// Progress, if set, is called after each part or small file sent with the bytes sent so
 	// far and the total.
 	Progress func(sent, total int64)
-	// PartSent, if set, is called after each part of a multipart upload is sent (a hook for
-	// tests that interrupt a build mid-upload).
-	PartSent func(key string, part int32)
+	// PartSent, if set, is called after each part of a multipart upload is sent, with the
+	// upload's context (a hook for tests that interrupt a build mid-upload).
+	PartSent func(ctx context.Context, key string, part int32)
 }
 
 // ErrDatasetExists is what Publish's error matches when the prefix already holds a dataset.

@@ -251,7 +251,7 @@ func TestPublishCancelled(t *testing.T) {
 	b := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "cancel", Prefix: "ds"}, s3.Options{PartSize: part, Parallel: 1})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	err := b.Publish(ctx, dir, s3.PublishOptions{PartSent: func(key string, part int32) {
+	err := b.Publish(ctx, dir, s3.PublishOptions{PartSent: func(_ context.Context, key string, part int32) {
 		if key == "ds/shard-00001.pks" && part == 1 {
 			cancel()
 		}

@@ -41,7 +41,7 @@ type Writer struct {
 
 	committed, aborted bool
 
-	partSent func(key string, part int32) // called after each part is sent, if set
+	partSent func(ctx context.Context, key string, part int32) // called after each part is sent, if set
 }
 
 func newWriter(ctx context.Context, b *Backend, key string, noReplace bool) *Writer {
@@ -121,7 +121,7 @@ func (w *Writer) sendPart() error {
 		w.parts = append(w.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
 		w.mu.Unlock()
 		if w.partSent != nil {
-			w.partSent(w.key, num)
+			w.partSent(w.ctx, w.key, num)
 		}
 	})
 	return nil

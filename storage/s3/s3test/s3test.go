@@ -76,6 +76,7 @@ func Start(t testing.TB) *Server {
 			"--port", addr, "posix", root)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
+		dieWithParent(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start %s: %v", bin, err)
 		}
