@@ -169,7 +169,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 }
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
+	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")

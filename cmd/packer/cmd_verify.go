@@ -50,7 +50,8 @@ shard_first_record beside first_record and records. python3 -m packer_reader ver
 the same numbers.
 ` + exitStatusHelp,
 		Example: `  packer verify fmnist
-  packer verify --json fmnist > report.json`,
+  packer verify --json fmnist > report.json
+  packer verify s3://bucket/fmnist       # AWS settings from the environment / profile`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Dir = args[0]
