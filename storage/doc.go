@@ -2,7 +2,8 @@
 // is what the readers, verify and (later) the writers do with files: list them, stat one,
 // open one for ranged reads, create one that becomes visible under its name only when
 // committed, and remove one. Local is the first implementation: a directory of the local
-// file system.
+// file system; storage/s3 (which this package does not import) is the second: the objects
+// below a prefix of an S3 bucket.
 //
 // Names are slash-separated, relative to the backend's root, and valid in the sense of
 // io/fs.ValidPath once cleaned by path.Clean ("a/b.pks", never "../x" or "/x"). A missing

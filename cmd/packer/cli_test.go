@@ -43,7 +43,9 @@ func TestVerifyMissingIsNotCorrupt(t *testing.T) {
 	}
 }
 
-// TestURLPathsRefused: an s3:// path must not silently become a local directory.
+// TestURLPathsRefused: a URL path must not silently become a local directory. s3:// is
+// accepted where object storage is implemented (build -o, verify, inspect, preview; see
+// s3_test.go) and refused elsewhere; other schemes are refused everywhere.
 func TestURLPathsRefused(t *testing.T) {
 	wd, _ := os.Getwd()
 	dir := t.TempDir()
@@ -51,15 +53,23 @@ func TestURLPathsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chdir(wd)
-	for _, args := range [][]string{
-		{"build", "/usr/share/datasets/fashion-mnist", "-o", "s3://bucket/out"},
-		{"build", "s3://bucket/raw", "-o", "out"},
-		{"verify", "s3://bucket/out"},
-		{"inspect", "s3://bucket/out"},
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"build", "/usr/share/datasets/fashion-mnist", "-o", "gs://bucket/out"}, "URLs are not supported"},
+		{[]string{"build", "s3://bucket/raw", "-o", "out"}, "build does not read or write object storage yet"},
+		{[]string{"verify", "gs://bucket/out"}, "URLs are not supported"},
+		{[]string{"inspect", "https://host/out"}, "URLs are not supported"},
+		{[]string{"bench", "s3://bucket/out"}, "bench does not read or write object storage yet"},
+		{[]string{"merge", "s3://bucket/p0", "-o", "out"}, "merge does not read or write object storage yet"},
+		{[]string{"preview", "out", "-o", "s3://bucket/p.png"}, "preview does not read or write object storage yet"},
+		{[]string{"build", "/usr/share/datasets/fashion-mnist", "-o", "s3://Bad_Bucket/out"}, "not a valid bucket name"},
+		{[]string{"verify", "s3://bucket/../x"}, "not a valid key prefix"},
 	} {
-		_, errs, code := run(t, args...)
-		if code != exitUsage || !strings.Contains(errs, "URLs are not supported") {
-			t.Errorf("packer %s: exit %d, stderr %q: want a usage error", strings.Join(args, " "), code, errs)
+		_, errs, code := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("packer %s: exit %d, stderr %q: want a usage error saying %q", strings.Join(c.args, " "), code, errs, c.want)
 		}
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 type benchOptions struct {
@@ -94,7 +95,10 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, o *benchOptions) error {
-	m, err := shard.ReadManifestFS(datasetFS(ctx, o.Dir))
+	if s3.IsURL(o.Dir) {
+		return usagef(fmt.Errorf("%s: bench reads local datasets only (its raw-read baseline reads the files by path); object storage is not benchmarked yet", o.Dir))
+	}
+	m, err := readManifestAt(ctx, o.Dir)
 	if err != nil {
 		return err
 	}
@@ -107,7 +111,11 @@ func runBench(ctx context.Context, o *benchOptions) error {
 			return err
 		}
 	}
-	d, err := shard.OpenDatasetFS(datasetFS(ctx, o.Dir), shard.ReaderOptions{})
+	fsys, err := datasetFS(ctx, o.Dir)
+	if err != nil {
+		return err
+	}
+	d, err := shard.OpenDatasetFS(fsys, shard.ReaderOptions{})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -168,7 +169,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 }
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVarP(&o.Out, "out", "o", "", "output directory (required)")
+	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
@@ -371,6 +372,15 @@ func parseBytes(s string) (int64, error) {
 }
 
 func runBuild(ctx context.Context, o *buildOptions) error {
+	if s3.IsURL(o.Out) {
+		return runBuildS3(ctx, o)
+	}
+	return runBuildTo(ctx, o, o.Out, nil)
+}
+
+// runBuildTo builds into the local folder out; where publish is set (an object-store OUT) it
+// publishes the built dataset before the summary, which names o.Out.
+func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(dir string) error) error {
 	src, kind, err := openSource(o)
 	if err != nil {
 		return err
@@ -401,7 +411,7 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 		Transform:       o.transform,
 		Output:          outEntry,
 		Part:            o.part,
-		Out:             o.Out,
+		Out:             out,
 		Inputs:          o.inputs(),
 		Force:           o.Force,
 		Resume:          o.Resume,
@@ -430,6 +440,12 @@ func runBuild(ctx context.Context, o *buildOptions) error {
 			return usagef(err) // fix the command line: exit 2
 		}
 		return err
+	}
+	if publish != nil {
+		if err := publish(sum.Out); err != nil {
+			return fmt.Errorf("build %s: %w", o.Source, err)
+		}
+		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
 	if o.JSON {

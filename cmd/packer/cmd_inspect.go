@@ -35,7 +35,8 @@ records. It does not check integrity: use packer verify for that.
 ` + exitStatusHelp,
 		Example: `  packer inspect fmnist
   packer inspect --json fmnist | jq .classes
-  packer inspect --records 5 ucf-clips`,
+  packer inspect --records 5 ucf-clips
+  packer inspect s3://bucket/fmnist`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Dir = args[0]
@@ -91,7 +92,7 @@ type recordInfo struct {
 }
 
 func runInspect(ctx context.Context, o *inspectOptions) error {
-	m, err := shard.ReadManifestFS(datasetFS(ctx, o.Dir))
+	m, err := readManifestAt(ctx, o.Dir)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -47,7 +50,8 @@ shard_first_record beside first_record and records. python3 -m packer_reader ver
 the same numbers.
 ` + exitStatusHelp,
 		Example: `  packer verify fmnist
-  packer verify --json fmnist > report.json`,
+  packer verify --json fmnist > report.json
+  packer verify s3://bucket/fmnist       # AWS settings from the environment / profile`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Dir = args[0]
@@ -66,10 +70,17 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 	// Nothing to read is a failure (exit 1), not corrupt data (exit 3): a mistyped path must not
 	// read as a damaged dataset. A directory that holds data files but no manifest is a damaged
 	// dataset, and verify.Dir reports it as such.
-	if why := buildLeftover(o.Dir); why != "" {
-		return fmt.Errorf("%s", why)
+	store, err := datasetStore(ctx, o.Dir)
+	if err != nil {
+		return err
 	}
-	if _, err := os.Stat(filepath.Join(o.Dir, shard.ManifestName)); err != nil {
+	if s3.IsURL(o.Dir) {
+		if err := checkRemoteDataset(ctx, store, o.Dir); err != nil {
+			return err
+		}
+	} else if why := buildLeftover(o.Dir); why != "" {
+		return fmt.Errorf("%s", why)
+	} else if _, err := os.Stat(filepath.Join(o.Dir, shard.ManifestName)); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -94,7 +105,7 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 		workers = 2 // verify.Dir's default
 	}
 	defer raiseProcs(workers)()
-	rep, err := verify.Backend(ctx, datasetStore(o.Dir), o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
+	rep, err := verify.Backend(ctx, store, o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
 	bar.Finish()
 	if err != nil {
 		return err
@@ -154,9 +165,45 @@ var procs struct {
 	base, extra int
 }
 
+// checkRemoteDataset is the object store's version of the checks above: a location without a
+// manifest and without data objects is no dataset (exit 1), as are a missing bucket and
+// refused credentials; objects named like data files without a manifest are a damaged
+// dataset (or an interrupted build's leftovers), which verify.Backend reports.
+func checkRemoteDataset(ctx context.Context, store storage.Backend, loc string) error {
+	_, err := store.Stat(ctx, shard.ManifestName)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	data := false
+	lerr := store.List(ctx, func(fi storage.FileInfo) error {
+		for _, pat := range dataFilePatterns {
+			if ok, _ := path.Match(pat, fi.Name); ok {
+				data = true
+				return errStop
+			}
+		}
+		return nil
+	})
+	if lerr != nil && !errors.Is(lerr, errStop) {
+		return lerr
+	}
+	if !data {
+		return fmt.Errorf("%s: not a packed dataset: it has no %s and no data files (%v)", loc, shard.ManifestName, err)
+	}
+	return nil
+}
+
+var errStop = errors.New("stop")
+
+// dataFilePatterns are the names of a dataset's data files.
+var dataFilePatterns = []string{"shard-*.pks", "*.npy", "*.h5"}
+
 // holdsDataFiles reports whether dir holds a file named like a dataset's data files.
 func holdsDataFiles(dir string) bool {
-	for _, pat := range []string{"shard-*.pks", "*.npy", "*.h5"} {
+	for _, pat := range dataFilePatterns {
 		if m, _ := filepath.Glob(filepath.Join(dir, pat)); len(m) > 0 {
 			return true
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // Exit codes, documented under EXIT STATUS in every command's help.
@@ -153,17 +154,30 @@ func argsUsage(v cobra.PositionalArgs) cobra.PositionalArgs {
 // urlScheme matches the start of a URL such as s3://bucket/prefix.
 var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
-// refuseURLs refuses URL-like paths among the positional arguments and -o: object storage is not
-// supported yet, and a path such as s3://bucket/out would otherwise become a local directory
-// ./s3:/bucket/out, leaving the user to believe the data went to the bucket.
+// refuseURLs refuses URL-like paths among the positional arguments and -o, except the
+// s3://bucket/prefix locations a command reads or writes through the object store (the
+// dataset of verify, inspect and preview, build's -o): a path such as gs://bucket/out would
+// otherwise become a local directory ./gs:/bucket/out, leaving the user to believe the data
+// went to the bucket.
 func refuseURLs(c *cobra.Command, args []string) error {
-	paths := append([]string(nil), args...)
-	if f := c.Flags().Lookup("out"); f != nil {
-		paths = append(paths, f.Value.String())
+	check := func(p string, s3ok bool) error {
+		if !urlScheme.MatchString(p) || s3ok && s3.IsURL(p) {
+			return nil
+		}
+		if s3.IsURL(p) {
+			return usagef(fmt.Errorf("%s: %s does not read or write object storage yet (s3:// locations are supported by build -o, verify, inspect and preview); give a local path", p, c.Name()))
+		}
+		return usagef(fmt.Errorf("%s: URLs are not supported (object storage is s3://bucket/prefix, for build -o, verify, inspect and preview); give a local path", p))
 	}
-	for _, p := range paths {
-		if urlScheme.MatchString(p) {
-			return usagef(fmt.Errorf("%s: URLs are not supported (object storage is not implemented yet); give a local path", p))
+	s3Reader := c.Name() == "verify" || c.Name() == "inspect" || c.Name() == "preview"
+	for _, p := range args {
+		if err := check(p, s3Reader); err != nil {
+			return err
+		}
+	}
+	if f := c.Flags().Lookup("out"); f != nil {
+		if err := check(f.Value.String(), c.Name() == "build"); err != nil {
+			return err
 		}
 	}
 	return nil

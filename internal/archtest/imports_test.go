@@ -179,6 +179,33 @@ func TestStorageLeaf(t *testing.T) {
 	}
 }
 
+// TestS3Backend: the object-store backend (storage/s3) imports only the storage seam, shard,
+// the AWS SDK for Go v2 (and its smithy runtime) and the standard library; its test server
+// helper (storage/s3/s3test) only the SDK and the standard library. Neither shard nor storage
+// depends on it (TestNeverDependsOn).
+func TestS3Backend(t *testing.T) {
+	g := load(t)
+	sdk := func(imp string) bool {
+		return strings.HasPrefix(imp, "github.com/aws/aws-sdk-go-v2") || strings.HasPrefix(imp, "github.com/aws/smithy-go")
+	}
+	for rel, allowed := range map[string][]string{
+		"storage/s3":        {mod + "/storage", mod + "/shard"},
+		"storage/s3/s3test": {},
+	} {
+		p := get(t, g, rel)
+		for _, imp := range p.Deps {
+			if !standard(g, imp) && !sdk(imp) && !slices.Contains(allowed, imp) && !strings.HasPrefix(imp, "golang.org/x/sys/") {
+				t.Errorf("%s depends on %s: it may import only %v, the AWS SDK and the standard library", rel, short(imp), allowed)
+			}
+		}
+		for _, imp := range p.Imports {
+			if imp == "C" {
+				t.Errorf("%s uses cgo", rel)
+			}
+		}
+	}
+}
+
 // never lists, for a package, the module packages it must never depend on, directly or
 // through another package.
 var never = []struct {
@@ -187,6 +214,7 @@ var never = []struct {
 	why    string
 }{
 	{"shard", []string{"pipeline", "transforms", "gpu", "verify", "formats", "storage"}, "the format and its readers stand alone (shard defines the FS it reads through; storage adapts to it)"},
+	{"storage", []string{"storage/s3"}, "the seam knows no backend but the local one; the command picks the object store"},
 	{"verify", []string{"transforms", "gpu", "pipeline", "formats"}, "checking a dataset needs neither the decoders nor a GPU nor the build"},
 	{"transforms", []string{"pipeline", "formats", "verify", "gpu"}, "the CPU reference knows nothing of builds, sources or devices"},
 	{"gpu", []string{"pipeline", "formats", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},

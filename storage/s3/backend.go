@@ -1,0 +1,266 @@
+// Package s3 is the object-store backend of the storage seam: a storage.Backend over the
+// objects of an S3 (or S3-compatible) bucket below a key prefix, written with the AWS SDK for
+// Go v2. Names are the keys below the prefix ("s3://b/ds" holds "shard-00000.pks" as the key
+// "ds/shard-00000.pks").
+//
+// The client is configured from the standard AWS chain (environment variables, AWS_PROFILE,
+// the shared config and credentials files, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3 for an
+// S3-compatible store), with path-style addressing (bucket in the path, which every
+// S3-compatible store accepts) and checksums computed and validated only where S3 requires
+// them (the SDK's default CRC32 trailers are refused or stored verbatim by several
+// S3-compatible stores). Request bodies are always seekable byte slices, so the payload is
+// signed with its SHA-256 and never sent as a streaming (aws-chunked) body.
+//
+// Errors (*Error) name the operation, the bucket and the key, and never a credential.
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/packer-dev/packer/storage"
+)
+
+// Options tune a Backend; the zero value is the defaults.
+type Options struct {
+	// PartSize is the size of a multipart upload's parts, and the size from which a file is
+	// uploaded in parts (default 16 MiB; S3 wants at least 5 MiB for all but the last part).
+	PartSize int64
+	// Parallel is the number of parts of one file uploaded at once (default 4).
+	Parallel int
+}
+
+const (
+	defaultPartSize = 16 << 20
+	defaultParallel = 4
+)
+
+// Backend is a storage.Backend over the objects below a prefix of a bucket. It is safe for
+// concurrent use.
+type Backend struct {
+	client  *awss3.Client
+	url     URL
+	opts    Options
+	secrets []string // scrubbed from every error message
+}
+
+var _ storage.Backend = (*Backend)(nil)
+
+// New returns the Backend of u, with a client configured from the standard AWS chain. It
+// fails when no credentials can be found; it sends no request.
+func New(ctx context.Context, u URL, opts Options) (*Backend, error) {
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithDefaultRegion("us-east-1"),
+		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
+		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s: loading the AWS configuration: %w", u, err)
+	}
+	creds, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: no AWS credentials found (set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a shared credentials file)", u)
+	}
+	client := awss3.NewFromConfig(cfg, func(o *awss3.Options) {
+		o.UsePathStyle = true
+	})
+	b := NewWithClient(client, u, opts)
+	b.secrets = []string{creds.SecretAccessKey, creds.SessionToken}
+	return b, nil
+}
+
+// NewWithClient returns the Backend of u over a client the caller configured.
+func NewWithClient(client *awss3.Client, u URL, opts Options) *Backend {
+	if opts.PartSize <= 0 {
+		opts.PartSize = defaultPartSize
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = defaultParallel
+	}
+	return &Backend{client: client, url: u, opts: opts}
+}
+
+// Client is the SDK client the backend sends its requests with.
+func (b *Backend) Client() *awss3.Client { return b.client }
+
+// URL is the location the backend holds.
+func (b *Backend) URL() URL { return b.url }
+
+// key checks ctx and name and returns the object key of name.
+func (b *Backend) key(ctx context.Context, op, name string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if c := path.Clean(name); name == "" || c == "." || !fs.ValidPath(c) {
+		return "", &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	return b.url.keyPrefix() + path.Clean(name), nil
+}
+
+func (b *Backend) objURL(key string) URL { return URL{b.url.Bucket, key} }
+
+// List lists the objects below the prefix (ListObjectsV2, page by page). Keys ending in a
+// slash (folder markers some tools create) are not files and are skipped.
+func (b *Backend) List(ctx context.Context, fn func(storage.FileInfo) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	prefix := b.url.keyPrefix()
+	p := awss3.NewListObjectsV2Paginator(b.client, &awss3.ListObjectsV2Input{
+		Bucket: aws.String(b.url.Bucket),
+		Prefix: aws.String(prefix),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return b.wrap("ListObjectsV2", b.url, err)
+		}
+		for _, o := range page.Contents {
+			name := strings.TrimPrefix(aws.ToString(o.Key), prefix)
+			if name == "" || strings.HasSuffix(name, "/") {
+				continue
+			}
+			if err := fn(storage.FileInfo{Name: name, Size: aws.ToInt64(o.Size)}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Stat is a HEAD request.
+func (b *Backend) Stat(ctx context.Context, name string) (storage.FileInfo, error) {
+	key, err := b.key(ctx, "stat", name)
+	if err != nil {
+		return storage.FileInfo{}, err
+	}
+	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return storage.FileInfo{}, b.wrap("HeadObject", b.objURL(key), err)
+	}
+	return storage.FileInfo{Name: path.Clean(name), Size: aws.ToInt64(out.ContentLength)}, nil
+}
+
+// Open is a HEAD request for the size and the ETag; the Reader's reads are ranged GETs on the
+// condition that the object still has that ETag (If-Match), so that a file replaced while it
+// is read is an error, never a mix of two versions.
+func (b *Backend) Open(ctx context.Context, name string) (storage.Reader, error) {
+	key, err := b.key(ctx, "open", name)
+	if err != nil {
+		return nil, err
+	}
+	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return nil, b.wrap("HeadObject", b.objURL(key), err)
+	}
+	return &reader{b: b, ctx: ctx, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}, nil
+}
+
+type reader struct {
+	b    *Backend
+	ctx  context.Context
+	key  string
+	size int64
+	etag string
+}
+
+func (r *reader) Size() int64  { return r.size }
+func (r *reader) Close() error { return nil }
+
+// ReadAt is one ranged GET of the bytes [off, off+len(p)) that lie in the object.
+func (r *reader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &fs.PathError{Op: "read", Path: r.b.objURL(r.key).String(), Err: fs.ErrInvalid}
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), r.size-off)
+	if err := r.get(p[:n], off); err != nil {
+		return 0, err
+	}
+	if n < int64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+func (r *reader) get(p []byte, off int64) error {
+	in := &awss3.GetObjectInput{
+		Bucket: aws.String(r.b.url.Bucket),
+		Key:    aws.String(r.key),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
+	}
+	if r.etag != "" {
+		in.IfMatch = aws.String(r.etag)
+	}
+	out, err := r.b.client.GetObject(r.ctx, in)
+	if err != nil {
+		return r.b.wrap("GetObject", r.b.objURL(r.key), err)
+	}
+	defer out.Body.Close()
+	if _, err := io.ReadFull(out.Body, p); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("the store sent fewer bytes than asked for at offset %d", off)
+		}
+		return r.b.wrap("GetObject", r.b.objURL(r.key), err)
+	}
+	return nil
+}
+
+// Remove is a HEAD (S3 reports no error for deleting a missing object) and a DELETE.
+func (b *Backend) Remove(ctx context.Context, name string) error {
+	if _, err := b.Stat(ctx, name); err != nil {
+		return err
+	}
+	key, err := b.key(ctx, "remove", name)
+	if err != nil {
+		return err
+	}
+	_, err = b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	return b.wrap("DeleteObject", b.objURL(key), err)
+}
+
+// Create starts an object that replaces any object of that name when committed.
+func (b *Backend) Create(ctx context.Context, name string) (storage.Writer, error) {
+	return b.CreateObject(ctx, name, false)
+}
+
+// CreateObject starts the object name. With noReplace set the commit is a conditional write
+// (If-None-Match: *): it fails with an error matching fs.ErrExist when an object of that name
+// exists, whoever wrote it and however recently.
+func (b *Backend) CreateObject(ctx context.Context, name string, noReplace bool) (*Writer, error) {
+	key, err := b.key(ctx, "create", name)
+	if err != nil {
+		return nil, err
+	}
+	return newWriter(ctx, b, key, noReplace), nil
+}
+
+// putSmall uploads data in one PutObject.
+func (b *Backend) putSmall(ctx context.Context, key string, data []byte, noReplace bool) error {
+	in := &awss3.PutObjectInput{
+		Bucket:        aws.String(b.url.Bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if noReplace {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := b.client.PutObject(ctx, in)
+	return b.wrap("PutObject", b.objURL(key), err)
+}
