@@ -68,9 +68,5 @@ if ! "$FIXTURE_VENV/bin/python" -c "import pyarrow, webdataset, tfrecord" >/dev/
     "pyarrow==17.0.0" "webdataset==0.2.111" "tfrecord==1.14.5"
 fi
 
-# The S3 test server (versitygw, pinned in scripts/s3-server.sh), built from its Go module into
-# the cache folder once; the object-storage tests run it on loopback.
-bash scripts/s3-server.sh install
-
 go build -o bin/packer ./cmd/packer
 echo "setup: done ($(go version), packer built at bin/packer)"

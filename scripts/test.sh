@@ -8,8 +8,11 @@ bash scripts/setup.sh
 
 PY=/usr/bin/python3
 export PACKER_PYTHON=$PY
-# The object-storage tests start their own S3 server (versitygw, installed by setup.sh) and
-# stop it when they end; here they fail rather than skip if it is missing.
+# The object-storage tests start their own S3 server (versitygw, pinned in scripts/s3-server.sh,
+# built from its Go module into the cache folder once: a test tool, so here and not in setup.sh,
+# which the demo runs too) and stop it when they end; here they fail rather than skip if it is
+# missing.
+bash scripts/s3-server.sh install
 export PACKER_REQUIRE_S3=1
 ptxas="${XDG_CACHE_HOME:-$HOME/.cache}/packer/ptxas-12.9.86/ptxas"
 [ -x "$ptxas" ] && export PACKER_PTXAS="$ptxas"

@@ -79,7 +79,8 @@ func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 // left beside OUT. The sources have what makes resuming hard: skipped inputs (damaged images),
 // inputs yielding several records that a checkpoint falls between (clips), records of several
 // sizes, a source that does not know its size (WebDataset); a part resumes too, and merges
-// into the one-machine build. The test fails unless some resumes did go on from a checkpoint.
+// into the one-machine build. (CIFAR resumes in TestInterruptRerun; video files cut into
+// clips go through the same writer path as frames and are left out for time.) The test fails unless some resumes did go on from a checkpoint.
 func TestResumeSameBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the resume test runs a few hundred builds")
@@ -102,9 +103,7 @@ func TestResumeSameBytes(t *testing.T) {
 	}{
 		{"folder-varsize", src["folder"], []string{"--resize", "8"}},
 		{"frames-clips", src["frames"], []string{"--from", "frames", "--clip-len", "2", "--crop", "8"}},
-		{"cifar", src["cifar"], []string{"--from", "cifar10"}},
 		{"webdataset", src["wds"], []string{"--crop", "5", "--classes", "x,y,z"}},
-		{"video-clips", src["video"], []string{"--from", "video", "--clip-len", "3", "--clip-stride", "2", "--resize", "12", "--crop", "10"}},
 		{"frames-part", src["frames"], []string{"--from", "frames", "--clip-len", "2", "--crop", "8", "--part", "1/2"}},
 	}
 	resumed, kills := 0, 0
