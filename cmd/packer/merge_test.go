@@ -147,7 +147,7 @@ func partsCorpus(t *testing.T, root string) map[string]string {
 }
 
 // TestPartsMergeSameBytes: for every source kind and output format, a build split in N parts
-// (N of 1 or 2 and 3 to 5, and for the smallest sources 13: more parts than inputs, so some
+// (N drawn from 1 to 8 and from 3 to 5, and for the smallest sources 13: more parts than inputs, so some
 // parts are empty) and merged is byte-identical to
 // the one-machine build: every shard, array and the manifest.
 func TestPartsMergeSameBytes(t *testing.T) {
@@ -189,19 +189,19 @@ func TestPartsMergeSameBytes(t *testing.T) {
 			args := append(append([]string{}, c.args...), "--format", format, "--shard-size", "600", "--workers", "2")
 			full := filepath.Join(root, "out", name, "full")
 			mustRun(t, append([]string{"build", c.src, "-o", full}, args...)...)
-			ns := []int{1 + rng.IntN(2), 3 + rng.IntN(3)}
+			ns := []int{1 + rng.IntN(8), 3 + rng.IntN(3)}
 			if c.name == "list" || c.name == "webdataset" {
 				ns = append(ns, 13) // more parts than inputs: some parts are empty
 			}
-			for _, n := range ns {
+			for ni, n := range ns {
 				var parts []string
 				for i := 0; i < n; i++ {
-					p := filepath.Join(root, "out", name, fmt.Sprintf("n%d-p%d", n, i))
+					p := filepath.Join(root, "out", name, fmt.Sprintf("s%d-n%d-p%d", ni, n, i))
 					mustRun(t, append([]string{"build", c.src, "-o", p, "--part", fmt.Sprintf("%d/%d", i, n)}, args...)...)
 					parts = append(parts, p)
 				}
 				rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
-				merged := filepath.Join(root, "out", name, fmt.Sprintf("merged-%d", n))
+				merged := filepath.Join(root, "out", name, fmt.Sprintf("merged-%d-%d", ni, n))
 				mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
 				sameTree(t, full, merged)
 				mustRun(t, "verify", merged)
