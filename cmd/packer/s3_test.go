@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
@@ -334,4 +335,77 @@ func TestS3BuildInterrupted(t *testing.T) {
 	}
 	mustRun(t, args...)
 	mustRun(t, "verify", "s3://intr/ds")
+}
+
+// TestS3ForceNeverDeletesForeignObjects: a prefix that holds objects a packer build does not
+// write (the user's own data, or other datasets under sub-prefixes) is refused, --force
+// included, and every object stays; only a build's own leftovers are ever removed.
+func TestS3ForceNeverDeletesForeignObjects(t *testing.T) {
+	srv := s3Setup(t, "mine")
+	put := func(key, body string) {
+		t.Helper()
+		if _, err := srv.Client("").PutObject(context.Background(), &awss3.PutObjectInput{
+			Bucket: aws.String("mine"), Key: aws.String(key), Body: strings.NewReader(body),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("raw/cat.jpg", "the user's photo")
+	put("datasets/a/manifest.json", "{}")
+	put("datasets/a/shard-00000.pks", "another dataset's shard")
+	for _, out := range []string{"s3://mine/raw", "s3://mine/datasets", "s3://mine"} {
+		for _, force := range []bool{false, true} {
+			args := []string{"build", fmnist, "-o", out}
+			if force {
+				args = append(args, "--force")
+			}
+			_, errs, code := run(t, args...)
+			if code == 0 || !strings.Contains(errs, "does not write") {
+				t.Errorf("build -o %s (force %v): exit %d, stderr %q; want a refusal naming the foreign objects", out, force, code, errs)
+			}
+		}
+	}
+	got := objects(t, srv, s3.URL{Bucket: "mine"})
+	if string(got["raw/cat.jpg"]) != "the user's photo" || string(got["datasets/a/shard-00000.pks"]) != "another dataset's shard" || len(got) != 3 {
+		t.Fatalf("objects after the refused builds: %v", slices.Sorted(func(yield func(string) bool) {
+			for k := range got {
+				if !yield(k) {
+					return
+				}
+			}
+		}))
+	}
+}
+
+// TestDatasetFileNames: every file each output format writes is a name s3.DatasetFileName
+// accepts (the names a build may remove from an interrupted build's prefix), and the names of
+// other files are not.
+func TestDatasetFileNames(t *testing.T) {
+	src, err := cifar.WriteTestDataset(t.TempDir(), cifar.Kind100, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"shards", "npy", "hdf5"} {
+		out := filepath.Join(t.TempDir(), format)
+		mustRun(t, "build", src, "-o", out, "--format", format, "--shard-size", "8KiB")
+		ents, err := os.ReadDir(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if !s3.DatasetFileName(e.Name()) {
+				t.Errorf("--format %s writes %s, which s3.DatasetFileName refuses", format, e.Name())
+			}
+		}
+	}
+	for _, n := range []string{"meta.jsonl", "aux_coarse.npy", "shard-00012.pks"} {
+		if !s3.DatasetFileName(n) {
+			t.Errorf("%s refused", n)
+		}
+	}
+	for _, n := range []string{"cat.jpg", "a/manifest.json", "shard-00000.pks/x", "notes.txt", "images.npy.bak"} {
+		if s3.DatasetFileName(n) {
+			t.Errorf("%s accepted", n)
+		}
+	}
 }

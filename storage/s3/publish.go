@@ -122,8 +122,27 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 	return nil
 }
 
+// DatasetFileName reports whether name, relative to a dataset's prefix, is a file a packer build
+// writes at the top of its output: manifest.json, shard-NNNNN.pks, the npy columns (images.npy,
+// labels.npy, aux_NAME.npy, meta.jsonl) or data.h5 (TestDatasetFileNames in cmd/packer checks
+// this list against what every output format writes). Nothing else under a prefix is ever
+// removed by a build.
+func DatasetFileName(name string) bool {
+	if strings.Contains(name, "/") {
+		return false
+	}
+	switch name {
+	case shard.ManifestName, "images.npy", "labels.npy", "meta.jsonl", "data.h5":
+		return true
+	}
+	return strings.HasPrefix(name, "shard-") && strings.HasSuffix(name, ".pks") ||
+		strings.HasPrefix(name, "aux_") && strings.HasSuffix(name, ".npy")
+}
+
 // CheckPrefix refuses a prefix that holds a dataset (an error matching ErrDatasetExists), and
-// one that holds other objects or open multipart uploads unless clear, which removes them.
+// one that holds objects or open multipart uploads a packer build does not write (always), or
+// the leftovers of an interrupted build (open uploads and data objects under the names a build
+// writes, no manifest) unless clear, which removes them.
 // Publish calls it first; a build calls it before building, to fail before the work.
 func (b *Backend) CheckPrefix(ctx context.Context, clear bool) error {
 	if _, err := b.Stat(ctx, shard.ManifestName); err == nil {
@@ -131,9 +150,12 @@ func (b *Backend) CheckPrefix(ctx context.Context, clear bool) error {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	var objects []string
+	var objects, foreign []string
 	if err := b.List(ctx, func(fi storage.FileInfo) error {
 		objects = append(objects, b.url.keyPrefix()+fi.Name)
+		if !DatasetFileName(fi.Name) {
+			foreign = append(foreign, fi.Name)
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -142,8 +164,24 @@ func (b *Backend) CheckPrefix(ctx context.Context, clear bool) error {
 	if err != nil {
 		return err
 	}
+	for _, u := range uploads {
+		if name := strings.TrimPrefix(u.Key, b.url.keyPrefix()); !DatasetFileName(name) {
+			foreign = append(foreign, name+" (an unfinished upload)")
+		}
+	}
 	if len(objects) == 0 && len(uploads) == 0 {
 		return nil
+	}
+	if len(foreign) > 0 {
+		// Never delete what a packer build did not write: the prefix may hold the user's own
+		// data, or other datasets under sub-prefixes.
+		more := ""
+		if len(foreign) > 3 {
+			more = fmt.Sprintf(" and %d more", len(foreign)-3)
+			foreign = foreign[:3]
+		}
+		return fmt.Errorf("%s holds objects a packer build does not write (%s%s): refusing to build there, --force included (it never deletes them); give -o a new or empty prefix",
+			b.url, strings.Join(foreign, ", "), more)
 	}
 	if !clear {
 		return fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads but no %s: the leftovers of an interrupted build, or a build writing there now; when no build is running, build again with --force to remove them", b.url, len(objects), len(uploads), shard.ManifestName)
