@@ -396,10 +396,7 @@ func copyDir(t *testing.T, src string) string {
 // TestInterruptedBuild kills a real packer process in the middle of a build and requires that
 // nothing it leaves looks complete: OUT does not exist, and verify and the reader reject it.
 func TestInterruptedBuild(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "packer")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	tmp := t.TempDir()
 	src, err := cifar.WriteTestDataset(tmp, "cifar10", 10000)
 	if err != nil {

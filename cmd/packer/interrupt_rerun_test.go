@@ -24,10 +24,7 @@ func TestInterruptRerun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs a dozen real builds")
 	}
-	bin := filepath.Join(t.TempDir(), "packer")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	tmp := t.TempDir()
 	src, err := cifar.WriteTestDataset(tmp, "cifar10", 3000)
 	if err != nil {

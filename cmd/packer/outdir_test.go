@@ -337,10 +337,7 @@ func TestBuildRefusesMountPoint(t *testing.T) {
 // second build into the same OUT: the second refuses at once naming the first's pid and
 // touches nothing; the first, continued, completes intact.
 func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "packer")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildBinary(t)
 	tmp := t.TempDir()
 	src, err := cifar.WriteTestDataset(tmp, "cifar10", 2000)
 	if err != nil {

@@ -13,14 +13,39 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 )
 
-// buildBinary builds packer for tests that run it as a process (to kill it).
-func buildBinary(t *testing.T) string {
+// buildBinary builds packer (with the given build tags, if any) for tests that run it as a
+// process, to stop or kill it.
+func buildBinary(t *testing.T, tags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "packer")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	args := []string{"build"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	if out, err := exec.Command("go", append(args, "-o", bin, ".")...).CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// needStrace returns strace's path for the tests that inject kills with it: a missing strace
+// fails (scripts/setup.sh installs it), a machine where it cannot trace skips.
+func needStrace(t *testing.T) string {
+	t.Helper()
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Fatalf("strace is not installed (scripts/setup.sh installs it): %v", err)
+	}
+	if out, err := exec.Command(strace, "-qq", "-o", "/dev/null", "true").CombinedOutput(); err != nil {
+		t.Skipf("strace cannot trace here (no ptrace?): %v: %s", err, out)
+	}
+	return strace
+}
+
+// straceKnows reports whether strace can inject into syscall sc on this architecture (rename,
+// renameat, unlink and rmdir do not exist on arm64).
+func straceKnows(strace, sc string) bool {
+	return exec.Command(strace, "-qq", "-o", "/dev/null", "-e", "inject="+sc+":signal=KILL:when=65535", "true").Run() == nil
 }
 
 // syscallSet joins the names of syscalls strace knows on this architecture (rename and
@@ -29,7 +54,7 @@ func syscallSet(t *testing.T, strace string, names ...string) string {
 	t.Helper()
 	var ok []string
 	for _, sc := range names {
-		if exec.Command(strace, "-qq", "-o", "/dev/null", "-e", "inject="+sc+":signal=KILL:when=65535", "true").Run() == nil {
+		if straceKnows(strace, sc) {
 			ok = append(ok, sc)
 		}
 	}
@@ -85,13 +110,7 @@ func TestResumeSameBytes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the resume test runs a few hundred builds")
 	}
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Fatalf("strace is not installed (scripts/setup.sh installs it): %v", err)
-	}
-	if out, err := exec.Command(strace, "-qq", "-o", "/dev/null", "true").CombinedOutput(); err != nil {
-		t.Skipf("strace cannot trace here (no ptrace?): %v: %s", err, out)
-	}
+	strace := needStrace(t)
 	bin := buildBinary(t)
 	syncs := syscallSet(t, strace, "fsync", "fdatasync")
 	renames := syscallSet(t, strace, "rename", "renameat", "renameat2")
@@ -164,10 +183,7 @@ func TestResumeSameBytes(t *testing.T) {
 // other options, another source listing, or a format that cannot resume; it stays for the right
 // build, and a build without --resume starts over.
 func TestResumeRefuses(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Fatalf("strace is not installed (scripts/setup.sh installs it): %v", err)
-	}
+	strace := needStrace(t)
 	bin := buildBinary(t)
 	renames := syscallSet(t, strace, "rename", "renameat", "renameat2")
 	root := t.TempDir()

@@ -255,10 +255,7 @@ func TestS3WrongCredentials(t *testing.T) {
 // cancelled). It returns the running command and the build's arguments.
 func stalledS3Build(t *testing.T, bucket string) (*exec.Cmd, []string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "packer")
-	if out, err := exec.Command("go", "build", "-tags", "packer_crashtest", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build the crash-test binary: %v\n%s", err, out)
-	}
+	bin := buildBinary(t, "packer_crashtest")
 	args := []string{"build", fmnist, "--split", "test", "--shard-size", "6MiB", "-o", "s3://" + bucket + "/ds"}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "PACKER_TEST_S3_STALL=1")
