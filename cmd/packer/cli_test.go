@@ -58,12 +58,10 @@ func TestURLPathsRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"build", "/usr/share/datasets/fashion-mnist", "-o", "gs://bucket/out"}, "URLs are not supported"},
-		{[]string{"build", "s3://bucket/raw", "-o", "out"}, "build does not read or write object storage yet"},
 		{[]string{"verify", "gs://bucket/out"}, "URLs are not supported"},
 		{[]string{"inspect", "https://host/out"}, "URLs are not supported"},
-		{[]string{"bench", "s3://bucket/out"}, "bench does not read or write object storage yet"},
-		{[]string{"merge", "s3://bucket/p0", "-o", "out"}, "merge does not read or write object storage yet"},
-		{[]string{"preview", "out", "-o", "s3://bucket/p.png"}, "preview does not read or write object storage yet"},
+		{[]string{"preview", "out", "-o", "s3://bucket/p.png"}, "preview does not read or write object storage"},
+		{[]string{"plan", "s3://bucket/raw", "-o", "p.plan"}, "plan lists a local source"},
 		{[]string{"build", "/usr/share/datasets/fashion-mnist", "-o", "s3://Bad_Bucket/out"}, "not a valid bucket name"},
 		{[]string{"verify", "s3://bucket/../x"}, "not a valid key prefix"},
 	} {

@@ -25,28 +25,30 @@ import (
 type buildOptions struct {
 	IO *iostreams
 
-	Source    string
-	Out       string
-	From      string
-	Format    string
-	Split     string
-	Resize    int
-	Size      string
-	MaxSize   int
-	Crop      string
-	Filter    string
-	Layout    string
-	DType     string
-	Mean      string
-	Std       string
-	Fast      bool
-	ExifOrien bool
-	Workers   int
-	Device    string
-	OnError   string
-	MaxErrors int
-	ShardSize string
-	Force     bool
+	Source      string
+	SourceCache string // --source-cache: the kept local copy of an s3:// SRC
+	srcPath     string // the local path the source is read from (a copy of an s3:// SRC), if not Source
+	Out         string
+	From        string
+	Format      string
+	Split       string
+	Resize      int
+	Size        string
+	MaxSize     int
+	Crop        string
+	Filter      string
+	Layout      string
+	DType       string
+	Mean        string
+	Std         string
+	Fast        bool
+	ExifOrien   bool
+	Workers     int
+	Device      string
+	OnError     string
+	MaxErrors   int
+	ShardSize   string
+	Force       bool
 
 	// video
 	FPS        float64
@@ -170,6 +172,7 @@ such a build before decoding anything (exit 2). A shape is never a reason to ski
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
+	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: the local folder its objects are copied to and kept in, so that later builds fetch only what changed (default: a temporary folder under $TMPDIR, removed after the build)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
@@ -371,7 +374,18 @@ func parseBytes(s string) (int64, error) {
 	return v * mult, nil
 }
 
-func runBuild(ctx context.Context, o *buildOptions) error {
+func runBuild(ctx context.Context, o *buildOptions) (err error) {
+	if s3.IsURL(o.Source) {
+		p, rename, cleanup, merr := mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
+		if merr != nil {
+			return merr
+		}
+		defer cleanup()
+		o.srcPath = p
+		defer func() { err = rename(err) }()
+	} else if o.SourceCache != "" {
+		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
+	}
 	if s3.IsURL(o.Out) {
 		return runBuildS3(ctx, o)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/packer-dev/packer/storage/s3"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -77,6 +79,10 @@ the plan's. See docs/cluster.md.
 }
 
 func runPlan(ctx context.Context, o *buildOptions) error {
+	if s3.IsURL(o.Source) {
+		// A plan names its source by path, and the builds that use it read that path.
+		return usagef(fmt.Errorf("plan lists a local source; for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+	}
 	abs, err := filepath.Abs(o.Source)
 	if err != nil {
 		return err

@@ -156,27 +156,28 @@ var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 
 // refuseURLs refuses URL-like paths among the positional arguments and -o, except the
 // s3://bucket/prefix locations a command reads or writes through the object store (the
-// dataset of verify, inspect and preview, build's -o): a path such as gs://bucket/out would
-// otherwise become a local directory ./gs:/bucket/out, leaving the user to believe the data
-// went to the bucket.
+// sources and outputs of build and merge, the dataset of verify, inspect, preview and bench,
+// plan's source, which plan itself refuses with a way round): a path such as gs://bucket/out
+// would otherwise become a local directory ./gs:/bucket/out, leaving the user to believe the
+// data went to the bucket.
 func refuseURLs(c *cobra.Command, args []string) error {
+	const where = "s3:// locations are supported by build (SRC and -o), merge (parts and -o), verify, inspect, preview and bench"
 	check := func(p string, s3ok bool) error {
 		if !urlScheme.MatchString(p) || s3ok && s3.IsURL(p) {
 			return nil
 		}
 		if s3.IsURL(p) {
-			return usagef(fmt.Errorf("%s: %s does not read or write object storage yet (s3:// locations are supported by build -o, verify, inspect and preview); give a local path", p, c.Name()))
+			return usagef(fmt.Errorf("%s: %s does not read or write object storage (%s); give a local path", p, c.Name(), where))
 		}
-		return usagef(fmt.Errorf("%s: URLs are not supported (object storage is s3://bucket/prefix, for build -o, verify, inspect and preview); give a local path", p))
+		return usagef(fmt.Errorf("%s: URLs are not supported (object storage is s3://bucket/prefix; %s); give a local path", p, where))
 	}
-	s3Reader := c.Name() == "verify" || c.Name() == "inspect" || c.Name() == "preview"
 	for _, p := range args {
-		if err := check(p, s3Reader); err != nil {
+		if err := check(p, true); err != nil {
 			return err
 		}
 	}
 	if f := c.Flags().Lookup("out"); f != nil {
-		if err := check(f.Value.String(), c.Name() == "build"); err != nil {
+		if err := check(f.Value.String(), c.Name() == "build" || c.Name() == "merge"); err != nil {
 			return err
 		}
 	}

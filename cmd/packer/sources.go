@@ -58,7 +58,7 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	kind := o.From
 	if kind == "" {
 		var err error
-		if kind, err = source.Detect(o.Source, sources); err != nil {
+		if kind, err = source.Detect(o.sourcePath(), sources); err != nil {
 			return nil, "", usagef(fmt.Errorf("cannot tell the source kind of %s: %w (give --from)", o.Source, err))
 		}
 	}
@@ -69,11 +69,20 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	if len(o.classes) > 0 && !e.Classes {
 		return nil, "", usagef(fmt.Errorf("--classes does not apply to --from %s, whose class names come from the data (folder names, or the CIFAR meta file); it names the classes of IDX files and of lists labelled by integers", kind))
 	}
-	src, err := e.Open(o.Source, o.sourceOptions())
+	src, err := e.Open(o.sourcePath(), o.sourceOptions())
 	if err != nil {
 		return nil, "", err
 	}
 	return src, kind, nil
+}
+
+// sourcePath is the local path the source is read from: SRC, or the local copy of an s3://
+// SRC (mirrorSource).
+func (o *buildOptions) sourcePath() string {
+	if o.srcPath != "" {
+		return o.srcPath
+	}
+	return o.Source
 }
 
 func (o *buildOptions) sourceOptions() source.Options {

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/packer-dev/packer/formats/imagedir"
+	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/storage/s3"
+)
+
+// mirrorSource makes an object-store SRC (s3://bucket/prefix) readable by the sources, which
+// read local files: the objects below the prefix (or the one object the URL names) are copied
+// into a local folder with s3.Backend.Download, each fetched whole under the ETag it was
+// listed with and its size checked, and the build reads the copy. The folder is --source-cache
+// when given (kept, so that a later build from the same SRC fetches only the objects that
+// changed: repeated builds, --resume, parts built one after another on one node), else a new
+// temporary folder under $TMPDIR, removed by the returned cleanup. A list file names images
+// relative to its folder, so a URL naming a list (.txt, .csv, .tsv) copies the list's
+// folder. It returns the local path to build from, and how errors should name the copy's
+// files (rename).
+func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (string, func(error) error, func(), error) {
+	u, err := s3.ParseURL(loc)
+	if err != nil {
+		return "", nil, nil, usagef(err)
+	}
+	list := ""
+	if u.Prefix != "" && slices.ContainsFunc(imagedir.ListExtensions, func(e string) bool {
+		return strings.EqualFold(path.Ext(u.Prefix), e)
+	}) {
+		list = path.Base(u.Prefix)
+		u.Prefix = strings.TrimSuffix(path.Dir(u.Prefix), ".")
+	}
+	opts, err := s3Options()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	b, err := s3.New(ctx, u, opts)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	cleanup := func() {}
+	dir := cache
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "packer-s3-source-*")
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("the local copy of %s: %w", loc, err)
+		}
+		cleanup = func() { os.RemoveAll(tmp) }
+		dir = filepath.Join(tmp, u.Bucket)
+	}
+	var bar *progress.Bar
+	m, err := b.Download(ctx, dir, s3.DownloadOptions{Progress: func(done, total int64) {
+		if bar == nil {
+			bar = progress.New(errw, "fetching "+u.String(), "bytes", total)
+		}
+		bar.Set(done)
+	}})
+	bar.Finish()
+	if err != nil {
+		cleanup()
+		return "", nil, nil, fmt.Errorf("the source %s: %w", loc, err)
+	}
+	if cache != "" {
+		fmt.Fprintf(errw, "source %s: %d objects in %s (%d fetched, %d unchanged)\n", u, m.Objects, cache, m.Fetched, m.Reused)
+	}
+	p := m.Path
+	if list != "" {
+		p = filepath.Join(dir, list)
+		if _, err := os.Stat(p); err != nil {
+			cleanup()
+			return "", nil, nil, fmt.Errorf("the source %s: no object %s in %s", loc, list, u)
+		}
+	}
+	// The copy's root is the copy of the prefix (of the object's folder for one object).
+	root := s3.URL{Bucket: u.Bucket, Prefix: u.Prefix}
+	if m.Path != dir {
+		root.Prefix = strings.TrimSuffix(path.Dir(u.Prefix), ".")
+	}
+	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root.String(), "/")) }
+	return p, rename, cleanup, nil
+}
+
+// progressWriter is where progress and notes go (the command's standard error).
+type progressWriter = interface{ Write([]byte) (int, error) }
+
+// localNames is an error whose text names the files of an object-store source's local copy
+// by their object URLs.
+type localNames struct {
+	err       error
+	local, to string
+}
+
+func (e localNames) Error() string { return strings.ReplaceAll(e.err.Error(), e.local, e.to) }
+func (e localNames) Unwrap() error { return e.err }
+
+// withURLNames rewrites local paths below local in err's text as the URLs below to.
+func withURLNames(err error, local, to string) error {
+	if err == nil || local == "" {
+		return err
+	}
+	var ln localNames
+	if errors.As(err, &ln) {
+		return err
+	}
+	return localNames{err, local, to}
+}
