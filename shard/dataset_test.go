@@ -340,9 +340,9 @@ func TestLoaderDirectInPlace(t *testing.T) {
 		if err := l.Err(); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("batch %d: O_DIRECT %v, sector-aligned reads refused %v, %d bytes moved", bs, l.DirectIO(), l.noSector, l.moved)
-		if l.DirectIO() && !l.noSector && l.moved != 0 {
-			t.Errorf("batch %d: %d bytes moved after O_DIRECT reads", bs, l.moved)
+		t.Logf("batch %d: O_DIRECT %v, sector-aligned reads refused %v, %d bytes moved", bs, l.DirectIO(), l.noSector.Load(), l.moved.Load())
+		if l.DirectIO() && !l.noSector.Load() && l.moved.Load() != 0 {
+			t.Errorf("batch %d: %d bytes moved after O_DIRECT reads", bs, l.moved.Load())
 		}
 		l.Close()
 	}

@@ -41,10 +41,11 @@ func TestLoaderRandomized(t *testing.T) {
 				World:     1 + rng.IntN(3),
 				Buffer:    1 + rng.IntN(20),
 				DropLast:  rng.IntN(2) == 0,
-				Prefetch:  1 + rng.IntN(3),
+				Prefetch:  1 + rng.IntN(4),
 				ReadSize:  1 + rng.IntN(int(opts.Sample.Size())*8),
 				Direct:    rng.IntN(2) == 0,
 			}
+			o.Fetch = rng.IntN(o.Prefetch) // 0 (one fill at a time) .. Prefetch-1
 			o.Rank = rng.IntN(o.World)
 			lo, hi := RankRange(int64(n), o.Rank, o.World)
 			o.Start = rng.Int64N(hi - lo + 1)
@@ -101,10 +102,11 @@ func TestLoaderRandomizedCorruption(t *testing.T) {
 			Seed:      rng.Uint64(),
 			World:     1 + rng.IntN(2),
 			Buffer:    1 + rng.IntN(20),
-			Prefetch:  1 + rng.IntN(3),
+			Prefetch:  1 + rng.IntN(4),
 			ReadSize:  1 + rng.IntN(100003*12),
 			Direct:    rng.IntN(2) == 0,
 		}
+		o.Fetch = rng.IntN(o.Prefetch)
 		o.Rank = rng.IntN(o.World)
 		t.Run(fmt.Sprintf("%d", it), func(t *testing.T) {
 			path := filepath.Join(dir, fmt.Sprintf("shard-%05d.pks", shard))

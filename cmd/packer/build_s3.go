@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -17,47 +18,63 @@ import (
 // s3.Backend.Publish: data objects first, each read back and checked against its SHA-256,
 // manifest.json last with a conditional write. --force removes an interrupted build's
 // leftovers under the prefix, never a dataset: replacing a dataset in object storage is
-// refused for now.
+// refused for now. A part (--part) is published the same way, for a merge to read.
 func runBuildS3(ctx context.Context, o *buildOptions) error {
-	if o.part != nil || o.Resume {
-		return usagef(errors.New("--part and --resume write a local OUT; build to a local folder (object storage takes whole builds only, for now)"))
+	if o.Resume {
+		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
 	}
-	u, err := s3.ParseURL(o.Out)
-	if err != nil {
-		return usagef(err)
-	}
-	opts, err := s3Options()
+	b, tmp, err := s3Target(ctx, o.Out, o.Force)
 	if err != nil {
 		return err
-	}
-	b, err := s3.New(ctx, u, opts)
-	if err != nil {
-		return err
-	}
-	// Before the work: a prefix with a dataset is refused, leftovers too without --force.
-	if err := b.CheckPrefix(ctx, o.Force); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp("", "packer-s3-build-*")
-	if err != nil {
-		return fmt.Errorf("the local staging folder: %w", err)
 	}
 	defer os.RemoveAll(tmp)
 	return runBuildTo(ctx, o, filepath.Join(tmp, "dataset"), func(dir string) error {
-		var bar *progress.Bar
-		err := b.Publish(ctx, dir, s3.PublishOptions{
-			Clear: o.Force,
-			Progress: func(sent, total int64) {
-				if bar == nil {
-					bar = progress.New(o.IO.Err, "uploading to "+u.String(), "bytes", total)
-				}
-				bar.Set(sent)
-			},
-			PartSent: s3PartSentHook,
-		})
-		bar.Finish()
-		return err
+		return publishS3(ctx, b, dir, o.Force, o.IO.Err)
 	})
+}
+
+// s3Target opens the object-store OUT of a build or merge and checks, before any work, that
+// it may be written (a prefix with a dataset is refused, an interrupted build's leftovers too
+// unless force), and makes the local staging folder the dataset is made in first (a new
+// temporary folder under $TMPDIR: the caller removes it).
+func s3Target(ctx context.Context, out string, force bool) (*s3.Backend, string, error) {
+	u, err := s3.ParseURL(out)
+	if err != nil {
+		return nil, "", usagef(err)
+	}
+	opts, err := s3Options()
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := s3.New(ctx, u, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := b.CheckPrefix(ctx, force); err != nil {
+		return nil, "", err
+	}
+	tmp, err := os.MkdirTemp("", "packer-s3-build-*")
+	if err != nil {
+		return nil, "", fmt.Errorf("the local staging folder: %w", err)
+	}
+	return b, tmp, nil
+}
+
+// publishS3 uploads the complete dataset in dir to b (s3.Backend.Publish), with progress.
+func publishS3(ctx context.Context, b *s3.Backend, dir string, force bool, errw io.Writer) error {
+	var bar *progress.Bar
+	err := b.Publish(ctx, dir, s3.PublishOptions{
+		Clear: force,
+		Progress: func(sent, total int64) {
+			if bar == nil {
+				bar = progress.New(errw, "uploading to "+b.URL().String(), "bytes", total)
+			}
+			bar.Set(sent)
+		},
+		PartSent: s3PartSentHook,
+	})
+	bar.Finish()
+	return err
 }
 
 // s3PartSentHook is called after each part of a multipart upload is sent; the crash-test

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -59,21 +63,53 @@ and nothing is published. The parts are only read. See docs/cluster.md.
 			return runMerge(c.Context(), opts)
 		},
 	}
-	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "output directory (required)")
+	cmd.Flags().StringVarP(&opts.Out, "out", "o", "", "output directory, or s3://bucket/prefix (merged locally under $TMPDIR, then uploaded) (required)")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing non-empty OUT (atomically, when the merge completes)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "ignored: a part is verified as it is read, one file at a time, in order")
 	_ = cmd.Flags().MarkHidden("workers")
 	return cmd
 }
 
-func runMerge(ctx context.Context, o *mergeOptions) error {
+func runMerge(ctx context.Context, o *mergeOptions) (err error) {
+	// Parts in object storage are copied to a local folder first (the merge checks each copy
+	// against its manifest as it reads it, so the bytes are checked end to end); an
+	// object-store OUT is merged locally and then published like a build.
+	dirs, out := slices.Clone(o.Parts), o.Out
+	var publish func(dir string) error
+	if slices.ContainsFunc(dirs, s3.IsURL) || s3.IsURL(out) {
+		tmp, err := os.MkdirTemp("", "packer-s3-merge-*")
+		if err != nil {
+			return fmt.Errorf("the local staging folder: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		if s3.IsURL(out) {
+			b, stage, err := s3Target(ctx, out, o.Force)
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(stage)
+			out = filepath.Join(stage, "dataset")
+			publish = func(dir string) error { return publishS3(ctx, b, dir, o.Force, o.IO.Err) }
+		}
+		for i, p := range dirs {
+			if !s3.IsURL(p) {
+				continue
+			}
+			local := filepath.Join(tmp, fmt.Sprintf("part-%d", i))
+			if err := fetchDataset(ctx, p, local, o.IO.Err); err != nil {
+				return err
+			}
+			dirs[i] = local
+			defer func() { err = withURLNames(err, local, p) }()
+		}
+	}
 	// No part may be rebuilt while it is checked and read.
-	release, err := pipeline.LockParts(o.Parts)
+	release, err := pipeline.LockParts(dirs)
 	if err != nil {
 		return err
 	}
 	defer release()
-	parts, err := pipeline.ReadParts(o.Parts)
+	parts, err := pipeline.ReadParts(dirs)
 	if err != nil {
 		return err
 	}
@@ -88,7 +124,7 @@ func runMerge(ctx context.Context, o *mergeOptions) error {
 	}
 	bar := progress.New(o.IO.Err, "merging", "records", total)
 	sum, err := pipeline.Merge(ctx, parts, pipeline.MergeOptions{
-		Parts: parts.Dirs, Output: entry, Out: o.Out, Force: o.Force,
+		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force,
 		Progress: func(records, _ int64) { bar.Set(records) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
@@ -117,6 +153,12 @@ func runMerge(ctx context.Context, o *mergeOptions) error {
 			return usagef(err)
 		}
 		return err
+	}
+	if publish != nil {
+		if err := publish(sum.Out); err != nil {
+			return fmt.Errorf("merge into %s: %w", o.Out, err)
+		}
+		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
 	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %.1f MB]; %.2fs, %.1f MB/s\n",

@@ -111,3 +111,32 @@ func withURLNames(err error, local, to string) error {
 	}
 	return localNames{err, local, to}
 }
+
+// fetchDataset copies the dataset (or part) at the object-store location loc into the new
+// local folder dir, for a command that reads local files (merge).
+func fetchDataset(ctx context.Context, loc, dir string, errw progressWriter) error {
+	u, err := s3.ParseURL(loc)
+	if err != nil {
+		return usagef(err)
+	}
+	opts, err := s3Options()
+	if err != nil {
+		return err
+	}
+	b, err := s3.New(ctx, u, opts)
+	if err != nil {
+		return err
+	}
+	var bar *progress.Bar
+	_, err = b.Download(ctx, dir, s3.DownloadOptions{NoRecord: true, Progress: func(done, total int64) {
+		if bar == nil {
+			bar = progress.New(errw, "fetching "+u.String(), "bytes", total)
+		}
+		bar.Set(done)
+	}})
+	bar.Finish()
+	if err != nil {
+		return fmt.Errorf("%s: %w", loc, err)
+	}
+	return nil
+}

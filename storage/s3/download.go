@@ -27,6 +27,10 @@ const MirrorStateName = ".packer-mirror.json"
 type DownloadOptions struct {
 	// Parallel is the number of objects fetched at once (default 16).
 	Parallel int
+	// NoRecord leaves no MirrorStateName file in dir (a one-off copy, such as a dataset
+	// fetched for a command that then checks every file of its folder); dir must be new or
+	// empty.
+	NoRecord bool
 	// Progress, if set, is called after each object with the bytes fetched so far and the
 	// total to fetch.
 	Progress func(done, total int64)
@@ -113,8 +117,10 @@ func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions
 	sort.Strings(want)
 	// Record the state before fetching too: a copy interrupted now leaves a record the next
 	// Download trusts only for the objects it lists.
-	if err := writeMirrorState(dir, state); err != nil {
-		return m, err
+	if !opts.NoRecord {
+		if err := writeMirrorState(dir, state); err != nil {
+			return m, err
+		}
 	}
 	var (
 		mu    sync.Mutex
@@ -162,8 +168,10 @@ func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions
 	close(jobs)
 	wg.Wait()
 	m.Bytes = done
-	if err := writeMirrorState(dir, state); err != nil && first == nil {
-		first = err
+	if !opts.NoRecord {
+		if err := writeMirrorState(dir, state); err != nil && first == nil {
+			first = err
+		}
 	}
 	if first == nil {
 		first = ctx.Err()
