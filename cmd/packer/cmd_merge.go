@@ -77,15 +77,15 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	dirs, out := slices.Clone(o.Parts), o.Out
 	var publish func(dir string) error
 	if slices.ContainsFunc(dirs, s3.IsURL) || s3.IsURL(out) {
-		tmp, err := os.MkdirTemp("", "packer-s3-merge-*")
-		if err != nil {
-			return fmt.Errorf("the local staging folder: %w", err)
+		tmp, terr := os.MkdirTemp("", "packer-s3-merge-*")
+		if terr != nil {
+			return fmt.Errorf("the local staging folder: %w", terr)
 		}
 		defer os.RemoveAll(tmp)
 		if s3.IsURL(out) {
-			b, stage, err := s3Target(ctx, out, o.Force)
-			if err != nil {
-				return err
+			b, stage, serr := s3Target(ctx, out, o.Force)
+			if serr != nil {
+				return serr
 			}
 			defer os.RemoveAll(stage)
 			out = filepath.Join(stage, "dataset")

@@ -3,14 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 )
@@ -148,5 +152,115 @@ func TestS3Source(t *testing.T) {
 	_, errs, code = run(t, "build", "s3://raw/nothing", "-o", filepath.Join(t.TempDir(), "o5"))
 	if code == 0 || !strings.Contains(errs, "s3://raw/nothing: no objects there") {
 		t.Errorf("a missing prefix: exit %d, %s", code, errs)
+	}
+}
+
+// TestS3PartsMerge: parts built from a bucket into a bucket and merged there give exactly the
+// objects of one local build; a part with a replaced object is refused by the merge (exit 3,
+// naming the part's URL) and nothing is published.
+func TestS3PartsMerge(t *testing.T) {
+	srv := s3Setup(t, "parts")
+	args := []string{"--split", "test", "--shard-size", "2MiB"}
+	local := filepath.Join(t.TempDir(), "whole")
+	mustRun(t, append([]string{"build", fmnist, "-o", local}, args...)...)
+	var parts []string
+	for i := range 3 {
+		p := "s3://parts/p" + string(rune('0'+i))
+		mustRun(t, append([]string{"build", fmnist, "-o", p, "--part", string(rune('0'+i)) + "/3"}, args...)...)
+		parts = append(parts, p)
+	}
+	out := mustRun(t, append([]string{"merge", "-o", "s3://parts/merged"}, parts...)...)
+	if !strings.Contains(out, "into s3://parts/merged") {
+		t.Errorf("merge summary: %q", out)
+	}
+	sameFiles(t, srv, s3.URL{Bucket: "parts", Prefix: "merged"}, local)
+	// Local parts into a bucket, and bucket parts into a local folder, agree too.
+	lm := filepath.Join(t.TempDir(), "lm")
+	mustRun(t, append([]string{"merge", "-o", lm}, parts...)...)
+	for name, data := range localFiles(t, local) {
+		if !bytes.Equal(readFile(t, filepath.Join(lm, name)), data) {
+			t.Errorf("%s: merging bucket parts into a local folder gave other bytes", name)
+		}
+	}
+
+	// Damage part 1: same size, other bytes.
+	c := srv.Client("")
+	key := "p1/shard-00000.pks"
+	orig := objects(t, srv, s3.URL{Bucket: "parts", Prefix: "p1"})["shard-00000.pks"]
+	bad := bytes.Clone(orig)
+	bad[len(bad)/2] ^= 0x55
+	if _, err := c.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: aws.String("parts"), Key: aws.String(key), Body: bytes.NewReader(bad)}); err != nil {
+		t.Fatal(err)
+	}
+	_, errs, code := run(t, append([]string{"merge", "-o", "s3://parts/m2"}, parts...)...)
+	if code != exitCorrupt || !strings.Contains(errs, "s3://parts/p1") {
+		t.Errorf("merge of a damaged part: exit %d, %s", code, errs)
+	}
+	if got := objects(t, srv, s3.URL{Bucket: "parts", Prefix: "m2"}); len(got) != 0 {
+		t.Errorf("a refused merge left objects: %v", slices.Collect(maps.Keys(got)))
+	}
+}
+
+// TestS3Loader: the Go Loader reading a dataset in a bucket (several buffers fetched at once,
+// small shuffled reads through cached chunks) delivers the same batches as over the local
+// build, for several orders and rank splits; bench runs against the bucket and its
+// --cache-dir fills the cache.
+func TestS3Loader(t *testing.T) {
+	s3Setup(t, "loader")
+	local := filepath.Join(t.TempDir(), "local")
+	args := []string{"build", fmnist, "--split", "test", "--shard-size", "3MiB"}
+	mustRun(t, append(args, "-o", local)...)
+	mustRun(t, append(args, "-o", "s3://loader/fm")...)
+	ld, err := shard.OpenDataset(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	b, err := s3.New(context.Background(), s3.URL{Bucket: "loader", Prefix: "fm"}, s3.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := shard.OpenDatasetFS(storage.ShardFS(context.Background(), b), shard.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	epoch := func(d *shard.Dataset, o shard.LoaderOptions) ([]int64, []byte) {
+		l, err := d.NewLoader(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		var idx []int64
+		var data []byte
+		for l.Next() {
+			bt := l.Batch()
+			idx = append(idx, bt.Indices...)
+			data = append(data, bt.Data...)
+		}
+		if err := l.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return idx, data
+	}
+	for _, o := range []shard.LoaderOptions{
+		{BatchSize: 100},
+		{BatchSize: 64, Shuffle: true, Seed: 5, Epoch: 2},
+		{BatchSize: 33, Shuffle: true, Seed: 9, Rank: 1, World: 3, Buffer: 500, DropLast: true},
+		{BatchSize: 7, Rank: 2, World: 4, Start: 123},
+	} {
+		li, lb := epoch(ld, o)
+		ri, rb := epoch(rd, o)
+		if !slices.Equal(li, ri) || !bytes.Equal(lb, rb) {
+			t.Errorf("%+v: the bucket's batches differ from the local build's", o)
+		}
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	out := mustRun(t, "bench", "s3://loader/fm", "--repeat", "1", "--cache-dir", cache, "--shuffle")
+	if !strings.Contains(out, "ratio reader/GETs") || !strings.Contains(out, "10000 records, 3 files") {
+		t.Errorf("bench on the bucket: %q", out)
+	}
+	if m, _ := filepath.Glob(filepath.Join(cache, "loader", "fm", "shard-*.pks.etag-*")); len(m) != 3 {
+		t.Errorf("bench --cache-dir cached %v, want the 3 shards", m)
 	}
 }

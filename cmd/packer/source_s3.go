@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -103,10 +102,6 @@ func (e localNames) Unwrap() error { return e.err }
 // withURLNames rewrites local paths below local in err's text as the URLs below to.
 func withURLNames(err error, local, to string) error {
 	if err == nil || local == "" {
-		return err
-	}
-	var ln localNames
-	if errors.As(err, &ln) {
 		return err
 	}
 	return localNames{err, local, to}

@@ -38,6 +38,14 @@ type Options struct {
 	PartSize int64
 	// Parallel is the number of parts of one file uploaded at once (default 4).
 	Parallel int
+	// CacheDir, if set, keeps a local copy of every object Open opens, for readers that read
+	// a dataset more than once (training epochs): the first Open of an object fetches it
+	// whole into CacheDir (under bucket/key, tagged with its ETag), later Opens of the same
+	// object, unchanged, read the copy. A changed object (another ETag) is fetched again and
+	// the stale copy removed. The copy's bytes are checked as the object's are: by the
+	// readers' CRC checks. Remove the folder to clear the cache. Never set it for verify,
+	// which must read the store itself.
+	CacheDir string
 }
 
 const (
@@ -52,6 +60,7 @@ type Backend struct {
 	url     URL
 	opts    Options
 	secrets []string // scrubbed from every error message
+	chunks  chunkCache
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -163,7 +172,11 @@ func (b *Backend) Open(ctx context.Context, name string) (storage.Reader, error)
 	if err != nil {
 		return nil, b.wrap("HeadObject", b.objURL(key), err)
 	}
-	return &reader{b: b, ctx: ctx, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}, nil
+	r := &reader{b: b, ctx: ctx, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}
+	if b.opts.CacheDir != "" {
+		return b.cached(ctx, r)
+	}
+	return r, nil
 }
 
 type reader struct {
@@ -189,7 +202,11 @@ func (r *reader) ReadAt(p []byte, off int64) (int, error) {
 		return 0, io.EOF
 	}
 	n := min(int64(len(p)), r.size-off)
-	if err := r.get(p[:n], off); err != nil {
+	get := r.get
+	if n <= smallRead {
+		get = r.readSmall
+	}
+	if err := get(p[:n], off); err != nil {
 		return 0, err
 	}
 	if n < int64(len(p)) {

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
+	"github.com/packer-dev/packer/storage/s3"
+)
+
+// benchGetSize and benchGetParallel shape the object-store baseline: a plain loop of ranged
+// GETs, this many bytes each, this many in flight, over every object of the dataset.
+const (
+	benchGetSize     = 8 << 20
+	benchGetParallel = 8
+)
+
+// runBenchS3 is bench for a dataset in object storage: the baseline is a plain parallel
+// ranged-GET loop over the dataset's objects (benchGetParallel GETs of benchGetSize bytes in
+// flight), what any client can pull from the store; the reader pass is the Loader reading
+// through the object-store backend, as a trainer does. The two alternate --repeat times; the
+// best of each is reported. --cache-dir gives the reader a local cache (s3.Options.CacheDir):
+// the first pass fills it, the later ones read the copies.
+func runBenchS3(ctx context.Context, o *benchOptions) error {
+	if o.Cold {
+		return usagef(fmt.Errorf("%s: --cold evicts local files from the page cache; it does not apply to object storage", o.Dir))
+	}
+	u, err := s3.ParseURL(o.Dir)
+	if err != nil {
+		return usagef(err)
+	}
+	opts, err := s3Options()
+	if err != nil {
+		return err
+	}
+	b, err := s3.New(ctx, u, opts)
+	if err != nil {
+		return err
+	}
+	m, err := shard.ReadManifestFS(storage.ShardFS(ctx, b))
+	if err != nil {
+		return err
+	}
+	rb := b
+	if o.CacheDir != "" {
+		opts.CacheDir = o.CacheDir
+		if rb, err = s3.New(ctx, u, opts); err != nil {
+			return err
+		}
+	}
+	d, err := shard.OpenDatasetFS(storage.ShardFS(ctx, rb), shard.ReaderOptions{})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	var raws, reads []benchResult
+	bufs := make([][]byte, benchGetParallel)
+	for i := range bufs {
+		bufs[i] = make([]byte, benchGetSize)
+	}
+	for range o.Repeat {
+		r, err := rawGets(ctx, b, m.Files, bufs)
+		if err != nil {
+			return err
+		}
+		raws = append(raws, r)
+		l, err := readerPass(ctx, o, d)
+		if err != nil {
+			return err
+		}
+		reads = append(reads, l)
+	}
+	best := func(rs []benchResult) benchResult {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].seconds < rs[j].seconds })
+		return rs[0]
+	}
+	raw, rd := best(raws), best(reads)
+	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }
+	ratio := (float64(rd.bytes) / rd.seconds) / (float64(raw.bytes) / raw.seconds)
+	if o.JSON {
+		enc := json.NewEncoder(o.IO.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(benchSummary{
+			Dataset: o.Dir, Records: m.Count, Files: len(m.Files), Bytes: raw.bytes, CRC: !o.NoCRC,
+			Batch: o.Batch, Repeat: o.Repeat, RawSeconds: raw.seconds, RawGBps: gbs(raw),
+			ReaderSeconds: rd.seconds, ReaderGBps: gbs(rd), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
+		})
+	}
+	mode := "object store"
+	if o.CacheDir != "" {
+		mode += ", reader cache " + o.CacheDir
+	}
+	if o.NoCRC {
+		mode += ", CRC not checked"
+	} else {
+		mode += ", CRC checked"
+	}
+	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %.1f MB, %s, batch %d, best of %d\n",
+		o.Dir, m.Count, len(m.Files), float64(raw.bytes)/1e6, mode, o.Batch, o.Repeat)
+	fmt.Fprintf(o.IO.Out, "  parallel ranged GETs: %8.3f GB/s  (%.3fs; %d in flight, %d MiB each)\n", gbs(raw), raw.seconds, benchGetParallel, benchGetSize>>20)
+	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GB/s  (%.3fs)  %.0f samples/s\n", gbs(rd), rd.seconds, float64(rd.records)/rd.seconds)
+	fmt.Fprintf(o.IO.Out, "  ratio reader/GETs   : %8.3f\n", ratio)
+	return nil
+}
+
+// rawGets reads every byte of the files with ranged GETs of benchGetSize bytes,
+// benchGetParallel at once, into the buffers bufs (one per GET in flight, reused from pass to
+// pass, as the reader's ring is).
+func rawGets(ctx context.Context, b *s3.Backend, files []shard.FileEntry, bufs [][]byte) (benchResult, error) {
+	type job struct {
+		r   storage.Reader
+		off int64
+		n   int
+	}
+	start := time.Now()
+	var readers []storage.Reader
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	jobs := make(chan job)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+		total int64
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, buf := range bufs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				n, err := j.r.ReadAt(buf[:j.n], j.off)
+				mu.Lock()
+				total += int64(n)
+				if err != nil && first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	func() {
+		defer close(jobs)
+		for _, fe := range files {
+			r, err := b.Open(ctx, fe.Path)
+			if err != nil {
+				mu.Lock()
+				first = err
+				mu.Unlock()
+				return
+			}
+			readers = append(readers, r)
+			for off := int64(0); off < r.Size(); off += benchGetSize {
+				select {
+				case jobs <- job{r, off, int(min(benchGetSize, r.Size()-off))}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	if first != nil {
+		return benchResult{}, first
+	}
+	return benchResult{seconds: time.Since(start).Seconds(), bytes: total}, nil
+}
