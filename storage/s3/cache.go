@@ -42,7 +42,7 @@ func (b *Backend) cached(ctx context.Context, r *reader) (storage.Reader, error)
 		}
 		f.Close()
 	}
-	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(p), globEscape(filepath.Base(b.cachePath(r.key, ""))) + "*"))
+	stale, _ := filepath.Glob(filepath.Join(filepath.Dir(p), globEscape(filepath.Base(b.cachePath(r.key, "")))+"*"))
 	for _, s := range stale {
 		if s != p {
 			os.Remove(s)
