@@ -455,10 +455,13 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		}
 		return err
 	}
+	var uploadSecs float64
 	if publish != nil {
+		start := time.Now()
 		if err := publish(sum.Out); err != nil {
 			return fmt.Errorf("build %s: %w", o.Source, err)
 		}
+		uploadSecs = time.Since(start).Seconds()
 		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
@@ -467,7 +470,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 			Out: sum.Out, Source: kind, Format: sum.Manifest.Format, Records: sum.Records, Inputs: sum.Items,
 			Skipped: sum.Skipped, Reasons: sum.Reasons, Files: len(sum.Manifest.Files), FileBytes: sum.FileBytes,
 			RecordBytes: sum.Bytes, Seconds: secs, RecordsPerSecond: float64(sum.Records) / secs,
-			Device: device, Workers: o.Workers, Resumed: sum.Resumed,
+			Device: device, Workers: o.Workers, Resumed: sum.Resumed, UploadSeconds: uploadSecs,
 		}
 		if o.part != nil {
 			s.Part = fmt.Sprintf("%d/%d", o.part.Index, o.part.Count)
@@ -523,4 +526,7 @@ type buildSummary struct {
 	Workers          int            `json:"workers"`
 	// Resumed is set when the build went on from an interrupted build's checkpoint.
 	Resumed *pipeline.ResumeInfo `json:"resumed,omitempty"`
+	// UploadSeconds is the time publishing to object storage took (uploads, their checks
+	// and the manifest), after the build's own Seconds; 0 for a local OUT.
+	UploadSeconds float64 `json:"upload_seconds,omitempty"`
 }

@@ -13,10 +13,19 @@ import (
 // ranged GET each and keeps them, up to chunkBudget bytes per Backend (least recently used
 // first out). Larger reads, such as a Loader's sequential buffers, go straight to one GET
 // into the caller's buffer.
+//
+// The budget holds the window a default shuffle buffer (4096 records) keeps drawing from
+// (about five times its size in stream bytes) for records up to smallRead: larger records
+// would evict chunks before their neighbours are read, so they are read one GET each.
+//
+// A chunk fetched because a read missed it also starts fetches of the chunkReadAhead chunks
+// after it, in the background: a shuffle buffer takes in the stream in order, so the next
+// chunks are the next to be asked for.
 const (
-	chunkSize   = 1 << 20
-	smallRead   = 64 << 10
-	chunkBudget = 128 << 20
+	chunkSize      = 2 << 20
+	smallRead      = 16 << 10
+	chunkBudget    = 256 << 20
+	chunkReadAhead = 8
 )
 
 type chunkKey struct {
@@ -41,7 +50,9 @@ type chunkCache struct {
 	bytes int
 }
 
-func (c *chunkCache) get(k chunkKey, fetch func() ([]byte, error)) ([]byte, error) {
+// get returns chunk k's bytes, fetching them with fetch unless they are cached or being
+// fetched; missed reports whether this call fetched them.
+func (c *chunkCache) get(k chunkKey, fetch func() ([]byte, error)) (data []byte, missed bool, err error) {
 	c.mu.Lock()
 	if c.m == nil {
 		c.m = map[chunkKey]*chunk{}
@@ -52,12 +63,29 @@ func (c *chunkCache) get(k chunkKey, fetch func() ([]byte, error)) ([]byte, erro
 		}
 		c.mu.Unlock()
 		<-ch.ready
-		return ch.data, ch.err
+		return ch.data, false, ch.err
 	}
 	ch := &chunk{key: k, ready: make(chan struct{})}
 	c.m[k] = ch
 	c.mu.Unlock()
+	return c.fill(ch, fetch)
+}
 
+// prefetch starts fetching chunk k in the background unless it is cached or being fetched.
+func (c *chunkCache) prefetch(k chunkKey, fetch func() ([]byte, error)) {
+	c.mu.Lock()
+	if _, ok := c.m[k]; ok {
+		c.mu.Unlock()
+		return
+	}
+	ch := &chunk{key: k, ready: make(chan struct{})}
+	c.m[k] = ch
+	c.mu.Unlock()
+	go c.fill(ch, fetch)
+}
+
+func (c *chunkCache) fill(ch *chunk, fetch func() ([]byte, error)) ([]byte, bool, error) {
+	k := ch.key
 	ch.data, ch.err = fetch()
 	c.mu.Lock()
 	if ch.err != nil {
@@ -73,21 +101,30 @@ func (c *chunkCache) get(k chunkKey, fetch func() ([]byte, error)) ([]byte, erro
 	}
 	c.mu.Unlock()
 	close(ch.ready)
-	return ch.data, ch.err
+	return ch.data, true, ch.err
 }
 
 // readSmall fills p from the object's bytes at off (all within the object) through the chunk
 // cache.
 func (r *reader) readSmall(p []byte, off int64) error {
+	fetcher := func(idx int64) func() ([]byte, error) {
+		return func() ([]byte, error) {
+			start := idx * chunkSize
+			buf := make([]byte, min(chunkSize, r.size-start))
+			return buf, r.get(buf, start)
+		}
+	}
 	for len(p) > 0 {
 		idx := off / chunkSize
 		start := idx * chunkSize
-		data, err := r.b.chunks.get(chunkKey{r.key, r.etag, idx}, func() ([]byte, error) {
-			buf := make([]byte, min(chunkSize, r.size-start))
-			return buf, r.get(buf, start)
-		})
+		data, missed, err := r.b.chunks.get(chunkKey{r.key, r.etag, idx}, fetcher(idx))
 		if err != nil {
 			return err
+		}
+		if missed {
+			for next := idx + 1; next <= idx+chunkReadAhead && next*chunkSize < r.size; next++ {
+				r.b.chunks.prefetch(chunkKey{r.key, r.etag, next}, fetcher(next))
+			}
 		}
 		n := copy(p, data[off-start:])
 		p, off = p[n:], off+int64(n)

@@ -48,9 +48,9 @@ func TestReadAtSmallAndLarge(t *testing.T) {
 				n := 1 + rng.IntN(100)
 				switch rng.IntN(4) {
 				case 0:
-					n = 1 + rng.IntN(64<<10) // up to the small-read limit
+					n = 1 + rng.IntN(16<<10) // up to the small-read limit
 				case 1:
-					n = 64<<10 + 1 + rng.IntN(3<<20) // large
+					n = 16<<10 + 1 + rng.IntN(3<<20) // large
 				}
 				off := rng.Int64N(int64(len(data)))
 				if rng.IntN(5) == 0 { // across a chunk boundary
