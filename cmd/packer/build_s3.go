@@ -17,8 +17,10 @@ import (
 // end, so the machine needs room for the whole dataset there), then published by
 // s3.Backend.Publish: data objects first, each read back and checked against its SHA-256,
 // manifest.json last with a conditional write. --force removes an interrupted build's
-// leftovers under the prefix, never a dataset: replacing a dataset in object storage is
-// refused for now. A part (--part) is published the same way, for a merge to read.
+// leftovers under the prefix and replaces a dataset there: the new files go under a new
+// generation sub-prefix, the manifest is swapped on the condition that it is still the old
+// one, and the old files are deleted only then. A part (--part) is published the same way,
+// for a merge to read.
 func runBuildS3(ctx context.Context, o *buildOptions) error {
 	if o.Resume {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
@@ -50,7 +52,7 @@ func s3Target(ctx context.Context, out string, force bool) (*s3.Backend, string,
 	if err != nil {
 		return nil, "", err
 	}
-	if err := b.CheckPrefix(ctx, force); err != nil {
+	if err := b.CheckPrefix(ctx, force, force); err != nil {
 		return nil, "", err
 	}
 	tmp, err := os.MkdirTemp("", "packer-s3-build-*")
@@ -64,7 +66,9 @@ func s3Target(ctx context.Context, out string, force bool) (*s3.Backend, string,
 func publishS3(ctx context.Context, b *s3.Backend, dir string, force bool, errw io.Writer) error {
 	var bar *progress.Bar
 	err := b.Publish(ctx, dir, s3.PublishOptions{
-		Clear: force,
+		Clear:   force,
+		Replace: force,
+		Warn:    func(msg string) { fmt.Fprintln(errw, "packer: warning:", msg) },
 		Progress: func(sent, total int64) {
 			if bar == nil {
 				bar = progress.New(errw, "uploading to "+b.URL().String(), "bytes", total)

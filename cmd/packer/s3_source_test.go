@@ -264,3 +264,91 @@ func TestS3Loader(t *testing.T) {
 		t.Errorf("bench --cache-dir cached %v, want the 3 shards", m)
 	}
 }
+
+// TestS3ForceReplace: --force over a dataset in a bucket replaces it without ever removing
+// the old dataset's objects before the new manifest is in place: a replacing build killed
+// mid-upload leaves the old dataset whole (it verifies and reads as before); the next --force
+// build removes the killed one's leftovers, writes its files under a new generation
+// sub-prefix, swaps the manifest and deletes the old files; the result verifies, holds
+// exactly the new files and reads as the same build made locally.
+func TestS3ForceReplace(t *testing.T) {
+	srv := s3Setup(t, "replace")
+	u := s3.URL{Bucket: "replace", Prefix: "ds"}
+	old := []string{"build", fmnist, "--split", "test", "--shard-size", "6MiB", "-o", "s3://replace/ds"}
+	mustRun(t, old...)
+	before := objects(t, srv, u)
+
+	cmd, _ := stalledS3Build(t, "replace", "--force")
+	cmd.Process.Kill()
+	cmd.Wait()
+	if ups := srv.OpenUploads(t, "replace"); len(ups) != 1 {
+		t.Fatalf("open uploads after killing the replacing build: %v", ups)
+	}
+	after := objects(t, srv, u)
+	for name, data := range before {
+		if !bytes.Equal(after[name], data) {
+			t.Fatalf("%s: the old dataset's object changed or went before the new manifest was in place", name)
+		}
+	}
+	mustRun(t, "verify", "s3://replace/ds")
+	if _, errs, code := run(t, old...); code != exitFailure || !strings.Contains(errs, "already holds a dataset") {
+		t.Errorf("a build without --force over the dataset: exit %d, %s", code, errs)
+	}
+
+	newArgs := []string{"--split", "test", "--resize", "14", "--shard-size", "1MiB"}
+	local := filepath.Join(t.TempDir(), "local")
+	mustRun(t, append([]string{"build", fmnist, "-o", local}, newArgs...)...)
+	mustRun(t, append([]string{"build", fmnist, "-o", "s3://replace/ds", "--force"}, newArgs...)...)
+	if ups := srv.OpenUploads(t, "replace"); len(ups) != 0 {
+		t.Errorf("open uploads after the replacement: %v", ups)
+	}
+	got := objects(t, srv, u)
+	m, err := shard.ReadManifest(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := readManifestAt(context.Background(), "s3://replace/ds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(m.Files)+1 || len(rm.Files) != len(m.Files) {
+		t.Fatalf("after the replacement the prefix holds %v, want the manifest and %d files", slices.Sorted(maps.Keys(got)), len(m.Files))
+	}
+	gen := ""
+	for i, fe := range rm.Files {
+		dir, base, ok := strings.Cut(fe.Path, "/")
+		if !ok || !strings.HasPrefix(dir, s3.GenerationPrefix) || base != m.Files[i].Path || (gen != "" && dir != gen) {
+			t.Fatalf("file %d of the new manifest is %q; want %s<id>/%s", i, fe.Path, s3.GenerationPrefix, m.Files[i].Path)
+		}
+		gen = dir
+		if !bytes.Equal(got[fe.Path], readFile(t, filepath.Join(local, m.Files[i].Path))) {
+			t.Errorf("%s differs from the local build's %s", fe.Path, m.Files[i].Path)
+		}
+	}
+	mustRun(t, "verify", "s3://replace/ds")
+	ld, err := openAny(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	rd, err := openAny("s3://replace/ds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	for i := int64(0); i < ld.Len(); i += 611 {
+		a, err1 := ld.Record(i)
+		b, err2 := rd.Record(i)
+		if err1 != nil || err2 != nil || !bytes.Equal(a, b) {
+			t.Fatalf("record %d differs after the replacement: %v %v", i, err1, err2)
+		}
+	}
+	// And once more: a replacement of a replacement removes the previous generation.
+	mustRun(t, append(old, "--force")...)
+	for name := range objects(t, srv, u) {
+		if strings.HasPrefix(name, gen) {
+			t.Errorf("%s: the replaced generation's object is still there", name)
+		}
+	}
+	mustRun(t, "verify", "s3://replace/ds")
+}

@@ -164,6 +164,18 @@ func (b *Backend) Stat(ctx context.Context, name string) (storage.FileInfo, erro
 // condition that the object still has that ETag (If-Match), so that a file replaced while it
 // is read is an error, never a mix of two versions.
 func (b *Backend) Open(ctx context.Context, name string) (storage.Reader, error) {
+	r, err := b.openStore(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if b.opts.CacheDir == "" {
+		return r, nil
+	}
+	return b.cached(ctx, r)
+}
+
+// openStore is Open without the cache.
+func (b *Backend) openStore(ctx context.Context, name string) (*reader, error) {
 	key, err := b.key(ctx, "open", name)
 	if err != nil {
 		return nil, err
@@ -172,11 +184,7 @@ func (b *Backend) Open(ctx context.Context, name string) (storage.Reader, error)
 	if err != nil {
 		return nil, b.wrap("HeadObject", b.objURL(key), err)
 	}
-	r := &reader{b: b, ctx: ctx, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}
-	if b.opts.CacheDir != "" {
-		return b.cached(ctx, r)
-	}
-	return r, nil
+	return &reader{b: b, ctx: ctx, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}, nil
 }
 
 type reader struct {

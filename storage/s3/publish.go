@@ -1,7 +1,9 @@
 package s3
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -10,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,10 +25,17 @@ import (
 
 // PublishOptions tune Publish.
 type PublishOptions struct {
-	// Clear removes what lies under the prefix when it holds no dataset (no manifest.json):
-	// the objects and the open multipart uploads an interrupted build left. Without it such
-	// leftovers refuse the publish. A prefix that holds a dataset is never cleared.
+	// Clear removes the objects and open multipart uploads under the prefix, under the names a
+	// build writes, that no manifest.json lists: an interrupted build's leftovers. Without it
+	// such leftovers refuse the publish. The files of a dataset there are never cleared.
 	Clear bool
+	// Replace allows a prefix that holds a dataset: the new files are written under a new
+	// generation sub-prefix (GenerationPrefix), the manifest is replaced with a conditional
+	// write on the old one's ETag, and only then are the old dataset's files deleted.
+	Replace bool
+	// Warn, if set, is told what went wrong after the publish succeeded (an old file that
+	// could not be deleted).
+	Warn func(string)
 	// Progress, if set, is called after each part or small file sent with the bytes sent so
 	// far and the total.
 	Progress func(sent, total int64)
@@ -41,9 +51,10 @@ var ErrDatasetExists = errors.New("a dataset exists there")
 // below the backend's prefix, the way a dataset is committed to an object store, without
 // renames:
 //
-//   - It refuses a prefix that holds a manifest.json (a dataset: replacing one is not done
-//     yet) and, unless opts.Clear, a prefix that holds other objects or open multipart uploads
-//     (an interrupted build's leftovers, or a build running now).
+//   - It refuses a prefix that holds a manifest.json (a dataset) unless opts.Replace (see
+//     there), objects a build does not write (always) and, unless opts.Clear, objects or open
+//     multipart uploads that no manifest lists (an interrupted build's leftovers, or a build
+//     running now).
 //   - Every data file is uploaded with a conditional write (If-None-Match: *; multipart, parts
 //     in parallel, for the large ones), the SHA-256 of the bytes sent checked against the
 //     manifest before the upload is completed, and the object then read back whole (ranged
@@ -66,8 +77,19 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 	if err != nil {
 		return err
 	}
-	if err := b.CheckPrefix(ctx, opts.Clear); err != nil {
+	old, err := b.prepare(ctx, opts.Clear, opts.Replace)
+	if err != nil {
 		return err
+	}
+	// Replacing: the new files go under a generation sub-prefix of their own, so that the old
+	// dataset's objects stay whole until the new manifest is in place.
+	gen := ""
+	if old != nil {
+		var r [8]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return err
+		}
+		gen = GenerationPrefix + hex.EncodeToString(r[:]) + "/"
 	}
 	var total, sent int64
 	for _, fe := range m.Files {
@@ -81,7 +103,7 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 		}
 	}()
 	for _, fe := range m.Files {
-		key, err := b.upload(ctx, dir, fe, opts, func(n int64) {
+		key, err := b.upload(ctx, dir, fe, gen+fe.Path, opts, func(n int64) {
 			sent += n
 			if opts.Progress != nil {
 				opts.Progress(sent, total)
@@ -93,21 +115,33 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 		if err != nil {
 			return err
 		}
-		if err := b.checkObject(ctx, fe.Path, fe.Size, fe.SHA256); err != nil {
+		if err := b.checkObject(ctx, gen+fe.Path, fe.Size, fe.SHA256); err != nil {
+			return err
+		}
+	}
+	if old != nil {
+		for i := range m.Files {
+			m.Files[i].Path = gen + m.Files[i].Path
+		}
+		if manifest, err = m.Marshal(); err != nil {
 			return err
 		}
 	}
 	sum := sha256.Sum256(manifest)
-	w, err := b.CreateObject(ctx, shard.ManifestName, true)
-	if err != nil {
-		return err
-	}
-	w.Write(manifest)
-	if err := w.Commit(ctx); err != nil {
-		w.Abort()
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("%s: another build published a dataset here first: %w (%w)", b.url, ErrDatasetExists, err)
+	if old == nil {
+		w, err := b.CreateObject(ctx, shard.ManifestName, true)
+		if err != nil {
+			return err
 		}
+		w.Write(manifest)
+		if err := w.Commit(ctx); err != nil {
+			w.Abort()
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s: another build published a dataset here first: %w (%w)", b.url, ErrDatasetExists, err)
+			}
+			return err
+		}
+	} else if err := b.swapManifest(ctx, manifest, old.etag); err != nil {
 		return err
 	}
 	if err := b.checkObject(ctx, shard.ManifestName, int64(len(manifest)), hex.EncodeToString(sum[:])); err != nil {
@@ -116,10 +150,41 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 		written = append(written, b.url.keyPrefix()+shard.ManifestName)
 		return err
 	}
+	if old != nil {
+		// The new dataset is in place: the old one's files are no longer read by anyone who
+		// opens the dataset from now on. A reader that opened the old manifest before the
+		// swap may still be reading them; it fails with an error naming the object (its
+		// reads are pinned to the ETags it opened) rather than reading new bytes.
+		for _, key := range old.files {
+			if _, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)}); err != nil && opts.Warn != nil {
+				opts.Warn(fmt.Sprintf("%s: the replaced dataset's object could not be deleted (%v); the next build with --force removes it", b.objURL(key), b.wrap("DeleteObject", b.objURL(key), err)))
+			}
+		}
+	}
 	if opts.Progress != nil {
 		opts.Progress(total, total)
 	}
 	return nil
+}
+
+// swapManifest replaces manifest.json with data on the condition that it is still the one
+// with the ETag etag (If-Match): of two builds replacing one dataset at once, one wins.
+func (b *Backend) swapManifest(ctx context.Context, data []byte, etag string) error {
+	key := b.url.keyPrefix() + shard.ManifestName
+	_, err := b.client.PutObject(ctx, &awss3.PutObjectInput{
+		Bucket:        aws.String(b.url.Bucket),
+		Key:           aws.String(key),
+		Body:          bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))),
+		IfMatch:       aws.String(etag),
+	})
+	if err != nil {
+		err = b.wrap("PutObject", b.objURL(key), err)
+		if errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%s: the dataset was replaced or removed by someone else while this build ran: %w", b.url, err)
+		}
+	}
+	return err
 }
 
 // DatasetFileName reports whether name, relative to a dataset's prefix, is a file a packer build
@@ -128,8 +193,8 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 // this list against what every output format writes). Nothing else under a prefix is ever
 // removed by a build.
 func DatasetFileName(name string) bool {
-	if strings.Contains(name, "/") {
-		return false
+	if gen, rest, ok := strings.Cut(name, "/"); ok {
+		return isGeneration(gen) && !strings.Contains(rest, "/") && rest != shard.ManifestName && DatasetFileName(rest)
 	}
 	switch name {
 	case shard.ManifestName, "images.npy", "labels.npy", "meta.jsonl", "data.h5":
@@ -139,38 +204,82 @@ func DatasetFileName(name string) bool {
 		strings.HasPrefix(name, "aux_") && strings.HasSuffix(name, ".npy")
 }
 
-// CheckPrefix refuses a prefix that holds a dataset (an error matching ErrDatasetExists), and
-// one that holds objects or open multipart uploads a packer build does not write (always), or
-// the leftovers of an interrupted build (open uploads and data objects under the names a build
-// writes, no manifest) unless clear, which removes them.
-// Publish calls it first; a build calls it before building, to fail before the work.
-func (b *Backend) CheckPrefix(ctx context.Context, clear bool) error {
-	if _, err := b.Stat(ctx, shard.ManifestName); err == nil {
-		return fmt.Errorf("%s already holds a dataset (%s): %w; replacing a dataset in object storage is not supported yet (--force is refused there): build to another prefix, or delete its objects first", b.url, shard.ManifestName, ErrDatasetExists)
+// GenerationPrefix starts the name of the sub-prefix a dataset replacing another one
+// (PublishOptions.Replace) writes its files under: .packer-gen-<16 hex digits>/.
+const GenerationPrefix = ".packer-gen-"
+
+func isGeneration(s string) bool {
+	hexs, ok := strings.CutPrefix(s, GenerationPrefix)
+	if !ok || len(hexs) != 16 {
+		return false
+	}
+	_, err := hex.DecodeString(hexs)
+	return err == nil
+}
+
+// CheckPrefix refuses a prefix that holds a dataset (an error matching ErrDatasetExists)
+// unless replace, and one that holds objects or open multipart uploads a packer build does not
+// write (always), or the leftovers of an interrupted build (open uploads and data objects
+// under the names a build writes that no manifest lists) unless clear, which removes them. It
+// never removes the files of the dataset there. Publish calls it first; a build calls it
+// before building, to fail before the work.
+func (b *Backend) CheckPrefix(ctx context.Context, clear, replace bool) error {
+	_, err := b.prepare(ctx, clear, replace)
+	return err
+}
+
+// oldDataset is the dataset a publish replaces: its manifest's ETag and its files' keys.
+type oldDataset struct {
+	etag  string
+	files []string
+}
+
+// prepare is CheckPrefix, returning the dataset to replace, if any.
+func (b *Backend) prepare(ctx context.Context, clear, replace bool) (*oldDataset, error) {
+	var old *oldDataset
+	if etag, err := b.etag(ctx, shard.ManifestName); err == nil {
+		if !replace {
+			return nil, fmt.Errorf("%s already holds a dataset (%s): %w; --force replaces it (its objects are deleted only once the new manifest is in place)", b.url, shard.ManifestName, ErrDatasetExists)
+		}
+		m, err := shard.ReadManifestFS(storage.ShardFS(ctx, b))
+		if err != nil {
+			return nil, fmt.Errorf("the dataset to replace: %w", err)
+		}
+		if again, err := b.etag(ctx, shard.ManifestName); err != nil || again != etag {
+			return nil, fmt.Errorf("%s: the dataset there changed while it was read (another build?); try again", b.url)
+		}
+		old = &oldDataset{etag: etag}
+		for _, fe := range m.Files {
+			old.files = append(old.files, b.url.keyPrefix()+fe.Path)
+		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return nil, err
 	}
 	var objects, foreign []string
 	if err := b.List(ctx, func(fi storage.FileInfo) error {
-		objects = append(objects, b.url.keyPrefix()+fi.Name)
 		if !DatasetFileName(fi.Name) {
 			foreign = append(foreign, fi.Name)
 		}
+		key := b.url.keyPrefix() + fi.Name
+		if old != nil && (fi.Name == shard.ManifestName || slices.Contains(old.files, key)) {
+			return nil // the dataset being replaced: kept until the new one is in place
+		}
+		objects = append(objects, key)
 		return nil
 	}); err != nil {
-		return err
+		return nil, err
 	}
 	uploads, err := b.OpenUploads(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, u := range uploads {
 		if name := strings.TrimPrefix(u.Key, b.url.keyPrefix()); !DatasetFileName(name) {
 			foreign = append(foreign, name+" (an unfinished upload)")
 		}
 	}
-	if len(objects) == 0 && len(uploads) == 0 {
-		return nil
+	if len(objects) == 0 && len(uploads) == 0 && len(foreign) == 0 {
+		return old, nil
 	}
 	if len(foreign) > 0 {
 		// Never delete what a packer build did not write: the prefix may hold the user's own
@@ -180,25 +289,38 @@ func (b *Backend) CheckPrefix(ctx context.Context, clear bool) error {
 			more = fmt.Sprintf(" and %d more", len(foreign)-3)
 			foreign = foreign[:3]
 		}
-		return fmt.Errorf("%s holds objects a packer build does not write (%s%s): refusing to build there, --force included (it never deletes them); give -o a new or empty prefix",
+		return nil, fmt.Errorf("%s holds objects a packer build does not write (%s%s): refusing to build there, --force included (it never deletes them); give -o a new or empty prefix",
 			b.url, strings.Join(foreign, ", "), more)
 	}
 	if !clear {
-		return fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads but no %s: the leftovers of an interrupted build, or a build writing there now; when no build is running, build again with --force to remove them", b.url, len(objects), len(uploads), shard.ManifestName)
+		return nil, fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads that no %s lists: the leftovers of an interrupted build, or a build writing there now; when no build is running, build again with --force to remove them", b.url, len(objects), len(uploads), shard.ManifestName)
 	}
 	for _, u := range uploads {
 		if _, err := b.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
 			Bucket: aws.String(b.url.Bucket), Key: aws.String(u.Key), UploadId: aws.String(u.ID),
 		}); err != nil {
-			return b.wrap("AbortMultipartUpload", b.objURL(u.Key), err)
+			return nil, b.wrap("AbortMultipartUpload", b.objURL(u.Key), err)
 		}
 	}
 	for _, key := range objects {
 		if _, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)}); err != nil {
-			return b.wrap("DeleteObject", b.objURL(key), err)
+			return nil, b.wrap("DeleteObject", b.objURL(key), err)
 		}
 	}
-	return nil
+	return old, nil
+}
+
+// etag is the ETag of the object name (a HEAD request).
+func (b *Backend) etag(ctx context.Context, name string) (string, error) {
+	key, err := b.key(ctx, "stat", name)
+	if err != nil {
+		return "", err
+	}
+	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	if err != nil {
+		return "", b.wrap("HeadObject", b.objURL(key), err)
+	}
+	return aws.ToString(out.ETag), nil
 }
 
 // Upload is an open multipart upload.
@@ -228,13 +350,13 @@ func (b *Backend) OpenUploads(ctx context.Context) ([]Upload, error) {
 // upload sends the local file of fe with a conditional write, checking the SHA-256 of what
 // was sent against the manifest before completing it. It returns the key once the object
 // exists (committed by this upload).
-func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, opts PublishOptions, sent func(int64)) (string, error) {
+func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, name string, opts PublishOptions, sent func(int64)) (string, error) {
 	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(fe.Path)))
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	w, err := b.CreateObject(ctx, fe.Path, true)
+	w, err := b.CreateObject(ctx, name, true)
 	if err != nil {
 		return "", err
 	}
@@ -273,7 +395,7 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, op
 
 // checkObject reads the object name back whole and checks its size and SHA-256.
 func (b *Backend) checkObject(ctx context.Context, name string, size int64, sha string) error {
-	r, err := b.Open(ctx, name)
+	r, err := b.openStore(ctx, name) // the store's bytes, never a cached copy
 	if err != nil {
 		return err
 	}
