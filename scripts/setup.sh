@@ -64,8 +64,20 @@ FIXTURE_VENV="${XDG_CACHE_HOME:-$HOME/.cache}/packer/fixtures-venv-1"
 if ! "$FIXTURE_VENV/bin/python" -c "import pyarrow, webdataset, tfrecord" >/dev/null 2>&1; then
   rm -rf "$FIXTURE_VENV"
   /usr/bin/python3 -m venv --system-site-packages "$FIXTURE_VENV"
-  "$FIXTURE_VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
-    "pyarrow==17.0.0" "webdataset==0.2.111" "tfrecord==1.14.5"
+  # The registry here has served tfrecord 1.14.5 on some days and only up to 1.14.4 on others
+  # (the TFRecord framing both write is the same): try the pins in order.
+  ok=
+  for tfrecord in 1.14.5 1.14.4; do
+    if "$FIXTURE_VENV/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
+      "pyarrow==17.0.0" "webdataset==0.2.111" "tfrecord==$tfrecord"; then
+      ok=1
+      break
+    fi
+  done
+  if [ -z "$ok" ]; then
+    echo "setup: could not install the record-format fixture writers (pyarrow, webdataset, tfrecord) from PyPI" >&2
+    exit 1
+  fi
 fi
 
 go build -o bin/packer ./cmd/packer
