@@ -70,6 +70,15 @@ type BatchResizer interface {
 	Run(imgs []transforms.Image, dsts [][]byte) error
 }
 
+// A WindowResizer is a BatchResizer that also takes region-decoded frames: imgs[i] holds
+// wins[i] of its full image, and dsts[i] gets exactly the bytes of
+// transforms.Worker.ApplyWindow. With one, Build keeps region decoding on the CPU (the
+// DecodePlan asks sources for windows) on the batch path too.
+type WindowResizer interface {
+	BatchResizer
+	RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error
+}
+
 // deviceGroup is how many items a worker decodes before handing their frames to a
 // BatchResizer in one call.
 const deviceGroup = 16
@@ -125,7 +134,8 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	if ps, ok := opts.Source.(PlannedSource); ok {
 		_, direct := opts.Source.(DirectSource)
-		ps.PlanDecode(DecodePlan{Transform: tspec, Windows: opts.Resizer == nil && !direct})
+		_, windowed := opts.Resizer.(WindowResizer)
+		ps.PlanDecode(DecodePlan{Transform: tspec, Windows: (opts.Resizer == nil || windowed) && !direct})
 	}
 	// The records' spec is decided here, before anything is decoded; a format that cannot
 	// hold it is refused before anything is written.
