@@ -3,6 +3,7 @@ package gpu
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -100,7 +101,7 @@ func TestResizerChunks(t *testing.T) {
 	add(200, 320, 240) // medium
 	add(1, 1920, 1080) // whole image 6 MiB, region 2.6 MiB
 	add(100, 64, 48)
-	ends, err := r.chunks(imgs, nil)
+	ends, _, err := r.chunks(imgs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestResizerChunks(t *testing.T) {
 	}
 	t.Logf("%d images in %d device batches; %d bytes staged of %d decoded", len(imgs), len(ends), staged, whole)
 	r.opts.MaxBatchBytes = 1
-	if ends, _ := r.chunks(imgs[:5], nil); len(ends) != 5 {
+	if ends, _, _ := r.chunks(imgs[:5], nil, nil); len(ends) != 5 {
 		t.Errorf("a budget below every image: %d batches for 5 images", len(ends))
 	}
 }
@@ -242,7 +243,7 @@ func testByteBudget(t *testing.T, d *Device) {
 		}
 		got[i] = make([]byte, len(want[i]))
 	}
-	ends, err := rs.chunks(imgs, nil)
+	ends, _, err := rs.chunks(imgs, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,5 +445,86 @@ func TestFakeDriverScribbles(t *testing.T) {
 	run(func() error { return d.CopyDtoHAsync(back, buf2, s) })
 	if back[7] != 0xD9 {
 		t.Errorf("a copy back's device source kept its bytes after the wait: % x", back[:8])
+	}
+}
+
+// TestFakeDriverCoalesces: small Run calls made at once by many goroutines (the pipeline's
+// workers) are merged into fewer device batches while the slots are busy, windowed and whole
+// images together, and every caller gets the CPU's bytes.
+func TestFakeDriverCoalesces(t *testing.T) {
+	d := openFakeDevice(t)
+	k, err := fakeControl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(16, 16))
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: "hamming"}
+	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	const callers = 24
+	type call struct {
+		imgs, full []transforms.Image
+		wins       []Window
+		want       [][]byte
+	}
+	calls := make([]call, callers)
+	for c := range calls {
+		for range 2 {
+			im := randomImage(r, 30+r.IntN(40), 30+r.IntN(40), 3)
+			w := make([]byte, 20*20*3)
+			if err := spec.NewWorker().Apply(im, w); err != nil {
+				t.Fatal(err)
+			}
+			calls[c].want = append(calls[c].want, w)
+			calls[c].full = append(calls[c].full, im)
+			if c%2 == 1 { // odd callers send region-decoded windows
+				reg := spec.Region(im.W, im.H)
+				calls[c].imgs = append(calls[c].imgs, crop(im, reg.Min.X, reg.Min.Y, reg.Dx(), reg.Dy()))
+				calls[c].wins = append(calls[c].wins, Window{X: reg.Min.X, Y: reg.Min.Y, FullW: im.W, FullH: im.H})
+			} else {
+				calls[c].imgs = append(calls[c].imgs, im)
+			}
+		}
+	}
+	launches := k.calls("cuLaunchKernel")
+	errs := make(chan error, callers)
+	start := make(chan struct{})
+	for c := range calls {
+		go func() {
+			<-start
+			cl := calls[c]
+			got := [][]byte{make([]byte, 20*20*3), make([]byte, 20*20*3)}
+			var err error
+			if cl.wins != nil {
+				err = rs.RunWindows(cl.imgs, cl.wins, got)
+			} else {
+				err = rs.Run(cl.imgs, got)
+			}
+			for i := range got {
+				if err == nil && !bytes.Equal(got[i], cl.want[i]) {
+					err = fmt.Errorf("caller %d image %d differs from the CPU at byte %d", c, i, firstDiff(got[i], cl.want[i]))
+				}
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	batches := (k.calls("cuLaunchKernel") - launches) / 2
+	if batches >= callers {
+		t.Errorf("%d device batches for %d calls: nothing was merged", batches, callers)
+	}
+	t.Logf("%d calls ran as %d device batches", callers, batches)
+	// A caller's bad destination fails that caller alone, before anything is queued.
+	if err := rs.Run(calls[0].imgs, [][]byte{make([]byte, 5), make([]byte, 20*20*3)}); err == nil ||
+		!strings.Contains(err.Error(), "destination 0") {
+		t.Errorf("bad destination: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -51,6 +52,9 @@ type Resizer struct {
 	opts  ResizerOptions
 	luts  *lutSet
 	slots chan *slot
+
+	mu    sync.Mutex
+	queue []*piece // pieces of Run calls waiting for a slot, oldest first
 
 	closeOnce sync.Once
 	closeErr  error
@@ -168,33 +172,120 @@ func (r *Resizer) run(imgs []transforms.Image, wins []Window, dsts [][]byte) err
 	if len(imgs) != len(dsts) {
 		return fmt.Errorf("gpu: %d destinations for %d images", len(dsts), len(imgs))
 	}
-	chunks, err := r.chunks(imgs, wins)
+	ends, sizes, err := r.chunks(imgs, wins, dsts)
 	if err != nil {
 		return err
 	}
 	var g errgroup.Group
 	g.SetLimit(r.opts.Streams)
 	start := 0
-	for _, end := range chunks {
-		ci, cd := imgs[start:end], dsts[start:end]
-		var cw []Window
+	for k, end := range ends {
+		p := &piece{imgs: imgs[start:end], dsts: dsts[start:end], bytes: sizes[k], done: make(chan error, 1)}
 		if wins != nil {
-			cw = wins[start:end]
+			p.wins = wins[start:end]
 		}
-		g.Go(func() error { return r.runChunk(ci, cw, cd) })
+		g.Go(func() error { return r.submit(p) })
 		start = end
 	}
 	return g.Wait()
 }
 
+// A piece is part of one Run call waiting for a device batch: images, their windows (nil for
+// whole images) and destinations, its staged bytes, and where its batch's result goes.
+type piece struct {
+	imgs  []transforms.Image
+	wins  []Window
+	dsts  [][]byte
+	bytes int
+	done  chan error // buffered: the batch that ran the piece sends its error once
+}
+
+// submit queues p and runs device batches until p has run. Whoever gets a free slot takes
+// the queued pieces, oldest first, up to MaxBatchBytes (at least one) and runs them as one
+// device batch: while every slot is busy, the pieces of concurrent Run calls (the pipeline's
+// workers) gather into larger batches, and when a slot is idle a piece goes at once. Every
+// piece is taken: its owner queues it before asking for a slot, and each owner that gets one
+// takes at least one piece if any is queued.
+func (r *Resizer) submit(p *piece) error {
+	r.mu.Lock()
+	r.queue = append(r.queue, p)
+	r.mu.Unlock()
+	s, ok := <-r.slots
+	if !ok {
+		r.mu.Lock()
+		if i := slices.Index(r.queue, p); i >= 0 {
+			r.queue = slices.Delete(r.queue, i, i+1)
+			r.mu.Unlock()
+			return ErrClosed
+		}
+		r.mu.Unlock()
+		return <-p.done
+	}
+	batch := r.take()
+	if len(batch) == 0 {
+		r.slots <- s
+		return <-p.done // another slot's holder took p
+	}
+	var imgs []transforms.Image
+	var wins []Window
+	var dsts [][]byte
+	windowed := false
+	for _, q := range batch {
+		imgs = append(imgs, q.imgs...)
+		dsts = append(dsts, q.dsts...)
+		windowed = windowed || q.wins != nil
+	}
+	if windowed {
+		for _, q := range batch {
+			if q.wins != nil {
+				wins = append(wins, q.wins...)
+			} else {
+				wins = append(wins, make([]Window, len(q.imgs))...) // the zero Window: whole images
+			}
+		}
+	}
+	err := r.runOnSlot(s, imgs, wins, dsts)
+	r.slots <- s
+	for _, q := range batch {
+		q.done <- err
+	}
+	return <-p.done
+}
+
+// take removes the oldest queued pieces that fit MaxBatchBytes and maxChunkImages together
+// (always at least one, if any is queued).
+func (r *Resizer) take() []*piece {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, bytes, imgs := 0, 0, 0
+	for n < len(r.queue) {
+		q := r.queue[n]
+		if n > 0 && (bytes+q.bytes > r.opts.MaxBatchBytes || imgs+len(q.imgs) > maxChunkImages) {
+			break
+		}
+		bytes += q.bytes
+		imgs += len(q.imgs)
+		n++
+	}
+	batch := slices.Clone(r.queue[:n])
+	r.queue = slices.Delete(r.queue, 0, n)
+	return batch
+}
+
 // chunks splits a batch into device batches by staged bytes: each ends where the next image's
-// region would pass MaxBatchBytes (or at maxChunkImages). It returns the end indices.
-func (r *Resizer) chunks(imgs []transforms.Image, wins []Window) ([]int, error) {
+// region would pass MaxBatchBytes (or at maxChunkImages). It returns the end indices and each
+// chunk's staged bytes. It first verifies what would make a device batch fail for this
+// caller's input (sizes, windows, channel counts, and the destination sizes unless dsts is
+// nil), so that a batch merging several callers' pieces fails only for device errors.
+func (r *Resizer) chunks(imgs []transforms.Image, wins []Window, dsts [][]byte) (ends, sizes []int, err error) {
 	f, err := specFilter(r.spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var ends []int
+	_, esize, err := conversion(r.spec)
+	if err != nil {
+		return nil, nil, err
+	}
 	bytes, n := 0, 0
 	for i, im := range imgs {
 		var win Window
@@ -203,30 +294,38 @@ func (r *Resizer) chunks(imgs []transforms.Image, wins []Window) ([]int, error) 
 		}
 		ip, err := planImage(r.spec, f, im, win)
 		if err != nil {
-			return nil, fmt.Errorf("image %d: %w", i, err)
+			return nil, nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		if esize != 1 {
+			if err := r.luts.errs[im.C]; err != nil {
+				return nil, nil, fmt.Errorf("image %d (%d channels): %w", i, im.C, err)
+			}
+		}
+		if want := ip.g.OutW * ip.g.OutH * im.C * int(esize); dsts != nil && len(dsts[i]) != want {
+			return nil, nil, fmt.Errorf("gpu: destination %d is %d bytes, want %d", i, len(dsts[i]), want)
 		}
 		b := ip.stagedBytes(im.C)
 		if n > 0 && (bytes+b > r.opts.MaxBatchBytes || n >= maxChunkImages) {
-			ends = append(ends, i)
+			ends, sizes = append(ends, i), append(sizes, bytes)
 			bytes, n = 0, 0
 		}
 		bytes += b
 		n++
 	}
 	if n > 0 {
-		ends = append(ends, len(imgs))
+		ends, sizes = append(ends, len(imgs)), append(sizes, bytes)
 	}
-	return ends, nil
+	return ends, sizes, nil
 }
 
 // maxChunkImages bounds the images of one device batch (the grid's y dimension).
 const maxChunkImages = 4096
 
-// runChunk runs one device batch. The batch's weights are not shared with other batches:
-// they travel after the job table in the slot's pinned job buffer, uploaded by the same
-// asynchronous copy on the slot's stream, so the kernels that read them are ordered after
-// their upload by the stream alone.
-func (r *Resizer) runChunk(imgs []transforms.Image, wins []Window, dsts [][]byte) error {
+// runOnSlot runs one device batch on slot s, which the caller holds. The batch's weights are
+// not shared with other batches: they travel after the job table in the slot's pinned job
+// buffer, uploaded by the same asynchronous copy on the slot's stream, so the kernels that
+// read them are ordered after their upload by the stream alone.
+func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dsts [][]byte) error {
 	var rec recordPool
 	plan, err := planBatch(r.spec, imgs, wins, &rec, r.luts)
 	if err != nil {
@@ -244,11 +343,6 @@ func (r *Resizer) runChunk(imgs []transforms.Image, wins []Window, dsts [][]byte
 	if tableBytes > maxBufferBytes {
 		return fmt.Errorf("gpu: job table and weights of %d bytes exceed %d", tableBytes, maxBufferBytes)
 	}
-	s, ok := <-r.slots
-	if !ok {
-		return ErrClosed
-	}
-	defer func() { r.slots <- s }()
 	if s.broken != nil {
 		return fmt.Errorf("gpu: stream unusable since an earlier failure: %w", s.broken)
 	}
