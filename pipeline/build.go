@@ -80,8 +80,12 @@ type WindowResizer interface {
 }
 
 // deviceGroup is how many items a worker decodes before handing their frames to a
-// BatchResizer in one call.
-const deviceGroup = 16
+// BatchResizer in one call; deviceGroupBytes caps the raw bytes of such a group. The
+// resizer merges the calls of concurrent workers into larger device batches.
+const (
+	deviceGroup      = 16
+	deviceGroupBytes = 32 << 20
+)
 
 // Summary reports what a build did.
 type Summary struct {
@@ -361,11 +365,14 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			}
 			group = append(group, it)
 			groupSize += len(it.Raw)
-			full := groupSize >= groupBytes || len(group) >= maxGroup
+			var full bool
 			if b.opts.Resizer != nil {
-				full = full || len(group) >= deviceGroup
+				// A device group is bounded by its item count (what a worker holds decoded),
+				// not by the CPU path's small raw budget, which let 1 to 3 pre-read HD
+				// JPEGs make a whole device call.
+				full = groupSize >= deviceGroupBytes || len(group) >= deviceGroup
 			} else {
-				full = full || it.Raw == nil
+				full = groupSize >= groupBytes || len(group) >= maxGroup || it.Raw == nil
 			}
 			if full {
 				return flush()

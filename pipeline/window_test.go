@@ -164,3 +164,19 @@ func sameTree(a, b string) error {
 	}
 	return nil
 }
+
+// TestBuildDeviceGroupsByCount: pre-read items of 200 KiB (HD JPEGs) reach a BatchResizer 16
+// to a call, not 1 or 2 as the CPU path's 256 KiB raw group budget would give.
+func TestBuildDeviceGroupsByCount(t *testing.T) {
+	rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
+	_, err := build(t, &genSource{n: 64, raw: 200 << 10}, filepath.Join(t.TempDir(), "out"), func(o *Options) {
+		o.Workers = 2
+		o.Resizer = rs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := rs.calls.Load(); n != 64/deviceGroup {
+		t.Errorf("%d resizer calls for 64 items of 200 KiB, want %d", n, 64/deviceGroup)
+	}
+}
