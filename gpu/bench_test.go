@@ -14,7 +14,7 @@ import (
 // the device time per batch, measured with events, and the batch's plan.
 func kernelTime(rs *Resizer, imgs []transforms.Image, iters int) (time.Duration, *batchPlan, error) {
 	var rec recordPool
-	plan, err := planBatch(rs.spec, imgs, &rec, rs.luts)
+	plan, err := planBatch(rs.spec, imgs, nil, &rec, rs.luts)
 	if err != nil {
 		return 0, nil, err
 	}

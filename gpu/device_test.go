@@ -46,6 +46,8 @@ func TestDeviceResizeMatchesCPU(t *testing.T) { testResizeMatchesCPU(t, openTest
 func TestDeviceManySizes(t *testing.T)        { testManySizes(t, openTestDevice(t)) }
 func TestDeviceKernelTiming(t *testing.T)     { testKernelTiming(t, openTestDevice(t)) }
 func TestDeviceSelfCheck(t *testing.T)        { testSelfCheckResizer(t, openTestDevice(t)) }
+func TestDeviceRegionEdges(t *testing.T)      { testRegionEdges(t, openTestDevice(t)) }
+func TestDeviceByteBudget(t *testing.T)       { testByteBudget(t, openTestDevice(t)) }
 
 // deviceTests are the device tests, run on a real GPU by the TestDevice* functions and on
 // the fake driver by TestFakeDriver.
@@ -62,6 +64,8 @@ var deviceTests = []struct {
 	{"ManySizes", testManySizes},
 	{"KernelTiming", testKernelTiming},
 	{"RunErrors", testRunErrors},
+	{"RegionEdges", testRegionEdges},
+	{"ByteBudget", testByteBudget},
 }
 
 func testInfo(t *testing.T, d *Device) {

@@ -10,7 +10,13 @@
 //	dev, summary, err := gpu.Select("auto") // dev == nil: use the CPU; summary says why
 //	rs, err := gpu.NewResizer(dev, spec, gpu.ResizerOptions{})
 //	err = rs.Run(imgs, dsts) // dsts[i] of rs.OutputSize(w, h, c) bytes
+//	err = rs.RunWindows(imgs, wins, dsts) // region-decoded images and their Window
 //	rs.Close(); dev.Close()
+//
+// Only the source region each image's kept pixels read is staged and uploaded. Run calls are
+// split by staged bytes and queued; a free slot (ResizerOptions.Streams, 4 by default) takes
+// the oldest queued pieces of any caller up to ResizerOptions.MaxBatchBytes as one device
+// batch, so concurrent small calls gather into large batches while the device is busy.
 //
 // PinnedAllocator is a shard.Allocator backed by page-locked memory from the driver, and
 // Device.CopyBatchAsync issues the asynchronous host-to-device copy of a batch.

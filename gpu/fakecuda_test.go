@@ -142,6 +142,8 @@ var fakeControl = sync.OnceValues(func() (*fakeHooks, error) {
 	purego.RegisterLibFunc(&k.calls, h, "fakecuda_calls")
 	purego.RegisterLibFunc(&k.setDevice, h, "fakecuda_set_device")
 	purego.RegisterLibFunc(&k.loaded, h, "fakecuda_loaded")
+	purego.RegisterLibFunc(&k.scribbled, h, "fakecuda_scribbled")
+	purego.RegisterLibFunc(&k.maxBusy, h, "fakecuda_max_busy")
 	return &k, nil
 })
 
@@ -151,6 +153,8 @@ type fakeHooks struct {
 	calls     func(call string) int64
 	setDevice func(major, minor, jit int32)
 	loaded    func() int32
+	scribbled func() int64
+	maxBusy   func() int32
 }
 
 // TestFakeDriverFailures: a driver call that fails part-way through enqueueing a batch, or

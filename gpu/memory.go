@@ -18,7 +18,11 @@ type Event uintptr
 const (
 	HostAllocPortable = 0x01 // CU_MEMHOSTALLOC_PORTABLE: pinned for every context
 	HostAllocMapped   = 0x02 // CU_MEMHOSTALLOC_DEVICEMAP
-	HostRegPortable   = 0x01 // CU_MEMHOSTREGISTER_PORTABLE
+	// HostAllocWriteCombined (CU_MEMHOSTALLOC_WRITECOMBINED) is for buffers the host only
+	// writes and the device only reads: uploads from it can be faster, host reads are very
+	// slow. The Resizer's upload staging uses it and never reads it back.
+	HostAllocWriteCombined = 0x04
+	HostRegPortable        = 0x01 // CU_MEMHOSTREGISTER_PORTABLE
 )
 
 // MemAlloc allocates n bytes of device memory. Call it inside Do.
@@ -51,6 +55,11 @@ func (d *Device) MemFree(p DevicePtr) error {
 // CU_MEMHOSTALLOC_PORTABLE), usable by every context for asynchronous copies. The slice is
 // not Go memory: release it with FreeHost, never let it outlive the Device. Call it inside Do.
 func (d *Device) HostAlloc(n int) ([]byte, error) {
+	return d.hostAlloc(n, HostAllocPortable)
+}
+
+// hostAlloc is HostAlloc with the given cuMemHostAlloc flags.
+func (d *Device) hostAlloc(n int, flags uint32) ([]byte, error) {
 	if err := d.call("cuMemHostAlloc"); err != nil {
 		return nil, err
 	}
@@ -58,7 +67,7 @@ func (d *Device) HostAlloc(n int) ([]byte, error) {
 		return nil, fmt.Errorf("gpu: HostAlloc(%d): size must be positive", n)
 	}
 	var p unsafe.Pointer
-	if err := check("cuMemHostAlloc", d.drv.cuMemHostAlloc(&p, uintptr(n), HostAllocPortable)); err != nil {
+	if err := check("cuMemHostAlloc", d.drv.cuMemHostAlloc(&p, uintptr(n), flags)); err != nil {
 		return nil, fmt.Errorf("allocate %d bytes of pinned host memory: %w", n, err)
 	}
 	return unsafe.Slice((*byte)(p), n), nil

@@ -35,6 +35,7 @@ const (
 	jHWork
 	jVWork
 	jLUTOff
+	jSrcX0
 	jobWords
 )
 
@@ -95,23 +96,36 @@ type weightPool interface {
 	place(w *transforms.Weights) (bounds, coeffs int32, err error)
 }
 
+// Window places a decoded image in its full image: the image's pixels are
+// [X, X+W) × [Y, Y+H) of a FullW × FullH image (a decoder that skipped what the transform
+// never reads; see transforms.Worker.ApplyWindow). The zero Window means the whole image.
+type Window struct {
+	X, Y, FullW, FullH int
+}
+
 // batchPlan is the job table of a batch and the buffer sizes it needs.
 type batchPlan struct {
 	jobs               []int32
-	srcBytes           int // source pixels, images one after another
+	srcBytes           int // staged source regions, one after another
 	midBytes           int
 	dstBytes           int
 	maxHWork, maxVWork int
 	srcOffs, dstOffs   []int // per image
+	regions            []region
 	dstSizes           []int
 	layout, esize      int32
 	channels           []int
 	srcRead            int // source bytes under the kept pixels' filter support (minimum device reads)
 }
 
-// traffic returns the bytes a batch must move: over the host link (sources up, records
-// down) and through device memory (the uploaded sources written, the needed source region
-// read, the intermediate written and read, the records written, and read for the copy back).
+// region is the part of an image that is staged and uploaded: w×h pixels from (x, y) of the
+// image's pixels (window coordinates).
+type region struct{ x, y, w, h int }
+
+// traffic returns the bytes a batch must move: over the host link (the source regions up,
+// records down) and through device memory (the uploaded regions written, then read by the
+// horizontal pass, the intermediate written and read, the records written, and read for the
+// copy back).
 func (p *batchPlan) traffic() (link, dram int64) {
 	link = int64(p.srcBytes) + int64(p.dstBytes)
 	dram = int64(p.srcBytes) + int64(p.srcRead) + 2*int64(p.midBytes) + 2*int64(p.dstBytes)
@@ -138,71 +152,135 @@ func conversion(spec transforms.Spec) (layout, esize int32, err error) {
 	return layout, esize, nil
 }
 
-// planBatch lays out a batch: every image's job, with its weights placed by pool.
-func planBatch(spec transforms.Spec, imgs []transforms.Image, pool weightPool, luts *lutSet) (*batchPlan, error) {
+// specFilter is the resampling filter of a normalized spec.
+func specFilter(spec transforms.Spec) (transforms.Filter, error) {
+	if spec.Filter == "" {
+		return transforms.Bilinear, nil
+	}
+	return transforms.ParseFilter(spec.Filter)
+}
+
+// imagePlan is where one image's work lies, in full-image coordinates: kept resized columns
+// [x0,x1) and rows [y0,y1); source rows [ry0,ry1) through the horizontal pass; source columns
+// [cx0,cx1) under the kept columns' taps. The uploaded region is [cx0,cx1)×[ry0,ry1).
+type imagePlan struct {
+	g                        Geometry
+	wx, wy                   *transforms.Weights
+	x0, x1, y0, y1           int
+	ry0, ry1, cx0, cx1       int
+	fullW, fullH, winX, winY int
+}
+
+// planImage plans image im (the window win of its full image; the zero Window for all of it)
+// under spec with filter f.
+func planImage(spec transforms.Spec, f transforms.Filter, im transforms.Image, win Window) (imagePlan, error) {
+	if im.W < 1 || im.H < 1 || im.C < 1 || im.C > 4 || len(im.Pix) < im.W*im.H*im.C ||
+		im.W > transforms.MaxResampleSize || im.H > transforms.MaxResampleSize {
+		return imagePlan{}, fmt.Errorf("gpu: invalid %dx%dx%d with %d bytes", im.W, im.H, im.C, len(im.Pix))
+	}
+	ip := imagePlan{fullW: im.W, fullH: im.H}
+	if win != (Window{}) {
+		if win.X < 0 || win.Y < 0 || win.FullW > transforms.MaxResampleSize || win.FullH > transforms.MaxResampleSize ||
+			win.X+im.W > win.FullW || win.Y+im.H > win.FullH {
+			return imagePlan{}, fmt.Errorf("gpu: window %dx%d at (%d,%d) outside a %dx%d image", im.W, im.H, win.X, win.Y, win.FullW, win.FullH)
+		}
+		ip.fullW, ip.fullH, ip.winX, ip.winY = win.FullW, win.FullH, win.X, win.Y
+	}
+	g, err := PlanGeometry(spec, ip.fullW, ip.fullH)
+	if err != nil {
+		return imagePlan{}, err
+	}
+	ip.g = g
+	ip.wx = transforms.CachedWeights(ip.fullW, g.RW, f)
+	ip.wy = transforms.CachedWeights(ip.fullH, g.RH, f)
+	x0, x1 := max(g.OffX, 0), min(g.OffX+g.OutW, g.RW)
+	y0, y1 := max(g.OffY, 0), min(g.OffY+g.OutH, g.RH)
+	if x1 <= x0 || y1 <= y0 {
+		x0, x1, y0, y1 = 0, 0, 0, 0 // the whole record is padding
+	}
+	ip.x0, ip.x1, ip.y0, ip.y1 = x0, x1, y0, y1
+	if err := checkWeights(ip.wx); err != nil {
+		return imagePlan{}, err
+	}
+	if err := checkWeights(ip.wy); err != nil {
+		return imagePlan{}, err
+	}
+	ry0, ry1 := ip.fullH, 0
+	for y := y0; y < y1; y++ {
+		s, n := int(ip.wy.Bounds[2*y]), int(ip.wy.Bounds[2*y+1])
+		if n > 0 {
+			ry0, ry1 = min(ry0, s), max(ry1, s+n)
+		}
+	}
+	if ry1 <= ry0 {
+		ry0, ry1 = 0, 0
+	}
+	cx0, cx1 := ip.fullW, 0
+	for x := x0; x < x1; x++ {
+		s, n := int(ip.wx.Bounds[2*x]), int(ip.wx.Bounds[2*x+1])
+		if n > 0 {
+			cx0, cx1 = min(cx0, s), max(cx1, s+n)
+		}
+	}
+	if cx1 <= cx0 || ry1 <= ry0 {
+		cx0, cx1 = 0, 0 // no tap reads the source
+	}
+	ip.ry0, ip.ry1, ip.cx0, ip.cx1 = ry0, ry1, cx0, cx1
+	if cx1 > cx0 && (cx0 < ip.winX || cx1 > ip.winX+im.W || ry0 < ip.winY || ry1 > ip.winY+im.H) {
+		return imagePlan{}, fmt.Errorf("gpu: window %dx%d at (%d,%d) of %dx%d does not cover the source region [%d,%d)x[%d,%d)",
+			im.W, im.H, ip.winX, ip.winY, ip.fullW, ip.fullH, cx0, cx1, ry0, ry1)
+	}
+	return ip, nil
+}
+
+// stagedBytes is the source bytes of the image's uploaded region.
+func (ip *imagePlan) stagedBytes(c int) int { return (ip.cx1 - ip.cx0) * (ip.ry1 - ip.ry0) * c }
+
+// planBatch lays out a batch: every image's job, with its weights placed by pool. wins is
+// nil (whole images) or has one Window per image.
+func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet) (*batchPlan, error) {
 	spec = spec.Normalized()
 	layout, esize, err := conversion(spec)
 	if err != nil {
 		return nil, err
 	}
-	f := transforms.Bilinear
-	if spec.Filter != "" {
-		if f, err = transforms.ParseFilter(spec.Filter); err != nil {
-			return nil, err
-		}
+	f, err := specFilter(spec)
+	if err != nil {
+		return nil, err
 	}
 	if len(imgs) > maxGridY {
 		return nil, fmt.Errorf("gpu: batch of %d images, at most %d", len(imgs), maxGridY)
 	}
+	if wins != nil && len(wins) != len(imgs) {
+		return nil, fmt.Errorf("gpu: %d windows for %d images", len(wins), len(imgs))
+	}
 	p := &batchPlan{jobs: make([]int32, 0, len(imgs)*jobWords), layout: layout, esize: esize}
 	for i, im := range imgs {
-		if im.W < 1 || im.H < 1 || im.C < 1 || im.C > 4 || len(im.Pix) < im.W*im.H*im.C ||
-			im.W > transforms.MaxResampleSize || im.H > transforms.MaxResampleSize {
-			return nil, fmt.Errorf("gpu: image %d: invalid %dx%dx%d with %d bytes", i, im.W, im.H, im.C, len(im.Pix))
+		var win Window
+		if wins != nil {
+			win = wins[i]
+		}
+		ip, err := planImage(spec, f, im, win)
+		if err != nil {
+			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
 		if esize != 1 {
 			if err := luts.errs[im.C]; err != nil {
 				return nil, fmt.Errorf("image %d (%d channels): %w", i, im.C, err)
 			}
 		}
-		g, err := PlanGeometry(spec, im.W, im.H)
-		if err != nil {
-			return nil, fmt.Errorf("image %d: %w", i, err)
-		}
-		wx := transforms.CachedWeights(im.W, g.RW, f)
-		wy := transforms.CachedWeights(im.H, g.RH, f)
-		xb, xc, err := pool.place(wx)
+		xb, xc, err := pool.place(ip.wx)
 		if err != nil {
 			return nil, err
 		}
-		yb, yc, err := pool.place(wy)
+		yb, yc, err := pool.place(ip.wy)
 		if err != nil {
 			return nil, err
 		}
-		x0, x1 := max(g.OffX, 0), min(g.OffX+g.OutW, g.RW)
-		y0, y1 := max(g.OffY, 0), min(g.OffY+g.OutH, g.RH)
-		if x1 <= x0 || y1 <= y0 {
-			x0, x1, y0, y1 = 0, 0, 0, 0 // the whole record is padding
-		}
-		ry0, ry1 := im.H, 0
-		for y := y0; y < y1; y++ {
-			s, n := int(wy.Bounds[2*y]), int(wy.Bounds[2*y+1])
-			if n > 0 {
-				ry0, ry1 = min(ry0, s), max(ry1, s+n)
-			}
-		}
-		if ry1 <= ry0 {
-			ry0, ry1 = 0, 0
-		}
-		cx0, cx1 := im.W, 0 // source columns under the kept columns
-		for x := x0; x < x1; x++ {
-			s, n := int(wx.Bounds[2*x]), int(wx.Bounds[2*x+1])
-			if n > 0 {
-				cx0, cx1 = min(cx0, s), max(cx1, s+n)
-			}
-		}
+		g := ip.g
 		C := im.C
-		srcN := im.W * im.H * C
+		x0, x1, y0, y1, ry0, ry1 := ip.x0, ip.x1, ip.y0, ip.y1, ip.ry0, ip.ry1
+		srcN := ip.stagedBytes(C)
 		midN := (ry1 - ry0) * (x1 - x0) * C
 		dstN := g.OutW * g.OutH * C * int(esize)
 		hwork := (ry1 - ry0) * (x1 - x0)
@@ -212,8 +290,8 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, pool weightPool, l
 			return nil, fmt.Errorf("gpu: batch exceeds %d bytes per buffer at image %d", maxBufferBytes, i)
 		}
 		job := [jobWords]int32{
-			jC: int32(C), jSrcW: int32(im.W), jSrcOff: int32(p.srcBytes),
-			jXB: xb, jXC: xc, jXK: int32(wx.KSize), jYB: yb, jYC: yc, jYK: int32(wy.KSize),
+			jC: int32(C), jSrcW: int32(ip.cx1 - ip.cx0), jSrcOff: int32(p.srcBytes), jSrcX0: int32(ip.cx0),
+			jXB: xb, jXC: xc, jXK: int32(ip.wx.KSize), jYB: yb, jYC: yc, jYK: int32(ip.wy.KSize),
 			jX0: int32(x0), jX1: int32(x1), jY0: int32(y0), jY1: int32(y1), jRY0: int32(ry0), jRY1: int32(ry1),
 			jMidOff: int32(p.midBytes), jOutW: int32(g.OutW), jOutH: int32(g.OutH),
 			jOffX: int32(g.OffX), jOffY: int32(g.OffY), jDstOff: int32(p.dstBytes),
@@ -221,12 +299,11 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, pool weightPool, l
 		}
 		p.jobs = append(p.jobs, job[:]...)
 		p.srcOffs = append(p.srcOffs, p.srcBytes)
+		p.regions = append(p.regions, region{x: ip.cx0 - ip.winX, y: ry0 - ip.winY, w: ip.cx1 - ip.cx0, h: ry1 - ry0})
 		p.dstOffs = append(p.dstOffs, p.dstBytes)
 		p.dstSizes = append(p.dstSizes, dstN)
 		p.channels = append(p.channels, C)
-		if cx1 > cx0 {
-			p.srcRead += (ry1 - ry0) * (cx1 - cx0) * C
-		}
+		p.srcRead += srcN
 		p.srcBytes += srcN
 		p.midBytes += midN
 		p.dstBytes += dstN

@@ -3,6 +3,7 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -12,17 +13,24 @@ import (
 
 // ResizerOptions tune a Resizer. The zero value gives the defaults.
 type ResizerOptions struct {
-	// Streams is how many batches may be in flight at once, each with its own stream and
-	// buffers, so the copies of one overlap the kernels of another. Default 2.
+	// Streams is how many device batches may be in flight at once, each with its own stream
+	// and buffers, so the uploads of one overlap the kernels and copy back of others and the
+	// host stages the next while earlier ones run. Default 4.
 	Streams int
-	// MaxBatchBytes bounds the source pixels of one device batch; Run splits larger batches.
-	// A single larger image gets a batch of its own. Default 64 MiB.
+	// MaxBatchBytes is the byte budget of one device batch: the staged source bytes (the
+	// regions the kept pixels read, not whole images). Run fills a device batch with images
+	// until the next would pass it; a single larger image gets a batch of its own. Default
+	// 64 MiB.
 	MaxBatchBytes int
 }
 
+// DefaultStreams is ResizerOptions.Streams' default: more than two batches in flight, so one
+// can upload, one compute and one copy back while the host stages a fourth.
+const DefaultStreams = 4
+
 func (o ResizerOptions) withDefaults() ResizerOptions {
 	if o.Streams <= 0 {
-		o.Streams = 2
+		o.Streams = DefaultStreams
 	}
 	if o.MaxBatchBytes <= 0 {
 		o.MaxBatchBytes = 64 << 20
@@ -45,6 +53,9 @@ type Resizer struct {
 	luts  *lutSet
 	slots chan *slot
 
+	mu    sync.Mutex
+	queue []*piece // pieces of Run calls waiting for a slot, oldest first
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -61,9 +72,9 @@ type slot struct {
 	stream Stream
 	done   Event
 	broken error  // set when the stream could not be waited for: the slot is never used again
-	hSrc   []byte // pinned
-	hJobs  []byte // pinned: the job table, then the batch's resampling weights
-	hDst   []byte // pinned
+	hSrc   []byte // pinned, write-combined: written by the host, read only by the upload
+	hJobs  []byte // pinned, write-combined: the job table, then the batch's resampling weights
+	hDst   []byte // pinned: the records, read by the host
 	dSrc   DevicePtr
 	dJobs  DevicePtr
 	dMid   DevicePtr
@@ -139,41 +150,184 @@ func (r *Resizer) OutputSize(w, h, c int) (int, error) {
 
 // Run transforms imgs[i] into dsts[i], which must be exactly the record size (OutputSize).
 // It returns when every record is written. The images are only read, and may be reused when
-// Run returns. A batch larger than MaxBatchBytes runs as several device batches, up to
-// Streams of them at once, so the copies of one overlap the kernels of the next.
+// Run returns. Only the part of each image that the kept pixels read is staged and uploaded.
+// The images are split into device batches of at most MaxBatchBytes of staged source, up to
+// Streams of them in flight at once.
 func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
+	return r.run(imgs, nil, dsts)
+}
+
+// RunWindows is Run for images of which only a window was decoded (region decoding on the
+// CPU): imgs[i] holds the pixels of wins[i] of a larger image, and must cover the source
+// region the transform reads (transforms.Spec.Region). dsts[i] is the record of the full
+// image, byte-identical to transforms.Worker.ApplyWindow.
+func (r *Resizer) RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error {
+	if len(wins) != len(imgs) {
+		return fmt.Errorf("gpu: %d windows for %d images", len(wins), len(imgs))
+	}
+	return r.run(imgs, wins, dsts)
+}
+
+func (r *Resizer) run(imgs []transforms.Image, wins []Window, dsts [][]byte) error {
 	if len(imgs) != len(dsts) {
 		return fmt.Errorf("gpu: %d destinations for %d images", len(dsts), len(imgs))
 	}
+	ends, sizes, err := r.chunks(imgs, wins, dsts)
+	if err != nil {
+		return err
+	}
 	var g errgroup.Group
 	g.SetLimit(r.opts.Streams)
-	for start := 0; start < len(imgs); {
-		end, bytes := start, 0
-		for end < len(imgs) && end-start < maxChunkImages {
-			n := imgs[end].W * imgs[end].H * imgs[end].C
-			if end > start && bytes+n > r.opts.MaxBatchBytes {
-				break
-			}
-			bytes += n
-			end++
+	start := 0
+	for k, end := range ends {
+		p := &piece{imgs: imgs[start:end], dsts: dsts[start:end], bytes: sizes[k], done: make(chan error, 1)}
+		if wins != nil {
+			p.wins = wins[start:end]
 		}
-		ci, cd := imgs[start:end], dsts[start:end]
-		g.Go(func() error { return r.runChunk(ci, cd) })
+		g.Go(func() error { return r.submit(p) })
 		start = end
 	}
 	return g.Wait()
 }
 
+// A piece is part of one Run call waiting for a device batch: images, their windows (nil for
+// whole images) and destinations, its staged bytes, and where its batch's result goes.
+type piece struct {
+	imgs  []transforms.Image
+	wins  []Window
+	dsts  [][]byte
+	bytes int
+	done  chan error // buffered: the batch that ran the piece sends its error once
+}
+
+// submit queues p and runs device batches until p has run. Whoever gets a free slot takes
+// the queued pieces, oldest first, up to MaxBatchBytes (at least one) and runs them as one
+// device batch: while every slot is busy, the pieces of concurrent Run calls (the pipeline's
+// workers) gather into larger batches, and when a slot is idle a piece goes at once. Every
+// piece is taken: its owner queues it before asking for a slot, and each owner that gets one
+// takes at least one piece if any is queued.
+func (r *Resizer) submit(p *piece) error {
+	r.mu.Lock()
+	r.queue = append(r.queue, p)
+	r.mu.Unlock()
+	s, ok := <-r.slots
+	if !ok {
+		r.mu.Lock()
+		if i := slices.Index(r.queue, p); i >= 0 {
+			r.queue = slices.Delete(r.queue, i, i+1)
+			r.mu.Unlock()
+			return ErrClosed
+		}
+		r.mu.Unlock()
+		return <-p.done
+	}
+	batch := r.take()
+	if len(batch) == 0 {
+		r.slots <- s
+		return <-p.done // another slot's holder took p
+	}
+	var imgs []transforms.Image
+	var wins []Window
+	var dsts [][]byte
+	windowed := false
+	for _, q := range batch {
+		imgs = append(imgs, q.imgs...)
+		dsts = append(dsts, q.dsts...)
+		windowed = windowed || q.wins != nil
+	}
+	if windowed {
+		for _, q := range batch {
+			if q.wins != nil {
+				wins = append(wins, q.wins...)
+			} else {
+				wins = append(wins, make([]Window, len(q.imgs))...) // the zero Window: whole images
+			}
+		}
+	}
+	err := r.runOnSlot(s, imgs, wins, dsts)
+	r.slots <- s
+	for _, q := range batch {
+		q.done <- err
+	}
+	return <-p.done
+}
+
+// take removes the oldest queued pieces that fit MaxBatchBytes and maxChunkImages together
+// (always at least one, if any is queued).
+func (r *Resizer) take() []*piece {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, bytes, imgs := 0, 0, 0
+	for n < len(r.queue) {
+		q := r.queue[n]
+		if n > 0 && (bytes+q.bytes > r.opts.MaxBatchBytes || imgs+len(q.imgs) > maxChunkImages) {
+			break
+		}
+		bytes += q.bytes
+		imgs += len(q.imgs)
+		n++
+	}
+	batch := slices.Clone(r.queue[:n])
+	r.queue = slices.Delete(r.queue, 0, n)
+	return batch
+}
+
+// chunks splits a batch into device batches by staged bytes: each ends where the next image's
+// region would pass MaxBatchBytes (or at maxChunkImages). It returns the end indices and each
+// chunk's staged bytes. It first verifies what would make a device batch fail for this
+// caller's input (sizes, windows, channel counts, and the destination sizes unless dsts is
+// nil), so that a batch merging several callers' pieces fails only for device errors.
+func (r *Resizer) chunks(imgs []transforms.Image, wins []Window, dsts [][]byte) (ends, sizes []int, err error) {
+	f, err := specFilter(r.spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, esize, err := conversion(r.spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	bytes, n := 0, 0
+	for i, im := range imgs {
+		var win Window
+		if wins != nil {
+			win = wins[i]
+		}
+		ip, err := planImage(r.spec, f, im, win)
+		if err != nil {
+			return nil, nil, fmt.Errorf("image %d: %w", i, err)
+		}
+		if esize != 1 {
+			if err := r.luts.errs[im.C]; err != nil {
+				return nil, nil, fmt.Errorf("image %d (%d channels): %w", i, im.C, err)
+			}
+		}
+		if want := ip.g.OutW * ip.g.OutH * im.C * int(esize); dsts != nil && len(dsts[i]) != want {
+			return nil, nil, fmt.Errorf("gpu: destination %d is %d bytes, want %d", i, len(dsts[i]), want)
+		}
+		b := ip.stagedBytes(im.C)
+		if n > 0 && (bytes+b > r.opts.MaxBatchBytes || n >= maxChunkImages) {
+			ends, sizes = append(ends, i), append(sizes, bytes)
+			bytes, n = 0, 0
+		}
+		bytes += b
+		n++
+	}
+	if n > 0 {
+		ends, sizes = append(ends, len(imgs)), append(sizes, bytes)
+	}
+	return ends, sizes, nil
+}
+
 // maxChunkImages bounds the images of one device batch (the grid's y dimension).
 const maxChunkImages = 4096
 
-// runChunk runs one device batch. The batch's weights are not shared with other batches:
-// they travel after the job table in the slot's pinned job buffer, uploaded by the same
-// asynchronous copy on the slot's stream, so the kernels that read them are ordered after
-// their upload by the stream alone.
-func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
+// runOnSlot runs one device batch on slot s, which the caller holds. The batch's weights are
+// not shared with other batches: they travel after the job table in the slot's pinned job
+// buffer, uploaded by the same asynchronous copy on the slot's stream, so the kernels that
+// read them are ordered after their upload by the stream alone.
+func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dsts [][]byte) error {
 	var rec recordPool
-	plan, err := planBatch(r.spec, imgs, &rec, r.luts)
+	plan, err := planBatch(r.spec, imgs, wins, &rec, r.luts)
 	if err != nil {
 		return err
 	}
@@ -189,11 +343,6 @@ func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 	if tableBytes > maxBufferBytes {
 		return fmt.Errorf("gpu: job table and weights of %d bytes exceed %d", tableBytes, maxBufferBytes)
 	}
-	s, ok := <-r.slots
-	if !ok {
-		return ErrClosed
-	}
-	defer func() { r.slots <- s }()
 	if s.broken != nil {
 		return fmt.Errorf("gpu: stream unusable since an earlier failure: %w", s.broken)
 	}
@@ -206,8 +355,10 @@ func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 	err = r.dev.Do(func() error {
 		d := r.dev
 		dWts := s.dJobs + DevicePtr(jobBytes)
-		if err := d.CopyHtoDAsync(s.dSrc, s.hSrc[:plan.srcBytes], s.stream); err != nil {
-			return err
+		if plan.srcBytes > 0 { // no upload when no kept pixel reads the source
+			if err := d.CopyHtoDAsync(s.dSrc, s.hSrc[:plan.srcBytes], s.stream); err != nil {
+				return err
+			}
 		}
 		if err := d.CopyHtoDAsync(s.dJobs, s.hJobs[:tableBytes], s.stream); err != nil {
 			return err
@@ -246,7 +397,7 @@ func (r *Resizer) runChunk(imgs []transforms.Image, dsts [][]byte) error {
 func (r *Resizer) grow(s *slot, src, jobs, mid, dst int) error {
 	d := r.dev
 	var err error
-	growHost := func(b *[]byte, n int) error {
+	growHost := func(b *[]byte, n int, flags uint32) error {
 		if len(*b) >= n {
 			return nil
 		}
@@ -256,7 +407,7 @@ func (r *Resizer) grow(s *slot, src, jobs, mid, dst int) error {
 			}
 			*b = nil
 		}
-		*b, err = d.HostAlloc(roundUp(n))
+		*b, err = d.hostAlloc(roundUp(n), flags)
 		return err
 	}
 	growDev := func(p *DevicePtr, have *int, n int) error {
@@ -273,13 +424,16 @@ func (r *Resizer) grow(s *slot, src, jobs, mid, dst int) error {
 		*have = roundUp(n)
 		return nil
 	}
-	if err := growHost(&s.hSrc, src); err != nil {
+	// Upload staging is only written by the host: write-combined memory suits it (and the
+	// fake driver scribbles over it after each wait, so nothing may rely on what it held).
+	const upload = HostAllocPortable | HostAllocWriteCombined
+	if err := growHost(&s.hSrc, src, upload); err != nil {
 		return err
 	}
-	if err := growHost(&s.hJobs, jobs); err != nil {
+	if err := growHost(&s.hJobs, jobs, upload); err != nil {
 		return err
 	}
-	if err := growHost(&s.hDst, dst); err != nil {
+	if err := growHost(&s.hDst, dst, HostAllocPortable); err != nil {
 		return err
 	}
 	if err := growDev(&s.dSrc, &s.nSrc, src); err != nil {

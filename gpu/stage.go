@@ -7,11 +7,18 @@ import (
 	"github.com/packer-dev/packer/transforms"
 )
 
-// stageSources copies each image's pixels to its place in the batch's source buffer.
+// stageSources copies the region of each image that its kept pixels read (planBatch's
+// regions: the rows under the vertical support, the columns under the horizontal one) to its
+// place in the batch's source buffer, row by row.
 func (p *batchPlan) stageSources(imgs []transforms.Image, src []byte) {
 	for i, im := range imgs {
-		n := im.W * im.H * im.C
-		copy(src[p.srcOffs[i]:p.srcOffs[i]+n], im.Pix[:n])
+		r, C := p.regions[i], im.C
+		row := r.w * C
+		o := p.srcOffs[i]
+		for y := 0; y < r.h; y++ {
+			s := ((r.y+y)*im.W + r.x) * C
+			copy(src[o+y*row:o+(y+1)*row], im.Pix[s:s+row])
+		}
 	}
 }
 

@@ -20,15 +20,17 @@ type decoded struct {
 // batchWorker decodes a whole job (up to deviceGroup items), transforms every frame of it with
 // one BatchResizer call, then sends the records and done markers in item order. Decoded frames
 // are copied, since a Source may reuse its buffers after emit returns; memory stays bounded by
-// workers × group × image size.
+// workers × group × image size. With a WindowResizer, frames may be windows (region decoding
+// on the CPU): only the window is copied, and the resizer gets each frame's place in its image.
 func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
+	wr, windowed := b.opts.Resizer.(WindowResizer)
 	for j := range jobs {
 		snd := sender{b: b, res: j.res}
 		items := make([]decoded, len(j.items))
 		for k, it := range j.items {
 			items[k].name = it.Name
 			items[k].err = b.opts.Source.Decode(ctx, it, func(c Clip) error {
-				if c.Windows != nil {
+				if c.Windows != nil && !windowed {
 					return errors.New("internal error: the source returned image windows to the device path")
 				}
 				own := make([]transforms.Image, len(c.Frames))
@@ -37,6 +39,9 @@ func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 					own[f].Pix = append([]byte(nil), fr.Pix...)
 				}
 				c.Frames = own
+				if c.Windows != nil {
+					c.Windows = append([]Window(nil), c.Windows...)
+				}
 				items[k].clips = append(items[k].clips, c)
 				return nil
 			})
@@ -62,15 +67,32 @@ func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
 		}
 		// Then run the device once over every frame of the group.
 		var frames []transforms.Image
+		var wins []Window
 		var dsts [][]byte
+		anyWindow := false
 		for k := range items {
 			for q, r := range results[k] {
-				frames = append(frames, items[k].clips[q].Frames...)
+				c := items[k].clips[q]
+				frames = append(frames, c.Frames...)
 				dsts = append(dsts, r.frameDsts...)
+				for f, fr := range c.Frames {
+					if c.Windows != nil {
+						wins = append(wins, c.Windows[f])
+						anyWindow = true
+					} else {
+						wins = append(wins, Window{FullW: fr.W, FullH: fr.H})
+					}
+				}
 			}
 		}
 		if len(frames) > 0 {
-			if err := b.opts.Resizer.Run(frames, dsts); err != nil {
+			var err error
+			if anyWindow {
+				err = wr.RunWindows(frames, wins, dsts)
+			} else {
+				err = b.opts.Resizer.Run(frames, dsts)
+			}
+			if err != nil {
 				return fmt.Errorf("device transform: %w", err)
 			}
 		}

@@ -70,9 +70,22 @@ type BatchResizer interface {
 	Run(imgs []transforms.Image, dsts [][]byte) error
 }
 
+// A WindowResizer is a BatchResizer that also takes region-decoded frames: imgs[i] holds
+// wins[i] of its full image, and dsts[i] gets exactly the bytes of
+// transforms.Worker.ApplyWindow. With one, Build keeps region decoding on the CPU (the
+// DecodePlan asks sources for windows) on the batch path too.
+type WindowResizer interface {
+	BatchResizer
+	RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error
+}
+
 // deviceGroup is how many items a worker decodes before handing their frames to a
-// BatchResizer in one call.
-const deviceGroup = 16
+// BatchResizer in one call; deviceGroupBytes caps the raw bytes of such a group. The
+// resizer merges the calls of concurrent workers into larger device batches.
+const (
+	deviceGroup      = 16
+	deviceGroupBytes = 32 << 20
+)
 
 // Summary reports what a build did.
 type Summary struct {
@@ -125,7 +138,8 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	if ps, ok := opts.Source.(PlannedSource); ok {
 		_, direct := opts.Source.(DirectSource)
-		ps.PlanDecode(DecodePlan{Transform: tspec, Windows: opts.Resizer == nil && !direct})
+		_, windowed := opts.Resizer.(WindowResizer)
+		ps.PlanDecode(DecodePlan{Transform: tspec, Windows: (opts.Resizer == nil || windowed) && !direct})
 	}
 	// The records' spec is decided here, before anything is decoded; a format that cannot
 	// hold it is refused before anything is written.
@@ -351,11 +365,14 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 			}
 			group = append(group, it)
 			groupSize += len(it.Raw)
-			full := groupSize >= groupBytes || len(group) >= maxGroup
+			var full bool
 			if b.opts.Resizer != nil {
-				full = full || len(group) >= deviceGroup
+				// A device group is bounded by its item count (what a worker holds decoded),
+				// not by the CPU path's small raw budget, which let 1 to 3 pre-read HD
+				// JPEGs make a whole device call.
+				full = groupSize >= deviceGroupBytes || len(group) >= deviceGroup
 			} else {
-				full = full || it.Raw == nil
+				full = groupSize >= groupBytes || len(group) >= maxGroup || it.Raw == nil
 			}
 			if full {
 				return flush()

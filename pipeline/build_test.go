@@ -31,6 +31,7 @@ type genSource struct {
 	delay bool
 	block chan struct{} // when set, Decode waits on it (cancellation tests)
 	frame FrameShape    // what Info declares; zero value: 4x3 grey frames
+	raw   int           // when set, every item carries this many pre-read bytes
 }
 
 func (s *genSource) Info() SourceInfo {
@@ -46,6 +47,9 @@ func (s *genSource) Enumerate(ctx context.Context, emit func(Item) error) error 
 		it := Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Label: int64(i % 3)}
 		if i%2 == 0 {
 			it.Raw = []byte{byte(i)} // exercise grouping of pre-read items
+		}
+		if s.raw > 0 {
+			it.Raw = make([]byte, s.raw)
 		}
 		if err := emit(it); err != nil {
 			return err

@@ -32,7 +32,8 @@
 // of it: the transform, validated once by the engine (CheckTransform), from which it derives
 // the reduced JPEG scale --fast allows and whether frames of different sizes share a clip; and
 // whether to decode only the part of each image the transform reads (Windows), which Build
-// asks only when the CPU transforms the frames.
+// asks when the CPU transforms the frames or the BatchResizer is a WindowResizer (the GPU's
+// is: region decoding stays on the CPU, the device gets each window with its offset).
 //
 // # Outputs
 //

@@ -25,8 +25,8 @@ type Clip struct {
 	Frames []transforms.Image
 	// Windows, when not nil, has one entry per frame: that frame holds only part of a larger
 	// decoded image (a decoder that skipped what the transform never reads; see
-	// transforms.Worker.ApplyWindow). Only the CPU path accepts windows: a Source returns
-	// them only when the build's DecodePlan asks for them (PlannedSource).
+	// transforms.Worker.ApplyWindow). The CPU path and a WindowResizer accept windows: a
+	// Source returns them only when the build's DecodePlan asks for them (PlannedSource).
 	Windows []Window
 	Label   int64
 	Aux     []int64
@@ -106,8 +106,8 @@ type DecodePlan struct {
 	Transform transforms.Spec
 	// Windows asks the source to decode of each image only the rectangle Transform.Region
 	// gives and to emit it as a window (Clip.Windows): the same output bytes, less decoding.
-	// Build sets it only when the frames are transformed on the CPU (no BatchResizer), the
-	// only path that accepts windows.
+	// Build sets it when the frames are transformed on the CPU (no BatchResizer) or by a
+	// WindowResizer, the paths that accept windows.
 	Windows bool
 }
 

@@ -52,5 +52,20 @@ func openDevice(want string, spec transforms.Spec, verbose bool) (pipeline.Batch
 		} // else: the device call may still run; leave the device to the process's exit
 		return fail(err)
 	}
-	return rs, summary + " (self-check passed)", func() { rs.Close(); dev.Close() }, nil
+	return windowResizer{rs}, summary + " (self-check passed)", func() { rs.Close(); dev.Close() }, nil
+}
+
+// windowResizer gives the pipeline gpu.Resizer as a pipeline.WindowResizer, so that region
+// decoding stays on the CPU with --device gpu: sources decode only the part of each image the
+// transform reads, and the device gets that window with its place in the image.
+type windowResizer struct{ *gpu.Resizer }
+
+var _ pipeline.WindowResizer = windowResizer{}
+
+func (w windowResizer) RunWindows(imgs []transforms.Image, wins []pipeline.Window, dsts [][]byte) error {
+	gw := make([]gpu.Window, len(wins))
+	for i, x := range wins {
+		gw[i] = gpu.Window(x)
+	}
+	return w.Resizer.RunWindows(imgs, gw, dsts)
 }

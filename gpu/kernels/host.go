@@ -30,7 +30,7 @@ static void run_vpass(pk_u32 gx, pk_u32 gy, pk_u32 bd, const pk_i32 *jobs, const
 static const int pk_layout_words[] = {
 	PK_J_C, PK_J_SRC_W, PK_J_SRC_OFF, PK_J_XB, PK_J_XC, PK_J_XK, PK_J_YB, PK_J_YC, PK_J_YK,
 	PK_J_X0, PK_J_X1, PK_J_Y0, PK_J_Y1, PK_J_RY0, PK_J_RY1, PK_J_MID_OFF, PK_J_OUT_W, PK_J_OUT_H,
-	PK_J_OFF_X, PK_J_OFF_Y, PK_J_DST_OFF, PK_J_HWORK, PK_J_VWORK, PK_J_LUT_OFF, PK_JOB_WORDS,
+	PK_J_OFF_X, PK_J_OFF_Y, PK_J_DST_OFF, PK_J_HWORK, PK_J_VWORK, PK_J_LUT_OFF, PK_J_SRC_X0, PK_JOB_WORDS,
 	PK_PRECISION, PK_LAYOUT_HWC, PK_LAYOUT_CHW,
 };
 static int pk_layout_len(void) { return sizeof pk_layout_words / sizeof pk_layout_words[0]; }

@@ -15,7 +15,7 @@
  *
  * A batch is described by a table of jobs, one per image, PK_JOB_WORDS int32 words each (the
  * PK_J_* indices below; gpu/plan.go writes them). Byte offsets locate each image's data in the
- * batch's source, intermediate and output buffers; int32 offsets locate its weights in the
+ * batch's source (only the region the image's kept pixels read), intermediate and output buffers; int32 offsets locate its weights in the
  * device's weight pool. Offsets are int32, so each buffer is below 2 GiB (gpu/plan.go checks).
  */
 #ifndef PACKER_RESIZE_BODY_H
@@ -42,8 +42,8 @@ typedef struct {
 
 /* Job table: int32 words per image. */
 #define PK_J_C 0        /* channels (1..4) */
-#define PK_J_SRC_W 1    /* source width */
-#define PK_J_SRC_OFF 2  /* byte offset of the source pixels (HWC, rows of SRC_W*C bytes) */
+#define PK_J_SRC_W 1    /* width of the uploaded source region (columns [SRC_X0, SRC_X0+SRC_W)) */
+#define PK_J_SRC_OFF 2  /* byte offset of the uploaded region: rows [RY0, RY1) of SRC_W*C bytes, HWC */
 #define PK_J_XB 3       /* weight-pool offset of the horizontal Bounds (2 per resized column) */
 #define PK_J_XC 4       /* weight-pool offset of the horizontal Coeffs (XK per resized column) */
 #define PK_J_XK 5       /* horizontal KSize */
@@ -65,7 +65,8 @@ typedef struct {
 #define PK_J_HWORK 21   /* horizontal-pass threads: (RY1-RY0)*(X1-X0) */
 #define PK_J_VWORK 22   /* vertical-pass threads: OUT_W*OUT_H */
 #define PK_J_LUT_OFF 23 /* uint32 offset of this image's conversion table in lut (float dtypes) */
-#define PK_JOB_WORDS 24 /* words per job */
+#define PK_J_SRC_X0 24  /* first source column of the uploaded region */
+#define PK_JOB_WORDS 25 /* words per job */
 
 /* Output layouts and element sizes (kernel parameters). */
 #define PK_LAYOUT_HWC 0
@@ -99,7 +100,9 @@ PK_FN void pk_hpass(pk_thread t, const pk_i32 *jobs, const pk_u8 *src, const pk_
 	const pk_i32 *b = wts + j[PK_J_XB] + 2 * x;
 	pk_i32 s = b[0], n = b[1];
 	const pk_i32 *k = wts + j[PK_J_XC] + x * j[PK_J_XK];
-	const pk_u8 *in = src + j[PK_J_SRC_OFF] + (sy * j[PK_J_SRC_W] + s) * C;
+	/* Only the source region under the kept pixels' support is uploaded: rows [RY0, RY1),
+	 * columns [SRC_X0, SRC_X0+SRC_W). Every tap of a kept column lies inside it. */
+	const pk_u8 *in = src + j[PK_J_SRC_OFF] + ((sy - j[PK_J_RY0]) * j[PK_J_SRC_W] + (s - j[PK_J_SRC_X0])) * C;
 	pk_u8 *out = mid + j[PK_J_MID_OFF] + (r * kw + xi) * C;
 	if (C == 3) {
 		pk_i32 a0 = 1 << (PK_PRECISION - 1), a1 = a0, a2 = a0;

@@ -17,6 +17,13 @@
  *     reads its source when it runs; the legacy default stream (0) waits for every other;
  *   - fresh device and pinned memory is filled with garbage, and freed device and pinned
  *     memory is poisoned before it is released;
+ *   - staging is scribbled over, stricter than a driver: after each wait that sees a stream's
+ *     work complete (cuEventQuery returning success, cuEventSynchronize, cuStreamSynchronize,
+ *     cuCtxSynchronize), both ends of every finished asynchronous upload from write-combined
+ *     pinned memory (the host's upload staging) and the device source of every finished copy
+ *     back are overwritten, so a batch that relies on an earlier batch's staged or device
+ *     bytes gets garbage; and the host destination of a copy back is overwritten when the copy
+ *     is enqueued, so reading a record before waiting for it gets garbage;
  *   - fakecuda_fail (found through dlsym) makes a chosen call of an entry point fail.
  * cuModuleLoadDataEx accepts PTX holding both packer entry points and otherwise fails with
  * CUDA_ERROR_INVALID_PTX and a message in the JIT error log buffer.
@@ -39,8 +46,8 @@ static pthread_t owner;
 static int have_ctx;
 static int cc_major = 9, cc_minor = 0, no_jit, loaded_kind = -1; /* see fakecuda_set_device */
 static long live_dev, live_host;
-static int event_pending[64];
-static int next_event = 1, next_stream = 1;
+static int event_pending[64], event_live[64];
+static uintptr_t event_stream[64]; /* the stream each event was last recorded on */
 
 #define OWNER_ONLY()                                            \
 	do {                                                    \
@@ -49,6 +56,8 @@ static int next_event = 1, next_stream = 1;
 	} while (0)
 
 static int inject(const char *call); /* fakecuda_fail; counts the call for fakecuda_calls */
+static void stop_streams(void);      /* the streams' threads, for cuCtxDestroy */
+static int is_write_combined(const void *p, size_t n);
 #define INJECT(name)                          \
 	do {                                  \
 		int r_ = inject(name);        \
@@ -115,6 +124,7 @@ CUresult cuCtxCreate_v2(void **ctx, unsigned flags, int dev)
 CUresult cuCtxDestroy_v2(void *ctx)
 {
 	OWNER_ONLY();
+	stop_streams();
 	have_ctx = 0;
 	if (live_dev || live_host) {
 		fprintf(stderr, "fakecuda: context destroyed with %ld device and %ld pinned allocations live\n", live_dev, live_host);
@@ -204,8 +214,14 @@ CUresult cuModuleGetFunction(void **fn, void *mod, const char *name)
  * host buffer rewritten before its stream got there sends the new bytes, as on a device.
  * Stream 0 (the legacy default stream) runs synchronously after every other stream drains. */
 enum { OP_COPY, OP_HPASS, OP_VPASS, OP_EVENT };
+enum { COPY_H2D_STAGED = 1, COPY_D2H = 2 }; /* op.copy: which ends become dead once the copy ran */
+struct span {
+	void *p;
+	size_t n;
+	struct span *next;
+};
 struct op {
-	int kind;
+	int kind, copy;
 	void *dst;
 	const void *src;
 	size_t n;
@@ -220,13 +236,17 @@ struct stream {
 	pthread_cond_t cv;
 	struct op *head, *tail;
 	int busy, quit;
+	struct span *dead; /* buffers of finished copies, scribbled at the next wait */
 };
 #define MAX_STREAMS 64
 static struct stream *streams[MAX_STREAMS];
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t ev_cv = PTHREAD_COND_INITIALIZER;
 
-static void run_op(struct op *o)
+static void take_dead(struct stream *s, int event);
+
+/* run_op runs o; s is its stream (NULL for the legacy default stream). */
+static void run_op(struct op *o, struct stream *s)
 {
 	pk_thread t;
 	switch (o->kind) {
@@ -248,6 +268,10 @@ static void run_op(struct op *o)
 					pk_vpass(t, o->p[0], o->p[1], o->p[2], o->p[3], o->p[4], o->layout, o->esize);
 		break;
 	case OP_EVENT:
+		/* The stream's finished copies so far become the event's: a wait that sees the event
+		 * complete scribbles over them (and nothing enqueued after it). */
+		if (s)
+			take_dead(s, o->event);
 		pthread_mutex_lock(&ev_mu);
 		event_pending[o->event] = 0;
 		pthread_cond_broadcast(&ev_cv);
@@ -255,6 +279,114 @@ static void run_op(struct op *o)
 		break;
 	}
 }
+
+/* note_dead records the buffers of a finished copy that no correct program reads again
+ * without rewriting them: both ends of an upload from staging, the device source of a copy
+ * back. Called by the stream's thread with s->mu held. */
+static void add_dead(struct stream *s, void *p, size_t n)
+{
+	struct span *d = malloc(sizeof *d);
+	if (!d)
+		return;
+	d->p = p;
+	d->n = n;
+	d->next = s->dead;
+	s->dead = d;
+}
+static void note_dead(struct stream *s, struct op *o)
+{
+	if (o->copy == COPY_H2D_STAGED) {
+		add_dead(s, (void *)o->src, o->n);
+		add_dead(s, o->dst, o->n);
+	} else if (o->copy == COPY_D2H) {
+		add_dead(s, (void *)o->src, o->n);
+	}
+}
+
+static long scribbles; /* bytes scribbled over, for fakecuda_scribbled */
+static struct span *event_dead[64]; /* under ev_mu: the finished copies before each event */
+
+static void free_spans(struct span *d)
+{
+	while (d) {
+		struct span *next = d->next;
+		free(d);
+		d = next;
+	}
+}
+
+/* drop_event forgets event ev's spans without scribbling (re-recorded or destroyed: they may
+ * be live again by the time anyone waits). */
+static void drop_event(int ev)
+{
+	pthread_mutex_lock(&ev_mu);
+	struct span *d = event_dead[ev];
+	event_dead[ev] = NULL;
+	pthread_mutex_unlock(&ev_mu);
+	free_spans(d);
+}
+
+static void scribble_spans(struct span *d)
+{
+	while (d) {
+		struct span *next = d->next;
+		memset(d->p, 0xD9, d->n);
+		__atomic_add_fetch(&scribbles, (long)d->n, __ATOMIC_RELAXED);
+		free(d);
+		d = next;
+	}
+}
+
+/* take_dead moves stream s's dead spans to event ev's list. Runs on s's thread. */
+static void take_dead(struct stream *s, int ev)
+{
+	pthread_mutex_lock(&s->mu);
+	struct span *d = s->dead;
+	s->dead = NULL;
+	pthread_mutex_unlock(&s->mu);
+	pthread_mutex_lock(&ev_mu);
+	while (d) {
+		struct span *next = d->next;
+		d->next = event_dead[ev];
+		event_dead[ev] = d;
+		d = next;
+	}
+	pthread_mutex_unlock(&ev_mu);
+}
+
+/* scribble_event overwrites the dead spans of event ev, which a wait has seen complete. */
+static void scribble_event(int ev)
+{
+	pthread_mutex_lock(&ev_mu);
+	struct span *d = event_dead[ev];
+	event_dead[ev] = NULL;
+	pthread_mutex_unlock(&ev_mu);
+	scribble_spans(d);
+}
+
+/* scribble overwrites the dead spans of an idle stream (all of its work is finished), its
+ * events' included. */
+static void scribble(struct stream *s, uintptr_t sh)
+{
+	pthread_mutex_lock(&s->mu);
+	struct span *d = s->dead;
+	s->dead = NULL;
+	pthread_mutex_unlock(&s->mu);
+	scribble_spans(d);
+	for (int i = 0; i < 64; i++) {
+		pthread_mutex_lock(&ev_mu);
+		int mine = event_stream[i] == sh && event_dead[i];
+		pthread_mutex_unlock(&ev_mu);
+		if (mine)
+			scribble_event(i);
+	}
+}
+
+/* forget_dead drops the dead spans inside [p, p+n): the memory is being freed. */
+static void forget_dead(const void *p, size_t n);
+
+/* fakecuda_scribbled counts the bytes scribbled over after waits. */
+long fakecuda_scribbled(void) { return __atomic_load_n(&scribbles, __ATOMIC_RELAXED); }
 
 static void *stream_main(void *arg)
 {
@@ -269,8 +401,10 @@ static void *stream_main(void *arg)
 		s->busy = 1;
 		pthread_mutex_unlock(&s->mu);
 		usleep(200); /* the device takes its time */
-		run_op(o);
+		run_op(o, s);
 		pthread_mutex_lock(&s->mu);
+		if (o->kind == OP_COPY && o->copy)
+			note_dead(s, o);
 		s->head = o->next;
 		if (!s->head)
 			s->tail = NULL;
@@ -297,13 +431,104 @@ static void drain_all(void)
 			drain(streams[i]);
 }
 
+static void scribble_all(void)
+{
+	for (int i = 0; i < MAX_STREAMS; i++)
+		if (streams[i])
+			scribble(streams[i], (uintptr_t)i);
+}
+
+static void drop_overlapping(struct span **pp, const char *lo, const char *hi)
+{
+	while (*pp) {
+		struct span *d = *pp;
+		if ((const char *)d->p < hi && (const char *)d->p + d->n > lo) {
+			*pp = d->next;
+			free(d);
+		} else {
+			pp = &d->next;
+		}
+	}
+}
+
+static void forget_dead(const void *p, size_t n)
+{
+	const char *lo = p, *hi = lo + n;
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = streams[i];
+		if (!s)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		drop_overlapping(&s->dead, lo, hi);
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_lock(&ev_mu);
+	for (int i = 0; i < 64; i++)
+		drop_overlapping(&event_dead[i], lo, hi);
+	pthread_mutex_unlock(&ev_mu);
+}
+
+static void destroy_stream_state(struct stream *s)
+{
+	free_spans(s->dead);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+}
+
+/* stop_streams ends every stream's thread (after its queue) and forgets the streams and
+ * events, as destroying the context does. */
+static void stop_streams(void)
+{
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = streams[i];
+		if (!s)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		s->quit = 1;
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->thread, NULL);
+		streams[i] = NULL;
+		destroy_stream_state(s);
+	}
+	for (int i = 0; i < 64; i++)
+		drop_event(i);
+	pthread_mutex_lock(&ev_mu);
+	memset(event_live, 0, sizeof event_live);
+	memset(event_pending, 0, sizeof event_pending);
+	pthread_mutex_unlock(&ev_mu);
+}
+
+/* max_busy is the most streams seen with work queued at once (fakecuda_max_busy). */
+static int max_busy;
+
+static void note_busy(void)
+{
+	int n = 0;
+	for (int i = 0; i < MAX_STREAMS; i++) {
+		struct stream *s = streams[i];
+		if (!s)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		n += s->head != NULL;
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (n > __atomic_load_n(&max_busy, __ATOMIC_RELAXED))
+		__atomic_store_n(&max_busy, n, __ATOMIC_RELAXED);
+}
+
+/* fakecuda_max_busy returns the most streams that had work queued at the same time since the
+ * last call, and starts counting again. */
+int fakecuda_max_busy(void) { return __atomic_exchange_n(&max_busy, 0, __ATOMIC_RELAXED); }
+
 /* enqueue hands o to stream s, or runs it now on the legacy default stream. */
 static CUresult enqueue(void *sh, struct op *o)
 {
 	uintptr_t i = (uintptr_t)sh;
 	if (i == 0) {
 		drain_all();
-		run_op(o);
+		run_op(o, NULL);
 		free(o);
 		return 0;
 	}
@@ -320,6 +545,7 @@ static CUresult enqueue(void *sh, struct op *o)
 	s->tail = o;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+	note_busy();
 	return 0;
 }
 
@@ -455,6 +681,7 @@ CUresult cuMemFree_v2(uint64_t p)
 		/* The driver frees device memory only when the work using it is done; so does this. */
 		drain_all();
 		char *m = (char *)(uintptr_t)p - sizeof(size_t);
+		forget_dead(m + sizeof(size_t), *(size_t *)m);
 		memset(m + sizeof(size_t), 0x5A, *(size_t *)m); /* poison: a later read sees garbage */
 		free(m);
 		live_dev--;
@@ -469,12 +696,13 @@ CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n)
 	memcpy((void *)(uintptr_t)dst, src, n);
 	return 0;
 }
-static CUresult copy_async(void *dst, const void *src, size_t n, void *s)
+static CUresult copy_async(void *dst, const void *src, size_t n, void *s, int copy)
 {
 	struct op *o = calloc(1, sizeof *o);
 	if (!o)
 		return 2;
 	o->kind = OP_COPY;
+	o->copy = copy;
 	o->dst = dst;
 	o->src = src;
 	o->n = n;
@@ -484,13 +712,36 @@ CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *s)
 {
 	OWNER_ONLY();
 	INJECT("cuMemcpyHtoDAsync_v2");
-	return copy_async((void *)(uintptr_t)dst, src, n, s);
+	return copy_async((void *)(uintptr_t)dst, src, n, s, is_write_combined(src, n) ? COPY_H2D_STAGED : 0);
 }
 CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, void *s)
 {
 	OWNER_ONLY();
 	INJECT("cuMemcpyDtoHAsync_v2");
-	return copy_async(dst, (const void *)(uintptr_t)src, n, s);
+	/* Until the copy runs, the destination holds nothing a reader may use. */
+	memset(dst, 0xE7, n);
+	return copy_async(dst, (const void *)(uintptr_t)src, n, s, COPY_D2H);
+}
+
+/* Write-combined pinned allocations (CU_MEMHOSTALLOC_WRITECOMBINED): the host's upload
+ * staging, whose uploads' ends are scribbled over after waits. */
+#define MAX_WC 256
+static struct {
+	char *p;
+	size_t n;
+} wc[MAX_WC];
+static pthread_mutex_t wc_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int is_write_combined(const void *p, size_t n)
+{
+	const char *c = p;
+	int r = 0;
+	pthread_mutex_lock(&wc_mu);
+	for (int i = 0; i < MAX_WC; i++)
+		if (wc[i].p && c >= wc[i].p && c + n <= wc[i].p + wc[i].n)
+			r = 1;
+	pthread_mutex_unlock(&wc_mu);
+	return r;
 }
 
 CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
@@ -502,6 +753,21 @@ CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 	if (!m)
 		return 2;
 	memset(m, 0xC3, sz); /* pinned memory is not zeroed either */
+	if (flags & 0x04) {
+		int i;
+		pthread_mutex_lock(&wc_mu);
+		for (i = 0; i < MAX_WC && wc[i].p; i++)
+			;
+		if (i < MAX_WC) {
+			wc[i].p = m;
+			wc[i].n = sz;
+		}
+		pthread_mutex_unlock(&wc_mu);
+		if (i == MAX_WC) {
+			free(m);
+			return 2;
+		}
+	}
 	live_host++;
 	*p = m;
 	return 0;
@@ -510,8 +776,15 @@ CUresult cuMemFreeHost(void *p)
 {
 	OWNER_ONLY();
 	drain_all(); /* the driver waits for copies from or to the buffer */
-	if (p)
+	if (p) {
+		forget_dead(p, malloc_usable_size(p));
+		pthread_mutex_lock(&wc_mu);
+		for (int i = 0; i < MAX_WC; i++)
+			if (wc[i].p == p)
+				wc[i].p = NULL;
+		pthread_mutex_unlock(&wc_mu);
 		memset(p, 0x5A, malloc_usable_size(p)); /* poison: a later read sees garbage */
+	}
 	free(p);
 	live_host--;
 	return 0;
@@ -523,7 +796,9 @@ CUresult cuStreamCreate(void **sp, unsigned flags)
 {
 	OWNER_ONLY();
 	INJECT("cuStreamCreate");
-	int i = next_stream;
+	int i = 1; /* handles of destroyed streams are reused */
+	while (i < MAX_STREAMS && streams[i])
+		i++;
 	if (i >= MAX_STREAMS)
 		return 2;
 	struct stream *s = calloc(1, sizeof *s);
@@ -536,7 +811,6 @@ CUresult cuStreamCreate(void **sp, unsigned flags)
 		return 2;
 	}
 	streams[i] = s;
-	next_stream++;
 	*sp = (void *)(uintptr_t)i;
 	return 0;
 }
@@ -553,7 +827,7 @@ CUresult cuStreamDestroy_v2(void *sh)
 	pthread_mutex_unlock(&s->mu);
 	pthread_join(s->thread, NULL);
 	streams[i] = NULL;
-	free(s);
+	destroy_stream_state(s);
 	return 0;
 }
 CUresult cuStreamSynchronize(void *sh)
@@ -563,11 +837,13 @@ CUresult cuStreamSynchronize(void *sh)
 	uintptr_t i = (uintptr_t)sh;
 	if (i == 0) {
 		drain_all();
+		scribble_all();
 		return 0;
 	}
 	if (i >= MAX_STREAMS || !streams[i])
 		return 400;
 	drain(streams[i]);
+	scribble(streams[i], i);
 	return 0;
 }
 CUresult cuCtxSynchronize(void)
@@ -575,18 +851,32 @@ CUresult cuCtxSynchronize(void)
 	OWNER_ONLY();
 	INJECT("cuCtxSynchronize");
 	drain_all();
+	scribble_all();
 	return 0;
 }
 CUresult cuEventCreate(void **e, unsigned flags)
 {
 	OWNER_ONLY();
 	INJECT("cuEventCreate");
-	if (next_event >= 64)
+	int i = 1; /* handles of destroyed events are reused */
+	while (i < 64 && event_live[i])
+		i++;
+	if (i >= 64)
 		return 2;
-	*e = (void *)(uintptr_t)(next_event++);
+	event_live[i] = 1;
+	*e = (void *)(uintptr_t)i;
 	return 0;
 }
-CUresult cuEventDestroy_v2(void *e) { OWNER_ONLY(); return 0; }
+CUresult cuEventDestroy_v2(void *e)
+{
+	OWNER_ONLY();
+	uintptr_t i = (uintptr_t)e;
+	if (i == 0 || i >= 64 || !event_live[i])
+		return 400;
+	drop_event((int)i);
+	event_live[i] = 0;
+	return 0;
+}
 CUresult cuEventRecord(void *e, void *s)
 {
 	OWNER_ONLY();
@@ -597,8 +887,10 @@ CUresult cuEventRecord(void *e, void *s)
 		return 2;
 	o->kind = OP_EVENT;
 	o->event = i;
+	drop_event(i);
 	pthread_mutex_lock(&ev_mu);
 	event_pending[i] = 1;
+	event_stream[i] = (uintptr_t)s;
 	pthread_mutex_unlock(&ev_mu);
 	return enqueue(s, o);
 }
@@ -609,7 +901,10 @@ CUresult cuEventQuery(void *e)
 	pthread_mutex_lock(&ev_mu);
 	int p = event_pending[(uintptr_t)e % 64];
 	pthread_mutex_unlock(&ev_mu);
-	return p ? 600 /* CUDA_ERROR_NOT_READY */ : 0;
+	if (p)
+		return 600; /* CUDA_ERROR_NOT_READY */
+	scribble_event((int)((uintptr_t)e % 64));
+	return 0;
 }
 CUresult cuEventSynchronize(void *e)
 {
@@ -619,6 +914,7 @@ CUresult cuEventSynchronize(void *e)
 	while (event_pending[(uintptr_t)e % 64])
 		pthread_cond_wait(&ev_cv, &ev_mu);
 	pthread_mutex_unlock(&ev_mu);
+	scribble_event((int)((uintptr_t)e % 64));
 	return 0;
 }
 CUresult cuEventElapsedTime(float *ms, void *a, void *b) { OWNER_ONLY(); *ms = 0.5f; return 0; }
