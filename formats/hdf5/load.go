@@ -1,0 +1,225 @@
+package hdf5
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// ErrNoLibrary is wrapped by the error of every HDF5 operation when libhdf5 cannot be loaded.
+var ErrNoLibrary = errors.New("libhdf5 could not be loaded")
+
+// LibraryEnv names the environment variable that, when set, is the one libhdf5 to load: a file
+// name searched as the dynamic loader searches (LD_LIBRARY_PATH, the ld.so cache), or a path.
+const LibraryEnv = "PACKER_LIBHDF5"
+
+// InstallHint says which package provides the library.
+const InstallHint = "install it: Debian 12, Ubuntu 22.04: apt-get install libhdf5-103-1; Ubuntu 24.04: apt-get install libhdf5-103-1t64; Fedora: dnf install hdf5; or set " + LibraryEnv + " to the library's path"
+
+// libraryNames are the sonames tried in order when LibraryEnv is not set: Debian and Ubuntu's
+// serial build of HDF5 1.10 (the release the package is tested with and the only one whose
+// output bytes are pinned), the plain name other distributions give it, then the names of
+// 1.14 (310) and 1.12 (200), and last the unversioned development link.
+func libraryNames() []string {
+	if runtime.GOOS == "darwin" {
+		return []string{"libhdf5.103.dylib", "libhdf5.310.dylib", "libhdf5.200.dylib", "libhdf5.dylib"}
+	}
+	return []string{
+		"libhdf5_serial.so.103", "libhdf5.so.103",
+		"libhdf5_serial.so.310", "libhdf5.so.310",
+		"libhdf5_serial.so.200", "libhdf5.so.200",
+		"libhdf5_serial.so", "libhdf5.so",
+	}
+}
+
+var (
+	loadOnce sync.Once
+	loadErr  error
+)
+
+// Load loads libhdf5 if it is not loaded yet and reports whether it could. Every function of the
+// package that touches an HDF5 file calls it first; a command calls it up front to refuse
+// --format hdf5 before doing any work. The error wraps ErrNoLibrary, names the files tried and
+// the package to install.
+func Load() error {
+	loadOnce.Do(func() { loadErr = load() })
+	return loadErr
+}
+
+func load() error {
+	names := libraryNames()
+	if v := os.Getenv(LibraryEnv); v != "" {
+		names = []string{v}
+	}
+	var why []string
+	var buf [512]C.char
+	for _, name := range names {
+		cn := C.CString(name)
+		rc := C.pk_load(cn, &buf[0], C.size_t(len(buf)))
+		C.free(unsafe.Pointer(cn))
+		if rc == 0 {
+			return nil
+		}
+		why = append(why, C.GoString(&buf[0]))
+	}
+	// dlopen's message for a missing file is "NAME: cannot open shared object file: No such file
+	// or directory"; one line per name tried would bury the hint.
+	detail := strings.Join(why, "; ")
+	if allMissing(why) {
+		detail = "tried " + strings.Join(names, ", ")
+	}
+	return fmt.Errorf("%w (%s): %s", ErrNoLibrary, InstallHint, detail)
+}
+
+func allMissing(why []string) bool {
+	for _, w := range why {
+		if !strings.Contains(w, "No such file") {
+			return false
+		}
+	}
+	return true
+}
+
+// handle is an open HDF5 object (file, dataset, datatype, dataspace, property list) and the
+// call that closes it. Close is idempotent.
+type handle struct {
+	id    int64
+	close func(C.hid_t) C.herr_t
+}
+
+func (h *handle) ID() int64 { return h.id }
+
+// Close releases the object. The caller is inside lib.
+func (h *handle) Close() error {
+	if h == nil || h.id < 0 {
+		return nil
+	}
+	rc := h.close(C.hid_t(h.id))
+	h.id = -1
+	if rc < 0 {
+		return errors.New("close failed")
+	}
+	return nil
+}
+
+// newHandle wraps id, or returns an error when id is negative (the call failed).
+func newHandle(id C.hid_t, close func(C.hid_t) C.herr_t) (*handle, error) {
+	if id < 0 {
+		return nil, fmt.Errorf("returned %d", int64(id))
+	}
+	return &handle{id: int64(id), close: close}, nil
+}
+
+func closeFile(id C.hid_t) C.herr_t     { return C.pk_fclose(id) }
+func closeDataset(id C.hid_t) C.herr_t  { return C.pk_dclose(id) }
+func closeType(id C.hid_t) C.herr_t     { return C.pk_tclose(id) }
+func closeSpace(id C.hid_t) C.herr_t    { return C.pk_sclose(id) }
+func closePropList(id C.hid_t) C.herr_t { return C.pk_pclose(id) }
+func closeGroup(id C.hid_t) C.herr_t    { return C.pk_gclose(id) }
+
+// createFile creates (truncates) an HDF5 file with default properties.
+func createFile(name string) (*handle, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	return newHandle(C.pk_fcreate(cn), closeFile)
+}
+
+// openFile opens an HDF5 file read-only.
+func openFile(name string) (*handle, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	return newHandle(C.pk_fopen(cn), closeFile)
+}
+
+// Predefined types, copied by copyType.
+const (
+	typeU8LE  = C.PK_T_STD_U8LE
+	typeI64LE = C.PK_T_STD_I64LE
+	typeF32LE = C.PK_T_IEEE_F32LE
+	typeCS1   = C.PK_T_C_S1
+	plistDCPL = C.PK_P_DATASET_CREATE
+	plistDAPL = C.PK_P_DATASET_ACCESS
+	maxRank   = 32
+	unlimDim  = ^uint64(0) // H5S_UNLIMITED
+)
+
+// copyType returns a transient copy of a predefined type.
+func copyType(which C.int) (*handle, error) {
+	return newHandle(C.pk_type_copy(which), closeType)
+}
+
+// newPropList creates a property list of class which (plistDCPL, plistDAPL).
+func newPropList(which C.int) (*handle, error) {
+	return newHandle(C.pk_plist_create(which), closePropList)
+}
+
+func hsizes(d []uint64) (*C.hsize_t, error) {
+	if len(d) == 0 || len(d) > maxRank {
+		return nil, fmt.Errorf("rank %d", len(d))
+	}
+	c := make([]C.hsize_t, len(d))
+	for i, v := range d {
+		c[i] = C.hsize_t(v)
+	}
+	return &c[0], nil
+}
+
+// createSimpleSpace makes a dataspace of the current and maximum dimensions.
+func createSimpleSpace(cur, max []uint64) (*handle, error) {
+	if len(cur) != len(max) {
+		return nil, fmt.Errorf("rank %d with %d maximum dimensions", len(cur), len(max))
+	}
+	c, err := hsizes(cur)
+	if err != nil {
+		return nil, err
+	}
+	m, _ := hsizes(max)
+	return newHandle(C.pk_simple_space(C.int(len(cur)), c, m), closeSpace)
+}
+
+// setChunk sets the chunk dimensions of a dataset creation property list.
+func setChunk(dcpl *handle, dims []uint64) error {
+	c, err := hsizes(dims)
+	if err != nil {
+		return err
+	}
+	if C.pk_set_chunk(hid(dcpl.id), C.int(len(dims)), c) < 0 {
+		return errors.New("H5Pset_chunk failed")
+	}
+	return nil
+}
+
+// setChunkCache sets the raw data chunk cache of a dataset access property list.
+func setChunkCache(dapl *handle, slots, bytes int, w0 float64) error {
+	if C.pk_set_chunk_cache(hid(dapl.id), C.size_t(slots), C.size_t(bytes), C.double(w0)) < 0 {
+		return errors.New("H5Pset_chunk_cache failed")
+	}
+	return nil
+}
+
+// createDataset creates dataset name under loc with the given type, space and creation
+// properties.
+func createDataset(loc *handle, name string, t, space, dcpl *handle) (*handle, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	return newHandle(C.pk_dcreate(hid(loc.id), cn, hid(t.id), hid(space.id), hid(dcpl.id)), closeDataset)
+}
+
+// openDataset opens dataset name under loc, with access properties dapl (nil: the defaults).
+func openDataset(loc *handle, name string, dapl *handle) (*handle, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	a := C.hid_t(0) // H5P_DEFAULT
+	if dapl != nil {
+		a = hid(dapl.id)
+	}
+	return newHandle(C.pk_dopen(hid(loc.id), cn, a), closeDataset)
+}
