@@ -78,4 +78,7 @@ echo "== python reader (pytest)"
 echo "== wheel: a clean venv, pip install, packer --version, a build, read back (scripts/test-wheel.sh)"
 bash scripts/test-wheel.sh
 
+echo "== a bare machine: the release binary in a debootstrap minbase root, build and verify (scripts/test-bare.sh)"
+bash scripts/test-bare.sh
+
 echo "== all tests passed"
