@@ -103,6 +103,10 @@ in_root() {
 }
 show() { sed 's/^/  /' "$tmp/out.log"; }
 
+echo "test-bare: chroot: ldd /packer (the root's own ldd and loader)"
+in_root ldd /packer || { show; echo "test-bare: FAILED: ldd in the root" >&2; exit 1; }
+show
+if grep -q 'not found' "$tmp/out.log"; then echo "test-bare: FAILED: a library is missing in the root" >&2; exit 1; fi
 echo "test-bare: chroot: /packer --version"
 in_root /packer --version || { show; echo "test-bare: FAILED: packer does not start in the bare root" >&2; exit 1; }
 show
