@@ -39,6 +39,9 @@ for target in darwin/arm64 darwin/amd64 freebsd/amd64 openbsd/amd64 windows/amd6
   GOOS=${target%/*} GOARCH=${target#*/} CGO_ENABLED=0 go build ./shard
 done
 
+echo "== the command builds without cgo (it then refuses JPEG and HDF5, with a message saying why)"
+CGO_ENABLED=0 go build -o /dev/null ./cmd/packer
+
 echo "== go test -race"
 go test -race -count=1 -timeout 40m ./...
 

@@ -20,6 +20,8 @@
 // cgo with a C compiler (gcc) and the HDF5 headers (1.10 or later), for the library's types
 // only: on Debian and Ubuntu, `apt-get install gcc libhdf5-dev`; the #cgo lines point at
 // /usr/include/hdf5/serial, or /usr/local/include elsewhere. No library is needed at link time.
+// Without cgo the package still builds (nocgo.go), and every HDF5 operation fails with
+// ErrNoLibrary saying the binary was built without cgo.
 // libhdf5 opens files with best-effort file locking; on a file system without locks set
 // HDF5_USE_FILE_LOCKING=FALSE.
 //

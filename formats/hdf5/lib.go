@@ -13,7 +13,6 @@ package hdf5
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -46,9 +45,6 @@ func lib(fn func() error) error {
 	C.pk_silence()
 	return fn()
 }
-
-// ErrHDF5 is wrapped by every error that comes from libhdf5 itself.
-var ErrHDF5 = errors.New("hdf5: library error")
 
 // h5error describes the failure of an HDF5 call: what was attempted, and the innermost message
 // of the library's error stack. It must run on the thread that made the failing call (inside lib).
@@ -136,15 +132,6 @@ func dims(ds *handle) (cur, max []uint64, err error) {
 		cur[i], max[i] = uint64(d[i]), uint64(m[i])
 	}
 	return cur, max, nil
-}
-
-// typeInfo describes a dataset's element type.
-type typeInfo struct {
-	class   int // C.H5T_class_t
-	size    int
-	signed  bool
-	order   int // C.H5T_order_t, or -1
-	vlenStr bool
 }
 
 const (

@@ -10,19 +10,8 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"unsafe"
 )
-
-// ErrNoLibrary is wrapped by the error of every HDF5 operation when libhdf5 cannot be loaded.
-var ErrNoLibrary = errors.New("libhdf5 could not be loaded")
-
-// LibraryEnv names the environment variable that, when set, is the one libhdf5 to load: a file
-// name searched as the dynamic loader searches (LD_LIBRARY_PATH, the ld.so cache), or a path.
-const LibraryEnv = "PACKER_LIBHDF5"
-
-// InstallHint says which package provides the library.
-const InstallHint = "install it: Debian 12, Ubuntu 22.04: apt-get install libhdf5-103-1; Ubuntu 24.04: apt-get install libhdf5-103-1t64; Fedora: dnf install hdf5; or set " + LibraryEnv + " to the library's path"
 
 // libraryNames are the sonames tried in order when LibraryEnv is not set: Debian and Ubuntu's
 // serial build of HDF5 1.10 (the release the package is tested with and the only one whose
@@ -38,20 +27,6 @@ func libraryNames() []string {
 		"libhdf5_serial.so.200", "libhdf5.so.200",
 		"libhdf5_serial.so", "libhdf5.so",
 	}
-}
-
-var (
-	loadOnce sync.Once
-	loadErr  error
-)
-
-// Load loads libhdf5 if it is not loaded yet and reports whether it could. Every function of the
-// package that touches an HDF5 file calls it first; a command calls it up front to refuse
-// --format hdf5 before doing any work. The error wraps ErrNoLibrary, names the files tried and
-// the package to install.
-func Load() error {
-	loadOnce.Do(func() { loadErr = load() })
-	return loadErr
 }
 
 func load() error {
@@ -88,42 +63,20 @@ func allMissing(why []string) bool {
 	return true
 }
 
-// handle is an open HDF5 object (file, dataset, datatype, dataspace, property list) and the
-// call that closes it. Close is idempotent.
-type handle struct {
-	id    int64
-	close func(C.hid_t) C.herr_t
-}
-
-func (h *handle) ID() int64 { return h.id }
-
-// Close releases the object. The caller is inside lib.
-func (h *handle) Close() error {
-	if h == nil || h.id < 0 {
-		return nil
-	}
-	rc := h.close(C.hid_t(h.id))
-	h.id = -1
-	if rc < 0 {
-		return errors.New("close failed")
-	}
-	return nil
-}
-
 // newHandle wraps id, or returns an error when id is negative (the call failed).
-func newHandle(id C.hid_t, close func(C.hid_t) C.herr_t) (*handle, error) {
+func newHandle(id C.hid_t, close func(int64) bool) (*handle, error) {
 	if id < 0 {
 		return nil, fmt.Errorf("returned %d", int64(id))
 	}
 	return &handle{id: int64(id), close: close}, nil
 }
 
-func closeFile(id C.hid_t) C.herr_t     { return C.pk_fclose(id) }
-func closeDataset(id C.hid_t) C.herr_t  { return C.pk_dclose(id) }
-func closeType(id C.hid_t) C.herr_t     { return C.pk_tclose(id) }
-func closeSpace(id C.hid_t) C.herr_t    { return C.pk_sclose(id) }
-func closePropList(id C.hid_t) C.herr_t { return C.pk_pclose(id) }
-func closeGroup(id C.hid_t) C.herr_t    { return C.pk_gclose(id) }
+func closeFile(id int64) bool     { return C.pk_fclose(C.hid_t(id)) >= 0 }
+func closeDataset(id int64) bool  { return C.pk_dclose(C.hid_t(id)) >= 0 }
+func closeType(id int64) bool     { return C.pk_tclose(C.hid_t(id)) >= 0 }
+func closeSpace(id int64) bool    { return C.pk_sclose(C.hid_t(id)) >= 0 }
+func closePropList(id int64) bool { return C.pk_pclose(C.hid_t(id)) >= 0 }
+func closeGroup(id int64) bool    { return C.pk_gclose(C.hid_t(id)) >= 0 }
 
 // createFile creates (truncates) an HDF5 file with default properties.
 func createFile(name string) (*handle, error) {
@@ -139,26 +92,25 @@ func openFile(name string) (*handle, error) {
 	return newHandle(C.pk_fopen(cn), closeFile)
 }
 
-// Predefined types, copied by copyType.
+// Predefined types copied by copyType, and property list classes for newPropList.
 const (
-	typeU8LE  = C.PK_T_STD_U8LE
-	typeI64LE = C.PK_T_STD_I64LE
-	typeF32LE = C.PK_T_IEEE_F32LE
-	typeCS1   = C.PK_T_C_S1
-	plistDCPL = C.PK_P_DATASET_CREATE
-	plistDAPL = C.PK_P_DATASET_ACCESS
+	typeU8LE  = int(C.PK_T_STD_U8LE)
+	typeI64LE = int(C.PK_T_STD_I64LE)
+	typeF32LE = int(C.PK_T_IEEE_F32LE)
+	typeCS1   = int(C.PK_T_C_S1)
+	plistDCPL = int(C.PK_P_DATASET_CREATE)
+	plistDAPL = int(C.PK_P_DATASET_ACCESS)
 	maxRank   = 32
-	unlimDim  = ^uint64(0) // H5S_UNLIMITED
 )
 
 // copyType returns a transient copy of a predefined type.
-func copyType(which C.int) (*handle, error) {
-	return newHandle(C.pk_type_copy(which), closeType)
+func copyType(which int) (*handle, error) {
+	return newHandle(C.pk_type_copy(C.int(which)), closeType)
 }
 
 // newPropList creates a property list of class which (plistDCPL, plistDAPL).
-func newPropList(which C.int) (*handle, error) {
-	return newHandle(C.pk_plist_create(which), closePropList)
+func newPropList(which int) (*handle, error) {
+	return newHandle(C.pk_plist_create(C.int(which)), closePropList)
 }
 
 func hsizes(d []uint64) (*C.hsize_t, error) {
@@ -222,4 +174,36 @@ func openDataset(loc *handle, name string, dapl *handle) (*handle, error) {
 		a = hid(dapl.id)
 	}
 	return newHandle(C.pk_dopen(hid(loc.id), cn, a), closeDataset)
+}
+
+// fileSetup pins the file's object format versions (see pk_file_setup).
+func fileSetup(f *handle) error {
+	return herr(C.pk_file_setup(hid(f.id)), "set library version bounds")
+}
+
+// createGroup creates group name under loc, without object times.
+func createGroup(loc *handle, name string) (*handle, error) {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	g := C.pk_create_group(hid(loc.id), cn)
+	if g < 0 {
+		return nil, h5error("create group "+name, nil)
+	}
+	return &handle{id: int64(g), close: closeGroup}, nil
+}
+
+// makeVlenUTF8 turns a copy of the C string type into a variable-length UTF-8 string type.
+func makeVlenUTF8(t *handle) error { return herr(C.pk_make_vlen_utf8(hid(t.id)), "string type") }
+
+// makeFloat16 turns a copy of the 32-bit float type into IEEE binary16.
+func makeFloat16(t *handle) error { return herr(C.pk_make_float16(hid(t.id)), "float16 type") }
+
+// dcplSetup turns off object time tracking and, when fillType is not nil, sets a zero fill value
+// of that type (see pk_dcpl_setup).
+func dcplSetup(dcpl, fillType *handle) error {
+	ft := C.hid_t(-1)
+	if fillType != nil {
+		ft = hid(fillType.id)
+	}
+	return herr(C.pk_dcpl_setup(hid(dcpl.id), ft), "dataset creation properties")
 }

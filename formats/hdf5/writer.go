@@ -1,9 +1,5 @@
 package hdf5
 
-// #include <stdlib.h>
-// #include "shim.h"
-import "C"
-
 import (
 	"bytes"
 	"crypto/sha256"
@@ -16,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unsafe"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -138,7 +133,7 @@ func (w *writer) create() error {
 		return fmt.Errorf("hdf5: create %s: %w", w.tmp, h5error("H5Fcreate", err))
 	}
 	w.f = f
-	if err := herr(C.pk_file_setup(hid(f.ID())), "set library version bounds"); err != nil {
+	if err := fileSetup(f); err != nil {
 		return fmt.Errorf("hdf5: %s: %w", w.tmp, err)
 	}
 
@@ -190,13 +185,11 @@ func (w *writer) create() error {
 		return err
 	}
 	if len(w.cfg.Label.Aux) > 0 {
-		cn := C.CString(AuxGroup)
-		g := C.pk_create_group(hid(f.ID()), cn)
-		C.free(unsafe.Pointer(cn))
-		if g < 0 {
-			return fmt.Errorf("hdf5: %s: %w", w.tmp, h5error("create group "+AuxGroup, nil))
+		g, err := createGroup(f, AuxGroup)
+		if err != nil {
+			return fmt.Errorf("hdf5: %s: %w", w.tmp, err)
 		}
-		C.pk_gclose(g)
+		g.Close()
 		for _, a := range w.cfg.Label.Aux {
 			c, err := w.newColumn(AuxGroup+"/"+a, i64, nil, 8, labelChunkRows)
 			if err != nil {
@@ -211,7 +204,7 @@ func (w *writer) create() error {
 			return fmt.Errorf("hdf5: string type: %w", h5error("H5Tcopy", err))
 		}
 		defer st.Close()
-		if err := herr(C.pk_make_vlen_utf8(hid(st.ID())), "string type"); err != nil {
+		if err := makeVlenUTF8(st); err != nil {
 			return fmt.Errorf("hdf5: %w", err)
 		}
 		ds, err := w.createDataset(MetaName, st, nil, metaChunkRows, false)
@@ -225,7 +218,7 @@ func (w *writer) create() error {
 
 // imageType returns the HDF5 file type for a sample dtype; the caller closes it.
 func imageType(d shard.DType) (*handle, error) {
-	var base C.int
+	var base int
 	switch d {
 	case shard.Uint8:
 		base = typeU8LE
@@ -239,7 +232,7 @@ func imageType(d shard.DType) (*handle, error) {
 		return nil, fmt.Errorf("hdf5: datatype: %w", h5error("H5Tcopy", err))
 	}
 	if d == shard.Float16 {
-		if err := herr(C.pk_make_float16(hid(t.ID())), "float16 type"); err != nil {
+		if err := makeFloat16(t); err != nil {
 			t.Close()
 			return nil, fmt.Errorf("hdf5: %w", err)
 		}
@@ -266,11 +259,11 @@ func (w *writer) createDataset(name string, t *handle, shape []uint64, chunkRows
 	if err := setChunk(dcpl, chunk); err != nil {
 		return nil, fmt.Errorf("hdf5: chunk %v for %s: %w", chunk, name, h5error("H5Pset_chunk", err))
 	}
-	fillType := C.hid_t(-1)
+	var fillType *handle // nil: no fill value
 	if fill {
-		fillType = hid(t.ID())
+		fillType = t
 	}
-	if err := herr(C.pk_dcpl_setup(hid(dcpl.ID()), fillType), "dataset creation properties"); err != nil {
+	if err := dcplSetup(dcpl, fillType); err != nil {
 		return nil, fmt.Errorf("hdf5: %s: %w", name, err)
 	}
 	ds, err := createDataset(w.f, name, t, space, dcpl)
