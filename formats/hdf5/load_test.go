@@ -40,8 +40,8 @@ func missingLibraryChild(t *testing.T) {
 	}
 	t.Log(err)
 	dir := t.TempDir()
-	if _, err := OpenFile(filepath.Join(dir, DataFile)); !errors.Is(err, ErrNoLibrary) {
-		t.Errorf("OpenFile: %v, want ErrNoLibrary", err)
+	if _, err := OpenFile(filepath.Join(dir, DataFile)); !errors.Is(err, ErrNoLibrary) || !strings.Contains(err.Error(), filepath.Join(dir, DataFile)) {
+		t.Errorf("OpenFile: %v, want ErrNoLibrary naming the file", err)
 	}
 	if a, b, c := LibraryVersion(); a != 0 || b != 0 || c != 0 {
 		t.Errorf("LibraryVersion: %d.%d.%d without a library", a, b, c)

@@ -60,6 +60,9 @@ func Open(dir string) (*Reader, error) {
 
 // OpenFile opens an HDF5 file written by this package. Errors name the file and the dataset.
 func OpenFile(path string) (*Reader, error) {
+	if err := Load(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	r := &Reader{path: path}
 	err := lib(func() error {
 		if err := r.open(); err != nil {

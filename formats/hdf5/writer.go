@@ -87,6 +87,9 @@ func New(cfg output.Config) (output.Output, error) {
 			return nil, err
 		}
 	}
+	if err := Load(); err != nil {
+		return nil, fmt.Errorf("hdf5: %s: %w", cfg.Dir, err)
+	}
 	w := &writer{
 		cfg: cfg,
 		tmp: filepath.Join(cfg.Dir, DataFile+".tmp"),
