@@ -3,26 +3,34 @@
 # `packer` console entry point, plus the packer_reader package. NumPy is its only requirement;
 # torch, h5py and crc32c are the extras [torch], [hdf5] and [crc].
 #
-#   bash scripts/build-wheel.sh            # dist/packer_reader-<version>-py3-none-linux_x86_64.whl
+#   bash scripts/build-wheel.sh            # dist/packer_reader-<version>-py3-none-manylinux_2_34_x86_64.whl
 #   pip install dist/packer_reader-*.whl   # then: packer --version; python -c "import packer_reader"
 #
-# Linux x86-64 only, built on the host: the binary needs cgo (libjpeg-turbo, libhdf5), so an
-# aarch64 wheel needs an aarch64 machine (or a cross C toolchain with arm64 libjpeg and libhdf5,
-# which this script does not set up). The platform tag is linux_<arch>, not manylinux: the binary
-# still links libjpeg62-turbo and libhdf5 dynamically (Debian: apt-get install libjpeg62-turbo
-# libhdf5-103-1), which the manylinux policy does not allow. Once they are linked statically the
-# tag can become manylinux_2_<glibc>.
+# Linux x86-64 only, built on the host: the binary needs cgo (libjpeg-turbo), so an aarch64 wheel
+# needs an aarch64 machine (or a cross C toolchain with arm64 libjpeg and HDF5 headers, which this
+# script does not set up). The binary is scripts/build-release.sh's: libjpeg-turbo linked
+# statically, libhdf5 and libcuda opened with dlopen only when used, and `ldd` listing only glibc's
+# own libraries, which is what the manylinux policy allows. The platform tag is
+# manylinux_2_<y>_<arch>, where 2.y is the highest glibc symbol version the binary references
+# (objdump -T; 2.34 when built on Debian bookworm's glibc 2.36: __libc_start_main, pthread_* and
+# dl* moved into libc.so.6 at 2.34), so pip installs it on glibc 2.34 or later only. Without
+# objdump the tag stays linux_<arch>, which pip installs anywhere but PyPI refuses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-dist}
 case "$(go env GOOS)/$(go env GOARCH)" in
-  linux/amd64) plat=linux_x86_64 ;;
-  linux/arm64) plat=linux_aarch64 ;;
+  linux/amd64) arch=x86_64 ;;
+  linux/arm64) arch=aarch64 ;;
   *) echo "build-wheel: unsupported platform $(go env GOOS)/$(go env GOARCH)" >&2; exit 1 ;;
 esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-CGO_ENABLED=1 go build -trimpath -o "$tmp/packer" ./cmd/packer
+bash scripts/build-release.sh "$tmp/packer" >/dev/null
+plat=linux_$arch
+if command -v objdump >/dev/null 2>&1; then
+  glibc=$(objdump -T "$tmp/packer" | grep -o 'GLIBC_2\.[0-9]*' | sort -uV | tail -1 | sed 's/^GLIBC_2\.//')
+  [ -n "$glibc" ] && plat=manylinux_2_${glibc}_$arch
+fi
 want=$(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
 got=$("$tmp/packer" --version | awk '{print $2}')
 if [ "$got" != "$want" ]; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what running packer needs on Debian bookworm (or Ubuntu), and nothing for the tests:
-# the C toolchain and headers cgo builds against (gcc, libjpeg-turbo, libhdf5), ffmpeg (for
+# the C toolchain and what cgo builds against (gcc, libjpeg-turbo's libjpeg.a, linked statically,
+# and libhdf5's headers; libhdf5 itself is opened at run time for --format hdf5), ffmpeg (for
 # --from video), the Go modules; then builds the packer binary and puts it on PATH.
 #
 #   bash scripts/install.sh                  # root: /usr/local/bin/packer; else ~/.local/bin/packer
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   gcc libc6-dev pkg-config ca-certificates
-  libjpeg62-turbo-dev libhdf5-dev  # headers for the cgo build; pull in the runtime libraries
+  libjpeg62-turbo-dev libhdf5-dev  # for the cgo build; libhdf5-dev pulls in libhdf5-103-1 (run time)
   ffmpeg                           # decodes videos for --from video
 )
 if command -v dpkg-query >/dev/null 2>&1; then

@@ -39,6 +39,9 @@ for target in darwin/arm64 darwin/amd64 freebsd/amd64 openbsd/amd64 windows/amd6
   GOOS=${target%/*} GOARCH=${target#*/} CGO_ENABLED=0 go build ./shard
 done
 
+echo "== the command builds without cgo (it then refuses JPEG and HDF5, with a message saying why)"
+CGO_ENABLED=0 go build -o /dev/null ./cmd/packer
+
 echo "== go test -race"
 go test -race -count=1 -timeout 40m ./...
 
@@ -77,5 +80,8 @@ echo "== python reader (pytest)"
 
 echo "== wheel: a clean venv, pip install, packer --version, a build, read back (scripts/test-wheel.sh)"
 bash scripts/test-wheel.sh
+
+echo "== a bare machine: the release binary in a debootstrap minbase root, build and verify (scripts/test-bare.sh)"
+bash scripts/test-bare.sh
 
 echo "== all tests passed"

@@ -94,6 +94,13 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 	var bar *progress.Bar
 	total := int64(-1)
 	if m, err := readManifestQuiet(o.Dir); err == nil {
+		// A library the format needs at run time (libhdf5) that is missing is this machine's
+		// fault, not the dataset's: exit 1, not "corrupt".
+		if f, ok := outputNamed(m.Format); ok && f.needs != nil {
+			if err := f.needs(); err != nil {
+				return fmt.Errorf("%s: cannot check a %s dataset: %w", o.Dir, m.Format, err)
+			}
+		}
 		total = 0
 		for _, f := range m.Files {
 			total += f.Size

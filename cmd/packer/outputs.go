@@ -18,6 +18,9 @@ import (
 type outputFormat struct {
 	output.Entry
 	open func(dir string, m *shard.Manifest) (anyDataset, error)
+	// needs, when set, loads what writing the format needs at run time (libhdf5), so that a
+	// build or merge is refused before it starts when it is missing.
+	needs func() error
 }
 
 // outputs is the table of output formats, in the order --format's help lists them; the first
@@ -25,9 +28,9 @@ type outputFormat struct {
 // dataset by inspect and preview all come from it. Adding a format is a package exporting an
 // output.Entry and one row here.
 var outputs = []outputFormat{
-	{shards.Entry, openShards},
-	{npy.Entry, openNPY},
-	{hdf5.Entry, openHDF5},
+	{shards.Entry, openShards, nil},
+	{npy.Entry, openNPY, nil},
+	{hdf5.Entry, openHDF5, hdf5.Load},
 }
 
 // outputNamed returns the table's row of a format name.
@@ -40,9 +43,15 @@ func outputNamed(name string) (outputFormat, bool) {
 	return outputFormat{}, false
 }
 
-// outputFor returns the entry of --format name, or an error listing the formats.
+// outputFor returns the entry of --format name, or an error listing the formats, or the error
+// of a library the format needs that is missing.
 func outputFor(name string) (output.Entry, error) {
 	if o, ok := outputNamed(name); ok {
+		if o.needs != nil {
+			if err := o.needs(); err != nil {
+				return output.Entry{}, fmt.Errorf("--format %s: %w", name, err)
+			}
+		}
 		return o.Entry, nil
 	}
 	return output.Entry{}, fmt.Errorf("unknown --format %q (want %s)", name, orList(outputNames(false)))

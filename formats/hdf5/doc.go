@@ -1,22 +1,34 @@
 // Package hdf5 writes packer datasets as one HDF5 file (--format hdf5) and checks and reads them
-// back, through gonum.org/v1/hdf5 and libhdf5 (Debian: libhdf5-dev), plus a small cgo shim for
-// what the binding lacks (H5Dset_extent, object time tracking, library version bounds, a float16
-// type, variable-length strings, per-thread error silencing).
+// back, through libhdf5's C API, called from a small cgo shim (shim.c): files, datasets, types,
+// property lists, plus dataset extension (H5Dset_extent), object time tracking, library version
+// bounds, a float16 type, variable-length strings and per-thread error silencing.
+//
+// # Loading libhdf5
+//
+// libhdf5 is not linked. The shim opens it with dlopen the first time the package touches an
+// HDF5 file (Load), and resolves each function it calls, and the predefined type and property
+// list class globals (H5T_C_S1_g, ...), with dlsym after H5open. So the program starts, and every
+// other format works, on a machine without libhdf5; --format hdf5, and verify, inspect or
+// preview of an HDF5 dataset, then fail with ErrNoLibrary and the package to install (Debian 12:
+// libhdf5-103-1). Load tries Debian's serial soname of HDF5 1.10 (libhdf5_serial.so.103), the
+// plain libhdf5.so.103, the sonames of 1.14 and 1.12, then the unversioned names; PACKER_LIBHDF5
+// names one library (a file name or a path) instead. Output bytes are pinned for 1.10 only (see
+// Determinism).
 //
 // # Building
 //
-// cgo with a C compiler (gcc) and libhdf5 1.10 or later. On Debian and Ubuntu, `apt-get install
-// gcc libhdf5-dev` is all: the binding's #cgo lines and this package's point at
-// /usr/include/hdf5/serial and /usr/lib/<triplet>/hdf5/serial, so no CGO_CFLAGS, CGO_LDFLAGS or
-// pkg-config are needed. Elsewhere, headers and library under /usr/local or the compiler's
-// default paths work too. libhdf5 opens files with best-effort file locking; on a file system
-// without locks set HDF5_USE_FILE_LOCKING=FALSE.
+// cgo with a C compiler (gcc) and the HDF5 headers (1.10 or later), for the library's types
+// only: on Debian and Ubuntu, `apt-get install gcc libhdf5-dev`; the #cgo lines point at
+// /usr/include/hdf5/serial, or /usr/local/include elsewhere. No library is needed at link time.
+// Without cgo the package still builds (nocgo.go), and every HDF5 operation fails with
+// ErrNoLibrary saying the binary was built without cgo.
+// libhdf5 opens files with best-effort file locking; on a file system without locks set
+// HDF5_USE_FILE_LOCKING=FALSE.
 //
-// The binding's init functions call H5open and H5Eset_auto2 and panic if either fails; neither
-// fails with a working libhdf5 (a missing libhdf5.so stops the program at load time, before any
-// init). Its error silencing covers only the thread that ran init: Debian's libhdf5 is built
-// thread-safe, with per-thread error stacks, so this package silences the stack again on the
-// locked OS thread before each batch of calls, and libhdf5 never prints to stderr.
+// Load calls H5open and turns off the automatic error printing of the thread it runs on. That
+// covers only that thread: Debian's libhdf5 is built thread-safe, with per-thread error stacks,
+// so this package silences the stack again on the locked OS thread before each batch of calls,
+// and libhdf5 never prints to stderr.
 //
 // # Format
 //

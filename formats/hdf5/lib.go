@@ -1,30 +1,24 @@
 package hdf5
 
-// The #cgo lines mirror gonum.org/v1/hdf5's own: Debian and Ubuntu install the serial library
-// under /usr/lib/<triplet>/hdf5/serial with headers in /usr/include/hdf5/serial, which is where
-// libhdf5-dev puts them, so `go build` needs no environment variables there.
+// libhdf5 is not linked: shim.c opens it with dlopen when HDF5 is first used (see load.go). The
+// headers are still needed to compile, for the library's types; the #cgo lines find them where
+// Debian and Ubuntu's libhdf5-dev put them (/usr/include/hdf5/serial), or under /usr/local.
 
 // #cgo CFLAGS: -I/usr/local/include
-// #cgo LDFLAGS: -L/usr/local/lib -lhdf5
-// #cgo linux,amd64 CFLAGS: -I/usr/include/hdf5/serial
-// #cgo linux,amd64 LDFLAGS: -L/usr/lib/x86_64-linux-gnu/hdf5/serial
-// #cgo linux,arm64 CFLAGS: -I/usr/include/hdf5/serial
-// #cgo linux,arm64 LDFLAGS: -L/usr/lib/aarch64-linux-gnu/hdf5/serial
+// #cgo linux CFLAGS: -I/usr/include/hdf5/serial
+// #cgo linux LDFLAGS: -ldl
 // #include <stdlib.h>
 // #include <string.h>
 // #include "shim.h"
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
-
-	h5 "gonum.org/v1/hdf5"
 )
 
 // libMu serialises every call into libhdf5. The library is only safe for concurrent use when
@@ -37,7 +31,13 @@ var libMu sync.Mutex
 // thread. In a thread-safe libhdf5 the error stack is per thread, so silencing it once (as the
 // binding's init does, on whichever thread runs init) does not cover the threads Go later runs
 // cgo calls on; doing it here, lazily, before every batch of calls does.
+//
+// It first loads libhdf5 (once per process), and returns load's error, ErrNoLibrary, without
+// running fn when the library is missing.
 func lib(fn func() error) error {
+	if err := Load(); err != nil {
+		return err
+	}
 	libMu.Lock()
 	defer libMu.Unlock()
 	runtime.LockOSThread()
@@ -45,9 +45,6 @@ func lib(fn func() error) error {
 	C.pk_silence()
 	return fn()
 }
-
-// ErrHDF5 is wrapped by every error that comes from libhdf5 itself.
-var ErrHDF5 = errors.New("hdf5: library error")
 
 // h5error describes the failure of an HDF5 call: what was attempted, and the innermost message
 // of the library's error stack. It must run on the thread that made the failing call (inside lib).
@@ -82,7 +79,8 @@ func herr(rc C.herr_t, what string) error {
 
 func hid(id int64) C.hid_t { return C.hid_t(id) }
 
-// LibraryVersion returns the version of the libhdf5 the program is linked with.
+// LibraryVersion returns the version of the libhdf5 the program loaded, or 0.0.0 when it cannot
+// load one.
 func LibraryVersion() (major, minor, release uint) {
 	var a, b, c C.uint
 	_ = lib(func() error { C.pk_version(&a, &b, &c); return nil })
@@ -122,7 +120,7 @@ func linkExists(id int64, name string) bool {
 }
 
 // dims returns a dataset's current and maximum dimensions.
-func dims(ds *h5.Dataset) (cur, max []uint64, err error) {
+func dims(ds *handle) (cur, max []uint64, err error) {
 	var d, m [32]C.hsize_t
 	rank := C.pk_dims(hid(ds.ID()), &d[0], &m[0], C.int(len(d)))
 	if rank < 0 || int(rank) > len(d) {
@@ -136,15 +134,6 @@ func dims(ds *h5.Dataset) (cur, max []uint64, err error) {
 	return cur, max, nil
 }
 
-// typeInfo describes a dataset's element type.
-type typeInfo struct {
-	class   int // C.H5T_class_t
-	size    int
-	signed  bool
-	order   int // C.H5T_order_t, or -1
-	vlenStr bool
-}
-
 const (
 	classInteger = int(C.H5T_INTEGER)
 	classFloat   = int(C.H5T_FLOAT)
@@ -152,7 +141,7 @@ const (
 	orderLE      = int(C.H5T_ORDER_LE)
 )
 
-func datasetType(ds *h5.Dataset) (typeInfo, error) {
+func datasetType(ds *handle) (typeInfo, error) {
 	var cls, sign, order, vs C.int
 	var size C.size_t
 	if C.pk_type_info(hid(ds.ID()), &cls, &size, &sign, &order, &vs) < 0 {
@@ -162,7 +151,7 @@ func datasetType(ds *h5.Dataset) (typeInfo, error) {
 }
 
 // writeRows grows ds to start+n rows and writes buf (n rows in the dataset's type) at row start.
-func writeRows(ds *h5.Dataset, start, n int64, buf []byte) error {
+func writeRows(ds *handle, start, n int64, buf []byte) error {
 	if n == 0 {
 		return nil
 	}
@@ -172,7 +161,7 @@ func writeRows(ds *h5.Dataset, start, n int64, buf []byte) error {
 
 // writeStrings grows the string dataset ds to start+n rows and writes the n NUL-terminated
 // strings packed in buf at row start.
-func writeStrings(ds *h5.Dataset, start, n int64, packed []byte) error {
+func writeStrings(ds *handle, start, n int64, packed []byte) error {
 	if n == 0 {
 		return nil
 	}
@@ -181,7 +170,7 @@ func writeStrings(ds *h5.Dataset, start, n int64, packed []byte) error {
 }
 
 // readRows reads n rows from row start of ds into buf, in the dataset's own type.
-func readRows(ds *h5.Dataset, start, n int64, buf []byte) error {
+func readRows(ds *handle, start, n int64, buf []byte) error {
 	if n == 0 {
 		return nil
 	}
@@ -193,7 +182,7 @@ func readRows(ds *h5.Dataset, start, n int64, buf []byte) error {
 }
 
 // readString reads string i of a variable-length string dataset.
-func readString(ds *h5.Dataset, i int64) ([]byte, error) {
+func readString(ds *handle, i int64) ([]byte, error) {
 	var out *C.char
 	if err := herr(C.pk_read_string(hid(ds.ID()), C.hsize_t(i), &out), fmt.Sprintf("read string %d", i)); err != nil {
 		return nil, err

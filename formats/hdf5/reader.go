@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/packer-dev/packer/shard"
-	h5 "gonum.org/v1/hdf5"
 )
 
 // Reader reads a data.h5 written by this package: record i's bytes, label and metadata, for
@@ -19,10 +18,10 @@ import (
 // a time. Reader: Open (Len | Sample | Classes | Read | Labels | Record | Meta)* Close.
 type Reader struct {
 	path    string
-	f       *h5.File
-	images  *h5.Dataset
-	labels  *h5.Dataset
-	meta    *h5.Dataset // nil when the file has no /meta
+	f       *handle
+	images  *handle
+	labels  *handle
+	meta    *handle // nil when the file has no /meta
 	n       int64
 	rec     int64 // bytes per record
 	sample  shard.SampleSpec
@@ -61,6 +60,9 @@ func Open(dir string) (*Reader, error) {
 
 // OpenFile opens an HDF5 file written by this package. Errors name the file and the dataset.
 func OpenFile(path string) (*Reader, error) {
+	if err := Load(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	r := &Reader{path: path}
 	err := lib(func() error {
 		if err := r.open(); err != nil {
@@ -76,19 +78,19 @@ func OpenFile(path string) (*Reader, error) {
 }
 
 func (r *Reader) open() error {
-	f, err := h5.OpenFile(r.path, h5.F_ACC_RDONLY)
+	f, err := openFile(r.path)
 	if err != nil {
 		return fmt.Errorf("%s: not a readable HDF5 file: %w", r.path, h5error("H5Fopen", err))
 	}
 	r.f = f
 	// Whole-chunk reads bypass the chunk cache: with no cache, libhdf5 reads each chunk
 	// straight into the caller's buffer instead of through a cached copy.
-	dapl, err := h5.NewPropList(h5.P_DATASET_ACCESS)
+	dapl, err := newPropList(plistDAPL)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.path, h5error("H5Pcreate", err))
 	}
 	defer dapl.Close()
-	if err := dapl.SetChunkCache(0, 0, 1); err != nil {
+	if err := setChunkCache(dapl, 0, 0, 1); err != nil {
 		return fmt.Errorf("%s: %w", r.path, h5error("H5Pset_chunk_cache", err))
 	}
 	if r.images, err = r.dataset(ImagesName, dapl); err != nil {
@@ -150,16 +152,16 @@ func (r *Reader) open() error {
 	return nil
 }
 
-func (r *Reader) dataset(name string, dapl *h5.PropList) (*h5.Dataset, error) {
+func (r *Reader) dataset(name string, dapl *handle) (*handle, error) {
 	if !linkExists(r.f.ID(), name) {
 		return nil, fmt.Errorf("%s: no dataset /%s: %w", r.path, name, ErrFormat)
 	}
-	var ds *h5.Dataset
+	var ds *handle
 	var err error
 	if dapl != nil {
-		ds, err = r.f.OpenDatasetWith(name, dapl)
+		ds, err = openDataset(r.f, name, dapl)
 	} else {
-		ds, err = r.f.OpenDataset(name)
+		ds, err = openDataset(r.f, name, nil)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: open /%s: %w", r.path, name, h5error("H5Dopen", err))
@@ -326,7 +328,7 @@ func (r *Reader) Close() error {
 
 func (r *Reader) closeHandles() error {
 	var errs []error
-	for _, ds := range []**h5.Dataset{&r.images, &r.labels, &r.meta} {
+	for _, ds := range []**handle{&r.images, &r.labels, &r.meta} {
 		if *ds != nil {
 			if err := (*ds).Close(); err != nil {
 				errs = append(errs, h5error("close dataset", err))

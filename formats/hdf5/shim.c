@@ -1,6 +1,142 @@
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "shim.h"
+
+// libhdf5 is not linked: pk_load opens it with dlopen the first time an HDF5 dataset is written
+// or read, so the program starts and works without it for every other format. hdf5.h is used
+// for its types only. Each function below is called through a pointer that pk_load fills with
+// dlsym; the #defines after the pointers send the shim's calls (written as plain HDF5 calls)
+// through them. __typeof__ of a declared function refers to no symbol, so nothing here needs
+// libhdf5 at link time.
+#define PK_H5_FUNCS(X) \
+	X(H5open) X(H5get_libversion) X(H5free_memory) \
+	X(H5Eset_auto2) X(H5Ewalk2) X(H5Eget_current_stack) X(H5Eset_current_stack) \
+	X(H5Fcreate) X(H5Fopen) X(H5Fclose) X(H5Fset_libver_bounds) \
+	X(H5Gcreate2) X(H5Gclose) X(H5Lexists) \
+	X(H5Dcreate2) X(H5Dopen2) X(H5Dclose) X(H5Dget_space) X(H5Dget_type) X(H5Dset_extent) X(H5Dread) X(H5Dwrite) \
+	X(H5Screate) X(H5Screate_simple) X(H5Sclose) X(H5Sget_simple_extent_dims) X(H5Sget_simple_extent_ndims) X(H5Sget_simple_extent_type) X(H5Sselect_hyperslab) \
+	X(H5Tcopy) X(H5Tclose) X(H5Tget_size) X(H5Tset_size) X(H5Tset_fields) X(H5Tset_ebias) X(H5Tset_cset) X(H5Tget_class) X(H5Tget_sign) X(H5Tget_order) X(H5Tis_variable_str) \
+	X(H5Pcreate) X(H5Pclose) X(H5Pset_chunk) X(H5Pset_chunk_cache) X(H5Pset_obj_track_times) X(H5Pset_fill_value) X(H5Pset_fill_time) \
+	X(H5Acreate2) X(H5Aopen) X(H5Aclose) X(H5Awrite) X(H5Aread) X(H5Aget_type) X(H5Aget_space)
+
+#define PK_FN_PTR(f) static __typeof__(f) *pkp_##f;
+PK_H5_FUNCS(PK_FN_PTR)
+
+#define H5open (*pkp_H5open)
+#define H5get_libversion (*pkp_H5get_libversion)
+#define H5free_memory (*pkp_H5free_memory)
+#define H5Eset_auto2 (*pkp_H5Eset_auto2)
+#define H5Ewalk2 (*pkp_H5Ewalk2)
+#define H5Eget_current_stack (*pkp_H5Eget_current_stack)
+#define H5Eset_current_stack (*pkp_H5Eset_current_stack)
+#define H5Fcreate (*pkp_H5Fcreate)
+#define H5Fopen (*pkp_H5Fopen)
+#define H5Fclose (*pkp_H5Fclose)
+#define H5Fset_libver_bounds (*pkp_H5Fset_libver_bounds)
+#define H5Gcreate2 (*pkp_H5Gcreate2)
+#define H5Gclose (*pkp_H5Gclose)
+#define H5Lexists (*pkp_H5Lexists)
+#define H5Dcreate2 (*pkp_H5Dcreate2)
+#define H5Dopen2 (*pkp_H5Dopen2)
+#define H5Dclose (*pkp_H5Dclose)
+#define H5Dget_space (*pkp_H5Dget_space)
+#define H5Dget_type (*pkp_H5Dget_type)
+#define H5Dset_extent (*pkp_H5Dset_extent)
+#define H5Dread (*pkp_H5Dread)
+#define H5Dwrite (*pkp_H5Dwrite)
+#define H5Screate (*pkp_H5Screate)
+#define H5Screate_simple (*pkp_H5Screate_simple)
+#define H5Sclose (*pkp_H5Sclose)
+#define H5Sget_simple_extent_dims (*pkp_H5Sget_simple_extent_dims)
+#define H5Sget_simple_extent_ndims (*pkp_H5Sget_simple_extent_ndims)
+#define H5Sget_simple_extent_type (*pkp_H5Sget_simple_extent_type)
+#define H5Sselect_hyperslab (*pkp_H5Sselect_hyperslab)
+#define H5Tcopy (*pkp_H5Tcopy)
+#define H5Tclose (*pkp_H5Tclose)
+#define H5Tget_size (*pkp_H5Tget_size)
+#define H5Tset_size (*pkp_H5Tset_size)
+#define H5Tset_fields (*pkp_H5Tset_fields)
+#define H5Tset_ebias (*pkp_H5Tset_ebias)
+#define H5Tset_cset (*pkp_H5Tset_cset)
+#define H5Tget_class (*pkp_H5Tget_class)
+#define H5Tget_sign (*pkp_H5Tget_sign)
+#define H5Tget_order (*pkp_H5Tget_order)
+#define H5Tis_variable_str (*pkp_H5Tis_variable_str)
+#define H5Pcreate (*pkp_H5Pcreate)
+#define H5Pclose (*pkp_H5Pclose)
+#define H5Pset_chunk (*pkp_H5Pset_chunk)
+#define H5Pset_chunk_cache (*pkp_H5Pset_chunk_cache)
+#define H5Pset_obj_track_times (*pkp_H5Pset_obj_track_times)
+#define H5Pset_fill_value (*pkp_H5Pset_fill_value)
+#define H5Pset_fill_time (*pkp_H5Pset_fill_time)
+#define H5Acreate2 (*pkp_H5Acreate2)
+#define H5Aopen (*pkp_H5Aopen)
+#define H5Aclose (*pkp_H5Aclose)
+#define H5Awrite (*pkp_H5Awrite)
+#define H5Aread (*pkp_H5Aread)
+#define H5Aget_type (*pkp_H5Aget_type)
+#define H5Aget_space (*pkp_H5Aget_space)
+
+// The predefined types and property list classes the package uses. In libhdf5 they are global
+// hid_t variables (H5T_C_S1_g, ...) that H5open initialises; hdf5.h's H5T_C_S1 and friends
+// read them. pk_load copies them after H5open.
+#define PK_H5_GLOBALS(X) \
+	X(H5T_C_S1_g) X(H5T_STD_U8LE_g) X(H5T_STD_I64LE_g) X(H5T_IEEE_F32LE_g) \
+	X(H5P_CLS_GROUP_CREATE_ID_g) X(H5P_CLS_DATASET_CREATE_ID_g) X(H5P_CLS_DATASET_ACCESS_ID_g)
+
+#define PK_GLOBAL_VAR(g) static hid_t pkg_##g = H5I_INVALID_HID;
+PK_H5_GLOBALS(PK_GLOBAL_VAR)
+
+static void *pk_handle;
+
+// pk_load opens the shared library path (a file name searched as dlopen searches, or a path),
+// resolves every function and global the shim uses, and initialises the library (H5open). On
+// failure it writes the reason to err and leaves nothing loaded. It returns 0 on success, -1 on
+// failure. The caller runs it once, from one thread, and never unloads the library.
+int pk_load(const char *path, char *err, size_t n) {
+	void *h, *sym;
+	const char *missing = NULL;
+	if (n > 0) {
+		err[0] = 0;
+	}
+	h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h == NULL) {
+		const char *e = dlerror();
+		snprintf(err, n, "%s", e != NULL ? e : path);
+		return -1;
+	}
+#define PK_LOAD_FN(f) \
+	if (missing == NULL) { \
+		sym = dlsym(h, #f); \
+		if (sym == NULL) { \
+			missing = #f; \
+		} \
+		pkp_##f = (__typeof__(pkp_##f))sym; \
+	}
+	PK_H5_FUNCS(PK_LOAD_FN)
+#define PK_LOAD_GLOBAL(g) \
+	if (missing == NULL && dlsym(h, #g) == NULL) { \
+		missing = #g; \
+	}
+	PK_H5_GLOBALS(PK_LOAD_GLOBAL)
+	if (missing != NULL) {
+		snprintf(err, n, "%s: no symbol %s (not libhdf5 1.10 or later?)", path, missing);
+		dlclose(h);
+		return -1;
+	}
+	if (H5open() < 0) {
+		snprintf(err, n, "%s: H5open failed", path);
+		dlclose(h);
+		return -1;
+	}
+#define PK_COPY_GLOBAL(g) pkg_##g = *(hid_t *)dlsym(h, #g);
+	PK_H5_GLOBALS(PK_COPY_GLOBAL)
+	H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+	pk_handle = h;
+	return 0;
+}
 
 // pk_silence turns off HDF5's automatic error printing on the calling thread's default error
 // stack. Debian builds libhdf5 thread-safe, where the error stack and its auto-print setting are
@@ -87,7 +223,7 @@ herr_t pk_dcpl_setup(hid_t dcpl, hid_t fill_type) {
 }
 
 hid_t pk_create_group(hid_t loc, const char *name) {
-	hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+	hid_t gcpl = H5Pcreate(pkg_H5P_CLS_GROUP_CREATE_ID_g);
 	hid_t g;
 	if (gcpl < 0) {
 		return -1;
@@ -367,7 +503,7 @@ void pk_free(void *p) {
 herr_t pk_set_str_attr(hid_t obj, const char *name, const char *value) {
 	hid_t type, space, attr;
 	herr_t rc = -1;
-	type = H5Tcopy(H5T_C_S1);
+	type = H5Tcopy(pkg_H5T_C_S1_g);
 	if (type < 0) {
 		return -1;
 	}
@@ -456,3 +592,59 @@ herr_t pk_type_info(hid_t dset, int *cls, size_t *size, int *sign, int *order, i
 }
 
 int pk_link_exists(hid_t loc, const char *name) { return (int)H5Lexists(loc, name, H5P_DEFAULT); }
+
+// The calls the Go side makes directly, through the loaded library.
+
+// hdf5.h's H5F_ACC_* macros call H5check_version and H5open (linked symbols); these are their
+// values, which are part of the library's ABI.
+#define PK_F_ACC_RDONLY 0x0000u
+#define PK_F_ACC_TRUNC 0x0002u
+
+hid_t pk_fcreate(const char *name) { return H5Fcreate(name, PK_F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT); }
+hid_t pk_fopen(const char *name) { return H5Fopen(name, PK_F_ACC_RDONLY, H5P_DEFAULT); }
+herr_t pk_fclose(hid_t id) { return H5Fclose(id); }
+herr_t pk_dclose(hid_t id) { return H5Dclose(id); }
+herr_t pk_gclose(hid_t id) { return H5Gclose(id); }
+herr_t pk_pclose(hid_t id) { return H5Pclose(id); }
+herr_t pk_sclose(hid_t id) { return H5Sclose(id); }
+herr_t pk_tclose(hid_t id) { return H5Tclose(id); }
+
+hid_t pk_type_copy(int which) {
+	switch (which) {
+	case PK_T_STD_U8LE:
+		return H5Tcopy(pkg_H5T_STD_U8LE_g);
+	case PK_T_STD_I64LE:
+		return H5Tcopy(pkg_H5T_STD_I64LE_g);
+	case PK_T_IEEE_F32LE:
+		return H5Tcopy(pkg_H5T_IEEE_F32LE_g);
+	case PK_T_C_S1:
+		return H5Tcopy(pkg_H5T_C_S1_g);
+	}
+	return H5I_INVALID_HID;
+}
+
+hid_t pk_plist_create(int which) {
+	switch (which) {
+	case PK_P_DATASET_CREATE:
+		return H5Pcreate(pkg_H5P_CLS_DATASET_CREATE_ID_g);
+	case PK_P_DATASET_ACCESS:
+		return H5Pcreate(pkg_H5P_CLS_DATASET_ACCESS_ID_g);
+	}
+	return H5I_INVALID_HID;
+}
+
+herr_t pk_set_chunk(hid_t dcpl, int rank, const hsize_t *dims) { return H5Pset_chunk(dcpl, rank, dims); }
+
+herr_t pk_set_chunk_cache(hid_t dapl, size_t slots, size_t bytes, double w0) {
+	return H5Pset_chunk_cache(dapl, slots, bytes, w0);
+}
+
+hid_t pk_simple_space(int rank, const hsize_t *dims, const hsize_t *maxdims) {
+	return H5Screate_simple(rank, dims, maxdims);
+}
+
+hid_t pk_dcreate(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcpl) {
+	return H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+}
+
+hid_t pk_dopen(hid_t loc, const char *name, hid_t dapl) { return H5Dopen2(loc, name, dapl); }

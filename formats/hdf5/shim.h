@@ -1,13 +1,34 @@
-// Small C helpers over the HDF5 C API for what gonum.org/v1/hdf5 does not expose: dataset
-// extension (H5Dset_extent), object time tracking, library version bounds, a 16-bit float type,
-// variable-length strings, and the error stack. Every function takes plain hid_t values obtained
-// from the binding's public ID methods.
+// The package's whole interface to libhdf5: the C API calls it makes (files, datasets, types,
+// property lists), and helpers for dataset extension (H5Dset_extent), object time tracking,
+// library version bounds, a 16-bit float type, variable-length strings, and the error stack.
+// libhdf5 is loaded at run time by pk_load; no other function may be called before it succeeds.
 #ifndef PACKER_HDF5_SHIM_H
 #define PACKER_HDF5_SHIM_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "hdf5.h"
+
+int pk_load(const char *path, char *err, size_t n);
+
+enum { PK_T_STD_U8LE, PK_T_STD_I64LE, PK_T_IEEE_F32LE, PK_T_C_S1 };
+enum { PK_P_DATASET_CREATE, PK_P_DATASET_ACCESS };
+
+hid_t pk_fcreate(const char *name);
+hid_t pk_fopen(const char *name);
+herr_t pk_fclose(hid_t id);
+herr_t pk_dclose(hid_t id);
+herr_t pk_gclose(hid_t id);
+herr_t pk_pclose(hid_t id);
+herr_t pk_sclose(hid_t id);
+herr_t pk_tclose(hid_t id);
+hid_t pk_type_copy(int which);
+hid_t pk_plist_create(int which);
+herr_t pk_set_chunk(hid_t dcpl, int rank, const hsize_t *dims);
+herr_t pk_set_chunk_cache(hid_t dapl, size_t slots, size_t bytes, double w0);
+hid_t pk_simple_space(int rank, const hsize_t *dims, const hsize_t *maxdims);
+hid_t pk_dcreate(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcpl);
+hid_t pk_dopen(hid_t loc, const char *name, hid_t dapl);
 
 void pk_silence(void);
 void pk_errmsg(char *buf, size_t n, int *errnum);

@@ -1,9 +1,5 @@
 package hdf5
 
-// #include <stdlib.h>
-// #include "shim.h"
-import "C"
-
 import (
 	"bytes"
 	"crypto/sha256"
@@ -16,11 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"unsafe"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
-	h5 "gonum.org/v1/hdf5"
 )
 
 // writer is the output.Output of --format hdf5. Its grammar is New Write* (Close | Abort).
@@ -29,7 +23,7 @@ type writer struct {
 	tmp string         // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
 	p   *shard.Pending // tmp, created through shard.Create; libhdf5 writes it through its own handle
 
-	f      *h5.File
+	f      *handle
 	images *column
 	labels *column
 	aux    []*column
@@ -43,7 +37,7 @@ type writer struct {
 // column buffers whole chunks of rows of one fixed-size dataset and writes each as one hyperslab.
 type column struct {
 	name      string
-	ds        *h5.Dataset
+	ds        *handle
 	rowBytes  int
 	chunkRows int
 	buf       []byte // up to chunkRows rows
@@ -53,7 +47,7 @@ type column struct {
 
 // strColumn buffers variable-length strings (record metadata) NUL-terminated, back to back.
 type strColumn struct {
-	ds        *h5.Dataset
+	ds        *handle
 	chunkRows int
 	buf       []byte
 	rows      int
@@ -92,6 +86,9 @@ func New(cfg output.Config) (output.Output, error) {
 		if err := checkAuxName(a); err != nil {
 			return nil, err
 		}
+	}
+	if err := Load(); err != nil {
+		return nil, fmt.Errorf("hdf5: %s: %w", cfg.Dir, err)
 	}
 	w := &writer{
 		cfg: cfg,
@@ -134,12 +131,12 @@ func (w *writer) create() error {
 		return fmt.Errorf("hdf5: %w", err)
 	}
 	w.p = p
-	f, err := h5.CreateFile(w.tmp, h5.F_ACC_TRUNC)
+	f, err := createFile(w.tmp)
 	if err != nil {
 		return fmt.Errorf("hdf5: create %s: %w", w.tmp, h5error("H5Fcreate", err))
 	}
 	w.f = f
-	if err := herr(C.pk_file_setup(hid(f.ID())), "set library version bounds"); err != nil {
+	if err := fileSetup(f); err != nil {
 		return fmt.Errorf("hdf5: %s: %w", w.tmp, err)
 	}
 
@@ -173,28 +170,31 @@ func (w *writer) create() error {
 		return err
 	}
 	defer elem.Close()
-	shape := make([]uint, len(w.cfg.Sample.Shape))
+	shape := make([]uint64, len(w.cfg.Sample.Shape))
 	for i, d := range w.cfg.Sample.Shape {
-		shape[i] = uint(d)
+		shape[i] = uint64(d)
 	}
 	w.images, err = w.newColumn(ImagesName, elem, shape, int(rec), imageChunkRows(rec))
 	if err != nil {
 		return err
 	}
-	w.labels, err = w.newColumn(LabelsName, h5.T_STD_I64LE, nil, 8, labelChunkRows)
+	i64, err := copyType(typeI64LE)
+	if err != nil {
+		return fmt.Errorf("hdf5: datatype: %w", h5error("H5Tcopy", err))
+	}
+	defer i64.Close()
+	w.labels, err = w.newColumn(LabelsName, i64, nil, 8, labelChunkRows)
 	if err != nil {
 		return err
 	}
 	if len(w.cfg.Label.Aux) > 0 {
-		cn := C.CString(AuxGroup)
-		g := C.pk_create_group(hid(f.ID()), cn)
-		C.free(unsafe.Pointer(cn))
-		if g < 0 {
-			return fmt.Errorf("hdf5: %s: %w", w.tmp, h5error("create group "+AuxGroup, nil))
+		g, err := createGroup(f, AuxGroup)
+		if err != nil {
+			return fmt.Errorf("hdf5: %s: %w", w.tmp, err)
 		}
-		C.H5Gclose(g)
+		g.Close()
 		for _, a := range w.cfg.Label.Aux {
-			c, err := w.newColumn(AuxGroup+"/"+a, h5.T_STD_I64LE, nil, 8, labelChunkRows)
+			c, err := w.newColumn(AuxGroup+"/"+a, i64, nil, 8, labelChunkRows)
 			if err != nil {
 				return err
 			}
@@ -202,12 +202,12 @@ func (w *writer) create() error {
 		}
 	}
 	if w.cfg.HasMeta {
-		st, err := h5.T_C_S1.Copy()
+		st, err := copyType(typeCS1)
 		if err != nil {
 			return fmt.Errorf("hdf5: string type: %w", h5error("H5Tcopy", err))
 		}
 		defer st.Close()
-		if err := herr(C.pk_make_vlen_utf8(hid(st.ID())), "string type"); err != nil {
+		if err := makeVlenUTF8(st); err != nil {
 			return fmt.Errorf("hdf5: %w", err)
 		}
 		ds, err := w.createDataset(MetaName, st, nil, metaChunkRows, false)
@@ -220,22 +220,22 @@ func (w *writer) create() error {
 }
 
 // imageType returns the HDF5 file type for a sample dtype; the caller closes it.
-func imageType(d shard.DType) (*h5.Datatype, error) {
-	var base *h5.Datatype
+func imageType(d shard.DType) (*handle, error) {
+	var base int
 	switch d {
 	case shard.Uint8:
-		base = h5.T_STD_U8LE
+		base = typeU8LE
 	case shard.Float16, shard.Float32:
-		base = h5.T_IEEE_F32LE
+		base = typeF32LE
 	default:
 		return nil, fmt.Errorf("hdf5: unsupported dtype %q", d)
 	}
-	t, err := base.Copy()
+	t, err := copyType(base)
 	if err != nil {
 		return nil, fmt.Errorf("hdf5: datatype: %w", h5error("H5Tcopy", err))
 	}
 	if d == shard.Float16 {
-		if err := herr(C.pk_make_float16(hid(t.ID())), "float16 type"); err != nil {
+		if err := makeFloat16(t); err != nil {
 			t.Close()
 			return nil, fmt.Errorf("hdf5: %w", err)
 		}
@@ -245,38 +245,38 @@ func imageType(d shard.DType) (*h5.Datatype, error) {
 
 // createDataset makes an empty dataset [0, shape...] with an unlimited first axis, chunked by
 // chunkRows records, with no object times and (fill) a zero fill value.
-func (w *writer) createDataset(name string, t *h5.Datatype, shape []uint, chunkRows int, fill bool) (*h5.Dataset, error) {
-	dimsNow := append([]uint{0}, shape...)
-	maxDims := append([]uint{^uint(0)}, shape...) // H5S_UNLIMITED on axis 0
-	chunk := append([]uint{uint(chunkRows)}, shape...)
-	space, err := h5.CreateSimpleDataspace(dimsNow, maxDims)
+func (w *writer) createDataset(name string, t *handle, shape []uint64, chunkRows int, fill bool) (*handle, error) {
+	dimsNow := append([]uint64{0}, shape...)
+	maxDims := append([]uint64{unlimDim}, shape...) // H5S_UNLIMITED on axis 0
+	chunk := append([]uint64{uint64(chunkRows)}, shape...)
+	space, err := createSimpleSpace(dimsNow, maxDims)
 	if err != nil {
 		return nil, fmt.Errorf("hdf5: dataspace for %s: %w", name, h5error("H5Screate_simple", err))
 	}
 	defer space.Close()
-	dcpl, err := h5.NewPropList(h5.P_DATASET_CREATE)
+	dcpl, err := newPropList(plistDCPL)
 	if err != nil {
 		return nil, fmt.Errorf("hdf5: %w", h5error("H5Pcreate", err))
 	}
 	defer dcpl.Close()
-	if err := dcpl.SetChunk(chunk); err != nil {
+	if err := setChunk(dcpl, chunk); err != nil {
 		return nil, fmt.Errorf("hdf5: chunk %v for %s: %w", chunk, name, h5error("H5Pset_chunk", err))
 	}
-	fillType := C.hid_t(-1)
+	var fillType *handle // nil: no fill value
 	if fill {
-		fillType = hid(t.ID())
+		fillType = t
 	}
-	if err := herr(C.pk_dcpl_setup(hid(dcpl.ID()), fillType), "dataset creation properties"); err != nil {
+	if err := dcplSetup(dcpl, fillType); err != nil {
 		return nil, fmt.Errorf("hdf5: %s: %w", name, err)
 	}
-	ds, err := w.f.CreateDatasetWith(name, t, space, dcpl)
+	ds, err := createDataset(w.f, name, t, space, dcpl)
 	if err != nil {
 		return nil, fmt.Errorf("hdf5: %s: create dataset /%s: %w", w.tmp, name, h5error("H5Dcreate2", err))
 	}
 	return ds, nil
 }
 
-func (w *writer) newColumn(name string, t *h5.Datatype, shape []uint, rowBytes, chunkRows int) (*column, error) {
+func (w *writer) newColumn(name string, t *handle, shape []uint64, rowBytes, chunkRows int) (*column, error) {
 	ds, err := w.createDataset(name, t, shape, chunkRows, true)
 	if err != nil {
 		return nil, err
