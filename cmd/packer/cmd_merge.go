@@ -128,8 +128,10 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		Progress: func(records, _ int64) { bar.Set(records) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
-			// parts through the page cache, as cp does.
-			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Cached: true}, nil)
+			// parts through the page cache, as cp does. Strict: a part is packer's own output,
+			// so a file its manifest does not list there is a fault, as it was before verify
+			// made such files warnings.
+			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Cached: true, Strict: true}, nil)
 			if err != nil {
 				return nil, err
 			}
