@@ -158,9 +158,12 @@ func runBench(ctx context.Context, o *benchOptions) error {
 	if o.Cold {
 		mode = "cold (evicted, O_DIRECT)"
 	}
-	if o.NoCRC {
+	switch {
+	case m.Format == shard.FormatNPY:
+		mode += ", npy (no checksums; read through the page cache)"
+	case o.NoCRC:
 		mode += ", CRC not checked"
-	} else {
+	default:
 		mode += ", CRC checked"
 	}
 	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }
