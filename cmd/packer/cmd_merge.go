@@ -163,9 +163,9 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
-	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %.1f MB]; %.2fs, %.1f MB/s\n",
+	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %s]; %.2fs, %s\n",
 		len(parts.Dirs), sum.Records, sum.Items, sum.Out, info.Format, len(sum.Manifest.Files),
-		float64(sum.FileBytes)/1e6, secs, float64(sum.Bytes)/1e6/secs)
+		progress.Bytes(sum.FileBytes), secs, progress.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
 		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json)\n", sum.Skipped, o.Out)
 	}

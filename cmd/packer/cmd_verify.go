@@ -131,8 +131,8 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 			fmt.Fprintf(o.IO.Out, "%s: %d files the manifest does not list (no reader opens them; --strict makes them faults)\n", o.Dir, len(rep.Warnings))
 		}
 		if rep.OK {
-			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %d %s files (%.1f MB) match the manifest\n",
-				o.Dir, rep.Count, rep.Files, rep.Format, float64(rep.Bytes)/1e6)
+			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %d %s files (%s) match the manifest\n",
+				o.Dir, rep.Count, rep.Files, rep.Format, progress.Bytes(rep.Bytes))
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}
