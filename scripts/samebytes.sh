@@ -137,7 +137,7 @@ for case in "${cases[@]}"; do
   fi
   la=$(cd "$a" && find . -type f | sort) lb=$(cd "$b" && find . -type f | sort)
   if [ "$la" != "$lb" ]; then
-    echo "DIFFERENT  $name: file lists differ"; diff <(echo "$la") <(echo "$lb") | head -5; differ=1; continue
+    echo "DIFFERENT  $name: file lists differ"; { diff <(echo "$la") <(echo "$lb") || true; } | head -5; differ=1; continue
   fi
   bad=""
   while read -r f; do

@@ -10,7 +10,11 @@ import (
 )
 
 // Dataset is a packed dataset directory: its manifest and its shards, with records numbered
-// across shards in manifest order (ORDER.md).
+// across shards in manifest order (ORDER.md). A dataset of format FormatNPY (a fixed-size
+// images.npy with labels.npy) is read the same way, as one shard holding every record: its
+// one "shard" is images.npy (NumShards is 1, ShardPath(0) names images.npy), and ORDER.md
+// treats it as one unit, as the Python reader does. npy files carry no checksums, so their
+// records are not CRC-checked (packer verify checks the files' SHA-256).
 //
 // Shards are opened on first use (each open reads the shard's header, footer and index) and
 // stay open until Close. A Dataset is safe for concurrent use.
@@ -22,6 +26,7 @@ type Dataset struct {
 	names []string // the shards' names in fsys
 	paths []string // the shards' names in messages: their local paths where fsys is local
 	first []int64  // first[s] is the first record of shard s; first[len] is the count
+	npy   bool     // format FormatNPY: one "shard", images.npy
 
 	mu      sync.Mutex
 	readers []*Reader
@@ -30,7 +35,7 @@ type Dataset struct {
 }
 
 // OpenDataset opens the dataset in dir through its manifest.json, which must have format
-// FormatShards. Checksums of the records read are checked.
+// FormatShards or FormatNPY. Checksums of the records read are checked (shards have them).
 func OpenDataset(dir string) (*Dataset, error) { return OpenDatasetOptions(dir, ReaderOptions{}) }
 
 // OpenDatasetOptions is OpenDataset with options for the shard readers.
@@ -50,15 +55,15 @@ func openDataset(fsys FS, dir string, opts ReaderOptions) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.Format != FormatShards {
-		return nil, fmt.Errorf("%s: dataset format %q, want %q", dir, m.Format, FormatShards)
+	if m.Format != FormatShards && m.Format != FormatNPY {
+		return nil, fmt.Errorf("%s: dataset format %q, want %q or %q", dir, m.Format, FormatShards, FormatNPY)
 	}
 	if m.FormatVersion < MinVersion || m.FormatVersion > Version {
 		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)
 	}
-	d := &Dataset{dir: dir, fsys: fsys, m: m, opts: opts}
+	d := &Dataset{dir: dir, fsys: fsys, m: m, opts: opts, npy: m.Format == FormatNPY}
 	for _, f := range m.Files {
-		if strings.HasSuffix(f.Path, ".pks") {
+		if d.npy && f.Path == npyImages || !d.npy && strings.HasSuffix(f.Path, ".pks") {
 			d.names = append(d.names, f.Path)
 			d.paths = append(d.paths, fsName(fsys, f.Path))
 		}
@@ -72,6 +77,12 @@ func openDataset(fsys FS, dir string, opts ReaderOptions) (*Dataset, error) {
 		d.first[s] = sum
 		sum += f.Records
 		known = known && f.Records > 0
+	}
+	if d.npy {
+		if len(d.paths) != 1 {
+			return nil, fmt.Errorf("%s: an npy dataset whose manifest does not list %s", dir, npyImages)
+		}
+		sum, known = m.Count, true // images.npy holds every record; its header is checked at open
 	}
 	if !known || sum != m.Count {
 		sum = 0
@@ -168,7 +179,13 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 	if r := d.readers[s]; r != nil {
 		return r, nil
 	}
-	r, err := OpenFS(d.fsys, d.names[s], d.opts)
+	var r *Reader
+	var err error
+	if d.npy {
+		r, err = openNpy(d.fsys, d.m, d.opts)
+	} else {
+		r, err = OpenFS(d.fsys, d.names[s], d.opts)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,8 @@
 // access across shards and Dataset.NewLoader, a streaming batch loader for training: one
 // prefetching goroutine, a ring of reusable page-aligned (optionally mlocked, or caller
 // allocated, see Allocator) buffers, large sequential reads (optionally O_DIRECT), batches
-// handed out as views into the buffers.
+// handed out as views into the buffers. OpenDataset also opens a --format npy dataset (a
+// fixed-size images.npy read as one shard holding every record; see Dataset and npy.go).
 //
 // Storage: the path-taking functions read the local file system. OpenDatasetFS, ReadManifestFS
 // and OpenFS read through an FS instead (Open returning an io.ReaderAt with a Size), which the

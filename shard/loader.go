@@ -606,7 +606,7 @@ func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 	switch {
 	case !local:
 		f, err = l.ds.fsys.Open(l.ds.names[s])
-	case l.opts.Direct:
+	case l.opts.Direct && !l.ds.npy: // an npy array's end is not aligned: no O_DIRECT
 		f, direct, err = OpenDirect(l.ds.ShardPath(s), os.O_RDONLY, 0)
 	default:
 		f, err = os.Open(l.ds.ShardPath(s))

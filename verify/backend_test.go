@@ -60,8 +60,26 @@ func TestBackendMatchesDir(t *testing.T) {
 	for _, f := range rep.Faults {
 		kinds[f.Kind]++
 	}
-	if kinds[KindMissing] != 1 || kinds[KindExtra] != 2 || kinds[KindSize] != 1 {
-		t.Fatalf("damaged dataset: %v", rep.Faults)
+	if kinds[KindMissing] != 1 || kinds[KindExtra] != 0 || kinds[KindSize] != 1 || len(rep.Warnings) != 2 {
+		t.Fatalf("damaged dataset: faults %v, warnings %v", rep.Faults, rep.Warnings)
+	}
+}
+
+// TestBackendExtraFiles: through a backend that is not local (an object store's path), an
+// unlisted file is a warning by default and a fault with Strict, as in Dir.
+func TestBackendExtraFiles(t *testing.T) {
+	dir := buildShards(t)
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := opaque{storage.NewLocal(dir)}
+	rep, err := Backend(context.Background(), b, dir, Options{}, nil)
+	if err != nil || !rep.OK || len(rep.Faults) != 0 || len(rep.Warnings) != 1 || rep.Warnings[0].File != "notes.txt" || rep.Warnings[0].Kind != KindExtra {
+		t.Fatalf("default: %v %+v", err, rep)
+	}
+	rep, err = Backend(context.Background(), b, dir, Options{Strict: true}, nil)
+	if err != nil || rep.OK || len(rep.Faults) != 1 || rep.Faults[0].File != "notes.txt" || len(rep.Warnings) != 0 {
+		t.Fatalf("strict: %v %+v", err, rep)
 	}
 }
 

@@ -10,6 +10,7 @@
 //
 // Dir reports every fault it finds, not only the first: a damaged shard is still checked block
 // by block, and the other files are still checked. Faults inside shards name the record range.
+// Files the manifest does not list are warnings, not faults, unless Options.Strict.
 package verify
 
 import (
@@ -38,7 +39,7 @@ import (
 const (
 	KindManifest  = "manifest"  // manifest.json missing, unreadable, or inconsistent
 	KindMissing   = "missing"   // a file listed in the manifest does not exist
-	KindExtra     = "extra"     // a file exists that the manifest does not list
+	KindExtra     = "extra"     // a file exists that the manifest does not list (a warning unless Options.Strict)
 	KindSize      = "size"      // a file's size differs from the manifest
 	KindSHA256    = "sha256"    // a file's SHA-256 differs from the manifest
 	KindStructure = "structure" // a file's internal structure is damaged or inconsistent
@@ -87,16 +88,19 @@ func recordRange(first, n int64) string {
 	return fmt.Sprintf("record %d", first)
 }
 
-// Report is the result of checking one dataset directory.
+// Report is the result of checking one dataset directory. OK means no faults; Warnings are
+// findings that do not make the dataset wrong: files the manifest does not list (KindExtra),
+// which no reader opens, unless Options.Strict makes them faults.
 type Report struct {
-	Dir     string  `json:"dir"`
-	Format  string  `json:"format"`
-	Count   int64   `json:"count"`
-	Files   int     `json:"files"`
-	Bytes   int64   `json:"bytes"`
-	OK      bool    `json:"ok"`
-	Faults  []Fault `json:"faults"`
-	Skipped int     `json:"skipped_inputs"`
+	Dir      string  `json:"dir"`
+	Format   string  `json:"format"`
+	Count    int64   `json:"count"`
+	Files    int     `json:"files"`
+	Bytes    int64   `json:"bytes"`
+	OK       bool    `json:"ok"`
+	Faults   []Fault `json:"faults"`
+	Warnings []Fault `json:"warnings"`
+	Skipped  int     `json:"skipped_inputs"`
 }
 
 // Options configures Dir.
@@ -116,6 +120,11 @@ type Options struct {
 	// Cached reads the files through the page cache rather than with O_DIRECT (for a caller
 	// that has just written them, or that reads them again).
 	Cached bool
+	// Strict reports files the manifest does not list as faults. Without it they are warnings
+	// (Report.Warnings): the readers open only the files the manifest lists, so a stray file
+	// beside them (an editor's backup, a log, a file copied in by hand) does not make the
+	// dataset wrong. Listed files that are missing or damaged are faults either way.
+	Strict bool
 }
 
 // FormatChecker checks the structure of non-shard formats (npy, hdf5) against the manifest.
@@ -150,11 +159,15 @@ type store struct {
 func check(ctx context.Context, b storage.Backend, dir string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
 	st := &store{b: b, fsys: storage.ShardFS(ctx, b)}
 	st.local, _ = st.fsys.(shard.LocalFS)
-	rep := &Report{Dir: dir, Faults: []Fault{}}
+	rep := &Report{Dir: dir, Faults: []Fault{}, Warnings: []Fault{}}
 	var mu sync.Mutex
 	add := func(f Fault) {
 		mu.Lock()
-		rep.Faults = append(rep.Faults, f)
+		if f.Kind == KindExtra && !opts.Strict {
+			rep.Warnings = append(rep.Warnings, f)
+		} else {
+			rep.Faults = append(rep.Faults, f)
+		}
 		mu.Unlock()
 	}
 	m, err := shard.ReadManifestFS(st.fsys)
@@ -265,20 +278,22 @@ func dataDamaged(faults []Fault) bool {
 }
 
 func (r *Report) finish() {
-	for i := range r.Faults {
-		if f := &r.Faults[i]; f.First < 0 {
-			f.ShardFirst = -1
-		} else if !strings.HasSuffix(f.File, ".pks") {
-			f.ShardFirst = f.First
+	for _, list := range [][]Fault{r.Faults, r.Warnings} {
+		for i := range list {
+			if f := &list[i]; f.First < 0 {
+				f.ShardFirst = -1
+			} else if !strings.HasSuffix(f.File, ".pks") {
+				f.ShardFirst = f.First
+			}
 		}
+		sort.SliceStable(list, func(i, j int) bool {
+			a, b := list[i], list[j]
+			if a.File != b.File {
+				return a.File < b.File
+			}
+			return a.First < b.First
+		})
 	}
-	sort.SliceStable(r.Faults, func(i, j int) bool {
-		a, b := r.Faults[i], r.Faults[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		return a.First < b.First
-	})
 	r.OK = len(r.Faults) == 0
 }
 
@@ -372,8 +387,9 @@ var knownVersions = []int{1, 2}
 
 func knownVersion(v int) bool { return slices.Contains(knownVersions, v) }
 
-// checkExtra reports files of the dataset that the manifest does not list. A listing that
-// fails is reported as a fault naming the folder it could not read.
+// checkExtra reports files of the dataset that the manifest does not list (add makes them
+// warnings unless Options.Strict). A listing that fails is reported as a fault naming the
+// folder it could not read.
 func checkExtra(ctx context.Context, b storage.Backend, m *shard.Manifest, add func(Fault)) {
 	listed := map[string]bool{shard.ManifestName: true}
 	for _, f := range m.Files {

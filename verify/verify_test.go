@@ -141,3 +141,44 @@ func TestDirCancel(t *testing.T) {
 		t.Fatalf("err %v, want %v", err, context.Canceled)
 	}
 }
+
+// TestDirExtraFileWarning: a file the manifest does not list is a warning naming it (the
+// dataset is still OK) unless Strict, where it is a fault; a listed file that is missing stays
+// a fault either way.
+func TestDirExtraFileWarning(t *testing.T) {
+	dir := buildShards(t)
+	if err := os.WriteFile(filepath.Join(dir, "shard-00099.pks"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "logs", "run.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Dir(context.Background(), dir, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Faults) != 0 || len(rep.Warnings) != 2 ||
+		rep.Warnings[0].File != "logs/run.txt" || rep.Warnings[1].File != "shard-00099.pks" || rep.Warnings[1].Kind != KindExtra {
+		t.Fatalf("default: ok=%v faults %v warnings %v; want OK with two extra warnings", rep.OK, rep.Faults, rep.Warnings)
+	}
+	rep, err = Dir(context.Background(), dir, Options{Strict: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || len(rep.Faults) != 2 || len(rep.Warnings) != 0 || rep.Faults[0].Kind != KindExtra {
+		t.Fatalf("strict: ok=%v faults %v warnings %v; want two extra faults", rep.OK, rep.Faults, rep.Warnings)
+	}
+	if err := os.Remove(filepath.Join(dir, "shard-00000.pks")); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = Dir(context.Background(), dir, Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || len(rep.Faults) != 1 || rep.Faults[0].Kind != KindMissing || len(rep.Warnings) != 2 {
+		t.Fatalf("missing shard: ok=%v faults %v warnings %v; want a missing fault and the two warnings", rep.OK, rep.Faults, rep.Warnings)
+	}
+}

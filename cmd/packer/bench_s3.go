@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
@@ -80,7 +81,8 @@ func runBenchS3(ctx context.Context, o *benchOptions) error {
 		return rs[0]
 	}
 	raw, rd := best(raws), best(reads)
-	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }
+	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }        // --json: GB/s, as named
+	gibs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / (1 << 30) } // text: GiB/s
 	ratio := (float64(rd.bytes) / rd.seconds) / (float64(raw.bytes) / raw.seconds)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
@@ -100,10 +102,10 @@ func runBenchS3(ctx context.Context, o *benchOptions) error {
 	} else {
 		mode += ", CRC checked"
 	}
-	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %.1f MB, %s, batch %d, best of %d\n",
-		o.Dir, m.Count, len(m.Files), float64(raw.bytes)/1e6, mode, o.Batch, o.Repeat)
-	fmt.Fprintf(o.IO.Out, "  parallel ranged GETs: %8.3f GB/s  (%.3fs; %d in flight, %d MiB each)\n", gbs(raw), raw.seconds, benchGetParallel, benchGetSize>>20)
-	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GB/s  (%.3fs)  %.0f samples/s\n", gbs(rd), rd.seconds, float64(rd.records)/rd.seconds)
+	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %s, %s, batch %d, best of %d\n",
+		o.Dir, m.Count, len(m.Files), progress.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
+	fmt.Fprintf(o.IO.Out, "  parallel ranged GETs: %8.3f GiB/s  (%.3fs; %d in flight, %d MiB each)\n", gibs(raw), raw.seconds, benchGetParallel, benchGetSize>>20)
+	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", gibs(rd), rd.seconds, float64(rd.records)/rd.seconds)
 	fmt.Fprintf(o.IO.Out, "  ratio reader/GETs   : %8.3f\n", ratio)
 	return nil
 }

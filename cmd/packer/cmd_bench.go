@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3"
 )
@@ -31,8 +33,9 @@ type benchOptions struct {
 
 	CacheDir string // object storage: the reader's local cache (s3.Options.CacheDir)
 
-	ReadSizeMiB int // 0: the loader's default
-	Prefetch    int // 0: the loader's default
+	ReadSizeFlag string // --read-size as given
+	ReadSize     int    // bytes; 0: the loader's default
+	Prefetch     int    // 0: the loader's default
 }
 
 func newBenchCommand(io *iostreams, runF func(context.Context, *benchOptions) error) *cobra.Command {
@@ -74,8 +77,15 @@ does): use --repeat 1 to measure its cost.
 			if opts.Batch < 1 || opts.Repeat < 1 {
 				return usagef(errors.New("--batch and --repeat must be at least 1"))
 			}
-			if opts.ReadSizeMiB < 0 || opts.Prefetch < 0 {
-				return usagef(errors.New("--read-size and --prefetch must not be negative"))
+			if opts.Prefetch < 0 {
+				return usagef(errors.New("--prefetch must not be negative"))
+			}
+			if s := opts.ReadSizeFlag; s != "" && s != "0" {
+				n, err := progress.ParseSize(s, progress.MiB) // a bare number is MiB, as before
+				if err != nil || n > math.MaxInt32 {
+					return usagef(fmt.Errorf("--read-size: %q is not a size such as 8MiB of at most 2 GiB", s))
+				}
+				opts.ReadSize = int(n)
 			}
 			if runF != nil {
 				return runF(c.Context(), opts)
@@ -88,7 +98,7 @@ does): use --repeat 1 to measure its cost.
 	cmd.Flags().BoolVar(&opts.Cold, "cold", false, "evict the files from the page cache before each pass and read with O_DIRECT")
 	cmd.Flags().BoolVar(&opts.Shuffle, "shuffle", false, "read in shuffled order (seeded shard order plus shuffle buffer)")
 	cmd.Flags().IntVar(&opts.Repeat, "repeat", 3, "alternating passes of each kind")
-	cmd.Flags().IntVar(&opts.ReadSizeMiB, "read-size", 0, "MiB of records per reader buffer (0: the loader's default)")
+	cmd.Flags().StringVar(&opts.ReadSizeFlag, "read-size", "0", "records per reader buffer, a size such as 8MiB (a bare number is MiB; 0: the loader's default)")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 0, "buffers in the reader's ring (0: the loader's default)")
 	cmd.Flags().BoolVar(&opts.NoCRC, "no-crc", false, "do not check the CRC-32C of the record data (checked by default)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON on stdout")
@@ -158,12 +168,16 @@ func runBench(ctx context.Context, o *benchOptions) error {
 	if o.Cold {
 		mode = "cold (evicted, O_DIRECT)"
 	}
-	if o.NoCRC {
+	switch {
+	case m.Format == shard.FormatNPY:
+		mode += ", npy (no checksums; read through the page cache)"
+	case o.NoCRC:
 		mode += ", CRC not checked"
-	} else {
+	default:
 		mode += ", CRC checked"
 	}
-	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }
+	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }        // --json: GB/s, as named
+	gibs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / (1 << 30) } // text: GiB/s
 	ratio := (float64(rd.bytes) / rd.seconds) / (float64(raw.bytes) / raw.seconds)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
@@ -174,10 +188,10 @@ func runBench(ctx context.Context, o *benchOptions) error {
 			ReaderSeconds: rd.seconds, ReaderGBps: gbs(rd), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
 		})
 	}
-	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %.1f MB, %s, batch %d, best of %d\n",
-		o.Dir, m.Count, len(paths), float64(raw.bytes)/1e6, mode, o.Batch, o.Repeat)
-	fmt.Fprintf(o.IO.Out, "  raw sequential read : %8.3f GB/s  (%.3fs)\n", gbs(raw), raw.seconds)
-	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GB/s  (%.3fs)  %.0f samples/s\n", gbs(rd), rd.seconds, float64(rd.records)/rd.seconds)
+	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %s, %s, batch %d, best of %d\n",
+		o.Dir, m.Count, len(paths), progress.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
+	fmt.Fprintf(o.IO.Out, "  raw sequential read : %8.3f GiB/s  (%.3fs)\n", gibs(raw), raw.seconds)
+	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", gibs(rd), rd.seconds, float64(rd.records)/rd.seconds)
 	fmt.Fprintf(o.IO.Out, "  ratio reader/raw    : %8.3f\n", ratio)
 	return nil
 }

@@ -354,25 +354,8 @@ func parseFloats(s string) ([]float64, error) {
 	return out, nil
 }
 
-// parseBytes parses sizes like 256MiB, 1GiB, 64MB, 1000000.
-func parseBytes(s string) (int64, error) {
-	t := strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range []struct {
-		suf string
-		m   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}} {
-		if strings.HasSuffix(t, u.suf) {
-			t, mult = strings.TrimSuffix(t, u.suf), u.m
-			break
-		}
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(t), 10, 64)
-	if err != nil || v <= 0 {
-		return 0, fmt.Errorf("%q is not a positive size such as 256MiB", s)
-	}
-	return v * mult, nil
-}
+// parseBytes parses a size flag or setting: 256MiB, 1GiB, 64M, 100MB, or a number of bytes.
+func parseBytes(s string) (int64, error) { return progress.ParseSize(s, 1) }
 
 func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	if s3.IsURL(o.Source) {
@@ -484,10 +467,10 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	} else if o.Resume {
 		fmt.Fprintf(o.IO.Out, "resume: no checkpoint of an interrupted build of %s; built from the beginning\n", o.Out)
 	}
-	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %.1f MB]\n",
-		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), float64(sum.FileBytes)/1e6)
-	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %.1f MB/s\n",
-		device, o.Workers, secs, float64(sum.Records)/secs, float64(sum.Bytes)/1e6/secs)
+	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %s]\n",
+		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), progress.Bytes(sum.FileBytes))
+	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %s\n",
+		device, o.Workers, secs, float64(sum.Records)/secs, progress.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
 		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json):\n", sum.Skipped, o.Out)
 		for _, k := range pipeline.SortedKeys(sum.Reasons) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 )
@@ -228,17 +229,10 @@ func compactJSON(v any) string {
 }
 
 func byteSize(n int64) string {
-	switch {
-	case n < 0:
+	if n < 0 {
 		return "variable"
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
-	return fmt.Sprintf("%d B", n)
+	return progress.Bytes(n)
 }
 
 // dimNames names the dimensions of a sample shape from its layout ("thwc" gives T, H, W, C),

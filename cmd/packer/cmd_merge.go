@@ -128,8 +128,10 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		Progress: func(records, _ int64) { bar.Set(records) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
-			// parts through the page cache, as cp does.
-			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Cached: true}, nil)
+			// parts through the page cache, as cp does. Strict: a part is packer's own output,
+			// so a file its manifest does not list there is a fault, as it was before verify
+			// made such files warnings.
+			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Cached: true, Strict: true}, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -161,9 +163,9 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
-	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %.1f MB]; %.2fs, %.1f MB/s\n",
+	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %s]; %.2fs, %s\n",
 		len(parts.Dirs), sum.Records, sum.Items, sum.Out, info.Format, len(sum.Manifest.Files),
-		float64(sum.FileBytes)/1e6, secs, float64(sum.Bytes)/1e6/secs)
+		progress.Bytes(sum.FileBytes), secs, progress.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
 		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json)\n", sum.Skipped, o.Out)
 	}

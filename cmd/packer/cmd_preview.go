@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -105,7 +106,16 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 
 	cols := int(math.Ceil(math.Sqrt(float64(k))))
 	rows := (int(k) + cols - 1) / cols
-	const caption = 16
+	infos := make([]recordInfo, len(idx))
+	caption := 16
+	for p, i := range idx {
+		if infos[p], err = ds.Info(i); err != nil {
+			return err
+		}
+		if recordPath(infos[p]) != "" {
+			caption = 30 // a second line: the record's source path
+		}
+	}
 	tw, th := o.Tile, o.Tile+caption
 	sheet := image.NewRGBA(image.Rect(0, 0, cols*tw, rows*th))
 	draw.Draw(sheet, sheet.Bounds(), image.NewUniform(color.RGBA{32, 32, 32, 255}), image.Point{}, draw.Src)
@@ -117,10 +127,7 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 		if err != nil {
 			return err
 		}
-		ri, err := ds.Info(i)
-		if err != nil {
-			return err
-		}
+		ri := infos[p]
 		shape, err := ds.RecordShape(i)
 		if err != nil {
 			return err
@@ -142,6 +149,14 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 		d := font.Drawer{Dst: sheet, Src: image.White, Face: basicfont.Face7x13,
 			Dot: fixed.P(x0+3, y0+o.Tile+12)}
 		d.DrawString(label)
+		if path := recordPath(ri); path != "" {
+			if max := (tw - 4) / 7; len(path) > max && max > 1 {
+				path = "~" + path[len(path)-max+1:] // keep the file name, the end of the path
+			}
+			d = font.Drawer{Dst: sheet, Src: image.NewUniform(color.RGBA{180, 180, 180, 255}), Face: basicfont.Face7x13,
+				Dot: fixed.P(x0+3, y0+o.Tile+26)}
+			d.DrawString(path)
+		}
 	}
 	var buf bytes.Buffer
 	switch strings.ToLower(filepath.Ext(o.Out)) {
@@ -307,4 +322,16 @@ func insideDir(p, dir string) bool {
 // (shard.WriteFileAtomic: synced, then renamed), so a failure never leaves a truncated file behind.
 func writeFileReplacing(path string, data []byte) error {
 	return shard.WriteFileAtomic(path, data)
+}
+
+// recordPath is the source path an image record's metadata carries ({"path": ...}, folder and
+// list sources), or "".
+func recordPath(ri recordInfo) string {
+	var m struct {
+		Path string `json:"path"`
+	}
+	if len(ri.Meta) == 0 || json.Unmarshal(ri.Meta, &m) != nil {
+		return ""
+	}
+	return m.Path
 }

@@ -26,6 +26,7 @@ type verifyOptions struct {
 	Dir     string
 	JSON    bool
 	Workers int
+	Strict  bool
 }
 
 func newVerifyCommand(io *iostreams, runF func(context.Context, *verifyOptions) error) *cobra.Command {
@@ -34,7 +35,8 @@ func newVerifyCommand(io *iostreams, runF func(context.Context, *verifyOptions) 
 		Use:   "verify OUT",
 		Short: "Check every file of a packed dataset against its manifest",
 		Long: `Verify checks the dataset in OUT against OUT/manifest.json: that every listed file exists
-with the listed size and SHA-256, that no unlisted file is present, and the internal
+with the listed size and SHA-256, which files are present that the manifest does not list
+(a warning, since no reader opens them; with --strict a fault), and the internal
 structure of every file: for shards the header, index and footer checksums and the CRC-32C
 of every block of records (naming the damaged record range); for npy and hdf5 the array
 headers, shapes, dtypes and counts. It first checks manifest.json's own SHA-256
@@ -51,6 +53,7 @@ the same numbers.
 ` + exitStatusHelp,
 		Example: `  packer verify fmnist
   packer verify --json fmnist > report.json
+  packer verify --strict fmnist          # a file the manifest does not list fails too
   packer verify s3://bucket/fmnist       # AWS settings from the environment / profile`,
 		Args: argsUsage(cobra.ExactArgs(1)),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -63,6 +66,7 @@ the same numbers.
 	}
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the report as JSON on stdout")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "files checked at once")
+	cmd.Flags().BoolVar(&opts.Strict, "strict", false, "fail on files the manifest does not list (by default a warning)")
 	return cmd
 }
 
@@ -112,7 +116,7 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 		workers = 2 // verify.Dir's default
 	}
 	defer raiseProcs(workers)()
-	rep, err := verify.Backend(ctx, store, o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set}, formatCheckers())
+	rep, err := verify.Backend(ctx, store, o.Dir, verify.Options{Workers: o.Workers, Progress: bar.Set, Strict: o.Strict}, formatCheckers())
 	bar.Finish()
 	if err != nil {
 		return err
@@ -127,9 +131,15 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 		for _, f := range rep.Faults {
 			fmt.Fprintln(o.IO.Out, f.String())
 		}
+		for _, f := range rep.Warnings {
+			fmt.Fprintln(o.IO.Out, "warning: "+f.String())
+		}
+		if len(rep.Warnings) > 0 {
+			fmt.Fprintf(o.IO.Out, "%s: %d files the manifest does not list (no reader opens them; --strict makes them faults)\n", o.Dir, len(rep.Warnings))
+		}
 		if rep.OK {
-			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %d %s files (%.1f MB) match the manifest\n",
-				o.Dir, rep.Count, rep.Files, rep.Format, float64(rep.Bytes)/1e6)
+			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %d %s files (%s) match the manifest\n",
+				o.Dir, rep.Count, rep.Files, rep.Format, progress.Bytes(rep.Bytes))
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}

@@ -222,11 +222,6 @@ func TestVerifyDamageTable(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, verify.KindMissing},
-		{"extra file", func(t *testing.T, dir string, m *shard.Manifest) {
-			if err := os.WriteFile(filepath.Join(dir, "shard-00099.pks"), []byte("x"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}, verify.KindExtra},
 		{"edited manifest count", func(t *testing.T, dir string, m *shard.Manifest) {
 			editManifest(t, dir, func(m map[string]any) { m["count"] = 499 })
 		}, verify.KindManifest},
@@ -257,6 +252,49 @@ func TestVerifyDamageTable(t *testing.T) {
 			}
 			if _, _, code := run(t, "verify", dir); code != exitCorrupt {
 				t.Fatalf("packer verify exit %d, want %d", code, exitCorrupt)
+			}
+		})
+	}
+}
+
+// TestVerifyExtraFile: packer verify reports a file the manifest does not list as a warning
+// naming it and exits 0; with --strict it is a fault and the exit status is 3. A missing
+// listed file still fails without --strict.
+func TestVerifyExtraFile(t *testing.T) {
+	tmp := t.TempDir()
+	src := filepath.Join(tmp, "data.bin")
+	if err := cifar.WriteBinary(src, "cifar10", cifar.TestRecords("cifar10", 300, 3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"shards", "npy"} {
+		t.Run(format, func(t *testing.T) {
+			dir := filepath.Join(tmp, format)
+			mustRun(t, "build", src, "--from", "cifar10", "-o", dir, "--format", format, "--shard-size", "400KiB")
+			if err := os.WriteFile(filepath.Join(dir, "shard-00099.pks"), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, _, code := run(t, "verify", dir)
+			if code != 0 || !strings.Contains(out, "warning: shard-00099.pks: extra:") || !strings.Contains(out, "ok: ") {
+				t.Fatalf("verify with an extra file: exit %d, output:\n%s", code, out)
+			}
+			out, _, code = run(t, "verify", "--json", dir)
+			var rep verify.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || !rep.OK || len(rep.Warnings) != 1 || rep.Warnings[0].File != "shard-00099.pks" {
+				t.Fatalf("verify --json: exit %d, %v, %s", code, err, out)
+			}
+			out, _, code = run(t, "verify", "--strict", dir)
+			if code != exitCorrupt || !strings.Contains(out, "shard-00099.pks: extra:") || !strings.Contains(out, "CORRUPT") {
+				t.Fatalf("verify --strict: exit %d, want %d; output:\n%s", code, exitCorrupt, out)
+			}
+			m, err := shard.ReadManifest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, m.Files[0].Path)); err != nil {
+				t.Fatal(err)
+			}
+			if out, _, code = run(t, "verify", dir); code != exitCorrupt || !strings.Contains(out, "missing") {
+				t.Fatalf("verify with a missing file: exit %d, want %d; output:\n%s", code, exitCorrupt, out)
 			}
 		})
 	}

@@ -57,7 +57,10 @@ func TestVerifyThroughSymlink(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(out, "stray.bin"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if stdout, _, code := run(t, "verify", link); code != exitCorrupt || !strings.Contains(stdout, "stray.bin") {
+	if stdout, _, code := run(t, "verify", "--strict", link); code != exitCorrupt || !strings.Contains(stdout, "stray.bin") {
+		t.Errorf("verify --strict %s with an unlisted file: exit %d, output %q", link, code, stdout)
+	}
+	if stdout, _, code := run(t, "verify", link); code != 0 || !strings.Contains(stdout, "warning: stray.bin") {
 		t.Errorf("verify %s with an unlisted file: exit %d, output %q", link, code, stdout)
 	}
 }

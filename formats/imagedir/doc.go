@@ -38,6 +38,14 @@
 // UTF-8 is kept, a byte that is not valid UTF-8 is written \xHH and a backslash \\, so names that
 // differ only in such bytes stay distinct. Two classes with the same name are refused.
 //
+// # Per-record metadata
+//
+// Every record carries {"path": NAME} as per-record metadata: its item name, the path relative
+// to the folder ("cat/001.jpg") or the path as written in the list, escaped the same way. It
+// is shown by packer inspect --records and preview's captions and returned by
+// shard.Reader.RecordMeta and packer_reader's ds.meta(i). It depends on the name only, so the
+// bytes stay the same for any number of workers and for a build in parts merged.
+//
 // # List
 //
 // A CSV file with a header (columns "path" and "label") or JSON Lines; see OpenList. A list

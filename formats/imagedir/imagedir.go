@@ -2,6 +2,7 @@ package imagedir
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
@@ -376,6 +377,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   s.count,
+		HasMeta: true, // {"path": ...}: see recordMeta
 	}
 }
 
@@ -446,11 +448,26 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		}
 		return &pipeline.InputError{Input: it.Name, Err: err}
 	}
-	c := pipeline.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label}
+	c := pipeline.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label, Meta: recordMeta(it.Name)}
 	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
 		c.Windows = []pipeline.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
 	}
 	return emit(c)
+}
+
+// recordMeta is an image record's per-record metadata, {"path": name}: its source path as
+// Item.Name gives it, relative to the folder (cat/001.jpg) or as written in the list, escaped
+// as the manifest escapes names (inputs.Name), so that a record leads back to its file
+// (inspect --records, preview captions, shard.Reader.RecordMeta, packer_reader's ds.meta(i)).
+// It depends only on the name, so every build of the same source writes the same bytes.
+func recordMeta(name string) []byte {
+	b, err := json.Marshal(struct {
+		Path string `json:"path"`
+	}{name})
+	if err != nil {
+		panic(err) // a string always marshals
+	}
+	return b
 }
 
 // linkSet finds images that are symbolic links to an image packed under another label: an

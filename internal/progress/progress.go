@@ -1,5 +1,6 @@
 // Package progress reports the progress of long operations on stderr: a redrawn bar when stderr
 // is a terminal, plain periodic lines otherwise (so CI logs do not fill with carriage returns).
+// Bytes, Rate and ParseSize are the one way packer prints and reads sizes (IEC units).
 package progress
 
 import (
@@ -47,7 +48,7 @@ func New(w io.Writer, what, unit string, total int64) *Bar {
 			progressbar.OptionClearOnFinish(),
 		}
 		if unit == "bytes" {
-			opts = append(opts, progressbar.OptionShowBytes(true))
+			opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionUseIECUnits(true))
 		} else {
 			opts = append(opts, progressbar.OptionShowIts(), progressbar.OptionSetItsString(unit))
 		}
@@ -90,16 +91,16 @@ func (b *Bar) Set(n int64) {
 	rate := float64(n-b.base) / el
 	line := fmt.Sprintf("%s: %d", b.what, n)
 	if b.unit == "bytes" {
-		line = fmt.Sprintf("%s: %.1f MB", b.what, float64(n)/1e6)
+		line = fmt.Sprintf("%s: %s", b.what, Bytes(n))
 	}
 	if b.total > 0 {
 		line += fmt.Sprintf("/%d (%.0f%%)", b.total, 100*float64(n)/float64(b.total))
 		if b.unit == "bytes" {
-			line = fmt.Sprintf("%s: %.1f/%.1f MB (%.0f%%)", b.what, float64(n)/1e6, float64(b.total)/1e6, 100*float64(n)/float64(b.total))
+			line = fmt.Sprintf("%s: %s/%s (%.0f%%)", b.what, Bytes(n), Bytes(b.total), 100*float64(n)/float64(b.total))
 		}
 	}
 	if b.unit == "bytes" {
-		line += fmt.Sprintf(", %.1f MB/s", rate/1e6)
+		line += ", " + Rate(rate)
 	} else {
 		line += fmt.Sprintf(", %.0f %s/s", rate, b.unit)
 	}

@@ -16,7 +16,8 @@ remembered, so the check costs time in the first epoch only (one core's CRC-32C 
 2 GB/s with Debian's python3-crc32c, docs/bench/crc.txt); without a C CRC-32C module the checks
 run on a NumPy fallback at a few hundred MB/s and a one-time RuntimeWarning says so. ``open(path, verify_crc=False)`` skips them.
 ``verify(path)`` always checks everything: file sizes, SHA-256, every data block CRC, padding, and
-npy/hdf5 shapes.
+npy/hdf5 shapes; files the manifest does not list are warnings (``report.warnings``), faults with
+``verify(path, strict=True)``.
 
 PyTorch: see ``packer_reader.torch``.
 """

@@ -1,4 +1,4 @@
-"""python3 -m packer_reader verify DIR [--json]   |   python3 -m packer_reader inspect DIR
+"""python3 -m packer_reader verify DIR [--json] [--strict]   |   python3 -m packer_reader inspect DIR
 
 Exit status: 0 success, 2 usage error, 3 corrupt or mismatching data, 1 other failure."""
 
@@ -21,6 +21,8 @@ def main(argv=None):
     v = sub.add_parser("verify", help="check every file of a packer output directory against its manifest")
     v.add_argument("dir")
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--strict", action="store_true",
+                   help="fail on files the manifest does not list (by default a warning)")
     i = sub.add_parser("inspect", help="print a short summary of a dataset")
     i.add_argument("dir")
     try:
@@ -31,7 +33,7 @@ def main(argv=None):
         ap.print_usage(sys.stderr)
         return EXIT_USAGE
     if args.cmd == "verify":
-        rep = packer_reader.verify(args.dir)
+        rep = packer_reader.verify(args.dir, strict=args.strict)
         print(json.dumps(rep.to_dict(), indent=2) if args.json else str(rep))
         return EXIT_OK if rep.ok else EXIT_CORRUPT
     try:

@@ -37,7 +37,7 @@ def _warn_if_slow_crc():
     if _crc32c.BACKEND == "numpy" and not _warned_slow_crc:
         _warned_slow_crc = True
         warnings.warn("packer_reader: record CRC-32C checks run on the slow NumPy fallback (a few hundred "
-                      "MB/s, below disk speed); install python3-crc32c (apt) or 'pip install crc32c' for a "
+                      "MiB/s, below disk speed); install python3-crc32c (apt) or 'pip install crc32c' for a "
                       "C implementation, or open the dataset with verify_crc=False to skip the checks",
                       RuntimeWarning, stacklevel=4)
 

@@ -72,14 +72,18 @@ def _records(a, b):
 
 
 class Report:
-    """What verify found: ``ok`` (no faults), ``faults`` (list of Fault), ``notes`` (checks that
+    """What verify found: ``ok`` (no faults), ``faults`` (list of Fault), ``warnings`` (list of
+    Fault: files the manifest does not list, kind ``extra``, which no reader opens; faults
+    instead with ``strict``), ``notes`` (checks that
     could not run, e.g. h5py missing), ``format``, ``count`` (manifest), ``files``, ``records`` and
     ``bytes`` checked, ``skipped_inputs`` (inputs the build skipped, listed in the manifest).
     ``to_dict()`` has the shape of ``packer verify --json``."""
 
-    def __init__(self, path):
+    def __init__(self, path, strict=False):
         self.path = path
+        self.strict = strict
         self.faults = []
+        self.warnings = []
         self.notes = []
         self.files = 0
         self.records = 0
@@ -100,7 +104,8 @@ class Report:
         return not self.faults
 
     def add(self, kind, path, reason, record_range=None, offset=None):
-        self.faults.append(Fault(kind, path, reason, record_range, offset, self.file_first.get(path, 0)))
+        f = Fault(kind, path, reason, record_range, offset, self.file_first.get(path, 0))
+        (self.warnings if kind == "extra" and not self.strict else self.faults).append(f)
 
     def add_error(self, err, kind=None):
         if isinstance(err, CorruptionError):
@@ -114,12 +119,14 @@ class Report:
         """The report in the shape of ``packer verify --json`` (plus ``notes``)."""
         return {"dir": self.path, "format": self.format, "count": self.count, "files": self.files,
                 "bytes": self.bytes, "ok": self.ok, "faults": [f.to_dict(self.path) for f in self.faults],
+                "warnings": [f.to_dict(self.path) for f in self.warnings],
                 "skipped_inputs": self.skipped_inputs, "notes": list(self.notes)}
 
     def __str__(self):
         lines = ["%s: %s (%d files, %d records, %d bytes checked)" % (
             self.path, "OK" if self.ok else "%d fault(s)" % len(self.faults), self.files, self.records, self.bytes)]
         lines += ["  " + str(f) for f in self.faults]
+        lines += ["  warning: " + str(f) for f in self.warnings]
         lines += ["  note: " + n for n in self.notes]
         return "\n".join(lines)
 
@@ -137,11 +144,11 @@ def _sha256(path):
     return h.hexdigest()
 
 
-def verify(path):
+def verify(path, strict=False):
     """Check a packer output directory against its manifest.json and return a :class:`Report`.
 
     Checks: manifest well-formed; every listed file present with the listed size and SHA-256;
-    no unlisted (extra) files; shards: magic, version, flags, limits, header/footer/index CRC,
+    unlisted (extra) files, reported as warnings (``strict=True``: as faults); shards: magic, version, flags, limits, header/footer/index CRC,
     every data block CRC (naming its record range), zero padding, record counts and sample spec
     against the manifest; npy: headers, shapes, dtypes and sizes; hdf5: dataset shapes and
     dtypes (when h5py is importable); labels within the class list and matching class_counts.
@@ -151,7 +158,7 @@ def verify(path):
     root = str(path)
     if os.path.isfile(root) and os.path.basename(root) == MANIFEST:
         root = os.path.dirname(root) or "."
-    rep = Report(root)
+    rep = Report(root, strict)
     try:
         m = load_manifest(root)
     except FormatError as e:

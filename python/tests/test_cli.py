@@ -42,6 +42,27 @@ def test_verify_exit_codes(shards_dir, tmp_path):
     assert run().returncode == 2
 
 
+def test_verify_extra_file_warning(shards_dir, tmp_path):
+    """An unlisted file: a warning naming it and exit 0; with --strict a fault and exit 3."""
+    import json
+    import shutil
+
+    d = str(tmp_path / "extra")
+    shutil.copytree(shards_dir, d)
+    with open(os.path.join(d, "notes.txt"), "w") as f:
+        f.write("x")
+    r = run("verify", d)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "OK" in r.stdout and "warning: extra:" in r.stdout and "notes.txt" in r.stdout
+    r = run("verify", d, "--json")
+    rep = json.loads(r.stdout)
+    assert r.returncode == 0 and rep["ok"] is True and rep["faults"] == []
+    assert [(w["file"], w["kind"]) for w in rep["warnings"]] == [("notes.txt", "extra")]
+    r = run("verify", d, "--strict")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "extra:" in r.stdout and "notes.txt" in r.stdout
+
+
 def test_inspect(npy_dir):
     r = run("inspect", npy_dir)
     assert r.returncode == 0 and "203 records" in r.stdout

@@ -154,7 +154,7 @@ def test_image_folder(packer, tmp_path, fmt):
                 p = root / cls / f"{k}.jpg"
                 img.save(p, quality=85)
                 (root / cls / f"{k}.png").unlink()
-            want.append((np.asarray(Image.open(p).convert("RGB")), 0 if cls == "cat" else 1))
+            want.append((np.asarray(Image.open(p).convert("RGB")), 0 if cls == "cat" else 1, f"{cls}/{p.name}"))
     out = tmp_path / "out"
     # The images are all 30x20 but a build cannot know that before decoding them: a fixed
     # shape is asked for (a crop to the images' own size changes no pixel).
@@ -162,9 +162,10 @@ def test_image_folder(packer, tmp_path, fmt):
     ds, images, labels = read_all(out)
     assert ds.classes == ["cat", "dog"]
     assert len(ds) == len(want)
-    for i, (img, lab) in enumerate(want):
+    for i, (img, lab, path) in enumerate(want):
         assert np.array_equal(images[i], img), f"record {i}"
         assert labels[i] == lab
+        assert ds.meta(i) == {"path": path}, f"record {i}: the source path relative to the folder"
 
 
 def test_h5py_reads_data_h5_directly(packer, tmp_path):

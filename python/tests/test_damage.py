@@ -168,7 +168,11 @@ def test_missing_and_extra_files(ds_dir):
     with open(os.path.join(ds_dir, "stray.tmp"), "wb") as f:
         f.write(b"x")
     rep = packer_reader.verify(ds_dir)
-    assert sorted(f.kind for f in rep.faults) == ["extra", "missing"], rep
+    # the unlisted file is a warning (no reader opens it); the missing listed shard is a fault
+    assert [f.kind for f in rep.faults] == ["missing"], rep
+    assert [(f.kind, os.path.basename(f.path)) for f in rep.warnings] == [("extra", "stray.tmp")], rep
+    rep = packer_reader.verify(ds_dir, strict=True)
+    assert sorted(f.kind for f in rep.faults) == ["extra", "missing"] and not rep.warnings, rep
     with pytest.raises(OSError):
         packer_reader.open(ds_dir)
 
