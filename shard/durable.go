@@ -113,6 +113,12 @@ func commitFile(f *os.File, final string, check func(f *os.File) error) error {
 	return nil
 }
 
+// CommitFile makes f, a finished file the caller created under a temporary name in final's
+// directory, durable under the name final: fsync, close, rename. f is closed on every path; on
+// error the temporary file is left for the caller to remove and final is untouched. The
+// directory is not synced: call SyncDir once after the last file of the directory is committed.
+func CommitFile(f *os.File, final string) error { return commitFile(f, final, nil) }
+
 // WriteFileAtomic writes data to path durably: Create, Commit and SyncDir of path's directory.
 // Readers of path see the old file or the new one, never a part of it.
 func WriteFileAtomic(path string, data []byte) error {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/packer-dev/packer/shard"
 )
 
 // MirrorStateName is the file in a mirror folder that records which object each local file
@@ -127,6 +129,7 @@ func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions
 		done  int64
 		first error
 		wg    sync.WaitGroup
+		dirs  = map[string]bool{} // folders that received a file: synced before the record
 	)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -145,6 +148,7 @@ func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions
 						cancel()
 					}
 				} else {
+					dirs[filepath.Dir(filepath.Join(dir, filepath.FromSlash(name)))] = true
 					state.Objects[name] = o
 					done += o.Size
 					m.Fetched++
@@ -168,6 +172,12 @@ func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions
 	close(jobs)
 	wg.Wait()
 	m.Bytes = done
+	// The renames of the fetched files are made durable before the record lists them.
+	for d := range dirs {
+		if err := shard.SyncDir(d); err != nil && first == nil {
+			first = err
+		}
+	}
 	if !opts.NoRecord {
 		if err := writeMirrorState(dir, state); err != nil && first == nil {
 			first = err
@@ -203,8 +213,8 @@ func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject,
 			if !fs.ValidPath(name) || path.Clean(name) != name || !filepath.IsLocal(filepath.FromSlash(name)) {
 				return nil, "", fmt.Errorf("%s: the object name %q cannot be a local file name (empty, \".\" or \"..\" elements)", b.objURL(key), name)
 			}
-			if name == MirrorStateName {
-				return nil, "", fmt.Errorf("%s: an object named %s would clash with the mirror's own record", b.objURL(key), MirrorStateName)
+			if name == MirrorStateName || name == MirrorStateName+".tmp" {
+				return nil, "", fmt.Errorf("%s: an object named %s would clash with the mirror's own record", b.objURL(key), name)
 			}
 			objs[name] = mirrorObject{Key: key, Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)}
 		}
@@ -257,16 +267,16 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 	if err == nil {
 		err = f.Chmod(0o644)
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
 	if err == nil && n != o.Size {
 		err = fmt.Errorf("%s: GetObject: got %d bytes, the listing said %d", u, n, o.Size)
 	} else if err != nil {
 		err = b.wrap("GetObject", u, err)
 	}
 	if err == nil {
-		err = os.Rename(f.Name(), dst)
+		// fsync, close, rename: a copy the mirror's record lists survives a crash whole.
+		err = shard.CommitFile(f, dst)
+	} else {
+		f.Close()
 	}
 	if err != nil {
 		os.Remove(f.Name())
@@ -308,9 +318,5 @@ func writeMirrorState(dir string, s *mirrorState) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, MirrorStateName+".tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, MirrorStateName))
+	return shard.WriteFileAtomic(filepath.Join(dir, MirrorStateName), data)
 }
