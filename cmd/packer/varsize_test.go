@@ -268,10 +268,11 @@ func TestNoResizeMixedSizesPacksAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Six records in a 3x3 grid of 128-pixel tiles with 16-pixel captions: the centre of each
-	// tile is a pixel of that record, scaled into the tile at its own shape.
+	// Six records in a 3x3 grid of 128-pixel tiles with 30-pixel captions (two lines: the
+	// label, and the source path folder records carry): the centre of each tile is a pixel of
+	// that record, scaled into the tile at its own shape.
 	for i := range pix {
-		x, y := (i%3)*128+64, (i/3)*144+64
+		x, y := (i%3)*128+64, (i/3)*(128+30)+64
 		r, g, b, _ := sheet.At(x, y).RGBA()
 		found := false
 		for p := 0; p+2 < len(pix[i]); p += 3 {
