@@ -155,6 +155,10 @@ func TestBuildFrameStager(t *testing.T) {
 			if st.frames == 0 || st.images == 0 || st.images/2 > st.frames {
 				t.Errorf("windowed %v: %d frames staged for %d images run (each checked twice)", windowed, st.frames, st.images)
 			}
+			if windowed && (st.frames != 70 || st.images != 2*70) {
+				// One item, one frame: each copied once into a frame, and run from there.
+				t.Errorf("windowed: %d frames staged and %d run for 70 one-frame items", st.frames, st.images/2)
+			}
 			if st.released != st.frames || len(st.live) != 0 {
 				t.Errorf("windowed %v: %d of %d frames released, %d live", windowed, st.released, st.frames, len(st.live))
 			}
