@@ -55,8 +55,9 @@ func frameCases(t *testing.T, r *rand.Rand, spec transforms.Spec, n int) []frame
 
 // runFrames copies each case into a Frame of rs (all of them when every is 1, every other
 // when 2), as the pipeline's batch worker does, runs them in one call, checks the records
-// against the CPU and releases the frames. It returns how many were pinned frames.
-func runFrames(t *testing.T, rs *Resizer, k *fakeHooks, cs []frameCase, every int) (pinned int, err error) {
+// against the CPU and releases the frames. It returns how many were pinned frames, and their
+// bytes.
+func runFrames(t *testing.T, rs *Resizer, k *fakeHooks, cs []frameCase, every int) (pinned, pinnedBytes int, err error) {
 	imgs := make([]transforms.Image, len(cs))
 	wins := make([]Window, len(cs))
 	dsts := make([][]byte, len(cs))
@@ -77,18 +78,19 @@ func runFrames(t *testing.T, rs *Resizer, k *fakeHooks, cs []frameCase, every in
 		imgs[i].Pix = pix
 		if k.writeCombined(unsafe.SliceData(pix), uintptr(len(pix))) == 1 {
 			pinned++
+			pinnedBytes += len(pix)
 		}
 	}
 	if err := rs.RunWindows(imgs, wins, dsts); err != nil {
-		return pinned, err
+		return pinned, pinnedBytes, err
 	}
 	for i := range dsts {
 		if !bytes.Equal(dsts[i], cs[i].want) {
-			return pinned, fmt.Errorf("image %d (%dx%dx%d, window %+v) differs from the CPU at byte %d",
+			return pinned, pinnedBytes, fmt.Errorf("image %d (%dx%dx%d, window %+v) differs from the CPU at byte %d",
 				i, cs[i].im.W, cs[i].im.H, cs[i].im.C, cs[i].win, firstDiff(dsts[i], cs[i].want))
 		}
 	}
-	return pinned, nil
+	return pinned, pinnedBytes, nil
 }
 
 // TestFakeDriverFrames: frames from Resizer.Frame are write-combined pinned memory (the fake
@@ -115,7 +117,7 @@ func TestFakeDriverFrames(t *testing.T) {
 			defer rs.Close()
 			cs := frameCases(t, r, spec, 30)
 			staged := hostStaged.Load()
-			pinned, err := runFrames(t, rs, k, cs, 1)
+			pinned, _, err := runFrames(t, rs, k, cs, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +134,7 @@ func TestFakeDriverFrames(t *testing.T) {
 			}
 			// Half frames, half Go memory: only the latter are staged.
 			staged = hostStaged.Load()
-			if _, err := runFrames(t, rs, k, cs, 2); err != nil {
+			if _, _, err := runFrames(t, rs, k, cs, 2); err != nil {
 				t.Fatal(err)
 			}
 			if n := hostStaged.Load() - staged; n != int64(len(cs)/2) {
@@ -169,21 +171,21 @@ func TestFakeDriverFramesInFlight(t *testing.T) {
 	for w := range cases {
 		cases[w] = frameCases(t, r, spec, 6)
 	}
-	var pinned, total sync.Map
+	var mu sync.Mutex
+	np, nt, nbytes := 0, 0, 0 // frames pinned, frames, bytes of pinned frames
 	errs := make(chan error, workers)
 	for w := range workers {
 		go func() {
-			n := 0
 			for range rounds {
-				p, err := runFrames(t, rs, k, cases[w], 1)
+				p, pb, err := runFrames(t, rs, k, cases[w], 1)
 				if err != nil {
 					errs <- fmt.Errorf("worker %d: %w", w, err)
 					return
 				}
-				n += p
+				mu.Lock()
+				np, nt, nbytes = np+p, nt+len(cases[w]), nbytes+pb
+				mu.Unlock()
 			}
-			pinned.Store(w, n)
-			total.Store(w, rounds*len(cases[w]))
 			errs <- nil
 		}()
 	}
@@ -192,19 +194,13 @@ func TestFakeDriverFramesInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	np, nt := 0, 0
-	for w := range workers {
-		p, _ := pinned.Load(w)
-		n, _ := total.Load(w)
-		np, nt = np+p.(int), nt+n.(int)
-	}
 	size, used, lost := rs.frames.stats()
 	if size > budget || used != 0 || lost != 0 {
 		t.Errorf("frame pool: %d bytes (budget %d), %d in use, %d lost", size, budget, used, lost)
 	}
-	// The pool holds a few frames at once, so most pinned frames were reused ones.
-	if np < nt/4 || np*int(size)/budget > nt*4 {
-		t.Errorf("%d of %d frames pinned with a %d-byte pool", np, nt, size)
+	// Most frames were pinned, many times the pool's bytes: frames were reused all along.
+	if np < nt/2 || nbytes < 4*size {
+		t.Errorf("%d of %d frames pinned, %d bytes, with a %d-byte pool", np, nt, nbytes, size)
 	}
 	t.Logf("%d of %d frames pinned, pool %d bytes", np, nt, size)
 }
@@ -371,7 +367,7 @@ func TestFakeDriverFramesMidBatchFailures(t *testing.T) {
 		{"cuMemcpyHtoDAsync_v2", 9}, {"cuLaunchKernel", 6}, {"cuMemcpyDtoHAsync_v2", 4}, {"cuEventQuery", 5},
 	} {
 		k.fail(c.call, c.nth, 719)
-		_, err := runFrames(t, rs, k, cs, 1)
+		_, _, err := runFrames(t, rs, k, cs, 1)
 		k.fail("", 0, 0)
 		var ce *Error
 		if !errors.As(err, &ce) || ce.Call != c.call || ce.Code != 719 {
@@ -383,7 +379,7 @@ func TestFakeDriverFramesMidBatchFailures(t *testing.T) {
 		if _, used, lost := rs.frames.stats(); used != 0 || lost != 0 {
 			t.Errorf("%s #%d failing: %d frame bytes in use, %d lost after release", c.call, c.nth, used, lost)
 		}
-		if _, err := runFrames(t, rs, k, cs, 1); err != nil {
+		if _, _, err := runFrames(t, rs, k, cs, 1); err != nil {
 			t.Fatalf("after %s #%d failed: %v", c.call, c.nth, err)
 		}
 	}
@@ -391,7 +387,7 @@ func TestFakeDriverFramesMidBatchFailures(t *testing.T) {
 	// frames are lost.
 	k.fail("cuEventQuery", 1, 719)
 	k.fail("cuStreamSynchronize", 1, 720)
-	_, err = runFrames(t, rs, k, cs, 1)
+	_, _, err = runFrames(t, rs, k, cs, 1)
 	k.fail("", 0, 0)
 	if err == nil {
 		t.Fatal("Run succeeded with its wait and stream synchronize failing")
