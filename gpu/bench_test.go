@@ -30,7 +30,7 @@ func kernelTime(rs *Resizer, imgs []transforms.Image, iters int) (time.Duration,
 	var dWts DevicePtr
 	var ms float32
 	err = d.Do(func() error {
-		if err := rs.grow(s, plan.srcBytes, tableBytes, plan.midBytes, plan.dstBytes); err != nil {
+		if err := rs.grow(s, plan.hostBytes, plan.srcBytes, tableBytes, plan.midBytes, plan.dstBytes); err != nil {
 			return err
 		}
 		dWts = s.dJobs + DevicePtr(jobBytes)

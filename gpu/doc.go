@@ -17,6 +17,8 @@
 // split by staged bytes and queued; a free slot (ResizerOptions.Streams, 4 by default) takes
 // the oldest queued pieces of any caller up to ResizerOptions.MaxBatchBytes as one device
 // batch, so concurrent small calls gather into large batches while the device is busy.
+// Images copied into Resizer.Frame (pinned memory; the pipeline's batch workers do) are not
+// staged: the rows their kept pixels read go up straight from the frame.
 //
 // PinnedAllocator is a shard.Allocator backed by page-locked memory from the driver, and
 // Device.CopyBatchAsync issues the asynchronous host-to-device copy of a batch.

@@ -144,6 +144,7 @@ var fakeControl = sync.OnceValues(func() (*fakeHooks, error) {
 	purego.RegisterLibFunc(&k.loaded, h, "fakecuda_loaded")
 	purego.RegisterLibFunc(&k.scribbled, h, "fakecuda_scribbled")
 	purego.RegisterLibFunc(&k.maxBusy, h, "fakecuda_max_busy")
+	purego.RegisterLibFunc(&k.writeCombined, h, "fakecuda_write_combined")
 	return &k, nil
 })
 
@@ -155,6 +156,8 @@ type fakeHooks struct {
 	loaded    func() int32
 	scribbled func() int64
 	maxBusy   func() int32
+	// writeCombined reports whether [p, p+n) is write-combined pinned memory.
+	writeCombined func(p *byte, n uintptr) int32
 }
 
 // TestFakeDriverFailures: a driver call that fails part-way through enqueueing a batch, or

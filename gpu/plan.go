@@ -116,6 +116,13 @@ type batchPlan struct {
 	layout, esize      int32
 	channels           []int
 	srcRead            int // source bytes under the kept pixels' filter support (minimum device reads)
+	// direct[i] is set when image i goes up straight from its own pinned memory (a
+	// Resizer.Frame) rather than from the slot's staging: its region is then whole rows of
+	// the image, one contiguous span. hostOffs are the staged images' offsets in the slot's
+	// staging, packed (hostBytes in all); without direct images they equal srcOffs.
+	direct    []bool
+	hostOffs  []int
+	hostBytes int
 }
 
 // region is the part of an image that is staged and uploaded: w×h pixels from (x, y) of the
@@ -239,6 +246,14 @@ func (ip *imagePlan) stagedBytes(c int) int { return (ip.cx1 - ip.cx0) * (ip.ry1
 // planBatch lays out a batch: every image's job, with its weights placed by pool. wins is
 // nil (whole images) or has one Window per image.
 func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet) (*batchPlan, error) {
+	return planBatchDirect(spec, imgs, wins, pool, luts, nil)
+}
+
+// planBatchDirect is planBatch where direct (nil, or one per image) marks the images uploaded
+// straight from their own pinned memory: each uploads the full width of the rows its kept
+// pixels read (the image's own rows [RY0, RY1), contiguous), not just the columns under the
+// taps, and is not staged. The kernels read the same source pixels either way.
+func planBatchDirect(spec transforms.Spec, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet, direct []bool) (*batchPlan, error) {
 	spec = spec.Normalized()
 	layout, esize, err := conversion(spec)
 	if err != nil {
@@ -281,6 +296,14 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, poo
 		C := im.C
 		x0, x1, y0, y1, ry0, ry1 := ip.x0, ip.x1, ip.y0, ip.y1, ip.ry0, ip.ry1
 		srcN := ip.stagedBytes(C)
+		read := srcN
+		reg := region{x: ip.cx0 - ip.winX, y: ry0 - ip.winY, w: ip.cx1 - ip.cx0, h: ry1 - ry0}
+		srcX0 := ip.cx0
+		isDirect := direct != nil && direct[i] && srcN > 0
+		if isDirect {
+			reg.x, reg.w, srcX0 = 0, im.W, ip.winX
+			srcN = im.W * reg.h * C
+		}
 		midN := (ry1 - ry0) * (x1 - x0) * C
 		dstN := g.OutW * g.OutH * C * int(esize)
 		hwork := (ry1 - ry0) * (x1 - x0)
@@ -290,7 +313,7 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, poo
 			return nil, fmt.Errorf("gpu: batch exceeds %d bytes per buffer at image %d", maxBufferBytes, i)
 		}
 		job := [jobWords]int32{
-			jC: int32(C), jSrcW: int32(ip.cx1 - ip.cx0), jSrcOff: int32(p.srcBytes), jSrcX0: int32(ip.cx0),
+			jC: int32(C), jSrcW: int32(reg.w), jSrcOff: int32(p.srcBytes), jSrcX0: int32(srcX0),
 			jXB: xb, jXC: xc, jXK: int32(ip.wx.KSize), jYB: yb, jYC: yc, jYK: int32(ip.wy.KSize),
 			jX0: int32(x0), jX1: int32(x1), jY0: int32(y0), jY1: int32(y1), jRY0: int32(ry0), jRY1: int32(ry1),
 			jMidOff: int32(p.midBytes), jOutW: int32(g.OutW), jOutH: int32(g.OutH),
@@ -299,11 +322,16 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, poo
 		}
 		p.jobs = append(p.jobs, job[:]...)
 		p.srcOffs = append(p.srcOffs, p.srcBytes)
-		p.regions = append(p.regions, region{x: ip.cx0 - ip.winX, y: ry0 - ip.winY, w: ip.cx1 - ip.cx0, h: ry1 - ry0})
+		p.regions = append(p.regions, reg)
+		p.direct = append(p.direct, isDirect)
+		p.hostOffs = append(p.hostOffs, p.hostBytes)
+		if !isDirect {
+			p.hostBytes += srcN
+		}
 		p.dstOffs = append(p.dstOffs, p.dstBytes)
 		p.dstSizes = append(p.dstSizes, dstN)
 		p.channels = append(p.channels, C)
-		p.srcRead += srcN
+		p.srcRead += read
 		p.srcBytes += srcN
 		p.midBytes += midN
 		p.dstBytes += dstN

@@ -22,6 +22,10 @@ type ResizerOptions struct {
 	// until the next would pass it; a single larger image gets a batch of its own. Default
 	// 64 MiB.
 	MaxBatchBytes int
+	// FrameBytes bounds the pinned memory of Frame, the frames callers decode into (the
+	// pipeline's batch workers): past it, Frame hands out Go memory, which Run stages as
+	// before. Default Streams × MaxBatchBytes.
+	FrameBytes int
 }
 
 // DefaultStreams is ResizerOptions.Streams' default: more than two batches in flight, so one
@@ -37,6 +41,9 @@ func (o ResizerOptions) withDefaults() ResizerOptions {
 	}
 	if o.MaxBatchBytes > maxBufferBytes/2 {
 		o.MaxBatchBytes = maxBufferBytes / 2
+	}
+	if o.FrameBytes <= 0 {
+		o.FrameBytes = o.Streams * o.MaxBatchBytes
 	}
 	return o
 }
@@ -56,6 +63,10 @@ type Resizer struct {
 	mu    sync.Mutex
 	queue []*piece // pieces of Run calls waiting for a slot, oldest first
 
+	frames framePool // pinned frames (Frame), uploaded without staging
+
+	enqueued func(imgs []transforms.Image) // tests: called after a batch is enqueued, before its wait
+
 	closeOnce sync.Once
 	closeErr  error
 
@@ -72,7 +83,7 @@ type slot struct {
 	stream Stream
 	done   Event
 	broken error  // set when the stream could not be waited for: the slot is never used again
-	hSrc   []byte // pinned, write-combined: written by the host, read only by the upload
+	hSrc   []byte // pinned, write-combined: written by the host, read only by the upload (images not in a Frame)
 	hJobs  []byte // pinned, write-combined: the job table, then the batch's resampling weights
 	hDst   []byte // pinned: the records, read by the host
 	dSrc   DevicePtr
@@ -100,6 +111,7 @@ func NewResizer(dev *Device, spec transforms.Spec, opts ResizerOptions) (*Resize
 		return nil, err
 	}
 	r := &Resizer{dev: dev, spec: spec, opts: opts.withDefaults(), luts: luts}
+	r.frames.budget = r.opts.FrameBytes
 	err = dev.Do(func() error {
 		var err error
 		lutBytes := 4
@@ -129,7 +141,7 @@ func NewResizer(dev *Device, spec transforms.Spec, opts ResizerOptions) (*Resize
 		return nil
 	})
 	if err != nil {
-		return nil, errors.Join(err, r.free())
+		return nil, errors.Join(err, r.free(nil))
 	}
 	r.slots = make(chan *slot, len(r.all))
 	for _, s := range r.all {
@@ -150,7 +162,9 @@ func (r *Resizer) OutputSize(w, h, c int) (int, error) {
 
 // Run transforms imgs[i] into dsts[i], which must be exactly the record size (OutputSize).
 // It returns when every record is written. The images are only read, and may be reused when
-// Run returns. Only the part of each image that the kept pixels read is staged and uploaded.
+// Run returns. Only the part of each image that the kept pixels read is staged and uploaded;
+// an image whose pixels are a Frame is not staged: the rows its kept pixels read go up
+// straight from it.
 // The images are split into device batches of at most MaxBatchBytes of staged source, up to
 // Streams of them in flight at once.
 func (r *Resizer) Run(imgs []transforms.Image, dsts [][]byte) error {
@@ -305,6 +319,9 @@ func (r *Resizer) chunks(imgs []transforms.Image, wins []Window, dsts [][]byte) 
 			return nil, nil, fmt.Errorf("gpu: destination %d is %d bytes, want %d", i, len(dsts[i]), want)
 		}
 		b := ip.stagedBytes(im.C)
+		if b > 0 && r.frames.isFrame(im) {
+			b = im.W * (ip.ry1 - ip.ry0) * im.C // a Frame uploads whole rows (planBatchDirect)
+		}
 		if n > 0 && (bytes+b > r.opts.MaxBatchBytes || n >= maxChunkImages) {
 			ends, sizes = append(ends, i), append(sizes, bytes)
 			bytes, n = 0, 0
@@ -326,8 +343,19 @@ const maxChunkImages = 4096
 // buffer, uploaded by the same asynchronous copy on the slot's stream, so the kernels that
 // read them are ordered after their upload by the stream alone.
 func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dsts [][]byte) error {
+	// The frames among imgs are held until nothing this batch enqueued can still read them.
+	held, anyFrame := r.frames.hold(imgs)
+	lost := false
+	defer func() { r.frames.unhold(held, lost) }()
+	var direct []bool
+	if anyFrame {
+		direct = make([]bool, len(imgs))
+		for i, f := range held {
+			direct[i] = f != nil
+		}
+	}
 	var rec recordPool
-	plan, err := planBatch(r.spec, imgs, wins, &rec, r.luts)
+	plan, err := planBatchDirect(r.spec, imgs, wins, &rec, r.luts, direct)
 	if err != nil {
 		return err
 	}
@@ -346,17 +374,20 @@ func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dst
 	if s.broken != nil {
 		return fmt.Errorf("gpu: stream unusable since an earlier failure: %w", s.broken)
 	}
-	if err := r.dev.Do(func() error { return r.grow(s, plan.srcBytes, int(tableBytes), plan.midBytes, plan.dstBytes) }); err != nil {
+	if err := r.dev.Do(func() error {
+		return r.grow(s, plan.hostBytes, plan.srcBytes, int(tableBytes), plan.midBytes, plan.dstBytes)
+	}); err != nil {
 		return err
 	}
 	plan.stageSources(imgs, s.hSrc)
+	ups := plan.uploads(imgs, s.hSrc)
 	putInt32s(s.hJobs, plan.jobs)
 	putInt32s(s.hJobs[jobBytes:], wts.words)
 	err = r.dev.Do(func() error {
 		d := r.dev
 		dWts := s.dJobs + DevicePtr(jobBytes)
-		if plan.srcBytes > 0 { // no upload when no kept pixel reads the source
-			if err := d.CopyHtoDAsync(s.dSrc, s.hSrc[:plan.srcBytes], s.stream); err != nil {
+		for _, u := range ups { // none when no kept pixel reads the source
+			if err := d.CopyHtoDAsync(s.dSrc+DevicePtr(u.dev), u.host, s.stream); err != nil {
 				return err
 			}
 		}
@@ -378,6 +409,9 @@ func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dst
 		return d.RecordEvent(s.done, s.stream)
 	})
 	if err == nil {
+		if r.enqueued != nil {
+			r.enqueued(imgs)
+		}
 		err = r.dev.Wait(s.done)
 	}
 	if err != nil {
@@ -385,6 +419,7 @@ func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dst
 		// once its stream is idle, or is retired if even that cannot be known.
 		if serr := r.dev.Do(func() error { return r.dev.StreamSynchronize(s.stream) }); serr != nil {
 			s.broken = serr
+			lost = true // the device may still read this batch's frames
 			return errors.Join(err, serr)
 		}
 		return err
@@ -392,9 +427,9 @@ func (r *Resizer) runOnSlot(s *slot, imgs []transforms.Image, wins []Window, dst
 	return plan.scatter(s.hDst, dsts)
 }
 
-// grow makes the slot's buffers at least the given sizes. The slot is idle (its last batch
-// was waited for). Runs inside Do.
-func (r *Resizer) grow(s *slot, src, jobs, mid, dst int) error {
+// grow makes the slot's buffers at least the given sizes: host staging of hostSrc bytes,
+// device sources of src. The slot is idle (its last batch was waited for). Runs inside Do.
+func (r *Resizer) grow(s *slot, hostSrc, src, jobs, mid, dst int) error {
 	d := r.dev
 	var err error
 	growHost := func(b *[]byte, n int, flags uint32) error {
@@ -427,7 +462,7 @@ func (r *Resizer) grow(s *slot, src, jobs, mid, dst int) error {
 	// Upload staging is only written by the host: write-combined memory suits it (and the
 	// fake driver scribbles over it after each wait, so nothing may rely on what it held).
 	const upload = HostAllocPortable | HostAllocWriteCombined
-	if err := growHost(&s.hSrc, src, upload); err != nil {
+	if err := growHost(&s.hSrc, hostSrc, upload); err != nil {
 		return err
 	}
 	if err := growHost(&s.hJobs, jobs, upload); err != nil {
@@ -466,15 +501,20 @@ func (r *Resizer) Close() error {
 			<-r.slots
 		}
 		close(r.slots)
-		r.closeErr = r.free()
+		r.closeErr = r.free(r.frames.close())
 	})
 	return r.closeErr
 }
 
-func (r *Resizer) free() error {
+// free releases the slots' memory, the LUT and frames (the frame pool's chunks), after a
+// synchronize, so nothing can still read them.
+func (r *Resizer) free(frames [][]byte) error {
 	return r.dev.Do(func() error {
 		d := r.dev
 		errs := []error{d.Synchronize()}
+		for _, b := range frames {
+			errs = append(errs, d.FreeHost(b))
+		}
 		for _, s := range r.all {
 			for _, b := range [][]byte{s.hSrc, s.hJobs, s.hDst} {
 				if b != nil {

@@ -45,16 +45,25 @@ type BatchRunner interface {
 	Run(imgs []transforms.Image, dsts [][]byte) error
 }
 
+// frameRunner is a BatchRunner with Resizer.Frame: SelfCheck runs the batch from frames too.
+type frameRunner interface {
+	BatchRunner
+	Frame(n int) (pix []byte, release func())
+}
+
 // SelfCheck resizes the check batch (SelfCheckImages) with r and with the CPU reference
 // (transforms.Worker.Apply) for spec, and returns nil only if every byte agrees. It returns an
 // error wrapping ErrSelfCheck naming the first difference, the device's error, or the timeout
 // (0: DefaultSelfCheckTimeout). A build runs it before trusting a GPU it has never proven
 // (--device auto falls back to the CPU on failure; --device gpu fails). A device call that
-// never returns is abandoned with its goroutine: the caller must not use r afterwards.
+// never returns is abandoned with its goroutine: the caller must not use r afterwards. When r
+// has Frame (a Resizer), the batch runs twice, from Go memory (staged) and then copied into
+// frames (uploaded straight from them, as a build's frames are), and both must agree.
 func SelfCheck(r BatchRunner, spec transforms.Spec, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = DefaultSelfCheckTimeout
 	}
+	deadline := time.After(timeout)
 	var imgs []transforms.Image
 	for _, img := range SelfCheckImages() {
 		if n := len(spec.Mean); n > 1 && n != img.C {
@@ -75,15 +84,46 @@ func SelfCheck(r BatchRunner, spec transforms.Spec, timeout time.Duration) error
 			return fmt.Errorf("%w: CPU reference: %v", ErrSelfCheck, err)
 		}
 	}
+	if err := selfCheckRun(r, imgs, got, want, deadline, timeout, ""); err != nil {
+		return err
+	}
+	fr, ok := r.(frameRunner)
+	if !ok {
+		return nil
+	}
+	in := make([]transforms.Image, len(imgs))
+	releases := make([]func(), len(imgs))
+	for i, img := range imgs {
+		pix, release := fr.Frame(len(img.Pix))
+		copy(pix, img.Pix)
+		in[i], releases[i] = img, release
+		in[i].Pix = pix
+		clear(got[i])
+	}
+	err := selfCheckRun(r, in, got, want, deadline, timeout, " from pinned frames")
+	if err != nil && errors.Is(err, errSelfCheckTimeout) {
+		return err // the device may still read the frames: they are not released
+	}
+	for _, release := range releases {
+		release()
+	}
+	return err
+}
+
+// errSelfCheckTimeout marks a self-check run abandoned at its deadline.
+var errSelfCheckTimeout = errors.New("timed out")
+
+// selfCheckRun runs imgs on r into got and compares with want; what names the run in errors.
+func selfCheckRun(r BatchRunner, imgs []transforms.Image, got, want [][]byte, deadline <-chan time.Time, timeout time.Duration, what string) error {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(imgs, got) }()
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("%w: %v", ErrSelfCheck, err)
+			return fmt.Errorf("%w%s: %v", ErrSelfCheck, what, err)
 		}
-	case <-time.After(timeout):
-		return fmt.Errorf("%w: the device did not finish a %d-frame batch in %v", ErrSelfCheck, len(imgs), timeout)
+	case <-deadline:
+		return fmt.Errorf("%w%s: the device did not finish a %d-frame batch in %v (%w)", ErrSelfCheck, what, len(imgs), timeout, errSelfCheckTimeout)
 	}
 	for i := range imgs {
 		if !bytes.Equal(got[i], want[i]) {
@@ -91,8 +131,8 @@ func SelfCheck(r BatchRunner, spec transforms.Spec, timeout time.Duration) error
 			for at < len(got[i]) && got[i][at] == want[i][at] {
 				at++
 			}
-			return fmt.Errorf("%w: frame %d (%dx%dx%d): byte %d is %d on the device, %d on the CPU",
-				ErrSelfCheck, i, imgs[i].W, imgs[i].H, imgs[i].C, at, got[i][at], want[i][at])
+			return fmt.Errorf("%w%s: frame %d (%dx%dx%d): byte %d is %d on the device, %d on the CPU",
+				ErrSelfCheck, what, i, imgs[i].W, imgs[i].H, imgs[i].C, at, got[i][at], want[i][at])
 		}
 	}
 	return nil

@@ -34,6 +34,26 @@ func (c cpuRunner) Run(imgs []transforms.Image, dsts [][]byte) error {
 	return nil
 }
 
+// framesRunner is cpuRunner with Frame (Go memory), which changes one output byte of every
+// call after the first (the run from frames).
+type framesRunner struct {
+	cpuRunner
+	calls  *int
+	frames *int
+}
+
+func (f framesRunner) Run(imgs []transforms.Image, dsts [][]byte) error {
+	*f.calls++
+	c := f.cpuRunner
+	c.flip = *f.calls > 1
+	return c.Run(imgs, dsts)
+}
+
+func (f framesRunner) Frame(n int) ([]byte, func()) {
+	*f.frames++
+	return make([]byte, n), func() { *f.frames-- }
+}
+
 var selfCheckSpecs = []transforms.Spec{
 	{Resize: 64, CropW: 56, CropH: 56, Filter: "bilinear", Layout: "hwc", DType: "uint8"},
 	{Width: 300, Height: 200, Filter: "lanczos", Layout: "chw", DType: "float16", Mean: []float64{0.5, 0.4, 0.3}, Std: []float64{0.2, 0.2, 0.2}},
@@ -56,7 +76,14 @@ func TestSelfCheckCatches(t *testing.T) {
 			t.Errorf("%+v: device error: got %v", spec, err)
 		}
 	}
+	// A runner with frames runs the batch from them too: a difference there alone is caught,
+	// and every frame is released.
 	spec := selfCheckSpecs[0]
+	calls, frames := 0, 0
+	err := SelfCheck(framesRunner{cpuRunner: cpuRunner{spec: spec}, calls: &calls, frames: &frames}, spec, 0)
+	if !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "from pinned frames") || calls != 2 || frames != 0 {
+		t.Errorf("a difference from frames: got %v after %d runs, %d frames not released", err, calls, frames)
+	}
 	if err := SelfCheck(cpuRunner{spec: spec, stall: time.Second}, spec, 50*time.Millisecond); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "did not finish") {
 		t.Errorf("stalled device: got %v", err)
 	}
@@ -71,8 +98,16 @@ func testSelfCheckResizer(t *testing.T, d *Device) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		staged := hostStaged.Load()
 		if err := SelfCheck(rs, spec, 0); err != nil {
 			t.Errorf("%s: %v", f, err)
+		}
+		// Twice: staged from Go memory, then from pinned frames, which are not staged.
+		if n := hostStaged.Load() - staged; n != int64(len(SelfCheckImages())) {
+			t.Errorf("%s: %d images staged, want %d (the run from Go memory only)", f, n, len(SelfCheckImages()))
+		}
+		if _, used, _ := rs.frames.stats(); used != 0 {
+			t.Errorf("%s: %d frame bytes not released", f, used)
 		}
 		rs.Close()
 	}

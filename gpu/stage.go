@@ -3,23 +3,76 @@ package gpu
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/packer-dev/packer/transforms"
 )
 
 // stageSources copies the region of each image that its kept pixels read (planBatch's
 // regions: the rows under the vertical support, the columns under the horizontal one) to its
-// place in the batch's source buffer, row by row.
+// place in the batch's host staging (hostOffs), row by row. Images that go up straight from
+// their own pinned memory (direct) are not copied.
 func (p *batchPlan) stageSources(imgs []transforms.Image, src []byte) {
 	for i, im := range imgs {
+		if p.direct[i] {
+			continue
+		}
+		hostStaged.Add(1)
 		r, C := p.regions[i], im.C
 		row := r.w * C
-		o := p.srcOffs[i]
+		o := p.hostOffs[i]
 		for y := 0; y < r.h; y++ {
 			s := ((r.y+y)*im.W + r.x) * C
 			copy(src[o+y*row:o+(y+1)*row], im.Pix[s:s+row])
 		}
 	}
+}
+
+// hostStaged counts the images stageSources has copied, for the tests of frames that go up
+// without that copy.
+var hostStaged atomic.Int64
+
+// upload is one asynchronous host-to-device copy of a batch's sources: n bytes from host
+// (the slot's staging, or a direct image's own pinned memory) to srcOffs-relative offset dev.
+type upload struct {
+	host []byte
+	dev  int
+}
+
+// uploads lists the copies that bring the batch's source regions to the device: one per
+// direct image (its rows, contiguous in its pinned memory), and one per run of consecutive
+// staged images (contiguous both in staging and on the device), so a batch with no direct
+// image makes the single upload of the whole staging it made before.
+func (p *batchPlan) uploads(imgs []transforms.Image, staging []byte) []upload {
+	var ups []upload
+	for i := 0; i < len(imgs); {
+		n := p.regionBytes(i)
+		if n == 0 {
+			i++
+			continue
+		}
+		if p.direct[i] {
+			im, r := imgs[i], p.regions[i]
+			s := r.y * im.W * im.C
+			ups = append(ups, upload{host: im.Pix[s : s+n], dev: p.srcOffs[i]})
+			i++
+			continue
+		}
+		j, total := i+1, n
+		for j < len(imgs) && !p.direct[j] {
+			total += p.regionBytes(j)
+			j++
+		}
+		ups = append(ups, upload{host: staging[p.hostOffs[i] : p.hostOffs[i]+total], dev: p.srcOffs[i]})
+		i = j
+	}
+	return ups
+}
+
+// regionBytes is the uploaded bytes of image i.
+func (p *batchPlan) regionBytes(i int) int {
+	r := p.regions[i]
+	return r.w * r.h * p.channels[i]
 }
 
 // scatter copies each image's record from the batch's output buffer to dsts[i], which must

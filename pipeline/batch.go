@@ -20,99 +20,126 @@ type decoded struct {
 // batchWorker decodes a whole job (up to deviceGroup items), transforms every frame of it with
 // one BatchResizer call, then sends the records and done markers in item order. Decoded frames
 // are copied, since a Source may reuse its buffers after emit returns; memory stays bounded by
-// workers × group × image size. With a WindowResizer, frames may be windows (region decoding
+// workers × group × image size. With a FrameStager, that copy is the only host copy: it goes
+// into the resizer's frames (pinned memory), which the device reads directly, and they are
+// released once the call returns. With a WindowResizer, frames may be windows (region decoding
 // on the CPU): only the window is copied, and the resizer gets each frame's place in its image.
 func (b *builder) batchWorker(ctx context.Context, jobs <-chan job) error {
-	wr, windowed := b.opts.Resizer.(WindowResizer)
 	for j := range jobs {
-		snd := sender{b: b, res: j.res}
-		items := make([]decoded, len(j.items))
-		for k, it := range j.items {
-			items[k].name = it.Name
-			items[k].err = b.opts.Source.Decode(ctx, it, func(c Clip) error {
-				if c.Windows != nil && !windowed {
-					return errors.New("internal error: the source returned image windows to the device path")
-				}
-				own := make([]transforms.Image, len(c.Frames))
-				for f, fr := range c.Frames {
-					own[f] = fr
+		if err := b.batchJob(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batchJob is batchWorker's work for one job.
+func (b *builder) batchJob(ctx context.Context, j job) error {
+	wr, windowed := b.opts.Resizer.(WindowResizer)
+	stager, _ := b.opts.Resizer.(FrameStager)
+	var releases []func()
+	releaseFrames := func() {
+		for _, rel := range releases {
+			rel()
+		}
+		releases = nil
+	}
+	defer releaseFrames() // on every path: a frame is released once its Run has returned
+	snd := sender{b: b, res: j.res}
+	items := make([]decoded, len(j.items))
+	for k, it := range j.items {
+		items[k].name = it.Name
+		items[k].err = b.opts.Source.Decode(ctx, it, func(c Clip) error {
+			if c.Windows != nil && !windowed {
+				return errors.New("internal error: the source returned image windows to the device path")
+			}
+			own := make([]transforms.Image, len(c.Frames))
+			for f, fr := range c.Frames {
+				own[f] = fr
+				if stager != nil {
+					pix, rel := stager.Frame(len(fr.Pix))
+					releases = append(releases, rel)
+					copy(pix, fr.Pix) // the frame's one host copy
+					own[f].Pix = pix
+				} else {
 					own[f].Pix = append([]byte(nil), fr.Pix...)
 				}
-				c.Frames = own
-				if c.Windows != nil {
-					c.Windows = append([]Window(nil), c.Windows...)
-				}
-				items[k].clips = append(items[k].clips, c)
-				return nil
-			})
-			if ctx.Err() != nil {
-				return ctx.Err()
 			}
+			c.Frames = own
+			if c.Windows != nil {
+				c.Windows = append([]Window(nil), c.Windows...)
+			}
+			items[k].clips = append(items[k].clips, c)
+			return nil
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		// Lay out every record's buffer. As on the per-worker path, an item keeps the records it
-		// yielded before an error (its decode failing part-way, or a clip that does not fit),
-		// and the error lists it as skipped "after N records were packed": the output is the
-		// same bytes whichever path ran.
-		results := make([][]result, len(items))
-		for k := range items {
-			for q, c := range items[k].clips {
-				r, err := b.layout(c)
-				if err != nil {
-					items[k].err = err
-					items[k].clips = items[k].clips[:q]
-					break
-				}
-				results[k] = append(results[k], r)
-			}
-		}
-		// Then run the device once over every frame of the group.
-		var frames []transforms.Image
-		var wins []Window
-		var dsts [][]byte
-		anyWindow := false
-		for k := range items {
-			for q, r := range results[k] {
-				c := items[k].clips[q]
-				frames = append(frames, c.Frames...)
-				dsts = append(dsts, r.frameDsts...)
-				for f, fr := range c.Frames {
-					if c.Windows != nil {
-						wins = append(wins, c.Windows[f])
-						anyWindow = true
-					} else {
-						wins = append(wins, Window{FullW: fr.W, FullH: fr.H})
-					}
-				}
-			}
-		}
-		if len(frames) > 0 {
-			var err error
-			if anyWindow {
-				err = wr.RunWindows(frames, wins, dsts)
-			} else {
-				err = b.opts.Resizer.Run(frames, dsts)
-			}
+	}
+	// Lay out every record's buffer. As on the per-worker path, an item keeps the records it
+	// yielded before an error (its decode failing part-way, or a clip that does not fit),
+	// and the error lists it as skipped "after N records were packed": the output is the
+	// same bytes whichever path ran.
+	results := make([][]result, len(items))
+	for k := range items {
+		for q, c := range items[k].clips {
+			r, err := b.layout(c)
 			if err != nil {
-				return fmt.Errorf("device transform: %w", err)
+				items[k].err = err
+				items[k].clips = items[k].clips[:q]
+				break
 			}
+			results[k] = append(results[k], r)
 		}
-		for k := range items {
-			for _, r := range results[k] {
-				r.name = items[k].name
-				r.frameDsts = nil
-				if err := snd.send(ctx, r); err != nil {
-					return err
+	}
+	// Then run the device once over every frame of the group.
+	var frames []transforms.Image
+	var wins []Window
+	var dsts [][]byte
+	anyWindow := false
+	for k := range items {
+		for q, r := range results[k] {
+			c := items[k].clips[q]
+			frames = append(frames, c.Frames...)
+			dsts = append(dsts, r.frameDsts...)
+			for f, fr := range c.Frames {
+				if c.Windows != nil {
+					wins = append(wins, c.Windows[f])
+					anyWindow = true
+				} else {
+					wins = append(wins, Window{FullW: fr.W, FullH: fr.H})
 				}
 			}
-			if err := snd.send(ctx, doneOf(j.items[k], items[k].err, len(results[k]))); err != nil {
+		}
+	}
+	if len(frames) > 0 {
+		var err error
+		if anyWindow {
+			err = wr.RunWindows(frames, wins, dsts)
+		} else {
+			err = b.opts.Resizer.Run(frames, dsts)
+		}
+		if err != nil {
+			return fmt.Errorf("device transform: %w", err)
+		}
+	}
+	releaseFrames() // before the sends, which may wait for the writer
+	for k := range items {
+		for _, r := range results[k] {
+			r.name = items[k].name
+			r.frameDsts = nil
+			if err := snd.send(ctx, r); err != nil {
 				return err
 			}
 		}
-		if err := snd.flush(ctx); err != nil {
+		if err := snd.send(ctx, doneOf(j.items[k], items[k].err, len(results[k]))); err != nil {
 			return err
 		}
-		close(j.res)
 	}
+	if err := snd.flush(ctx); err != nil {
+		return err
+	}
+	close(j.res)
 	return nil
 }
 

@@ -79,6 +79,17 @@ type WindowResizer interface {
 	RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error
 }
 
+// A FrameStager is a BatchResizer that provides the memory decoded frames wait in until
+// their Run (or RunWindows) call: the batch worker copies each decoded frame or window into a
+// Frame (a Source may reuse its buffers after emit), and the resizer reads it from there with
+// no further host copy (gpu.Resizer: pinned memory the device uploads from). Frame must not
+// block and may hand out ordinary memory. The worker calls release exactly once per frame,
+// after the call that reads it has returned, or when it will not be run.
+type FrameStager interface {
+	BatchResizer
+	Frame(n int) (pix []byte, release func())
+}
+
 // deviceGroup is how many items a worker decodes before handing their frames to a
 // BatchResizer in one call; deviceGroupBytes caps the raw bytes of such a group. The
 // resizer merges the calls of concurrent workers into larger device batches.

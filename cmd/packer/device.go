@@ -62,6 +62,9 @@ type windowResizer struct{ *gpu.Resizer }
 
 var _ pipeline.WindowResizer = windowResizer{}
 
+// The batch workers copy decoded frames straight into the Resizer's pinned frames.
+var _ pipeline.FrameStager = windowResizer{}
+
 func (w windowResizer) RunWindows(imgs []transforms.Image, wins []pipeline.Window, dsts [][]byte) error {
 	gw := make([]gpu.Window, len(wins))
 	for i, x := range wins {

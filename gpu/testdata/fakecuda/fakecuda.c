@@ -744,6 +744,10 @@ static int is_write_combined(const void *p, size_t n)
 	return r;
 }
 
+/* fakecuda_write_combined reports whether [p, p+n) lies in one write-combined pinned
+ * allocation (for the tests of frames staged in pinned memory). */
+int fakecuda_write_combined(const void *p, size_t n) { return is_write_combined(p, n); }
+
 CUresult cuMemHostAlloc(void **p, size_t n, unsigned flags)
 {
 	OWNER_ONLY();
