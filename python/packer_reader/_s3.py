@@ -142,12 +142,13 @@ class S3Store:
         self.client, self._secrets = make_client()
         self.endpoint = getattr(self.client.meta, "endpoint_url", "")
         self.cache_dir = os.path.abspath(cache_dir) if cache_dir else None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # _submit (lock held) starts the pool
         self._chunks = OrderedDict()   # (key, etag, index) -> memoryview
         self._cached = 0
         self._inflight = {}            # (key, etag, index) -> Future
         self._pool = None
         self.gets = 0                  # GET requests sent (tests, benchmarks)
+        self.chunk = CHUNK
 
     # -- names and errors --------------------------------------------------------------------
     def key(self, rel):
@@ -174,8 +175,9 @@ class S3Store:
             status = (e.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
             msg = self._scrub(str(err.get("Message") or ""))
             what = " ".join(x for x in (code, msg) if x) or "HTTP %s" % status
+            # (versitygw answers an unknown key id with 404 XAdminUserNotFound)
             if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-                                         "InvalidToken", "ExpiredToken", "403"):
+                                         "InvalidToken", "ExpiredToken", "403") or code.endswith("UserNotFound"):
                 return AccessError("%s %s: access to bucket %s refused (%s): %s"
                                    % (op, url, self.bucket, what, SETTINGS_HINT), url)
             if code in ("NoSuchBucket",):
@@ -260,10 +262,10 @@ class S3Store:
         """Worker: chunks [first, first+count) of obj in one GET, stored in the cache."""
         keys = [(obj.key, obj.etag, i) for i in range(first, first + count)]
         try:
-            a = first * CHUNK
-            b = min(obj.size, (first + count) * CHUNK)
+            a = first * self.chunk
+            b = min(obj.size, (first + count) * self.chunk)
             data = memoryview(self._get_range(obj, a, b))
-            got = {i: data[(i - first) * CHUNK:(i - first + 1) * CHUNK] for i in range(first, first + count)}
+            got = {i: data[(i - first) * self.chunk:(i - first + 1) * self.chunk] for i in range(first, first + count)}
         except BaseException:
             with self._lock:
                 for k in keys:
@@ -312,14 +314,14 @@ class S3Store:
         return out
 
     def _nchunks(self, obj):
-        return -(-obj.size // CHUNK)
+        return -(-obj.size // self.chunk)
 
     def prefetch(self, obj, spans):
         """Start fetching every chunk that the byte spans [(offset, length)] of obj touch."""
         idx = set()
         for off, ln in spans:
             if ln > 0:
-                idx.update(range(off // CHUNK, (off + ln - 1) // CHUNK + 1))
+                idx.update(range(off // self.chunk, (off + ln - 1) // self.chunk + 1))
         if idx:
             with self._lock:
                 self._submit(obj, sorted(i for i in idx if i < self._nchunks(obj)))
@@ -332,7 +334,7 @@ class S3Store:
         if offset < 0 or offset + n > obj.size:
             raise FormatError(obj.url, "object ends at %d, expected %d more bytes"
                               % (obj.size, offset + n - obj.size), min(offset, obj.size))
-        c0, c1 = offset // CHUNK, (offset + n - 1) // CHUNK
+        c0, c1 = offset // self.chunk, (offset + n - 1) // self.chunk
         want = list(range(c0, c1 + 1))
         with self._lock:
             have = self._submit(obj, want)
@@ -344,8 +346,8 @@ class S3Store:
             v = have[i]
             if not isinstance(v, memoryview):
                 v = v.result()[i]
-            a = max(offset, i * CHUNK) - i * CHUNK
-            b = min(offset + n, (i + 1) * CHUNK) - i * CHUNK
+            a = max(offset, i * self.chunk) - i * self.chunk
+            b = min(offset + n, (i + 1) * self.chunk) - i * self.chunk
             mv[pos:pos + b - a] = v[a:b]
             pos += b - a
 
@@ -372,20 +374,8 @@ class S3Store:
         except OSError:
             pass
         tmp = os.path.join(folder, ".tmp-%d-%s" % (os.getpid(), uuid.uuid4().hex))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            try:
-                parts = [(a, min(obj.size, a + DOWNLOAD_PART)) for a in range(0, obj.size, DOWNLOAD_PART)]
-
-                def one(ab):
-                    data = self._get_range(obj, ab[0], ab[1])
-                    os.pwrite(fd, data, ab[0])
-
-                for _ in self._executor().map(one, parts):
-                    pass
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            self.download(obj, tmp)
             if sha256:
                 d = hashlib.sha256()
                 with open(tmp, "rb") as f:
@@ -402,6 +392,38 @@ class S3Store:
                 pass
             raise
         return path
+
+    def download(self, obj, path, sync=True):
+        """Write the whole of obj to a new file at path: ranged GETs of DOWNLOAD_PART bytes,
+        THREADS at a time, each pinned to the ETag."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            parts = [(a, min(obj.size, a + DOWNLOAD_PART)) for a in range(0, obj.size, DOWNLOAD_PART)]
+
+            def one(ab):
+                data = self._get_range(obj, ab[0], ab[1])
+                os.pwrite(fd, data, ab[0])
+
+            for _ in self._executor().map(one, parts):
+                pass
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def list(self):
+        """The names (relative to the prefix) of every object below it."""
+        _, botocore = _boto()
+        base = self.prefix + "/" if self.prefix else ""
+        names = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=base):
+                for o in page.get("Contents") or []:
+                    if not o["Key"].endswith("/"):
+                        names.append(o["Key"][len(base):])
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+            raise self._error(e, "LIST", base) from None
+        return names
 
     def close(self):
         pool, self._pool = self._pool, None
