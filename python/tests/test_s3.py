@@ -503,3 +503,15 @@ def test_missing_boto3_message(monkeypatch):
     with pytest.raises(packer_reader.PackerError) as e:
         packer_reader.open("s3://train/x")
     assert "python3-boto3" in str(e.value) and 'packer_reader[s3]' in str(e.value)
+
+
+def test_hdf5_needs_cache_dir(s3env, packer, cifar, tmp_path):
+    pytest.importorskip("h5py", reason="h5py not installed")
+    url = "s3://train/sets/hdf5"
+    local = str(tmp_path / "local")
+    for out in (local, url):
+        run_packer(packer, s3env, "build", cifar[1], "-o", out, "--from", "cifar10", "--format", "hdf5")
+    with pytest.raises(packer_reader.PackerError) as e:
+        packer_reader.open(url)
+    assert url in str(e.value) and "cache_dir" in str(e.value)
+    assert_reads_equal(local, url, cache_dir=str(tmp_path / "cache"))
