@@ -393,6 +393,9 @@ def test_wrong_credentials(s3env, datasets, monkeypatch):
     msg = str(e.value)
     assert "bucket train" in msg and "AWS_SECRET_ACCESS_KEY" in msg, msg
     assert bad not in msg and SECRET not in msg
+    from packer_reader.__main__ import main
+    assert main(["verify", datasets["shards"][1]]) == 1
+    assert main(["inspect", datasets["shards"][1]]) == 1
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "no-such-key")
     with pytest.raises(packer_reader.AccessError) as e:
         packer_reader.open(datasets["npy"][1])
