@@ -13,6 +13,7 @@ packages=(
   clang-14
   python3 python3-pip python3-venv python3-numpy python3-pil python3-h5py python3-pytest python3-crc32c
   python3-protobuf  # the TFRecord fixtures' tf.train.Example encoder
+  python3-boto3  # the Python reader's s3:// tests (packer_reader[s3])
   python3-torch python3-torchvision
   dataset-fashion-mnist ukui-wallpapers
   strace  # TestCommitCrashPoints kills builds at each commit syscall

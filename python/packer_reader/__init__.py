@@ -25,21 +25,26 @@ PyTorch: see ``packer_reader.torch``.
 from ._dataset import Dataset, HDF5Dataset, NpyDataset, ShardDataset, load_manifest
 from ._dataset import open_dataset as _open
 from ._errors import CorruptionError, FormatError, PackerError
+from ._s3 import AccessError, S3Error
 from ._verify import Fault, Report, verify
 
 __version__ = "0.2.0"
 
 __all__ = ["open", "verify", "Dataset", "ShardDataset", "NpyDataset", "HDF5Dataset", "Report", "Fault",
-           "PackerError", "FormatError", "CorruptionError", "load_manifest"]
+           "PackerError", "FormatError", "CorruptionError", "S3Error", "AccessError", "load_manifest"]
 
 
-def open(path, verify_crc=True, direct=False):  # noqa: A001 - the package's entry point
-    """Open a packer output directory (its manifest decides the format), a manifest.json, or a
-    single ``.pks`` shard file. Returns a :class:`Dataset`.
+def open(path, verify_crc=True, direct=False, cache_dir=None):  # noqa: A001 - the package's entry point
+    """Open a packer output directory (its manifest decides the format), a manifest.json, a
+    single ``.pks`` shard file, or a dataset in a bucket, ``s3://bucket/prefix`` (needs boto3;
+    see python/README.md, "Reading from a bucket"). Returns a :class:`Dataset`.
 
     ``verify_crc`` (default True): check the CRC-32C of every data block the first time a read
     touches it, raising :class:`CorruptionError` on a mismatch; False skips the check (shards
     only; npy and hdf5 carry no internal checksums, use :func:`verify`).
     ``direct``: read batches with ``O_DIRECT`` where the platform and file system allow it,
-    bypassing the page cache (for cold, read-once passes over data larger than memory)."""
-    return _open(path, verify_crc=verify_crc, direct=direct)
+    bypassing the page cache (for cold, read-once passes over data larger than memory).
+    ``cache_dir`` (default: the ``PACKER_CACHE_DIR`` variable), for ``s3://`` datasets only: a
+    folder keeping a whole local copy of each object, named by its ETag, so later opens and
+    epochs read local files; a copy of another version of an object is never used."""
+    return _open(path, verify_crc=verify_crc, direct=direct, cache_dir=cache_dir)

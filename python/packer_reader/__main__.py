@@ -1,4 +1,5 @@
 """python3 -m packer_reader verify DIR [--json] [--strict]   |   python3 -m packer_reader inspect DIR
+(DIR: a packer output directory, or s3://bucket/prefix)
 
 Exit status: 0 success, 2 usage error, 3 corrupt or mismatching data, 1 other failure."""
 
@@ -33,7 +34,11 @@ def main(argv=None):
         ap.print_usage(sys.stderr)
         return EXIT_USAGE
     if args.cmd == "verify":
-        rep = packer_reader.verify(args.dir, strict=args.strict)
+        try:
+            rep = packer_reader.verify(args.dir, strict=args.strict)
+        except packer_reader.PackerError as e:  # an s3:// location that cannot be read (access, network)
+            print("error: %s" % e, file=sys.stderr)
+            return EXIT_FAIL
         print(json.dumps(rep.to_dict(), indent=2) if args.json else str(rep))
         return EXIT_OK if rep.ok else EXIT_CORRUPT
     try:

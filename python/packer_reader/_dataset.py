@@ -3,17 +3,19 @@
 import bisect
 import contextlib
 import hashlib
+import io
 import json
 import operator
 import os
 import queue
+import re
 import threading
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from . import _crc32c, _order
+from . import _crc32c, _order, _s3
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
 from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
@@ -62,18 +64,45 @@ def _check_seal(path, raw):
     if not set(want) <= _HEX or want != got:
         raise FormatError(path, "checksum mismatch: the manifest was edited or damaged")
 
-def load_manifest(directory):
-    """Read and sanity-check directory/manifest.json; return the dict. A manifest whose
-    manifest_sha256 is missing or does not match its bytes is refused (FormatError)."""
-    path = os.path.join(str(directory), MANIFEST)
-    try:
-        size = os.stat(path).st_size
-    except OSError as e:
-        raise FormatError(path, "cannot open manifest: %s" % e.strerror)
-    if size > MAX_MANIFEST:
-        raise FormatError(path, "manifest larger than %d bytes" % MAX_MANIFEST)
-    with open(path, "rb") as f:
-        raw = f.read()
+# A replacing build to a bucket (packer build -o s3://... --force) writes its files under a
+# generation sub-prefix, and its manifest names them so: ".packer-gen-<16 hex>/shard-00000.pks".
+_GENERATION = re.compile(r"^\.packer-gen-[0-9a-fA-F]{16}$")
+
+
+def valid_file_path(p):
+    """A manifest file path: one name (no '.', '..', backslash), or one name under a generation
+    sub-prefix .packer-gen-<16 hex digits>/. Nothing else (absolute paths, other folders)."""
+    if not isinstance(p, str) or not p or "\\" in p or "\x00" in p:
+        return False
+    parts = p.split("/")
+    if len(parts) == 2 and _GENERATION.match(parts[0]):
+        parts = parts[1:]
+    return len(parts) == 1 and parts[0] not in ("", ".", "..")
+
+
+def load_manifest(directory, store=None):
+    """Read and sanity-check directory/manifest.json (or the manifest.json of a bucket's prefix,
+    through store); return the dict. A manifest whose manifest_sha256 is missing or does not
+    match its bytes is refused (FormatError)."""
+    if store is None and _s3.is_url(str(directory)):
+        store = _s3.S3Store(str(directory))
+        try:
+            return load_manifest(directory, store)
+        finally:
+            store.close()
+    if store is not None:
+        path = store.object_url(MANIFEST)
+        raw = store.get_small(MANIFEST, MAX_MANIFEST)
+    else:
+        path = os.path.join(str(directory), MANIFEST)
+        try:
+            size = os.stat(path).st_size
+        except OSError as e:
+            raise FormatError(path, "cannot open manifest: %s" % e.strerror)
+        if size > MAX_MANIFEST:
+            raise FormatError(path, "manifest larger than %d bytes" % MAX_MANIFEST)
+        with open(path, "rb") as f:
+            raw = f.read()
     _check_seal(path, raw)
     try:
         m = json.loads(raw.decode("utf-8"))
@@ -98,9 +127,9 @@ def load_manifest(directory):
         raise FormatError(path, "files is not a list")
     for fe in files:
         p = fe.get("path") if isinstance(fe, dict) else None
-        if not isinstance(p, str) or not p or p.startswith("/") or "\\" in p or \
-                any(part in ("", ".", "..") for part in p.split("/")):
-            raise FormatError(path, "file path %r is not a local relative path" % (p,))
+        if not valid_file_path(p):
+            raise FormatError(path, "file path %r is not a local relative path (a name, or a name under "
+                              ".packer-gen-<16 hex digits>/)" % (p,))
         if not isinstance(fe.get("size", 0), int) or fe.get("size", 0) < 0:
             raise FormatError(path, "file %s: invalid size" % p)
     label = m.get("label") or {}
@@ -197,8 +226,11 @@ class Dataset:
 
     format = None
 
-    def __init__(self, path, manifest, verify_crc=True, direct=False):
+    def __init__(self, path, manifest, verify_crc=True, direct=False, store=None):
         self.path = str(path)
+        self._store = store  # _s3.S3Store of a dataset in a bucket, else None
+        if store is not None:
+            direct = False  # O_DIRECT is a local file's
         self.manifest = manifest or {}
         m = self.manifest
         self.classes = list(m.get("classes") or [])
@@ -295,6 +327,9 @@ class Dataset:
 
     def close(self):
         self._closed = True
+        store, self._store = getattr(self, "_store", None), None
+        if store is not None:
+            store.close()
 
     def __enter__(self):
         return self
@@ -469,6 +504,19 @@ class _SegmentDataset(Dataset):
     def _shard_layout(self):
         return [s.n for s in self._segs], list(self._firsts)
 
+    def _prefetch(self, sidx):
+        """Start the GETs of every chunk the records sidx (sorted) of bucket objects touch, all at
+        once (in parallel, adjacent chunks in one GET), before the records are copied out."""
+        segs = np.searchsorted(np.asarray(self._firsts, dtype=np.int64), sidx, side="right") - 1
+        for s in np.unique(segs).tolist():
+            seg = self._segs[s]
+            if not getattr(seg, "remote", False):
+                continue
+            li = sidx[segs == s] - self._firsts[s]
+            off0, _ = seg.range_span(0, 0)
+            rs = self.record_size
+            seg.fd.prefetch([(off0 + int(i) * rs, rs) for i in li])
+
     def _direct_read(self, s, raw, off, ln):
         """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
         offset off % ALIGN (so every read is aligned); return that offset, or None where
@@ -479,13 +527,13 @@ class _SegmentDataset(Dataset):
             with self._dlock:
                 fd = self._dfds.get(s)
                 if fd is None:
-                    fd = open_direct(seg.path)
+                    fd = open_direct(seg.file_path)
                     fd = -1 if fd is None else fd
                     self._dfds[s] = fd
             if fd < 0:
                 return None
         else:
-            fd = open_direct(seg.path)
+            fd = open_direct(seg.file_path)
             if fd is None:
                 return None
             st = os.fstat(fd)
@@ -566,6 +614,8 @@ class _SegmentDataset(Dataset):
         out = memoryview(images.reshape(-1).view(np.uint8))
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
+        if self._store is not None:
+            self._prefetch(sidx)
         k = 0
         n = sidx.size
         while k < n:
@@ -589,13 +639,13 @@ class ShardDataset(_SegmentDataset):
 
     format = "shards"
 
-    def __init__(self, path, manifest, verify_crc=True, direct=False, shard_paths=None):
-        super().__init__(path, manifest, verify_crc, direct)
+    def __init__(self, path, manifest, verify_crc=True, direct=False, shard_paths=None, store=None):
+        super().__init__(path, manifest, verify_crc, direct, store)
         if self.verify_crc:
             _warn_if_slow_crc()
         entries = [fe for fe in self.manifest.get("files", []) if fe["path"].endswith(".pks")]
         if shard_paths is None:
-            shard_paths = [os.path.join(self.path, fe["path"]) for fe in entries]
+            shard_paths = [_join(self.path, fe["path"]) for fe in entries]
         else:
             entries = [{} for _ in shard_paths]
         segs = []
@@ -603,7 +653,14 @@ class ShardDataset(_SegmentDataset):
         keep_open = len(shard_paths) <= MAX_OPEN_SHARDS
         try:
             for pos, (p, fe) in enumerate(zip(shard_paths, entries)):
-                sf = ShardFile(p, first, keep_open)
+                if store is None:
+                    sf = ShardFile(p, first, keep_open)
+                else:  # HEAD (size against the manifest, ETag), then ranged GETs or a local copy
+                    obj = store.head(fe["path"], fe.get("size"))
+                    if store.cache_dir:
+                        sf = ShardFile(store.local_copy(obj, fe.get("sha256")), first, keep_open, name=obj.url)
+                    else:
+                        sf = ShardFile(None, first, obj=obj)
                 segs.append(sf)
                 if fe:
                     self._check_identity(sf, pos, fe, first)
@@ -611,6 +668,8 @@ class ShardDataset(_SegmentDataset):
         except BaseException:
             for s in segs:
                 s.close()
+            if store is not None:
+                store.close()
             raise
         self._setup_segments(segs)
         self.count = first
@@ -680,14 +739,16 @@ class ShardDataset(_SegmentDataset):
 class _RawSegment:
     """Fixed-size records stored back to back in a plain file (images.npy)."""
 
-    def __init__(self, path, data_offset, record_size, n):
-        self.path = path
+    def __init__(self, path, data_offset, record_size, n, obj=None, name=None):
+        self.file_path = path
+        self.path = obj.url if obj is not None else (name or path)
         self.data_offset = data_offset
         self.record_size = record_size
         self.n = n
         self.first = 0
         self.fd = -1
-        self.fd = open_ro(path)
+        self.remote = obj is not None
+        self.fd = obj if self.remote else open_ro(path)
 
     def range_span(self, lo, hi):
         return self.data_offset + lo * self.record_size, (hi - lo) * self.record_size
@@ -705,7 +766,7 @@ class _RawSegment:
         pass
 
     def close(self):
-        if self.fd >= 0:
+        if not self.remote and self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
@@ -716,9 +777,52 @@ class _RawSegment:
             pass
 
 
-def read_npy_header(path):
-    """(shape, dtype, fortran_order, data_offset) of an .npy file, with FormatError on failure."""
+def _join(directory, rel):
+    """The file rel (a manifest path, slash-separated) of a local folder or a bucket prefix."""
+    if _s3.is_url(directory):
+        return directory.rstrip("/") + "/" + rel
+    return os.path.join(directory, *rel.split("/"))
+
+
+def _listed(m, name):
+    """The manifest path of the dataset file called name: "name", or ".packer-gen-<hex>/name"
+    in a dataset that replaced another one in a bucket."""
+    for fe in m.get("files") or []:
+        p = fe.get("path")
+        if p == name or (isinstance(p, str) and p.endswith("/" + name)):
+            return p
+    return name
+
+
+def _entry(m, rel):
+    for fe in m.get("files") or []:
+        if fe.get("path") == rel:
+            return fe
+    return {}
+
+
+_NPY_HEAD = 1 << 16  # bytes of an object read to parse its .npy header
+
+
+def read_npy_header(path, obj=None):
+    """(shape, dtype, fortran_order, data_offset) of an .npy file (or of obj, an object in a
+    bucket: its first bytes are fetched), with FormatError on failure."""
     fmt = np.lib.format
+    if obj is not None:
+        head = bytearray(min(obj.size, _NPY_HEAD))
+        obj.pread_into(memoryview(head), 0)
+        try:
+            f = io.BytesIO(bytes(head))
+            major, minor = fmt.read_magic(f)
+            if (major, minor) == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(f)
+            elif major in (2, 3):
+                shape, fortran, dtype = fmt.read_array_header_2_0(f)
+            else:
+                raise ValueError("unsupported npy version %d.%d" % (major, minor))
+            return tuple(shape), dtype, fortran, f.tell()
+        except ValueError as e:
+            raise FormatError(obj.url, "not a valid .npy file (or a header over %d bytes): %s" % (_NPY_HEAD, e))
     try:
         with open(path, "rb") as f:
             major, minor = fmt.read_magic(f)
@@ -735,14 +839,19 @@ def read_npy_header(path):
         raise FormatError(path, "not a valid .npy file: %s" % e)
 
 
-def load_npy_column(path, n, what):
-    shape, dtype, fortran, off = read_npy_header(path)
+def load_npy_column(path, n, what, obj=None):
+    shape, dtype, fortran, off = read_npy_header(path, obj)
+    if obj is not None:
+        path = obj.url
     if shape != (n,) or dtype.kind != "i" or dtype.itemsize != 8:
         raise FormatError(path, "%s must be [%d] int64, found %s %s" % (what, n, list(shape), dtype))
-    size = os.stat(path).st_size
+    size = obj.size if obj is not None else os.stat(path).st_size
     if size != off + 8 * n:
         raise FormatError(path, "file is %d bytes, expected %d" % (size, off + 8 * n))
     arr = np.empty(n, dtype=dtype)
+    if obj is not None:
+        obj.pread_into(memoryview(arr).cast("B"), off)
+        return arr.astype(np.int64, copy=False)
     fd = open_ro(path)
     try:
         pread_into(fd, memoryview(arr).cast("B"), off, path)
@@ -756,32 +865,63 @@ class NpyDataset(_SegmentDataset):
 
     format = "npy"
 
-    def __init__(self, path, manifest, verify_crc=True, direct=False):
-        super().__init__(path, manifest, verify_crc, direct)
+    def __init__(self, path, manifest, verify_crc=True, direct=False, store=None):
+        super().__init__(path, manifest, verify_crc, direct, store)
+        try:
+            self._open_npy()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_npy(self):
         m = self.manifest
-        self._init_spec(m["sample"], os.path.join(self.path, MANIFEST))
+        store = self._store
+        self._init_spec(m["sample"], _join(self.path, MANIFEST))
         if not self.fixed:
             raise FormatError(self.path, "npy datasets need a fixed sample shape")
         n = m["count"]
         self.count = n
-        ipath = os.path.join(self.path, "images.npy")
-        shape, dtype, fortran, off = read_npy_header(ipath)
+        rel = _listed(m, "images.npy")
+        ipath = _join(self.path, rel)
+        obj = None
+        if store is not None:  # HEAD: size against the manifest, ETag
+            obj = store.head(rel, _entry(m, rel).get("size"))
+            if store.cache_dir:
+                ipath, obj = store.local_copy(obj, _entry(m, rel).get("sha256")), None
+        shape, dtype, fortran, off = read_npy_header(ipath, obj)
+        where = obj.url if obj is not None else ipath
         if fortran or shape != (n,) + self.shape or dtype.str.lstrip("<|") != self.dtype.str.lstrip("<|"):
-            raise FormatError(ipath, "array is %s %s%s, the manifest says %s %s" % (
+            raise FormatError(where, "array is %s %s%s, the manifest says %s %s" % (
                 list(shape), dtype, " (Fortran order)" if fortran else "", [n] + list(self.shape), self.dtype))
-        size = os.stat(ipath).st_size
+        size = obj.size if obj is not None else os.stat(ipath).st_size
         if size != off + n * self.record_size:
-            raise FormatError(ipath, "file is %d bytes, expected %d" % (size, off + n * self.record_size))
-        for fe in m.get("files") or []:  # images, labels, aux columns, meta.jsonl
-            _check_listed_size(m, self.path, fe["path"])
-        self._setup_segments([_RawSegment(ipath, off, self.record_size, n)])
-        self.labels = load_npy_column(os.path.join(self.path, "labels.npy"), n, "labels")
+            raise FormatError(where, "file is %d bytes, expected %d" % (size, off + n * self.record_size))
+        if store is None:
+            for fe in m.get("files") or []:  # images, labels, aux columns, meta.jsonl
+                _check_listed_size(m, self.path, fe["path"])
+        name = store.object_url(rel) if store is not None else None
+        self._setup_segments([_RawSegment(ipath, off, self.record_size, n, obj=obj, name=name)])
+
+        def column(fname, what):
+            r = _listed(m, fname)
+            if store is None:
+                return load_npy_column(_join(self.path, r), n, what)
+            return load_npy_column(None, n, what, store.head(r, _entry(m, r).get("size")))
+
+        self.labels = column("labels.npy", "labels")
         self.aux_names = list((m.get("label") or {}).get("aux") or [])
-        cols = [load_npy_column(os.path.join(self.path, "aux_%s.npy" % a), n, "aux column " + a)
-                for a in self.aux_names]
+        cols = [column("aux_%s.npy" % a, "aux column " + a) for a in self.aux_names]
         self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)
         self._meta_lines = None
-        self._meta_path = os.path.join(self.path, "meta.jsonl")
+        self._meta_rel = _listed(m, "meta.jsonl")
+        self._meta_path = _join(self.path, self._meta_rel)
+        if store is not None:  # fetched now: the store is not kept for it after the reads
+            self._meta_lines = []
+            if any(fe.get("path") == self._meta_rel for fe in m.get("files") or []):
+                mo = store.head(self._meta_rel, _entry(m, self._meta_rel).get("size"))
+                buf = bytearray(mo.size)
+                mo.pread_into(memoryview(buf), 0)
+                self._meta_lines = bytes(buf).split(b"\n")
 
     def _meta(self, i):
         if self._meta_lines is None:
@@ -821,15 +961,29 @@ class HDF5Dataset(Dataset):
 
     format = "hdf5"
 
-    def __init__(self, path, manifest, verify_crc=True, direct=False):
-        super().__init__(path, manifest, verify_crc, direct)
-        h5py = _import_h5py()
+    def __init__(self, path, manifest, verify_crc=True, direct=False, store=None):
+        super().__init__(path, manifest, verify_crc, direct, store)
         m = self.manifest
-        self._init_spec(m["sample"], os.path.join(self.path, MANIFEST))
+        rel = ([fe["path"] for fe in m.get("files", []) if fe["path"].endswith((".h5", ".hdf5"))] or ["data.h5"])[0]
+        if store is not None:
+            try:
+                if not store.cache_dir:
+                    raise PackerError("%s: an HDF5 dataset in a bucket is read through h5py from a local file: "
+                                      "open it with cache_dir= (or PACKER_CACHE_DIR) to fetch data.h5 whole "
+                                      "into that folder, or copy the dataset to a local folder" % self.path)
+                obj = store.head(rel, _entry(m, rel).get("size"))
+                local = store.local_copy(obj, _entry(m, rel).get("sha256"))
+            finally:
+                store.close()
+                self._store = None
+        h5py = _import_h5py()
+        self._init_spec(m["sample"], _join(self.path, MANIFEST))
         self.count = n = m["count"]
-        names = [fe["path"] for fe in m.get("files", []) if fe["path"].endswith((".h5", ".hdf5"))]
-        self.h5path = os.path.join(self.path, names[0] if names else "data.h5")
-        _check_listed_size(m, self.path, names[0] if names else "data.h5")
+        if store is not None:
+            self.h5path = local
+        else:
+            self.h5path = _join(self.path, rel)
+            _check_listed_size(m, self.path, rel)
         try:
             self._f = h5py.File(self.h5path, "r")
         except OSError as e:
@@ -922,8 +1076,24 @@ class HDF5Dataset(Dataset):
         return json.loads(v) if v else None
 
 
-def open_dataset(path, verify_crc=True, direct=False):
-    """Open a packer output directory (or its manifest.json, or a single .pks shard file)."""
+def open_dataset(path, verify_crc=True, direct=False, cache_dir=None):
+    """Open a packer output directory (or its manifest.json, or a single .pks shard file), or
+    the dataset below s3://bucket/prefix. ``cache_dir`` (default: $PACKER_CACHE_DIR) applies
+    to bucket datasets only: the folder keeps whole local copies of their objects."""
+    if _s3.is_url(str(path)):
+        url = str(path)
+        if url.endswith("/" + MANIFEST):
+            url = url[:-len(MANIFEST) - 1]
+        if cache_dir is None:
+            cache_dir = os.environ.get("PACKER_CACHE_DIR") or None
+        store = _s3.S3Store(url, cache_dir=cache_dir)
+        try:
+            m = load_manifest(url, store)
+            cls = {"shards": ShardDataset, "npy": NpyDataset, "hdf5": HDF5Dataset}[m["format"]]
+        except BaseException:
+            store.close()
+            raise
+        return cls(store.url, m, verify_crc, False, store=store)
     p = Path(path)
     if p.is_file() and p.suffix == ".pks":
         return ShardDataset(str(p.parent), {}, verify_crc, direct, shard_paths=[str(p)])

@@ -1,4 +1,5 @@
-"""Low-level positional reads."""
+"""Low-level positional reads. ``fd`` is a file descriptor, or an object opened in a bucket
+(``_s3.S3Object``: it has ``pread_into`` and ``preadv_into`` of its own)."""
 
 import os
 
@@ -10,6 +11,8 @@ _MAX_CHUNK = 1 << 30  # bytes per read call; Linux caps one read at about 2 GiB
 
 def pread_into(fd, mv, offset, path):
     """Fill memoryview mv from file offset; raise FormatError if the file ends first."""
+    if not isinstance(fd, int):
+        return fd.pread_into(mv, offset, path)
     total = len(mv)
     got = 0
     while got < total:
@@ -24,6 +27,8 @@ def pread_into(fd, mv, offset, path):
 
 def preadv_into(fd, bufs, offset, path):
     """Scatter-read consecutive file bytes from offset into the memoryviews in bufs."""
+    if not isinstance(fd, int):
+        return fd.preadv_into(bufs, offset, path)
     i = 0
     while i < len(bufs):
         batch = bufs[i:i + IOV_MAX]

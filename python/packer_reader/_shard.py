@@ -72,13 +72,27 @@ class ShardFile:
     ``first`` is the dataset index of the shard's record 0; it only labels error messages.
     With ``keep_open=False`` the descriptor is closed after parsing and every read reopens the
     file (checking that it is still the same file), for datasets with more shards than a process
-    may hold descriptors."""
+    may hold descriptors.
 
-    def __init__(self, path, first=0, keep_open=True):
-        self.path = str(path)
+    ``obj``, instead of a path: an object opened in a bucket (``_s3.S3Object``), read with
+    ranged GETs; ``name``: what messages call the file when it is not ``path`` (the object's
+    URL, for a local copy of an object)."""
+
+    def __init__(self, path, first=0, keep_open=True, obj=None, name=None):
         self.first = first
         self.fd = -1
-        self.fd = open_ro(self.path)
+        self.remote = obj is not None
+        if self.remote:
+            self.file_path = None
+            self.path = obj.url
+            self.fd = obj
+            self._ident = None
+            self._parse()
+            self._verified = np.zeros(self.num_blocks, dtype=bool)
+            return
+        self.file_path = str(path)
+        self.path = str(name) if name else self.file_path
+        self.fd = open_ro(self.file_path)
         try:
             st = os.fstat(self.fd)
             self._ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
@@ -92,7 +106,7 @@ class ShardFile:
         self._verified = np.zeros(self.num_blocks, dtype=bool)
 
     def close(self):
-        if self.fd >= 0:
+        if not self.remote and self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
 
@@ -105,10 +119,10 @@ class ShardFile:
     @contextlib.contextmanager
     def opened(self):
         """The file's descriptor: the one kept open, or a fresh one closed afterwards."""
-        if self.fd >= 0:
+        if self.remote or self.fd >= 0:
             yield self.fd
             return
-        fd = open_ro(self.path)
+        fd = open_ro(self.file_path)
         try:
             st = os.fstat(fd)
             if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != self._ident:
@@ -127,7 +141,7 @@ class ShardFile:
 
     def _parse(self):
         p = self.path
-        size = os.fstat(self.fd).st_size
+        size = self.fd.size if self.remote else os.fstat(self.fd).st_size
         self.file_size = size
         if size < HEADER_FIXED:
             self._fail("file is %d bytes, shorter than a shard header" % size)
@@ -471,7 +485,11 @@ class ShardFile:
         pos = 0
         j = 0
         while pos < size:
-            n = os.preadv(fd, [mv[:min(chunk, size - pos)]], pos)
+            if self.remote:
+                n = min(chunk, size - pos)
+                fd.pread_into(mv[:n], pos)
+            else:
+                n = os.preadv(fd, [mv[:min(chunk, size - pos)]], pos)
             if n <= 0:
                 faults.append(FormatError(self.path, "file ends at %d, expected %d bytes" % (pos, size), pos))
                 break

@@ -152,9 +152,16 @@ def verify(path, strict=False):
     every data block CRC (naming its record range), zero padding, record counts and sample spec
     against the manifest; npy: headers, shapes, dtypes and sizes; hdf5: dataset shapes and
     dtypes (when h5py is importable); labels within the class list and matching class_counts.
-    Every fault is reported, not only the first."""
-    from ._dataset import MANIFEST, load_manifest  # no import cycle at module load
+    Every fault is reported, not only the first.
 
+    ``s3://bucket/prefix``: every object below the prefix is first copied to a temporary folder
+    (ranged GETs pinned to the ETag of a HEAD), which is then checked as a local dataset; the
+    report names the objects by their URLs."""
+    from ._dataset import MANIFEST, load_manifest  # no import cycle at module load
+    from . import _s3
+
+    if _s3.is_url(str(path)):
+        return _verify_bucket(str(path))
     root = str(path)
     if os.path.isfile(root) and os.path.basename(root) == MANIFEST:
         root = os.path.dirname(root) or "."
@@ -382,7 +389,7 @@ def _verify_shards(rep, m, root, present, listed):
 
 
 def _verify_npy(rep, m, root, present):
-    from ._dataset import read_npy_header
+    from ._dataset import _listed, read_npy_header
 
     n = m["count"]
     shape, dtype, rs = parse_sample_spec(m["sample"], os.path.join(root, "manifest.json"))
@@ -393,10 +400,11 @@ def _verify_npy(rep, m, root, present):
     for a in (m.get("label") or {}).get("aux") or []:
         cols.append(("aux_%s.npy" % a, (n,), np.dtype("<i8")))
     for name, want_shape, want_dtype in cols:
-        full = os.path.join(root, name)
-        if name not in present:
+        rel = _listed(m, name)  # "name", or ".packer-gen-<hex>/name" (a replacing build to a bucket)
+        full = os.path.join(root, *rel.split("/"))
+        if rel not in present:
             if not os.path.exists(full):
-                if os.path.join(root, name) not in [f.path for f in rep.faults]:
+                if full not in [f.path for f in rep.faults]:
                     rep.add("missing", full, "required by the npy format")
             continue
         try:
@@ -415,11 +423,12 @@ def _verify_npy(rep, m, root, present):
             continue
         if name == "labels.npy":
             labels = np.fromfile(full, dtype=want_dtype, offset=off, count=n).astype(np.int64)
-    order = [c[0] for c in cols] + (["meta.jsonl"] if "meta.jsonl" in [fe["path"] for fe in m.get("files") or []] else [])
+    mrel = _listed(m, "meta.jsonl")
+    order = [_listed(m, c[0]) for c in cols] + ([mrel] if mrel in [fe["path"] for fe in m.get("files") or []] else [])
     got = [fe["path"] for fe in m.get("files") or []]
     if got != order:
         rep.add("manifest", os.path.join(root, "manifest.json"), "files are listed as %s; an npy dataset lists %s" % (got, order))
-    mj = os.path.join(root, "meta.jsonl")
+    mj = os.path.join(root, *mrel.split("/"))
     if os.path.exists(mj):
         with open(mj, "rb") as f:
             lines = f.read().split(b"\n")
@@ -542,3 +551,42 @@ def _verify_hdf5(rep, m, root, present):
     finally:
         f.close()
     return labels
+
+
+def _verify_bucket(url):
+    """verify() of s3://bucket/prefix: a local copy of every object, checked as a local folder."""
+    import shutil
+    import tempfile
+
+    from . import _s3
+
+    if url.endswith("/manifest.json"):
+        url = url[:-len("/manifest.json")]
+    store = _s3.S3Store(url)
+    url = store.url
+    tmp = tempfile.mkdtemp(prefix="packer-verify-")
+    try:
+        unsafe = []
+        for rel in store.list():
+            parts = rel.split("/")
+            if not rel or rel.startswith("/") or "\\" in rel or any(p in ("", ".", "..") for p in parts):
+                unsafe.append(rel)
+                continue
+            dest = os.path.join(tmp, *parts)
+            try:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                store.download(store.head(rel), dest, sync=False)
+            except OSError:  # a name that is both an object and a "folder" of others
+                unsafe.append(rel)
+        rep = verify(tmp)
+        for f in rep.faults:
+            p = str(f.path)
+            if p == tmp or p.startswith(tmp + os.sep):
+                f.path = url + p[len(tmp):].replace(os.sep, "/")
+        for rel in unsafe:
+            rep.add("extra", url + "/" + rel, "object not listed in the manifest (not a file name a dataset has)")
+        rep.path = url
+        return rep
+    finally:
+        store.close()
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -141,19 +141,20 @@ def _caller_loader_workers():
 class PackerIterableDataset(IterableDataset):
     """Yields ``(images, labels)`` batches as tensors (``[B, ...]`` and int64 ``[B]``).
 
-    Arguments: ``path`` (packer output directory), ``batch_size``, ``shuffle``, ``seed``,
+    Arguments: ``path`` (packer output directory, or ``s3://bucket/prefix``), ``batch_size``, ``shuffle``, ``seed``,
     ``epoch``, ``drop_last``, ``buffer_size`` (shuffle buffer, records), ``rank``/``world_size``
     (default: torch.distributed when initialised, else the RANK/WORLD_SIZE environment
     variables, else 0/1; resolved in the trainer's process and carried into DataLoader
     workers), ``pin_memory``, ``start`` (batches already consumed this epoch, see set_start),
     ``verify_crc`` (default True: record CRC-32C checked; False skips it), ``prefetch``
     (batches read ahead per worker by a background thread), ``direct`` (O_DIRECT reads),
+    ``cache_dir`` (bucket datasets: local copies of the objects, see ``packer_reader.open``),
     ``num_workers`` (the DataLoader's worker count, for ``len()``, since each worker has its own
     last batch; a DataLoader with another count is refused at the first batch)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
                  rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=1,
-                 direct=False, num_workers=None, world=None, buffer=None):
+                 direct=False, num_workers=None, world=None, buffer=None, cache_dir=None):
         super().__init__()
         if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
             if world_size is not None and world_size != world:
@@ -177,6 +178,7 @@ class PackerIterableDataset(IterableDataset):
         self.verify_crc = verify_crc
         self.prefetch = prefetch
         self.direct = direct
+        self.cache_dir = cache_dir
         self._ds = None
         self._pid = None
         ds = self._dataset()  # fail early on a bad path, and expose the metadata
@@ -188,7 +190,8 @@ class PackerIterableDataset(IterableDataset):
 
     def _dataset(self):
         if self._ds is None or self._pid != os.getpid():  # one open dataset per process
-            self._ds = open_dataset(self.path, verify_crc=self.verify_crc, direct=self.direct)
+            self._ds = open_dataset(self.path, verify_crc=self.verify_crc, direct=self.direct,
+                                    cache_dir=getattr(self, "cache_dir", None))
             self._pid = os.getpid()
         return self._ds
 
@@ -409,7 +412,8 @@ class PackerLoader(DataLoader):
 
 def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None, num_workers=0,
            transform=None, rank=None, world_size=None, epoch=0, buffer_size=4096, verify_crc=True,
-           prefetch=1, direct=False, persistent_workers=None, world=None, buffer=None, **dataloader_kwargs):
+           prefetch=1, direct=False, persistent_workers=None, world=None, buffer=None, cache_dir=None,
+           **dataloader_kwargs):
     """A DataLoader over the packer dataset at ``path``, configured so the usual mistakes cannot
     be made. Yields ``(images, labels)`` on ``device`` (default: CUDA when available, else CPU):
     images ``[B, *shape]`` in the stored dtype (a list of tensors for variable-size records),
@@ -429,6 +433,9 @@ def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None
     multi-GPU training call ``torch.cuda.set_device(local_rank)`` first, or pass
     ``device=f"cuda:{local_rank}"``.
 
+    ``path`` may be ``s3://bucket/prefix`` (see python/README.md, "Reading from a bucket");
+    ``cache_dir`` (default: $PACKER_CACHE_DIR) then keeps local copies of its objects.
+
     ``world``/``buffer`` are accepted as the Go API's names for ``world_size``/``buffer_size``.
     Other keywords go to the DataLoader (``timeout``, ``multiprocessing_context``, ...)."""
     dev = _resolve_device(device)
@@ -441,7 +448,7 @@ def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None
                                  buffer_size=buffer_size, rank=rank, world_size=world_size,
                                  pin_memory=cuda and num_workers == 0, verify_crc=verify_crc,
                                  prefetch=prefetch, direct=direct, num_workers=num_workers, world=world,
-                                 buffer=buffer)
+                                 buffer=buffer, cache_dir=cache_dir)
     if persistent_workers is None:
         persistent_workers = num_workers > 0
     kw = dict(num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,

@@ -123,3 +123,48 @@ def test_resealed_edit_caught_by_cross_checks(ds, edit):
     _reseal(ds, edit)
     rep = packer_reader.verify(ds)
     assert not rep.ok, "verify accepts a resealed manifest edit"
+
+
+GEN = ".packer-gen-0123456789abcdef"
+
+
+def _move_under(d, folder):
+    """Every data file moved under folder/, the manifest's paths naming them there."""
+    os.makedirs(os.path.join(d, *folder.split("/")), exist_ok=True)
+    with open(os.path.join(d, "manifest.json")) as f:
+        m = json.load(f)
+    for fe in m["files"]:
+        os.rename(os.path.join(d, fe["path"]), os.path.join(d, *folder.split("/"), fe["path"]))
+        fe["path"] = folder + "/" + fe["path"]
+    shardwriter.write_manifest(os.path.join(d, "manifest.json"), m)
+
+
+def test_generation_prefix_paths_read(ds, tmp_path):
+    """A dataset replaced in a bucket (build -o s3://... --force) names its files
+    .packer-gen-<16 hex>/NAME; copied to a local folder it reads as the original."""
+    want = packer_reader.open(ds)
+    imgs, labels = want[0:len(want)]
+    _move_under(ds, GEN)
+    with packer_reader.open(ds) as got:
+        gi, gl = got[0:len(got)]
+        assert np_equal(gi, imgs) and np_equal(gl, labels)
+        assert [b[1].tolist() for b in got.batches(16, shuffle=True, seed=3)] == \
+            [b[1].tolist() for b in want.batches(16, shuffle=True, seed=3)]
+    want.close()
+    rep = packer_reader.verify(ds)
+    assert rep.ok, rep
+
+
+@pytest.mark.parametrize("folder", ["sub", ".packer-gen-0123", ".packer-gen-0123456789abcdeg",
+                                    GEN + "/" + GEN, "a/" + GEN])
+def test_other_folders_refused(shards_dir, tmp_path, folder):
+    d = str(tmp_path / "ds")
+    shutil.copytree(shards_dir, d)
+    _move_under(d, folder)
+    with pytest.raises(FormatError, match="not a local relative path"):
+        packer_reader.open(d).close()
+
+
+def np_equal(a, b):
+    import numpy as np
+    return np.array_equal(np.asarray(a), np.asarray(b))
