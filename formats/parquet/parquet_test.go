@@ -3,11 +3,13 @@ package parquet
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -181,5 +183,29 @@ func TestBadRows(t *testing.T) {
 	last := m.Skipped[len(m.Skipped)-1]
 	if len(recs) != 2 || last.Input != "b.parquet (from row 0)" || !strings.Contains(last.Reason, ErrFile.Error()) {
 		t.Errorf("damaged second file: %d records, last skipped %+v", len(recs), last)
+	}
+}
+
+// TestFooterLongerThanFile: a file whose footer length claims more bytes than it has is refused,
+// naming the file, before parquet-go allocates a buffer of the claimed size (the fuzzer found
+// 100-byte files claiming up to 4 GiB, which took a process to 7 GB).
+func TestFooterLongerThanFile(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("PAR1" + strings.Repeat("x", 100))
+	data = binary.LittleEndian.AppendUint32(data, 0xfffffff0)
+	data = append(data, "PAR1"...)
+	p := filepath.Join(dir, "huge.parquet")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := Open(p, Options{})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "huge.parquet") || !strings.Contains(err.Error(), "footer claims 4294967280 bytes, but the file has 112") {
+		t.Errorf("Open: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Errorf("Open allocated %d bytes for a 112-byte file", grew)
 	}
 }
