@@ -146,8 +146,8 @@ def _aligned_empty(nbytes, alloc=None):
 class _Buf:
     """One reusable batch buffer: raw bytes (aligned, with slack for O_DIRECT) and labels."""
 
-    def __init__(self, nbytes, batch_size, alloc=None):
-        self.raw = _aligned_empty(nbytes, alloc)
+    def __init__(self, nbytes, batch_size, alloc=None, pool=None):
+        self.raw = pool.alloc(nbytes) if pool is not None else _aligned_empty(nbytes, alloc)
         self.labels = np.empty(batch_size, dtype=np.int64)
 
 
@@ -156,21 +156,21 @@ class _Lease:
     it is gone, the block goes back to the pool. Fresh batches (copy=True) thus reuse memory that
     the caller has dropped, instead of faulting in new pages for every batch."""
 
-    def __init__(self, block, pool):
-        self.block = block
+    def __init__(self, entry, pool):
+        self.entry = entry
         self.pool = pool
-        self.__array_interface__ = {"shape": block.shape, "typestr": "|u1", "version": 3,
-                                    "data": (block.ctypes.data, False)}
+        self.__array_interface__ = entry[1]
 
     def __del__(self):
-        self.pool.put(self.block)
+        self.pool.put(self.entry)
 
 
 _POOL_LOCK = threading.Lock()
 
 
 class _Pool:
-    """Blocks whose last array is gone (returned by _Lease), handed out again by size."""
+    """Blocks whose last array is gone (returned by _Lease), handed out again by size. Each
+    entry is (block, its array interface), the block aligned to ALIGN."""
 
     def __init__(self, keep):
         self.keep = keep
@@ -178,19 +178,22 @@ class _Pool:
         self.lock = threading.Lock()
 
     def alloc(self, nbytes):
-        block = None
+        """A fresh array of nbytes (ALIGN-aligned) over a pooled block."""
+        entry = None
         with self.lock:  # the most recently returned block of that size (likeliest in cache)
             for k in range(len(self.free) - 1, -1, -1):
-                if self.free[k].size == nbytes:
-                    block = self.free.pop(k)
+                if self.free[k][0].size == nbytes:
+                    entry = self.free.pop(k)
                     break
-        if block is None:
-            block = _empty(nbytes)
-        return np.asarray(_Lease(block, self))
+        if entry is None:
+            block = _aligned_empty(nbytes)
+            entry = (block, {"shape": block.shape, "typestr": "|u1", "version": 3,
+                             "data": (block.ctypes.data, False)})
+        return np.asarray(_Lease(entry, self))
 
-    def put(self, block):
+    def put(self, entry):
         with self.lock:
-            self.free.append(block)
+            self.free.append(entry)
             if len(self.free) > self.keep:  # the oldest goes (its memory is unmapped or freed)
                 del self.free[0]
 
@@ -432,11 +435,12 @@ class Dataset:
                 if pool is None:
                     pool = self._pool = _Pool(nbuf + 2)
                 pool.keep = max(pool.keep, nbuf + 2)
-            alloc = pool.alloc
+        else:
+            pool = None
 
         def fill(item, buf):
             if copy:  # a fresh buffer per batch: read straight into it, no second copy
-                buf = _Buf(nbytes, B, alloc)
+                buf = _Buf(nbytes, B, alloc, pool)
             if item[0] == "range":
                 _, first, n = item
                 images = self._fill_range(first, n, buf.raw)
@@ -622,6 +626,8 @@ class _SegmentDataset(Dataset):
                 lead = 0
                 with seg.opened() as fd:
                     pread_into(fd, memoryview(raw)[:ln], off, seg.path)
+            elif seg.fd >= 0:  # the descriptor kept open (seg.opened() without its overhead)
+                pread_into(seg.fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
             else:
                 with seg.opened() as fd:
                     pread_into(fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
