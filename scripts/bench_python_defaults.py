@@ -8,7 +8,13 @@ against ``dd bs=4M`` over the same page-cached files.
 Each DIR is a packer shard directory. --before is a directory holding another copy of the
 ``packer_reader`` package (for example a copy of main's python/); its passes alternate with this
 checkout's and dd's in the same run, best of --repeat each. Prints GB/s and the ratio to dd for
-the first epoch (every record's CRC checked) and the second (blocks already checked)."""
+the first epoch (every record's CRC checked) and the second (blocks already checked).
+
+    ... --step-ms 4 [--repeat 3]
+
+instead times later epochs of a loop with a training step of that many milliseconds that
+releases the GIL (time.sleep), with prefetch None (the default), 0 and 1, alternating, best of
+--repeat: the default must keep the read-ahead's overlap where there is a step to overlap."""
 
 import argparse
 import glob
@@ -33,6 +39,24 @@ print(ts[0], ts[1])
 """
 
 
+STEP = r"""
+import sys, time
+sys.path.insert(0, sys.argv[2])
+import packer_reader
+ds = packer_reader.open(sys.argv[1])
+for x, y in ds.batches(256):
+    pass
+step, res = float(sys.argv[3]) / 1e3, {}
+for r in range(int(sys.argv[4])):
+    for pf in (None, 0, 1):
+        t = time.perf_counter()
+        for x, y in ds.batches(256, prefetch=pf):
+            time.sleep(step)
+        res.setdefault(pf, []).append(time.perf_counter() - t)
+print(", ".join("prefetch=%s %.3f s" % (k, min(v)) for k, v in res.items()))
+"""
+
+
 def dd(files):
     t = time.perf_counter()
     for f in files:
@@ -45,7 +69,15 @@ def main():
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--before", help="directory holding the packer_reader package to compare with")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--step-ms", type=float, help="time a loop with a step of this many ms instead")
     a = ap.parse_args()
+    if a.step_ms is not None:
+        for d in a.dirs:
+            out = subprocess.run([sys.executable, "-c", STEP, d, os.path.join(ROOT, "python"),
+                                  str(a.step_ms), str(a.repeat)], check=True, capture_output=True,
+                                 text=True).stdout.strip()
+            print("%s, step %g ms: %s" % (os.path.basename(d.rstrip("/")), a.step_ms, out))
+        return
     who = [("after", os.path.join(ROOT, "python"))]
     if a.before:
         who.insert(0, ("before", a.before))
