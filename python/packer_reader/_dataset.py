@@ -5,11 +5,13 @@ import contextlib
 import hashlib
 import io
 import json
+import mmap
 import operator
 import os
 import queue
 import re
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -139,8 +141,31 @@ def load_manifest(directory, store=None):
     return m
 
 
+_HUGE = 2 << 20  # x86-64 transparent huge page
+_HUGE_MIN = 4 << 20  # buffers from this size on are asked to be backed by huge pages
+
+
+def _empty(nbytes):
+    """A writable uint8 array of nbytes. From _HUGE_MIN on, an anonymous mapping aligned to
+    2 MiB and advised MADV_HUGEPAGE: reading a batch of large records from the page cache into
+    it costs fewer TLB misses and page faults (a 38 MB batch of 224x224 records is read about a
+    third faster than into malloc's 4 KiB pages). The mapping is unmapped when the last array
+    viewing it is gone."""
+    advise = getattr(mmap, "MADV_HUGEPAGE", None)
+    if nbytes < _HUGE_MIN or advise is None:
+        return np.empty(nbytes, dtype=np.uint8)
+    m = mmap.mmap(-1, nbytes + _HUGE, flags=mmap.MAP_PRIVATE)  # anonymous, private: THP-able
+    try:
+        m.madvise(advise)
+    except OSError:  # huge pages not offered by this kernel: plain pages, same bytes
+        pass
+    raw = np.frombuffer(m, dtype=np.uint8)
+    off = (-raw.ctypes.data) % _HUGE
+    return raw[off:off + nbytes]
+
+
 def _aligned_empty(nbytes, alloc=None):
-    raw = np.empty(nbytes + ALIGN, dtype=np.uint8) if alloc is None else alloc(nbytes + ALIGN)
+    raw = _empty(nbytes + ALIGN) if alloc is None else alloc(nbytes + ALIGN)
     if raw.dtype != np.uint8 or raw.ndim != 1 or raw.size < nbytes + ALIGN or not raw.flags.writeable:
         raise ValueError("alloc must return a writable 1-D uint8 array of at least %d bytes" % (nbytes + ALIGN))
     off = (-raw.ctypes.data) % ALIGN
@@ -150,8 +175,8 @@ def _aligned_empty(nbytes, alloc=None):
 class _Buf:
     """One reusable batch buffer: raw bytes (aligned, with slack for O_DIRECT) and labels."""
 
-    def __init__(self, nbytes, batch_size, alloc=None):
-        self.raw = _aligned_empty(nbytes, alloc)
+    def __init__(self, nbytes, batch_size, alloc=None, pool=None):
+        self.raw = pool.alloc(nbytes) if pool is not None else _aligned_empty(nbytes, alloc)
         self.labels = np.empty(batch_size, dtype=np.int64)
 
 
@@ -160,40 +185,54 @@ class _Lease:
     it is gone, the block goes back to the pool. Fresh batches (copy=True) thus reuse memory that
     the caller has dropped, instead of faulting in new pages for every batch."""
 
-    def __init__(self, block, pool):
-        self.block = block
+    def __init__(self, entry, pool):
+        self.entry = entry
         self.pool = pool
-        self.__array_interface__ = {"shape": block.shape, "typestr": "|u1", "version": 3,
-                                    "data": (block.ctypes.data, False)}
+        self.__array_interface__ = entry[1]
 
     def __del__(self):
-        self.pool.put(self.block)
+        self.pool.put(self.entry)
+
+
+_POOL_LOCK = threading.Lock()
 
 
 class _Pool:
+    """Blocks whose last array is gone (returned by _Lease), handed out again by size. Each
+    entry is (block, its array interface), the block aligned to ALIGN."""
+
     def __init__(self, keep):
         self.keep = keep
         self.free = []
         self.lock = threading.Lock()
 
     def alloc(self, nbytes):
-        block = None
-        with self.lock:
-            while self.free and block is None:
-                b = self.free.pop()
-                if b.size == nbytes:
-                    block = b
-        if block is None:
-            block = np.empty(nbytes, dtype=np.uint8)
-        return np.asarray(_Lease(block, self))
+        """A fresh array of nbytes (ALIGN-aligned) over a pooled block."""
+        entry = None
+        with self.lock:  # the most recently returned block of that size (likeliest in cache)
+            for k in range(len(self.free) - 1, -1, -1):
+                if self.free[k][0].size == nbytes:
+                    entry = self.free.pop(k)
+                    break
+        if entry is None:
+            block = _aligned_empty(nbytes)
+            entry = (block, {"shape": block.shape, "typestr": "|u1", "version": 3,
+                             "data": (block.ctypes.data, False)})
+        return np.asarray(_Lease(entry, self))
 
-    def put(self, block):
+    def put(self, entry):
         with self.lock:
-            if len(self.free) < self.keep:
-                self.free.append(block)
+            self.free.append(entry)
+            if len(self.free) > self.keep:  # the oldest goes (its memory is unmapped or freed)
+                del self.free[0]
 
 
 _END = object()
+# prefetch=None (the default): a background thread is started once both reading a batch and the
+# loop's own step between two batches took longer than _OVERLAP_MIN seconds, _OVERLAP_RUN
+# batches in a row (a thread's two hand-offs per batch cost tens of microseconds).
+_OVERLAP_MIN = 100e-6
+_OVERLAP_RUN = 3
 
 
 class _Failure:
@@ -330,6 +369,7 @@ class Dataset:
         store, self._store = getattr(self, "_store", None), None
         if store is not None:
             store.close()
+        self.__dict__.pop("_pool", None)
 
     def __enter__(self):
         return self
@@ -357,7 +397,7 @@ class Dataset:
 
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
-                drop_last=False, buffer_size=4096, start=0, copy=True, prefetch=1, alloc=None,
+                drop_last=False, buffer_size=4096, start=0, copy=True, prefetch=None, alloc=None,
                 world=None, buffer=None):
         """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
 
@@ -371,7 +411,10 @@ class Dataset:
         loops that finish with a batch before asking for the next: the arrays are then views of
         a few reusable buffers, overwritten by later batches (keep one with ``.copy()``).
         ``prefetch`` batches are read ahead by a background thread (0: read in the caller's
-        thread). Variable-size datasets yield a list of arrays instead of one ``[B, ...]``
+        thread). The default, ``None``, reads in the caller's thread while the loop gives a
+        thread nothing to overlap (a bare pass, or batches read in well under a millisecond),
+        and reads one batch ahead on a background thread from the third batch in a row where both
+        the read and the loop's own step took over 0.1 ms. Variable-size datasets yield a list of arrays instead of one ``[B, ...]``
         array.
 
         ``alloc(nbytes)``, when given, provides the memory of every image buffer: it must return a
@@ -415,14 +458,24 @@ class Dataset:
             yield imgs, labels
 
     def _fixed_batches(self, plan, B, copy, prefetch, alloc=None):
+        auto = prefetch is None
+        depth = 1 if auto else max(0, int(prefetch))
         nbytes = B * self.record_size + 2 * ALIGN
-        nbuf = max(1, int(prefetch) + 1)
+        nbuf = depth + 1
         if copy and alloc is None:
-            alloc = _Pool(nbuf + 2).alloc
+            # One pool per dataset, kept across epochs: the next epoch's batches land in memory
+            # already faulted in (and backed by huge pages where the kernel gave them).
+            with _POOL_LOCK:
+                pool = self.__dict__.get("_pool")
+                if pool is None:
+                    pool = self._pool = _Pool(nbuf + 2)
+                pool.keep = max(pool.keep, nbuf + 2)
+        else:
+            pool = None
 
         def fill(item, buf):
             if copy:  # a fresh buffer per batch: read straight into it, no second copy
-                buf = _Buf(nbytes, B, alloc)
+                buf = _Buf(nbytes, B, alloc, pool)
             if item[0] == "range":
                 _, first, n = item
                 images = self._fill_range(first, n, buf.raw)
@@ -435,12 +488,33 @@ class Dataset:
                 np.take(self.labels, idx, out=buf.labels[:n])
             return images, buf.labels[:n]
 
-        if prefetch <= 0:
+        pos = 0
+        if depth == 0 or auto:
+            # In the caller's thread. With prefetch=None (auto) only until the loop shows work of
+            # its own to overlap: a background thread pays two hand-offs per batch (a queue and
+            # the GIL, tens of microseconds), a loss where reading a batch or the loop's step is
+            # shorter than that; it is started for the rest of the plan once both the read and
+            # the step between two batches took over _OVERLAP_MIN, _OVERLAP_RUN times in a row.
             buf = _Buf(nbytes, B, alloc) if not copy else None
-            for item in plan:
-                yield fill(item, buf)
-            return
+            run = 0
+            clock = time.perf_counter
+            while pos < len(plan):
+                t0 = clock()
+                out = fill(plan[pos], buf)
+                t1 = clock()
+                pos += 1
+                yield out
+                if auto:
+                    t2 = clock()
+                    run = run + 1 if min(t1 - t0, t2 - t1) > _OVERLAP_MIN else 0
+                    if run >= _OVERLAP_RUN:
+                        break
+            if pos >= len(plan):
+                return
+        yield from self._prefetched(plan[pos:], fill, nbuf, nbytes, B, copy, alloc)
 
+    def _prefetched(self, plan, fill, nbuf, nbytes, B, copy, alloc):
+        """Batches of plan read ahead by a background thread into a ring of nbuf buffers."""
         free = queue.Queue()
         full = queue.Queue()
         for _ in range(nbuf):
@@ -522,6 +596,8 @@ class _SegmentDataset(Dataset):
         offset off % ALIGN (so every read is aligned); return that offset, or None where
         O_DIRECT is refused or fails (the caller then reads buffered)."""
         seg = self._segs[s]
+        if seg.remote:  # an object in a bucket: no O_DIRECT
+            return None
         cached = seg.fd >= 0
         if cached:  # one O_DIRECT descriptor per shard, kept like the buffered one
             with self._dlock:
@@ -600,6 +676,8 @@ class _SegmentDataset(Dataset):
                 lead = 0
                 with seg.opened() as fd:
                     pread_into(fd, memoryview(raw)[:ln], off, seg.path)
+            elif seg.remote or seg.fd >= 0:  # the descriptor (or object) kept open: seg.opened() without its overhead
+                pread_into(seg.fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
             else:
                 with seg.opened() as fd:
                     pread_into(fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)

@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import struct
+import threading
 
 import numpy as np
 
@@ -62,6 +63,23 @@ def parse_sample_spec(spec, path):
                 raise FormatError(path, "sample shape %r exceeds the record size limit" % (shape,))
     fixed = all(d > 0 for d in shape)
     return tuple(shape), dt, (size if fixed else None)
+
+
+_SCRATCH = threading.local()
+_SCRATCH_MAX = 64 << 20
+
+
+def _scratch(n):
+    """A memoryview of n bytes of this thread's reusable scratch buffer: the parts of a block
+    outside a batch are read there for its CRC (a fresh zero-filled bytearray per block cost a
+    memset and page faults for each of them). Per thread, so a prefetch thread and the caller
+    never read into the same bytes."""
+    if n > _SCRATCH_MAX:  # a rare huge block: not kept
+        return memoryview(np.empty(n, dtype=np.uint8))
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _SCRATCH.buf = np.empty(max(n, 1 << 20), dtype=np.uint8)
+    return memoryview(buf)[:n]
 
 
 class ShardFile:
@@ -404,7 +422,7 @@ class ShardFile:
         if hi <= lo:
             return crc
         off, ln = self.range_span(lo, hi)
-        buf = memoryview(bytearray(ln))
+        buf = _scratch(ln)
         try:
             with self.opened() as fd:
                 pread_into(fd, buf, off, self.path)

@@ -147,13 +147,15 @@ class PackerIterableDataset(IterableDataset):
     variables, else 0/1; resolved in the trainer's process and carried into DataLoader
     workers), ``pin_memory``, ``start`` (batches already consumed this epoch, see set_start),
     ``verify_crc`` (default True: record CRC-32C checked; False skips it), ``prefetch``
-    (batches read ahead per worker by a background thread), ``direct`` (O_DIRECT reads),
-    ``cache_dir`` (bucket datasets: local copies of the objects, see ``packer_reader.open``),
-    ``num_workers`` (the DataLoader's worker count, for ``len()``, since each worker has its own
-    last batch; a DataLoader with another count is refused at the first batch)."""
+    (batches read ahead per worker by a background thread; None, the default: as in
+    ``Dataset.batches``, a thread once the loop has work of its own to overlap), ``direct``
+    (O_DIRECT reads), ``cache_dir`` (bucket datasets: local copies of the objects, see
+    ``packer_reader.open``), ``num_workers`` (the DataLoader's worker count, for ``len()``, since
+    each worker has its own last batch; a DataLoader with another count is refused at the first
+    batch)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
-                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=1,
+                 rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=None,
                  direct=False, num_workers=None, world=None, buffer=None, cache_dir=None):
         super().__init__()
         if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
@@ -412,7 +414,7 @@ class PackerLoader(DataLoader):
 
 def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None, num_workers=0,
            transform=None, rank=None, world_size=None, epoch=0, buffer_size=4096, verify_crc=True,
-           prefetch=1, direct=False, persistent_workers=None, world=None, buffer=None, cache_dir=None,
+           prefetch=None, direct=False, persistent_workers=None, world=None, buffer=None, cache_dir=None,
            **dataloader_kwargs):
     """A DataLoader over the packer dataset at ``path``, configured so the usual mistakes cannot
     be made. Yields ``(images, labels)`` on ``device`` (default: CUDA when available, else CPU):

@@ -242,3 +242,36 @@ def test_exceptions_pickle_and_accept_a_bare_message():
     assert g.path == "/d/x.pks" and g.offset == 0 and "bad magic" in str(g)
     assert str(CorruptionError("whole message")) == "whole message"  # how torch re-raises
     assert FormatError("whole message").reason == "whole message"
+
+
+@pytest.mark.parametrize("prefetch", [None, 0, 2])
+def test_damage_outside_the_batch_is_caught_before_its_block_is_handed_out(ds_dir, prefetch):
+    # Block 1 of shard 1 is global records 37..43; the batch [36, 39) holds 37 and 38 of it, and
+    # the rest of the block (read into the thread's scratch buffer for its CRC) has the flip.
+    p = shard(ds_dir, 1)
+    n, rs, data_off = footer(p)[:3]
+    flip(p, data_off + 12 * rs + 1, 5)  # local record 12 = global 42
+    with packer_reader.open(ds_dir) as ds:
+        seen = []
+        with pytest.raises(CorruptionError) as ei:
+            for _, labels in ds.batches(3, prefetch=prefetch):
+                seen.append(len(labels))
+        assert sum(seen) == 36  # nothing of block 1 was handed out
+        assert ei.value.path == p and ei.value.record_range == (37, 44)
+        assert "shard-00001.pks" in str(ei.value) and "records 37..43" in str(ei.value)
+
+
+def test_scratch_buffers_are_per_thread():
+    import threading
+
+    from packer_reader import _shard
+
+    here = _shard._scratch(100)
+    there = []
+    t = threading.Thread(target=lambda: there.append(_shard._scratch(100)))
+    t.start()
+    t.join()
+    a = np.frombuffer(here, dtype=np.uint8)
+    b = np.frombuffer(there[0], dtype=np.uint8)
+    assert not np.shares_memory(a, b)
+    assert len(_shard._scratch(_shard._SCRATCH_MAX + 1)) == _shard._SCRATCH_MAX + 1
