@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -393,6 +394,9 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 	return w.key, nil
 }
 
+// checkParallel is how many ranged GETs checkObject keeps in flight.
+const checkParallel = 4
+
 // checkObject reads the object name back whole and checks its size and SHA-256.
 func (b *Backend) checkObject(ctx context.Context, name string, size int64, sha string) error {
 	r, err := b.openStore(ctx, name) // the store's bytes, never a cached copy
@@ -400,16 +404,57 @@ func (b *Backend) checkObject(ctx context.Context, name string, size int64, sha 
 		return err
 	}
 	defer r.Close()
-	h := sha256.New()
-	buf := make([]byte, 8<<20)
-	var off int64
-	for off < r.Size() {
-		n, err := r.ReadAt(buf[:min(int64(len(buf)), r.Size()-off)], off)
-		h.Write(buf[:n])
-		off += int64(n)
-		if err != nil && !(errors.Is(err, io.EOF) && off == r.Size()) {
-			return err
+	// Ranged GETs of 8 MiB, up to checkParallel in flight, hashed in order as they arrive.
+	const chunk = 8 << 20
+	n := int((r.Size() + chunk - 1) / chunk)
+	type result struct {
+		buf []byte
+		err error
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (deferred below, so run first): no GET outlives r
+	defer cancel()
+	results := make([]chan result, n)
+	for i := range results {
+		results[i] = make(chan result, 1)
+	}
+	sem := make(chan struct{}, checkParallel)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < n; i++ {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				off := int64(i) * chunk
+				buf := make([]byte, min(chunk, r.Size()-off))
+				k, err := r.ReadAt(buf, off)
+				if err != nil && errors.Is(err, io.EOF) && k == len(buf) {
+					err = nil
+				}
+				results[i] <- result{buf[:k], err}
+			}(i)
 		}
+	}()
+	h := sha256.New()
+	for i := 0; i < n; i++ {
+		var res result
+		select {
+		case res = <-results[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-sem
+		if res.err != nil {
+			return res.err
+		}
+		h.Write(res.buf)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); r.Size() != size || got != strings.ToLower(sha) {
 		return fmt.Errorf("%s: the uploaded object reads back as %d bytes with SHA-256 %s, but %d bytes with SHA-256 %s were sent",

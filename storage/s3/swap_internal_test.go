@@ -2,8 +2,11 @@ package s3
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/packer-dev/packer/shard"
@@ -40,5 +43,34 @@ func TestSwapManifestConditional(t *testing.T) {
 	}
 	if got := storagetest.Get(t, b, shard.ManifestName); string(got) != "third" {
 		t.Fatalf("the swap left %q", got)
+	}
+}
+
+// TestCheckObject: the read-back after an upload (ranged GETs in parallel, hashed in order)
+// accepts the object's own size and SHA-256, over several chunks and a short last one, and
+// refuses any other size or digest, naming the object.
+func TestCheckObject(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "check")
+	b := NewWithClient(srv.Client(""), URL{Bucket: "check", Prefix: "ds"}, Options{})
+	ctx := context.Background()
+	for _, size := range []int{0, 1, 8 << 20, 8<<20 + 1, 5*(8<<20) + 12345} {
+		data := make([]byte, size)
+		for i := range data {
+			data[i] = byte(i*7 + i>>13)
+		}
+		storagetest.Put(t, b, "shard-00000.pks", data)
+		sum := sha256.Sum256(data)
+		sha := hex.EncodeToString(sum[:])
+		if err := b.checkObject(ctx, "shard-00000.pks", int64(size), sha); err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		bad := sha256.Sum256(append(data, 0))
+		if err := b.checkObject(ctx, "shard-00000.pks", int64(size), hex.EncodeToString(bad[:])); err == nil || !strings.Contains(err.Error(), "s3://check/ds/shard-00000.pks: the uploaded object reads back as") {
+			t.Fatalf("%d bytes, another digest: %v", size, err)
+		}
+		if err := b.checkObject(ctx, "shard-00000.pks", int64(size)+1, sha); err == nil {
+			t.Fatalf("%d bytes, another size: no error", size)
+		}
 	}
 }
