@@ -276,7 +276,7 @@ func (b *Backend) CreateObject(ctx context.Context, name string, noReplace bool)
 }
 
 // putSmall uploads data in one PutObject.
-func (b *Backend) putSmall(ctx context.Context, key string, data []byte, noReplace bool) error {
+func (b *Backend) putSmall(ctx context.Context, key string, data []byte, noReplace bool, optFns ...func(*awss3.Options)) error {
 	in := &awss3.PutObjectInput{
 		Bucket:        aws.String(b.url.Bucket),
 		Key:           aws.String(key),
@@ -286,6 +286,6 @@ func (b *Backend) putSmall(ctx context.Context, key string, data []byte, noRepla
 	if noReplace {
 		in.IfNoneMatch = aws.String("*")
 	}
-	_, err := b.client.PutObject(ctx, in)
+	_, err := b.client.PutObject(ctx, in, optFns...)
 	return b.wrap("PutObject", b.objURL(key), err)
 }

@@ -103,6 +103,23 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 			b.removeAll(written)
 		}
 	}()
+	// Each object is read back and checked while the next one uploads (one check in flight);
+	// every check has passed before the manifest is written.
+	checkCtx, cancelChecks := context.WithCancel(ctx)
+	defer cancelChecks()
+	var checking chan error
+	waitCheck := func() error {
+		if checking == nil {
+			return nil
+		}
+		err := <-checking
+		checking = nil
+		return err
+	}
+	defer func() {
+		cancelChecks()
+		waitCheck() // no check outlives Publish (its error, if any, is already returned)
+	}()
 	for _, fe := range m.Files {
 		key, err := b.upload(ctx, dir, fe, gen+fe.Path, opts, func(n int64) {
 			sent += n
@@ -116,9 +133,16 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 		if err != nil {
 			return err
 		}
-		if err := b.checkObject(ctx, gen+fe.Path, fe.Size, fe.SHA256); err != nil {
+		if err := waitCheck(); err != nil {
 			return err
 		}
+		checking = make(chan error, 1)
+		go func(name string, size int64, sum string, done chan<- error) {
+			done <- b.checkObject(checkCtx, name, size, sum)
+		}(gen+fe.Path, fe.Size, fe.SHA256, checking)
+	}
+	if err := waitCheck(); err != nil {
+		return err
 	}
 	if old != nil {
 		for i := range m.Files {
@@ -362,6 +386,7 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 		return "", err
 	}
 	w.partSent = opts.PartSent
+	w.unsigned = true // the SHA-256 below and the read-back check every byte instead
 	buf := make([]byte, 1<<20)
 	for {
 		n, rerr := f.Read(buf)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
@@ -42,6 +43,10 @@ type Writer struct {
 	committed, aborted bool
 
 	partSent func(ctx context.Context, key string, part int32) // called after each part is sent, if set
+	// unsigned sends the bodies as UNSIGNED-PAYLOAD instead of signing each with its SHA-256:
+	// set by Publish, which checks the SHA-256 of what it sent and reads every object back
+	// (the SigV4 payload hash would be a third pass of SHA-256 over every byte).
+	unsigned bool
 }
 
 func newWriter(ctx context.Context, b *Backend, key string, noReplace bool) *Writer {
@@ -109,7 +114,7 @@ func (w *Writer) sendPart() error {
 		out, err := w.b.client.UploadPart(w.ctx, &awss3.UploadPartInput{
 			Bucket: aws.String(w.b.url.Bucket), Key: aws.String(w.key), UploadId: aws.String(w.uploadID),
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
-		})
+		}, payloadOptions(w.unsigned)...)
 		w.mu.Lock()
 		if err != nil {
 			if w.err == nil {
@@ -138,7 +143,7 @@ func (w *Writer) Commit(ctx context.Context) error {
 		return err
 	}
 	if w.uploadID == "" {
-		if err := w.b.putSmall(ctx, w.key, w.buf, w.noReplace); err != nil {
+		if err := w.b.putSmall(ctx, w.key, w.buf, w.noReplace, payloadOptions(w.unsigned)...); err != nil {
 			return err
 		}
 		w.committed, w.buf = true, nil
@@ -195,3 +200,13 @@ func (w *Writer) Sum() []byte { return w.h.Sum(nil) }
 
 // Size is the number of bytes written.
 func (w *Writer) Size() int64 { return w.size }
+
+// payloadOptions are the request options for a body sent unsigned (see Writer.unsigned), or none.
+func payloadOptions(unsigned bool) []func(*awss3.Options) {
+	if !unsigned {
+		return nil
+	}
+	return []func(*awss3.Options){func(o *awss3.Options) {
+		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
+	}}
+}
