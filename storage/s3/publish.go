@@ -386,7 +386,7 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 		return "", err
 	}
 	w.partSent = opts.PartSent
-	w.unsigned = true // the SHA-256 below and the read-back check every byte instead
+	w.unsigned = b.unsignedPayload()
 	buf := make([]byte, 1<<20)
 	for {
 		n, rerr := f.Read(buf)
@@ -417,6 +417,22 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 		return "", err
 	}
 	return w.key, nil
+}
+
+// unsignedPayload reports whether Publish sends a dataset's files as UNSIGNED-PAYLOAD. As the AWS
+// SDKs do, only over HTTPS (the default AWS endpoint, or an https:// AWS_ENDPOINT_URL), where TLS
+// protects the bodies; over plain HTTP each body is signed with its SHA-256, so the server checks
+// it. Either way Publish hashes what it sends and reads every object back. The SigV4 payload hash
+// is one more SHA-256 pass over every byte. PACKER_S3_UNSIGNED_PAYLOAD=1 or 0 overrides the choice.
+func (b *Backend) unsignedPayload() bool {
+	switch os.Getenv("PACKER_S3_UNSIGNED_PAYLOAD") {
+	case "1":
+		return true
+	case "0":
+		return false
+	}
+	ep := b.client.Options().BaseEndpoint
+	return ep == nil || strings.HasPrefix(strings.ToLower(*ep), "https://")
 }
 
 // checkParallel is how many ranged GETs checkObject keeps in flight.

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 	"github.com/packer-dev/packer/storage/storagetest"
@@ -71,6 +73,29 @@ func TestCheckObject(t *testing.T) {
 		}
 		if err := b.checkObject(ctx, "shard-00000.pks", int64(size)+1, sha); err == nil {
 			t.Fatalf("%d bytes, another size: no error", size)
+		}
+	}
+}
+
+// TestUnsignedPayload: a dataset's files go unsigned only over HTTPS (as the AWS SDKs do), and
+// PACKER_S3_UNSIGNED_PAYLOAD overrides the choice either way.
+func TestUnsignedPayload(t *testing.T) {
+	at := func(ep *string) *Backend {
+		return NewWithClient(awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: ep}), URL{Bucket: "any"}, Options{})
+	}
+	https, http := "https://s3.example.com", "http://127.0.0.1:9000"
+	for _, c := range []struct {
+		ep   *string
+		env  string
+		want bool
+	}{{nil, "", true}, {&https, "", true}, {&http, "", false}, {&http, "1", true}, {&https, "0", false}} {
+		t.Setenv("PACKER_S3_UNSIGNED_PAYLOAD", c.env)
+		if got := at(c.ep).unsignedPayload(); got != c.want {
+			ep := "<default>"
+			if c.ep != nil {
+				ep = *c.ep
+			}
+			t.Errorf("endpoint %s, PACKER_S3_UNSIGNED_PAYLOAD=%q: unsigned %v, want %v", ep, c.env, got, c.want)
 		}
 	}
 }

@@ -44,8 +44,8 @@ type Writer struct {
 
 	partSent func(ctx context.Context, key string, part int32) // called after each part is sent, if set
 	// unsigned sends the bodies as UNSIGNED-PAYLOAD instead of signing each with its SHA-256:
-	// set by Publish, which checks the SHA-256 of what it sent and reads every object back
-	// (the SigV4 payload hash would be a third pass of SHA-256 over every byte).
+	// set by Publish over HTTPS (Backend.unsignedPayload), which checks the SHA-256 of what it
+	// sent and reads every object back.
 	unsigned bool
 }
 
