@@ -882,35 +882,33 @@ def _entry(m, rel):
 _NPY_HEAD = 1 << 16  # bytes of an object read to parse its .npy header
 
 
+def _parse_npy_header(f):
+    """(shape, dtype, fortran_order, data_offset) read from f, positioned at the file's start;
+    ValueError when it is not a supported .npy header."""
+    fmt = np.lib.format
+    major, minor = fmt.read_magic(f)
+    if (major, minor) == (1, 0):
+        shape, fortran, dtype = fmt.read_array_header_1_0(f)
+    elif major in (2, 3):
+        shape, fortran, dtype = fmt.read_array_header_2_0(f)
+    else:
+        raise ValueError("unsupported npy version %d.%d" % (major, minor))
+    return tuple(shape), dtype, fortran, f.tell()
+
+
 def read_npy_header(path, obj=None):
     """(shape, dtype, fortran_order, data_offset) of an .npy file (or of obj, an object in a
     bucket: its first bytes are fetched), with FormatError on failure."""
-    fmt = np.lib.format
     if obj is not None:
         head = bytearray(min(obj.size, _NPY_HEAD))
         obj.pread_into(memoryview(head), 0)
         try:
-            f = io.BytesIO(bytes(head))
-            major, minor = fmt.read_magic(f)
-            if (major, minor) == (1, 0):
-                shape, fortran, dtype = fmt.read_array_header_1_0(f)
-            elif major in (2, 3):
-                shape, fortran, dtype = fmt.read_array_header_2_0(f)
-            else:
-                raise ValueError("unsupported npy version %d.%d" % (major, minor))
-            return tuple(shape), dtype, fortran, f.tell()
+            return _parse_npy_header(io.BytesIO(bytes(head)))
         except ValueError as e:
             raise FormatError(obj.url, "not a valid .npy file (or a header over %d bytes): %s" % (_NPY_HEAD, e))
     try:
         with open(path, "rb") as f:
-            major, minor = fmt.read_magic(f)
-            if (major, minor) == (1, 0):
-                shape, fortran, dtype = fmt.read_array_header_1_0(f)
-            elif major in (2, 3):
-                shape, fortran, dtype = fmt.read_array_header_2_0(f)
-            else:
-                raise ValueError("unsupported npy version %d.%d" % (major, minor))
-            return tuple(shape), dtype, fortran, f.tell()
+            return _parse_npy_header(f)
     except OSError as e:
         raise FormatError(path, "cannot read: %s" % (e.strerror or e))
     except ValueError as e:
