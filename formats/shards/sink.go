@@ -15,24 +15,61 @@ import (
 // sinkChunk is the size of the buffers a sink hands to its goroutines.
 const sinkChunk = 4 << 20
 
-// sinkBuffers is how many chunks a sink owns: one being filled, the others hashed or written.
+// sinkBuffers is the least number of chunks a chunk pool holds: one being filled, the others
+// hashed or written.
 const sinkBuffers = 4
+
+// chunkPool hands out the sinkChunk buffers of the sinks of one output, at most max of them at
+// a time, made when first needed. Sharing one pool between the sinks lets the output start the
+// next shard while the shards before it are still being hashed and written, each on goroutines
+// of its own: the SHA-256 of a file is sequential, but different shards hash on different
+// cores. The pool's size bounds how far the build writer may run ahead of the hashing.
+type chunkPool struct {
+	free chan []byte
+	made int // buffers made so far (get only: the build writer's goroutine)
+	max  int
+}
+
+func newChunkPool(n int) *chunkPool {
+	n = max(n, sinkBuffers)
+	return &chunkPool{free: make(chan []byte, n), max: n}
+}
+
+// get returns a free buffer, waiting for one when max are in use.
+func (c *chunkPool) get() []byte {
+	select {
+	case b := <-c.free:
+		return b
+	default:
+	}
+	if c.made < c.max {
+		c.made++
+		return alignedChunk()
+	}
+	return <-c.free
+}
+
+// put returns a buffer to the pool; it never blocks (the channel holds every buffer made).
+func (c *chunkPool) put(b []byte) { c.free <- b[:0] }
 
 // sink writes a file and computes its SHA-256 on goroutines of its own, so the caller's
 // goroutine (the single build writer) only copies bytes into a buffer. A chunk is hashed on one
 // goroutine and then written on another, so hashing (the larger cost) and the write system
-// calls run on different cores. Writes are in order.
+// calls run on different cores. Writes are in order. The caller may start the next file's sink
+// as soon as close returns: the sink finishes on its own goroutines, and wait gives its result.
 type sink struct {
-	p    *shard.Pending // the file, committed by the caller after finish
+	p    *shard.Pending // the file, committed by the caller after wait
 	f    *os.File       // p's file
 	h    hash.Hash
 	cur  []byte
 	ch   chan []byte // filled chunks, to the hasher
 	wch  chan []byte // hashed chunks, to the file writer
-	free chan []byte
+	pool *chunkPool
 	done chan struct{}
 	err  error // set by the writing goroutine, read after done
 	size int64
+
+	closed bool // ch is closed (close)
 
 	direct bool // f is open with O_DIRECT (writeLoop only)
 
@@ -57,22 +94,23 @@ func alignedChunk() []byte {
 }
 
 // newSink creates dir/name+".tmp" (shard.Create, with O_DIRECT where the file system allows it)
-// and starts the sink's goroutines.
-func newSink(dir, name string) (*sink, error) { return newSinkDirect(dir, name, true) }
+// and starts the sink's goroutines, with a pool of its own.
+func newSink(dir, name string) (*sink, error) {
+	return newSinkDirect(dir, name, true, newChunkPool(sinkBuffers))
+}
 
-// newSinkDirect is newSink with O_DIRECT only when direct is set; otherwise the file is written
-// through the page cache.
-func newSinkDirect(dir, name string, direct bool) (*sink, error) {
+// newSinkDirect is newSink with O_DIRECT only when direct is set (otherwise the file is written
+// through the page cache), taking its buffers from pool.
+func newSinkDirect(dir, name string, direct bool, pool *chunkPool) (*sink, error) {
 	p, err := shard.Create(dir, name, direct)
 	if err != nil {
 		return nil, err
 	}
-	s := &sink{p: p, f: p.File(), direct: p.Direct(), h: sha256.New(), ch: make(chan []byte, sinkBuffers), wch: make(chan []byte, sinkBuffers),
-		free: make(chan []byte, sinkBuffers), done: make(chan struct{})}
-	for i := 0; i < sinkBuffers; i++ {
-		s.free <- alignedChunk()
-	}
-	s.cur = <-s.free
+	// ch and wch can hold every buffer of the pool, so a sink's goroutines never wait on each
+	// other's channels for long, and the caller waits only for a free buffer.
+	s := &sink{p: p, f: p.File(), direct: p.Direct(), h: sha256.New(), ch: make(chan []byte, pool.max), wch: make(chan []byte, pool.max),
+		pool: pool, done: make(chan struct{})}
+	s.cur = pool.get()
 	if !s.direct {
 		s.wb = make(chan int64, 1)
 	}
@@ -102,7 +140,7 @@ func (s *sink) writeLoop() {
 		if s.err == nil {
 			s.err = s.write(b)
 		}
-		s.free <- b[:0]
+		s.pool.put(b)
 		if s.wb != nil && s.err == nil {
 			prev := s.woff
 			s.woff += int64(len(b))
@@ -160,18 +198,30 @@ func (s *sink) Write(p []byte) (int, error) {
 		p = p[k:]
 		if len(s.cur) == cap(s.cur) {
 			s.ch <- s.cur
-			s.cur = <-s.free
+			s.cur = s.pool.get()
 		}
 	}
 	return n, nil
 }
 
-// finish flushes the sink and waits for its goroutine; it returns the SHA-256 in hex.
-func (s *sink) finish() (string, error) {
+// close hands the last bytes to the sink's goroutines and returns at once; no Write may follow.
+func (s *sink) close() {
+	if s.closed {
+		return
+	}
+	s.closed = true
 	if len(s.cur) > 0 {
 		s.ch <- s.cur
+	} else {
+		s.pool.put(s.cur)
 	}
+	s.cur = nil
 	close(s.ch)
+}
+
+// wait waits until every byte is hashed and written; it returns the SHA-256 in hex. It may run
+// on another goroutine than the Writes, after close.
+func (s *sink) wait() (string, error) {
 	<-s.done
 	if s.err != nil {
 		s.f.Close()
@@ -180,14 +230,16 @@ func (s *sink) finish() (string, error) {
 	return hex.EncodeToString(s.h.Sum(nil)), nil
 }
 
+// finish is close, then wait.
+func (s *sink) finish() (string, error) {
+	s.close()
+	return s.wait()
+}
+
 // abort stops the sink and removes its file.
 func (s *sink) abort() {
-	select {
-	case <-s.done:
-	default:
-		close(s.ch)
-		<-s.done
-	}
+	s.close()
+	<-s.done
 	s.p.Abort()
 }
 
@@ -212,5 +264,12 @@ func (y *syncer) run(fn func() error) {
 
 func (y *syncer) wait() error {
 	y.wg.Wait()
+	return y.err
+}
+
+// failed returns the errors of the functions that have ended so far, without waiting.
+func (y *syncer) failed() error {
+	y.mu.Lock()
+	defer y.mu.Unlock()
 	return y.err
 }

@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/packer-dev/packer/output"
@@ -57,6 +60,23 @@ type shardOutput struct {
 	kept       int                      // files[:kept] are in the last checkpoint: Abort keeps them
 
 	cached bool // shards opened from now on are written through the page cache (WriteFrom)
+
+	pool     *chunkPool     // the buffers of every sink of this output
+	mu       sync.Mutex     // guards sums
+	sums     map[int]string // SHA-256 of files[k], set when its sink has hashed every byte
+	aborting atomic.Bool    // Abort was called: shards still finishing are removed, not committed
+}
+
+// maxLagShards bounds how many shards of data the build writer may hand to the sinks ahead of
+// their hashing (the chunk pool's size): one shard per 8 cores, at least one, so that on a
+// machine with many cores several shards are hashed at once while the build writer goes on.
+func maxLagShards() int { return max(1, min(8, runtime.GOMAXPROCS(0)/8)) }
+
+// poolChunks is the number of sinkChunk buffers of an output with shards of shardSize bytes: up
+// to maxLagShards shards, at most 2 GiB.
+func poolChunks(shardSize int64) int {
+	lag := min(int64(maxLagShards())*shardSize, 2<<30)
+	return int((lag + sinkChunk - 1) / sinkChunk)
 }
 
 // New returns the Output of --format shards (a ShardSize of 0 means DefaultShardSize).
@@ -64,39 +84,80 @@ func New(cfg output.Config) (output.Output, error) {
 	if cfg.ShardSize <= 0 {
 		cfg.ShardSize = DefaultShardSize
 	}
-	return &shardOutput{cfg: cfg}, nil
+	return &shardOutput{cfg: cfg, pool: newChunkPool(poolChunks(cfg.ShardSize)), sums: map[int]string{}}, nil
 }
 
 func (o *shardOutput) open() error {
 	k := len(o.files)
 	o.name = ShardName(k)
-	sk, err := newSinkDirect(o.cfg.Dir, o.name, !o.cached)
+	sk, err := newSinkDirect(o.cfg.Dir, o.name, !o.cached, o.pool)
 	if err != nil {
 		return err
 	}
 	o.sink = sk
 	o.w, err = shard.NewWriter(sk, shard.WriterOptions{
 		Sample: o.cfg.Sample, Label: o.cfg.Label, ShardIndex: k, HasMeta: o.cfg.HasMeta,
-		Meta: map[string]any{"dataset": o.cfg.Meta},
+		Meta: map[string]any{"dataset": o.cfg.Meta}, Unbuffered: true,
 	})
 	return err
 }
 
-// finish completes the current shard: index and footer, then, in the background, fsync,
-// re-open and check, and rename to the final name.
+// finish completes the current shard: index and footer, then, in the background, the rest of
+// its hashing and writing, fsync, re-open and check, and rename to the final name. The shard's
+// SHA-256 goes into its FileEntry when the background work is done (collect).
 func (o *shardOutput) finish() error {
 	if err := o.w.Close(); err != nil {
 		return err
 	}
-	sum, err := o.sink.finish()
-	if err != nil {
+	// A shard finished earlier that failed in the background (a full disk) stops the build now,
+	// not after every other shard is written.
+	if err := o.sync.failed(); err != nil {
 		return err
 	}
-	p, name, n, size := o.sink.p, o.name, o.w.Len(), o.w.Size()
-	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, SHA256: sum, Records: n, FirstRecord: o.next})
+	sk, k, name, n, size := o.sink, len(o.files), o.name, o.w.Len(), o.w.Size()
+	sk.close()
+	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, Records: n, FirstRecord: o.next})
 	o.next += n
 	o.w, o.sink = nil, nil
-	o.sync.run(func() error { return commitShard(p, name, n) })
+	o.sync.run(func() error {
+		sum, err := sk.wait()
+		if err == nil && o.aborting.Load() {
+			err = errors.New("output aborted")
+		}
+		if err == nil {
+			err = commitShard(sk.p, name, n)
+		}
+		if err != nil {
+			sk.p.Abort()
+			return err
+		}
+		o.mu.Lock()
+		o.sums[k] = sum
+		o.mu.Unlock()
+		return nil
+	})
+	return nil
+}
+
+// collect waits until every finished shard is hashed, written and committed, and puts their
+// SHA-256 into their FileEntries.
+func (o *shardOutput) collect() error {
+	if err := o.sync.wait(); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k := range o.files {
+		if o.files[k].SHA256 != "" {
+			continue
+		}
+		sum, ok := o.sums[k]
+		if !ok {
+			return fmt.Errorf("internal error: shard %s finished without its SHA-256", o.files[k].Path)
+		}
+		o.files[k].SHA256 = sum
+		delete(o.sums, k)
+	}
 	return nil
 }
 
@@ -156,11 +217,11 @@ type resumeState struct {
 	Files []shard.FileEntry `json:"files"`
 }
 
-// checkpointNow waits until every finished shard is committed and the directory synced, then
-// hands their list to the checkpoint function. The wait costs the commit of the shard just
-// finished (its data is already on disk: the sink writes with O_DIRECT where it can).
+// checkpointNow waits until every finished shard is hashed, written and committed and the
+// directory synced, then hands their list to the checkpoint function. The wait costs the rest
+// of the hashing and the commit of the shards still finishing.
 func (o *shardOutput) checkpointNow() error {
-	if err := o.sync.wait(); err != nil {
+	if err := o.collect(); err != nil {
 		return err
 	}
 	if err := shard.SyncDir(o.cfg.Dir); err != nil {
@@ -257,7 +318,7 @@ func (o *shardOutput) Close() ([]shard.FileEntry, error) {
 			return nil, o.err
 		}
 	}
-	if o.err = o.sync.wait(); o.err != nil {
+	if o.err = o.collect(); o.err != nil {
 		return nil, o.err
 	}
 	if err := shard.SyncDir(o.cfg.Dir); err != nil {
@@ -270,6 +331,7 @@ func (o *shardOutput) Close() ([]shard.FileEntry, error) {
 }
 
 func (o *shardOutput) Abort() {
+	o.aborting.Store(true)
 	if o.sink != nil {
 		o.sink.abort()
 	}
