@@ -41,8 +41,9 @@ def _warn_if_slow_crc():
     if _crc32c.BACKEND == "numpy" and not _warned_slow_crc:
         _warned_slow_crc = True
         warnings.warn("packer_reader: record CRC-32C checks run on the slow NumPy fallback (a few hundred "
-                      "MiB/s, below disk speed); install python3-crc32c (apt) or 'pip install crc32c' for a "
-                      "C implementation, or open the dataset with verify_crc=False to skip the checks",
+                      "MiB/s, below disk speed); install the packer wheel (it carries a hardware CRC-32C), "
+                      "build it in a source tree with scripts/build-crc.sh, or install python3-crc32c (apt) "
+                      "or 'pip install crc32c', or open the dataset with verify_crc=False to skip the checks",
                       RuntimeWarning, stacklevel=4)
 
 
