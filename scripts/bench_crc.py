@@ -2,6 +2,13 @@
 """Cost of the default record CRC-32C check, both readers, warm page cache, side by side.
 
     scripts/bench_crc.sh [--dir /tmp/packer-bench-crc] [--gb 1] [--repeat 3] [--batch 256]
+                         [--backend NAME] [--rates-only | --epochs]
+
+First, the speed of every CRC-32C implementation importable here on one core (GB/s over a
+64 MiB buffer, and over it in 3 KiB pieces, a CIFAR record per call: the per-call cost shows):
+packer's C library (packer-hw: SSE4.2, three streams; packer-c: its portable tables), the crc32c
+and google_crc32c modules, the NumPy fallback. --rates-only stops there. --backend NAME makes
+the reader use that one (as named in the rates table) for what follows.
 
 Two synthetic shard datasets of --gb gigabytes each are generated once in --dir with the test
 writer of python/tests: CIFAR-sized records (32x32x3 uint8, 3 KiB) and ImageNet-sized ones
@@ -20,7 +27,11 @@ check off and one with it on, and the best of each is reported with their ratio:
   best of 3 passes over one open dataset (the first pass checks, the others find the blocks
   checked).
 
-Rates are record bytes handed out per second."""
+Rates are record bytes handed out per second.
+
+--epochs replaces that table with scripts/bench_vs_limits.sh's row 5 on these datasets: first
+and second epoch of the reader with default settings (batches(256), prefetch 1) in one process
+against `dd bs=4M` over the same files from the page cache, best of --repeat, as ratios."""
 
 import argparse
 import json
@@ -99,6 +110,75 @@ def py_later_epochs(d, batch, prefetch, crc, repeat):
     return best
 
 
+def backends():
+    """Every CRC-32C implementation importable here: name -> crc32c(data, crc=0)."""
+    import packer_reader._crc32c as c
+
+    out = {}
+    if c._lib is not None:
+        out["packer-hw" if c._lib.packer_crc32c_hw() else "packer-c"] = c._ctypes_crc(c._lib.packer_crc32c, None)
+        out["packer-c"] = c._ctypes_crc(c._lib.packer_crc32c_portable, None)
+    try:
+        import crc32c
+
+        out["crc32c"] = lambda d, crc=0: crc32c.crc32c(d, crc)
+    except ImportError:
+        pass
+    try:
+        import google_crc32c
+
+        out["google_crc32c"] = lambda d, crc=0: google_crc32c.extend(crc, bytes(d))
+    except ImportError:
+        pass
+    out["numpy"] = c._crc32c_numpy
+    return out
+
+
+def rates(repeat):
+    import numpy as np
+
+    buf = bytearray(np.random.default_rng(1).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes())
+    mv = memoryview(buf)
+    print("%-14s %12s %14s" % ("CRC-32C", "64 MiB GB/s", "3 KiB calls GB/s"))
+    for name, fn in backends().items():
+        whole, pieces = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn(mv)
+            whole.append(len(buf) / (time.perf_counter() - t) / 1e9)
+            t = time.perf_counter()
+            crc = 0
+            for p in range(0, len(buf), 3072):
+                crc = fn(mv[p:p + 3072], crc)
+            pieces.append(len(buf) / (time.perf_counter() - t) / 1e9)
+        print("%-14s %12.2f %14.2f" % (name, max(whole), max(pieces)))
+        sys.stdout.flush()
+
+
+def epochs(d, repeat, batch):
+    """(dd warm, reader first epoch, reader second epoch) in GB/s, best of repeat."""
+    import packer_reader
+
+    fs = sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".pks"))
+    size = sum(os.path.getsize(f) for f in fs)
+    dd, first, second = [], [], []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for f in fs:
+            subprocess.run(["dd", "if=" + f, "of=/dev/null", "bs=4M", "status=none"], check=True)
+        dd.append(size / (time.perf_counter() - t) / 1e9)
+        ts = []
+        with packer_reader.open(d) as ds:
+            for _ in range(2):
+                t = time.perf_counter()
+                for x, y in ds.batches(batch):
+                    pass
+                ts.append(time.perf_counter() - t)
+        first.append(size / ts[0] / 1e9)
+        second.append(size / ts[1] / 1e9)
+    return max(dd), max(first), max(second)
+
+
 def go_pass(packer, d, batch, crc, repeat=1):
     cmd = [packer, "bench", "--json", "--repeat", str(repeat), "--batch", str(batch), d] + ([] if crc else ["--no-crc"])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -112,11 +192,30 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--packer", default=os.path.join(ROOT, "bin", "packer"))
+    ap.add_argument("--backend", help="the reader's CRC-32C, as named in the rates table")
+    ap.add_argument("--rates-only", action="store_true")
+    ap.add_argument("--epochs", action="store_true")
     a = ap.parse_args()
     import packer_reader._crc32c as c
 
+    if a.backend:
+        c.crc32c, c.BACKEND = backends()[a.backend], a.backend
     print("CRC-32C backend (Python): %s; load average %s; %d CPUs" % (
         c.BACKEND, " ".join(open("/proc/loadavg").read().split()[:3]), os.cpu_count()))
+    rates(a.repeat)
+    if a.rates_only:
+        return
+    if a.epochs:
+        print("%-10s %10s %12s %12s %12s %12s" % ("dataset", "dd GB/s", "epoch1 GB/s", "epoch2 GB/s",
+                                                  "epoch1/dd", "epoch2/dd"))
+        for name, shape in (("cifar", (32, 32, 3)), ("224", (224, 224, 3))):
+            d = os.path.join(a.dir, name)
+            generate(d, shape, a.gb)
+            warm(d)
+            dd, e1, e2 = epochs(d, a.repeat, a.batch)
+            print("%-10s %10.2f %12.2f %12.2f %12.3f %12.3f" % (name, dd, e1, e2, e1 / dd, e2 / dd))
+            sys.stdout.flush()
+        return
     print("%-10s %-22s %10s %10s %7s" % ("dataset", "reader", "off GB/s", "on GB/s", "on/off"))
     for name, shape in (("cifar", (32, 32, 3)), ("224", (224, 224, 3))):
         d = os.path.join(a.dir, name)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the packer wheel into dist/ (or $1): the packer command as a bundled binary with a
-# `packer` console entry point, plus the packer_reader package. NumPy is its only requirement;
+# `packer` console entry point, plus the packer_reader package with its hardware CRC-32C library
+# (packer_reader/_lib/libpackercrc.so, scripts/build-crc.sh). NumPy is its only requirement;
 # torch, h5py and crc32c are the extras [torch], [hdf5] and [crc].
 #
 #   bash scripts/build-wheel.sh            # dist/packer_reader-<version>-py3-none-manylinux_2_34_x86_64.whl
@@ -37,4 +38,7 @@ if [ "$got" != "$want" ]; then
   echo "build-wheel: packer --version says $got but python/pyproject.toml says $want: make them agree" >&2
   exit 1
 fi
-/usr/bin/python3 scripts/make_wheel.py "$tmp/packer" "$plat" "$out"
+# The reader's hardware CRC-32C (plain C, only glibc's libc; a wheel needs gcc on the build host).
+bash scripts/build-crc.sh "$tmp/libpackercrc.so"
+[ -f "$tmp/libpackercrc.so" ] || { echo "build-wheel: the CRC-32C library did not build (gcc?)" >&2; exit 1; }
+/usr/bin/python3 scripts/make_wheel.py "$tmp/packer" "$plat" "$out" "$tmp/libpackercrc.so"

@@ -1,7 +1,9 @@
 """Writes the packer wheel: the packer_reader package from python/, the packer binary as
-packer_reader/_bin/packer, and a `packer` console entry point (packer_reader._launcher:main).
+packer_reader/_bin/packer, the CRC-32C library (scripts/build-crc.sh) as
+packer_reader/_lib/libpackercrc.so when given, and a `packer` console entry point
+(packer_reader._launcher:main).
 
-usage: make_wheel.py BINARY PLATFORM_TAG OUT_DIR
+usage: make_wheel.py BINARY PLATFORM_TAG OUT_DIR [CRC_LIBRARY]
 
 Written with zipfile rather than a build backend so it needs nothing beyond the standard
 library and the same inputs give the same wheel bytes (fixed timestamps, sorted entries)."""
@@ -41,6 +43,9 @@ def main():
                 files.append(("%s/%s" % (PKG, name), f.read(), False))
     with open(binary, "rb") as f:
         files.append(("%s/_bin/packer" % PKG, f.read(), True))
+    if len(sys.argv) > 4:
+        with open(sys.argv[4], "rb") as f:
+            files.append(("%s/_lib/libpackercrc.so" % PKG, f.read(), False))
     readme = open(os.path.join(ROOT, "python", "README.md"), encoding="utf-8").read()
     metadata = "\n".join([
         "Metadata-Version: 2.1",

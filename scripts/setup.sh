@@ -81,5 +81,9 @@ if ! "$FIXTURE_VENV/bin/python" -c "import pyarrow, webdataset, tfrecord" >/dev/
   fi
 fi
 
+# packer_reader's hardware CRC-32C for the source tree (python/packer_reader/_lib/, git-ignored;
+# gcc comes with build-essential above). scripts/test.sh requires it (PACKER_REQUIRE_CRC_HW=1).
+bash scripts/build-crc.sh
+
 go build -o bin/packer ./cmd/packer
 echo "setup: done ($(go version), packer built at bin/packer)"

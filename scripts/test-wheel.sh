@@ -2,7 +2,8 @@
 # Installs the wheel from scripts/build-wheel.sh into a fresh, clean virtual environment (no
 # system site-packages: NumPy comes from the package index as the wheel's one requirement), then
 # checks the installed `packer` command and reader end to end: packer --version, a small build of
-# a folder of images, and packer_reader reading it back from the venv's Python.
+# a folder of images, and packer_reader reading it back from the venv's Python with the wheel's
+# hardware CRC-32C library (BACKEND packer-hw on x86-64).
 #
 #   bash scripts/test-wheel.sh [WHEEL]    # default: builds one into a temporary folder
 set -euo pipefail
@@ -59,6 +60,10 @@ img, label = ds[0]
 assert img.shape == (12, 16, 3) and img.dtype == np.uint8, (img.shape, img.dtype)
 n = sum(len(y) for _, y in ds.batches(5, shuffle=True, seed=1))
 assert n == 12 and packer_reader.verify(sys.argv[1]).ok
-print("test-wheel: read back %d records of %s from %s" % (len(ds), list(img.shape), sys.argv[1]))
+import os
+from packer_reader import _crc32c  # the wheel's own CRC-32C library, not a fallback
+want = "packer-hw" if os.uname().machine == "x86_64" else "packer-c"
+assert _crc32c.BACKEND == want and _crc32c._LIB.startswith(sys.argv[2]), (_crc32c.BACKEND, _crc32c._LIB)
+print("test-wheel: read back %d records of %s from %s (CRC-32C: %s)" % (len(ds), list(img.shape), sys.argv[1], _crc32c.BACKEND))
 PYEOF
 echo "test-wheel: ok ($(basename "$wheel"))"

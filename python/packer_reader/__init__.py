@@ -13,8 +13,10 @@ manifest (its index, sample and label spec, record count and size). The CRC-32C 
 checked by default too, the first time a read touches each checksum block, so damaged data is a
 ``CorruptionError`` naming the shard and record range, never a silent batch. Checked blocks are
 remembered, so the check costs time in the first epoch only (one core's CRC-32C speed: about
-2 GB/s with Debian's python3-crc32c, docs/bench/crc.txt); without a C CRC-32C module the checks
-run on a NumPy fallback at a few hundred MB/s and a one-time RuntimeWarning says so. ``open(path, verify_crc=False)`` skips them.
+13 GB/s with packer's SSE4.2 library _lib/libpackercrc.so, which the wheel carries and
+scripts/setup.sh builds in the source tree; about 2 GB/s with Debian's python3-crc32c otherwise,
+docs/bench/crc.txt); without either the checks run on a NumPy fallback at a few hundred MB/s and
+a one-time RuntimeWarning says so. ``open(path, verify_crc=False)`` skips them.
 ``verify(path)`` always checks everything: file sizes, SHA-256, every data block CRC, padding, and
 npy/hdf5 shapes; files the manifest does not list are warnings (``report.warnings``), faults with
 ``verify(path, strict=True)``.

@@ -58,6 +58,37 @@ def test_default_read_refuses_flipped_byte(damaged):
         _check(ei.value)
 
 
+def test_checks_beside_reads(damaged, monkeypatch):
+    """Big batches are read in pieces of whole checksum blocks, each checked on the checker
+    thread while the next is read (_dataset._CHECK_PIECE; made small here so these 60-byte
+    records take that path): the same bytes in the same order, and a damaged block is still an
+    error before its batch is handed out, from every starting point and piece size."""
+    from packer_reader import _crc32c, _dataset
+
+    d, imgs = damaged
+    monkeypatch.setattr(_crc32c, "BACKEND", "packer-test")  # the path does not depend on which CRC
+    calls = []
+    real = _dataset._SegmentDataset._read_overlapped
+    monkeypatch.setattr(_dataset._SegmentDataset, "_read_overlapped",
+                        lambda self, *a: calls.append(1) or real(self, *a))
+    for piece in (60, 7 * 60, 10 * 60):
+        monkeypatch.setattr(_dataset, "_CHECK_PIECE", piece)
+        for bs in (16, 25, 30, 45):
+            with packer_reader.open(d) as ds:
+                got = []
+                with pytest.raises(CorruptionError) as ei:
+                    for x, _ in ds.batches(bs, prefetch=0):
+                        got.append(x.copy())
+                _check(ei.value)
+                assert sum(len(x) for x in got) <= 37  # nothing past the damaged block's start
+                if got:
+                    assert np.array_equal(np.concatenate(got), imgs[:len(np.concatenate(got))])
+            with packer_reader.open(d) as ds:  # batches after the damaged one read the same
+                x, _ = ds[44:N]
+                assert np.array_equal(x, imgs[44:N])
+    assert calls
+
+
 def test_verify_crc_false_reads(damaged):
     d, imgs = damaged
     with packer_reader.open(d, verify_crc=False) as ds:
