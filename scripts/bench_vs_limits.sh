@@ -21,6 +21,10 @@
 #  5. Python reader, warm, default settings (`batches(256)`), CIFAR-sized (32x32x3) and
 #     224x224x3 records, against `dd bs=4M` from the page cache; first and second epoch in one
 #     process (the first checks every record's CRC; later ones remember the checked blocks).
+#  1b, 2b. rows 1 and 2 again on photos with film grain (GRAIN=16: entropy nearer a camera's) and
+#     on 1920x1080 photos.
+#  6. the writer stage alone (go test -bench WriterStage, WriterSerial) against one worker's rate
+#     (row 1), and `--workers 2` against two independent one-worker builds running at once.
 # The Python contenders time their own loop (interpreter start and imports not counted, which
 # favours them); packer, ffmpeg and dd are timed as whole processes.
 # Needs: bin/packer's build deps, /usr/bin/python3 with Pillow and NumPy, python3-opencv
@@ -100,6 +104,7 @@ for r in $(seq "$REPS"); do
   if $PY -c 'import cv2' 2>/dev/null; then "${PIN[@]}" $PY -c "$opencv_linear" "$W/files.txt" >>"$W/t_cv"; fi
 done
 te=$(best <"$W/t_exact") tp=$(best <"$W/t_pil") tf=$(best <"$W/t_fast")
+cp "$W/t_exact" "$W/t_exact1"
 echo "exact build $te s ($(ratio "$n_img" "$te") img/s)   Pillow decode alone $tp s ($(ratio "$n_img" "$tp") img/s)"
 echo "ROW exact/decode-alone: $(ratio "$tp" "$te")   (target >= 0.85)"
 if [ -s "$W/t_cv" ]; then
@@ -109,6 +114,30 @@ if [ -s "$W/t_cv" ]; then
 else
   echo "ROW fast/OpenCV: not measured: python3-opencv is not installed (apt-get install python3-opencv)"
 fi
+
+# The same two rows on two more sets: the same kind of files with film grain (GRAIN=16, see
+# make_photos.py: entropy nearer a camera photo's, so the Huffman decoding weighs as it does on
+# real photos), and 1920x1080 files (region decoding and --fast's DCT scaling matter most).
+GRAINED=${GRAINED:-$W/grain}
+[ -d "$GRAINED/imagenet" ] || GRAIN=16 bash scripts/make_photos.sh "$GRAINED" 1000 0 >/dev/null
+for set in "$GRAINED/imagenet" "$PHOTOS/1080p"; do
+  [ -d "$set" ] || bash scripts/make_photos.sh "$PHOTOS" 1000 200 >/dev/null
+  n=$(find "$set" -type f | wc -l)
+  find "$set" -type f | sort >"$W/files2.txt"
+  find "$set" -type f -print0 | xargs -0 cat >/dev/null
+  : >"$W/t_exact" >"$W/t_pil" >"$W/t_fast" >"$W/t_cv"
+  for r in $(seq "$REPS"); do
+    secs "${PIN[@]}" "$P" build "$set" -o "$W/o1" --resize 256 --crop 224 --workers 1 --force >>"$W/t_exact"
+    "${PIN[@]}" $PY -c "$pillow_decode" "$W/files2.txt" >>"$W/t_pil"
+    secs "${PIN[@]}" "$P" build "$set" -o "$W/o2" --resize 256 --crop 224 --workers 1 --fast --force >>"$W/t_fast"
+    if $PY -c 'import cv2' 2>/dev/null; then "${PIN[@]}" $PY -c "$opencv_linear" "$W/files2.txt" >>"$W/t_cv"; fi
+  done
+  te=$(best <"$W/t_exact") tp=$(best <"$W/t_pil") tf=$(best <"$W/t_fast")
+  tag=$(basename "$(dirname "$set")")/$(basename "$set")
+  echo "$tag: $n files, $(du -sb "$set" | awk -v n="$n" '{ printf "%.0f", $1 / n / 1000 }') KB each: exact $te s, Pillow decode alone $tp s, fast $tf s$([ -s "$W/t_cv" ] && echo ", OpenCV $(best <"$W/t_cv") s")"
+  echo "ROW exact/decode-alone ($tag): $(ratio "$tp" "$te")   (target >= 0.85)"
+  [ -s "$W/t_cv" ] && echo "ROW fast/OpenCV ($tag): $(ratio "$(best <"$W/t_cv")" "$tf")   (target >= 1.0)"
+done
 
 echo
 echo "== 3. video: 8 mp4 files of 150 frames, 640x360, H.264; clips of 8, --resize 128 --crop 112, one core"
@@ -183,5 +212,31 @@ for d in "$W/big" "$big224"; do
   echo "$(basename "$d"): reader first epoch (record CRCs checked) $(ratio "$b" "${tp1}e9") GB/s, second epoch $(ratio "$b" "${tp2}e9") GB/s   dd warm $(ratio "$b" "${tpd}e9") GB/s"
   echo "ROW python warm/dd ($(basename "$d")), first epoch: $(ratio "$tpd" "$tp1"), later epochs: $(ratio "$tpd" "$tp2")   (target >= 0.9)"
 done
+echo
+echo "== 6. the writer stage (item 4): alone, against one worker's rate, and 2-worker scaling"
+# One worker's rate: the exact build of row 1, on one core. The writer stage alone: ImageNet-sized
+# records through the shard output with no decoding (BenchmarkWriterStage: CRC-32C, SHA-256,
+# writes, commits, on this machine's cores), and the part of it that stays on the build writer's
+# goroutine once shards hash on goroutines of their own (BenchmarkWriterSerial): the stage's
+# ceiling with enough cores for the hashing.
+one=$(ratio "$n_img" "$(best <"$W/t_exact1")")
+go test -run '^$' -bench 'WriterStage|WriterSerial' -benchtime 6000x -count "$REPS" ./formats/shards/ >"$W/wbench"
+for b in WriterStage WriterSerial; do
+  rps=$(grep "^Benchmark$b" "$W/wbench" | awk '{ for (i = 1; i < NF; i++) if ($(i+1) == "records/s") print $i }' | sort -g | tail -1)
+  echo "$b: $rps records/s (best of $REPS), one worker $one records/s"
+  echo "ROW writer ($b)/one worker: $(ratio "$rps" "$one")   (target >= 64)"
+done
+# 2-worker scaling: one build with --workers 2 against the machine's own ceiling, two
+# independent one-worker builds of the same files running at once.
+: >"$W/t_w2" >"$W/t_pair"
+for r in $(seq "$REPS"); do
+  secs env GOMAXPROCS=2 "$P" build "$set_dir" -o "$W/o6" --resize 256 --crop 224 --workers 2 --force >>"$W/t_w2"
+  secs sh -c '"$1" build "$2" -o "$3a" --resize 256 --crop 224 --workers 1 --force & "$1" build "$2" -o "$3b" --resize 256 --crop 224 --workers 1 --force & wait %1 && wait %2' \
+    sh "$P" "$set_dir" "$W/o6" >>"$W/t_pair"
+done
+t2=$(best <"$W/t_w2") tpair=$(best <"$W/t_pair")
+echo "--workers 2: $t2 s ($(ratio "$n_img" "$t2") img/s)   two one-worker builds at once: $tpair s ($(ratio "$((2 * n_img))" "$tpair") img/s together)"
+echo "ROW 2-worker scaling/two independent builds: $(awk -v a="$tpair" -v b="$t2" 'BEGIN { printf "%.2f", a / (2 * b) }')   (target >= 0.95)"
+
 echo
 echo "# load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

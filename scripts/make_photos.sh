@@ -7,6 +7,7 @@
 #                                side (20 % between 300 and 600), shapes 4:3, 3:2, 1:1, 16:9, 5:4,
 #                                a quarter portrait; 10 class folders.
 #   OUT/1080p/c00..c09/*.jpg     N1080 (default N/5) JPEGs of 1920x1080.
+#   env GRAIN=S adds film grain (make_photos.py says how), for entropy closer to camera photos.
 #
 # Where the pixels come from: Debian ships no photo dataset, and the only large real images in
 # its archive are desktop wallpapers. Every file here is a random crop of one of the 12
