@@ -74,10 +74,35 @@ static void pk_hrgb(uint8_t *out, int64_t outStride, const uint8_t *in, int64_t 
 		0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
 		6, -1, 9, -1, 7, -1, 10, -1, 8, -1, 11, -1, -1, -1, -1, -1);
 	const __m256i half = _mm256_set1_epi32(1 << (PK_PREC - 1));
+	// Four outputs' R, G, B bytes (dwords 0, 4, 1, 5 after the packs, each R G B 0) gathered
+	// into the low 12 bytes.
+	const __m256i quad = _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0);
+	const __m128i pack12 = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+	const int n4 = n & ~3;
 	for (int r = 0; r < rows; r++) {
 		const uint8_t *row = in + (int64_t)r * inStride;
 		uint8_t *o = out + (int64_t)r * outStride;
-		for (int j = 0; j < n; j += 2) {
+		for (int j = 0; j < n4; j += 4) {
+			// Each output's sum is hi*2^11 + lo; the two 128-bit halves of each output's sum
+			// (taps 4g, 4g+1 and 4g+2, 4g+3) are added across the lanes for two outputs at once.
+			__m256i s[4];
+			for (int q = 0; q < 4; q++) {
+				__m256i hi, lo;
+				pk_hsum(row + 3 * ((int64_t)bounds[2 * (x0 + j + q)] - off), tab + (int64_t)(j + q) * groups * 16, groups, shuf, &hi, &lo);
+				s[q] = _mm256_add_epi32(_mm256_slli_epi32(hi, 11), lo);
+			}
+			__m256i a01 = _mm256_add_epi32(_mm256_permute2x128_si256(s[0], s[1], 0x20), _mm256_permute2x128_si256(s[0], s[1], 0x31));
+			__m256i a23 = _mm256_add_epi32(_mm256_permute2x128_si256(s[2], s[3], 0x20), _mm256_permute2x128_si256(s[2], s[3], 0x31));
+			a01 = _mm256_srai_epi32(_mm256_add_epi32(a01, half), PK_PREC);
+			a23 = _mm256_srai_epi32(_mm256_add_epi32(a23, half), PK_PREC);
+			// packs/packus work within lanes: dword 0 is output j, 1 is j+2, 4 is j+1, 5 is j+3.
+			__m256i b = _mm256_packus_epi16(_mm256_packs_epi32(a01, a23), _mm256_setzero_si256());
+			__m128i v = _mm_shuffle_epi8(_mm256_castsi256_si128(_mm256_permutevar8x32_epi32(b, quad)), pack12);
+			_mm_storel_epi64((__m128i *)(o + 3 * j), v);
+			uint32_t last = (uint32_t)_mm_extract_epi32(v, 2);
+			memcpy(o + 3 * j + 8, &last, 4);
+		}
+		for (int j = n4; j < n; j += 2) {
 			// Two outputs side by side, j in the low 128 bits (an odd last one pairs with
 			// itself). Adding the halves of each output's sums crosses the lanes once.
 			int j1 = j + 1 < n ? j + 1 : j;
