@@ -326,10 +326,30 @@ type builder struct {
 	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }
 
+// windowBytes bounds the record bytes the jobs queued behind the one the writer waits for may
+// hold (window).
+const windowBytes = 64 << 20
+
+// window is how many jobs may be in flight between the enumerator and the writer: the reorder
+// window. With only two per worker, one slow item (a large photo) at the head lets the other
+// workers finish the few items behind it and then wait, idle, for the writer to move on; a
+// wider window keeps them busy. Each queued job can hold up to 9 result batches (its channel's
+// 8 and one being filled) of at least groupBytes, or of one record when records are larger, so
+// the window widens only as far as windowBytes allows, and only when every item yields one
+// record of a known size: not for video and frame folders, whose items yield many clips.
+func (b *builder) window() int {
+	n := 2 * b.opts.Workers
+	if b.info.ClipLen > 0 || b.info.Kind == "video" || b.info.Kind == "frames" || !b.spec.Fixed() || b.opts.Resizer != nil {
+		return n
+	}
+	per := 9 * max(int64(groupBytes), b.spec.Size())
+	return n + int(min(64, windowBytes/per))
+}
+
 func (b *builder) run(ctx context.Context) (*Summary, error) {
 	g, ctx := errgroup.WithContext(ctx)
 	jobs := make(chan job, b.opts.Workers)
-	ordered := make(chan chan []result, 2*b.opts.Workers)
+	ordered := make(chan chan []result, b.window())
 	b.setDirect()
 
 	g.Go(func() error {

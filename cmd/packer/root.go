@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -102,10 +103,24 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 	var cpuProfile string
 	root.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file")
 	_ = root.PersistentFlags().MarkHidden("cpuprofile")
-	var stopProfile func()
+	var traceFile string
+	root.PersistentFlags().StringVar(&traceFile, "trace", "", "write an execution trace of the command to this file (go tool trace)")
+	_ = root.PersistentFlags().MarkHidden("trace")
+	var stopProfile, stopTrace func()
 	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
 		if err := refuseURLs(c, args); err != nil {
 			return err
+		}
+		if traceFile != "" {
+			f, err := os.Create(traceFile)
+			if err != nil {
+				return err
+			}
+			if err := trace.Start(f); err != nil {
+				f.Close()
+				return err
+			}
+			stopTrace = func() { trace.Stop(); f.Close() }
 		}
 		if cpuProfile == "" {
 			return nil
@@ -124,6 +139,9 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 	root.PersistentPostRun = func(c *cobra.Command, args []string) {
 		if stopProfile != nil {
 			stopProfile()
+		}
+		if stopTrace != nil {
+			stopTrace()
 		}
 	}
 	root.SetOut(io.Out)
