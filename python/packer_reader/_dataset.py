@@ -21,7 +21,7 @@ import numpy as np
 from . import _crc32c, _order, _s3
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
-from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec
+from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec, take_tail
 from ._verify import _h5_json_attr, dataset_meta_diff
 
 MANIFEST = "manifest.json"
@@ -753,11 +753,18 @@ class _SegmentDataset(Dataset):
                 pos += ln
                 i += take
                 continue
-            elif seg.remote or seg.fd >= 0:  # the descriptor (or object) kept open: seg.opened() without its overhead
-                pread_into(seg.fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
             else:
-                with seg.opened() as fd:
-                    pread_into(fd, memoryview(raw)[lead + pos:lead + pos + ln], off, seg.path)
+                dst = memoryview(raw)[lead + pos:lead + pos + ln]
+                got = 0
+                if self.verify_crc and not seg.remote and rs:
+                    # Records a check of the batch before read past its end already (in order).
+                    got = (take_tail(seg, li, li + take, dst) - li) * rs
+                if got < ln:
+                    if seg.remote or seg.fd >= 0:  # the descriptor (or object) kept open: seg.opened() without its overhead
+                        pread_into(seg.fd, dst[got:], off + got, seg.path)
+                    else:
+                        with seg.opened() as fd:
+                            pread_into(fd, dst[got:], off + got, seg.path)
             if self.verify_crc:
                 seg.check_records(li, li + take, memoryview(raw)[lead + pos:lead + pos + ln])
             pos += ln

@@ -69,6 +69,21 @@ _SCRATCH = threading.local()
 _SCRATCH_MAX = 64 << 20
 
 
+def take_tail(seg, lo, hi, out):
+    """Copy into out the bytes of seg's local records [lo, m) for the largest m <= hi that this
+    thread's checked tail holds (see check_records), and return m; lo when it holds none. The
+    bytes are those the block's CRC was computed over, so they are as checked as a fresh read
+    whose block is verified. The tail is used once."""
+    t = getattr(_SCRATCH, "tail", None)
+    if t is None or t[0] is not seg or t[1] != lo:
+        return lo
+    _SCRATCH.tail = None
+    m = min(hi, t[2])
+    n = (m - lo) * seg.record_size
+    out[:n] = t[3][:n]
+    return m
+
+
 def _scratch(n):
     """A memoryview of n bytes of this thread's reusable scratch buffer: the parts of a block
     outside a batch are read there for its CRC (a fresh zero-filled bytearray per block cost a
@@ -422,6 +437,7 @@ class ShardFile:
         if hi <= lo:
             return crc
         off, ln = self.range_span(lo, hi)
+        _SCRATCH.tail = None  # the scratch is about to be overwritten
         buf = _scratch(ln)
         try:
             with self.opened() as fd:
@@ -459,6 +475,11 @@ class ShardFile:
                 raise self._block_error(j, "CRC-32C mismatch (stored %08x, computed %08x)"
                                         % (int(self.crcs[j]), crc))
             self._verified[j] = True
+            if s_hi < b_hi and self.record_size and b_hi - s_hi <= _SCRATCH_MAX // self.record_size:
+                # The rest of the block, read into this thread's scratch for the CRC, is what a
+                # read in order asks next: keep it for take_tail (valid until the scratch is
+                # used again).
+                _SCRATCH.tail = (self, s_hi, b_hi, _SCRATCH.buf)
 
     def verify_blocks(self):
         """Check every data block; return the list of CorruptionErrors (all of them)."""

@@ -169,3 +169,37 @@ def test_check_records_checks_given_bytes(tmp_path, lo, hi):
         with packer_reader.open(d) as ds:  # the intact bytes pass
             recs = [memoryview(imgs[i].tobytes()) for i in range(lo, hi)]
             ds._segs[1].check_records(lo - 30, hi - 30, recs if as_list else memoryview(b"".join(recs)))
+
+
+def test_checked_tail_reused(tmp_path, monkeypatch):
+    """A check of a batch reads the rest of its last block from the file for the CRC; a read in
+    order takes those very bytes for the next batch instead of reading them again
+    (_shard.take_tail). The batches must be the records, whatever the batch size against the
+    block size, and the tail must be taken."""
+    from packer_reader import _dataset
+
+    imgs = make_images(N, seed=5)
+    d = str(tmp_path)
+    shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=30 * 60, block_records=7)
+    taken = []
+    real = _dataset.take_tail
+    monkeypatch.setattr(_dataset, "take_tail", lambda seg, lo, hi, out: taken.append(real(seg, lo, hi, out) - lo) or lo + taken[-1])
+    for bs in (2, 3, 5, 9, 16, 29):
+        taken.clear()
+        with packer_reader.open(d) as ds:
+            x = np.concatenate([b.copy() for b, _ in ds.batches(bs, prefetch=0)])
+        assert np.array_equal(x, imgs), bs
+        assert any(taken), "batch size %d: no checked tail was reused" % bs
+
+
+def test_damaged_tail_not_reused(damaged):
+    """The flipped byte (record 40) lies in the tail a batch ending at 38 reads for the CRC of
+    block 37..43: the check fails, and the next read of 38.. must fail too, never hand out the
+    tail's bytes."""
+    d, _ = damaged
+    with packer_reader.open(d) as ds:
+        with pytest.raises(CorruptionError):
+            ds[30:38]
+        with pytest.raises(CorruptionError) as ei:
+            ds[38:44]
+        _check(ei.value)
