@@ -35,6 +35,7 @@ type Source struct {
 	bufs     sync.Pool       // *[]byte frame buffers
 	plan     pipeline.DecodePlan
 	replay   bool // opened by Replay: it decodes, and lists nothing
+	libav    bool // decodes in process (inproc.go), not through ffprobe and ffmpeg
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -88,6 +89,16 @@ func open(root string, opts Options, classes []string) (*Source, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
 	defer cancel()
+	inproc, err := opts.useLibav()
+	if err != nil {
+		return nil, err
+	}
+	if inproc {
+		if err := s.openLibav(ctx); err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	// One run gives both: the banner on stderr starts with the line `ffmpeg -version` prints.
 	out, banner, err := runTool(ctx, 4<<20, opts.FFmpeg, "-nostdin", "-decoders")
 	if err != nil {
@@ -186,14 +197,22 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	} else if st.Size() == 0 {
 		return bad(fmt.Errorf("%w (0 bytes)", transforms.ErrEmpty))
 	}
-	si, err := s.probe(ctx, it)
+	probe := s.probe
+	if s.libav {
+		probe = s.probeLibav
+	}
+	si, err := probe(ctx, it)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return bad(err)
 	}
-	err = s.decode(ctx, it, si, []string{"-i", ffInput(it.Path)}, emit)
+	if s.libav {
+		err = s.decodeLibav(ctx, it, si, emit)
+	} else {
+		err = s.decode(ctx, it, si, []string{"-i", ffInput(it.Path)}, emit)
+	}
 	if err == nil {
 		return nil
 	}

@@ -1,0 +1,193 @@
+package video
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// needLibav skips the test when the in-process decoder cannot be loaded (a build without cgo,
+// or a machine without the libraries).
+func needLibav(t testing.TB) {
+	t.Helper()
+	needFFmpeg(t)
+	if err := avLoad(); err != nil {
+		t.Skipf("in-process decoder unavailable: %v", err)
+	}
+}
+
+// writeIdentityCorpus writes videos that exercise what the two decoders must agree on: every
+// codec and container of the fidelity test, pixel formats that need different conversions,
+// odd sizes, a sample aspect ratio, rotation from the display matrix, B-frames with a start
+// time that is not 0, MPEG-TS timestamps, variable frame rates, a size change and the damaged
+// corpus.
+func writeIdentityCorpus(t *testing.T, root string) (n int) {
+	t.Helper()
+	dir := filepath.Join(root, "c")
+	for _, c := range codecs {
+		genVideo(t, filepath.Join(dir, c.name), "testsrc2=size=64x48:rate=10", 13, c.args...)
+		n++
+	}
+	x264 := func(extra ...string) []string {
+		return append([]string{"-c:v", "libx264", "-preset", "ultrafast"}, extra...)
+	}
+	gen := func(name, src string, frames int, args ...string) {
+		genVideo(t, filepath.Join(dir, name), src, frames, args...)
+		n++
+	}
+	gen("yuv444.mp4", "testsrc2=size=64x48:rate=10", 9, x264("-pix_fmt", "yuv444p")...)
+	gen("yuv422_10.mkv", "testsrc2=size=64x48:rate=10", 9, x264("-pix_fmt", "yuv422p10le")...)
+	gen("gray.mkv", "testsrc2=size=64x48:rate=10", 9, "-c:v", "ffv1", "-pix_fmt", "gray")
+	gen("rgb.mkv", "testsrc2=size=64x48:rate=10", 9, "-c:v", "ffv1", "-pix_fmt", "bgr0")
+	gen("odd.mp4", "testsrc2=size=33x17:rate=10", 9, x264("-pix_fmt", "yuv444p")...)
+	gen("odd420.mkv", "testsrc2=size=35x21:rate=10", 9, "-c:v", "ffv1", "-pix_fmt", "yuv420p")
+	gen("sar.mp4", "testsrc2=size=64x48:rate=10,setsar=4/3", 9, x264()...)
+	gen("bframes.mp4", "testsrc2=size=64x48:rate=25", 40, x264("-bf", "3", "-g", "12", "-output_ts_offset", "1.3")...)
+	// MPEG-TS content (the demuxer is chosen by content, not by the name).
+	gen("bframes_ts.mp4", "testsrc2=size=64x48:rate=25", 40, x264("-bf", "3", "-g", "12", "-f", "mpegts")...)
+	gen("ntsc.mov", "testsrc2=size=64x48:rate=30000/1001", 20, "-c:v", "mpeg4")
+	gen("vfr.mkv", "testsrc2=size=64x48:rate=10,setpts='N*N/10/TB'", 12, x264()...)
+	// Rotation: the display matrix of an mp4 (the mov muxer writes the rotate tag).
+	tmp := t.TempDir()
+	plain := filepath.Join(tmp, "plain.mp4")
+	genVideo(t, plain, "testsrc2=size=64x48:rate=10", 6, x264()...)
+	for _, r := range []string{"90", "180", "270"} {
+		ffmpeg(t, "-i", plain, "-c", "copy", "-metadata:s:v:0", "rotate="+r, filepath.Join(dir, "rot"+r+".mp4"))
+		n++
+	}
+	n += len(writeDamaged(t, root))
+	return n
+}
+
+// TestLibavMatchesFFmpeg decodes every video of the identity corpus through both decoders,
+// with several option sets, and requires the same records (pixels, sizes, metadata: times
+// included) and the same errors.
+func TestLibavMatchesFFmpeg(t *testing.T) {
+	needLibav(t)
+	t.Setenv(DecoderEnv, "")
+	root := t.TempDir()
+	n := writeIdentityCorpus(t, root)
+	videos, frames := 0, 0
+	for _, tc := range []struct {
+		name string
+		opts Options
+		spec transforms.Spec
+	}{
+		{"frames", Options{}, transforms.Spec{}},
+		{"clips", Options{ClipLen: 4, ClipStride: 3}, transforms.Spec{}},
+		{"clips-crop", Options{ClipLen: 4}, transforms.Spec{CropW: 16, CropH: 16}},
+		{"fps7", Options{FPS: 7}, transforms.Spec{}},
+		{"fps24", Options{FPS: 24, ClipLen: 2}, transforms.Spec{CropW: 16, CropH: 16}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			open := func(dec string) *Source {
+				o := tc.opts
+				o.Decoder, o.Timeout = dec, 30*time.Second
+				src, err := Open(root, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				src.PlanDecode(pipeline.DecodePlan{Transform: tc.spec})
+				if src.libav != (dec == DecoderLibav) {
+					t.Fatalf("Decoder %s: libav = %v", dec, src.libav)
+				}
+				return src
+			}
+			pipe, inproc := open(DecoderFFmpeg), open(DecoderLibav)
+			if pipe.FFmpegVersion() != inproc.FFmpegVersion() {
+				t.Errorf("versions differ: %q (ffmpeg) and %q (libav)", pipe.FFmpegVersion(), inproc.FFmpegVersion())
+			}
+			its := items(t, pipe)
+			if len(its) != n {
+				t.Fatalf("%d items, want %d", len(its), n)
+			}
+			for _, it := range its {
+				want, werr := decodeAll(t, pipe, it)
+				got, gerr := decodeAll(t, inproc, it)
+				if e1, e2 := errText(werr), errText(gerr); e1 != e2 {
+					t.Errorf("%s: errors differ:\n  ffmpeg: %s\n  libav:  %s", it.Name, e1, e2)
+				}
+				if len(got) != len(want) {
+					t.Errorf("%s: %d records (libav), %d (ffmpeg)", it.Name, len(got), len(want))
+					continue
+				}
+				videos++
+				for i := range want {
+					w, g := want[i], got[i]
+					if w.meta != g.meta || w.w != g.w || w.h != g.h || len(w.frames) != len(g.frames) {
+						t.Errorf("%s record %d: %dx%d %s (libav), %dx%d %s (ffmpeg)", it.Name, i, g.w, g.h, g.meta, w.w, w.h, w.meta)
+						continue
+					}
+					for k := range w.frames {
+						frames++
+						if !bytes.Equal(w.frames[k], g.frames[k]) {
+							t.Errorf("%s record %d frame %d: pixels differ", it.Name, i, k)
+						}
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d videos, %d option sets: %d decodes and %d frames compared", n, 5, videos, frames)
+}
+
+// errText is an error's text with the part only the pipe decoder has: ffprobe's exit status.
+func errText(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return strings.Replace(err.Error(), "ffprobe exit status 1: ", "", 1)
+}
+
+// TestLibavRandomFiles: files of random bytes and truncated videos give errors through the
+// in-process decoder, never a crash.
+func TestLibavRandomFiles(t *testing.T) {
+	needLibav(t)
+	t.Setenv(DecoderEnv, "")
+	root := t.TempDir()
+	dir := filepath.Join(root, "c")
+	full := filepath.Join(t.TempDir(), "full.mkv")
+	genVideo(t, full, "testsrc2=size=64x48:rate=10", 20, "-c:v", "libx264", "-preset", "ultrafast")
+	good, _ := os.ReadFile(full)
+	os.MkdirAll(dir, 0o755)
+	seed := uint32(1)
+	rnd := func() byte {
+		seed = seed*1664525 + 1013904223
+		return byte(seed >> 24)
+	}
+	for i := 0; i < 40; i++ {
+		var b []byte
+		switch i % 3 {
+		case 0: // random bytes
+			b = make([]byte, 64+int(rnd())*40)
+			for k := range b {
+				b[k] = rnd()
+			}
+		case 1: // a video with random bytes overwritten
+			b = bytes.Clone(good)
+			for k := 0; k < 20; k++ {
+				b[(int(rnd())<<8|int(rnd()))%len(b)] = rnd()
+			}
+		default: // truncated
+			b = good[:(int(rnd())<<8|int(rnd()))%len(good)+1]
+		}
+		os.WriteFile(filepath.Join(dir, "f"+string(rune('a'+i%26))+string(rune('a'+i/26))+".mkv"), b, 0o644)
+	}
+	src, err := Open(root, Options{Decoder: DecoderLibav, ClipLen: 2, Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items(t, src) {
+		if _, err := decodeAll(t, src, it); err != nil {
+			if _, ok := err.(*pipeline.InputError); !ok {
+				t.Errorf("%s: %v is not an InputError", it.Name, err)
+			}
+		}
+	}
+}
