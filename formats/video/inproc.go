@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/packer-dev/packer/pipeline"
@@ -260,6 +261,10 @@ func (s *Source) decodeLibav(ctx context.Context, it pipeline.Item, si streamInf
 	}
 }
 
+// testHookNext, when set by a test, runs before each call for the next frame (where a stuck
+// decoder would block).
+var testHookNext atomic.Pointer[func()]
+
 // avReader runs one in-process decoder and hands its frames to decodeLibav.
 type avReader struct {
 	s       *Source
@@ -334,9 +339,7 @@ func (r *avReader) read() error {
 		return fmt.Errorf("%w: %s", ErrDecode, cleanLines([]string{err.Error()}, r.it.Path, r.it.Name))
 	}
 	defer d.close()
-	var w0, h0, ow0, oh0 int
-	_, _, fixed := s.plan.Transform.FixedSize()
-	sameSize := s.opts.ClipLen > 0 && !fixed
+	fc := s.newFrameCheck()
 	for i := 0; ; {
 		select {
 		case <-r.stop:
@@ -344,6 +347,9 @@ func (r *avReader) read() error {
 		default:
 		}
 		wd.arm()
+		if h := testHookNext.Load(); h != nil {
+			(*h)()
+		}
 		st, fi := d.next()
 		wd.disarm()
 		// An error logged after this frame was filtered leaves the frame good: it ends
@@ -366,28 +372,9 @@ func (r *avReader) read() error {
 			}
 			return fmt.Errorf("%w at frame %d: libav failed", ErrDecode, i)
 		}
-		if fi.w <= 0 || fi.h <= 0 || int64(fi.w)*int64(fi.h) > 1<<31 {
-			return fmt.Errorf("%w: libav gave frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
-		}
-		if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(fi.w)*int64(fi.h) > maxPix {
-			return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", fi.w, fi.h, maxPix))
-		}
 		info := frameInfo{w: fi.w, h: fi.h, pts: fi.pts, hasPTS: fi.hasPTS, tbNum: fi.tbNum, tbDen: fi.tbDen, hasTime: fi.tbDen > 0}
-		if sameSize {
-			ow, oh, err := s.plan.Transform.FrameSize(fi.w, fi.h)
-			if err != nil {
-				return fmt.Errorf("frame %d: %w", i, err)
-			}
-			if i == 0 {
-				w0, h0, ow0, oh0 = fi.w, fi.h, ow, oh
-			} else if ow != ow0 || oh != oh0 {
-				at := ""
-				if t, ok := info.seconds(); ok {
-					at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
-				}
-				return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
-					ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
-			}
+		if err := fc.check(i, info); err != nil {
+			return err
 		}
 		p := s.getBuf(fi.w * fi.h * 3)
 		d.copyTo(*p)

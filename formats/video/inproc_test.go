@@ -2,6 +2,7 @@ package video
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -189,5 +190,39 @@ func TestLibavRandomFiles(t *testing.T) {
 				t.Errorf("%s: %v is not an InputError", it.Name, err)
 			}
 		}
+	}
+}
+
+// TestLibavStuckDecoder: a decoder that stops returning (simulated: the call for the next frame
+// blocks) fails the video with ErrTimeout at --decode-timeout, without waiting for it.
+func TestLibavStuckDecoder(t *testing.T) {
+	needLibav(t)
+	t.Setenv(DecoderEnv, "")
+	root := t.TempDir()
+	genVideo(t, filepath.Join(root, "c", "v.mp4"), "testsrc2=size=64x48:rate=10", 8, codecs[0].args...)
+	src, err := Open(root, Options{Decoder: DecoderLibav, ClipLen: 2, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	calls := 0
+	hook := func() {
+		if calls++; calls == 3 {
+			<-release
+		}
+	}
+	testHookNext.Store(&hook)
+	defer func() {
+		testHookNext.Store(nil)
+		close(release)
+	}()
+	start := time.Now()
+	recs, err := decodeAll(t, src, items(t, src)[0])
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("stuck decoder took %v to give up", el)
+	}
+	want := "decoder timed out: libav made no progress for 1s (--decode-timeout); interrupted"
+	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), want) || len(recs) != 1 {
+		t.Fatalf("%d clips, err = %v, want 1 clip and %q", len(recs), err, want)
 	}
 }

@@ -479,9 +479,7 @@ func (r *reader) exitErr() error {
 
 func (r *reader) read() error {
 	s, wd := r.s, r.wd
-	var w0, h0, ow0, oh0 int
-	_, _, fixed := s.plan.Transform.FixedSize()
-	sameSize := s.opts.ClipLen > 0 && !fixed
+	fc := s.newFrameCheck()
 	for i := 0; ; {
 		wd.arm()
 		ev, ok := r.log.next()
@@ -512,33 +510,9 @@ func (r *reader) read() error {
 			continue
 		}
 		fi := ev.frame
-		if fi.w <= 0 || fi.h <= 0 || int64(fi.w)*int64(fi.h) > 1<<31 {
+		if err := fc.check(i, fi); err != nil {
 			wd.disarm()
-			return fmt.Errorf("%w: ffmpeg reported frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
-		}
-		if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(fi.w)*int64(fi.h) > maxPix {
-			wd.disarm()
-			return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", fi.w, fi.h, maxPix))
-		}
-		// A size change matters only where frames share a record: clips whose transform
-		// does not give every frame one size (see FramesSource.Decode).
-		if sameSize {
-			ow, oh, err := s.plan.Transform.FrameSize(fi.w, fi.h)
-			if err != nil {
-				wd.disarm()
-				return fmt.Errorf("frame %d: %w", i, err)
-			}
-			if i == 0 {
-				w0, h0, ow0, oh0 = fi.w, fi.h, ow, oh
-			} else if ow != ow0 || oh != oh0 {
-				wd.disarm()
-				at := ""
-				if t, ok := fi.seconds(); ok {
-					at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
-				}
-				return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
-					ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
-			}
+			return err
 		}
 		p := s.getBuf(fi.w * fi.h * 3)
 		_, rerr := io.ReadFull(r.stdout, *p)
@@ -573,6 +547,50 @@ func (r *reader) read() error {
 		}
 		i++
 	}
+}
+
+// frameCheck checks each decoded frame's size before its pixels are read: a sane size, the
+// pixel cap and, where frames share a record, one output size for the whole video.
+type frameCheck struct {
+	s                *Source
+	sameSize         bool
+	w0, h0, ow0, oh0 int
+}
+
+func (s *Source) newFrameCheck() *frameCheck {
+	_, _, fixed := s.plan.Transform.FixedSize()
+	return &frameCheck{s: s, sameSize: s.opts.ClipLen > 0 && !fixed}
+}
+
+// check checks frame i, reported as fi.
+func (c *frameCheck) check(i int, fi frameInfo) error {
+	s := c.s
+	if fi.w <= 0 || fi.h <= 0 || int64(fi.w)*int64(fi.h) > 1<<31 {
+		return fmt.Errorf("%w: ffmpeg reported frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
+	}
+	if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(fi.w)*int64(fi.h) > maxPix {
+		return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", fi.w, fi.h, maxPix))
+	}
+	// A size change matters only where frames share a record: clips whose transform
+	// does not give every frame one size (see FramesSource.Decode).
+	if !c.sameSize {
+		return nil
+	}
+	ow, oh, err := s.plan.Transform.FrameSize(fi.w, fi.h)
+	if err != nil {
+		return fmt.Errorf("frame %d: %w", i, err)
+	}
+	if i == 0 {
+		c.w0, c.h0, c.ow0, c.oh0 = fi.w, fi.h, ow, oh
+	} else if ow != c.ow0 || oh != c.oh0 {
+		at := ""
+		if t, ok := fi.seconds(); ok {
+			at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
+		}
+		return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
+			ErrSizeChange, i, at, fi.w, fi.h, c.w0, c.h0)
+	}
+	return nil
 }
 
 // rate is the frame rate of the decoded sequence, for times when ffmpeg gives no pts.
