@@ -31,6 +31,9 @@ const (
 // DecoderEnv, when set, overrides Options.Decoder: PACKER_VIDEO_DECODER=ffmpeg|libav|auto.
 const DecoderEnv = "PACKER_VIDEO_DECODER"
 
+// errInterrupted ends an in-process decode that was stopped from outside.
+var errInterrupted = errors.New("video: decoding interrupted")
+
 // errNoLibav wraps the reason the in-process decoder cannot be used.
 var errNoLibav = errors.New("video: libav (libavformat59, libavcodec59, libavfilter8, libavutil57) cannot be loaded")
 
@@ -222,7 +225,7 @@ func (s *Source) decodeLibav(ctx context.Context, it pipeline.Item, si streamInf
 	})
 	stopCtx := context.AfterFunc(ctx, c.set)
 	defer stopCtx()
-	r := &avReader{s: s, it: it, si: si, c: c, wd: wd,
+	r := &avReader{s: s, ctx: ctx, it: it, si: si, c: c, wd: wd,
 		frames: make(chan readFrame, readAhead), stop: make(chan struct{})}
 	go r.run()
 	defer func() {
@@ -241,6 +244,9 @@ func (s *Source) decodeLibav(ctx context.Context, it pipeline.Item, si streamInf
 		}, release)
 	defer cl.releaseAll()
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		select {
 		case d, ok := <-r.frames:
 			if !ok {
@@ -267,6 +273,7 @@ var testHookNext atomic.Pointer[func()]
 
 // avReader runs one in-process decoder and hands its frames to decodeLibav.
 type avReader struct {
+	ctx     context.Context
 	s       *Source
 	it      pipeline.Item
 	si      streamInfo
@@ -363,7 +370,11 @@ func (r *avReader) read() error {
 			if wd.fired.Load() {
 				return r.timeoutErr()
 			}
-			return nil // decodeLibav gave up: nothing to report
+			// decodeLibav gave up, or the build was cancelled: never an end of stream.
+			if err := r.ctx.Err(); err != nil {
+				return err
+			}
+			return errInterrupted
 		case avLoggedError:
 			return fmt.Errorf("%w at frame %d: %s", ErrDecode, i, r.reason())
 		default:

@@ -2,6 +2,7 @@ package video
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -225,4 +226,72 @@ func TestLibavStuckDecoder(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) || !strings.Contains(err.Error(), want) || len(recs) != 1 {
 		t.Fatalf("%d clips, err = %v, want 1 clip and %q", len(recs), err, want)
 	}
+}
+
+// TestLibavCancel: cancelling the build's context mid-video ends Decode with the context's
+// error, never as a complete (shorter) video.
+func TestLibavCancel(t *testing.T) {
+	needLibav(t)
+	t.Setenv(DecoderEnv, "")
+	root := t.TempDir()
+	genVideo(t, filepath.Join(root, "c", "v.mp4"), "testsrc2=size=64x48:rate=10", 20, codecs[0].args...)
+	src, err := Open(root, Options{Decoder: DecoderLibav, ClipLen: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	clips := 0
+	err = src.Decode(ctx, items(t, src)[0], func(pipeline.Clip) error {
+		if clips++; clips == 2 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("after %d clips: err = %v, want context.Canceled", clips, err)
+	}
+}
+
+// FuzzLibavDecode feeds arbitrary bytes, as a video file, through the in-process probe and
+// decoder: an error or frames, never a crash.
+func FuzzLibavDecode(f *testing.F) {
+	needLibav(f)
+	root := f.TempDir()
+	seed := filepath.Join(root, "c", "seed.mkv")
+	genVideo(f, seed, "testsrc2=size=32x24:rate=10", 4, "-c:v", "libx264", "-preset", "ultrafast")
+	b, err := os.ReadFile(seed)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(selfTestVideo)
+	f.Add(b[:len(b)/2])
+	// A small pixel cap keeps each run short: a garbled header can announce huge frames.
+	src, err := Open(root, Options{Decoder: DecoderLibav, ClipLen: 2, Timeout: 5 * time.Second, MaxPixels: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "f.mkv")
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := decodeAll(t, src, pipeline.Item{Name: "c/f.mkv", Path: p})
+		if errors.Is(err, ErrTimeout) {
+			t.Fatalf("a %d-byte file hangs the decoder: %v", len(data), err)
+		}
+		if err != nil {
+			if _, ok := err.(*pipeline.InputError); !ok {
+				t.Fatalf("%v is not an InputError", err)
+			}
+		}
+		for _, r := range recs {
+			for _, fr := range r.frames {
+				if len(fr) != r.w*r.h*3 {
+					t.Fatalf("frame of %d bytes for %dx%d", len(fr), r.w, r.h)
+				}
+			}
+		}
+	})
 }

@@ -390,7 +390,9 @@ int pkv_probe(const char *url, char *json, size_t n, pkv_log *lg, volatile int *
 		ret = AVERROR(ENOMEM);
 		goto done;
 	}
-	while (av_read_frame(ic, pkt) >= 0) {
+	// The interrupt callback is only asked on input; a demuxer looping over data it has
+	// already read is stopped here.
+	while ((cancel == NULL || !__atomic_load_n(cancel, __ATOMIC_RELAXED)) && av_read_frame(ic, pkt) >= 0) {
 		if (pkt->stream_index >= 0 && (unsigned)pkt->stream_index < ic->nb_streams) {
 			counts[pkt->stream_index]++;
 		}
