@@ -57,8 +57,8 @@
 // picks one. auto (the default) uses libav unless the libraries cannot be loaded (missing,
 // another major version than the headers packer was built with, a build without cgo),
 // Options.Threads is above 1 (decoder threads would log on threads packer does not follow), or
-// Options.FFmpeg or FFprobe names a program (then that program is wanted); the pipe is used
-// then. libav fails Open when it cannot be used. The choice does not change the output, so it
+// Options.FFmpeg or FFprobe names a program (then that program is wanted), or its self-test
+// at Open fails; the pipe is used then. libav fails Open when it cannot be used. The choice does not change the output, so it
 // is not recorded in the manifest.
 //
 // The first line of `ffmpeg -version` is recorded in the manifest's source spec ("ffmpeg"),

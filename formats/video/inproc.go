@@ -52,28 +52,29 @@ func (o Options) decoderChoice() (string, error) {
 	return "", fmt.Errorf("video: unknown decoder %q (%s or Options.Decoder: want ffmpeg, libav or auto)", d, DecoderEnv)
 }
 
-// useLibav decides whether a source decodes in process. Options naming ffmpeg or ffprobe ask
-// for those programs: the pipe decoder. Otherwise DecoderLibav requires the libraries;
-// DecoderAuto uses them when they load and Threads is 1 (libav's log is followed per calling
-// thread, and decoder threads would log elsewhere).
-func (o Options) useLibav() (bool, error) {
+// useLibav decides whether a source decodes in process, and whether it must (DecoderLibav:
+// then a failure to set it up fails Open; with DecoderAuto the pipe decoder takes over).
+// Options naming ffmpeg or ffprobe ask for those programs: the pipe decoder. DecoderAuto uses
+// the libraries when they load and Threads is 1 (libav's log is followed per calling thread,
+// and decoder threads would log elsewhere).
+func (o Options) useLibav() (use, required bool, err error) {
 	d, err := o.decoderChoice()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if d == DecoderFFmpeg || o.toolsNamed {
-		return false, nil
+		return false, false, nil
 	}
 	if d == DecoderLibav {
 		if o.Threads != 1 {
-			return false, fmt.Errorf("video: the libav decoder runs one thread per video; Threads %d needs the ffmpeg decoder", o.Threads)
+			return false, true, fmt.Errorf("video: the libav decoder runs one thread per video; Threads %d needs the ffmpeg decoder", o.Threads)
 		}
 		if err := avLoad(); err != nil {
-			return false, fmt.Errorf("%w (install them, e.g. apt-get install ffmpeg, or use %s=ffmpeg)", err, DecoderEnv)
+			return false, true, fmt.Errorf("%w (install them, e.g. apt-get install ffmpeg, or use %s=ffmpeg)", err, DecoderEnv)
 		}
-		return true, nil
+		return true, true, nil
 	}
-	return o.Threads == 1 && avLoad() == nil, nil
+	return o.Threads == 1 && avLoad() == nil, false, nil
 }
 
 // openLibav sets up an in-process source: the decoders libavcodec has, the version line, and

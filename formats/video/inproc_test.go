@@ -295,3 +295,46 @@ func FuzzLibavDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecoderChoice: which decoder Open picks for each setting.
+func TestDecoderChoice(t *testing.T) {
+	needLibav(t)
+	root := t.TempDir()
+	genVideo(t, filepath.Join(root, "c", "v.mp4"), "testsrc2=size=32x24:rate=10", 2, codecs[0].args...)
+	for _, tc := range []struct {
+		env   string
+		opts  Options
+		libav bool
+		err   string
+	}{
+		{"", Options{}, true, ""},
+		{"", Options{Decoder: DecoderFFmpeg}, false, ""},
+		{"ffmpeg", Options{}, false, ""},
+		{"ffmpeg", Options{Decoder: DecoderLibav}, false, ""},
+		{"libav", Options{Decoder: DecoderFFmpeg}, true, ""},
+		{"auto", Options{Threads: 2}, false, ""},
+		{"", Options{Decoder: DecoderLibav, Threads: 2}, false, "Threads 2 needs the ffmpeg decoder"},
+		{"", Options{Decoder: DecoderLibav, FFmpeg: "ffmpeg"}, false, ""},
+		{"", Options{FFprobe: "ffprobe"}, false, ""},
+		{"gstreamer", Options{}, false, `unknown decoder "gstreamer"`},
+	} {
+		t.Setenv(DecoderEnv, tc.env)
+		src, err := Open(root, tc.opts)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("env %q %+v: err = %v, want %q", tc.env, tc.opts, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("env %q %+v: %v", tc.env, tc.opts, err)
+			continue
+		}
+		if src.libav != tc.libav {
+			t.Errorf("env %q %+v: libav = %v, want %v", tc.env, tc.opts, src.libav, tc.libav)
+		}
+		if _, err := decodeAll(t, src, items(t, src)[0]); err != nil {
+			t.Errorf("env %q %+v: decode: %v", tc.env, tc.opts, err)
+		}
+	}
+}

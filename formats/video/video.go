@@ -89,15 +89,20 @@ func open(root string, opts Options, classes []string) (*Source, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
 	defer cancel()
-	inproc, err := opts.useLibav()
+	inproc, required, err := opts.useLibav()
 	if err != nil {
 		return nil, err
 	}
 	if inproc {
-		if err := s.openLibav(ctx); err != nil {
+		err := s.openLibav(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if required {
 			return nil, err
 		}
-		return s, nil
+		// DecoderAuto: the ffmpeg command, checked below, decodes instead.
+		s.libav, s.decoders = false, nil
 	}
 	// One run gives both: the banner on stderr starts with the line `ffmpeg -version` prints.
 	out, banner, err := runTool(ctx, 4<<20, opts.FFmpeg, "-nostdin", "-decoders")
