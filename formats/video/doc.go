@@ -47,9 +47,11 @@
 //     packed buffer the pipeline gets. The probe reads the facts ffprobe prints (the same
 //     checks follow), and libav's warnings and errors are captured per calling thread
 //     (av_log_set_callback) in the command line's form, so the same first error ends a video
-//     with the same reason (only ffprobe's "exit status 1" is not in a reason). Tested against
-//     the pipe decoder on every codec, container, pixel format, rotation, timestamp layout and
-//     damaged file of the tests (TestLibavMatchesFFmpeg).
+//     with the same reason (ffprobe's "exit status 1" is not in a reason, and lines only the
+//     command line itself logs, as its muxer's harmless complaint about timestamps, could only
+//     appear among the pipe's). Tested against the pipe decoder on every codec, container,
+//     pixel format, rotation, timestamp layout and damaged file of the tests
+//     (TestLibavMatchesFFmpeg).
 //   - ffmpeg (the pipe): ffprobe and one ffmpeg process per video, frames read from its stdout
 //     (never from temporary files).
 //
