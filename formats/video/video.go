@@ -23,14 +23,15 @@ import (
 var ErrNoFFmpeg = errors.New("ffmpeg not found")
 
 // Source is a pipeline.Source over video files: SRC/class/*.{mp4,mkv,avi,webm,mov}
-// (--from video), decoded by ffmpeg to raw RGB through a pipe.
+// (--from video), decoded to raw RGB in process by ffmpeg's libraries or by the ffmpeg command
+// through a pipe (see doc.go, "Decoders").
 type Source struct {
 	root     string
 	classes  []string // class names as the manifest writes them (inputs.Name)
 	dirs     []string // the class folders' names on disk, parallel to classes
 	count    int64
 	opts     Options
-	version  string          // first line of `ffmpeg -version`
+	version  string          // first line of `ffmpeg -version` (or libav's version, in process)
 	decoders map[string]bool // codec names ffmpeg can decode
 	bufs     sync.Pool       // *[]byte frame buffers
 	plan     pipeline.DecodePlan
@@ -48,8 +49,10 @@ func (s *Source) PlanDecode(p pipeline.DecodePlan) {
 
 // Open opens a video dataset: every non-hidden subfolder of root is a class (labels in sorted
 // name order) and its files with one of VideoExtensions, sorted by name, are its videos. It
-// runs `ffmpeg -decoders` once, for the list of decoders and the version line of its banner
-// (recorded in the manifest), and fails with ErrNoFFmpeg when ffmpeg or ffprobe is missing.
+// picks the decoder (doc.go, "Decoders"). In process it lists libavcodec's decoders; through
+// the pipe it runs `ffmpeg -decoders` once, for the list of decoders and the version line of
+// its banner (recorded in the manifest), and fails with ErrNoFFmpeg when ffmpeg or ffprobe is
+// missing.
 func Open(root string, opts Options) (*Source, error) {
 	return open(root, opts, nil)
 }
@@ -130,7 +133,8 @@ func firstLine(b []byte) []byte {
 	return b
 }
 
-// FFmpegVersion returns the first line of `ffmpeg -version`.
+// FFmpegVersion returns the first line of `ffmpeg -version`; in process, the same line when the
+// ffmpeg on PATH is the libraries' build, else "ffmpeg version V (libavcodec X.Y.Z, in process)".
 func (s *Source) FFmpegVersion() string { return s.version }
 
 // Info describes the source; Spec holds only host-independent facts (the ffmpeg version
@@ -185,8 +189,8 @@ func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, 
 	})
 }
 
-// Decode probes the file with ffprobe, then decodes it with one ffmpeg process, reading raw
-// RGB frames from its stdout and emitting each clip as soon as its last frame arrives.
+// Decode probes the file, then decodes it (in process, or with ffprobe and one ffmpeg process
+// whose stdout it reads), emitting each clip as soon as its last frame arrives.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
 	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
 	// Never hand ffprobe a FIFO or a device: it would block or read forever.
