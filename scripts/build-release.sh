@@ -4,13 +4,15 @@
 # pipeline.Version, compiled in), then checked: on Linux `ldd` must list only the C library's own
 # pieces (libc, libm, the dynamic loader, the vDSO and glibc's libpthread/libdl/librt), so the
 # binary starts on any glibc system with nothing else installed. libjpeg-turbo is linked
-# statically (transforms/jpeg_link_static.go); libhdf5 and libcuda are opened with dlopen when
-# --format hdf5 or the GPU is used.
+# statically (transforms/jpeg_link_static.go); libhdf5, libcuda and ffmpeg's libraries
+# (libavformat59 and friends) are opened with dlopen when --format hdf5, the GPU or --from video
+# is used.
 #
 #   bash scripts/build-release.sh              # dist/packer
 #   bash scripts/build-release.sh /tmp/packer  # or any path
 #
-# Needs gcc, libjpeg62-turbo-dev (its libjpeg.a) and libhdf5-dev (headers only) at build time.
+# Needs gcc, libjpeg62-turbo-dev (its libjpeg.a), libhdf5-dev and libavformat-dev, libavcodec-dev,
+# libavfilter-dev, libavutil-dev (headers only) at build time.
 # Prints the binary's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what running packer needs on Debian bookworm (or Ubuntu), and nothing for the tests:
 # the C toolchain and what cgo builds against (gcc, libjpeg-turbo's libjpeg.a, linked statically,
-# and libhdf5's headers; libhdf5 itself is opened at run time for --format hdf5), ffmpeg (for
-# --from video), the Go modules; then builds the packer binary and puts it on PATH.
+# and the headers of libhdf5 and of ffmpeg's libraries; libhdf5 and libavformat/libavcodec/
+# libavfilter/libavutil themselves are opened at run time, for --format hdf5 and --from video),
+# ffmpeg (for --from video), the Go modules; then builds the packer binary and puts it on PATH.
 #
 #   bash scripts/install.sh                  # root: /usr/local/bin/packer; else ~/.local/bin/packer
 #   PACKER_BIN_DIR=/opt/bin bash scripts/install.sh
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 packages=(
   gcc libc6-dev pkg-config ca-certificates
   libjpeg62-turbo-dev libhdf5-dev  # for the cgo build; libhdf5-dev pulls in libhdf5-103-1 (run time)
+  libavformat-dev libavcodec-dev libavfilter-dev libavutil-dev libswscale-dev  # headers: --from video decodes in process
   ffmpeg                           # decodes videos for --from video
 )
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -30,7 +32,7 @@ if command -v dpkg-query >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
   fi
 else
-  echo "install: not a Debian system: install gcc, libjpeg-turbo and HDF5 (with headers) and ffmpeg yourself" >&2
+  echo "install: not a Debian system: install gcc, libjpeg-turbo, HDF5 and ffmpeg 5.1's libraries (with headers) and ffmpeg yourself" >&2
 fi
 
 if ! command -v go >/dev/null 2>&1; then

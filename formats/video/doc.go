@@ -16,9 +16,9 @@
 // video-file layout refuses a class folder linking to another class the same way.
 //
 // Videos (Open): SRC/class/*.{mp4,mkv,avi,webm,mov} (VideoExtensions, any case), classes and
-// files sorted by name, not recursive. Each file is first checked with
-// `ffprobe -of json -show_format -show_streams -count_packets`, then decoded by one ffmpeg
-// process writing raw rgb24 frames to a pipe (never to temporary files):
+// files sorted by name, not recursive. Each video is decoded as this command line decodes it
+// (the pipe decoder runs exactly it, after
+// `ffprobe -of json -show_format -show_streams -count_packets` has checked the file):
 //
 //	ffmpeg -nostdin -loglevel repeat+level+info -filter_threads 1 -threads 1 -i file:FILE
 //	       -map 0:V -an -sn -dn -vf [fps=F,]showinfo=checksum=0 -fps_mode passthrough
@@ -30,11 +30,47 @@
 // Both sources then hand frames to the pipeline, which applies the build's transforms
 // (--resize, --crop, --filter, --dtype, --layout) to every frame exactly as to an image.
 //
+// # Decoders
+//
+// Two decoders give the same frames, times, records and skip decisions:
+//
+//   - libav (in process, the default): libavformat, libavcodec, libavfilter and libavutil of
+//     ffmpeg 5.1 (Debian bookworm: libavformat59, libavcodec59, libavfilter8, libavutil57),
+//     opened with dlopen at Open (never linked: the release binary stays glibc-only) and driven
+//     from C (libav.c), one call per frame. It follows fftools/ffmpeg.c 5.1 for the command line
+//     above: the same timestamp bookkeeping, the same filter graph (buffer source, the
+//     autorotation filters, [fps], format=rgb24, buffer sink; filter threads = Threads; no
+//     scale_sws_opts, as ffmpeg 5.1's default is none: the auto-inserted scaler runs with
+//     flags 0), the same graph rebuild when frames change size or pixel format, and the same
+//     order of asking the graph for output before reading input, so -fps resampling ends
+//     where ffmpeg's does. Each frame is copied once, from the filter's rgb24 frame into the
+//     packed buffer the pipeline gets. The probe reads the facts ffprobe prints (the same
+//     checks follow), and libav's warnings and errors are captured per calling thread
+//     (av_log_set_callback) in the command line's form, so the same first error ends a video
+//     with the same reason (ffprobe's "exit status 1" is not in a reason, and lines only the
+//     command line itself logs, as its muxer's harmless complaint about timestamps, could only
+//     appear among the pipe's). Tested against the pipe decoder on every codec, container,
+//     pixel format, rotation, timestamp layout and damaged file of the tests
+//     (TestLibavMatchesFFmpeg).
+//   - ffmpeg (the pipe): ffprobe and one ffmpeg process per video, frames read from its stdout
+//     (never from temporary files).
+//
+// Options.Decoder, or the environment variable PACKER_VIDEO_DECODER (ffmpeg, libav or auto),
+// picks one. auto (the default) uses libav unless the libraries cannot be loaded (missing,
+// another major version than the headers packer was built with, a build without cgo),
+// Options.Threads is above 1 (decoder threads would log on threads packer does not follow), or
+// Options.FFmpeg or FFprobe names a program (then that program is wanted), or its self-test
+// at Open fails; the pipe is used then. libav fails Open when it cannot be used. The choice does not change the output, so it
+// is not recorded in the manifest.
+//
 // The first line of `ffmpeg -version` is recorded in the manifest's source spec ("ffmpeg"),
-// since decoders can differ between versions. Open also decodes a tiny synthetic video
-// through this whole path, so an ffmpeg packer cannot drive fails the build at once with one
-// clear error. Files are named through ffmpeg's file: protocol, so no file name is read as a
-// protocol or an option.
+// since decoders can differ between versions; libav records the same line when the ffmpeg on
+// PATH is the same build as the libraries (same av_version_info), else
+// "ffmpeg version V (libavcodec X.Y.Z, in process)". Open also decodes a tiny video through
+// the whole path (a synthetic testsrc for the pipe, an embedded two-frame H.264 mp4 for
+// libav), so a decoder packer cannot drive fails the build at once with one clear error. Files
+// are named through ffmpeg's file: protocol, so no file name is read as a protocol or an
+// option.
 //
 // # Inputs that are not regular files
 //
@@ -125,6 +161,11 @@
 //   - a hung decoder: Options.Timeout (--decode-timeout, default 5 minutes) bounds ffprobe and
 //     every wait for ffmpeg's next frame (time spent in the pipeline does not count, so long
 //     videos are not cut short); then the tool's whole process group is killed (ErrTimeout).
+//     libav: the probe and every wait for the next frame are bounded the same way; then reads
+//     are interrupted (AVIOInterruptCB) and the video fails with ErrTimeout at once. A decoder
+//     stuck inside libavcodec cannot be interrupted: its goroutine and thread are abandoned
+//     (the decoder is freed if it ever returns). The pipe decoder, which kills a process,
+//     stays for that reason.
 //
 // Frame folders fail on an undecodable frame (naming it) and, under the same rule as videos, on
 // frames that would not fit one clip record (ErrSizeChange); a folder without frame images is
@@ -141,11 +182,14 @@
 // # Concurrency
 //
 // Info and Enumerate are called from one goroutine; Decode is safe for concurrent use and runs
-// one ffmpeg (and before it one ffprobe) per call. The frames in a Clip are valid until emit
+// one decoder per call (libav in process, or one ffmpeg and before it one ffprobe). The frames in a Clip are valid until emit
 // returns.
 //
 // # Requirements
 //
+// Debian bookworm's ffmpeg 5.1 libraries (libavformat59, libavcodec59, libavfilter8,
+// libavutil57: the ffmpeg package installs them) for the in-process decoder, and their headers
+// to build packer (libavformat-dev, libavcodec-dev, libavfilter-dev, libavutil-dev). Else
 // ffmpeg and ffprobe 5.1 or newer (for -fps_mode) on PATH, or named by Options.FFmpeg and
-// Options.FFprobe; Debian's ffmpeg package.
+// Options.FFprobe.
 package video

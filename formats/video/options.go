@@ -63,7 +63,13 @@ type Options struct {
 	// workers; the value is recorded in the manifest's source spec.
 	Threads int
 	// FFmpeg and FFprobe name the executables; "" means "ffmpeg" and "ffprobe" on PATH.
+	// Naming either makes DecoderAuto use them (the pipe decoder).
 	FFmpeg, FFprobe string
+	// Decoder picks how videos are decoded: DecoderAuto ("" too), DecoderFFmpeg or
+	// DecoderLibav; the environment variable DecoderEnv overrides it. See doc.go.
+	Decoder string
+
+	toolsNamed bool // FFmpeg or FFprobe was set (validate)
 }
 
 func (o Options) validate(kind string) (Options, error) {
@@ -95,6 +101,7 @@ func (o Options) validate(kind string) (Options, error) {
 	if o.Threads <= 0 {
 		o.Threads = 1
 	}
+	o.toolsNamed = o.toolsNamed || o.FFmpeg != "" || o.FFprobe != ""
 	if o.FFmpeg == "" {
 		o.FFmpeg = "ffmpeg"
 	}

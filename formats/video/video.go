@@ -23,18 +23,20 @@ import (
 var ErrNoFFmpeg = errors.New("ffmpeg not found")
 
 // Source is a pipeline.Source over video files: SRC/class/*.{mp4,mkv,avi,webm,mov}
-// (--from video), decoded by ffmpeg to raw RGB through a pipe.
+// (--from video), decoded to raw RGB in process by ffmpeg's libraries or by the ffmpeg command
+// through a pipe (see doc.go, "Decoders").
 type Source struct {
 	root     string
 	classes  []string // class names as the manifest writes them (inputs.Name)
 	dirs     []string // the class folders' names on disk, parallel to classes
 	count    int64
 	opts     Options
-	version  string          // first line of `ffmpeg -version`
+	version  string          // first line of `ffmpeg -version` (or libav's version, in process)
 	decoders map[string]bool // codec names ffmpeg can decode
 	bufs     sync.Pool       // *[]byte frame buffers
 	plan     pipeline.DecodePlan
 	replay   bool // opened by Replay: it decodes, and lists nothing
+	libav    bool // decodes in process (inproc.go), not through ffprobe and ffmpeg
 }
 
 var _ pipeline.PlannedSource = (*Source)(nil)
@@ -47,8 +49,10 @@ func (s *Source) PlanDecode(p pipeline.DecodePlan) {
 
 // Open opens a video dataset: every non-hidden subfolder of root is a class (labels in sorted
 // name order) and its files with one of VideoExtensions, sorted by name, are its videos. It
-// runs `ffmpeg -decoders` once, for the list of decoders and the version line of its banner
-// (recorded in the manifest), and fails with ErrNoFFmpeg when ffmpeg or ffprobe is missing.
+// picks the decoder (doc.go, "Decoders"). In process it lists libavcodec's decoders; through
+// the pipe it runs `ffmpeg -decoders` once, for the list of decoders and the version line of
+// its banner (recorded in the manifest), and fails with ErrNoFFmpeg when ffmpeg or ffprobe is
+// missing.
 func Open(root string, opts Options) (*Source, error) {
 	return open(root, opts, nil)
 }
@@ -88,6 +92,21 @@ func open(root string, opts Options, classes []string) (*Source, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(opts.Timeout, time.Minute))
 	defer cancel()
+	inproc, required, err := opts.useLibav()
+	if err != nil {
+		return nil, err
+	}
+	if inproc {
+		err := s.openLibav(ctx)
+		if err == nil {
+			return s, nil
+		}
+		if required {
+			return nil, err
+		}
+		// DecoderAuto: the ffmpeg command, checked below, decodes instead.
+		s.libav, s.decoders = false, nil
+	}
 	// One run gives both: the banner on stderr starts with the line `ffmpeg -version` prints.
 	out, banner, err := runTool(ctx, 4<<20, opts.FFmpeg, "-nostdin", "-decoders")
 	if err != nil {
@@ -114,7 +133,8 @@ func firstLine(b []byte) []byte {
 	return b
 }
 
-// FFmpegVersion returns the first line of `ffmpeg -version`.
+// FFmpegVersion returns the first line of `ffmpeg -version`; in process, the same line when the
+// ffmpeg on PATH is the libraries' build, else "ffmpeg version V (libavcodec X.Y.Z, in process)".
 func (s *Source) FFmpegVersion() string { return s.version }
 
 // Info describes the source; Spec holds only host-independent facts (the ffmpeg version
@@ -169,8 +189,8 @@ func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, 
 	})
 }
 
-// Decode probes the file with ffprobe, then decodes it with one ffmpeg process, reading raw
-// RGB frames from its stdout and emitting each clip as soon as its last frame arrives.
+// Decode probes the file, then decodes it (in process, or with ffprobe and one ffmpeg process
+// whose stdout it reads), emitting each clip as soon as its last frame arrives.
 func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
 	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
 	// Never hand ffprobe a FIFO or a device: it would block or read forever.
@@ -186,14 +206,22 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	} else if st.Size() == 0 {
 		return bad(fmt.Errorf("%w (0 bytes)", transforms.ErrEmpty))
 	}
-	si, err := s.probe(ctx, it)
+	probe := s.probe
+	if s.libav {
+		probe = s.probeLibav
+	}
+	si, err := probe(ctx, it)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return bad(err)
 	}
-	err = s.decode(ctx, it, si, []string{"-i", ffInput(it.Path)}, emit)
+	if s.libav {
+		err = s.decodeLibav(ctx, it, si, emit)
+	} else {
+		err = s.decode(ctx, it, si, []string{"-i", ffInput(it.Path)}, emit)
+	}
 	if err == nil {
 		return nil
 	}
@@ -460,9 +488,7 @@ func (r *reader) exitErr() error {
 
 func (r *reader) read() error {
 	s, wd := r.s, r.wd
-	var w0, h0, ow0, oh0 int
-	_, _, fixed := s.plan.Transform.FixedSize()
-	sameSize := s.opts.ClipLen > 0 && !fixed
+	fc := s.newFrameCheck()
 	for i := 0; ; {
 		wd.arm()
 		ev, ok := r.log.next()
@@ -493,33 +519,9 @@ func (r *reader) read() error {
 			continue
 		}
 		fi := ev.frame
-		if fi.w <= 0 || fi.h <= 0 || int64(fi.w)*int64(fi.h) > 1<<31 {
+		if err := fc.check(i, fi); err != nil {
 			wd.disarm()
-			return fmt.Errorf("%w: ffmpeg reported frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
-		}
-		if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(fi.w)*int64(fi.h) > maxPix {
-			wd.disarm()
-			return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", fi.w, fi.h, maxPix))
-		}
-		// A size change matters only where frames share a record: clips whose transform
-		// does not give every frame one size (see FramesSource.Decode).
-		if sameSize {
-			ow, oh, err := s.plan.Transform.FrameSize(fi.w, fi.h)
-			if err != nil {
-				wd.disarm()
-				return fmt.Errorf("frame %d: %w", i, err)
-			}
-			if i == 0 {
-				w0, h0, ow0, oh0 = fi.w, fi.h, ow, oh
-			} else if ow != ow0 || oh != oh0 {
-				wd.disarm()
-				at := ""
-				if t, ok := fi.seconds(); ok {
-					at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
-				}
-				return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
-					ErrSizeChange, i, at, fi.w, fi.h, w0, h0)
-			}
+			return err
 		}
 		p := s.getBuf(fi.w * fi.h * 3)
 		_, rerr := io.ReadFull(r.stdout, *p)
@@ -554,6 +556,50 @@ func (r *reader) read() error {
 		}
 		i++
 	}
+}
+
+// frameCheck checks each decoded frame's size before its pixels are read: a sane size, the
+// pixel cap and, where frames share a record, one output size for the whole video.
+type frameCheck struct {
+	s                *Source
+	sameSize         bool
+	w0, h0, ow0, oh0 int
+}
+
+func (s *Source) newFrameCheck() *frameCheck {
+	_, _, fixed := s.plan.Transform.FixedSize()
+	return &frameCheck{s: s, sameSize: s.opts.ClipLen > 0 && !fixed}
+}
+
+// check checks frame i, reported as fi.
+func (c *frameCheck) check(i int, fi frameInfo) error {
+	s := c.s
+	if fi.w <= 0 || fi.h <= 0 || int64(fi.w)*int64(fi.h) > 1<<31 {
+		return fmt.Errorf("%w: ffmpeg reported frame %d as %dx%d", ErrDecode, i, fi.w, fi.h)
+	}
+	if maxPix := maxPixels(s.opts.MaxPixels); maxPix > 0 && int64(fi.w)*int64(fi.h) > maxPix {
+		return FormatError(fmt.Sprintf("frames of %dx%d exceed the %d-pixel limit", fi.w, fi.h, maxPix))
+	}
+	// A size change matters only where frames share a record: clips whose transform
+	// does not give every frame one size (see FramesSource.Decode).
+	if !c.sameSize {
+		return nil
+	}
+	ow, oh, err := s.plan.Transform.FrameSize(fi.w, fi.h)
+	if err != nil {
+		return fmt.Errorf("frame %d: %w", i, err)
+	}
+	if i == 0 {
+		c.w0, c.h0, c.ow0, c.oh0 = fi.w, fi.h, ow, oh
+	} else if ow != c.ow0 || oh != c.oh0 {
+		at := ""
+		if t, ok := fi.seconds(); ok {
+			at = fmt.Sprintf(" (t=%gs)", roundMicro(t))
+		}
+		return fmt.Errorf("%w at frame %d%s: %dx%d, the first frame is %dx%d, and the frames of a clip record must have one size: add --crop or --size, or pack one record per frame (--clip-len 0)",
+			ErrSizeChange, i, at, fi.w, fi.h, c.w0, c.h0)
+	}
+	return nil
 }
 
 // rate is the frame rate of the decoded sequence, for times when ffmpeg gives no pts.
