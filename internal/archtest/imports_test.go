@@ -290,12 +290,13 @@ func TestSourcesAndOutputsApart(t *testing.T) {
 }
 
 // TestCgoConfined: cgo is used only where a C library is the point (libjpeg-turbo and the
-// AVX2 resampler in transforms, libhdf5 in formats/hdf5, the CPU harness of the CUDA
-// kernels); the CUDA driver is reached only from gpu, through dlopen (libhdf5 too is opened
-// with dlopen, by formats/hdf5's C shim); and the kernels' CPU harness only from gpu's tests.
+// AVX2 resampler in transforms, libhdf5 in formats/hdf5, ffmpeg's libraries in formats/video,
+// the CPU harness of the CUDA kernels); the CUDA driver is reached only from gpu, through
+// dlopen (libhdf5 and the libav libraries too are opened with dlopen, by the C shims of
+// formats/hdf5 and formats/video); and the kernels' CPU harness only from gpu's tests.
 func TestCgoConfined(t *testing.T) {
 	g := load(t)
-	cgo := []string{"transforms", "formats/hdf5", "gpu/kernels"}
+	cgo := []string{"transforms", "formats/hdf5", "formats/video", "gpu/kernels"}
 	only := map[string][]string{
 		"github.com/ebitengine/purego": {"gpu"},
 		mod + "/gpu/kernels":           {}, // tests of gpu only: see below
