@@ -403,6 +403,16 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	}
 	bar := progress.New(o.IO.Err, "packing "+kind, progressUnit(kind), info.Count)
 	firstProgress := true
+	// The workers spend most of their time in C (libjpeg-turbo, the AVX2 resize, libav), and a
+	// goroutine in a C call keeps its P as one in a system call does (raiseProcs): with a P per
+	// worker, the ordered writer and the shards' hashing goroutines waited for a P while a core
+	// could run them. Two more Ps (the worker count is fixed first, as it defaults to the Ps):
+	// --workers 2 went from 0.81 to 0.95 of two independent one-worker builds at once on the
+	// 2-core machine (docs/benchmarks.md).
+	if o.Workers <= 0 {
+		o.Workers = runtime.GOMAXPROCS(0)
+	}
+	defer raiseProcs(2)()
 	sum, err := pipeline.Build(ctx, pipeline.Options{
 		Source:          src,
 		Transform:       o.transform,
