@@ -313,3 +313,20 @@ func TestPreviewFormats(t *testing.T) {
 		t.Error("preview wrote s.gif")
 	}
 }
+
+// TestFileCount checks verify's count of data files: singular and plural, and the file noun of
+// each format.
+func TestFileCount(t *testing.T) {
+	for _, c := range []struct {
+		n      int
+		format string
+		want   string
+	}{
+		{1, "shards", "1 shard file"}, {8, "shards", "8 shard files"}, {2, "npy", "2 npy files"},
+		{1, "hdf5", "1 HDF5 file"}, {0, "shards", "0 shard files"},
+	} {
+		if got := fileCount(c.n, c.format); got != c.want {
+			t.Errorf("fileCount(%d, %q) = %q, want %q", c.n, c.format, got, c.want)
+		}
+	}
+}

@@ -138,8 +138,8 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 			fmt.Fprintf(o.IO.Out, "%s: %d files the manifest does not list (no reader opens them; --strict makes them faults)\n", o.Dir, len(rep.Warnings))
 		}
 		if rep.OK {
-			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %d %s files (%s) match the manifest\n",
-				o.Dir, rep.Count, rep.Files, rep.Format, progress.Bytes(rep.Bytes))
+			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %s (%s) match the manifest\n",
+				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), progress.Bytes(rep.Bytes))
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}
@@ -226,4 +226,17 @@ func holdsDataFiles(dir string) bool {
 		}
 	}
 	return false
+}
+
+// fileCount says how many data files of a format verify checked: "1 shard file", "8 shard
+// files", "2 npy files", "1 HDF5 file".
+func fileCount(n int, format string) string {
+	kind := map[string]string{shard.FormatShards: "shard", "hdf5": "HDF5"}[format]
+	if kind == "" {
+		kind = format
+	}
+	if n == 1 {
+		return fmt.Sprintf("1 %s file", kind)
+	}
+	return fmt.Sprintf("%d %s files", n, kind)
 }

@@ -110,7 +110,7 @@ func TestS3Build(t *testing.T) {
 	}
 
 	out = mustRun(t, "verify", "s3://data/fm/test")
-	if !strings.Contains(out, "ok: s3://data/fm/test: 10000 records in 2 shards files") {
+	if !strings.Contains(out, "ok: s3://data/fm/test: 10000 records in 2 shard files") {
 		t.Errorf("verify: %q", out)
 	}
 	li := mustRun(t, "inspect", "--json", "--records", "3", local)
