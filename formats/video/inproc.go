@@ -235,14 +235,7 @@ func (s *Source) decodeLibav(ctx context.Context, it pipeline.Item, si streamInf
 		// The reader frees the decoder (and c) when libav returns; it is not waited for,
 		// since a decoder stuck inside libavcodec may never return.
 	}()
-	release := func(f frame) { s.bufs.Put(f.token.(*[]byte)) }
-	cl := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label,
-		func(cp pipeline.Clip) error {
-			if err := emit(cp); err != nil {
-				return &emitError{err}
-			}
-			return nil
-		}, release)
+	cl := s.clipper(it, emit)
 	defer cl.releaseAll()
 	for {
 		if err := ctx.Err(); err != nil {

@@ -399,14 +399,7 @@ func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, in
 		}
 	}()
 
-	release := func(f frame) { s.bufs.Put(f.token.(*[]byte)) }
-	c := newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label,
-		func(cl pipeline.Clip) error {
-			if err := emit(cl); err != nil {
-				return &emitError{err}
-			}
-			return nil
-		}, release)
+	c := s.clipper(it, emit)
 	defer c.releaseAll()
 	for d := range r.frames {
 		if d.err != nil {
@@ -608,4 +601,17 @@ func (s *Source) rate(si streamInfo) float64 {
 		return s.opts.FPS
 	}
 	return si.FPS
+}
+
+// clipper returns the clipper of one video for either decoder: its frames' buffers go back to
+// the source's pool, and an error of emit is passed through unchanged (emitError).
+func (s *Source) clipper(it pipeline.Item, emit func(pipeline.Clip) error) *clipper {
+	release := func(f frame) { s.bufs.Put(f.token.(*[]byte)) }
+	return newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label,
+		func(cl pipeline.Clip) error {
+			if err := emit(cl); err != nil {
+				return &emitError{err}
+			}
+			return nil
+		}, release)
 }
