@@ -63,8 +63,6 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 [ -d "$PHOTOS/imagenet" ] || bash scripts/make_photos.sh "$PHOTOS" 1000 0 >/dev/null
 set_dir=$PHOTOS/imagenet
 n_img=$(find "$set_dir" -type f | wc -l)
-find "$set_dir" -type f -print0 | xargs -0 cat >/dev/null
-find "$set_dir" -type f | sort >"$W/files.txt"
 
 # A Python contender prints the seconds of its own loop.
 pillow_decode='
@@ -95,33 +93,15 @@ for p in files:
 print(time.perf_counter() - t)'
 
 echo
-echo "== 1-2. $n_img ImageNet-sized photos, --resize 256 --crop 224, one core (cpu $CPU)"
-: >"$W/t_exact" >"$W/t_pil" >"$W/t_fast" >"$W/t_cv"
-for r in $(seq "$REPS"); do
-  secs "${PIN[@]}" "$P" build "$set_dir" -o "$W/o1" --resize 256 --crop 224 --workers 1 --force >>"$W/t_exact"
-  "${PIN[@]}" $PY -c "$pillow_decode" "$W/files.txt" >>"$W/t_pil"
-  secs "${PIN[@]}" "$P" build "$set_dir" -o "$W/o2" --resize 256 --crop 224 --workers 1 --fast --force >>"$W/t_fast"
-  if $PY -c 'import cv2' 2>/dev/null; then "${PIN[@]}" $PY -c "$opencv_linear" "$W/files.txt" >>"$W/t_cv"; fi
-done
-te=$(best <"$W/t_exact") tp=$(best <"$W/t_pil") tf=$(best <"$W/t_fast")
-cp "$W/t_exact" "$W/t_exact1"
-echo "exact build $te s ($(ratio "$n_img" "$te") img/s)   Pillow decode alone $tp s ($(ratio "$n_img" "$tp") img/s)"
-echo "ROW exact/decode-alone: $(ratio "$tp" "$te")   (target >= 0.85)"
-if [ -s "$W/t_cv" ]; then
-  tc=$(best <"$W/t_cv")
-  echo "fast build $tf s ($(ratio "$n_img" "$tf") img/s)   OpenCV imread+INTER_LINEAR+crop $tc s ($(ratio "$n_img" "$tc") img/s)"
-  echo "ROW fast/OpenCV: $(ratio "$tc" "$tf")   (target >= 1.0)"
-else
-  echo "ROW fast/OpenCV: not measured: python3-opencv is not installed (apt-get install python3-opencv)"
-fi
-
-# The same two rows on two more sets: the same kind of files with film grain (GRAIN=16, see
-# make_photos.py: entropy nearer a camera photo's, so the Huffman decoding weighs as it does on
-# real photos), and 1920x1080 files (region decoding and --fast's DCT scaling matter most).
-GRAINED=${GRAINED:-$W/grain}
-[ -d "$GRAINED/imagenet" ] || GRAIN=16 bash scripts/make_photos.sh "$GRAINED" 1000 0 >/dev/null
-for set in "$GRAINED/imagenet" "$PHOTOS/1080p"; do
-  [ -d "$set" ] || bash scripts/make_photos.sh "$PHOTOS" 1000 200 >/dev/null
+echo "== 1-2. --resize 256 --crop 224, one core (cpu $CPU): $n_img ImageNet-sized photos, then the same"
+echo "   with film grain (GRAIN=16, see make_photos.py: entropy nearer a camera photo's, so the Huffman"
+echo "   decoding weighs as on real photos), then 1920x1080 photos (region decoding and --fast's DCT"
+echo "   scaling matter most)"
+# photo_rows SET [TAG]: rows 1 and 2 on the photos of SET, alternating the four contenders each
+# round; TAG, when given, names the set in the ROW lines. The exact build's times stay in t_exact.
+photo_rows() {
+  local set=$1 tag=${2:-} n te tp tf tc sfx=""
+  [ -n "$tag" ] && sfx=" ($tag)"
   n=$(find "$set" -type f | wc -l)
   find "$set" -type f | sort >"$W/files2.txt"
   find "$set" -type f -print0 | xargs -0 cat >/dev/null
@@ -133,11 +113,24 @@ for set in "$GRAINED/imagenet" "$PHOTOS/1080p"; do
     if $PY -c 'import cv2' 2>/dev/null; then "${PIN[@]}" $PY -c "$opencv_linear" "$W/files2.txt" >>"$W/t_cv"; fi
   done
   te=$(best <"$W/t_exact") tp=$(best <"$W/t_pil") tf=$(best <"$W/t_fast")
-  tag=$(basename "$(dirname "$set")")/$(basename "$set")
-  echo "$tag: $n files, $(du -sb "$set" | awk -v n="$n" '{ printf "%.0f", $1 / n / 1000 }') KB each: exact $te s, Pillow decode alone $tp s, fast $tf s$([ -s "$W/t_cv" ] && echo ", OpenCV $(best <"$W/t_cv") s")"
-  echo "ROW exact/decode-alone ($tag): $(ratio "$tp" "$te")   (target >= 0.85)"
-  [ -s "$W/t_cv" ] && echo "ROW fast/OpenCV ($tag): $(ratio "$(best <"$W/t_cv")" "$tf")   (target >= 1.0)"
-done
+  echo "$set: $n files, $(du -sb "$set" | awk -v n="$n" '{ printf "%.0f", $1 / n / 1000 }') KB each"
+  echo "exact build $te s ($(ratio "$n" "$te") img/s)   Pillow decode alone $tp s ($(ratio "$n" "$tp") img/s)"
+  echo "ROW exact/decode-alone$sfx: $(ratio "$tp" "$te")   (target >= 0.85)"
+  if [ -s "$W/t_cv" ]; then
+    tc=$(best <"$W/t_cv")
+    echo "fast build $tf s ($(ratio "$n" "$tf") img/s)   OpenCV imread+INTER_LINEAR+crop $tc s ($(ratio "$n" "$tc") img/s)"
+    echo "ROW fast/OpenCV$sfx: $(ratio "$tc" "$tf")   (target >= 1.0)"
+  else
+    echo "ROW fast/OpenCV$sfx: not measured: python3-opencv is not installed (apt-get install python3-opencv)"
+  fi
+}
+photo_rows "$set_dir"
+cp "$W/t_exact" "$W/t_exact1"
+GRAINED=${GRAINED:-$W/grain}
+[ -d "$GRAINED/imagenet" ] || GRAIN=16 bash scripts/make_photos.sh "$GRAINED" 1000 0 >/dev/null
+photo_rows "$GRAINED/imagenet" grain/imagenet
+[ -d "$PHOTOS/1080p" ] || bash scripts/make_photos.sh "$PHOTOS" 1000 200 >/dev/null
+photo_rows "$PHOTOS/1080p" photos/1080p
 
 echo
 echo "== 3. video: 8 mp4 files of 150 frames, 640x360, H.264; clips of 8, --resize 128 --crop 112, one core"
