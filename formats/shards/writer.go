@@ -161,10 +161,19 @@ func (o *shardOutput) collect() error {
 	return nil
 }
 
+// testHookCommit, set by tests, runs in a shard's check before it is committed; an error fails
+// the commit as a failing disk would.
+var testHookCommit func(name string) error
+
 // commitShard syncs a finished shard file, re-reads its header, index and footer, and renames it
 // (shard.Pending.Commit; Close syncs the directory once for all shards).
 func commitShard(p *shard.Pending, name string, n int64) error {
 	return p.Commit(func(f *os.File) error {
+		if testHookCommit != nil {
+			if err := testHookCommit(name); err != nil {
+				return err
+			}
+		}
 		r, err := shard.Open(f.Name())
 		if err != nil {
 			return fmt.Errorf("re-read the shard just written: %w", err)

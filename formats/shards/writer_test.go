@@ -3,6 +3,7 @@ package shards
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,5 +125,35 @@ func TestLagBound(t *testing.T) {
 	}
 	if got := poolChunks(1 << 40); got != (2<<30)/sinkChunk {
 		t.Fatalf("1 TiB shards: %d chunks, want the 2 GiB bound %d", got, (2<<30)/sinkChunk)
+	}
+}
+
+// TestBackgroundFailureStopsBuild fails the commit of the first shard (in the background, while
+// the build writer goes on): a later Write or Close must return that error naming the shard, and
+// Abort must leave no file behind.
+func TestBackgroundFailureStopsBuild(t *testing.T) {
+	testHookCommit = func(name string) error {
+		if name == ShardName(0) {
+			return fmt.Errorf("%s: injected write error", name)
+		}
+		return nil
+	}
+	defer func() { testHookCommit = nil }()
+	dir := t.TempDir()
+	o := newTestOutput(t, dir)
+	var err error
+	for i := 0; i < 400 && err == nil; i++ {
+		err = o.Write(testRecord(i))
+	}
+	if err == nil {
+		_, err = o.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), ShardName(0)+": injected write error") {
+		t.Fatalf("error %v, want the first shard's injected failure", err)
+	}
+	o.Abort()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		t.Errorf("%s left behind after the failure and Abort", e.Name())
 	}
 }
