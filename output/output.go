@@ -65,11 +65,17 @@ type Entry struct {
 	// Version is the manifest's format_version of a dataset of sample spec spec.
 	Version func(spec shard.SampleSpec) int
 	// Resume, when set, reopens an interrupted build's output from the state its last
-	// checkpoint recorded (see Checkpointer): what the state names is kept, everything else in
-	// cfg.Dir that the format wrote is removed, and the next Write continues after the last
-	// checkpointed record. nil: the format cannot resume (a resumed build starts it anew).
+	// checkpoint recorded (see Checkpointer), after checking that what the state names is
+	// exactly what was written (a resume refused otherwise, naming the file): what the state
+	// names is kept, everything else in cfg.Dir but the engine's files (EngineFilePrefix) is
+	// removed, and the next Write continues after the last checkpointed record. nil: the
+	// format cannot resume (a resumed build starts it anew).
 	Resume func(cfg Config, state []byte) (Output, error)
 }
+
+// EngineFilePrefix starts the name of every file the build engine itself keeps in an output's
+// folder while it builds (the resume journal); an output's files never start with it.
+const EngineFilePrefix = "packer-"
 
 // Checkpointer is implemented by an Output whose Entry has Resume. SetCheckpoint registers fn,
 // which the output calls from Write, before it writes that record, when everything written

@@ -6,15 +6,20 @@ package pipeline
 // renamed): a journal in the staging folder with the output's state, where the build stood at
 // that record (inputs done, records of the next input already written, records, class counts,
 // skipped inputs) and what decides the bytes (packer version, source, transform, format and
-// options, part). Build with Options.Resume keeps an interrupted build's staging folder when it
-// holds a journal, refuses it when the journal's options are not this build's, skips the
+// options, part, where the source lies). The journal seals itself: its last member,
+// journal_sha256, is the SHA-256 of the rest, so an edited or damaged journal is refused before
+// any of it is trusted. Build with Options.Resume keeps an interrupted build's staging folder
+// when it holds a journal, refuses it when the journal's options are not this build's, has the
+// output reopen and check what it kept (the shards output: each kept shard's SHA-256), skips the
 // inputs the checkpoint covers (checking that the source still lists them, by digest), drops
 // the records of the next input that were already written, and goes on: the output is the
 // bytes an uninterrupted build writes, redoing at most the work since the last checkpoint.
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,12 +28,13 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
 // JournalName is the resume journal's file name in the staging folder. It never reaches OUT:
 // the build removes it before it writes the manifest.
-const JournalName = "packer-resume.json"
+const JournalName = output.EngineFilePrefix + "resume.json"
 
 // ErrResume is wrapped by every refusal to resume an interrupted build.
 var ErrResume = errors.New("cannot resume the interrupted build")
@@ -61,19 +67,23 @@ type journal struct {
 	Output       json.RawMessage `json:"output"` // the output's state (output.Checkpointer)
 }
 
-// journalOptions are what decides a build's bytes, as the journal records them.
+// journalOptions are what decides a build's bytes, as the journal records them, and where the
+// source lies (source_path: the inputs as absolute paths; the journal never reaches OUT, so it
+// may hold them), so that a build of another folder with the same file names, labels and
+// options does not take over the checkpoint.
 func (b *builder) journalOptions() (map[string]json.RawMessage, error) {
 	o := map[string]any{
-		"format":     b.opts.Output.Name,
-		"shard_size": b.opts.ShardSize,
-		"on_error":   b.opts.OnError,
-		"max_errors": b.opts.MaxErrors,
-		"source":     b.info.Spec,
-		"transform":  b.transformMap(),
-		"classes":    nonNil(b.info.Classes),
-		"aux_names":  nonNil(b.info.AuxNames),
-		"has_meta":   b.info.HasMeta,
-		"sample":     b.spec,
+		"source_path": sourcePaths(b.opts.Inputs),
+		"format":      b.opts.Output.Name,
+		"shard_size":  b.opts.ShardSize,
+		"on_error":    b.opts.OnError,
+		"max_errors":  b.opts.MaxErrors,
+		"source":      b.info.Spec,
+		"transform":   b.transformMap(),
+		"classes":     nonNil(b.info.Classes),
+		"aux_names":   nonNil(b.info.AuxNames),
+		"has_meta":    b.info.HasMeta,
+		"sample":      b.spec,
 	}
 	if p := b.part; p != nil {
 		o["part"] = map[string]any{"index": p.p.Index, "count": p.p.Count, "final": p.p.Final.Name,
@@ -90,8 +100,57 @@ func (b *builder) journalOptions() (map[string]json.RawMessage, error) {
 	return raw, nil
 }
 
-// loadJournal reads the journal of an interrupted build in dir and checks that this build is
-// the same build: packer version and every option that decides the bytes. nil, nil: no journal.
+// sourcePaths returns the inputs as absolute paths (a URL such as s3://bucket/prefix as given).
+func sourcePaths(inputs []string) []string {
+	out := make([]string, 0, len(inputs))
+	for _, in := range inputs {
+		if !strings.Contains(in, "://") {
+			if abs, err := filepath.Abs(in); err == nil {
+				in = abs
+			}
+		}
+		out = append(out, in)
+	}
+	return out
+}
+
+// The journal's own checksum is its last member, spliced in as the bytes journalSumOpen + 64
+// lower-case hex digits + journalSumClose at the very end of the file: the SHA-256 of the
+// journal's JSON without it (which ends with "}").
+const (
+	journalSumOpen  = `,"journal_sha256":"`
+	journalSumClose = `"}`
+)
+
+// sealJournal appends the journal_sha256 member to body, a JSON object.
+func sealJournal(body []byte) []byte {
+	sum := sha256.Sum256(body)
+	out := append([]byte{}, body[:len(body)-1]...)
+	out = append(out, journalSumOpen...)
+	out = hex.AppendEncode(out, sum[:])
+	return append(out, journalSumClose...)
+}
+
+// checkJournalSeal returns the journal's JSON without its journal_sha256 member, or an error
+// naming the file p when the member is missing or is not the SHA-256 of the rest.
+func checkJournalSeal(p string, data []byte) ([]byte, error) {
+	n := len(journalSumOpen) + 64 + len(journalSumClose)
+	if len(data) < n+2 || !bytes.HasSuffix(data, []byte(journalSumClose)) ||
+		!bytes.Equal(data[len(data)-n:len(data)-n+len(journalSumOpen)], []byte(journalSumOpen)) {
+		return nil, fmt.Errorf("%w: its journal %s has no checksum (journal_sha256): it was edited, or written by an older packer (build without --resume to start over)", ErrResume, p)
+	}
+	body := append(append([]byte{}, data[:len(data)-n]...), '}')
+	want := data[len(data)-n+len(journalSumOpen) : len(data)-len(journalSumClose)]
+	sum := sha256.Sum256(body)
+	if got := hex.EncodeToString(sum[:]); got != string(want) {
+		return nil, fmt.Errorf("%w: its journal %s fails its checksum (journal_sha256 %s, the SHA-256 of the rest is %s): it was edited or damaged (build without --resume to start over)", ErrResume, p, want, got)
+	}
+	return body, nil
+}
+
+// loadJournal reads the journal of an interrupted build in dir, checks its checksum, and checks
+// that this build is the same build: packer version, every option that decides the bytes and
+// where the source lies. nil, nil: no journal.
 func (b *builder) loadJournal(dir string) (*journal, error) {
 	p := filepath.Join(dir, JournalName)
 	data, err := os.ReadFile(p)
@@ -101,8 +160,14 @@ func (b *builder) loadJournal(dir string) (*journal, error) {
 	if err != nil {
 		return nil, err
 	}
+	body, err := checkJournalSeal(p, data)
+	if err != nil {
+		return nil, err
+	}
 	var j journal
-	if err := json.Unmarshal(data, &j); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
 		return nil, fmt.Errorf("%w: its journal %s is damaged: %v (build without --resume to start over)", ErrResume, p, err)
 	}
 	if j.Packer != Version {
@@ -157,8 +222,8 @@ func (j *journal) restoreListing() (listingHash, error) {
 	return l, nil
 }
 
-// write records the journal durably in dir (written whole under a temporary name, synced,
-// renamed: a crash leaves the previous checkpoint or this one).
+// write records the journal durably in dir, sealed (written whole under a temporary name,
+// synced, renamed: a crash leaves the previous checkpoint or this one).
 func (j *journal) write(dir string, l *listingHash) error {
 	state, err := l.h.(encoding.BinaryMarshaler).MarshalBinary()
 	if err != nil {
@@ -169,7 +234,7 @@ func (j *journal) write(dir string, l *listingHash) error {
 	if err != nil {
 		return err
 	}
-	return shard.WriteFileAtomic(filepath.Join(dir, JournalName), data)
+	return shard.WriteFileAtomic(filepath.Join(dir, JournalName), sealJournal(data))
 }
 
 // removeJournal removes the journal from dir, with the temporary file a write of it killed

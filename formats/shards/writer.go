@@ -1,9 +1,12 @@
 package shards
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -248,10 +251,12 @@ func (o *shardOutput) checkpointNow() error {
 }
 
 // Resume reopens the shards output of an interrupted build from a checkpoint's state
-// (output.Entry.Resume): each shard the state lists must be in cfg.Dir with its size, header,
-// index and footer (its SHA-256 is the one recorded when it was written; verify checks it); any
-// other shard file there (one finished after the checkpoint, or a temporary one) is removed,
-// and writing continues with the next shard.
+// (output.Entry.Resume): each shard the state lists must be a regular file in cfg.Dir with the
+// size, record count and SHA-256 the checkpoint recorded when it was written (every kept byte is
+// read once, the shards hashed in parallel), or the resume is refused naming the file; any other
+// entry there (a shard finished after the checkpoint, a temporary file, anything else), except
+// the engine's own files (output.EngineFilePrefix), is removed, and writing continues with the
+// next shard.
 func Resume(cfg output.Config, state []byte) (output.Output, error) {
 	var st resumeState
 	if err := json.Unmarshal(state, &st); err != nil {
@@ -268,11 +273,11 @@ func Resume(cfg output.Config, state []byte) (output.Output, error) {
 			return nil, fmt.Errorf("resume: the checkpoint lists %s as shard %d from record %d; want %s from record %d",
 				fe.Path, k, fe.FirstRecord, ShardName(k), o.next)
 		}
-		if err := checkKept(filepath.Join(cfg.Dir, fe.Path), fe); err != nil {
-			return nil, fmt.Errorf("resume: %w", err)
-		}
 		keep[fe.Path] = true
 		o.next += fe.Records
+	}
+	if err := checkKeptAll(cfg.Dir, st.Files); err != nil {
+		return nil, err
 	}
 	o.files, o.kept = st.Files, len(st.Files)
 	ents, err := os.ReadDir(cfg.Dir)
@@ -281,11 +286,11 @@ func Resume(cfg output.Config, state []byte) (output.Output, error) {
 	}
 	for _, e := range ents {
 		n := e.Name()
-		if keep[n] || !strings.HasPrefix(n, "shard-") || !(strings.HasSuffix(n, ".pks") || strings.HasSuffix(n, ".pks.tmp")) {
+		if keep[n] || strings.HasPrefix(n, output.EngineFilePrefix) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(cfg.Dir, n)); err != nil {
-			return nil, fmt.Errorf("resume: remove %s, written after the checkpoint: %w", n, err)
+		if err := os.RemoveAll(filepath.Join(cfg.Dir, n)); err != nil {
+			return nil, fmt.Errorf("resume: remove %s, which is not in the checkpoint: %w", filepath.Join(cfg.Dir, n), err)
 		}
 	}
 	if err := shard.SyncDir(cfg.Dir); err != nil {
@@ -294,15 +299,63 @@ func Resume(cfg output.Config, state []byte) (output.Output, error) {
 	return o, nil
 }
 
-// checkKept checks a shard a checkpoint lists: its size and what opening it checks (header,
-// index, footer), and its record count.
+// checkKeptAll checks every shard a checkpoint lists (checkKept), several at once, and reports
+// the first in order that fails, with how many others fail too.
+func checkKeptAll(dir string, files []shard.FileEntry) error {
+	errs := make([]error, len(files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(len(files), runtime.GOMAXPROCS(0)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(files) {
+					return
+				}
+				errs[k] = checkKept(filepath.Join(dir, files[k].Path), files[k])
+			}
+		}()
+	}
+	wg.Wait()
+	var first error
+	others := 0
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		} else {
+			others++
+		}
+	}
+	if first != nil && others > 0 {
+		return fmt.Errorf("%w (and %d more of the %d kept shards fail their check)", first, others, len(files))
+	}
+	return first
+}
+
+// checkKept checks a shard a checkpoint lists: a regular file, its size, what opening it checks
+// (header, index, footer), its record count, and the SHA-256 of all its bytes.
 func checkKept(p string, fe shard.FileEntry) error {
-	st, err := os.Stat(p)
+	st, err := os.Lstat(p)
 	if err != nil {
 		return err
 	}
+	if !st.Mode().IsRegular() {
+		what := "a special file"
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			what = "a symbolic link"
+		case st.IsDir():
+			what = "a folder"
+		}
+		return fmt.Errorf("%s is %s, not a regular file: the checkpoint's shards are files the build wrote (build without --resume to start over)", p, what)
+	}
 	if st.Size() != fe.Size {
-		return fmt.Errorf("%s: %d bytes, the checkpoint recorded %d", p, st.Size(), fe.Size)
+		return fmt.Errorf("%s: %d bytes, the checkpoint recorded %d (build without --resume to start over)", p, st.Size(), fe.Size)
 	}
 	r, err := shard.Open(p)
 	if err != nil {
@@ -313,7 +366,23 @@ func checkKept(p string, fe shard.FileEntry) error {
 		return err
 	}
 	if n != fe.Records {
-		return fmt.Errorf("%s: %d records, the checkpoint recorded %d", p, n, fe.Records)
+		return fmt.Errorf("%s: %d records, the checkpoint recorded %d (build without --resume to start over)", p, n, fe.Records)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	got, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if got != fe.Size {
+		return fmt.Errorf("%s: read %d bytes, the checkpoint recorded %d", p, got, fe.Size)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != fe.SHA256 {
+		return fmt.Errorf("%s: SHA-256 %s, the checkpoint recorded %s when the shard was written: the file was changed or damaged since (build without --resume to start over)", p, sum, fe.SHA256)
 	}
 	return nil
 }
