@@ -231,6 +231,11 @@ func intoOut(out string, force bool, inputs []string, resume bool, write func(pa
 	}
 	defer lock.release()
 	resuming := resume && exists(filepath.Join(paths.staging, JournalName))
+	if resuming {
+		if err := checkStaging(paths.staging); err != nil {
+			return nil, err
+		}
+	}
 	if err := recoverOut(paths, resuming); err != nil {
 		return nil, err
 	}

@@ -36,6 +36,23 @@ import (
 // the build removes it before it writes the manifest.
 const JournalName = output.EngineFilePrefix + "resume.json"
 
+// maxJournalSize bounds the journal a resumed build reads: the manifest's bound, as the journal
+// holds what the manifest will (the shard list, the skipped inputs) and little more.
+var maxJournalSize int64 = shard.MaxManifestSize
+
+// checkStaging refuses to resume from a staging folder that is not a folder (a symbolic link to
+// one elsewhere): what the build publishes is the folder it created.
+func checkStaging(staging string) error {
+	st, err := os.Lstat(staging)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%w: %s is not the folder the interrupted build created (a symbolic link?); put the folder itself there, or build without --resume to start over", ErrResume, staging)
+	}
+	return nil
+}
+
 // ErrResume is wrapped by every refusal to resume an interrupted build.
 var ErrResume = errors.New("cannot resume the interrupted build")
 
@@ -153,10 +170,20 @@ func checkJournalSeal(p string, data []byte) ([]byte, error) {
 // where the source lies. nil, nil: no journal.
 func (b *builder) loadJournal(dir string) (*journal, error) {
 	p := filepath.Join(dir, JournalName)
-	data, err := os.ReadFile(p)
+	st, err := os.Lstat(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: its journal %s is not a regular file (build without --resume to start over)", ErrResume, p)
+	}
+	if st.Size() > maxJournalSize {
+		return nil, fmt.Errorf("%w: its journal %s has %d bytes, more than a journal can hold (%d) (build without --resume to start over)", ErrResume, p, st.Size(), maxJournalSize)
+	}
+	data, err := os.ReadFile(p)
 	if err != nil {
 		return nil, err
 	}

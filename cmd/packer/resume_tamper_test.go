@@ -190,6 +190,29 @@ func TestResumeTampered(t *testing.T) {
 						return regexp.MustCompile(`,"journal_sha256":"[0-9a-f]*"`).ReplaceAll(d, nil)
 					})
 				}, want: []string{pipeline.JournalName, "checksum"}},
+				{name: "journal a link to a copy of itself", tamper: func() {
+					j := filepath.Join(staging, pipeline.JournalName)
+					cp := filepath.Join(root, mode.name, "linked.json")
+					copyFile(t, j, cp)
+					if err := os.Remove(j); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Symlink(cp, j); err != nil {
+						t.Fatal(err)
+					}
+				}, want: []string{pipeline.JournalName, "not a regular file"}},
+				{name: "staging folder a link to a copy of itself", tamper: func() {
+					moved := filepath.Join(root, mode.name, "moved")
+					if err := os.RemoveAll(moved); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Rename(staging, moved); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Symlink(moved, staging); err != nil {
+						t.Fatal(err)
+					}
+				}, want: []string{staging, "not the folder the interrupted build created"}},
 				{name: "resumed from a sibling folder", tamper: func() {}, src: sib,
 					want: []string{"source_path: was", sib}},
 			} {
@@ -234,6 +257,21 @@ func TestResumeTampered(t *testing.T) {
 				t.Errorf("the staging folder's foreign folder reached OUT")
 			}
 			checkOnlyOut(t, out)
+			// The checkpoint of the same build into another OUT (its staging folder moved) makes
+			// the same bytes: nothing in a dataset depends on where it is written.
+			restore()
+			other := filepath.Join(root, mode.name, "other")
+			if err := os.Rename(staging, other+pipeline.StagingSuffix); err != nil {
+				t.Fatal(err)
+			}
+			oargs := append([]string{}, args...)
+			oargs[3] = other
+			stdout = mustRun(t, append(oargs, "--resume")...)
+			if !strings.Contains(stdout, "resumed: kept") {
+				t.Fatalf("the moved checkpoint did not resume: %s", stdout)
+			}
+			sameTree(t, full, other)
+			checkOnlyOut(t, other)
 			// After a refusal, a build without --resume starts over and writes the same bytes.
 			restore()
 			flipDataByte(t, kept)
