@@ -209,7 +209,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
 	f.DurationVar(&o.CheckpointEvery, "checkpoint-every", 10*time.Second, "the least time between two checkpoints of the build (taken when a shard is complete; 0: at every shard): at most about this much work is redone by --resume after an interruption")
-	f.BoolVar(&o.Resume, "resume", false, "go on from the last checkpoint of an interrupted build of the same OUT (same source and options), or start from the beginning when there is none")
+	f.BoolVar(&o.Resume, "resume", false, "go on from the last checkpoint of an interrupted build of the same OUT (same source folder and options; the checkpoint and every shard it kept are checked, SHA-256 included, and a resume is refused when one fails), or start from the beginning when there is none")
 }
 
 func (o *buildOptions) validate() error {
