@@ -176,7 +176,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 		info := opts.Source.Info()
 		// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 		// old-output name as they come (a link in the source may point into OUT).
-		b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: paths.staging, guard: newGuard(paths)}
+		b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: paths.staging, guard: newGuard(paths), started: start}
 		if opts.Part != nil {
 			total := info.Count
 			if total < 0 {
@@ -327,6 +327,7 @@ type builder struct {
 
 	part       *partRange   // the part's range of inputs, for a build in parts
 	resume     *journal     // the checkpoint a resumed build goes on from
+	started    time.Time    // when this build started (its checkpoints record it)
 	enumerated atomic.Int64 // items the source emitted (see checkInputs)
 	enumDone   atomic.Bool  // Enumerate returned nil and every item was handed on
 }

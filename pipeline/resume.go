@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -66,6 +67,10 @@ type ResumeInfo struct {
 type journal struct {
 	Packer  string                     `json:"packer"`
 	Options map[string]json.RawMessage `json:"options"` // what decides the bytes (journalOptions)
+	// Started is when the build that wrote the journal started (Unix nanoseconds, this host's
+	// clock): an input the checkpoint covers that was modified later may have been packed with
+	// its old content (resumeSkip).
+	Started int64 `json:"started_unix_ns"`
 	// Inputs is the number of inputs whose records are all in the checkpoint (or that were
 	// skipped); Drop records of the next input, Next, are in it too.
 	Inputs  int64           `json:"inputs"`
@@ -220,8 +225,20 @@ func (b *builder) loadJournal(dir string) (*journal, error) {
 		return nil, fmt.Errorf("%w: it was made with other options or from another source (%s); build without --resume to start over",
 			ErrResume, strings.Join(diff, "; "))
 	}
-	if j.Inputs < 0 || j.Drop < 0 || j.Records < 0 || len(j.Counts) != len(b.info.Classes) || (j.Drop > 0 && j.Next == "") {
+	if j.Inputs < 0 || j.Drop < 0 || j.Records < 0 || len(j.Counts) != len(b.info.Classes) || (j.Drop > 0 && j.Next == "") || j.Started <= 0 {
 		return nil, fmt.Errorf("%w: its journal %s is inconsistent (build without --resume to start over)", ErrResume, p)
+	}
+	// A source given as a file (a list, a plan, an archive or record file read by the
+	// enumerator) must not have changed since the interrupted build started.
+	for _, in := range b.opts.Inputs {
+		if strings.Contains(in, "://") {
+			continue
+		}
+		if st, err := os.Stat(in); err == nil && st.Mode().IsRegular() {
+			if err := modifiedSince(in, st.ModTime(), j.Started); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if j.Reasons == nil {
 		j.Reasons = map[string]int{}
@@ -282,11 +299,21 @@ type resumeSkip struct {
 	list listingHash
 }
 
-// skip reports whether the n-th input of the build (from 0) is covered by the checkpoint; at
-// the last covered one it compares the digests.
+// skip reports whether the n-th input of the build (from 0) is covered by the checkpoint,
+// checking that the file it is read from was not modified after the interrupted build started;
+// at the last covered one it compares the digests.
 func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
 	if n >= r.j.Inputs {
 		return false, nil
+	}
+	if it.Path != "" {
+		// A file that is gone changes the listing (below); one that is there must not be newer
+		// than the build whose checkpoint holds its records.
+		if st, err := os.Stat(it.Path); err == nil {
+			if err := modifiedSince(fmt.Sprintf("%s (%s)", it.Name, it.Path), st.ModTime(), r.j.Started); err != nil {
+				return true, err
+			}
+		}
 	}
 	r.list.add(it.Name, it.Label, it.Aux)
 	if n == r.j.Inputs-1 && r.list.sum() != r.j.Listing {
@@ -294,6 +321,17 @@ func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
 			ErrResume, r.j.Inputs)
 	}
 	return true, nil
+}
+
+// modifiedSince refuses an input (named name) of a resumed build that was modified at mtime,
+// after the interrupted build started (started, Unix nanoseconds): the checkpoint may hold
+// records of its old content.
+func modifiedSince(name string, mtime time.Time, started int64) error {
+	if mtime.UnixNano() <= started {
+		return nil
+	}
+	return fmt.Errorf("%w: %s was modified at %s, after the interrupted build started (%s): the checkpoint may hold records of its old content (the source changed); build without --resume to start over",
+		ErrResume, name, mtime.UTC().Format(time.RFC3339Nano), time.Unix(0, started).UTC().Format(time.RFC3339Nano))
 }
 
 // done checks, once the source is enumerated, that it held every input the checkpoint covers.

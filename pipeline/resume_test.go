@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestJournalSealed: a journal written by a checkpoint loads back; one bit changed anywhere in
@@ -20,7 +21,7 @@ func TestJournalSealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &journal{Packer: Version, Options: opts, Inputs: 3, Packed: 3, Records: 3, Bytes: 30, Counts: []int64{2, 1},
+	j := &journal{Packer: Version, Options: opts, Started: time.Now().UnixNano(), Inputs: 3, Packed: 3, Records: 3, Bytes: 30, Counts: []int64{2, 1},
 		Output: []byte(`{"files":[]}`)}
 	l := newListingHash()
 	l.add("a/0.png", 0, nil)
@@ -76,5 +77,39 @@ func TestJournalSealed(t *testing.T) {
 	}
 	if _, err := b.loadJournal(dir); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("a journal that is a link: %v", err)
+	}
+}
+
+// TestResumeSourceFileModified: a source given as a file (a list, a plan, an archive) that was
+// modified after the interrupted build started refuses the resume, naming it; untouched, the
+// checkpoint loads.
+func TestResumeSourceFileModified(t *testing.T) {
+	dir := t.TempDir()
+	list := filepath.Join(t.TempDir(), "train.txt")
+	if err := os.WriteFile(list, []byte("a/0.png 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &builder{info: SourceInfo{Classes: []string{"a"}}, opts: Options{Inputs: []string{list}}}
+	opts, err := b.journalOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now().Add(-time.Hour)
+	j := &journal{Packer: Version, Options: opts, Started: started.UnixNano(), Counts: []int64{0}, Output: []byte(`{"files":[]}`)}
+	l := newListingHash()
+	if err := j.write(dir, &l); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(list, started.Add(-time.Minute), started.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.loadJournal(dir); err != nil {
+		t.Fatalf("the untouched source: %v", err)
+	}
+	if err := os.WriteFile(list, []byte("a/1.png 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.loadJournal(dir); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), list+" was modified at") {
+		t.Fatalf("a list rewritten after the build started: %v; want a refusal naming it", err)
 	}
 }

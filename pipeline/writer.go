@@ -42,7 +42,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	// (so the state here is the state before r).
 	var curName string
 	checkpoint := func(state []byte) error {
-		j := &journal{Packer: Version, Inputs: items, Drop: inItem, Packed: packed, Records: sum.Records, Bytes: sum.Bytes,
+		j := &journal{Packer: Version, Started: b.started.UnixNano(), Inputs: items, Drop: inItem, Packed: packed, Records: sum.Records, Bytes: sum.Bytes,
 			Counts: counts, Skipped: nonNil(skipped), Reasons: sum.Reasons, Output: state}
 		if inItem > 0 {
 			j.Next = curName

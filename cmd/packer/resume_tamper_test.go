@@ -83,8 +83,9 @@ func replaceOnce(t *testing.T, data []byte, re, repl string) []byte {
 // An interrupted build (a part, too) is killed with a checkpoint in its staging folder; then one
 // thing is changed there (a flipped byte in a kept shard, a kept shard replaced by the shard of
 // the same position from a build of a sibling folder with the same names and options, the
-// journal edited into other valid JSON, a kept shard turned into a link) or the resume is run
-// from the sibling folder: each resume is refused with an error naming what is wrong, nothing is
+// journal edited into other valid JSON, a kept shard, the journal or the staging folder turned
+// into a link), an input the checkpoint covers is rewritten in place with other pixels, or the
+// resume is run from the sibling folder: each resume is refused with an error naming what is wrong, nothing is
 // published, and a build without --resume then writes the uninterrupted build's bytes. A foreign
 // file in the staging folder never reaches OUT. The untouched checkpoint resumes into the
 // uninterrupted build's bytes.
@@ -98,11 +99,12 @@ func TestResumeTampered(t *testing.T) {
 	sib := filepath.Join(root, "sibling")
 	writeSiblingPNGFolder(t, sib, 12)
 	for _, mode := range []struct {
-		name string
-		args []string
+		name    string
+		args    []string
+		covered string // an input the checkpoint covers
 	}{
-		{"whole", nil},
-		{"part", []string{"--part", "1/2"}},
+		{"whole", nil, "cat/000.png"},
+		{"part", []string{"--part", "1/2"}, "dog/000.png"},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			opts := append([]string{"--from", "folder", "--crop", "8", "--shard-size", "500", "--workers", "1", "--checkpoint-every", "0"}, mode.args...)
@@ -148,6 +150,12 @@ func TestResumeTampered(t *testing.T) {
 				}
 			}
 			kept := filepath.Join(staging, "shard-00001.pks")
+			coveredPath := filepath.Join(src, mode.covered)
+			coveredData := readFile(t, coveredPath)
+			coveredStat, err := os.Stat(coveredPath)
+			if err != nil {
+				t.Fatal(err)
+			}
 			for _, c := range []struct {
 				name   string
 				tamper func()
@@ -213,6 +221,11 @@ func TestResumeTampered(t *testing.T) {
 						t.Fatal(err)
 					}
 				}, want: []string{staging, "not the folder the interrupted build created"}},
+				{name: "input the checkpoint covers rewritten in place", tamper: func() {
+					// The sibling's image of the same name: other pixels, the same name and
+					// label. (The original, with its modification time, is put back below.)
+					copyFile(t, filepath.Join(sib, mode.covered), filepath.Join(src, mode.covered))
+				}, want: []string{mode.covered, "was modified at"}},
 				{name: "resumed from a sibling folder", tamper: func() {}, src: sib,
 					want: []string{"source_path: was", sib}},
 			} {
@@ -237,6 +250,14 @@ func TestResumeTampered(t *testing.T) {
 				}
 				if exists(filepath.Join(out, "manifest.json")) {
 					t.Errorf("%s: a dataset was published at %s", c.name, out)
+				}
+				if !bytes.Equal(readFile(t, coveredPath), coveredData) {
+					if err := os.WriteFile(coveredPath, coveredData, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Chtimes(coveredPath, coveredStat.ModTime(), coveredStat.ModTime()); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			// A foreign file in the staging folder is not part of the checkpoint: it never
