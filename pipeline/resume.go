@@ -292,6 +292,24 @@ func removeJournal(dir string) error {
 	return nil
 }
 
+// removeEngineFiles removes from a resumed build's staging folder dir the entries named as the
+// engine's files (output.EngineFilePrefix) other than the journal, which the output's Resume
+// leaves alone and which would otherwise reach OUT.
+func removeEngineFiles(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, output.EngineFilePrefix) && n != JournalName {
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+				return fmt.Errorf("remove %s, which is not in the checkpoint: %w", filepath.Join(dir, n), err)
+			}
+		}
+	}
+	return nil
+}
+
 // resumeSkip is the enumerator's side of a resumed build: it passes over the inputs the
 // checkpoint covers, checking that the source still lists them (their digest).
 type resumeSkip struct {
@@ -300,10 +318,11 @@ type resumeSkip struct {
 }
 
 // skip reports whether the n-th input of the build (from 0) is covered by the checkpoint,
-// checking that the file it is read from was not modified after the interrupted build started;
-// at the last covered one it compares the digests.
+// checking that the file it is read from was not modified after the interrupted build started
+// (for the input after the checkpoint too, when the checkpoint holds some of its records); at
+// the last covered one it compares the digests.
 func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
-	if n >= r.j.Inputs {
+	if n > r.j.Inputs || (n == r.j.Inputs && r.j.Drop == 0) {
 		return false, nil
 	}
 	if it.Path != "" {
@@ -314,6 +333,11 @@ func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
 				return true, err
 			}
 		}
+	}
+	if n == r.j.Inputs {
+		// The input after the checkpoint, of which the checkpoint holds the first Drop
+		// records: decoded again, its records up to Drop dropped (the writer checks its name).
+		return false, nil
 	}
 	r.list.add(it.Name, it.Label, it.Aux)
 	if n == r.j.Inputs-1 && r.list.sum() != r.j.Listing {

@@ -113,3 +113,71 @@ func TestResumeSourceFileModified(t *testing.T) {
 		t.Fatalf("a list rewritten after the build started: %v; want a refusal naming it", err)
 	}
 }
+
+// TestResumeSkipModified: a resumed build's enumerator refuses an input the checkpoint covers
+// whose file was modified after the interrupted build started, and the input after the
+// checkpoint too when the checkpoint holds some of its records (a clip source); an input past
+// the checkpoint may have changed (it is decoded again).
+func TestResumeSkipModified(t *testing.T) {
+	dir := t.TempDir()
+	started := time.Now().Add(-time.Hour)
+	items := make([]Item, 4)
+	l := newListingHash()
+	for i := range items {
+		p := filepath.Join(dir, fmt.Sprintf("v%d.mp4", i))
+		if err := os.WriteFile(p, []byte{byte(i)}, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, started.Add(-time.Minute), started.Add(-time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		items[i] = Item{Seq: int64(i), Name: filepath.Base(p), Path: p}
+		if i < 2 {
+			l.add(items[i].Name, 0, nil)
+		}
+	}
+	run := func(drop int64) error {
+		j := &journal{Started: started.UnixNano(), Inputs: 2, Drop: drop, Listing: l.sum()}
+		if drop > 0 {
+			j.Next = items[2].Name
+		}
+		rs := newResumeSkip(j)
+		for n, it := range items {
+			skip, err := rs.skip(int64(n), it)
+			if err != nil {
+				return err
+			}
+			if skip != (n < 2) {
+				t.Fatalf("input %d: skip %v", n, skip)
+			}
+		}
+		return rs.done(int64(len(items)))
+	}
+	for _, drop := range []int64{0, 1} {
+		if err := run(drop); err != nil {
+			t.Fatalf("drop %d, nothing modified: %v", drop, err)
+		}
+	}
+	touch := func(i int) {
+		t.Helper()
+		now := time.Now()
+		if err := os.Chtimes(items[i].Path, now, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch(3)
+	if err := run(1); err != nil {
+		t.Fatalf("an input past the checkpoint modified: %v", err)
+	}
+	touch(2)
+	if err := run(0); err != nil {
+		t.Fatalf("the input after the checkpoint modified, none of its records kept: %v", err)
+	}
+	if err := run(1); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), items[2].Path) {
+		t.Fatalf("the input after the checkpoint modified, one of its records kept: %v; want a refusal naming it", err)
+	}
+	touch(0)
+	if err := run(0); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), items[0].Path+") was modified at") {
+		t.Fatalf("an input the checkpoint covers modified: %v; want a refusal naming it", err)
+	}
+}

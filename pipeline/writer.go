@@ -59,6 +59,9 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			if b.opts.Output.Resume == nil {
 				return fmt.Errorf("%w: --format %s cannot resume", ErrResume, b.opts.Output.Name)
 			}
+			if err := removeEngineFiles(b.staging); err != nil {
+				return err
+			}
 			out, err = b.opts.Output.Resume(b.outputConfig(spec), b.resume.Output)
 			if err != nil {
 				return fmt.Errorf("%w: %w", ErrResume, err)

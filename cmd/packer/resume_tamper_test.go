@@ -269,6 +269,9 @@ func TestResumeTampered(t *testing.T) {
 			if err := os.Mkdir(filepath.Join(staging, "extra"), 0o755); err != nil {
 				t.Fatal(err)
 			}
+			if err := os.WriteFile(filepath.Join(staging, "packer-notes.json"), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			stdout := mustRun(t, append(append([]string{}, args...), "--resume")...)
 			if !strings.Contains(stdout, "resumed: kept") {
 				t.Fatalf("the untouched checkpoint did not resume: %s", stdout)
