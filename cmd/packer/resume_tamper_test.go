@@ -85,10 +85,11 @@ func replaceOnce(t *testing.T, data []byte, re, repl string) []byte {
 // the same position from a build of a sibling folder with the same names and options, the
 // journal edited into other valid JSON, a kept shard, the journal or the staging folder turned
 // into a link), an input the checkpoint covers is rewritten in place with other pixels, or the
-// resume is run from the sibling folder: each resume is refused with an error naming what is wrong, nothing is
-// published, and a build without --resume then writes the uninterrupted build's bytes. A foreign
-// file in the staging folder never reaches OUT. The untouched checkpoint resumes into the
-// uninterrupted build's bytes.
+// resume is run from the sibling folder: each resume is refused with an error naming what is
+// wrong, nothing is published, and a build without --resume then writes the uninterrupted
+// build's bytes. Foreign files and folders in the staging folder never reach OUT. The
+// untouched checkpoint, in its OUT or moved to another, resumes into the uninterrupted build's
+// bytes.
 func TestResumeTampered(t *testing.T) {
 	strace := needStrace(t)
 	bin := buildBinary(t)
