@@ -230,9 +230,8 @@ func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject,
 	if len(objs) > 0 || b.url.Prefix == "" {
 		return objs, "", nil
 	}
-	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(b.url.Prefix)})
+	out, err := b.head(ctx, b.url.Prefix)
 	if err != nil {
-		err = b.wrap("HeadObject", b.url, err)
 		if errors.Is(err, fs.ErrNotExist) {
 			return objs, "", nil
 		}
