@@ -518,3 +518,46 @@ def test_hdf5_needs_cache_dir(s3env, packer, cifar, tmp_path):
         packer_reader.open(url)
     assert url in str(e.value) and "cache_dir" in str(e.value)
     assert_reads_equal(local, url, cache_dir=str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("env,value,code", [("AWS_ACCESS_KEY_ID", "no-such-access-key", "UserNotFound"),
+                                            ("AWS_SECRET_ACCESS_KEY", "wrong-secret-8d2f6a0c4e", "SignatureDoesNotMatch")])
+def test_refused_credentials_of_an_existing_dataset(s3env, datasets, monkeypatch, env, value, code):
+    """An unknown access key id (the test server answers 404 with an access code) and a wrong
+    secret key, for a dataset that exists, are access errors at every request, the HEAD of an
+    object too (whose response has no body, so no code): never "no such object"."""
+    url = datasets["shards"][1]
+    good = _s3.S3Store(url)
+    shard = next(n for n in good.list() if n.endswith(".pks"))
+    obj = good.head(shard)
+    monkeypatch.setenv(env, value)
+    bad = _s3.S3Store(url)
+    calls = {"open": lambda: packer_reader.open(url), "head": lambda: bad.head(shard),
+             "get_small": lambda: bad.get_small("manifest.json", 1 << 20), "list": bad.list,
+             "range": lambda: bad._get_range(_s3.S3Object(bad, obj.key, obj.size, obj.etag), 0, 16)}
+    for what, call in calls.items():
+        with pytest.raises(packer_reader.PackerError) as e:
+            call()
+        assert isinstance(e.value, packer_reader.AccessError), (what, repr(e.value))
+        msg = str(e.value)
+        assert "bucket train" in msg and code in msg and "no such object" not in msg, (what, msg)
+        assert value not in msg or env == "AWS_ACCESS_KEY_ID", (what, msg)
+    good.close()
+    bad.close()
+
+
+def test_missing_object_and_bucket(s3env, datasets):
+    """HEAD requests, whose refusals carry no code, tell a missing object from a missing
+    bucket. (A wrong region needs no test here: botocore re-signs for the region the store
+    names.)"""
+    url = datasets["shards"][1]
+    store = _s3.S3Store(url)
+    with pytest.raises(packer_reader.FormatError) as e:
+        store.head("no-such-object.pks")
+    assert "no such object" in str(e.value)
+    nob = _s3.S3Store("s3://no-such-bucket/x")
+    with pytest.raises(packer_reader.S3Error) as e:
+        nob.head("shard-00000.pks")
+    assert not isinstance(e.value, packer_reader.FormatError) and "no such bucket" in str(e.value), repr(e.value)
+    for s in (store, nob):
+        s.close()
