@@ -56,6 +56,34 @@ class AccessError(S3Error):
     """The store refused the credentials or the access (HTTP 403, unknown key, bad signature)."""
 
 
+def _lock(fd):
+    """Lock (flock) the file being downloaded, for as long as fd is open: the lock goes with
+    the process however it ends, so a download abandoned by a killed process is told from one
+    in progress in another (the ranks of a node share a cache_dir). True if locked."""
+    try:
+        import fcntl
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except (ImportError, OSError):
+        return False
+
+
+def _remove_abandoned(path):
+    """Remove the temporary file of a download whose process is gone: one whose lock can be
+    taken. An empty one may be a download whose process has not locked it yet: left."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_size > 0 and _lock(fd):
+            os.remove(path)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def is_url(path):
     return isinstance(path, str) and path.startswith(SCHEME)
 
@@ -406,12 +434,13 @@ class S3Store:
         path = os.path.join(folder, name)
         os.makedirs(folder, exist_ok=True)
         for old in os.listdir(folder):  # other versions of this object, and abandoned downloads
-            if old != name and (old.startswith("obj-") or (old.startswith(".tmp-") and
-                                                           not old.startswith(".tmp-%d-" % os.getpid()))):
+            if old != name and old.startswith("obj-"):
                 try:
                     os.remove(os.path.join(folder, old))
                 except OSError:
                     pass
+            elif old.startswith(".tmp-"):
+                _remove_abandoned(os.path.join(folder, old))
         try:
             if os.stat(path).st_size == obj.size:
                 return path
@@ -442,6 +471,7 @@ class S3Store:
         THREADS at a time, each pinned to the ETag."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
+            _lock(fd)  # held while it is written: _remove_abandoned leaves it to us
             parts = [(a, min(obj.size, a + DOWNLOAD_PART)) for a in range(0, obj.size, DOWNLOAD_PART)]
 
             def one(ab):
