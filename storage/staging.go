@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -124,4 +125,46 @@ func RemoveStale(parent, pattern string) ([]Stale, error) {
 		removed = append(removed, Stale{Dir: dir, Bytes: size})
 	}
 	return removed, first
+}
+
+// LockTemp locks (flock) the temporary file f of a write in progress, through an open file of
+// its own that the caller closes once the file is renamed into place or removed: the lock goes
+// with the process however it ends, so RemoveAbandoned can tell a temporary file left by a
+// killed process from one being written. Lock it before writing to it: RemoveAbandoned leaves
+// empty files alone.
+func LockTemp(f *os.File) (io.Closer, error) {
+	lk, err := os.Open(f.Name())
+	if err != nil {
+		return nil, err
+	}
+	if held, err := TryLock(lk); err != nil || !held && CanLock {
+		lk.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: a new temporary file is locked by another process", f.Name())
+		}
+		return nil, err
+	}
+	return lk, nil
+}
+
+// RemoveAbandoned removes the temporary file at path if its writer is gone: its lock (LockTemp)
+// can be taken. An empty file (possibly not locked yet), a locked one, a link or anything
+// that cannot be opened is left; where locks are not supported (CanLock false) nothing is
+// removed. It reports whether the file was removed.
+func RemoveAbandoned(path string) bool {
+	if !CanLock {
+		return false
+	}
+	f, err := openExistingLockFile(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() || st.Size() == 0 {
+		return false
+	}
+	if held, err := TryLock(f); err != nil || !held {
+		return false
+	}
+	return os.Remove(path) == nil
 }
