@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -71,7 +72,11 @@ func TestS3BenchObjectChanged(t *testing.T) {
 				t.Error(err)
 			}
 		case i == 1 && !opened: // shard 1 is opened only once shard 0's refused GET cancelled the pass
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case <-time.After(2 * time.Minute): // a guard against a hang, not a timing
+				t.Error("shard 0's GETs, on a replaced object, did not fail")
+			}
 		}
 	}
 	t.Cleanup(func() { testHookRawOpen = nil })
