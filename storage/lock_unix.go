@@ -16,6 +16,15 @@ func OpenLockFile(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o644)
 }
 
+// CanLock reports whether TryLock locks: RemoveStale removes nothing where it does not.
+const CanLock = true
+
+// openExistingLockFile opens the lock file at path for reading and writing, failing if it is
+// missing or a symbolic link.
+func openExistingLockFile(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+}
+
 // TryLock takes an exclusive flock on f without waiting; false when another holds it.
 func TryLock(f *os.File) (bool, error) {
 	for {

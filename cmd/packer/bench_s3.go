@@ -153,15 +153,23 @@ func rawGets(ctx context.Context, b *s3.Backend, files []shard.FileEntry, bufs [
 	}
 	func() {
 		defer close(jobs)
-		for _, fe := range files {
+		for i, fe := range files {
+			if testHookRawOpen != nil {
+				testHookRawOpen(ctx, i, false)
+			}
 			r, err := b.Open(ctx, fe.Path)
 			if err != nil {
 				mu.Lock()
-				first = err
+				if first == nil { // else a GET failed first, and cancelled this open
+					first = err
+				}
 				mu.Unlock()
 				return
 			}
 			readers = append(readers, r)
+			if testHookRawOpen != nil {
+				testHookRawOpen(ctx, i, true)
+			}
 			for off := int64(0); off < r.Size(); off += benchGetSize {
 				select {
 				case jobs <- job{r, off, int(min(benchGetSize, r.Size()-off))}:
@@ -177,3 +185,7 @@ func rawGets(ctx context.Context, b *s3.Backend, files []shard.FileEntry, bufs [
 	}
 	return benchResult{seconds: time.Since(start).Seconds(), bytes: total}, nil
 }
+
+// testHookRawOpen, if set (by tests), is called by rawGets before (opened false) and after
+// (opened true) it opens file i, before it sends that file's GETs.
+var testHookRawOpen func(ctx context.Context, i int, opened bool)

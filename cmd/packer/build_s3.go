@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 )
 
 // runBuildS3 builds into an object store (-o s3://bucket/prefix): the dataset is built as
-// usual into a local staging folder (a new temporary folder under $TMPDIR, removed at the
-// end, so the machine needs room for the whole dataset there), then published by
+// usual into a local staging folder (a new folder under $TMPDIR, removed at the end, or by
+// the next object-store command if this one is killed: newStaging; the machine needs room
+// for the whole dataset there), then published by
 // s3.Backend.Publish: data objects first, each read back and checked against its SHA-256,
 // manifest.json last with a conditional write. --force removes an interrupted build's
 // leftovers under the prefix and replaces a dataset there: the new files go under a new
@@ -25,41 +26,63 @@ func runBuildS3(ctx context.Context, o *buildOptions) error {
 	if o.Resume {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
 	}
-	b, tmp, err := s3Target(ctx, o.Out, o.Force)
+	b, stage, err := s3Target(ctx, o.Out, o.Force, o.IO.Err)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	return runBuildTo(ctx, o, filepath.Join(tmp, "dataset"), func(dir string) error {
+	defer stage.Remove()
+	return runBuildTo(ctx, o, filepath.Join(stage.Dir, "dataset"), func(dir string) error {
 		return publishS3(ctx, b, dir, o.Force, o.IO.Err)
 	})
 }
 
 // s3Target opens the object-store OUT of a build or merge and checks, before any work, that
 // it may be written (a prefix with a dataset is refused, an interrupted build's leftovers too
-// unless force), and makes the local staging folder the dataset is made in first (a new
-// temporary folder under $TMPDIR: the caller removes it).
-func s3Target(ctx context.Context, out string, force bool) (*s3.Backend, string, error) {
+// unless force), and makes the local staging folder the dataset is made in first (newStaging:
+// the caller removes it).
+func s3Target(ctx context.Context, out string, force bool, errw io.Writer) (*s3.Backend, *storage.Staging, error) {
 	u, err := s3.ParseURL(out)
 	if err != nil {
-		return nil, "", usagef(err)
+		return nil, nil, usagef(err)
 	}
 	opts, err := s3Options()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	b, err := s3.New(ctx, u, opts)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := b.CheckPrefix(ctx, force, force); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
-	tmp, err := os.MkdirTemp("", "packer-s3-build-*")
+	stage, err := newStaging("packer-s3-build-*", errw)
 	if err != nil {
-		return nil, "", fmt.Errorf("the local staging folder: %w", err)
+		return nil, nil, fmt.Errorf("the local staging folder: %w", err)
 	}
-	return b, tmp, nil
+	return b, stage, nil
+}
+
+// stagingPatterns name the local staging folders of the object-store commands in $TMPDIR: a
+// dataset built or merged before its upload, a copy of an object-store source or of the
+// parts of a merge.
+var stagingPatterns = []string{"packer-s3-build-*", "packer-s3-merge-*", "packer-s3-source-*"}
+
+// newStaging makes a new staging folder in $TMPDIR named by pattern (one of stagingPatterns),
+// locked for as long as this command uses it (storage.NewStaging), after removing the ones
+// that killed commands left there (storage.RemoveStale: only folders whose lock no running
+// command holds), saying so on errw. The caller removes it when it ends.
+func newStaging(pattern string, errw io.Writer) (*storage.Staging, error) {
+	for _, p := range stagingPatterns {
+		removed, err := storage.RemoveStale("", p)
+		for _, r := range removed {
+			fmt.Fprintf(errw, "packer: removed %s (%s), the local staging folder of a packer command that was killed\n", r.Dir, progress.Bytes(r.Bytes))
+		}
+		if err != nil {
+			fmt.Fprintln(errw, "packer: warning:", err)
+		}
+	}
+	return storage.NewStaging("", pattern)
 }
 
 // publishS3 uploads the complete dataset in dir to b (s3.Backend.Publish), with progress.

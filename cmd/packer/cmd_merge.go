@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,18 +76,19 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	dirs, out := slices.Clone(o.Parts), o.Out
 	var publish func(dir string) error
 	if slices.ContainsFunc(dirs, s3.IsURL) || s3.IsURL(out) {
-		tmp, terr := os.MkdirTemp("", "packer-s3-merge-*")
+		mstage, terr := newStaging("packer-s3-merge-*", o.IO.Err)
 		if terr != nil {
 			return fmt.Errorf("the local staging folder: %w", terr)
 		}
-		defer os.RemoveAll(tmp)
+		defer mstage.Remove()
+		tmp := mstage.Dir
 		if s3.IsURL(out) {
-			b, stage, serr := s3Target(ctx, out, o.Force)
+			b, stage, serr := s3Target(ctx, out, o.Force, o.IO.Err)
 			if serr != nil {
 				return serr
 			}
-			defer os.RemoveAll(stage)
-			out = filepath.Join(stage, "dataset")
+			defer stage.Remove()
+			out = filepath.Join(stage.Dir, "dataset")
 			publish = func(dir string) error { return publishS3(ctx, b, dir, o.Force, o.IO.Err) }
 		}
 		for i, p := range dirs {

@@ -49,13 +49,17 @@ var errCorrupt = errors.New("corrupt data")
 // errSilent is returned when the command has already reported everything.
 var errSilent = errors.New("silent")
 
-// exitCode maps an error to the process exit status. It is the only place that does.
+// exitCode maps an error to the process exit status. It is the only place that does. ctx is
+// the command's context, cancelled only by a signal (main): exit 130 means a signal came. An
+// error that merely wraps context.Canceled without one (a request cancelled inside the
+// command because another one failed, whose error should have been returned instead) is a
+// failure, not an interruption.
 func exitCode(ctx context.Context, err error) int {
 	var ue *usageError
 	switch {
 	case err == nil:
 		return exitOK
-	case ctx.Err() != nil || errors.Is(err, context.Canceled):
+	case ctx.Err() != nil:
 		return exitInterrupted
 	case errors.Is(err, errCorrupt):
 		return exitCorrupt

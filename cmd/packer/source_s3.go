@@ -20,7 +20,8 @@ import (
 // listed with and its size checked, and the build reads the copy. The folder is --source-cache
 // when given (kept, so that a later build from the same SRC fetches only the objects that
 // changed: repeated builds, --resume, parts built one after another on one node), else a new
-// temporary folder under $TMPDIR, removed by the returned cleanup. A list file names images
+// folder under $TMPDIR, removed by the returned cleanup (or by the next object-store command
+// if this one is killed: newStaging). A list file names images
 // relative to its folder, so a URL naming a list (.txt, .csv, .tsv) copies the list's
 // folder. It returns the local path to build from, and how errors should name the copy's
 // files (rename).
@@ -47,12 +48,12 @@ func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (
 	cleanup := func() {}
 	dir := cache
 	if dir == "" {
-		tmp, err := os.MkdirTemp("", "packer-s3-source-*")
+		stage, err := newStaging("packer-s3-source-*", errw)
 		if err != nil {
 			return "", nil, nil, fmt.Errorf("the local copy of %s: %w", loc, err)
 		}
-		cleanup = func() { os.RemoveAll(tmp) }
-		dir = filepath.Join(tmp, u.Bucket)
+		cleanup = func() { stage.Remove() }
+		dir = filepath.Join(stage.Dir, u.Bucket)
 	}
 	var bar *progress.Bar
 	m, err := b.Download(ctx, dir, s3.DownloadOptions{Progress: func(done, total int64) {

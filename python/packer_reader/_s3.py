@@ -31,6 +31,13 @@ INSTALL_HINT = 'apt install python3-boto3, or pip install "packer_reader[s3]"'
 SETTINGS_HINT = ("check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or AWS_PROFILE and the "
                  "shared credentials file), AWS_REGION, and AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3")
 
+# error codes of refused credentials or access, whatever the status (the code decides)
+_ACCESS_CODES = frozenset(("AccessDenied", "AllAccessDisabled", "AccountProblem", "ExpiredToken", "InvalidAccessKeyId",
+                           "InvalidClientTokenId", "InvalidSecurity", "InvalidToken", "SignatureDoesNotMatch",
+                           "TokenRefreshRequired", "UnrecognizedClientException"))
+# error codes of a request sent to, or signed for, another region than the bucket's
+_REGION_CODES = frozenset(("AuthorizationHeaderMalformed", "IllegalLocationConstraintException", "PermanentRedirect"))
+
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 
@@ -47,6 +54,34 @@ class S3Error(PackerError):
 
 class AccessError(S3Error):
     """The store refused the credentials or the access (HTTP 403, unknown key, bad signature)."""
+
+
+def _lock(fd):
+    """Lock (flock) the file being downloaded, for as long as fd is open: the lock goes with
+    the process however it ends, so a download abandoned by a killed process is told from one
+    in progress in another (the ranks of a node share a cache_dir). True if locked."""
+    try:
+        import fcntl
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except (ImportError, OSError):
+        return False
+
+
+def _remove_abandoned(path):
+    """Remove the temporary file of a download whose process is gone: one whose lock can be
+    taken. An empty one may be a download whose process has not locked it yet: left."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        if os.fstat(fd).st_size > 0 and _lock(fd):
+            os.remove(path)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def is_url(path):
@@ -175,18 +210,32 @@ class S3Store:
             status = (e.response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
             msg = self._scrub(str(err.get("Message") or ""))
             what = " ".join(x for x in (code, msg) if x) or "HTTP %s" % status
-            # (versitygw answers an unknown key id with 404 XAdminUserNotFound)
-            if status == 403 or code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-                                         "InvalidToken", "ExpiredToken", "403") or code.endswith("UserNotFound"):
-                return AccessError("%s %s: access to bucket %s refused (%s): %s"
-                                   % (op, url, self.bucket, what, SETTINGS_HINT), url)
-            if code in ("NoSuchBucket",):
+            # The code decides, the status only where no code came (a HEAD's response has no
+            # body: head asks again with a GET). versitygw answers an unknown key id with 404
+            # XAdminUserNotFound: a 404 is not always a missing object.
+            generic = code in ("", str(status), "NotFound", "Forbidden", "BadRequest", "MovedPermanently")
+            if code == "NoSuchBucket":
                 return S3Error("%s %s: no such bucket %s (%s)" % (op, url, self.bucket, self.endpoint), url)
-            if status == 404 or code in ("NoSuchKey", "NotFound", "404"):
+            if code == "NoSuchKey" or status == 404 and generic:
                 return FormatError(url, "no such object")
-            if status == 412 or code == "PreconditionFailed":
+            if code == "PreconditionFailed" or status == 412 and generic:
                 return S3Error("%s: the object was replaced or changed since the dataset was opened (its ETag "
                                "is no longer %s); reopen the dataset" % (url, self._etag_of(key)), url)
+            if code == "RequestTimeTooSkewed":
+                return S3Error("%s %s: the store refused the request because this machine's clock differs from "
+                               "the store's by too much (%s); set the clock" % (op, url, what), url)
+            if code in _ACCESS_CODES or code.endswith("UserNotFound") or status == 403 and generic:
+                return AccessError("%s %s: access to bucket %s refused (%s): %s"
+                                   % (op, url, self.bucket, what, SETTINGS_HINT), url)
+            if code in _REGION_CODES or status == 301 and generic:
+                hdrs = (e.response.get("ResponseMetadata") or {}).get("HTTPHeaders") or {}
+                where = hdrs.get("x-amz-bucket-region") or (e.response.get("Error") or {}).get("Region")
+                return S3Error("%s %s: bucket %s is in %s, not the region the requests are signed for (%s): set "
+                               "AWS_REGION (or the profile's region) to the bucket's region"
+                               % (op, url, self.bucket, "region %s" % where if where else "another region", what), url)
+            if code == "SlowDown" or status == 503:
+                return S3Error("%s %s: the store is overloaded and asked to slow down, and the retries ran out (%s)"
+                               % (op, url, what), url)
             return S3Error("%s %s: %s" % (op, url, what), url)
         return S3Error("%s %s: %s" % (op, url, self._scrub(str(e))), url)
 
@@ -200,7 +249,9 @@ class S3Store:
         _, botocore = _boto()
         try:
             r = self.client.head_object(Bucket=self.bucket, Key=key)
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+        except botocore.exceptions.ClientError as e:
+            r = self._head_refused(e, key)
+        except botocore.exceptions.BotoCoreError as e:
             raise self._error(e, "HEAD", key) from None
         obj = S3Object(self, key, int(r["ContentLength"]), r.get("ETag") or "")
         if not obj.etag:
@@ -212,6 +263,27 @@ class S3Store:
         if want_size is not None and obj.size != want_size:
             raise FormatError(obj.url, "object is %d bytes, the manifest says %d" % (obj.size, want_size))
         return obj
+
+    def _head_refused(self, e, key):
+        """A HEAD's refusal carries no error code (its response has no body): its 404 may be a
+        missing object, a missing bucket or an unknown access key id, its 400 or 403 says no
+        more. Ask again with a one-byte ranged GET, whose refusal carries the code, and raise
+        that; if the GET succeeds (the object appeared meanwhile, or is empty), HEAD again."""
+        _, botocore = _boto()
+        status = (e.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0
+        if not 300 <= status < 500:
+            raise self._error(e, "HEAD", key) from None
+        try:
+            self.client.get_object(Bucket=self.bucket, Key=key, Range="bytes=0-0")["Body"].close()
+        except botocore.exceptions.ClientError as g:
+            if str((g.response.get("Error") or {}).get("Code") or "") != "InvalidRange":
+                raise self._error(g, "HEAD", key) from None
+        except botocore.exceptions.BotoCoreError:
+            raise self._error(e, "HEAD", key) from None
+        try:
+            return self.client.head_object(Bucket=self.bucket, Key=key)
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as again:
+            raise self._error(again, "HEAD", key) from None
 
     def get_small(self, rel, limit):
         """The whole of a small object (the manifest), in one unconditional GET."""
@@ -362,12 +434,13 @@ class S3Store:
         path = os.path.join(folder, name)
         os.makedirs(folder, exist_ok=True)
         for old in os.listdir(folder):  # other versions of this object, and abandoned downloads
-            if old != name and (old.startswith("obj-") or (old.startswith(".tmp-") and
-                                                           not old.startswith(".tmp-%d-" % os.getpid()))):
+            if old != name and old.startswith("obj-"):
                 try:
                     os.remove(os.path.join(folder, old))
                 except OSError:
                     pass
+            elif old.startswith(".tmp-"):
+                _remove_abandoned(os.path.join(folder, old))
         try:
             if os.stat(path).st_size == obj.size:
                 return path
@@ -398,6 +471,7 @@ class S3Store:
         THREADS at a time, each pinned to the ETag."""
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
+            _lock(fd)  # held while it is written: _remove_abandoned leaves it to us
             parts = [(a, min(obj.size, a + DOWNLOAD_PART)) for a in range(0, obj.size, DOWNLOAD_PART)]
 
             def one(ab):

@@ -555,17 +555,17 @@ def _verify_hdf5(rep, m, root, present):
 
 def _verify_bucket(url):
     """verify() of s3://bucket/prefix: a local copy of every object, checked as a local folder."""
-    import shutil
-    import tempfile
-
-    from . import _s3
+    from . import _s3, _staging
 
     if url.endswith("/manifest.json"):
         url = url[:-len("/manifest.json")]
     store = _s3.S3Store(url)
     url = store.url
-    tmp = tempfile.mkdtemp(prefix="packer-verify-")
+    # a folder under $TMPDIR, removed at the end, or by the next verify if this one is killed
+    stage = _staging.Staging("packer-verify-")
+    tmp = os.path.join(stage.path, "dataset")  # beside the lock file, not with it
     try:
+        os.mkdir(tmp)
         unsafe = []
         for rel in store.list():
             parts = rel.split("/")
@@ -589,4 +589,4 @@ def _verify_bucket(url):
         return rep
     finally:
         store.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        stage.remove()

@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
@@ -518,3 +519,122 @@ def test_hdf5_needs_cache_dir(s3env, packer, cifar, tmp_path):
         packer_reader.open(url)
     assert url in str(e.value) and "cache_dir" in str(e.value)
     assert_reads_equal(local, url, cache_dir=str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("env,value,code", [("AWS_ACCESS_KEY_ID", "no-such-access-key", "UserNotFound"),
+                                            ("AWS_SECRET_ACCESS_KEY", "wrong-secret-8d2f6a0c4e", "SignatureDoesNotMatch")])
+def test_refused_credentials_of_an_existing_dataset(s3env, datasets, monkeypatch, env, value, code):
+    """An unknown access key id (the test server answers 404 with an access code) and a wrong
+    secret key, for a dataset that exists, are access errors at every request, the HEAD of an
+    object too (whose response has no body, so no code): never "no such object"."""
+    url = datasets["shards"][1]
+    good = _s3.S3Store(url)
+    shard = next(n for n in good.list() if n.endswith(".pks"))
+    obj = good.head(shard)
+    monkeypatch.setenv(env, value)
+    bad = _s3.S3Store(url)
+    calls = {"open": lambda: packer_reader.open(url), "head": lambda: bad.head(shard),
+             "get_small": lambda: bad.get_small("manifest.json", 1 << 20), "list": bad.list,
+             "range": lambda: bad._get_range(_s3.S3Object(bad, obj.key, obj.size, obj.etag), 0, 16)}
+    for what, call in calls.items():
+        with pytest.raises(packer_reader.PackerError) as e:
+            call()
+        assert isinstance(e.value, packer_reader.AccessError), (what, repr(e.value))
+        msg = str(e.value)
+        assert "bucket train" in msg and code in msg and "no such object" not in msg, (what, msg)
+        assert value not in msg or env == "AWS_ACCESS_KEY_ID", (what, msg)
+    good.close()
+    bad.close()
+
+
+def test_missing_object_and_bucket(s3env, datasets):
+    """HEAD requests, whose refusals carry no code, tell a missing object from a missing
+    bucket. (A wrong region needs no test here: botocore re-signs for the region the store
+    names.)"""
+    url = datasets["shards"][1]
+    store = _s3.S3Store(url)
+    with pytest.raises(packer_reader.FormatError) as e:
+        store.head("no-such-object.pks")
+    assert "no such object" in str(e.value)
+    nob = _s3.S3Store("s3://no-such-bucket/x")
+    with pytest.raises(packer_reader.S3Error) as e:
+        nob.head("shard-00000.pks")
+    assert not isinstance(e.value, packer_reader.FormatError) and "no such bucket" in str(e.value), repr(e.value)
+    for s in (store, nob):
+        s.close()
+
+
+_STALL_VERIFY = r"""
+import sys, time
+from packer_reader import _s3
+real = _s3.S3Store.download
+def download(self, obj, path, sync=True):
+    real(self, obj, path, sync)
+    print(path, flush=True)
+    time.sleep(3600)  # stalled after its first object, until killed
+_s3.S3Store.download = download
+from packer_reader.__main__ import main
+main(["verify", sys.argv[1]])
+"""
+
+
+def _stalled_verify(url, tmp):
+    """A child `python3 -m packer_reader verify URL` with TMPDIR=tmp, returned once it has
+    copied its first object into its temporary folder (and stalls there)."""
+    env = dict(os.environ, TMPDIR=tmp, PYTHONPATH=os.path.join(REPO, "python"))
+    p = subprocess.Popen([sys.executable, "-c", _STALL_VERIFY, url], stdout=subprocess.PIPE, env=env,
+                         preexec_fn=_die_with_parent)
+    line = p.stdout.readline().decode().strip()
+    assert line.startswith(tmp), line
+    return p, os.path.relpath(line, tmp).split(os.sep)[0]
+
+
+def test_verify_copy_of_a_killed_verify(s3env, datasets, tmp_path, monkeypatch):
+    """verify of a bucket copies the dataset into a folder under $TMPDIR: a verify SIGKILLed
+    mid-copy leaves it; the next verify removes it, and never the folder of a verify still
+    running."""
+    import tempfile
+    tmp = str(tmp_path / "tmpdir")
+    os.makedirs(tmp)
+    url = datasets["shards"][1]
+    live, live_dir = _stalled_verify(url, tmp)
+    try:
+        killed, killed_dir = _stalled_verify(url, tmp)
+        killed.kill()
+        killed.wait()
+        assert sorted(os.listdir(tmp)) == sorted([live_dir, killed_dir])
+        live_files = sorted(os.listdir(os.path.join(tmp, live_dir)))
+        monkeypatch.setenv("TMPDIR", tmp)
+        monkeypatch.setattr(tempfile, "tempdir", tmp)
+        rep = packer_reader.verify(url)
+        assert rep.ok and not rep.faults, rep.faults
+        assert os.listdir(tmp) == [live_dir]
+        assert sorted(os.listdir(os.path.join(tmp, live_dir))) == live_files
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_cache_dir_leaves_live_downloads(s3env, datasets, tmp_path):
+    """cache_dir, shared by several processes (the ranks of a node): the next fetch removes
+    a download abandoned by a killed process (its temporary file's lock is free) and never
+    one that another process is writing now (its lock is held)."""
+    import fcntl
+    url = datasets["shards"][1]
+    store = _s3.S3Store(url, cache_dir=str(tmp_path / "cache"))
+    shard = next(n for n in store.list() if n.endswith(".pks"))
+    obj = store.head(shard)
+    folder = os.path.dirname(store.local_copy(obj))
+    live, dead = os.path.join(folder, ".tmp-1-live"), os.path.join(folder, ".tmp-2-dead")
+    for p in (live, dead):
+        with open(p, "wb") as f:
+            f.write(b"part of an object")
+    held = os.open(live, os.O_RDWR)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as the other process's download holds it
+        store.local_copy(obj)
+        assert os.path.exists(live), "a download in progress in another process was removed"
+        assert not os.path.exists(dead), "an abandoned download was left"
+    finally:
+        os.close(held)
+        store.close()

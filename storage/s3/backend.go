@@ -153,9 +153,9 @@ func (b *Backend) Stat(ctx context.Context, name string) (storage.FileInfo, erro
 	if err != nil {
 		return storage.FileInfo{}, err
 	}
-	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	out, err := b.head(ctx, key)
 	if err != nil {
-		return storage.FileInfo{}, b.wrap("HeadObject", b.objURL(key), err)
+		return storage.FileInfo{}, err
 	}
 	return storage.FileInfo{Name: path.Clean(name), Size: aws.ToInt64(out.ContentLength)}, nil
 }
@@ -180,9 +180,9 @@ func (b *Backend) openStore(ctx context.Context, name string) (*reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	out, err := b.head(ctx, key)
 	if err != nil {
-		return nil, b.wrap("HeadObject", b.objURL(key), err)
+		return nil, err
 	}
 	return &reader{b: b, ctx: ctx, key: key, size: aws.ToInt64(out.ContentLength), etag: aws.ToString(out.ETag)}, nil
 }

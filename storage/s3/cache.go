@@ -48,6 +48,7 @@ func (b *Backend) cached(ctx context.Context, r *reader) (storage.Reader, error)
 			os.Remove(s)
 		}
 	}
+	removeAbandonedFetches(filepath.Dir(p), false)
 	if err := b.fetch(ctx, mirrorObject{Key: r.key, Size: r.size, ETag: r.etag}, p); err != nil {
 		return nil, fmt.Errorf("caching in %s: %w", b.opts.CacheDir, err)
 	}

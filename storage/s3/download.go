@@ -18,6 +18,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
 )
 
 // MirrorStateName is the file in a mirror folder that records which object each local file
@@ -90,6 +91,7 @@ func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions
 	if err != nil {
 		return Mirror{}, err
 	}
+	removeAbandonedFetches(dir, true)
 	m := Mirror{Path: dir, Objects: len(objs)}
 	if single != "" {
 		m.Path = filepath.Join(dir, filepath.FromSlash(single))
@@ -230,9 +232,8 @@ func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject,
 	if len(objs) > 0 || b.url.Prefix == "" {
 		return objs, "", nil
 	}
-	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(b.url.Prefix)})
+	out, err := b.head(ctx, b.url.Prefix)
 	if err != nil {
-		err = b.wrap("HeadObject", b.url, err)
 		if errors.Is(err, fs.ErrNotExist) {
 			return objs, "", nil
 		}
@@ -259,10 +260,17 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 		return b.wrap("GetObject", u, err)
 	}
 	defer out.Body.Close()
-	f, err := os.CreateTemp(filepath.Dir(dst), ".packer-fetch-*")
+	f, err := os.CreateTemp(filepath.Dir(dst), fetchTempPattern)
 	if err != nil {
 		return err
 	}
+	lock, err := storage.LockTemp(f) // until the rename: removeAbandonedFetches leaves it
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	defer lock.Close()
 	n, err := io.Copy(f, out.Body)
 	if err == nil {
 		err = f.Chmod(0o644)
@@ -282,6 +290,30 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 		os.Remove(f.Name())
 	}
 	return err
+}
+
+// fetchTempPattern names the temporary files of fetch (os.CreateTemp's pattern).
+const fetchTempPattern = ".packer-fetch-*"
+
+// removeAbandonedFetches removes the temporary files that fetches killed mid-object left in
+// the folders below root (or in root alone, unless deep): those whose lock is free
+// (storage.RemoveAbandoned); a fetch running in another process holds its lock.
+func removeAbandonedFetches(root string, deep bool) {
+	if !deep {
+		m, _ := filepath.Glob(filepath.Join(globEscape(root), fetchTempPattern))
+		for _, p := range m {
+			storage.RemoveAbandoned(p)
+		}
+		return
+	}
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if ok, _ := filepath.Match(fetchTempPattern, d.Name()); ok {
+				storage.RemoveAbandoned(p)
+			}
+		}
+		return nil
+	})
 }
 
 func readMirrorState(dir, source string) (*mirrorState, error) {

@@ -341,9 +341,9 @@ func (b *Backend) etag(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := b.client.HeadObject(ctx, &awss3.HeadObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	out, err := b.head(ctx, key)
 	if err != nil {
-		return "", b.wrap("HeadObject", b.objURL(key), err)
+		return "", err
 	}
 	return aws.ToString(out.ETag), nil
 }

@@ -155,19 +155,7 @@ func (s *Server) SetEnv(t *testing.T) {
 
 // Client is an SDK client of the server with the test account (or with the given secret key,
 // to test refused credentials).
-func (s *Server) Client(secret string) *awss3.Client {
-	if secret == "" {
-		secret = SecretKey
-	}
-	return awss3.New(awss3.Options{
-		BaseEndpoint:               aws.String(s.Endpoint),
-		Region:                     Region,
-		UsePathStyle:               true,
-		Credentials:                credentials.NewStaticCredentialsProvider(AccessKey, secret, ""),
-		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
-		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
-	})
-}
+func (s *Server) Client(secret string) *awss3.Client { return s.ClientKeys("", secret) }
 
 // Bucket creates a bucket.
 func (s *Server) Bucket(t testing.TB, name string) {
@@ -189,4 +177,23 @@ func (s *Server) OpenUploads(t testing.TB, bucket string) []string {
 		keys = append(keys, aws.ToString(u.Key))
 	}
 	return keys
+}
+
+// ClientKeys is an SDK client of the server with the given access key id and secret key (an
+// empty one is the test account's), to test refused credentials.
+func (s *Server) ClientKeys(access, secret string) *awss3.Client {
+	if access == "" {
+		access = AccessKey
+	}
+	if secret == "" {
+		secret = SecretKey
+	}
+	return awss3.New(awss3.Options{
+		BaseEndpoint:               aws.String(s.Endpoint),
+		Region:                     Region,
+		UsePathStyle:               true,
+		Credentials:                credentials.NewStaticCredentialsProvider(access, secret, ""),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	})
 }
