@@ -220,7 +220,20 @@ func parsePart(s string, parts int, getenv func(string) string) (index, count in
 			n = hi - lo + 1
 		}
 		// An array with a step (--array=0-30:10) or a list has COUNT tasks whose ids are not
-		// MIN..MIN+COUNT-1: refuse rather than build a wrong slice.
+		// MIN..MIN+COUNT-1: refuse rather than build a wrong slice, in every task (a task whose
+		// id happens to fall in MIN..MIN+COUNT-1 would build a part of the wrong index).
+		step, hasStep, err := num("SLURM_ARRAY_TASK_STEP")
+		if err != nil {
+			return 0, 0, err
+		}
+		if hasStep && step != 1 {
+			return 0, 0, fmt.Errorf("--part auto: the Slurm array has a step (SLURM_ARRAY_TASK_STEP=%d): give the array as a plain range (--array=0-%d)", step, n-1)
+		}
+		if hi, hasHi, err := num("SLURM_ARRAY_TASK_MAX"); err != nil {
+			return 0, 0, err
+		} else if hasHi && hi-lo+1 != n {
+			return 0, 0, fmt.Errorf("--part auto: the Slurm array's task ids are not a plain range: SLURM_ARRAY_TASK_MAX-MIN+1 = %d, SLURM_ARRAY_TASK_COUNT = %d (a step or a list of indices): give the array as a plain range (--array=0-%d)", hi-lo+1, n, n-1)
+		}
 		if id < lo || id-lo >= n {
 			return 0, 0, fmt.Errorf("--part auto: Slurm array task %d is not in %d..%d: give the array as a plain range (--array=0-%d)", id, lo, lo+n-1, n-1)
 		}
