@@ -299,10 +299,24 @@ func TestBuildRefusesNonEmptyOutput(t *testing.T) {
 	if _, err := build(t, &genSource{n: 3}, out, nil); !errors.Is(err, ErrOutputExists) {
 		t.Fatalf("err = %v, want ErrOutputExists", err)
 	}
-	if _, err := build(t, &genSource{n: 3}, out, func(o *Options) { o.Force = true }); err != nil {
+	// --force replaces a dataset (or an empty folder), never a folder of something else.
+	if _, err := build(t, &genSource{n: 3}, out, func(o *Options) { o.Force = true }); !errors.Is(err, ErrOutputNotDataset) {
+		t.Fatalf("--force over a folder holding no dataset: err = %v, want ErrOutputNotDataset", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "precious")); err != nil {
+		t.Fatalf("the refused --force build lost the folder's file: %v", err)
+	}
+	ds := filepath.Join(t.TempDir(), "ds")
+	if _, err := build(t, &genSource{n: 3}, ds, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(out, "precious")); !os.IsNotExist(err) {
+	if err := os.WriteFile(filepath.Join(ds, "old"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(t, &genSource{n: 3}, ds, func(o *Options) { o.Force = true }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ds, "old")); !os.IsNotExist(err) {
 		t.Fatal("--force kept the old contents")
 	}
 }
