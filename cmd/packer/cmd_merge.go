@@ -75,6 +75,11 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	// against its manifest as it reads it, so the bytes are checked end to end); an
 	// object-store OUT is merged locally and then published like a build.
 	dirs, out := slices.Clone(o.Parts), o.Out
+	for _, p := range dirs {
+		if s3Overlap(out, p) {
+			return usagef(fmt.Errorf("merge into %s: %w: it is the part %s, or lies in or around it", out, pipeline.ErrOutputOverlap, p))
+		}
+	}
 	var publish func(dir string) error
 	if slices.ContainsFunc(dirs, s3.IsURL) || s3.IsURL(out) {
 		tmp, terr := os.MkdirTemp("", "packer-s3-merge-*")
@@ -112,6 +117,11 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	parts, err := pipeline.ReadParts(dirs)
 	if err != nil {
 		return err
+	}
+	for k, m := range parts.Manifests {
+		if s3Overlap(o.Out, m.Part.Source) {
+			return usagef(fmt.Errorf("merge into %s: %w: it is %s, the source part %s was built from, or lies in or around it", o.Out, pipeline.ErrOutputOverlap, m.Part.Source, o.Parts[k]))
+		}
 	}
 	info := parts.Info()
 	entry, err := outputFor(info.Format)
@@ -259,4 +269,19 @@ func parsePart(s string, parts int, getenv func(string) string) (index, count in
 		return idx, n, nil
 	}
 	return 0, 0, errors.New("--part auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set; give --part I/N")
+}
+
+// s3Overlap reports whether a and b are object-store locations of one bucket of which one is
+// the other or lies below it.
+func s3Overlap(a, b string) bool {
+	if !s3.IsURL(a) || !s3.IsURL(b) {
+		return false
+	}
+	ua, err1 := s3.ParseURL(a)
+	ub, err2 := s3.ParseURL(b)
+	if err1 != nil || err2 != nil || ua.Bucket != ub.Bucket {
+		return false
+	}
+	pa, pb := ua.Prefix, ub.Prefix
+	return pa == pb || pa == "" || pb == "" || strings.HasPrefix(pa, pb+"/") || strings.HasPrefix(pb, pa+"/")
 }

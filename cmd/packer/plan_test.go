@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packer-dev/packer/shard"
 )
@@ -253,4 +254,42 @@ func TestPlanOutRefuses(t *testing.T) {
 		t.Errorf("plan over a plan without --force: exit %d, stderr %q", code, errs)
 	}
 	mustRun(t, "plan", src, "-o", plan, "--force")
+}
+
+// TestPlanPartInputChanged: a part built from a plan refuses to build when one of its own
+// inputs is there with another size or modification time than the plan recorded (here: other
+// bytes of the same size, a later modification time), naming the input and the plan; a part
+// whose inputs are unchanged still builds, and a file changed in another part's slice is that
+// part's to refuse.
+func TestPlanPartInputChanged(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	writePNGFolder(t, src, 3) // cat/000..002, dog/000..002: part 1/2 is dog/
+	plan := filepath.Join(root, "src.plan")
+	mustRun(t, "plan", src, "-o", plan)
+	p0 := filepath.Join(root, "p0")
+	mustRun(t, "build", plan, "-o", p0, "--part", "0/2")
+	changed := filepath.Join(src, "dog", "001.png")
+	data, err := os.ReadFile(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	if err := os.WriteFile(changed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(changed, later, later); err != nil {
+		t.Fatal(err)
+	}
+	// Part 0's inputs are unchanged: it builds again.
+	mustRun(t, "build", plan, "-o", p0, "--part", "0/2", "--force")
+	p1 := filepath.Join(root, "p1")
+	_, stderr, code := run(t, "build", plan, "-o", p1, "--part", "1/2")
+	if code == 0 || !strings.Contains(stderr, "dog/001.png") || !strings.Contains(stderr, plan) || !strings.Contains(stderr, "changed since the plan") {
+		t.Errorf("part of a plan one of whose inputs changed: exit %d, want a refusal naming the input and the plan:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(p1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused part wrote %s", p1)
+	}
 }

@@ -352,3 +352,48 @@ func TestS3ForceReplace(t *testing.T) {
 	}
 	mustRun(t, "verify", "s3://replace/ds")
 }
+
+// TestS3SourceParts: parts built from a bucket source (each from its own fresh copy) record the
+// same content digest (the copies carry the objects' times) and merge into the one-machine
+// build; an OUT that is the source or a part, or lies in or around one, is refused (exit 2)
+// and nothing is written there.
+func TestS3SourceParts(t *testing.T) {
+	srv := s3Setup(t, "raw")
+	srv.Bucket(t, "out")
+	imgs := filepath.Join(t.TempDir(), "imgs")
+	writePNGFolder(t, imgs, 3)
+	putTree(t, srv, "raw", "photos", imgs)
+	whole := filepath.Join(t.TempDir(), "whole")
+	mustRun(t, "build", "s3://raw/photos", "-o", whole)
+	p0 := "s3://out/p0"
+	mustRun(t, "build", "s3://raw/photos", "-o", p0, "--part", "0/2")
+	p1 := filepath.Join(t.TempDir(), "p1")
+	mustRun(t, "build", "s3://raw/photos", "-o", p1, "--part", "1/2")
+	merged := filepath.Join(t.TempDir(), "merged")
+	mustRun(t, "merge", "-o", merged, p0, p1)
+	sameTree(t, whole, merged)
+
+	for _, c := range []struct {
+		out  string
+		args []string
+	}{
+		{"s3://raw/photos/packed", []string{"merge", "-o", "s3://raw/photos/packed", "--force", p0, p1}},
+		{p0, []string{"merge", "-o", p0, "--force", p0, p1}},
+		{"s3://out", []string{"merge", "-o", "s3://out", "--force", p0, p1}},
+		{"s3://raw/photos/packed", []string{"build", "s3://raw/photos", "-o", "s3://raw/photos/packed", "--force"}},
+		{"s3://raw", []string{"build", "s3://raw/photos", "-o", "s3://raw", "--force"}},
+	} {
+		before := objects(t, srv, s3.URL{Bucket: "raw"})
+		beforeOut := objects(t, srv, s3.URL{Bucket: "out"})
+		_, errs, code := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.out) || !strings.Contains(errs, "overlaps") {
+			t.Errorf("%v: exit %d, want %d naming %s and the overlap:\n%s", c.args, code, exitUsage, c.out, errs)
+		}
+		if after := objects(t, srv, s3.URL{Bucket: "raw"}); !maps.EqualFunc(before, after, bytes.Equal) {
+			t.Errorf("%v changed the source bucket: %v", c.args, slices.Sorted(maps.Keys(after)))
+		}
+		if after := objects(t, srv, s3.URL{Bucket: "out"}); !maps.EqualFunc(beforeOut, after, bytes.Equal) {
+			t.Errorf("%v changed the parts' bucket: %v", c.args, slices.Sorted(maps.Keys(after)))
+		}
+	}
+}
