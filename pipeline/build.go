@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -323,7 +324,9 @@ func checkOut(out string, force bool) error {
 
 // notDataset says why the non-empty folder dir does not hold a packer dataset, or "" when it
 // does: its manifest.json is a regular file holding a JSON object with packer's own members (a
-// packer version, a known format, a list of files). The seal and the files are not checked: a
+// packer version, a known format, a list of files), and every other entry is a file the
+// manifest lists or one a build writes (a shard, an npy column, the HDF5 file): --force never
+// deletes what packer did not write. The seal and the files' contents are not checked: a
 // damaged dataset may be replaced.
 func notDataset(dir string) string {
 	p := filepath.Join(dir, shard.ManifestName)
@@ -343,15 +346,48 @@ func notDataset(dir string) string {
 		return err.Error()
 	}
 	var m struct {
-		Packer *string           `json:"packer"`
-		Format *string           `json:"format"`
-		Files  []json.RawMessage `json:"files"`
+		Packer *string `json:"packer"`
+		Format *string `json:"format"`
+		Files  []struct {
+			Path string `json:"path"`
+		} `json:"files"`
 	}
 	if json.Unmarshal(data, &m) != nil || m.Packer == nil || *m.Packer == "" || m.Files == nil || m.Format == nil ||
 		(*m.Format != shard.FormatShards && *m.Format != shard.FormatNPY && *m.Format != shard.FormatHDF5) {
 		return "its " + shard.ManifestName + " is not a packer manifest"
 	}
+	listed := map[string]bool{shard.ManifestName: true}
+	for _, f := range m.Files {
+		listed[f.Path] = true
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var foreign []string
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !listed[e.Name()] && !datasetFileName(e.Name()) {
+			foreign = append(foreign, e.Name())
+		}
+	}
+	switch {
+	case len(foreign) > 3:
+		return fmt.Sprintf("it holds %s and %d more entries packer did not write", strings.Join(foreign[:3], ", "), len(foreign)-3)
+	case len(foreign) > 0:
+		return fmt.Sprintf("it holds %s, which packer did not write", strings.Join(foreign, ", "))
+	}
 	return ""
+}
+
+// datasetFileName reports whether name is one an output format writes at the top of a dataset
+// folder (as s3.DatasetFileName, without the object-store generations).
+func datasetFileName(name string) bool {
+	switch name {
+	case "images.npy", "labels.npy", "meta.jsonl", "data.h5":
+		return true
+	}
+	return strings.HasPrefix(name, "shard-") && strings.HasSuffix(name, ".pks") ||
+		strings.HasPrefix(name, "aux_") && strings.HasSuffix(name, ".npy")
 }
 
 type builder struct {

@@ -87,11 +87,20 @@ func treeSum(t *testing.T, root string) string {
 	return b.String()
 }
 
-// fakeDataset writes a manifest.json into dir that makes it look like a packer dataset to
-// --force (which replaces only those).
+// fakeDataset writes a manifest.json listing the files in dir, which makes it look like a
+// packer dataset to --force (which replaces only those).
 func fakeDataset(t *testing.T, dir string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), []byte(`{"packer":"0.2.0","format":"shards","files":[]}`), 0o644); err != nil {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range ents {
+		files = append(files, fmt.Sprintf(`{"path":%q}`, e.Name()))
+	}
+	m := `{"packer":"0.2.0","format":"shards","files":[` + strings.Join(files, ",") + `]}`
+	if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), []byte(m), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -596,10 +605,15 @@ func TestForceReplacesOnlyDatasets(t *testing.T) {
 			os.WriteFile(filepath.Join(notOurs, "manifest.json"), []byte(`{"name":"my web app"}`), 0o644)
 			file := filepath.Join(dir, "file")
 			os.WriteFile(file, []byte("not a folder"), 0o644)
+			// A dataset folder into which the user put a file of their own.
+			mixed := filepath.Join(dir, "mixed")
+			mustRun(t, "build", src, "--from", "folder", "-o", mixed)
+			os.WriteFile(filepath.Join(mixed, "notes.txt"), []byte("mine"), 0o644)
 			for _, c := range []struct{ out, want string }{
 				{thesis, "not a packer dataset"},
 				{notOurs, "not a packer dataset"},
 				{file, "is a file"},
+				{mixed, "notes.txt, which packer did not write"},
 			} {
 				before := noLocks(treeSum(t, dir))
 				_, errs, code := run(t, cmd.args(c.out)...)
