@@ -368,7 +368,14 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		}
 		defer cleanup()
 		o.srcPath = p
-		defer func() { err = rename(err) }()
+		defer func() {
+			if errors.Is(err, pipeline.ErrOutputOverlap) {
+				// About OUT and the copy, both local: name the copy for what it is.
+				err = fmt.Errorf("%w (%s is the local copy of %s)", err, p, o.Source)
+			} else {
+				err = rename(err)
+			}
+		}()
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	}

@@ -167,10 +167,16 @@ func (o *buildOptions) usePlan(flags *pflag.FlagSet, src string) error {
 // inputs are the paths a build reads, which OUT must not overlap: SOURCE, and for a plan the
 // planned source too.
 func (o *buildOptions) inputs() []string {
+	in := []string{o.Source}
 	if o.plan != nil {
-		return []string{o.Source, o.plan.Source}
+		in = append(in, o.plan.Source)
 	}
-	return []string{o.Source}
+	if o.srcPath != "" {
+		// The local copy of an s3:// SRC (a --source-cache folder, or a temporary one) is
+		// what the build reads.
+		in = append(in, o.srcPath)
+	}
+	return in
 }
 
 // partSource is the source a part records (shard.PartInfo's source), for the merge's check

@@ -397,3 +397,27 @@ func TestS3SourceParts(t *testing.T) {
 		}
 	}
 }
+
+// TestS3SourceCacheOverlap: the local copy of an s3:// SRC is the source the build reads: an OUT
+// that is the --source-cache folder, or lies in or around it, is refused (exit 2) as an OUT over
+// a local source is, and nothing is written there.
+func TestS3SourceCacheOverlap(t *testing.T) {
+	srv := s3Setup(t, "raw")
+	imgs := filepath.Join(t.TempDir(), "imgs")
+	writePNGFolder(t, imgs, 2)
+	putTree(t, srv, "raw", "photos", imgs)
+	root := t.TempDir()
+	cache := filepath.Join(root, "cache")
+	mustRun(t, "build", "s3://raw/photos", "--source-cache", cache, "-o", filepath.Join(root, "first"))
+	for _, out := range []string{filepath.Join(cache, "packed"), cache, root} {
+		before := noLocks(treeSum(t, cache))
+		_, errs, code := run(t, "build", "s3://raw/photos", "--source-cache", cache, "-o", out, "--force")
+		t.Log(errs)
+		if code != exitUsage || !strings.Contains(errs, "source") || !strings.Contains(errs, out) {
+			t.Errorf("build -o %s with --source-cache %s: exit %d, want %d naming it and the source:\n%s", out, cache, code, exitUsage, errs)
+		}
+		if after := noLocks(treeSum(t, cache)); after != before {
+			t.Errorf("build -o %s changed the source cache:\nbefore:\n%s\nafter:\n%s", out, before, after)
+		}
+	}
+}
