@@ -517,3 +517,38 @@ func noLocks(sum string) string {
 	}
 	return strings.Join(kept, "")
 }
+
+// TestMergeRefusesChangedRecords: for a record-format source (CIFAR-10), whose listing reads
+// the records' bytes, parts built before and after one record's pixels changed (its label, size
+// and the file's name kept) are refused as of other contents.
+func TestMergeRefusesChangedRecords(t *testing.T) {
+	root := t.TempDir()
+	src, err := cifar.WriteTestDataset(root, cifar.Kind10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(name string, i int) string {
+		p := filepath.Join(root, name)
+		mustRun(t, "build", src, "--from", "cifar10", "-o", p, "--part", fmt.Sprintf("%d/2", i))
+		return p
+	}
+	p0 := part("p0", 0)
+	batch := filepath.Join(src, "data_batch_1.bin")
+	data, err := os.ReadFile(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[100] ^= 0xff // a pixel of the first record; its label is byte 0
+	if err := os.WriteFile(batch, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p1 := part("p1", 1)
+	out := filepath.Join(root, "merged")
+	_, stderr, code := run(t, "merge", "-o", out, p0, p1)
+	if code != 1 || !strings.Contains(stderr, "content_sha256") {
+		t.Errorf("merge of CIFAR parts built before and after a record changed: exit %d, want 1 naming content_sha256:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused merge wrote %s", out)
+	}
+}
