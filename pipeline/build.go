@@ -2,12 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +128,14 @@ var ErrTooManyErrors = errors.New("too many bad inputs")
 
 // ErrOutputExists is returned when OUT exists, is not empty and Force is not set.
 var ErrOutputExists = errors.New("output directory exists (use --force to replace it)")
+
+// ErrOutputNotDataset is returned when OUT is a folder that is not empty and holds no packer
+// dataset (nor part): --force replaces only those.
+var ErrOutputNotDataset = errors.New("it is not a packer dataset, and --force replaces only a packer dataset (or part) or an empty folder")
+
+// ErrOutputFile is returned when OUT is a file: a dataset is a folder, and no build replaces a
+// file, --force or not.
+var ErrOutputFile = errors.New("it is a file, not a folder (a dataset is written as a folder, and packer never replaces a file): give another -o")
 
 // Build runs a whole build: enumerate, decode and transform in parallel, write in source order,
 // then commit the output directory atomically with its manifest last.
@@ -288,7 +298,8 @@ func CheckTransform(t transforms.Spec) (transforms.Spec, error) {
 	return t, nil
 }
 
-// checkOut refuses to overwrite a non-empty output directory without force.
+// checkOut refuses to overwrite a non-empty output directory without force, and with force
+// one that holds no packer dataset; a file is refused either way.
 func checkOut(out string, force bool) error {
 	st, err := os.Stat(out)
 	if errors.Is(err, os.ErrNotExist) {
@@ -298,16 +309,90 @@ func checkOut(out string, force bool) error {
 		return err
 	}
 	if !st.IsDir() {
-		return fmt.Errorf("%s: %w (it is a file)", out, ErrOutputExists)
+		return fmt.Errorf("%s: %w", out, ErrOutputFile)
 	}
 	ents, err := os.ReadDir(out)
 	if err != nil {
 		return err
 	}
-	if len(ents) > 0 && !force {
+	if len(ents) == 0 {
+		return nil
+	}
+	if !force {
 		return fmt.Errorf("%s: %w", out, ErrOutputExists)
 	}
+	if why := notDataset(out); why != "" {
+		return fmt.Errorf("%s: %w (%s); move or remove it yourself if it is to go", out, ErrOutputNotDataset, why)
+	}
 	return nil
+}
+
+// notDataset says why the non-empty folder dir does not hold a packer dataset, or "" when it
+// does: its manifest.json is a regular file holding a JSON object with packer's own members (a
+// packer version, a known format, a list of files), and every other entry is a file the
+// manifest lists or one a build writes (a shard, an npy column, the HDF5 file): --force never
+// deletes what packer did not write. The seal and the files' contents are not checked: a
+// damaged dataset may be replaced.
+func notDataset(dir string) string {
+	p := filepath.Join(dir, shard.ManifestName)
+	st, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "it holds no " + shard.ManifestName
+	case err != nil:
+		return err.Error()
+	case !st.Mode().IsRegular():
+		return shard.ManifestName + " is not a regular file"
+	case st.Size() > shard.MaxManifestSize:
+		return shard.ManifestName + " is larger than any manifest packer writes"
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err.Error()
+	}
+	var m struct {
+		Packer *string `json:"packer"`
+		Format *string `json:"format"`
+		Files  []struct {
+			Path string `json:"path"`
+		} `json:"files"`
+	}
+	if json.Unmarshal(data, &m) != nil || m.Packer == nil || *m.Packer == "" || m.Files == nil || m.Format == nil ||
+		(*m.Format != shard.FormatShards && *m.Format != shard.FormatNPY && *m.Format != shard.FormatHDF5) {
+		return "its " + shard.ManifestName + " is not a packer manifest"
+	}
+	listed := map[string]bool{shard.ManifestName: true}
+	for _, f := range m.Files {
+		listed[f.Path] = true
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err.Error()
+	}
+	var foreign []string
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !listed[e.Name()] && !datasetFileName(e.Name()) {
+			foreign = append(foreign, e.Name())
+		}
+	}
+	switch {
+	case len(foreign) > 3:
+		return fmt.Sprintf("it holds %s and %d more entries packer did not write", strings.Join(foreign[:3], ", "), len(foreign)-3)
+	case len(foreign) > 0:
+		return fmt.Sprintf("it holds %s, which packer did not write", strings.Join(foreign, ", "))
+	}
+	return ""
+}
+
+// datasetFileName reports whether name is one an output format writes at the top of a dataset
+// folder (as s3.DatasetFileName, without the object-store generations).
+func datasetFileName(name string) bool {
+	switch name {
+	case "images.npy", "labels.npy", "meta.jsonl", "data.h5":
+		return true
+	}
+	return strings.HasPrefix(name, "shard-") && strings.HasSuffix(name, ".pks") ||
+		strings.HasPrefix(name, "aux_") && strings.HasSuffix(name, ".npy")
 }
 
 type builder struct {

@@ -299,11 +299,36 @@ func TestBuildRefusesNonEmptyOutput(t *testing.T) {
 	if _, err := build(t, &genSource{n: 3}, out, nil); !errors.Is(err, ErrOutputExists) {
 		t.Fatalf("err = %v, want ErrOutputExists", err)
 	}
-	if _, err := build(t, &genSource{n: 3}, out, func(o *Options) { o.Force = true }); err != nil {
+	// --force replaces a dataset (or an empty folder), never a folder of something else.
+	if _, err := build(t, &genSource{n: 3}, out, func(o *Options) { o.Force = true }); !errors.Is(err, ErrOutputNotDataset) {
+		t.Fatalf("--force over a folder holding no dataset: err = %v, want ErrOutputNotDataset", err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "precious")); err != nil {
+		t.Fatalf("the refused --force build lost the folder's file: %v", err)
+	}
+	ds := filepath.Join(t.TempDir(), "ds")
+	if _, err := build(t, &genSource{n: 3}, ds, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(out, "precious")); !os.IsNotExist(err) {
+	// A shard no manifest lists is packer's (an earlier build's) and goes; a file of the
+	// user's in a dataset folder is refused.
+	if err := os.WriteFile(filepath.Join(ds, "shard-00099.pks"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(t, &genSource{n: 3}, ds, func(o *Options) { o.Force = true }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(ds, "shard-00099.pks")); !os.IsNotExist(err) {
 		t.Fatal("--force kept the old contents")
+	}
+	if err := os.WriteFile(filepath.Join(ds, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := build(t, &genSource{n: 3}, ds, func(o *Options) { o.Force = true }); !errors.Is(err, ErrOutputNotDataset) || !strings.Contains(err.Error(), "notes.txt") {
+		t.Fatalf("--force over a dataset folder holding the user's file: err = %v, want ErrOutputNotDataset naming notes.txt", err)
+	}
+	if _, err := os.Stat(filepath.Join(ds, "notes.txt")); err != nil {
+		t.Fatalf("the refused --force build lost the user's file: %v", err)
 	}
 }
 

@@ -346,10 +346,9 @@ func emptyTrash(p outPaths) error {
 // new build (it was renamed into place, or holds the old OUT), so the caller must not remove
 // it as a failed build's leftover.
 func commitDir(p outPaths, force bool) (swapped bool, err error) {
-	if !force && exists(p.out) {
-		if ents, _ := os.ReadDir(p.out); len(ents) > 0 {
-			return false, fmt.Errorf("%s: %w", p.out, ErrOutputExists)
-		}
+	// Again, as the build may have taken long: OUT may have become something else.
+	if err := checkOut(p.out, force); err != nil {
+		return false, err
 	}
 	stage := &storage.LocalStage{Dir: p.staging, Out: p.out, Old: p.old}
 	// Not the build's context: a publish is not abandoned half-way (the local one cannot be).

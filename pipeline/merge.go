@@ -118,12 +118,26 @@ func ReadParts(dirs []string) (*Parts, error) {
 func sameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error {
 	pa, pb := *a.Part, *b.Part
 	pa.Index, pb.Index, pa.FirstInput, pb.FirstInput = 0, 0, 0, 0
+	// The source's path is not compared (a source may be mounted at other paths on other
+	// machines): the content digest tells its inputs apart.
+	pa.Source, pb.Source = "", ""
 	diff := func(what string) error {
 		return fmt.Errorf("%w: %s and %s differ in %s", ErrParts, da, db, what)
 	}
 	switch {
 	case pa.Listing != pb.Listing || pa.TotalInputs != pb.TotalInputs:
 		return diff("their source listing (another source, or the source changed between parts)")
+	case pa.Content == "" || pb.Content == "":
+		d := da
+		if pb.Content == "" {
+			d = db
+		}
+		return fmt.Errorf("%w: %s records no content_sha256 (built by an earlier packer): rebuild it", ErrParts, d)
+	case pa.Content != pb.Content:
+		return fmt.Errorf("%w: %s (content_sha256 %s, source %s) and %s (content_sha256 %s, source %s) list the same names and labels, "+
+			"but inputs of other sizes or modification times: another copy of the source, or files that changed between the parts; "+
+			"rebuild the parts from one unchanged source (or from one plan)",
+			ErrParts, da, pa.Content, sourceOrNone(a.Part.Source), db, pb.Content, sourceOrNone(b.Part.Source))
 	case pa.Count != pb.Count:
 		return diff("their part count")
 	case pa != pb:
@@ -140,6 +154,13 @@ func sameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error
 		return diff("format (a part is written as shards)")
 	}
 	return nil
+}
+
+func sourceOrNone(s string) string {
+	if s == "" {
+		return "not recorded"
+	}
+	return s
 }
 
 // LockParts takes the lock of every part directory (the one a build of that part takes), so
@@ -192,6 +213,21 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 	}
 	if info.MaxErrors > 0 && skipped > info.MaxErrors {
 		return nil, fmt.Errorf("%w: %d inputs skipped over all parts, more than --max-errors %d", ErrTooManyErrors, skipped, info.MaxErrors)
+	}
+	// OUT may be none of the parts, nor the source they were built from, nor lie in or
+	// around one: --force would replace it.
+	if paths, err := newOutPaths(opts.Out); err == nil {
+		g := newGuard(paths)
+		for k, d := range parts.Dirs {
+			if err := g.checkInput(d); err != nil {
+				return nil, fmt.Errorf("part %s: %w", d, err)
+			}
+			if s := parts.Manifests[k].Part.Source; filepath.IsAbs(s) {
+				if err := g.checkInput(s); err != nil {
+					return nil, fmt.Errorf("%s, the source part %s was built from: %w", s, d, err)
+				}
+			}
+		}
 	}
 	sum, err := intoOut(opts.Out, opts.Force, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
 		return mergeInto(ctx, parts, paths.staging, opts)

@@ -11,7 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
+	"os"
 	"strconv"
+	"time"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -24,33 +27,133 @@ type Part struct {
 	// shard byte budget (0: the format's default); the part itself is written as shards.
 	Final          output.Entry
 	FinalShardSize int64
+	// Source is where the part's inputs come from, as the part records it (shard.PartInfo's
+	// source): an absolute path, or a URL. The merge refuses an OUT over it.
+	Source string
 }
 
 // ErrPartListing is returned when the source enumerated another number of inputs than it said
 // it holds, or than the count of a first pass: the listing changed while the part was built.
 var ErrPartListing = errors.New("the source listing changed while the part was built")
 
-// partRange is the part's slice [lo, hi) of the source's inputs, and the digest of the whole
+// ErrPartInput is returned when an input of a part built from a plan is not, by its size and
+// modification time, the file the plan listed.
+var ErrPartInput = errors.New("an input changed since the plan was made")
+
+// partRange is the part's slice [lo, hi) of the source's inputs, and the digests of the whole
 // listing as this part saw it.
 type partRange struct {
-	p      Part
-	total  int64
-	lo, hi int64
-	list   listingHash
+	p       Part
+	total   int64
+	lo, hi  int64
+	list    listingHash
+	content contentHash
+	changed error // the first of the part's inputs not as its plan recorded it (done reports it)
 }
 
 func newPartRange(p Part, total int64) *partRange {
 	lo := int64(p.Index) * total / int64(p.Count)
 	hi := int64(p.Index+1) * total / int64(p.Count)
-	return &partRange{p: p, total: total, lo: lo, hi: hi, list: newListingHash()}
+	return &partRange{p: p, total: total, lo: lo, hi: hi, list: newListingHash(), content: newContentHash()}
 }
 
-// see adds an enumerated item to the listing digest and reports whether it is the part's.
+// see adds an enumerated item to the listing and content digests and reports whether it is the
+// part's. An item of a plan (Item.Stamp set) adds the stamp the plan recorded; when it is the
+// part's, its file must still have that size and modification time, else done fails
+// (ErrPartInput): after the whole plan was read, so that a damaged plan is reported as one.
 func (r *partRange) see(it Item) bool {
 	n := r.list.n
+	mine := n >= r.lo && n < r.hi
 	r.list.add(it.Name, it.Label, it.Aux)
-	return n >= r.lo && n < r.hi
+	st := it.Stamp
+	if it.Path != "" && (st == nil || mine) {
+		now := StatStamp(it.Path)
+		// A file gone since the plan is a skipped input, as in any build from a plan; one
+		// that is there must be the file planned.
+		if st != nil && *st != now && now.Size >= 0 && r.changed == nil {
+			r.changed = fmt.Errorf("part %d/%d: %w: %s (%s) is %s now; the plan recorded %s (make a new plan, and build every part from it)",
+				r.p.Index, r.p.Count, ErrPartInput, it.Name, it.Path, now, *st)
+		}
+		if st == nil {
+			st = &now
+		}
+	}
+	r.content.add(it, st)
+	return mine
 }
+
+// Stamp identifies a file's content cheaply: its size and modification time. A folder (a
+// frames source's video) has Size 0; a file that cannot be read has Size -1.
+type Stamp struct {
+	Size    int64 `json:"size"`
+	ModTime int64 `json:"mtime_ns"` // nanoseconds since 1970 UTC
+}
+
+func (s Stamp) String() string {
+	if s.Size < 0 {
+		return "missing"
+	}
+	return fmt.Sprintf("%d bytes, modified %s", s.Size, time.Unix(0, s.ModTime).UTC().Format(time.RFC3339Nano))
+}
+
+// itemStamp is the stamp of the file an item is read from, or nil for an item with no file.
+func itemStamp(it Item) *Stamp {
+	if it.Path == "" {
+		return nil
+	}
+	s := StatStamp(it.Path)
+	return &s
+}
+
+// StatStamp is the stamp of the file at path, following links.
+func StatStamp(path string) Stamp {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Stamp{Size: -1}
+	}
+	s := Stamp{Size: st.Size(), ModTime: st.ModTime().UnixNano()}
+	if st.IsDir() {
+		s.Size = 0 // a folder's size is the file system's, not its content's
+	}
+	return s
+}
+
+// contentHash is the digest of what identifies the content of a listing's inputs without
+// reading them (content_sha256): for each input, in order, its position and either its file's
+// stamp (Item.Path: size and modification time), or, for an input whose bytes the enumerator
+// read (Item.Raw), their length and CRC-32C, or nothing (an input the enumerator found
+// faulty, which the listing names). It stays out of every dataset's files and manifest: it
+// changes when a source is copied without its times, which changes no record.
+type contentHash struct {
+	h   hash.Hash
+	n   int64
+	buf []byte
+}
+
+func newContentHash() contentHash { return contentHash{h: sha256.New()} }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (c *contentHash) add(it Item, st *Stamp) {
+	b := binary.LittleEndian.AppendUint64(c.buf[:0], uint64(c.n))
+	c.n++
+	switch {
+	case st != nil:
+		b = append(b, 'f')
+		b = binary.LittleEndian.AppendUint64(b, uint64(st.Size))
+		b = binary.LittleEndian.AppendUint64(b, uint64(st.ModTime))
+	case it.Raw != nil:
+		b = append(b, 'r')
+		b = binary.LittleEndian.AppendUint64(b, uint64(len(it.Raw)))
+		b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(it.Raw, castagnoli))
+	default:
+		b = append(b, '-')
+	}
+	c.buf = b
+	c.h.Write(b)
+}
+
+func (c *contentHash) sum() string { return hex.EncodeToString(c.h.Sum(nil)) }
 
 // listingHash is the digest of a listing (listing_sha256): each input's position, name, label
 // and auxiliary labels, what decides the records and their order. Parts record it over the
@@ -84,6 +187,9 @@ func (l *listingHash) sum() string { return hex.EncodeToString(l.h.Sum(nil)) }
 
 // done checks that the whole listing was seen, as many inputs as expected.
 func (r *partRange) done() error {
+	if r.changed != nil {
+		return r.changed
+	}
 	if r.list.n != r.total {
 		return fmt.Errorf("part %d/%d: %w: %d inputs enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, r.list.n, r.total)
 	}
@@ -96,6 +202,8 @@ func (r *partRange) info(maxErrors int) *shard.PartInfo {
 		Index: r.p.Index, Count: r.p.Count,
 		FirstInput: r.lo, TotalInputs: r.total,
 		Listing:   r.list.sum(),
+		Content:   r.content.sum(),
+		Source:    r.p.Source,
 		Format:    r.p.Final.Name,
 		ShardSize: r.p.FinalShardSize,
 		MaxErrors: maxErrors,

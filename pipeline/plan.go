@@ -21,8 +21,9 @@ import (
 	"github.com/packer-dev/packer/shard"
 )
 
-// PlanFormat is the version of the plan file format, the header's packer_plan.
-const PlanFormat = 1
+// PlanFormat is the version of the plan file format, the header's packer_plan. Format 2 added
+// the content digest (content_sha256) and each item's size and mtime_ns.
+const PlanFormat = 2
 
 // planMagic starts every plan file: the header's first key.
 const planMagic = `{"packer_plan":`
@@ -57,6 +58,10 @@ type PlanHeader struct {
 	Items bool `json:"items"`
 	// Listing is the listing digest a part records (shard.PartInfo.Listing).
 	Listing string `json:"listing_sha256"`
+	// Content is the content digest a part records (shard.PartInfo.Content): each input's
+	// file size and modification time when planned (the item lines carry them), or the CRC of
+	// the bytes a record source's listing reads.
+	Content string `json:"content_sha256"`
 	// ItemsDigest is the SHA-256 of the item lines as written (every byte after the header's
 	// line), so that a damaged plan is refused; empty without item lines.
 	ItemsDigest string `json:"items_sha256,omitempty"`
@@ -69,6 +74,7 @@ type planItem struct {
 	Path  string  `json:"path"`
 	Label int64   `json:"label"`
 	Aux   []int64 `json:"aux,omitempty"`
+	Stamp         // size and mtime_ns of Path when planned (size -1: it was missing)
 }
 
 // WritePlan enumerates src once and writes its plan to path, atomically (a reader sees the old
@@ -97,18 +103,20 @@ func WritePlan(ctx context.Context, path string, src Source, h PlanHeader) (*Pla
 		}()
 		bw = bufio.NewWriterSize(io.MultiWriter(tmp, ih), 1<<20)
 	}
-	lh := newListingHash()
+	lh, ch := newListingHash(), newContentHash()
 	var n int64
 	err = src.Enumerate(ctx, func(it Item) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		lh.add(it.Name, it.Label, it.Aux)
+		st := itemStamp(it)
+		ch.add(it, st)
 		if h.Items {
-			if it.Raw != nil || it.Note != nil {
+			if it.Raw != nil || it.Note != nil || st == nil {
 				return fmt.Errorf("plan: %s: the %s source reads its inputs' bytes as it lists them: it cannot be replayed from a list", it.Name, info.Kind)
 			}
-			line, err := json.Marshal(planItem{Seq: n, Name: it.Name, Path: it.Path, Label: it.Label, Aux: it.Aux})
+			line, err := json.Marshal(planItem{Seq: n, Name: it.Name, Path: it.Path, Label: it.Label, Aux: it.Aux, Stamp: *st})
 			if err != nil {
 				return err
 			}
@@ -121,7 +129,7 @@ func WritePlan(ctx context.Context, path string, src Source, h PlanHeader) (*Pla
 	if err != nil {
 		return nil, err
 	}
-	h.Count, h.Listing = n, lh.sum()
+	h.Count, h.Listing, h.Content = n, lh.sum(), ch.sum()
 	if h.Items {
 		if err := bw.Flush(); err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
@@ -244,6 +252,8 @@ func readPlanHeader(sc *bufio.Scanner, name string) (*PlanHeader, error) {
 		return nil, bad("negative count %d", h.Count)
 	case !isHexDigest(h.Listing):
 		return nil, bad("listing_sha256 %q is not a SHA-256 in hex", h.Listing)
+	case !isHexDigest(h.Content):
+		return nil, bad("content_sha256 %q is not a SHA-256 in hex", h.Content)
 	case h.Items && !isHexDigest(h.ItemsDigest):
 		return nil, bad("items_sha256 %q is not a SHA-256 in hex", h.ItemsDigest)
 	case !h.Items && h.ItemsDigest != "":
@@ -356,7 +366,7 @@ func (p *planSource) Enumerate(ctx context.Context, emit func(Item) error) error
 	if err != nil {
 		return err
 	}
-	if h.Listing != p.h.Listing || h.ItemsDigest != p.h.ItemsDigest || h.Count != p.h.Count {
+	if h.Listing != p.h.Listing || h.Content != p.h.Content || h.ItemsDigest != p.h.ItemsDigest || h.Count != p.h.Count {
 		return fmt.Errorf("%w: %s changed while it was read (another plan written over it)", ErrPlan, p.path)
 	}
 	return replayPlan(ctx, sc, p.path, h, emit)
@@ -364,7 +374,7 @@ func (p *planSource) Enumerate(ctx context.Context, emit func(Item) error) error
 
 // replayPlan emits the item lines that follow the header h in sc, checking them against it.
 func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHeader, emit func(Item) error) error {
-	lh, ih := newListingHash(), sha256.New()
+	lh, ch, ih := newListingHash(), newContentHash(), sha256.New()
 	var n int64
 	for sc.Scan() {
 		if err := ctx.Err(); err != nil {
@@ -384,8 +394,13 @@ func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHead
 		if pi.Seq != n || pi.Name == "" || pi.Path == "" {
 			return fmt.Errorf("%w: %s:%d: want input %d with a name and a path, got seq %d, name %q, path %q", ErrPlan, name, lineNo, n, pi.Seq, pi.Name, pi.Path)
 		}
-		it := Item{Seq: n, Name: pi.Name, Path: pi.Path, Label: pi.Label, Aux: pi.Aux}
+		if pi.Size < -1 {
+			return fmt.Errorf("%w: %s:%d: size %d", ErrPlan, name, lineNo, pi.Size)
+		}
+		st := pi.Stamp
+		it := Item{Seq: n, Name: pi.Name, Path: pi.Path, Label: pi.Label, Aux: pi.Aux, Stamp: &st}
 		lh.add(it.Name, it.Label, it.Aux)
+		ch.add(it, &st)
 		n++
 		if err := emit(it); err != nil {
 			return err
@@ -401,13 +416,15 @@ func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHead
 		return fmt.Errorf("%w: %s: the item lines do not match the header's items_sha256 (a damaged or edited plan)", ErrPlan, name)
 	case lh.sum() != h.Listing:
 		return fmt.Errorf("%w: %s: the item lines do not match the header's listing_sha256 (a damaged or edited plan)", ErrPlan, name)
+	case ch.sum() != h.Content:
+		return fmt.Errorf("%w: %s: the item lines do not match the header's content_sha256 (a damaged or edited plan)", ErrPlan, name)
 	}
 	return nil
 }
 
 // enumerateChecked lists the source itself and fails when its listing is not the plan's.
 func (p *planSource) enumerateChecked(ctx context.Context, emit func(Item) error) error {
-	lh := newListingHash()
+	lh, ch := newListingHash(), newContentHash()
 	var n int64
 	changed := func(what string) error {
 		return fmt.Errorf("%w: the %s source %s no longer lists what the plan %s recorded: %s (the source changed since the plan was made; make a new plan)",
@@ -418,6 +435,7 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(Item) error
 			return changed(fmt.Sprintf("more than %d inputs", p.h.Count))
 		}
 		lh.add(it.Name, it.Label, it.Aux)
+		ch.add(it, itemStamp(it))
 		n++
 		return emit(it)
 	})
@@ -429,6 +447,9 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(Item) error
 	}
 	if got := lh.sum(); got != p.h.Listing {
 		return changed(fmt.Sprintf("listing_sha256 %s, the plan %s", got, p.h.Listing))
+	}
+	if got := ch.sum(); got != p.h.Content {
+		return changed(fmt.Sprintf("the same names and labels, but content_sha256 %s, the plan %s (an input's bytes, size or modification time changed)", got, p.h.Content))
 	}
 	return nil
 }

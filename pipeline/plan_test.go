@@ -50,8 +50,8 @@ func TestPlanRoundTrip(t *testing.T) {
 	pr := newPartRange(Part{Index: 0, Count: 1}, 7)
 	var want []Item
 	src.Enumerate(context.Background(), func(it Item) error { pr.see(it); want = append(want, it); return nil })
-	if h.Listing != pr.list.sum() || h.Count != 7 {
-		t.Fatalf("plan header: count %d, listing %s; want 7, %s", h.Count, h.Listing, pr.list.sum())
+	if h.Listing != pr.list.sum() || h.Content != pr.content.sum() || h.Count != 7 {
+		t.Fatalf("plan header: count %d, listing %s, content %s; want 7, %s, %s", h.Count, h.Listing, h.Content, pr.list.sum(), pr.content.sum())
 	}
 	rh, err := ReadPlanHeader(path)
 	if err != nil {
@@ -65,11 +65,23 @@ func TestPlanRoundTrip(t *testing.T) {
 		t.Errorf("Info().Count %d, want 7", ps.Info().Count)
 	}
 	var got []Item
-	if err := ps.Enumerate(context.Background(), func(it Item) error { got = append(got, it); return nil }); err != nil {
+	pr = newPartRange(Part{Index: 0, Count: 1}, 7)
+	if err := ps.Enumerate(context.Background(), func(it Item) error {
+		if it.Stamp == nil || it.Stamp.Size != -1 { // the listSource's paths do not exist
+			t.Errorf("%s: replayed stamp %v, want the planned one (missing)", it.Name, it.Stamp)
+		}
+		pr.see(it)
+		it.Stamp = nil
+		got = append(got, it)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("replayed %v, want %v", got, want)
+	}
+	if pr.content.sum() != h.Content {
+		t.Errorf("a part of the replayed plan records content %s, want the plan's %s", pr.content.sum(), h.Content)
 	}
 	if _, err := FromPlan(path, rh, &listSource{kind: "list"}); !errors.Is(err, ErrPlanSource) {
 		t.Errorf("FromPlan of another kind: %v, want ErrPlanSource", err)

@@ -17,6 +17,9 @@ type Item struct {
 	// Note is what the enumerator hands its own Decode about this item (a fault it found, the
 	// record's provenance); the pipeline only carries it.
 	Note any
+	// Stamp is Path's size and modification time as a plan recorded them (FromPlan), or nil:
+	// a part built from a plan records the plan's, and checks its own inputs' against them.
+	Stamp *Stamp
 }
 
 // Clip is what a Source decodes from an Item: one record's worth of frames (one frame for an

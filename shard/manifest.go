@@ -62,9 +62,15 @@ type PartInfo struct {
 	FirstInput  int64  `json:"first_input"`    // position of the part's first input in the source order
 	TotalInputs int64  `json:"total_inputs"`   // inputs of the whole source
 	Listing     string `json:"listing_sha256"` // digest of the whole enumeration (positions, names, labels)
-	Format      string `json:"format"`         // output format of the merged dataset
-	ShardSize   int64  `json:"shard_size"`     // shard byte budget of the merged dataset; 0: the default
-	MaxErrors   int    `json:"max_errors"`     // --max-errors, checked over all parts by the merge; 0: none
+	// Content is the digest of what identifies every input's content without reading it
+	// (sizes and modification times of the input files, a CRC of the bytes a record source's
+	// listing read); Source is the source the part was built from (an absolute path or a
+	// URL). Both are the part's own: a merged dataset's manifest has neither.
+	Content   string `json:"content_sha256,omitempty"`
+	Source    string `json:"source,omitempty"`
+	Format    string `json:"format"`     // output format of the merged dataset
+	ShardSize int64  `json:"shard_size"` // shard byte budget of the merged dataset; 0: the default
+	MaxErrors int    `json:"max_errors"` // --max-errors, checked over all parts by the merge; 0: none
 }
 
 // FileEntry is one data file of a dataset.

@@ -358,6 +358,9 @@ func parseFloats(s string) ([]float64, error) {
 func parseBytes(s string) (int64, error) { return progress.ParseSize(s, 1) }
 
 func runBuild(ctx context.Context, o *buildOptions) (err error) {
+	if s3Overlap(o.Out, o.Source) {
+		return usagef(fmt.Errorf("build %s: %w: %s is the source, or lies in or around it", o.Source, pipeline.ErrOutputOverlap, o.Out))
+	}
 	if s3.IsURL(o.Source) {
 		p, rename, cleanup, merr := mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
 		if merr != nil {
@@ -365,7 +368,14 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		}
 		defer cleanup()
 		o.srcPath = p
-		defer func() { err = rename(err) }()
+		defer func() {
+			if errors.Is(err, pipeline.ErrOutputOverlap) {
+				// About OUT and the copy, both local: name the copy for what it is.
+				err = fmt.Errorf("%w (%s is the local copy of %s)", err, p, o.Source)
+			} else {
+				err = rename(err)
+			}
+		}()
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	}
@@ -396,6 +406,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	outEntry, what := o.output, o.Format
 	if o.part != nil {
 		o.part.FinalShardSize = o.shardSize
+		o.part.Source = o.partSource()
 		if outEntry, err = outputFor(shard.FormatShards); err != nil {
 			return err
 		}

@@ -74,6 +74,11 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	// against its manifest as it reads it, so the bytes are checked end to end); an
 	// object-store OUT is merged locally and then published like a build.
 	dirs, out := slices.Clone(o.Parts), o.Out
+	for _, p := range dirs {
+		if s3Overlap(out, p) {
+			return usagef(fmt.Errorf("merge into %s: %w: it is the part %s, or lies in or around it", out, pipeline.ErrOutputOverlap, p))
+		}
+	}
 	var publish func(dir string) error
 	if slices.ContainsFunc(dirs, s3.IsURL) || s3.IsURL(out) {
 		mstage, terr := newStaging("packer-s3-merge-*", o.IO.Err)
@@ -112,6 +117,11 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	parts, err := pipeline.ReadParts(dirs)
 	if err != nil {
 		return err
+	}
+	for k, m := range parts.Manifests {
+		if s3Overlap(o.Out, m.Part.Source) {
+			return usagef(fmt.Errorf("merge into %s: %w: it is %s, the source part %s was built from, or lies in or around it", o.Out, pipeline.ErrOutputOverlap, m.Part.Source, o.Parts[k]))
+		}
 	}
 	info := parts.Info()
 	entry, err := outputFor(info.Format)
@@ -220,7 +230,20 @@ func parsePart(s string, parts int, getenv func(string) string) (index, count in
 			n = hi - lo + 1
 		}
 		// An array with a step (--array=0-30:10) or a list has COUNT tasks whose ids are not
-		// MIN..MIN+COUNT-1: refuse rather than build a wrong slice.
+		// MIN..MIN+COUNT-1: refuse rather than build a wrong slice, in every task (a task whose
+		// id happens to fall in MIN..MIN+COUNT-1 would build a part of the wrong index).
+		step, hasStep, err := num("SLURM_ARRAY_TASK_STEP")
+		if err != nil {
+			return 0, 0, err
+		}
+		if hasStep && step != 1 {
+			return 0, 0, fmt.Errorf("--part auto: the Slurm array has a step (SLURM_ARRAY_TASK_STEP=%d): give the array as a plain range (--array=0-%d)", step, n-1)
+		}
+		if hi, hasHi, err := num("SLURM_ARRAY_TASK_MAX"); err != nil {
+			return 0, 0, err
+		} else if hasHi && hi-lo+1 != n {
+			return 0, 0, fmt.Errorf("--part auto: the Slurm array's task ids are not a plain range: SLURM_ARRAY_TASK_MAX-MIN+1 = %d, SLURM_ARRAY_TASK_COUNT = %d (a step or a list of indices): give the array as a plain range (--array=0-%d)", hi-lo+1, n, n-1)
+		}
 		if id < lo || id-lo >= n {
 			return 0, 0, fmt.Errorf("--part auto: Slurm array task %d is not in %d..%d: give the array as a plain range (--array=0-%d)", id, lo, lo+n-1, n-1)
 		}
@@ -246,4 +269,19 @@ func parsePart(s string, parts int, getenv func(string) string) (index, count in
 		return idx, n, nil
 	}
 	return 0, 0, errors.New("--part auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set; give --part I/N")
+}
+
+// s3Overlap reports whether a and b are object-store locations of one bucket of which one is
+// the other or lies below it.
+func s3Overlap(a, b string) bool {
+	if !s3.IsURL(a) || !s3.IsURL(b) {
+		return false
+	}
+	ua, err1 := s3.ParseURL(a)
+	ub, err2 := s3.ParseURL(b)
+	if err1 != nil || err2 != nil || ua.Bucket != ub.Bucket {
+		return false
+	}
+	pa, pb := ua.Prefix, ub.Prefix
+	return pa == pb || pa == "" || pb == "" || strings.HasPrefix(pa, pb+"/") || strings.HasPrefix(pb, pa+"/")
 }

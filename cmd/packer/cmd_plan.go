@@ -35,16 +35,18 @@ for the parts of a build in parts to read instead of each listing the source:
   packer merge -o OUT PART...
 
 PLAN is JSON Lines: a header (the packer version, source kind and path, the source options,
-class names, the input count and the listing digest a part records), then one line per input
-in source order (name, path, labels). A part built from PLAN reopens the source recorded in
+class names, the input count and the listing and content digests a part records), then one
+line per input in source order (name, path, labels, the file's size and modification time). A
+part built from PLAN reopens the source recorded in
 it, with its options (source flags given to build must agree with the plan), and records what
 a part built from SOURCE records, so the merge is byte-identical to one build of SOURCE.
 
 A folder, list, frames or video source is not listed again: a part builds the planned inputs
-even when files were added or removed since. CIFAR, IDX, WebDataset, TFRecord and Parquet
+even when files were added or removed since (a removed one is a skipped input), and refuses to
+build when one of its own inputs is there with another size or modification time. CIFAR, IDX, WebDataset, TFRecord and Parquet
 sources read their inputs' bytes while listing them: their plan holds only the count and the
-listing digest, and each part lists the source and is refused when the listing differs from
-the plan's. See docs/cluster.md.
+listing and content digests, and each part lists the source and is refused when its listing
+or content digest differs from the plan's. See docs/cluster.md.
 ` + exitStatusHelp,
 		Example: `  packer plan ~/imagenet/train -o train.plan
   packer build train.plan -o parts/p3 --part 3/8 --resize 256 --crop 224`,
@@ -109,7 +111,7 @@ func runPlan(ctx context.Context, o *buildOptions) error {
 	if !h.Items {
 		what = "count and listing digest only: each part lists the source and checks it"
 	}
-	fmt.Fprintf(o.IO.Out, "planned %d inputs of %s (%s) into %s [%s]\nlisting_sha256 %s\n", h.Count, abs, kind, o.Out, what, h.Listing)
+	fmt.Fprintf(o.IO.Out, "planned %d inputs of %s (%s) into %s [%s]\nlisting_sha256 %s\ncontent_sha256 %s\n", h.Count, abs, kind, o.Out, what, h.Listing, h.Content)
 	return nil
 }
 
@@ -165,10 +167,31 @@ func (o *buildOptions) usePlan(flags *pflag.FlagSet, src string) error {
 // inputs are the paths a build reads, which OUT must not overlap: SOURCE, and for a plan the
 // planned source too.
 func (o *buildOptions) inputs() []string {
+	in := []string{o.Source}
 	if o.plan != nil {
-		return []string{o.Source, o.plan.Source}
+		in = append(in, o.plan.Source)
 	}
-	return []string{o.Source}
+	if o.srcPath != "" {
+		// The local copy of an s3:// SRC (a --source-cache folder, or a temporary one) is
+		// what the build reads.
+		in = append(in, o.srcPath)
+	}
+	return in
+}
+
+// partSource is the source a part records (shard.PartInfo's source), for the merge's check
+// that OUT is not it: the source a plan records, an object-store URL, or SRC's absolute path.
+func (o *buildOptions) partSource() string {
+	switch {
+	case o.plan != nil:
+		return o.plan.Source
+	case s3.IsURL(o.Source):
+		return o.Source
+	}
+	if abs, err := filepath.Abs(o.Source); err == nil {
+		return abs
+	}
+	return o.Source
 }
 
 // checkPlanOut refuses to write a plan over an existing file (a plan only with --force, never

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/idx"
@@ -372,6 +373,13 @@ func TestParsePart(t *testing.T) {
 		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "8"), 2, 8, ""},
 		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "20", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_COUNT", "3"), 0, 0, "plain range"},
 		{"auto", 5, env("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_COUNT", "4"), 0, 0, "--parts says 5"},
+		// A stepped array (--array=0-6:2: tasks 0, 2, 4, 6) or a list (--array=0,2,4,6): every
+		// task is refused, not only those whose id falls past MIN+COUNT-1.
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "6", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_STEP", "2"), 0, 0, "SLURM_ARRAY_TASK_STEP=2"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "0", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "6", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_STEP", "2"), 0, 0, "plain range"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "6", "SLURM_ARRAY_TASK_COUNT", "4"), 0, 0, "MAX-MIN+1 = 7"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "5", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_STEP", "1"), 2, 4, ""},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "5", "SLURM_ARRAY_TASK_STEP", "x"), 0, 0, "not a number"},
 		{"auto", 4, env("JOB_COMPLETION_INDEX", "3"), 3, 4, ""},
 		{"auto", 0, env("JOB_COMPLETION_INDEX", "1", "PACKER_PARTS", "2"), 1, 2, ""},
 		{"auto", 0, env("JOB_COMPLETION_INDEX", "1"), 0, 0, "--parts N or PACKER_PARTS"},
@@ -382,5 +390,165 @@ func TestParsePart(t *testing.T) {
 		if c.err == "" && (err != nil || i != c.i || n != c.n) || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("parsePart(%q, %d) = %d, %d, %v; want %d, %d, %q", c.part, c.parts, i, n, err, c.i, c.n, c.err)
 		}
+	}
+}
+
+// TestMergeRefusesForeignContent: parts whose listings agree (positions, names, labels) but
+// whose inputs are other files are refused, naming both parts and both content digests: a part
+// built from a copy of the source in another folder (same names and labels, other
+// modification times), and parts built before and after one file's bytes changed with its size
+// kept (its modification time moved). Parts of one unchanged source still merge.
+func TestMergeRefusesForeignContent(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	writePNGFolder(t, src, 3)
+	part := func(name, source string, i int) string {
+		p := filepath.Join(root, name)
+		mustRun(t, "build", source, "--from", "folder", "-o", p, "--part", fmt.Sprintf("%d/3", i))
+		return p
+	}
+	p0, p1, p2 := part("p0", src, 0), part("p1", src, 1), part("p2", src, 2)
+	mustRun(t, "merge", "-o", filepath.Join(root, "ok"), p0, p1, p2)
+
+	// Another folder with the same names and labels: a copy whose files are an hour older.
+	other := filepath.Join(root, "other")
+	if err := os.CopyFS(other, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	filepath.WalkDir(other, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			err = os.Chtimes(p, old, old)
+		}
+		return err
+	})
+	foreign := part("foreign", other, 2)
+
+	// The source changes between parts: one file of part 0's slice gets other bytes of the
+	// same size and a later modification time.
+	var first string
+	filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && first == "" {
+			first = p
+		}
+		return err
+	})
+	data, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	if err := os.WriteFile(first, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(first, later, later); err != nil {
+		t.Fatal(err)
+	}
+	after := part("after", src, 1)
+
+	for k, c := range []struct {
+		parts []string
+		odd   string
+	}{
+		{[]string{p0, p1, foreign}, foreign},
+		{[]string{p0, after, p2}, after},
+	} {
+		out := filepath.Join(root, fmt.Sprint("merged", k))
+		_, stderr, code := run(t, append([]string{"merge", "-o", out}, c.parts...)...)
+		t.Log(stderr)
+		if code != 1 || !strings.Contains(stderr, "content_sha256") || !strings.Contains(stderr, c.odd) {
+			t.Errorf("merge %v: exit %d, want 1 naming %s and content_sha256:\n%s", c.parts, code, c.odd, stderr)
+		}
+		if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("merge %v wrote %s", c.parts, out)
+		}
+	}
+}
+
+// TestMergeRefusesOutOverInputs: merge never writes over, into or around the source the parts
+// were built from, or a part, whatever --force says: exit 2, the path and the reason named,
+// and nothing changed.
+func TestMergeRefusesOutOverInputs(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		out  func(src, data, parts string, ps []string) string
+	}{
+		{"out is the source", func(src, data, parts string, ps []string) string { return src }},
+		{"out inside the source", func(src, data, parts string, ps []string) string { return filepath.Join(src, "cat") }},
+		{"out contains the source", func(src, data, parts string, ps []string) string { return data }},
+		{"out is a part", func(src, data, parts string, ps []string) string { return ps[0] }},
+		{"out inside a part", func(src, data, parts string, ps []string) string { return filepath.Join(ps[1], "x") }},
+		{"out contains the parts", func(src, data, parts string, ps []string) string { return parts }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			data := filepath.Join(root, "data")
+			src := filepath.Join(data, "train")
+			writePNGFolder(t, src, 2)
+			parts := filepath.Join(root, "parts")
+			var ps []string
+			for i := 0; i < 2; i++ {
+				p := filepath.Join(parts, fmt.Sprint("p", i))
+				mustRun(t, "build", src, "--from", "folder", "-o", p, "--part", fmt.Sprintf("%d/2", i))
+				ps = append(ps, p)
+			}
+			out := c.out(src, data, parts, ps)
+			before := noLocks(treeSum(t, root))
+			_, stderr, code := run(t, append([]string{"merge", "-o", out, "--force"}, ps...)...)
+			t.Log(stderr)
+			if code != exitUsage || !strings.Contains(stderr, "source") || !strings.Contains(stderr, out) {
+				t.Errorf("merge -o %s --force: exit %d, want %d naming it and saying why (\"source\"):\n%s", out, code, exitUsage, stderr)
+			}
+			if after := noLocks(treeSum(t, root)); after != before {
+				t.Fatalf("the merge changed the tree:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// noLocks drops the lock files (NAME.packer-lock) from a treeSum: taking a lock leaves its file.
+func noLocks(sum string) string {
+	var kept []string
+	for _, l := range strings.SplitAfter(sum, "\n") {
+		if !strings.Contains(l, ".packer-lock ") {
+			kept = append(kept, l)
+		}
+	}
+	return strings.Join(kept, "")
+}
+
+// TestMergeRefusesChangedRecords: for a record-format source (CIFAR-10), whose listing reads
+// the records' bytes, parts built before and after one record's pixels changed (its label, size
+// and the file's name kept) are refused as of other contents.
+func TestMergeRefusesChangedRecords(t *testing.T) {
+	root := t.TempDir()
+	src, err := cifar.WriteTestDataset(root, cifar.Kind10, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func(name string, i int) string {
+		p := filepath.Join(root, name)
+		mustRun(t, "build", src, "--from", "cifar10", "-o", p, "--part", fmt.Sprintf("%d/2", i))
+		return p
+	}
+	p0 := part("p0", 0)
+	batch := filepath.Join(src, "data_batch_1.bin")
+	data, err := os.ReadFile(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[100] ^= 0xff // a pixel of the first record; its label is byte 0
+	if err := os.WriteFile(batch, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p1 := part("p1", 1)
+	out := filepath.Join(root, "merged")
+	_, stderr, code := run(t, "merge", "-o", out, p0, p1)
+	if code != 1 || !strings.Contains(stderr, "content_sha256") {
+		t.Errorf("merge of CIFAR parts built before and after a record changed: exit %d, want 1 naming content_sha256:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused merge wrote %s", out)
 	}
 }

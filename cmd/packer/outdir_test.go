@@ -87,6 +87,24 @@ func treeSum(t *testing.T, root string) string {
 	return b.String()
 }
 
+// fakeDataset writes a manifest.json listing the files in dir, which makes it look like a
+// packer dataset to --force (which replaces only those).
+func fakeDataset(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range ents {
+		files = append(files, fmt.Sprintf(`{"path":%q}`, e.Name()))
+	}
+	m := `{"packer":"0.2.0","format":"shards","files":[` + strings.Join(files, ",") + `]}`
+	if err := os.WriteFile(filepath.Join(dir, shard.ManifestName), []byte(m), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestBuildRefusesOutputOverSource: no OUT (nor the names packer keeps beside it) may be the
 // source, contain it or lie inside it, whatever --force says; the refusal comes before
 // anything is created or removed and exits 2.
@@ -154,6 +172,7 @@ func TestBuildRefusesOutputOverSource(t *testing.T) {
 			}
 			writeTinyPNG(t, filepath.Join(imgs, "a.png"), 1)
 			writeTinyPNG(t, filepath.Join(imgs, "b.png"), 2)
+			fakeDataset(t, imgs) // else --force refuses it first, as no dataset
 			list := filepath.Join(tmp, "list.csv")
 			data := fmt.Sprintf("path,label\n%s,0\n%s,1\n", filepath.Join(imgs, "a.png"), filepath.Join(imgs, "b.png"))
 			if err := os.WriteFile(list, []byte(data), 0o644); err != nil {
@@ -169,6 +188,7 @@ func TestBuildRefusesOutputOverSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeTinyPNG(t, filepath.Join(out, "precious.png"), 7)
+			fakeDataset(t, out) // else --force refuses it first, as no dataset
 			if err := os.Symlink(filepath.Join(out, "precious.png"), filepath.Join(src, "cat", "zz.png")); err != nil {
 				t.Fatal(err)
 			}
@@ -551,5 +571,73 @@ func waitStopped(t *testing.T, pid int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d did not stop within 30 s of SIGSTOP", pid)
 		}
+	}
+}
+
+// TestForceReplacesOnlyDatasets: --force replaces a packer dataset (or a part, or an empty
+// folder), never a folder of something else, for build and merge; an OUT that is a file is
+// refused saying so (not "use --force").
+func TestForceReplacesOnlyDatasets(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	writePNGFolder(t, src, 2)
+	var parts []string
+	for i := 0; i < 2; i++ {
+		p := filepath.Join(root, fmt.Sprint("p", i))
+		mustRun(t, "build", src, "--from", "folder", "-o", p, "--part", fmt.Sprintf("%d/2", i))
+		parts = append(parts, p)
+	}
+	build := func(out string) []string { return []string{"build", src, "--from", "folder", "-o", out, "--force"} }
+	merge := func(out string) []string { return append([]string{"merge", "-o", out, "--force"}, parts...) }
+	for _, cmd := range []struct {
+		name string
+		args func(string) []string
+	}{{"build", build}, {"merge", merge}} {
+		t.Run(cmd.name, func(t *testing.T) {
+			dir := t.TempDir()
+			// Refused: a folder holding only someone's file, a folder with a manifest.json
+			// that is not a packer manifest, a file.
+			thesis := filepath.Join(dir, "thesis")
+			os.MkdirAll(thesis, 0o755)
+			os.WriteFile(filepath.Join(thesis, "thesis.txt"), []byte("four years"), 0o644)
+			notOurs := filepath.Join(dir, "web")
+			os.MkdirAll(notOurs, 0o755)
+			os.WriteFile(filepath.Join(notOurs, "manifest.json"), []byte(`{"name":"my web app"}`), 0o644)
+			file := filepath.Join(dir, "file")
+			os.WriteFile(file, []byte("not a folder"), 0o644)
+			// A dataset folder into which the user put a file of their own.
+			mixed := filepath.Join(dir, "mixed")
+			mustRun(t, "build", src, "--from", "folder", "-o", mixed)
+			os.WriteFile(filepath.Join(mixed, "notes.txt"), []byte("mine"), 0o644)
+			for _, c := range []struct{ out, want string }{
+				{thesis, "not a packer dataset"},
+				{notOurs, "not a packer dataset"},
+				{file, "is a file"},
+				{mixed, "notes.txt, which packer did not write"},
+			} {
+				before := noLocks(treeSum(t, dir))
+				_, errs, code := run(t, cmd.args(c.out)...)
+				t.Log(errs)
+				if code != exitUsage || !strings.Contains(errs, c.want) || !strings.Contains(errs, c.out) || strings.Contains(errs, "use --force") {
+					t.Errorf("%s -o %s --force: exit %d, want %d naming it and saying %q (not \"use --force\"):\n%s", cmd.name, c.out, code, exitUsage, c.want, errs)
+				}
+				if after := noLocks(treeSum(t, dir)); after != before {
+					t.Errorf("%s -o %s --force changed the tree:\nbefore:\n%s\nafter:\n%s", cmd.name, c.out, before, after)
+				}
+			}
+			// Replaced: an empty folder, a dataset, a part.
+			empty := filepath.Join(dir, "empty")
+			os.MkdirAll(empty, 0o755)
+			dataset := filepath.Join(dir, "dataset")
+			mustRun(t, "build", src, "--from", "folder", "-o", dataset, "--format", "npy", "--crop", "2")
+			part := filepath.Join(dir, "part")
+			mustRun(t, "build", src, "--from", "folder", "-o", part, "--part", "1/3")
+			for _, out := range []string{empty, dataset, part} {
+				mustRun(t, cmd.args(out)...)
+				if m, err := shard.ReadManifest(out); err != nil || m.Part != nil {
+					t.Errorf("%s -o %s --force: %v (part %v)", cmd.name, out, err, m != nil && m.Part != nil)
+				}
+			}
+		})
 	}
 }

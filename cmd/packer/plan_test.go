@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packer-dev/packer/shard"
 )
@@ -168,6 +170,9 @@ func TestPlanRefuses(t *testing.T) {
 		{"extra-line", string(good) + lines[6], ":8: more item lines"},
 		{"unknown-field", join(lines[:2]...) + strings.Replace(lines[2], `{"seq"`, `{"x":1,"seq"`, 1) + join(lines[3:]...), ":3: "},
 		{"other-version", strings.Replace(string(good), `"packer":"`, `"packer":"9.`, 1), ":1: made by packer 9."},
+		{"other-content", regexp.MustCompile(`"content_sha256":"[0-9a-f]{64}"`).ReplaceAllString(string(good), `"content_sha256":"`+strings.Repeat("0", 64)+`"`), ": the item lines do not match the header's content_sha256"},
+		{"no-content", regexp.MustCompile(`"content_sha256":"[0-9a-f]{64}",`).ReplaceAllString(string(good), ``), ":1: content_sha256"},
+		{"format-1", strings.Replace(string(good), `{"packer_plan":2`, `{"packer_plan":1`, 1), ":1: plan format 1"},
 		{"bad-header", `{"packer_plan":1,"packer":` + "\n", ":1: "},
 		{"header-only-empty", `{"packer_plan":1}` + "\n", ":1: "},
 	} {
@@ -253,4 +258,42 @@ func TestPlanOutRefuses(t *testing.T) {
 		t.Errorf("plan over a plan without --force: exit %d, stderr %q", code, errs)
 	}
 	mustRun(t, "plan", src, "-o", plan, "--force")
+}
+
+// TestPlanPartInputChanged: a part built from a plan refuses to build when one of its own
+// inputs is there with another size or modification time than the plan recorded (here: other
+// bytes of the same size, a later modification time), naming the input and the plan; a part
+// whose inputs are unchanged still builds, and a file changed in another part's slice is that
+// part's to refuse.
+func TestPlanPartInputChanged(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	writePNGFolder(t, src, 3) // cat/000..002, dog/000..002: part 1/2 is dog/
+	plan := filepath.Join(root, "src.plan")
+	mustRun(t, "plan", src, "-o", plan)
+	p0 := filepath.Join(root, "p0")
+	mustRun(t, "build", plan, "-o", p0, "--part", "0/2")
+	changed := filepath.Join(src, "dog", "001.png")
+	data, err := os.ReadFile(changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	if err := os.WriteFile(changed, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(changed, later, later); err != nil {
+		t.Fatal(err)
+	}
+	// Part 0's inputs are unchanged: it builds again.
+	mustRun(t, "build", plan, "-o", p0, "--part", "0/2", "--force")
+	p1 := filepath.Join(root, "p1")
+	_, stderr, code := run(t, "build", plan, "-o", p1, "--part", "1/2")
+	if code == 0 || !strings.Contains(stderr, "dog/001.png") || !strings.Contains(stderr, plan) || !strings.Contains(stderr, "changed since the plan") {
+		t.Errorf("part of a plan one of whose inputs changed: exit %d, want a refusal naming the input and the plan:\n%s", code, stderr)
+	}
+	if _, err := os.Stat(p1); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused part wrote %s", p1)
+	}
 }

@@ -63,7 +63,8 @@ func exitCode(ctx context.Context, err error) int {
 		return exitInterrupted
 	case errors.Is(err, errCorrupt):
 		return exitCorrupt
-	case errors.As(err, &ue), errors.Is(err, pipeline.ErrOutputExists):
+	case errors.As(err, &ue), errors.Is(err, pipeline.ErrOutputExists),
+		errors.Is(err, pipeline.ErrOutputNotDataset), errors.Is(err, pipeline.ErrOutputFile):
 		return exitUsage
 	}
 	return exitFailure

@@ -352,3 +352,72 @@ func TestS3ForceReplace(t *testing.T) {
 	}
 	mustRun(t, "verify", "s3://replace/ds")
 }
+
+// TestS3SourceParts: parts built from a bucket source (each from its own fresh copy) record the
+// same content digest (the copies carry the objects' times) and merge into the one-machine
+// build; an OUT that is the source or a part, or lies in or around one, is refused (exit 2)
+// and nothing is written there.
+func TestS3SourceParts(t *testing.T) {
+	srv := s3Setup(t, "raw")
+	srv.Bucket(t, "out")
+	imgs := filepath.Join(t.TempDir(), "imgs")
+	writePNGFolder(t, imgs, 3)
+	putTree(t, srv, "raw", "photos", imgs)
+	whole := filepath.Join(t.TempDir(), "whole")
+	mustRun(t, "build", "s3://raw/photos", "-o", whole)
+	p0 := "s3://out/p0"
+	mustRun(t, "build", "s3://raw/photos", "-o", p0, "--part", "0/2")
+	p1 := filepath.Join(t.TempDir(), "p1")
+	mustRun(t, "build", "s3://raw/photos", "-o", p1, "--part", "1/2")
+	merged := filepath.Join(t.TempDir(), "merged")
+	mustRun(t, "merge", "-o", merged, p0, p1)
+	sameTree(t, whole, merged)
+
+	for _, c := range []struct {
+		out  string
+		args []string
+	}{
+		{"s3://raw/photos/packed", []string{"merge", "-o", "s3://raw/photos/packed", "--force", p0, p1}},
+		{p0, []string{"merge", "-o", p0, "--force", p0, p1}},
+		{"s3://out", []string{"merge", "-o", "s3://out", "--force", p0, p1}},
+		{"s3://raw/photos/packed", []string{"build", "s3://raw/photos", "-o", "s3://raw/photos/packed", "--force"}},
+		{"s3://raw", []string{"build", "s3://raw/photos", "-o", "s3://raw", "--force"}},
+	} {
+		before := objects(t, srv, s3.URL{Bucket: "raw"})
+		beforeOut := objects(t, srv, s3.URL{Bucket: "out"})
+		_, errs, code := run(t, c.args...)
+		if code != exitUsage || !strings.Contains(errs, c.out) || !strings.Contains(errs, "overlaps") {
+			t.Errorf("%v: exit %d, want %d naming %s and the overlap:\n%s", c.args, code, exitUsage, c.out, errs)
+		}
+		if after := objects(t, srv, s3.URL{Bucket: "raw"}); !maps.EqualFunc(before, after, bytes.Equal) {
+			t.Errorf("%v changed the source bucket: %v", c.args, slices.Sorted(maps.Keys(after)))
+		}
+		if after := objects(t, srv, s3.URL{Bucket: "out"}); !maps.EqualFunc(beforeOut, after, bytes.Equal) {
+			t.Errorf("%v changed the parts' bucket: %v", c.args, slices.Sorted(maps.Keys(after)))
+		}
+	}
+}
+
+// TestS3SourceCacheOverlap: the local copy of an s3:// SRC is the source the build reads: an OUT
+// that is the --source-cache folder, or lies in or around it, is refused (exit 2) as an OUT over
+// a local source is, and nothing is written there.
+func TestS3SourceCacheOverlap(t *testing.T) {
+	srv := s3Setup(t, "raw")
+	imgs := filepath.Join(t.TempDir(), "imgs")
+	writePNGFolder(t, imgs, 2)
+	putTree(t, srv, "raw", "photos", imgs)
+	root := t.TempDir()
+	cache := filepath.Join(root, "cache")
+	mustRun(t, "build", "s3://raw/photos", "--source-cache", cache, "-o", filepath.Join(root, "first"))
+	for _, out := range []string{filepath.Join(cache, "packed"), cache, root} {
+		before := noLocks(treeSum(t, cache))
+		_, errs, code := run(t, "build", "s3://raw/photos", "--source-cache", cache, "-o", out, "--force")
+		t.Log(errs)
+		if code != exitUsage || !strings.Contains(errs, "source") || !strings.Contains(errs, out) {
+			t.Errorf("build -o %s with --source-cache %s: exit %d, want %d naming it and the source:\n%s", out, cache, code, exitUsage, errs)
+		}
+		if after := noLocks(treeSum(t, cache)); after != before {
+			t.Errorf("build -o %s changed the source cache:\nbefore:\n%s\nafter:\n%s", out, before, after)
+		}
+	}
+}

@@ -280,6 +280,12 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 	} else if err != nil {
 		err = b.wrap("GetObject", u, err)
 	}
+	if err == nil && out.LastModified != nil {
+		// The copy carries the object's time, not the time of the copy: what identifies an
+		// input's content (its size and modification time, which parts record) is then the
+		// same in every copy of one object, on every machine.
+		err = os.Chtimes(f.Name(), *out.LastModified, *out.LastModified)
+	}
 	if err == nil {
 		// fsync, close, rename: a copy the mirror's record lists survives a crash whole.
 		err = shard.CommitFile(f, dst)
