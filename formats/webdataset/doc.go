@@ -29,8 +29,10 @@
 // # Bad input
 //
 // A sample without an image member, without a .cls member, with a .cls that is not a
-// non-negative integer, with a member larger than MaxMemberSize, or whose image does not
-// decode is skipped with the reason (or fails the build, --on-error fail). A shard that cannot
+// non-negative integer, with a member larger than MaxMemberSize, with two members of one name
+// (or whose extensions differ only in case: "a.jpg" twice, "a.cls" then "a.cls" again, "a.jpg"
+// and "a.JPG"; tar keeps both, extracting keeps the last, webdataset's own reader raises), with
+// more than MaxSampleMembers members, or whose image does not decode is skipped with the reason (or fails the build, --on-error fail). A shard that cannot
 // be read to its end (truncated, a damaged header) keeps the samples read before the damage;
 // the rest of that shard is one skipped input, "SHARD (after member N)", with the reason, and
 // the build goes on with the next shard. Nothing from a tar is ever written to disk, so member
