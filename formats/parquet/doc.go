@@ -26,5 +26,7 @@
 // build with --on-error fail). A file that cannot be opened as Parquet, or whose columns
 // cannot be read, is one skipped entry "FILE (from row N)" with the reason, keeping the rows
 // read before; the build goes on with the next file. A file without the image or label column
-// is refused at open, naming the columns it has.
+// is refused at open, naming the columns it has; so is one with two columns (or two struct
+// fields) of the image's or the label's name, which pyarrow writes and readers resolve
+// differently (in a folder's later file, that file is the skipped entry).
 package parquet

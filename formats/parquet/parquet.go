@@ -201,6 +201,9 @@ func (s *Source) inspect() error {
 		img = []string{"image", "img"}
 	}
 	for _, c := range img {
+		if err := once(schema, []string{c, "bytes"}); err != nil {
+			return fmt.Errorf("parquet: %s: %w", s.files[0], err)
+		}
 		for _, path := range [][]string{{c, "bytes"}, {c}} {
 			if leaf, ok := schema.Lookup(path...); ok && leaf.Node.Type().Kind() == pq.ByteArray {
 				s.imagePath = path
@@ -214,6 +217,9 @@ func (s *Source) inspect() error {
 	if s.imagePath == nil {
 		return fmt.Errorf("parquet: %s: no image column %s (binary, or a struct with a binary \"bytes\" field); the columns are %s; name it with --image-column",
 			s.files[0], strings.Join(img, " or "), strings.Join(leaves, ", "))
+	}
+	if err := once(schema, []string{s.opts.LabelColumn}); err != nil {
+		return fmt.Errorf("parquet: %s: %w", s.files[0], err)
 	}
 	leaf, ok := schema.Lookup(s.opts.LabelColumn)
 	if !ok {
@@ -308,8 +314,33 @@ func (s *Source) eachRowGroup(pf *pq.File, fn func(pq.RowGroup) error) error {
 	return nil
 }
 
+// once refuses a schema in which a name along path (a column, a struct's field) names two
+// fields: pyarrow writes such files, and readers disagree on which of the two a name means.
+func once(n pq.Node, path []string) error {
+	for i, name := range path {
+		var next pq.Node
+		k := 0
+		for _, f := range n.Fields() {
+			if f.Name() == name {
+				next, k = f, k+1
+			}
+		}
+		if k > 1 {
+			return fmt.Errorf("two columns named %q: which one the name means is ambiguous", strings.Join(path[:i+1], "."))
+		}
+		if next == nil || next.Leaf() {
+			return nil
+		}
+		n = next
+	}
+	return nil
+}
+
 // column returns the pages of the leaf at path in rg.
 func (s *Source) column(pf *pq.File, rg pq.RowGroup, path []string) (pq.Pages, error) {
+	if err := once(pf.Schema(), path); err != nil {
+		return nil, err
+	}
 	leaf, ok := pf.Schema().Lookup(path...)
 	if !ok {
 		return nil, fmt.Errorf("no column %s", strings.Join(path, "."))

@@ -209,3 +209,42 @@ func TestFooterLongerThanFile(t *testing.T) {
 		t.Errorf("Open allocated %d bytes for a 112-byte file", grew)
 	}
 }
+
+// TestDuplicateColumns: a file with two columns of the image's or the label's name (pyarrow
+// writes them; readers disagree on which one a name means) was read through its first one,
+// silently. It is refused naming the column, at open for the first file and as the rest of the
+// file for another.
+func TestDuplicateColumns(t *testing.T) {
+	py := testfix.NeedFixturePython(t, "pyarrow")
+	const script = `
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+out, names, img = sys.argv[1], sys.argv[2].split(","), open(sys.argv[3], "rb").read()
+cols = {"image": pa.array([img, img], type=pa.binary()), "label": pa.array([0, 1], type=pa.int64())}
+arrays = [cols[n] if i == names.index(n) else pa.array([1, 0], type=pa.int64()) if n == "label" else pa.array([img, img], type=pa.binary()) for i, n in enumerate(names)]
+pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
+`
+	dir := t.TempDir()
+	for name, cols := range map[string]string{"dl.parquet": "image,label,label", "di.parquet": "image,image,label", "ok.parquet": "image,label"} {
+		if out, err := exec.Command(py, "-c", script, filepath.Join(dir, name), cols, testfix.Corpus("grey.jpg")).CombinedOutput(); err != nil {
+			t.Fatalf("pyarrow: %v\n%s", err, out)
+		}
+	}
+	for name, col := range map[string]string{"dl.parquet": "label", "di.parquet": "image"} {
+		_, err := Open(filepath.Join(dir, name), Options{})
+		if want := fmt.Sprintf("%s: two columns named %q", name, col); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%s): %v, want %q", name, err, want)
+		}
+	}
+	// A folder whose first file is fine: the other file's columns are checked when it is read.
+	os.Rename(filepath.Join(dir, "ok.parquet"), filepath.Join(dir, "a.parquet"))
+	os.Remove(filepath.Join(dir, "di.parquet"))
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _, _, m := build(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if len(recs) != 2 || len(m.Skipped) != 1 || m.Skipped[0].Input != "dl.parquet (from row 0)" || !strings.Contains(m.Skipped[0].Reason, `two columns named "label"`) {
+		t.Errorf("%d records, skipped %+v", len(recs), m.Skipped)
+	}
+}
