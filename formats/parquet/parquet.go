@@ -277,8 +277,8 @@ func (s *Source) stringClasses() error {
 		if err != nil {
 			return fmt.Errorf("parquet: %s: %w", name, err)
 		}
-		err = s.eachRowGroup(pf, func(rg pq.RowGroup) error {
-			col, err := s.column(pf, rg, s.labelPath)
+		err = s.eachRowGroup(pf, func(i int, rg pq.RowGroup) error {
+			col, err := s.column(pf, f, i, rg, s.labelPath)
 			if err != nil {
 				return err
 			}
@@ -305,9 +305,9 @@ func (s *Source) stringClasses() error {
 	return nil
 }
 
-func (s *Source) eachRowGroup(pf *pq.File, fn func(pq.RowGroup) error) error {
-	for _, rg := range pf.RowGroups() {
-		if err := fn(rg); err != nil {
+func (s *Source) eachRowGroup(pf *pq.File, fn func(int, pq.RowGroup) error) error {
+	for i, rg := range pf.RowGroups() {
+		if err := fn(i, rg); err != nil {
 			return err
 		}
 	}
@@ -336,8 +336,9 @@ func once(n pq.Node, path []string) error {
 	return nil
 }
 
-// column returns the pages of the leaf at path in rg.
-func (s *Source) column(pf *pq.File, rg pq.RowGroup, path []string) (pq.Pages, error) {
+// column returns the pages of the leaf at path in rg, the row group i of pf (read from f),
+// once checkChunk has found that none of them is over MaxPageSize.
+func (s *Source) column(pf *pq.File, f io.ReaderAt, i int, rg pq.RowGroup, path []string) (pq.Pages, error) {
 	if err := once(pf.Schema(), path); err != nil {
 		return nil, err
 	}
@@ -345,7 +346,15 @@ func (s *Source) column(pf *pq.File, rg pq.RowGroup, path []string) (pq.Pages, e
 	if !ok {
 		return nil, fmt.Errorf("no column %s", strings.Join(path, "."))
 	}
-	return rg.ColumnChunks()[leaf.ColumnIndex].Pages(), nil
+	groups := pf.Metadata().RowGroups
+	c := leaf.ColumnIndex
+	if i >= len(groups) || c >= len(groups[i].Columns) || c >= len(groups[0].Columns) || c >= len(rg.ColumnChunks()) {
+		return nil, fmt.Errorf("row group %d has no column %s", i, strings.Join(path, "."))
+	}
+	if err := checkChunk(f, pf.Size(), &groups[i].Columns[c].MetaData, groups[0].Columns[c].MetaData.Codec); err != nil {
+		return nil, fmt.Errorf("column %s of row group %d: %w", strings.Join(path, "."), i, err)
+	}
+	return rg.ColumnChunks()[c].Pages(), nil
 }
 
 // readValues calls fn with every value of the pages, in order, and closes them.
@@ -379,6 +388,55 @@ func readValues(pages pq.Pages, fn func(pq.Value) error) error {
 		}
 		pq.Release(page)
 	}
+}
+
+// cursor reads the values of a column chunk's pages one by one, holding one page.
+type cursor struct {
+	pages pq.Pages
+	page  pq.Page
+	vr    pq.ValueReader
+	buf   []pq.Value
+	i, n  int
+	done  bool // vr has no more values after buf[:n]
+}
+
+// next returns the next value, valid until the next call, or io.EOF after the last.
+func (c *cursor) next() (pq.Value, error) {
+	for c.i >= c.n {
+		if c.vr != nil && !c.done {
+			n, err := c.vr.ReadValues(c.buf)
+			c.i, c.n = 0, n
+			if err == io.EOF {
+				c.done = true
+			} else if err != nil {
+				return pq.Value{}, err
+			}
+			continue
+		}
+		c.release()
+		page, err := c.pages.ReadPage()
+		if err != nil {
+			return pq.Value{}, err
+		}
+		if c.buf == nil {
+			c.buf = make([]pq.Value, 256)
+		}
+		c.page, c.vr, c.done = page, page.Values(), false
+	}
+	c.i++
+	return c.buf[c.i-1], nil
+}
+
+func (c *cursor) release() {
+	if c.page != nil {
+		pq.Release(c.page)
+		c.page, c.vr = nil, nil
+	}
+}
+
+func (c *cursor) close() {
+	c.release()
+	c.pages.Close()
 }
 
 // PlanDecode takes the build's transform (encoded.Decoder.Plan: the --fast scale).
@@ -438,47 +496,62 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	}
 	defer f.Close()
 	err = noPanic(func() error {
-		return s.eachRowGroup(pf, func(rg pq.RowGroup) error {
+		return s.eachRowGroup(pf, func(rgi int, rg pq.RowGroup) error {
 			if err := ctx.Err(); err != nil {
 				return emitErr{err}
 			}
-			// The row group's labels first (small), then its images page by page.
-			lcol, err := s.column(pf, rg, s.labelPath)
+			// The labels and the images page by page, side by side: memory holds one page of
+			// each, whatever the row group's row count.
+			lcol, err := s.column(pf, f, rgi, rg, s.labelPath)
 			if err != nil {
 				return err
 			}
-			var labels []pq.Value
-			if err := readValues(lcol, func(v pq.Value) error { labels = append(labels, v.Clone()); return nil }); err != nil {
-				return err
-			}
-			icol, err := s.column(pf, rg, s.imagePath)
+			labels := &cursor{pages: lcol}
+			defer labels.close()
+			icol, err := s.column(pf, f, rgi, rg, s.imagePath)
 			if err != nil {
 				return err
 			}
-			i := 0
-			err = readValues(icol, func(v pq.Value) error {
-				if i >= len(labels) {
-					return fmt.Errorf("the image column has more rows than the label column (%d)", len(labels))
+			images := &cursor{pages: icol}
+			defer images.close()
+			for i := 0; ; i++ {
+				v, err := images.next()
+				if err == io.EOF {
+					if _, err := labels.next(); err != io.EOF {
+						return fmt.Errorf("the image column has %d rows, the label column more", i)
+					}
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				var raw []byte
+				if !v.IsNull() {
+					raw = append([]byte(nil), v.ByteArray()...)
+				}
+				lv, err := labels.next()
+				if err == io.EOF {
+					return fmt.Errorf("the image column has more rows than the label column (%d)", i)
+				}
+				if err != nil {
+					return err
 				}
 				it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
 				meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
-				label, lerr := s.label(labels[i])
+				label, lerr := s.label(lv)
 				switch {
 				case v.IsNull():
 					it.Note = encoded.Note{Err: ErrNullImage}
 				case lerr != nil:
 					it.Note = encoded.Note{Err: lerr}
 				default:
-					it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, encoded.Note{Meta: meta}
+					it.Raw, it.Label, it.Note = raw, label, encoded.Note{Meta: meta}
 				}
-				i++
 				row++
-				return send(it)
-			})
-			if err == nil && i != len(labels) {
-				err = fmt.Errorf("the image column has %d rows, the label column %d", i, len(labels))
+				if err := send(it); err != nil {
+					return err
+				}
 			}
-			return err
 		})
 	})
 	if err != nil {
