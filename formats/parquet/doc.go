@@ -11,7 +11,9 @@
 // column (LabelColumn, --label-column; default "label") is an integer or a string. Integer
 // labels are kept; their class names come from --classes or, when absent, from the Hugging
 // Face feature metadata in the file (a ClassLabel's "names" under the "huggingface" key).
-// String labels become classes, sorted, read from every file before the build starts.
+// String labels become classes, sorted, read from every file before the build starts; a label
+// column of more than MaxClasses distinct values, or with a value longer than MaxClassName
+// bytes, does not hold class names and is refused naming the file.
 //
 // Files are read row group by row group with github.com/parquet-go/parquet-go (pure Go,
 // streaming pages; the README's dependency table says why): only the image and label columns

@@ -27,6 +27,13 @@ const Kind = "parquet"
 // DefaultLabelColumn is the label column's default name.
 const DefaultLabelColumn = "label"
 
+// Limits on string labels, which become the dataset's class names (read from every file at
+// open, held, and written to the manifest): a column past them does not hold class names.
+const (
+	MaxClasses   = 1 << 16 // distinct string labels
+	MaxClassName = 4096    // bytes of one string label
+)
+
 // Errors a skipped row's reason wraps.
 var (
 	ErrNullImage = errors.New("null image")
@@ -88,7 +95,7 @@ func Open(p string, opts Options) (*Source, error) {
 		}
 		sort.Strings(s.files)
 		s.root = filepath.Dir(p)
-		if err := s.inspect(); err != nil {
+		if err := s.inspectSafely(p); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -114,13 +121,22 @@ func Open(p string, opts Options) (*Source, error) {
 		sort.Strings(s.files)
 		s.root = p
 	}
-	if err := noPanic(s.inspect); err != nil {
-		if errors.Is(err, errPanic) {
-			return nil, fmt.Errorf("parquet: %s: %w", p, err)
-		}
+	if err := s.inspectSafely(p); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// inspectSafely runs inspect, turning a panic of the Parquet reader into an error naming p
+// (a file, a folder or a glob).
+func (s *Source) inspectSafely(p string) error {
+	if err := noPanic(s.inspect); err != nil {
+		if errors.Is(err, errPanic) {
+			return fmt.Errorf("parquet: %s: %w", p, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // errPanic is what noPanic makes of a panic of the Parquet reader.
@@ -283,8 +299,18 @@ func (s *Source) stringClasses() error {
 				return err
 			}
 			return readValues(col, func(v pq.Value) error {
-				if !v.IsNull() {
-					seen[string(v.ByteArray())] = true
+				if v.IsNull() {
+					return nil
+				}
+				b := v.ByteArray()
+				if len(b) > MaxClassName {
+					return fmt.Errorf("a label of %d bytes, the limit for a class name is %d", len(b), MaxClassName)
+				}
+				if !seen[string(b)] {
+					if len(seen) == MaxClasses {
+						return fmt.Errorf("more than %d distinct labels: the label column %q does not hold class names", MaxClasses, s.opts.LabelColumn)
+					}
+					seen[string(b)] = true
 				}
 				return nil
 			})

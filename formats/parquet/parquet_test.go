@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -247,4 +248,72 @@ pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
 	if len(recs) != 2 || len(m.Skipped) != 1 || m.Skipped[0].Input != "dl.parquet (from row 0)" || !strings.Contains(m.Skipped[0].Reason, `two columns named "label"`) {
 		t.Errorf("%d records, skipped %+v", len(recs), m.Skipped)
 	}
+}
+
+// TestStringLabelLimits: string labels become class names, read from every file at open; a
+// label column of more distinct values than MaxClasses, or a value longer than MaxClassName, is
+// not a column of class names (it took every value into memory and the manifest), and is
+// refused naming the file.
+func TestStringLabelLimits(t *testing.T) {
+	py := testfix.NeedFixturePython(t, "pyarrow")
+	const script = `
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+out, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+labels = [("%0" + str(size) + "d") % i for i in range(n)]
+pq.write_table(pa.table({"image": pa.array([b"x"] * n, type=pa.binary()), "label": pa.array(labels, type=pa.string())}), out)
+`
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, n, size, want string
+	}{
+		{"many.parquet", fmt.Sprint(MaxClasses + 1), "8", fmt.Sprintf("more than %d distinct labels", MaxClasses)},
+		{"long.parquet", "2", fmt.Sprint(MaxClassName + 1), fmt.Sprintf("a label of %d bytes", MaxClassName+1)},
+	} {
+		p := filepath.Join(dir, c.name)
+		if out, err := exec.Command(py, "-c", script, p, c.n, c.size).CombinedOutput(); err != nil {
+			t.Fatalf("pyarrow: %v\n%s", err, out)
+		}
+		if _, err := Open(p, Options{}); err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%s): %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestGlobOfDamagedFiles: a glob's first match is inspected at open like a file or a folder's
+// first file: a damaged one on which the Parquet reader panics is an error, not a crash.
+func TestGlobOfDamagedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, seed := range fuzzSeeds(t) {
+		p := filepath.Join(dir, "a.parquet")
+		if err := os.WriteFile(p, seed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(filepath.Join(dir, "*.parquet"), Options{}); err == nil {
+			t.Errorf("a damaged file opened through a glob")
+		}
+	}
+}
+
+// fuzzSeeds returns the inputs of FuzzParquet's corpus (testdata/fuzz/FuzzParquet).
+func fuzzSeeds(t *testing.T) [][]byte {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzParquet", "*"))
+	var seeds [][]byte
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		v, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[len(lines)-1], "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		seeds = append(seeds, []byte(v))
+	}
+	if len(seeds) == 0 {
+		t.Fatal("no fuzz corpus")
+	}
+	return seeds
 }
