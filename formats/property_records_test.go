@@ -15,6 +15,8 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -22,6 +24,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/formats/inputs"
 	"github.com/packer-dev/packer/formats/parquet"
 	"github.com/packer-dev/packer/formats/tfrecord"
@@ -376,6 +379,112 @@ func TestPropertyParquet(t *testing.T) {
 				}
 			}
 			src, err := parquet.Open(root, parquet.Options{Classes: classes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkBuild(t, src, root, want)
+		})
+	}
+}
+
+// TestPropertyCIFARArchive: random CIFAR-10 archives (tar or tar.gz; members in any order,
+// under any folder) with some batch missing, empty or cut short, or present twice, bad labels,
+// and members that are not batches (links, folders, other files): either the source refuses the
+// archive naming the bad member, or every record is packed or skipped.
+func TestPropertyCIFARArchive(t *testing.T) {
+	for _, seed := range seeds(t) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			g := newGen(t, seed)
+			root := t.TempDir()
+			type member struct {
+				name string
+				data []byte
+				typ  byte
+			}
+			var members []member
+			var want expect
+			var refuse []string // member names one of which Open must name
+			folder := g.pick([]string{"cifar-10-batches-bin/", "", "x/y/"})
+			for i := 1; i <= 5; i++ {
+				name := fmt.Sprintf("data_batch_%d.bin", i)
+				if g.r.IntN(20) == 0 {
+					refuse = append(refuse, name) // missing
+					continue
+				}
+				var b []byte
+				n := 1 + g.r.IntN(3)
+				if g.r.IntN(15) == 0 {
+					n = 0
+				}
+				for rec := range n {
+					label := byte(g.r.IntN(10))
+					if g.r.IntN(5) == 0 {
+						label = byte(10 + g.r.IntN(200))
+					}
+					b = append(b, label)
+					b = append(b, bytes.Repeat([]byte{byte(rec)}, cifar.ImageSize)...)
+					ok := 0
+					if label < 10 {
+						ok = 1
+					}
+					want.add(fmt.Sprintf("%s#%d", name, rec), ok)
+				}
+				if g.r.IntN(15) == 0 && len(b) > 0 {
+					b = b[:len(b)-1]
+				}
+				if len(b)%cifar.RecordSize10 != 0 || len(b) == 0 {
+					refuse = append(refuse, name)
+				}
+				members = append(members, member{folder + name, b, tar.TypeReg})
+				if g.r.IntN(20) == 0 {
+					members = append(members, member{"other/" + name, b, tar.TypeReg}) // twice
+					refuse = append(refuse, name)
+				}
+			}
+			if g.r.IntN(2) == 0 {
+				members = append(members, member{folder + "batches.meta.txt", []byte(strings.Join(cifar.OfficialNames10, "\n")), tar.TypeReg})
+			}
+			for range g.r.IntN(3) {
+				switch g.r.IntN(3) {
+				case 0:
+					members = append(members, member{folder + "readme.html", []byte("<p>"), tar.TypeReg})
+				case 1:
+					members = append(members, member{folder + "sub/", nil, tar.TypeDir})
+				default:
+					members = append(members, member{folder + "link.bin", nil, tar.TypeSymlink})
+				}
+			}
+			g.r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+			var b bytes.Buffer
+			tw := tar.NewWriter(&b)
+			for _, m := range members {
+				h := &tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data)), Typeflag: m.typ}
+				if m.typ == tar.TypeSymlink {
+					h.Linkname = "data_batch_1.bin"
+				}
+				g.must(tw.WriteHeader(h))
+				_, err := tw.Write(m.data)
+				g.must(err)
+			}
+			g.must(tw.Close())
+			data, name := b.Bytes(), "cifar-10-binary.tar"
+			if g.r.IntN(2) == 0 {
+				var z bytes.Buffer
+				zw := gzip.NewWriter(&z)
+				_, err := zw.Write(data)
+				g.must(err)
+				g.must(zw.Close())
+				data, name = z.Bytes(), name+".gz"
+			}
+			p := filepath.Join(root, name)
+			g.must(os.WriteFile(p, data, 0o644))
+			src, err := cifar.Open(p, cifar.Kind10, "train")
+			if len(refuse) > 0 {
+				if err == nil || !slices.ContainsFunc(refuse, func(n string) bool { return strings.Contains(err.Error(), n) }) {
+					t.Fatalf("Open: %v; want an error naming one of %v", err, refuse)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
