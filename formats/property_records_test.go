@@ -492,3 +492,63 @@ func TestPropertyCIFARArchive(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordSourcesRefuseOneFileTwice: a shard or record file reached under two names (a link
+// to another one in the folder, a list naming one shard twice) was read twice and its records
+// packed twice. Every record-format source refuses it at open, naming both.
+func TestRecordSourcesRefuseOneFileTwice(t *testing.T) {
+	g := newGen(t, 1)
+	mkdir := func() string { return t.TempDir() }
+	var tb bytes.Buffer
+	tw := tar.NewWriter(&tb)
+	for _, m := range [][2]string{{"k.png", string(g.png(8, 8))}, {"k.cls", "1"}} {
+		g.must(tw.WriteHeader(&tar.Header{Name: m[0], Mode: 0o644, Size: int64(len(m[1])), Typeflag: tar.TypeReg}))
+		_, err := tw.Write([]byte(m[1]))
+		g.must(err)
+	}
+	g.must(tw.Close())
+	var pb bytes.Buffer
+	l := int64(0)
+	w := pq.NewGenericWriter[pqRow](&pb)
+	_, err := w.Write([]pqRow{{Image: g.png(8, 8), Label: &l}})
+	g.must(err)
+	g.must(w.Close())
+	ex := tfExample(tfFeature(tfrecord.DefaultImageKey, [][]byte{g.png(8, 8)}, nil), tfFeature(tfrecord.DefaultLabelKey, nil, []int64{0}))
+	head := binary.LittleEndian.AppendUint64(nil, uint64(len(ex)))
+	tf := binary.LittleEndian.AppendUint32(append(binary.LittleEndian.AppendUint32(append([]byte(nil), head...), tfMasked(head)), ex...), tfMasked(ex))
+
+	linked := func(a, b string, data []byte) string {
+		dir := mkdir()
+		g.must(os.WriteFile(filepath.Join(dir, a), data, 0o644))
+		g.must(os.Symlink(a, filepath.Join(dir, b)))
+		return dir
+	}
+	wdsDir := linked("a.tar", "b.tar", tb.Bytes())
+	listDir := linked("s.tar", "other.txt", nil)
+	g.must(os.Remove(filepath.Join(listDir, "other.txt")))
+	g.must(os.WriteFile(filepath.Join(listDir, "s.tar"), tb.Bytes(), 0o644))
+	g.must(os.WriteFile(filepath.Join(listDir, "list.txt"), []byte("s.tar\n./s.tar\n"), 0o644))
+	tfDir := linked("a.tfrecord", "b.tfrecord", tf)
+	pqDir := linked("a.parquet", "b.parquet", pb.Bytes())
+	for _, c := range []struct {
+		what string
+		open func() error
+		want string
+	}{
+		{"webdataset folder", func() error { _, err := webdataset.Open(wdsDir, webdataset.Options{}); return err }, "a.tar and b.tar are the same file"},
+		{"webdataset list", func() error {
+			_, err := webdataset.Open(filepath.Join(listDir, "list.txt"), webdataset.Options{})
+			return err
+		}, "s.tar and ./s.tar are the same file"},
+		{"tfrecord folder", func() error { _, err := tfrecord.Open(tfDir, tfrecord.Options{}); return err }, "a.tfrecord and b.tfrecord are the same file"},
+		{"parquet folder", func() error { _, err := parquet.Open(pqDir, parquet.Options{}); return err }, "a.parquet and b.parquet are the same file"},
+		{"parquet glob", func() error {
+			_, err := parquet.Open(filepath.Join(pqDir, "*.parquet"), parquet.Options{})
+			return err
+		}, "a.parquet and b.parquet are the same file"},
+	} {
+		if err := c.open(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Open: %v, want %q", c.what, err, c.want)
+		}
+	}
+}

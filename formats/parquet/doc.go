@@ -38,6 +38,9 @@
 //
 // # Order, names, provenance, bad input
 //
+// Two names of one file in a folder or a glob's matches (a link to another file of it) are
+// refused at open, naming both: its rows would be packed twice.
+//
 // Records are in file order, then row order. A row is named "FILE#ROW" (ROW from 0 within the
 // file) and carries {"file": FILE, "row": ROW} as per-record metadata. A null image or label,
 // an undecodable image, or a label out of --classes is skipped with the reason (or fails the

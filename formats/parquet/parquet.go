@@ -95,6 +95,9 @@ func Open(p string, opts Options) (*Source, error) {
 		}
 		sort.Strings(s.files)
 		s.root = filepath.Dir(p)
+		if err := inputs.SameFiles(s.root, s.files); err != nil {
+			return nil, fmt.Errorf("parquet: %s: %w", p, err)
+		}
 		if err := s.inspectSafely(p); err != nil {
 			return nil, err
 		}
@@ -120,6 +123,9 @@ func Open(p string, opts Options) (*Source, error) {
 		}
 		sort.Strings(s.files)
 		s.root = p
+		if err := inputs.SameFiles(p, s.files); err != nil {
+			return nil, fmt.Errorf("parquet: %s: %w", p, err)
+		}
 	}
 	if err := s.inspectSafely(p); err != nil {
 		return nil, err

@@ -20,6 +20,9 @@
 //
 // # Order, names, provenance, bad input
 //
+// Two names of one file in a folder (a link to another TFRecord file of it) are refused at
+// open, naming both: its records would be packed twice.
+//
 // Records are in file order, then record order. A record is named "FILE#N" (N from 0) in
 // errors and the manifest's skipped list, and carries {"file": FILE, "record": N} as
 // per-record metadata. A record whose data checksum is wrong, whose Example does not parse, or

@@ -115,6 +115,9 @@ func Open(p string, opts Options) (*Source, error) {
 	}
 	sort.Strings(s.files)
 	s.root = p
+	if err := inputs.SameFiles(p, s.files); err != nil {
+		return nil, fmt.Errorf("tfrecord: %s: %w", p, err)
+	}
 	return s, nil
 }
 

@@ -9,7 +9,9 @@
 // members are grouped into samples by key, as WebDataset defines it: the key of a member is
 // its name up to the first dot of its base name ("a/b/000123.jpg" and "a/b/000123.cls" share
 // the key "a/b/000123"), and consecutive members with the same key form one sample. Members
-// that are not regular files (folders, links) are ignored.
+// that are not regular files (folders, links) are ignored. Two names of one shard file (a link
+// to another shard of the folder, a list naming a shard twice, however spelled) are refused at
+// open, naming both: its samples would be packed twice.
 //
 // A sample's image is its member whose extension (the part of the name after the key's dot) is
 // an image type (Extensions, case-insensitive; the first one found), or, with ImageKey

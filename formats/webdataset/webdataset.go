@@ -119,6 +119,9 @@ func Open(p string, opts Options) (*Source, error) {
 		if len(s.shards) == 0 {
 			return nil, fmt.Errorf("webdataset: %s: the list names no shard", p)
 		}
+		if err := inputs.SameFiles(s.root, s.shards); err != nil {
+			return nil, fmt.Errorf("webdataset: %s: %w", p, err)
+		}
 		return s, nil
 	}
 	if !fi.IsDir() {
@@ -139,6 +142,9 @@ func Open(p string, opts Options) (*Source, error) {
 	}
 	sort.Strings(s.shards)
 	s.root = p
+	if err := inputs.SameFiles(p, s.shards); err != nil {
+		return nil, fmt.Errorf("webdataset: %s: %w", p, err)
+	}
 	return s, nil
 }
 
