@@ -150,8 +150,9 @@ func plural(n int, one, many string) string {
 //     the folder reading would leave them out; with no subfolders, a single class folder;
 //   - a class folder holding both images and videos: each reading drops the other's files;
 //   - class folders whose subfolders hold the images (the frames reading) when there is only one
-//     of them, or when two hold subfolders of one name: a folder wrapping the class folders, or
-//     splits of the same classes, fit the layout as well as classes of videos' frames.
+//     of them, or when two hold subfolders of one name without a digit ("cat", where videos are
+//     "v1" or "001"): a folder wrapping the class folders, or splits of the same classes, fit
+//     the layout as well as classes of videos' frames.
 func (d detector) dir(dir string) ([]string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -225,6 +226,9 @@ func (d detector) dir(dir string) ([]string, error) {
 		}
 		nested = append(nested, sd)
 		for _, sub := range c.subdirs {
+			if strings.ContainsAny(sub, "0123456789") {
+				continue // "v1", "001": videos are often numbered in each class
+			}
 			if other, ok := owner[sub]; ok {
 				return nil, unclear(dir, "its folders %s/ and %s/ both hold a folder %s/ of images: that reads as two splits or groups of the same classes more than as classes of videos' frames; point at one of them (--from folder), or give --from %s if the folders are videos' frames",
 					other, sd, sub, c.kind)

@@ -254,9 +254,10 @@ func TestDetectRefusesAmbiguousLayouts(t *testing.T) {
 	// The unambiguous readings next to them stay detected.
 	mk("split1/train/1.jpg", "split1/cat/2.jpg", "split1/dog/3.jpg")
 	mk("vids2/run/v1/0001.jpg", "vids2/walk/v2/0001.jpg")
+	mk("vids3/run/v1/0001.jpg", "vids3/run/v2/0001.jpg", "vids3/walk/v1/0001.jpg", "vids3/walk/v2/0001.jpg")
 	for rel, want := range map[string]string{
 		"splits/train": imagedir.KindFolder, "groups/a": imagedir.KindFolder, "wrapper/images": imagedir.KindFolder,
-		"split1": imagedir.KindFolder, "vids2": video.KindFrames,
+		"split1": imagedir.KindFolder, "vids2": video.KindFrames, "vids3": video.KindFrames,
 	} {
 		if got, err := source.Detect(filepath.Join(root, rel), entries); err != nil || got != want {
 			t.Errorf("Detect(%s) = %q, %v; want %q", rel, got, err, want)
