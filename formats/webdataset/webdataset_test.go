@@ -338,3 +338,34 @@ func TestDuplicateMembers(t *testing.T) {
 		t.Errorf("skipped %v, want exactly %d", skipped, len(want))
 	}
 }
+
+// TestTooManyMembers: every member of a sample is remembered to find a second one of its name,
+// so a sample of more than MaxSampleMembers members (a few KB of tar.gz can hold a million
+// headers) is skipped with the reason rather than remembered whole.
+func TestTooManyMembers(t *testing.T) {
+	good, _ := os.ReadFile(testfix.Corpus("grey.png"))
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	put := func(name string, data []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
+		tw.Write(data)
+	}
+	put("big.png", good)
+	put("big.cls", []byte("0"))
+	for i := range MaxSampleMembers {
+		put(fmt.Sprintf("big.x%d", i), nil)
+	}
+	put("ok.png", good)
+	put("ok.cls", []byte("1"))
+	tw.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.tar"), b.Bytes(), 0o644)
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, labels, _, skipped := records(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if fmt.Sprint(labels) != "[1]" || len(skipped) != 1 || !strings.Contains(skipped["m.tar:big"], fmt.Sprintf("more than %d members", MaxSampleMembers)) {
+		t.Errorf("labels %v skipped %v", labels, skipped)
+	}
+}
