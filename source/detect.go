@@ -22,6 +22,10 @@ const (
 	maxClassDirs  = 16 // class folders looked into, in name order
 	maxTarHeaders = 32 // archive members looked at
 	maxSniffBytes = 512
+	// maxTarScan bounds the archive bytes read (decompressed) to reach those members: a tar
+	// reader skips a member by reading it, so a first member of 100 GB (a few hundred KB of
+	// gzip) would make detection read 100 GB.
+	maxTarScan = 64 << 20
 )
 
 // Detect returns the kind of the source at p, asking the entries' sniffers, cheapest first:
@@ -384,9 +388,9 @@ func (d detector) content(br *bufio.Reader, gz bool) []string {
 	return nil
 }
 
-// tar looks at the first archive members' names.
+// tar looks at the first archive members' names, within the archive's first maxTarScan bytes.
 func (d detector) tar(r io.Reader) []string {
-	tr := tar.NewReader(r)
+	tr := tar.NewReader(io.LimitReader(r, maxTarScan))
 	for i := 0; i < maxTarHeaders; i++ {
 		h, err := tr.Next()
 		if err != nil {

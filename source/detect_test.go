@@ -3,6 +3,7 @@ package source_test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"os"
 	"path/filepath"
@@ -262,5 +263,35 @@ func TestDetectRefusesAmbiguousLayouts(t *testing.T) {
 		if got, err := source.Detect(filepath.Join(root, rel), entries); err != nil || got != want {
 			t.Errorf("Detect(%s) = %q, %v; want %q", rel, got, err, want)
 		}
+	}
+}
+
+// TestDetectBoundsArchiveScan: detection looks at an archive's first member names, and a tar
+// reader skips a member by reading it: a .tar.gz whose first member was 80 MiB of zeros (80 KB
+// of gzip) was decompressed whole to find the next name. Detection reads at most the first
+// 64 MiB of an archive; past that it says it cannot tell (--from names the kind).
+func TestDetectBoundsArchiveScan(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "samples.tar.gz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	const big = 80 << 20
+	tw.WriteHeader(&tar.Header{Name: "readme.txt", Mode: 0o644, Size: big, Typeflag: tar.TypeReg})
+	chunk := make([]byte, 1<<20)
+	for range big / len(chunk) {
+		tw.Write(chunk)
+	}
+	for _, m := range []string{"000000.jpg", "000000.cls"} {
+		tw.WriteHeader(&tar.Header{Name: m, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("1"))
+	}
+	tw.Close()
+	zw.Close()
+	f.Close()
+	if got, err := source.Detect(p, entries); !errors.Is(err, source.ErrUnknown) {
+		t.Errorf("Detect = %q, %v; want source.ErrUnknown (the members are past the first 64 MiB)", got, err)
 	}
 }
