@@ -3,8 +3,8 @@ package source_test
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,6 +76,7 @@ func TestDetect(t *testing.T) {
 	mk("imgs/.DS_Store", []byte("x"))
 	mk("vids/run/a.mp4", []byte("x"))
 	mk("frames/run/vid1/0001.jpg", []byte("x"))
+	mk("frames/walk/vid2/0001.jpg", []byte("x"))
 	mk("lists/train.csv", []byte("path,label\n"))
 	mk("lists/train.jsonl", []byte("{}\n"))
 	var tb bytes.Buffer
@@ -160,14 +161,16 @@ func TestDetectAgreesWithSources(t *testing.T) {
 	check := func(exts []string, layout, want string) {
 		for _, ext := range exts {
 			dir := filepath.Join(root, want+strings.ToUpper(ext))
-			mk(filepath.Join(filepath.Base(dir), fmt.Sprintf(layout, ext)))
+			for _, l := range strings.Split(layout, " ") {
+				mk(filepath.Join(filepath.Base(dir), strings.ReplaceAll(l, "%s", ext)))
+			}
 			if got, err := source.Detect(dir, entries); err != nil || got != want {
 				t.Errorf("Detect(folder of %s) = %q, %v; want %q", ext, got, err, want)
 			}
 		}
 	}
 	check(imagedir.Extensions, "c/x%s", imagedir.KindFolder)
-	check(imagedir.Extensions, "c/v/x%s", video.KindFrames)
+	check(imagedir.Extensions, "c/v/x%s d/w/x%s", video.KindFrames)
 	check(video.VideoExtensions, "c/x%s", video.KindVideo)
 	for _, ext := range imagedir.ListExtensions {
 		if got, err := source.Detect(mk("l"+ext), entries); err != nil || got != imagedir.KindList {
@@ -203,5 +206,92 @@ func TestDetectFollowsSymlinks(t *testing.T) {
 		if got, err := source.Detect(filepath.Join(root, rel), entries); err != nil || got != want {
 			t.Errorf("Detect(%s) = %q, %v; want %q", rel, got, err, want)
 		}
+	}
+}
+
+// TestDetectRefusesAmbiguousLayouts: a folder that two readings fit, or whose reading would
+// leave files out, is refused with what was seen and what to give. The parent of train/ and
+// val/ (each with class folders) was detected as frames and packed as one class; the parent of
+// train/ and val/ holding images as a folder of two classes named train and val.
+func TestDetectRefusesAmbiguousLayouts(t *testing.T) {
+	root := t.TempDir()
+	mk := func(rels ...string) {
+		for _, rel := range rels {
+			p := filepath.Join(root, rel)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk("splits/train/cat/1.jpg", "splits/train/dog/2.jpg", "splits/val/cat/3.jpg", "splits/val/dog/4.jpg")
+	mk("flatsplits/train/1.jpg", "flatsplits/test/2.jpg")
+	mk("onesplit/train/cat/1.jpg", "onesplit/train/dog/2.jpg")
+	mk("groups/a/cat/1.jpg", "groups/a/dog/2.jpg", "groups/b/cat/3.jpg", "groups/b/dog/4.jpg")
+	mk("wrapper/images/cat/1.jpg", "wrapper/images/dog/2.jpg")
+	mk("loose/x.jpg", "loose/cat/1.jpg", "loose/dog/2.jpg")
+	mk("oneclass/1.jpg", "oneclass/2.png")
+	mk("onevideo/a.mp4")
+	mk("imgvid/cat/1.jpg", "imgvid/cat/a.mp4", "imgvid/dog/2.jpg")
+	for _, tc := range []struct{ rel, want string }{
+		{"splits", "named like dataset splits"},
+		{"splits", filepath.Join(root, "splits", "train")},
+		{"flatsplits", "named like dataset splits"},
+		{"onesplit", "point at one, e.g. " + filepath.Join(root, "onesplit", "train")},
+		{"groups", "both hold a folder cat/"},
+		{"wrapper", "point at " + filepath.Join(root, "wrapper", "images") + " (--from folder)"},
+		{"loose", "it holds 1 image or video file (x.jpg) directly besides 2 subfolders (cat/ and dog/)"},
+		{"oneclass", "it holds 2 image or video files (1.jpg and 2.png) and no subfolders: it looks like a single class folder"},
+		{"onevideo", "single class folder"},
+		{"imgvid", "cat/ holds files of different kinds (1.jpg: folder, a.mp4: video)"},
+	} {
+		got, err := source.Detect(filepath.Join(root, tc.rel), entries)
+		if !errors.Is(err, source.ErrUnknown) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Detect(%s) = %q, %v; want source.ErrUnknown saying %q", tc.rel, got, err, tc.want)
+		}
+	}
+	// The unambiguous readings next to them stay detected.
+	mk("split1/train/1.jpg", "split1/cat/2.jpg", "split1/dog/3.jpg")
+	mk("vids2/run/v1/0001.jpg", "vids2/walk/v2/0001.jpg")
+	mk("vids3/run/v1/0001.jpg", "vids3/run/v2/0001.jpg", "vids3/walk/v1/0001.jpg", "vids3/walk/v2/0001.jpg")
+	for rel, want := range map[string]string{
+		"splits/train": imagedir.KindFolder, "groups/a": imagedir.KindFolder, "wrapper/images": imagedir.KindFolder,
+		"split1": imagedir.KindFolder, "vids2": video.KindFrames, "vids3": video.KindFrames,
+	} {
+		if got, err := source.Detect(filepath.Join(root, rel), entries); err != nil || got != want {
+			t.Errorf("Detect(%s) = %q, %v; want %q", rel, got, err, want)
+		}
+	}
+}
+
+// TestDetectBoundsArchiveScan: detection looks at an archive's first member names, and a tar
+// reader skips a member by reading it: a .tar.gz whose first member was 80 MiB of zeros (80 KB
+// of gzip) was decompressed whole to find the next name. Detection reads at most the first
+// 64 MiB of an archive; past that it says it cannot tell (--from names the kind).
+func TestDetectBoundsArchiveScan(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "samples.tar.gz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := gzip.NewWriter(f)
+	tw := tar.NewWriter(zw)
+	const big = 80 << 20
+	tw.WriteHeader(&tar.Header{Name: "readme.txt", Mode: 0o644, Size: big, Typeflag: tar.TypeReg})
+	chunk := make([]byte, 1<<20)
+	for range big / len(chunk) {
+		tw.Write(chunk)
+	}
+	for _, m := range []string{"000000.jpg", "000000.cls"} {
+		tw.WriteHeader(&tar.Header{Name: m, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+		tw.Write([]byte("1"))
+	}
+	tw.Close()
+	zw.Close()
+	f.Close()
+	if got, err := source.Detect(p, entries); !errors.Is(err, source.ErrUnknown) {
+		t.Errorf("Detect = %q, %v; want source.ErrUnknown (the members are past the first 64 MiB)", got, err)
 	}
 }

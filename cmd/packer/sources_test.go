@@ -86,3 +86,27 @@ func TestWebDatasetEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildRefusesSplitParent: build pointed at the parent of train/ and val/ (each holding
+// class folders of images) was detected as frames and packed the whole tree as one class with
+// exit 0. It is a usage error naming the split folder to point at, and nothing is written.
+func TestBuildRefusesSplitParent(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "data")
+	for _, rel := range []string{"train/cat/1.jpg", "train/dog/2.jpg", "val/cat/3.jpg", "val/dog/4.jpg"} {
+		p := filepath.Join(src, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	_, errs, code := run(t, "build", src, "-o", out)
+	if code != exitUsage || !strings.Contains(errs, "named like dataset splits") || !strings.Contains(errs, filepath.Join(src, "train")) {
+		t.Fatalf("exit %d, stderr %q: want exit %d naming %s", code, errs, exitUsage, filepath.Join(src, "train"))
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s exists after a refused build: %v", out, err)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"unicode/utf8"
@@ -212,6 +213,34 @@ func CheckClasses(classes []string) error {
 			return fmt.Errorf("%w %q (labels %d and %d): class names must be distinct", ErrDuplicate, c, j, i)
 		}
 		seen[c] = i
+	}
+	return nil
+}
+
+// ErrSameFile is wrapped by SameFiles' error.
+var ErrSameFile = errors.New("one file named twice")
+
+// SameFiles refuses a list of files (names relative to root) in which two names lead to one
+// file (the same path written twice, or links to one file): a source reading each name would
+// pack that file's records twice. Names that cannot be stat'ed are left to the source, which
+// reports them as bad inputs. The error names both, escaped with Name.
+func SameFiles(root string, names []string) error {
+	type seen struct {
+		name string
+		st   fs.FileInfo
+	}
+	bySize := map[int64][]seen{}
+	for _, n := range names {
+		st, err := os.Stat(filepath.Join(root, n))
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		for _, o := range bySize[st.Size()] {
+			if os.SameFile(o.st, st) {
+				return fmt.Errorf("%w: %s and %s are the same file: its records would be packed twice", ErrSameFile, Name(o.name), Name(n))
+			}
+		}
+		bySize[st.Size()] = append(bySize[st.Size()], seen{n, st})
 	}
 	return nil
 }

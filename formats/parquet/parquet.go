@@ -27,6 +27,13 @@ const Kind = "parquet"
 // DefaultLabelColumn is the label column's default name.
 const DefaultLabelColumn = "label"
 
+// Limits on string labels, which become the dataset's class names (read from every file at
+// open, held, and written to the manifest): a column past them does not hold class names.
+const (
+	MaxClasses   = 1 << 16 // distinct string labels
+	MaxClassName = 4096    // bytes of one string label
+)
+
 // Errors a skipped row's reason wraps.
 var (
 	ErrNullImage = errors.New("null image")
@@ -88,7 +95,10 @@ func Open(p string, opts Options) (*Source, error) {
 		}
 		sort.Strings(s.files)
 		s.root = filepath.Dir(p)
-		if err := s.inspect(); err != nil {
+		if err := inputs.SameFiles(s.root, s.files); err != nil {
+			return nil, fmt.Errorf("parquet: %s: %w", p, err)
+		}
+		if err := s.inspectSafely(p); err != nil {
 			return nil, err
 		}
 		return s, nil
@@ -113,14 +123,26 @@ func Open(p string, opts Options) (*Source, error) {
 		}
 		sort.Strings(s.files)
 		s.root = p
-	}
-	if err := noPanic(s.inspect); err != nil {
-		if errors.Is(err, errPanic) {
+		if err := inputs.SameFiles(p, s.files); err != nil {
 			return nil, fmt.Errorf("parquet: %s: %w", p, err)
 		}
+	}
+	if err := s.inspectSafely(p); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// inspectSafely runs inspect, turning a panic of the Parquet reader into an error naming p
+// (a file, a folder or a glob).
+func (s *Source) inspectSafely(p string) error {
+	if err := noPanic(s.inspect); err != nil {
+		if errors.Is(err, errPanic) {
+			return fmt.Errorf("parquet: %s: %w", p, err)
+		}
+		return err
+	}
+	return nil
 }
 
 // errPanic is what noPanic makes of a panic of the Parquet reader.
@@ -201,6 +223,9 @@ func (s *Source) inspect() error {
 		img = []string{"image", "img"}
 	}
 	for _, c := range img {
+		if err := once(schema, []string{c, "bytes"}); err != nil {
+			return fmt.Errorf("parquet: %s: %w", s.files[0], err)
+		}
 		for _, path := range [][]string{{c, "bytes"}, {c}} {
 			if leaf, ok := schema.Lookup(path...); ok && leaf.Node.Type().Kind() == pq.ByteArray {
 				s.imagePath = path
@@ -214,6 +239,9 @@ func (s *Source) inspect() error {
 	if s.imagePath == nil {
 		return fmt.Errorf("parquet: %s: no image column %s (binary, or a struct with a binary \"bytes\" field); the columns are %s; name it with --image-column",
 			s.files[0], strings.Join(img, " or "), strings.Join(leaves, ", "))
+	}
+	if err := once(schema, []string{s.opts.LabelColumn}); err != nil {
+		return fmt.Errorf("parquet: %s: %w", s.files[0], err)
 	}
 	leaf, ok := schema.Lookup(s.opts.LabelColumn)
 	if !ok {
@@ -271,14 +299,24 @@ func (s *Source) stringClasses() error {
 		if err != nil {
 			return fmt.Errorf("parquet: %s: %w", name, err)
 		}
-		err = s.eachRowGroup(pf, func(rg pq.RowGroup) error {
-			col, err := s.column(pf, rg, s.labelPath)
+		err = s.eachRowGroup(pf, func(i int, rg pq.RowGroup) error {
+			col, err := s.column(pf, f, i, rg, s.labelPath)
 			if err != nil {
 				return err
 			}
 			return readValues(col, func(v pq.Value) error {
-				if !v.IsNull() {
-					seen[string(v.ByteArray())] = true
+				if v.IsNull() {
+					return nil
+				}
+				b := v.ByteArray()
+				if len(b) > MaxClassName {
+					return fmt.Errorf("a label of %d bytes, the limit for a class name is %d", len(b), MaxClassName)
+				}
+				if !seen[string(b)] {
+					if len(seen) == MaxClasses {
+						return fmt.Errorf("more than %d distinct labels: the label column %q does not hold class names", MaxClasses, s.opts.LabelColumn)
+					}
+					seen[string(b)] = true
 				}
 				return nil
 			})
@@ -299,22 +337,56 @@ func (s *Source) stringClasses() error {
 	return nil
 }
 
-func (s *Source) eachRowGroup(pf *pq.File, fn func(pq.RowGroup) error) error {
-	for _, rg := range pf.RowGroups() {
-		if err := fn(rg); err != nil {
+func (s *Source) eachRowGroup(pf *pq.File, fn func(int, pq.RowGroup) error) error {
+	for i, rg := range pf.RowGroups() {
+		if err := fn(i, rg); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// column returns the pages of the leaf at path in rg.
-func (s *Source) column(pf *pq.File, rg pq.RowGroup, path []string) (pq.Pages, error) {
+// once refuses a schema in which a name along path (a column, a struct's field) names two
+// fields: pyarrow writes such files, and readers disagree on which of the two a name means.
+func once(n pq.Node, path []string) error {
+	for i, name := range path {
+		var next pq.Node
+		k := 0
+		for _, f := range n.Fields() {
+			if f.Name() == name {
+				next, k = f, k+1
+			}
+		}
+		if k > 1 {
+			return fmt.Errorf("two columns named %q: which one the name means is ambiguous", strings.Join(path[:i+1], "."))
+		}
+		if next == nil || next.Leaf() {
+			return nil
+		}
+		n = next
+	}
+	return nil
+}
+
+// column returns the pages of the leaf at path in rg, the row group i of pf (read from f),
+// once checkChunk has found that none of them is over MaxPageSize.
+func (s *Source) column(pf *pq.File, f io.ReaderAt, i int, rg pq.RowGroup, path []string) (pq.Pages, error) {
+	if err := once(pf.Schema(), path); err != nil {
+		return nil, err
+	}
 	leaf, ok := pf.Schema().Lookup(path...)
 	if !ok {
 		return nil, fmt.Errorf("no column %s", strings.Join(path, "."))
 	}
-	return rg.ColumnChunks()[leaf.ColumnIndex].Pages(), nil
+	groups := pf.Metadata().RowGroups
+	c := leaf.ColumnIndex
+	if i >= len(groups) || c >= len(groups[i].Columns) || c >= len(groups[0].Columns) || c >= len(rg.ColumnChunks()) {
+		return nil, fmt.Errorf("row group %d has no column %s", i, strings.Join(path, "."))
+	}
+	if err := checkChunk(f, pf.Size(), &groups[i].Columns[c].MetaData, groups[0].Columns[c].MetaData.Codec); err != nil {
+		return nil, fmt.Errorf("column %s of row group %d: %w", strings.Join(path, "."), i, err)
+	}
+	return rg.ColumnChunks()[c].Pages(), nil
 }
 
 // readValues calls fn with every value of the pages, in order, and closes them.
@@ -348,6 +420,55 @@ func readValues(pages pq.Pages, fn func(pq.Value) error) error {
 		}
 		pq.Release(page)
 	}
+}
+
+// cursor reads the values of a column chunk's pages one by one, holding one page.
+type cursor struct {
+	pages pq.Pages
+	page  pq.Page
+	vr    pq.ValueReader
+	buf   []pq.Value
+	i, n  int
+	done  bool // vr has no more values after buf[:n]
+}
+
+// next returns the next value, valid until the next call, or io.EOF after the last.
+func (c *cursor) next() (pq.Value, error) {
+	for c.i >= c.n {
+		if c.vr != nil && !c.done {
+			n, err := c.vr.ReadValues(c.buf)
+			c.i, c.n = 0, n
+			if err == io.EOF {
+				c.done = true
+			} else if err != nil {
+				return pq.Value{}, err
+			}
+			continue
+		}
+		c.release()
+		page, err := c.pages.ReadPage()
+		if err != nil {
+			return pq.Value{}, err
+		}
+		if c.buf == nil {
+			c.buf = make([]pq.Value, 256)
+		}
+		c.page, c.vr, c.done = page, page.Values(), false
+	}
+	c.i++
+	return c.buf[c.i-1], nil
+}
+
+func (c *cursor) release() {
+	if c.page != nil {
+		pq.Release(c.page)
+		c.page, c.vr = nil, nil
+	}
+}
+
+func (c *cursor) close() {
+	c.release()
+	c.pages.Close()
 }
 
 // PlanDecode takes the build's transform (encoded.Decoder.Plan: the --fast scale).
@@ -407,47 +528,62 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	}
 	defer f.Close()
 	err = noPanic(func() error {
-		return s.eachRowGroup(pf, func(rg pq.RowGroup) error {
+		return s.eachRowGroup(pf, func(rgi int, rg pq.RowGroup) error {
 			if err := ctx.Err(); err != nil {
 				return emitErr{err}
 			}
-			// The row group's labels first (small), then its images page by page.
-			lcol, err := s.column(pf, rg, s.labelPath)
+			// The labels and the images page by page, side by side: memory holds one page of
+			// each, whatever the row group's row count.
+			lcol, err := s.column(pf, f, rgi, rg, s.labelPath)
 			if err != nil {
 				return err
 			}
-			var labels []pq.Value
-			if err := readValues(lcol, func(v pq.Value) error { labels = append(labels, v.Clone()); return nil }); err != nil {
-				return err
-			}
-			icol, err := s.column(pf, rg, s.imagePath)
+			labels := &cursor{pages: lcol}
+			defer labels.close()
+			icol, err := s.column(pf, f, rgi, rg, s.imagePath)
 			if err != nil {
 				return err
 			}
-			i := 0
-			err = readValues(icol, func(v pq.Value) error {
-				if i >= len(labels) {
-					return fmt.Errorf("the image column has more rows than the label column (%d)", len(labels))
+			images := &cursor{pages: icol}
+			defer images.close()
+			for i := 0; ; i++ {
+				v, err := images.next()
+				if err == io.EOF {
+					if _, err := labels.next(); err != io.EOF {
+						return fmt.Errorf("the image column has %d rows, the label column more", i)
+					}
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				var raw []byte
+				if !v.IsNull() {
+					raw = append([]byte(nil), v.ByteArray()...)
+				}
+				lv, err := labels.next()
+				if err == io.EOF {
+					return fmt.Errorf("the image column has more rows than the label column (%d)", i)
+				}
+				if err != nil {
+					return err
 				}
 				it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
 				meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
-				label, lerr := s.label(labels[i])
+				label, lerr := s.label(lv)
 				switch {
 				case v.IsNull():
 					it.Note = encoded.Note{Err: ErrNullImage}
 				case lerr != nil:
 					it.Note = encoded.Note{Err: lerr}
 				default:
-					it.Raw, it.Label, it.Note = append([]byte(nil), v.ByteArray()...), label, encoded.Note{Meta: meta}
+					it.Raw, it.Label, it.Note = raw, label, encoded.Note{Meta: meta}
 				}
-				i++
 				row++
-				return send(it)
-			})
-			if err == nil && i != len(labels) {
-				err = fmt.Errorf("the image column has %d rows, the label column %d", i, len(labels))
+				if err := send(it); err != nil {
+					return err
+				}
 			}
-			return err
 		})
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -208,4 +209,111 @@ func TestFooterLongerThanFile(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 		t.Errorf("Open allocated %d bytes for a 112-byte file", grew)
 	}
+}
+
+// TestDuplicateColumns: a file with two columns of the image's or the label's name (pyarrow
+// writes them; readers disagree on which one a name means) was read through its first one,
+// silently. It is refused naming the column, at open for the first file and as the rest of the
+// file for another.
+func TestDuplicateColumns(t *testing.T) {
+	py := testfix.NeedFixturePython(t, "pyarrow")
+	const script = `
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+out, names, img = sys.argv[1], sys.argv[2].split(","), open(sys.argv[3], "rb").read()
+cols = {"image": pa.array([img, img], type=pa.binary()), "label": pa.array([0, 1], type=pa.int64())}
+arrays = [cols[n] if i == names.index(n) else pa.array([1, 0], type=pa.int64()) if n == "label" else pa.array([img, img], type=pa.binary()) for i, n in enumerate(names)]
+pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
+`
+	dir := t.TempDir()
+	for name, cols := range map[string]string{"dl.parquet": "image,label,label", "di.parquet": "image,image,label", "ok.parquet": "image,label"} {
+		if out, err := exec.Command(py, "-c", script, filepath.Join(dir, name), cols, testfix.Corpus("grey.jpg")).CombinedOutput(); err != nil {
+			t.Fatalf("pyarrow: %v\n%s", err, out)
+		}
+	}
+	for name, col := range map[string]string{"dl.parquet": "label", "di.parquet": "image"} {
+		_, err := Open(filepath.Join(dir, name), Options{})
+		if want := fmt.Sprintf("%s: two columns named %q", name, col); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Open(%s): %v, want %q", name, err, want)
+		}
+	}
+	// A folder whose first file is fine: the other file's columns are checked when it is read.
+	os.Rename(filepath.Join(dir, "ok.parquet"), filepath.Join(dir, "a.parquet"))
+	os.Remove(filepath.Join(dir, "di.parquet"))
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _, _, m := build(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if len(recs) != 2 || len(m.Skipped) != 1 || m.Skipped[0].Input != "dl.parquet (from row 0)" || !strings.Contains(m.Skipped[0].Reason, `two columns named "label"`) {
+		t.Errorf("%d records, skipped %+v", len(recs), m.Skipped)
+	}
+}
+
+// TestStringLabelLimits: string labels become class names, read from every file at open; a
+// label column of more distinct values than MaxClasses, or a value longer than MaxClassName, is
+// not a column of class names (it took every value into memory and the manifest), and is
+// refused naming the file.
+func TestStringLabelLimits(t *testing.T) {
+	py := testfix.NeedFixturePython(t, "pyarrow")
+	const script = `
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+out, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+labels = [("%0" + str(size) + "d") % i for i in range(n)]
+pq.write_table(pa.table({"image": pa.array([b"x"] * n, type=pa.binary()), "label": pa.array(labels, type=pa.string())}), out)
+`
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, n, size, want string
+	}{
+		{"many.parquet", fmt.Sprint(MaxClasses + 1), "8", fmt.Sprintf("more than %d distinct labels", MaxClasses)},
+		{"long.parquet", "2", fmt.Sprint(MaxClassName + 1), fmt.Sprintf("a label of %d bytes", MaxClassName+1)},
+	} {
+		p := filepath.Join(dir, c.name)
+		if out, err := exec.Command(py, "-c", script, p, c.n, c.size).CombinedOutput(); err != nil {
+			t.Fatalf("pyarrow: %v\n%s", err, out)
+		}
+		if _, err := Open(p, Options{}); err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%s): %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestGlobOfDamagedFiles: a glob's first match is inspected at open like a file or a folder's
+// first file: a damaged one on which the Parquet reader panics is an error, not a crash.
+func TestGlobOfDamagedFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, seed := range fuzzSeeds(t) {
+		p := filepath.Join(dir, "a.parquet")
+		if err := os.WriteFile(p, seed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Open(filepath.Join(dir, "*.parquet"), Options{}); err == nil {
+			t.Errorf("a damaged file opened through a glob")
+		}
+	}
+}
+
+// fuzzSeeds returns the inputs of FuzzParquet's corpus (testdata/fuzz/FuzzParquet).
+func fuzzSeeds(t *testing.T) [][]byte {
+	t.Helper()
+	paths, _ := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzParquet", "*"))
+	var seeds [][]byte
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		v, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[len(lines)-1], "[]byte("), ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		seeds = append(seeds, []byte(v))
+	}
+	if len(seeds) == 0 {
+		t.Fatal("no fuzz corpus")
+	}
+	return seeds
 }

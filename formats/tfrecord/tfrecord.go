@@ -38,12 +38,13 @@ const MaxRecordSize = 256 << 20
 
 // Errors a skipped record's reason wraps.
 var (
-	ErrChecksum = errors.New("data checksum mismatch")
-	ErrFraming  = errors.New("file unreadable from here on")
-	ErrExample  = errors.New("not a tf.train.Example")
-	ErrNoImage  = errors.New("no image feature")
-	ErrNoLabel  = errors.New("no label feature")
-	ErrLabel    = errors.New("bad label")
+	ErrChecksum  = errors.New("data checksum mismatch")
+	ErrFraming   = errors.New("file unreadable from here on")
+	ErrExample   = errors.New("not a tf.train.Example")
+	ErrNoImage   = errors.New("no image feature")
+	ErrNoLabel   = errors.New("no label feature")
+	ErrDuplicate = errors.New("ambiguous feature")
+	ErrLabel     = errors.New("bad label")
 )
 
 // Options configure a Source.
@@ -114,6 +115,9 @@ func Open(p string, opts Options) (*Source, error) {
 	}
 	sort.Strings(s.files)
 	s.root = p
+	if err := inputs.SameFiles(p, s.files); err != nil {
+		return nil, fmt.Errorf("tfrecord: %s: %w", p, err)
+	}
 	return s, nil
 }
 
@@ -201,7 +205,10 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	}
 }
 
-// parse reads the image bytes and the label out of a tf.train.Example.
+// parse reads the image bytes and the label out of a tf.train.Example. The image feature must
+// hold one bytes value and the label feature one int64 value, each named once: the feature map
+// naming one twice (TensorFlow's parser keeps the last entry) or a feature of several values (a
+// FixedLenFeature of shape [] refuses it) is a bad Example, not one of its values picked.
 func (s *Source) parse(b []byte) (img []byte, label int64, err error) {
 	var haveImg, haveLabel bool
 	err = fields(b, func(f field) error {
@@ -227,22 +234,36 @@ func (s *Source) parse(b []byte) (img []byte, label int64, err error) {
 			}
 			switch key {
 			case s.opts.ImageKey:
-				if v, ok, err := firstBytes(feat); err != nil {
-					return err
-				} else if ok && !haveImg {
-					img, haveImg = v, true
+				if haveImg {
+					return fmt.Errorf("%w: feature %q twice", ErrDuplicate, key)
 				}
+				v, n, err := bytesValues(feat)
+				if err != nil {
+					return err
+				}
+				if n > 1 {
+					return fmt.Errorf("%w: feature %q holds %d values, want one", ErrDuplicate, key, n)
+				}
+				img, haveImg = v, n == 1
 			case s.opts.LabelKey:
-				if v, ok, err := firstInt64(feat); err != nil {
-					return err
-				} else if ok && !haveLabel {
-					label, haveLabel = v, true
+				if haveLabel {
+					return fmt.Errorf("%w: feature %q twice", ErrDuplicate, key)
 				}
+				v, n, err := int64Values(feat)
+				if err != nil {
+					return err
+				}
+				if n > 1 {
+					return fmt.Errorf("%w: feature %q holds %d values, want one", ErrDuplicate, key, n)
+				}
+				label, haveLabel = v, n == 1
 			}
 			return nil
 		})
 	})
 	switch {
+	case errors.Is(err, ErrDuplicate):
+		return nil, 0, err
 	case err != nil:
 		return nil, 0, fmt.Errorf("%w: %w", ErrExample, err)
 	case !haveImg:
@@ -294,50 +315,61 @@ func fields(b []byte, fn func(field) error) error {
 	return nil
 }
 
-// firstBytes returns the first value of a Feature's bytes_list (Feature field 1, BytesList
-// field 1).
-func firstBytes(feat []byte) (out []byte, ok bool, err error) {
+// bytesValues returns the first value of a Feature's bytes_list (Feature field 1, BytesList
+// field 1) and how many values it holds (lists repeated in one Feature merge, as protobuf
+// merges them).
+func bytesValues(feat []byte) (first []byte, n int, err error) {
 	err = fields(feat, func(f field) error {
-		if f.num != 1 || f.typ != protowire.BytesType || ok {
+		if f.num != 1 || f.typ != protowire.BytesType {
 			return nil
 		}
 		return fields(f.b, func(v field) error {
-			if v.num == 1 && v.typ == protowire.BytesType && !ok {
-				out, ok = v.b, true
+			if v.num == 1 && v.typ == protowire.BytesType {
+				if n == 0 {
+					first = v.b
+				}
+				n++
 			}
 			return nil
 		})
 	})
-	return out, ok, err
+	return first, n, err
 }
 
-// firstInt64 returns the first value of a Feature's int64_list (Feature field 3, Int64List
-// field 1, packed or not).
-func firstInt64(feat []byte) (out int64, ok bool, err error) {
+// int64Values returns the first value of a Feature's int64_list (Feature field 3, Int64List
+// field 1, packed or not) and how many values it holds.
+func int64Values(feat []byte) (first int64, n int, err error) {
 	err = fields(feat, func(f field) error {
-		if f.num != 3 || f.typ != protowire.BytesType || ok {
+		if f.num != 3 || f.typ != protowire.BytesType {
 			return nil
 		}
 		return fields(f.b, func(v field) error {
-			if v.num != 1 || ok {
+			if v.num != 1 {
 				return nil
 			}
 			switch v.typ {
 			case protowire.VarintType:
-				out, ok = int64(v.x), true
+				if n == 0 {
+					first = int64(v.x)
+				}
+				n++
 			case protowire.BytesType: // packed
-				if len(v.b) > 0 {
-					x, n := protowire.ConsumeVarint(v.b)
-					if n < 0 {
-						return protowire.ParseError(n)
+				for b := v.b; len(b) > 0; {
+					x, k := protowire.ConsumeVarint(b)
+					if k < 0 {
+						return protowire.ParseError(k)
 					}
-					out, ok = int64(x), true
+					if n == 0 {
+						first = int64(x)
+					}
+					n++
+					b = b[k:]
 				}
 			}
 			return nil
 		})
 	})
-	return out, ok, err
+	return first, n, err
 }
 
 // Decode decodes the item's image with the source's decoder, or reports the fault Enumerate

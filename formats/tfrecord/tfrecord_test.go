@@ -3,9 +3,11 @@ package tfrecord
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/encoding/protowire"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,7 +183,7 @@ func TestDamage(t *testing.T) {
 // TestFeatureKeys: --image-key and --label-key name other features.
 func TestFeatureKeys(t *testing.T) {
 	dir := t.TempDir()
-	writeTFRecord(t, filepath.Join(dir, "x.tfrecord"), []map[string]any{{"bytes:jpeg": testfix.Corpus("grey.jpg"), "int:cls": []int{3, 9}}})
+	writeTFRecord(t, filepath.Join(dir, "x.tfrecord"), []map[string]any{{"bytes:jpeg": testfix.Corpus("grey.jpg"), "int:cls": []int{3}}})
 	src, err := Open(dir, Options{ImageKey: "jpeg", LabelKey: "cls"})
 	if err != nil {
 		t.Fatal(err)
@@ -192,5 +194,96 @@ func TestFeatureKeys(t *testing.T) {
 	}
 	if _, err := Open(t.TempDir(), Options{}); err == nil || !errors.Is(err, err) || !strings.Contains(err.Error(), "no TFRecord file") {
 		t.Errorf("empty folder: %v", err)
+	}
+}
+
+// example encodes a tf.train.Example whose feature map lists the entries in order, repeated
+// keys included (protobuf map entries; a parser keeps the last one of a key).
+func example(entries ...[]byte) []byte {
+	var feats []byte
+	for _, e := range entries {
+		feats = protowire.AppendTag(feats, 1, protowire.BytesType)
+		feats = protowire.AppendBytes(feats, e)
+	}
+	var ex []byte
+	ex = protowire.AppendTag(ex, 1, protowire.BytesType)
+	return protowire.AppendBytes(ex, feats)
+}
+
+// entry is one feature map entry: key, and a Feature holding a bytes_list (field 1) of bs or an
+// int64_list (field 3) of ints.
+func entry(key string, bs [][]byte, ints []int64) []byte {
+	var list []byte
+	for _, b := range bs {
+		list = protowire.AppendTag(list, 1, protowire.BytesType)
+		list = protowire.AppendBytes(list, b)
+	}
+	for _, x := range ints {
+		list = protowire.AppendTag(list, 1, protowire.VarintType)
+		list = protowire.AppendVarint(list, uint64(x))
+	}
+	num := protowire.Number(1)
+	if ints != nil {
+		num = 3
+	}
+	var feat []byte
+	feat = protowire.AppendTag(feat, num, protowire.BytesType)
+	feat = protowire.AppendBytes(feat, list)
+	var e []byte
+	e = protowire.AppendTag(e, 1, protowire.BytesType)
+	e = protowire.AppendBytes(e, []byte(key))
+	e = protowire.AppendTag(e, 2, protowire.BytesType)
+	return protowire.AppendBytes(e, feat)
+}
+
+// frame appends one TFRecord record holding data.
+func frame(dst, data []byte) []byte {
+	head := binary.LittleEndian.AppendUint64(nil, uint64(len(data)))
+	dst = binary.LittleEndian.AppendUint32(append(dst, head...), masked(head))
+	return binary.LittleEndian.AppendUint32(append(dst, data...), masked(data))
+}
+
+// TestDuplicateFeatures: an Example naming the image or label feature twice (map entries of one
+// key: TensorFlow's parser keeps the last, packer took the first) or whose image or label
+// feature holds several values (a FixedLenFeature of shape [] refuses it; packer took the
+// first) was packed silently. It is skipped naming the feature.
+func TestDuplicateFeatures(t *testing.T) {
+	img, _ := os.ReadFile(testfix.Corpus("grey.jpg"))
+	png, _ := os.ReadFile(testfix.Corpus("grey.png"))
+	const ik, lk = DefaultImageKey, DefaultLabelKey
+	var data []byte
+	for _, ex := range [][]byte{
+		example(entry(ik, [][]byte{img}, nil), entry(lk, nil, []int64{1})),
+		example(entry(ik, [][]byte{img}, nil), entry(lk, nil, []int64{1}), entry(lk, nil, []int64{2})),
+		example(entry(ik, [][]byte{img}, nil), entry(ik, [][]byte{png}, nil), entry(lk, nil, []int64{0})),
+		example(entry(ik, [][]byte{img, png}, nil), entry(lk, nil, []int64{0})),
+		example(entry(ik, [][]byte{img}, nil), entry(lk, nil, []int64{0, 1})),
+		example(entry(ik, [][]byte{png}, nil), entry(lk, nil, []int64{0})),
+	} {
+		data = frame(data, ex)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "d.tfrecord"), data, 0o644)
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, labels, metas, skipped := build(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if fmt.Sprint(labels) != "[1 0]" || len(metas) != 2 || !strings.Contains(metas[1], `"record":5`) {
+		t.Errorf("packed %v labels %v, want records 0 and 5", metas, labels)
+	}
+	want := map[string]string{
+		"d.tfrecord#1": fmt.Sprintf("feature %q twice", lk),
+		"d.tfrecord#2": fmt.Sprintf("feature %q twice", ik),
+		"d.tfrecord#3": fmt.Sprintf("feature %q holds 2 values, want one", ik),
+		"d.tfrecord#4": fmt.Sprintf("feature %q holds 2 values, want one", lk),
+	}
+	for in, reason := range want {
+		if r := skipped[in]; !strings.Contains(r, reason) {
+			t.Errorf("skipped[%s] = %q, want %q", in, r, reason)
+		}
+	}
+	if len(skipped) != len(want) {
+		t.Errorf("skipped %v, want exactly %d", skipped, len(want))
 	}
 }

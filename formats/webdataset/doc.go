@@ -9,7 +9,9 @@
 // members are grouped into samples by key, as WebDataset defines it: the key of a member is
 // its name up to the first dot of its base name ("a/b/000123.jpg" and "a/b/000123.cls" share
 // the key "a/b/000123"), and consecutive members with the same key form one sample. Members
-// that are not regular files (folders, links) are ignored.
+// that are not regular files (folders, links) are ignored. Two names of one shard file (a link
+// to another shard of the folder, a list naming a shard twice, however spelled) are refused at
+// open, naming both: its samples would be packed twice.
 //
 // A sample's image is its member whose extension (the part of the name after the key's dot) is
 // an image type (Extensions, case-insensitive; the first one found), or, with ImageKey
@@ -29,8 +31,10 @@
 // # Bad input
 //
 // A sample without an image member, without a .cls member, with a .cls that is not a
-// non-negative integer, with a member larger than MaxMemberSize, or whose image does not
-// decode is skipped with the reason (or fails the build, --on-error fail). A shard that cannot
+// non-negative integer, with a member larger than MaxMemberSize, with two members of one name
+// (or whose extensions differ only in case: "a.jpg" twice, "a.cls" then "a.cls" again, "a.jpg"
+// and "a.JPG"; tar keeps both, extracting keeps the last, webdataset's own reader raises), with
+// more than MaxSampleMembers members, or whose image does not decode is skipped with the reason (or fails the build, --on-error fail). A shard that cannot
 // be read to its end (truncated, a damaged header) keeps the samples read before the damage;
 // the rest of that shard is one skipped input, "SHARD (after member N)", with the reason, and
 // the build goes on with the next shard. Nothing from a tar is ever written to disk, so member

@@ -43,7 +43,12 @@ var (
 	ErrLabel     = errors.New("bad label")
 	ErrTooLarge  = errors.New("member larger than the limit")
 	ErrTruncated = errors.New("shard unreadable from here on")
+	ErrDuplicate = errors.New("duplicate member")
 )
+
+// MaxSampleMembers bounds the members of one sample: each is remembered (its extension) to
+// find a second member of one name.
+const MaxSampleMembers = 4096
 
 // Options configure a Source.
 type Options struct {
@@ -114,6 +119,9 @@ func Open(p string, opts Options) (*Source, error) {
 		if len(s.shards) == 0 {
 			return nil, fmt.Errorf("webdataset: %s: the list names no shard", p)
 		}
+		if err := inputs.SameFiles(s.root, s.shards); err != nil {
+			return nil, fmt.Errorf("webdataset: %s: %w", p, err)
+		}
 		return s, nil
 	}
 	if !fi.IsDir() {
@@ -134,6 +142,9 @@ func Open(p string, opts Options) (*Source, error) {
 	}
 	sort.Strings(s.shards)
 	s.root = p
+	if err := inputs.SameFiles(p, s.shards); err != nil {
+		return nil, fmt.Errorf("webdataset: %s: %w", p, err)
+	}
 	return s, nil
 }
 
@@ -171,6 +182,7 @@ type sample struct {
 	imageRank int // position of the image's extension in the preference list
 	label     []byte
 	hasLabel  bool
+	exts      map[string]string // lower-case extension -> the member name that had it
 	err       error
 }
 
@@ -241,6 +253,21 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 		if cur.err != nil {
 			continue
 		}
+		// A second member of one name (its extension in any case: tar keeps both, extracting
+		// keeps the last, webdataset's reader refuses it) makes the sample ambiguous.
+		lext := strings.ToLower(ext)
+		if first, ok := cur.exts[lext]; ok {
+			cur.err = fmt.Errorf("%w: two members %s and %s", ErrDuplicate, inputs.Name(first), inputs.Name(h.Name))
+			continue
+		}
+		if len(cur.exts) >= MaxSampleMembers {
+			cur.err = fmt.Errorf("more than %d members of key %s", MaxSampleMembers, inputs.Name(key))
+			continue
+		}
+		if cur.exts == nil {
+			cur.exts = map[string]string{}
+		}
+		cur.exts[lext] = h.Name
 		rank := s.imageRank(ext)
 		isLabel := !cur.hasLabel && (s.opts.LabelKey == "" && strings.EqualFold(ext, "cls") || s.opts.LabelKey != "" && strings.EqualFold(ext, "json"))
 		if rank < 0 && !isLabel || rank >= 0 && cur.image != nil && rank >= cur.imageRank {

@@ -288,3 +288,84 @@ func TestKeysAndList(t *testing.T) {
 		t.Errorf("a list naming a non-shard: %v", err)
 	}
 }
+
+// TestDuplicateMembers: a second member of one name (or of one extension in another case) in
+// one sample was ignored: "a.jpg" twice packed the first image, "a.cls" "1" then "2" the first
+// label, as one record with no skip, where extracting the shard keeps the last and webdataset's
+// own reader raises. The sample is skipped with both member names; its neighbours are packed.
+func TestDuplicateMembers(t *testing.T) {
+	good, _ := os.ReadFile(testfix.Corpus("baseline-420.jpg"))
+	grey, _ := os.ReadFile(testfix.Corpus("grey.png"))
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, m := range []struct {
+		name string
+		data []byte
+	}{
+		{"ok1.jpg", good}, {"ok1.cls", []byte("1")},
+		{"img2.jpg", good}, {"img2.jpg", grey}, {"img2.cls", []byte("0")},
+		{"cls2.jpg", good}, {"cls2.cls", []byte("1")}, {"cls2.cls", []byte("2")},
+		{"case.jpg", good}, {"case.JPG", grey}, {"case.cls", []byte("0")},
+		{"txt2.jpg", good}, {"txt2.cls", []byte("0")}, {"txt2.txt", []byte("a")}, {"txt2.txt", []byte("b")},
+		{"ok2.png", grey}, {"ok2.cls", []byte("0")},
+	} {
+		tw.WriteHeader(&tar.Header{Name: m.name, Mode: 0o644, Size: int64(len(m.data)), Typeflag: tar.TypeReg})
+		tw.Write(m.data)
+	}
+	tw.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "d.tar"), b.Bytes(), 0o644)
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, labels, metas, skipped := records(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if len(metas) != 2 || fmt.Sprint(labels) != "[1 0]" || !strings.Contains(metas[0], `"key":"ok1"`) || !strings.Contains(metas[1], `"key":"ok2"`) {
+		t.Errorf("packed %v labels %v, want ok1 and ok2", metas, labels)
+	}
+	want := map[string]string{
+		"d.tar:img2": "two members img2.jpg and img2.jpg",
+		"d.tar:cls2": "two members cls2.cls and cls2.cls",
+		"d.tar:case": "two members case.jpg and case.JPG",
+		"d.tar:txt2": "two members txt2.txt and txt2.txt",
+	}
+	for in, reason := range want {
+		if r := skipped[in]; !strings.Contains(r, ErrDuplicate.Error()) || !strings.Contains(r, reason) {
+			t.Errorf("skipped[%s] = %q, want %q", in, r, reason)
+		}
+	}
+	if len(skipped) != len(want) {
+		t.Errorf("skipped %v, want exactly %d", skipped, len(want))
+	}
+}
+
+// TestTooManyMembers: every member of a sample is remembered to find a second one of its name,
+// so a sample of more than MaxSampleMembers members (a few KB of tar.gz can hold a million
+// headers) is skipped with the reason rather than remembered whole.
+func TestTooManyMembers(t *testing.T) {
+	good, _ := os.ReadFile(testfix.Corpus("grey.png"))
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	put := func(name string, data []byte) {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
+		tw.Write(data)
+	}
+	put("big.png", good)
+	put("big.cls", []byte("0"))
+	for i := range MaxSampleMembers {
+		put(fmt.Sprintf("big.x%d", i), nil)
+	}
+	put("ok.png", good)
+	put("ok.cls", []byte("1"))
+	tw.Close()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "m.tar"), b.Bytes(), 0o644)
+	src, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, labels, _, skipped := records(t, src, transforms.Spec{CropW: 8, CropH: 8})
+	if fmt.Sprint(labels) != "[1]" || len(skipped) != 1 || !strings.Contains(skipped["m.tar:big"], fmt.Sprintf("more than %d members", MaxSampleMembers)) {
+		t.Errorf("labels %v skipped %v", labels, skipped)
+	}
+}
