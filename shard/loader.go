@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -602,14 +601,10 @@ func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 		direct bool
 		err    error
 	)
-	_, local := l.ds.fsys.(LocalFS)
-	switch {
-	case !local:
+	if l.ds.pin == nil {
 		f, err = l.ds.fsys.Open(l.ds.names[s])
-	case l.opts.Direct && !l.ds.npy: // an npy array's end is not aligned: no O_DIRECT
-		f, direct, err = OpenDirect(l.ds.ShardPath(s), os.O_RDONLY, 0)
-	default:
-		f, err = os.Open(l.ds.ShardPath(s))
+	} else { // an npy array's end is not aligned: no O_DIRECT
+		f, direct, err = l.ds.openLocal(s, l.opts.Direct && !l.ds.npy)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("open shard: %w", err)
@@ -770,7 +765,7 @@ func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, err
 			return 0, err
 		}
 		// The file system took O_DIRECT at open but refuses the read: use the page cache.
-		nf, err := os.Open(name)
+		nf, _, err := l.ds.openLocal(p.shard, false)
 		if err != nil {
 			return 0, fmt.Errorf("open shard: %w", err)
 		}

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -119,6 +121,13 @@ func (r *Reader) Close() error {
 	err := r.file.Close()
 	r.file = nil
 	return err
+}
+
+// IndexSHA256 returns the lower-case hex SHA-256 of the shard's index section (the bytes
+// checked at open), what a manifest's index_sha256 pins (FORMAT.md, "Dataset").
+func (r *Reader) IndexSHA256() string {
+	sum := sha256.Sum256(r.index)
+	return hex.EncodeToString(sum[:])
 }
 
 // Name returns the name the Reader was opened with.
