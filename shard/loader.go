@@ -588,8 +588,15 @@ type readerAtCloser interface {
 	io.Closer
 }
 
+// sharedFile is a shard Reader's file as a Loader's: the Loader's Close leaves it open.
+type sharedFile struct{ io.ReaderAt }
+
+func (sharedFile) Close() error { return nil }
+
 // file returns the open file of shard s and whether it is read with O_DIRECT. A dataset on
-// the local file system is read by path (O_DIRECT when asked); any other through its FS.
+// the local file system is read through descriptors of its own (O_DIRECT when asked), opened
+// in the dataset's pinned directory and checked to be the file the shard's Reader checked;
+// any other through the shard Reader's file.
 func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 	l.filesMu.Lock()
 	defer l.filesMu.Unlock()
@@ -602,7 +609,12 @@ func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 		err    error
 	)
 	if l.ds.pin == nil {
-		f, err = l.ds.fsys.Open(l.ds.names[s])
+		// Through the FS (an object store): the very file the shard's Reader opened and
+		// checked, so that no other version of the object is read.
+		var r *Reader
+		if r, err = l.ds.Shard(s); err == nil {
+			f = sharedFile{r.r}
+		}
 	} else { // an npy array's end is not aligned: no O_DIRECT
 		f, direct, err = l.ds.openLocal(s, l.opts.Direct && !l.ds.npy)
 	}
