@@ -2,6 +2,7 @@
 version 2 adds FlagShapes, the per-record shapes of variable-size records)."""
 
 import contextlib
+import hashlib
 import json
 import os
 import struct
@@ -279,6 +280,8 @@ class ShardFile:
         idx = pread(self.fd, index_len, index_offset, p)
         if _crc32c.crc32c(idx) != index_crc:
             raise CorruptionError(p, self._all_records(), index_offset, "index CRC-32C mismatch")
+        # what a manifest's index_sha256 pins (shard/FORMAT.md, "Dataset")
+        self.index_sha256 = hashlib.sha256(idx).hexdigest()
         pos = 0
 
         def take(count, dt):

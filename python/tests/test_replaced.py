@@ -1,0 +1,78 @@
+"""A dataset opened serves its own records or fails: never those of a dataset that replaced it
+(packer build --force moves a new folder to OUT while a reader reads), nor those of a file
+renamed over one of its shards."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import packer_reader
+import shardwriter
+from conftest import CLASSES, SPEC, make_images, make_labels
+from packer_reader import PackerError
+from packer_reader import _dataset
+
+N = 200  # shards of 30 records: 7 shards
+
+
+def _write(d, seed):
+    imgs = make_images(N, seed=seed)
+    shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=30 * 60, block_records=7)
+    return imgs
+
+
+def _replace(live, stage):
+    """What packer build --force does where it cannot exchange the two names atomically: the
+    old folder aside, the new one in place, the old one removed (the reader's view is the same
+    after an exchange)."""
+    os.rename(live, live + ".old")
+    os.rename(stage, live)
+    shutil.rmtree(live + ".old")
+
+
+def _read_all(ds, after_first):
+    """Every record the batches serve, as (index, image); calls after_first() after the first
+    batch; stops at the first error and returns it."""
+    out, err = [], None
+    pos = 0
+    try:
+        for x, _ in ds.batches(8, prefetch=0):
+            out.extend((pos + k, x[k].copy()) for k in range(len(x)))
+            pos += len(x)
+            if after_first:
+                after_first()
+                after_first = None
+    except (PackerError, OSError) as e:
+        err = e
+    return out, err
+
+
+@pytest.mark.parametrize("direct", [False, True])
+@pytest.mark.parametrize("crc", [True, False])
+@pytest.mark.parametrize("many", [False, True])  # more shards than MAX_OPEN_SHARDS: reopened per read
+def test_replaced_while_reading(tmp_path, monkeypatch, direct, crc, many):
+    if many:
+        monkeypatch.setattr(_dataset, "MAX_OPEN_SHARDS", 2)
+    live, stage = str(tmp_path / "live"), str(tmp_path / "live.partial")
+    old = _write(live, 5)
+    _write(stage, 6)
+    with packer_reader.open(live, verify_crc=crc, direct=direct) as ds:
+        served, err = _read_all(ds, lambda: _replace(live, stage))
+    bad = [i for i, x in served if not np.array_equal(x, old[i])]
+    assert not bad, "%d of %d records served came from the new build (error: %s)" % (len(bad), len(served), err)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_shard_renamed_over(tmp_path, direct):
+    # a sibling's shard renamed over shard 3 after the open (as rsync does), CRC check off:
+    # nothing but the file's identity tells the two apart
+    live, sib = str(tmp_path / "live"), str(tmp_path / "sib")
+    old = _write(live, 5)
+    _write(sib, 6)
+    with packer_reader.open(live, verify_crc=False, direct=direct) as ds:
+        name = "shard-00003.pks"
+        served, err = _read_all(ds, lambda: os.rename(os.path.join(sib, name), os.path.join(live, name)))
+    bad = [i for i, x in served if not np.array_equal(x, old[i])]
+    assert not bad, "%d of %d records served came from the file renamed over (error: %s)" % (len(bad), len(served), err)
