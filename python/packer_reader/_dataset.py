@@ -931,6 +931,10 @@ class _RawSegment:
         self.fd = -1
         self.remote = obj is not None
         self.fd = obj if self.remote else open_ro(path)
+        self._ident = None
+        if not self.remote:  # what a later open by path (O_DIRECT) must find: the same file
+            st = os.fstat(self.fd)
+            self._ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def range_span(self, lo, hi):
         return self.data_offset + lo * self.record_size, (hi - lo) * self.record_size

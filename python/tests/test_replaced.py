@@ -76,3 +76,18 @@ def test_shard_renamed_over(tmp_path, direct):
         served, err = _read_all(ds, lambda: os.rename(os.path.join(sib, name), os.path.join(live, name)))
     bad = [i for i, x in served if not np.array_equal(x, old[i])]
     assert not bad, "%d of %d records served came from the file renamed over (error: %s)" % (len(bad), len(served), err)
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_npy_replaced_while_reading(tmp_path, direct):
+    # npy files carry no checksums: the descriptors' identity is all that keeps the new
+    # images.npy out (the O_DIRECT one is opened on first use)
+    live, stage = str(tmp_path / "live"), str(tmp_path / "live.partial")
+    old = make_images(N, seed=5)
+    shardwriter.write_npy_dataset(live, old, make_labels(N), CLASSES, SPEC)
+    shardwriter.write_npy_dataset(stage, make_images(N, seed=6), make_labels(N), CLASSES, SPEC)
+    with packer_reader.open(live, direct=direct) as ds:
+        _replace(live, stage)  # before the first read: no descriptor but the one open at open
+        served, err = _read_all(ds, None)
+    bad = [i for i, x in served if not np.array_equal(x, old[i])]
+    assert not bad, "%d of %d records served came from the new build (error: %s)" % (len(bad), len(served), err)
