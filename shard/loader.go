@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -740,6 +741,23 @@ const sector = 512
 // readPart reads part p into buf so that its data starts at cursor (or, for the first part of
 // a buffer, wherever an aligned read puts it) and returns where the data starts.
 func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, error) {
+	at, err := l.readPartAt(p, buf, cursor, first)
+	if err != nil {
+		return 0, err
+	}
+	// The file must still be what the shard's Reader opened: not written over in place since.
+	l.filesMu.Lock()
+	f, _ := l.files[p.shard].(*os.File)
+	l.filesMu.Unlock()
+	if f != nil {
+		if err := p.r.unchanged(f); err != nil {
+			return 0, err
+		}
+	}
+	return at, nil
+}
+
+func (l *Loader) readPartAt(p *part, buf []byte, cursor int, first bool) (int, error) {
 	f, direct, err := l.file(p.shard)
 	if err != nil {
 		return 0, err

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
@@ -260,5 +261,85 @@ func TestLoaderFileRenamedOver(t *testing.T) {
 	}
 	if bad > 0 || l.Err() == nil || !strings.Contains(l.Err().Error(), "shard-00001.pks: the file was replaced") {
 		t.Fatalf("%d records of the file renamed over served; error %v, want one naming the file", bad, l.Err())
+	}
+}
+
+// TestDatasetFileWrittenInPlace: a shard file is written over in place (cp, rsync --inplace:
+// the same inode, other bytes) after the dataset has read and checked all of it. Its blocks are
+// checked already, so no CRC check would see the new bytes: the reads must notice that the
+// file changed (size or modification time) and fail, by Record and by the Loader.
+func TestDatasetFileWrittenInPlace(t *testing.T) {
+	for _, mode := range []string{"record", "loader", "direct"} {
+		t.Run(mode, func(t *testing.T) {
+			root := t.TempDir()
+			live, sib := filepath.Join(root, "live"), filepath.Join(root, "sibling")
+			old := writeReplacedDataset(t, live, 'A', []int{60, 60}, true)
+			writeReplacedDataset(t, sib, 'B', []int{60, 60}, true)
+			d, err := shard.OpenDataset(live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			for i := range d.Len() { // every block read and checked once
+				if _, err := d.Record(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 8, ReadSize: 1, Prefetch: 2, Direct: mode == "direct"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if !l.Next() { // the Loader has opened shard 0 and checked its first buffer
+				t.Fatal(l.Err())
+			}
+			p := filepath.Join(live, "shard-00001.pks")
+			st, err := os.Stat(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(filepath.Join(sib, "shard-00001.pks"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, data, 0o644); err != nil { // same inode, same size
+				t.Fatal(err)
+			}
+			// A modification time of its own: file times have a coarse clock, and a write in the
+			// same tick as the build would keep it.
+			if err := os.Chtimes(p, st.ModTime(), st.ModTime().Add(time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			bad, served := 0, 0
+			var readErr error
+			if mode == "record" {
+				for i := range d.Len() {
+					rec, err := d.Record(i)
+					if err != nil {
+						readErr = err
+						break
+					}
+					served++
+					if !bytes.Equal(rec, old[i]) {
+						bad++
+					}
+				}
+			} else {
+				for l.Next() {
+					b := l.Batch()
+					n := len(b.Data) / b.Len()
+					for k, i := range b.Indices {
+						served++
+						if !bytes.Equal(b.Data[k*n:(k+1)*n], old[i]) {
+							bad++
+						}
+					}
+				}
+				readErr = l.Err()
+			}
+			if bad > 0 || readErr == nil || !strings.Contains(readErr.Error(), "shard-00001.pks: the file was changed") {
+				t.Fatalf("%d of %d records served were the bytes written in place; error %v, want one naming the file", bad, served, readErr)
+			}
+		})
 	}
 }
