@@ -21,7 +21,7 @@ import numpy as np
 from . import _crc32c, _order, _s3
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
-from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec, take_tail
+from ._shard import check_unchanged, ALIGN, ShardFile, align_up, parse_sample_spec, take_tail
 from ._verify import _h5_json_attr, dataset_meta_diff
 
 MANIFEST = "manifest.json"
@@ -699,6 +699,7 @@ class _SegmentDataset(Dataset):
         raw = seg.read_record(li)
         if self.verify_crc:
             seg.check_records(li, li + 1, memoryview(raw))
+        seg.check_unchanged()
         arr = np.frombuffer(raw, dtype=self.dtype)
         return arr.reshape(self._record_shape(seg, li, arr.size))
 
@@ -715,6 +716,8 @@ class _SegmentDataset(Dataset):
             _wait_checks(pending)
             raise
         _wait_checks(pending)
+        for s in range(self._locate(first)[0], self._locate(first + n - 1)[0] + 1):
+            self._segs[s].check_unchanged()
         return out
 
     def _overlap_check(self, seg, li, take, ln):
@@ -807,6 +810,7 @@ class _SegmentDataset(Dataset):
                 preadv_into(fd, views, off, seg.path)
             if self.verify_crc:
                 seg.check_records(li, li + (j - k), views)
+            seg.check_unchanged()
             k = j
 
 
@@ -950,6 +954,9 @@ class _RawSegment:
 
     def check_records(self, lo, hi, data=None):
         pass
+
+    def check_unchanged(self):
+        check_unchanged(self)
 
     def close(self):
         if not self.remote and self.fd >= 0:

@@ -91,3 +91,50 @@ def test_npy_replaced_while_reading(tmp_path, direct):
         served, err = _read_all(ds, None)
     bad = [i for i, x in served if not np.array_equal(x, old[i])]
     assert not bad, "%d of %d records served came from the new build (error: %s)" % (len(bad), len(served), err)
+
+
+def _read_each(ds, how):
+    """Every record read one way, as (index, image); stops at the first error and returns it."""
+    out, err = [], None
+    try:
+        if how == "getitem":
+            for i in range(len(ds)):
+                out.append((i, np.asarray(ds[i][0]).copy()))
+        else:
+            shuffle = how == "shuffle"
+            order = ds.order(shuffle=shuffle, seed=3) if shuffle else np.arange(len(ds))
+            pos = 0
+            for x, _ in ds.batches(8, shuffle=shuffle, seed=3, prefetch=0):
+                out.extend((int(order[pos + k]), x[k].copy()) for k in range(len(x)))
+                pos += len(x)
+    except (PackerError, OSError) as e:
+        err = e
+    return out, err
+
+
+@pytest.mark.parametrize("how", ["getitem", "batches", "shuffle"])
+@pytest.mark.parametrize("direct", [False, True])
+@pytest.mark.parametrize("many", [False, True])
+def test_shard_written_in_place(tmp_path, monkeypatch, how, direct, many):
+    # a sibling's shard written over shard 3 in place (cp, rsync --inplace: same inode, same
+    # size) after every block was read and checked: no CRC check runs again on those blocks
+    if many:
+        monkeypatch.setattr(_dataset, "MAX_OPEN_SHARDS", 2)
+    live, sib = str(tmp_path / "live"), str(tmp_path / "sib")
+    old = _write(live, 5)
+    _write(sib, 6)
+    p = os.path.join(live, "shard-00003.pks")
+    with packer_reader.open(live, direct=direct) as ds:
+        served, err = _read_each(ds, how)
+        assert err is None and len(served) == N
+        st = os.stat(p)
+        with open(os.path.join(sib, "shard-00003.pks"), "rb") as f:
+            data = f.read()
+        with open(p, "r+b") as f:
+            f.write(data)
+        # a modification time of its own: file times have a coarse clock
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+        served, err = _read_each(ds, how)
+    bad = [i for i, x in served if not np.array_equal(x, old[i])]
+    assert not bad and err is not None and "shard-00003.pks" in str(err), \
+        "%d of %d records served were the bytes written in place (error: %s)" % (len(bad), len(served), err)
