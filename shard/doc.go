@@ -47,7 +47,10 @@
 // storage. DirFS is the local FS: over it ScanFile reads by path, and a Dataset holds its
 // directory open (os.Root) and opens the manifest and every shard in it, the Loader's own
 // O_DIRECT descriptors included, so that a dataset replaced while it is read (packer build
-// --force) is never mixed with the new one: its own records are served, or an error.
+// --force) is never mixed with the new one: its own records are served, or an error. After
+// every read of a local file the readers check that its size and modification time are those
+// seen at open, so a file written over in place (cp, rsync --inplace) is an error too, though
+// its blocks were checked before.
 //
 // Identity: a Dataset checks each shard when it first opens it, before any of its records is
 // served: the shard index in its header, its sample and label spec, the dataset description,
