@@ -138,3 +138,31 @@ def test_shard_written_in_place(tmp_path, monkeypatch, how, direct, many):
     bad = [i for i, x in served if not np.array_equal(x, old[i])]
     assert not bad and err is not None and "shard-00003.pks" in str(err), \
         "%d of %d records served were the bytes written in place (error: %s)" % (len(bad), len(served), err)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torch_dataset_replaced_before_workers_open(tmp_path, workers):
+    # PackerIterableDataset reads the count and classes when it is made, and every worker (and
+    # each epoch of non-persistent workers) opens the dataset again by path: a dataset replaced
+    # in between must not be served under the first one's count, nor mixed across workers
+    from conftest import require_torch
+
+    require_torch()
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    live, stage = str(tmp_path / "live"), str(tmp_path / "live.partial")
+    old = _write(live, 5)
+    _write(stage, 6)
+    ds = PackerIterableDataset(live, batch_size=8)
+    _replace(live, stage)
+    served, err = [], None
+    try:
+        for x, _ in DataLoader(ds, batch_size=None, num_workers=workers):
+            served.extend(x.numpy().copy())
+    except (PackerError, RuntimeError) as e:  # a worker's error comes as a RuntimeError naming it
+        err = e
+    bad = [x for x in served if not any(np.array_equal(x, o) for o in old)]
+    assert not bad and err is not None and "replaced" in str(err), \
+        "%d of %d records served came from the dataset that replaced it (error: %s)" % (len(bad), len(served), err)
