@@ -91,8 +91,10 @@ done
 echo "== same bytes as before the architecture change (scripts/samebytes.sh)"
 # docs/samebytes-base names the commit whose outputs are the reference: first the last commit
 # before the architecture issue's refactor, then the commit that added image records' source
-# path as per-record metadata (the only intended change of bytes since; see its message). Every
-# output of the generated corpora must still be byte-identical to what that commit wrote.
+# path as per-record metadata, then the commit that pinned each shard's index_sha256 in the
+# manifest of shards datasets (the intended changes of bytes, each the only one of its commit;
+# see their messages). Every output of the generated corpora must still be byte-identical to
+# what that commit wrote.
 base=$(cat docs/samebytes-base)
 if git cat-file -e "$base^{commit}" 2>/dev/null; then
   bash scripts/samebytes.sh "$base"

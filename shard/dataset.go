@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -16,20 +17,28 @@ import (
 // treats it as one unit, as the Python reader does. npy files carry no checksums, so their
 // records are not CRC-checked (packer verify checks the files' SHA-256).
 //
-// Shards are opened on first use (each open reads the shard's header, footer and index) and
-// stay open until Close. A Dataset is safe for concurrent use.
+// Shards are opened on first use (each open reads the shard's header, footer and index and
+// checks them against the manifest, the index against its index_sha256 where the manifest
+// has one) and stay open until Close. A dataset on the local file system holds its directory
+// open from OpenDataset to Close, and opens every file in that directory: when the dataset is
+// replaced while it is read (packer build --force renames a new directory to its path), the
+// Dataset goes on serving its own records, or fails where the old files are gone; it never
+// serves the new dataset's. A Dataset is safe for concurrent use.
 type Dataset struct {
 	dir   string
 	fsys  FS
 	m     *Manifest
 	opts  ReaderOptions
-	names []string // the shards' names in fsys
-	paths []string // the shards' names in messages: their local paths where fsys is local
-	first []int64  // first[s] is the first record of shard s; first[len] is the count
-	npy   bool     // format FormatNPY: one "shard", images.npy
+	pin   *pinnedFS   // the dataset directory, held open, where the dataset is local; nil otherwise
+	names []string    // the shards' names in fsys
+	paths []string    // the shards' names in messages: their local paths where fsys is local
+	files []FileEntry // the shards' manifest entries
+	first []int64     // first[s] is the first record of shard s; first[len] is the count
+	npy   bool        // format FormatNPY: one "shard", images.npy
 
 	mu      sync.Mutex
 	readers []*Reader
+	stats   []os.FileInfo // of each open Reader's file, where local: what other opens must find
 
 	pool ringPool // ring buffers of the default allocator, kept between Loaders
 }
@@ -50,7 +59,20 @@ func OpenDatasetFS(fsys FS, opts ReaderOptions) (*Dataset, error) {
 	return openDataset(fsys, fsName(fsys, "."), opts)
 }
 
-func openDataset(fsys FS, dir string, opts ReaderOptions) (*Dataset, error) {
+func openDataset(fsys FS, dir string, opts ReaderOptions) (d *Dataset, err error) {
+	var pin *pinnedFS
+	if l, ok := fsys.(LocalFS); ok {
+		// The manifest and every shard are read in the directory pinned now.
+		if pin, err = pinLocal(l); err != nil {
+			return nil, err
+		}
+		fsys = pin
+		defer func() {
+			if d == nil {
+				pin.close()
+			}
+		}()
+	}
 	m, err := ReadManifestFS(fsys)
 	if err != nil {
 		return nil, err
@@ -61,14 +83,16 @@ func openDataset(fsys FS, dir string, opts ReaderOptions) (*Dataset, error) {
 	if m.FormatVersion < MinVersion || m.FormatVersion > Version {
 		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)
 	}
-	d := &Dataset{dir: dir, fsys: fsys, m: m, opts: opts, npy: m.Format == FormatNPY}
+	d = &Dataset{dir: dir, fsys: fsys, pin: pin, m: m, opts: opts, npy: m.Format == FormatNPY}
 	for _, f := range m.Files {
 		if d.npy && f.Path == npyImages || !d.npy && strings.HasSuffix(f.Path, ".pks") {
 			d.names = append(d.names, f.Path)
 			d.paths = append(d.paths, fsName(fsys, f.Path))
+			d.files = append(d.files, f)
 		}
 	}
 	d.readers = make([]*Reader, len(d.paths))
+	d.stats = make([]os.FileInfo, len(d.paths))
 	d.first = make([]int64, len(d.paths)+1)
 	// Record counts come from the manifest when it has them all; otherwise from the shards.
 	var sum int64
@@ -126,6 +150,9 @@ func (d *Dataset) Close() error {
 			err = errors.Join(err, r.Close())
 			d.readers[i] = nil
 		}
+	}
+	if d.pin != nil {
+		err = errors.Join(err, d.pin.close())
 	}
 	return err
 }
@@ -204,13 +231,45 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 		bad = fmt.Sprintf("the shard header's dataset %s differ from the manifest's (a shard of another build, or an edited manifest)", datasetDiff(r, d.m))
 	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:
 		bad = fmt.Sprintf("%d records, the manifest says %d", r.Len(), d.first[s+1]-d.first[s])
+	case !d.npy && r.Size() != d.files[s].Size:
+		bad = fmt.Sprintf("file is %d bytes, the manifest says %d", r.Size(), d.files[s].Size)
+	case !d.npy && d.files[s].IndexSHA256 != "" && r.IndexSHA256() != d.files[s].IndexSHA256:
+		bad = fmt.Sprintf("index_sha256 %s, the manifest says %s: a shard of another build (same names and options, other content: "+
+			"an rsync of a rebuild?) or a changed file; its records are not this dataset's", r.IndexSHA256(), d.files[s].IndexSHA256)
 	}
 	if bad != "" {
 		r.Close()
 		return nil, fmt.Errorf("%s: %s", d.paths[s], bad)
 	}
 	d.readers[s] = r
+	if f, ok := r.file.(*osFile); ok {
+		if st, err := f.Stat(); err == nil {
+			d.stats[s] = st
+		}
+	}
 	return r, nil
+}
+
+// openLocal opens shard s of a local dataset for the Loader's own reads (with O_DIRECT when
+// direct is asked for and allowed), in the pinned directory, and checks that it is the very
+// file the shard's Reader checked against the manifest: not one renamed over it since.
+func (d *Dataset) openLocal(s int, direct bool) (*os.File, bool, error) {
+	f, direct, err := d.pin.openFile(d.names[s], direct)
+	if err != nil {
+		return nil, false, err
+	}
+	d.mu.Lock()
+	want := d.stats[s]
+	d.mu.Unlock()
+	st, err := f.Stat()
+	if err == nil && want != nil && !os.SameFile(st, want) {
+		err = fmt.Errorf("%s: the file was replaced since the dataset opened it; reopen the dataset", d.paths[s])
+	}
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return f, direct, nil
 }
 
 func (d *Dataset) checkRecord(i int64) error {

@@ -35,7 +35,7 @@ func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []
 		if err := fw.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		m.Files = append(m.Files, FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: int64(c), FirstRecord: int64(next)})
+		m.Files = append(m.Files, FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), IndexSHA256: fw.IndexSHA256(), Records: int64(c), FirstRecord: int64(next)})
 		next += c
 	}
 	m.Count = int64(next)

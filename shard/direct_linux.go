@@ -24,6 +24,19 @@ func OpenDirect(path string, flag int, perm os.FileMode) (f *os.File, direct boo
 	return f, false, err
 }
 
+// openDirectIn is OpenDirect for reading the file name of root.
+func openDirectIn(root *os.Root, name string) (f *os.File, direct bool, err error) {
+	f, err = root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECT, 0)
+	if err == nil {
+		return f, true, nil
+	}
+	if !DirectUnsupported(err) {
+		return nil, false, err
+	}
+	f, err = root.Open(name)
+	return f, false, err
+}
+
 // DirectUnsupported reports whether err, from an open, read or write, means O_DIRECT cannot
 // be used for this file, so the call should be retried without it.
 func DirectUnsupported(err error) bool {

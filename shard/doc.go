@@ -44,8 +44,19 @@
 // Storage: the path-taking functions read the local file system. OpenDatasetFS, ReadManifestFS
 // and OpenFS read through an FS instead (Open returning an io.ReaderAt with a Size), which the
 // storage package implements over its backends (storage.ShardFS); this package never imports
-// storage. DirFS is the local FS: over it the Loader and ScanFile keep reading by path, with
-// O_DIRECT when asked.
+// storage. DirFS is the local FS: over it ScanFile reads by path, and a Dataset holds its
+// directory open (os.Root) and opens the manifest and every shard in it, the Loader's own
+// O_DIRECT descriptors included, so that a dataset replaced while it is read (packer build
+// --force) is never mixed with the new one: its own records are served, or an error. After
+// every read of a local file the readers check that its size and modification time are those
+// seen at open, so a file written over in place (cp, rsync --inplace) is an error too, though
+// its blocks were checked before.
+//
+// Identity: a Dataset checks each shard when it first opens it, before any of its records is
+// served: the shard index in its header, its sample and label spec, the dataset description,
+// its record count and file size against the manifest, and the SHA-256 of its index against
+// the manifest entry's index_sha256 (FORMAT.md, "Dataset") where there is one; the index holds
+// the block CRCs, so a shard of another build with the same names and options is refused.
 //
 // Checking: every shard carries CRC-32C checksums of its header, footer, index and of each
 // block of records. Readers check the header, footer and index on open and, by default, each

@@ -2,7 +2,10 @@ package shard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -192,6 +195,47 @@ func TestFormatDoc(t *testing.T) {
 			t.Errorf("FORMAT.md does not say %q", s)
 		}
 	}
+	// The manifest's file entry: the "Dataset" section names each member a shard's entry has,
+	// by its JSON name; index_sha256 is defined there as the SHA-256 of the index section.
+	ft := reflect.TypeFor[FileEntry]()
+	for i := range ft.NumField() {
+		name, _, _ := strings.Cut(ft.Field(i).Tag.Get("json"), ",")
+		if name == "records" || name == "first_record" {
+			continue // named in the README's Output section
+		}
+		if !strings.Contains(section("Dataset"), "`"+name+"`") {
+			t.Errorf("FORMAT.md's Dataset section does not name the manifest file entry's %q", name)
+		}
+	}
+	if !strings.Contains(section("Dataset"), "`index_sha256`: the lower-case hex SHA-256 of the shard's index section, the\n`index_len` bytes at `index_offset`") {
+		t.Errorf("FORMAT.md's Dataset section does not define index_sha256 as the SHA-256 of the index section")
+	}
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{-1, 2}, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{DType: "int64"}, HasMeta: true}
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := w.Append(bytes.Repeat([]byte{byte(i)}, 2*(i+1)), int64(i), nil, []byte(`{"i":1}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file := buf.Bytes()
+	foot := file[len(file)-FooterSize:]
+	io, il := le.Uint64(foot[ftIndexOffsetOff:]), le.Uint64(foot[ftIndexLenOff:])
+	sum := sha256.Sum256(file[io : io+il])
+	r, err := NewReader(bytes.NewReader(file), int64(len(file)), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := hex.EncodeToString(sum[:]); w.IndexSHA256() != want || r.IndexSHA256() != want {
+		t.Errorf("index_sha256: writer %s, reader %s, FORMAT.md's definition %s", w.IndexSHA256(), r.IndexSHA256(), want)
+	}
+
 	if BlockTarget != 1<<20 {
 		t.Errorf("BlockTarget = %d", BlockTarget)
 	}

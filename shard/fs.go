@@ -1,10 +1,13 @@
 package shard
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // FS is read access to the files of a dataset, wherever they are stored: OpenDatasetFS,
@@ -62,12 +65,7 @@ func openLocal(path string) (*osFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &osFile{File: f, size: st.Size()}, nil
+	return statLocal(f)
 }
 
 // fsName is how errors name the file name of fsys: its local path where fsys is local.
@@ -76,4 +74,87 @@ func fsName(fsys FS, name string) string {
 		return l.LocalPath(name)
 	}
 	return name
+}
+
+// pinnedFS is the LocalFS of a dataset directory held open (an os.Root): every file is opened
+// in the directory that was there when the dataset was opened, even after another directory
+// has been renamed to its path (packer build --force publishes a new dataset so, and removes
+// the old one). Messages name files by their path, as the LocalFS it pins does.
+type pinnedFS struct {
+	once sync.Once // closes root
+	root *os.Root
+	dir  string // the directory's path when it was pinned
+	lfs  LocalFS
+}
+
+// pinLocal opens the directory of the dataset l holds (the directory of its manifest).
+func pinLocal(l LocalFS) (*pinnedFS, error) {
+	dir := filepath.Dir(l.LocalPath(ManifestName))
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open dataset directory: %w", err)
+	}
+	return &pinnedFS{root: root, dir: dir, lfs: l}, nil
+}
+
+func (p *pinnedFS) LocalPath(name string) string { return p.lfs.LocalPath(name) }
+
+func (p *pinnedFS) Open(name string) (File, error) {
+	f, err := p.root.Open(filepath.FromSlash(name))
+	if err != nil {
+		return nil, p.explain(name, err)
+	}
+	return statLocal(f)
+}
+
+// openFile opens name for the Loader's reads, with O_DIRECT when direct is asked for and
+// the file system allows it.
+func (p *pinnedFS) openFile(name string, direct bool) (*os.File, bool, error) {
+	var (
+		f   *os.File
+		err error
+	)
+	if direct {
+		f, direct, err = openDirectIn(p.root, filepath.FromSlash(name))
+	} else {
+		f, err = p.root.Open(filepath.FromSlash(name))
+	}
+	if err != nil {
+		return nil, false, p.explain(name, err)
+	}
+	return f, direct, nil
+}
+
+// explain adds to an open error what makes it likely: the dataset directory was replaced
+// (its path names another directory now) or removed since the dataset was opened.
+func (p *pinnedFS) explain(name string, err error) error {
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	pinned, err1 := p.root.Stat(".")
+	now, err2 := os.Stat(p.dir)
+	switch {
+	case err1 != nil || err2 != nil:
+		return fmt.Errorf("%s: the dataset directory was moved or removed since the dataset was opened: %w", p.LocalPath(name), err)
+	case !os.SameFile(pinned, now):
+		return fmt.Errorf("%s: the dataset directory was replaced since the dataset was opened (a rebuild with --force?); reopen it: %w", p.LocalPath(name), err)
+	}
+	return err
+}
+
+// close closes the directory; later calls do nothing.
+func (p *pinnedFS) close() error {
+	var err error
+	p.once.Do(func() { err = p.root.Close() })
+	return err
+}
+
+// statLocal makes a File of an open local file.
+func statLocal(f *os.File) (*osFile, error) {
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &osFile{File: f, size: st.Size()}, nil
 }

@@ -128,3 +128,41 @@ func TestDatasetFSErrors(t *testing.T) {
 		t.Fatalf("ReadManifestFS: %v", err)
 	}
 }
+
+// TestDatasetFSObjectReplaced: objects of a dataset read through an FS that is not local are
+// replaced after it was opened by those of a sibling build (same names and options, other
+// bytes). A shard already open is read on from the file its Reader opened, by the Loader too
+// (it must not open the object again, whose new bytes no check would catch with SkipCRC); a
+// shard opened afterwards is refused by its index_sha256.
+func TestDatasetFSObjectReplaced(t *testing.T) {
+	recs := randomRecords(fixedDatasetOpts, 40, 11)
+	m := loadMem(t, buildDataset(t, fixedDatasetOpts, recs, []int{20, 20}))
+	sib := loadMem(t, buildDataset(t, fixedDatasetOpts, randomRecords(fixedDatasetOpts, 40, 12), []int{20, 20}))
+	d, err := OpenDatasetFS(m, ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if _, err := d.Record(0); err != nil { // opens shard 0
+		t.Fatal(err)
+	}
+	m["shard-00000.pks"], m["shard-00001.pks"] = sib["shard-00000.pks"], sib["shard-00001.pks"]
+	l, err := d.NewLoader(LoaderOptions{BatchSize: 4, ReadSize: 1, Prefetch: 2, SkipCRC: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := 0
+	for l.Next() {
+		b := l.Batch()
+		for k, i := range b.Indices {
+			if !bytes.Equal(b.Data[k*192:(k+1)*192], recs[i].data) {
+				t.Fatalf("record %d: the replaced object's bytes served", i)
+			}
+			n++
+		}
+	}
+	if err := l.Err(); n != 20 || err == nil || !strings.Contains(err.Error(), "shard-00001.pks") || !strings.Contains(err.Error(), "index_sha256") {
+		t.Fatalf("%d records served, error %v; want shard 0's 20, then an error naming shard-00001.pks and index_sha256", n, err)
+	}
+}

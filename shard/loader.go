@@ -589,8 +589,15 @@ type readerAtCloser interface {
 	io.Closer
 }
 
+// sharedFile is a shard Reader's file as a Loader's: the Loader's Close leaves it open.
+type sharedFile struct{ io.ReaderAt }
+
+func (sharedFile) Close() error { return nil }
+
 // file returns the open file of shard s and whether it is read with O_DIRECT. A dataset on
-// the local file system is read by path (O_DIRECT when asked); any other through its FS.
+// the local file system is read through descriptors of its own (O_DIRECT when asked), opened
+// in the dataset's pinned directory and checked to be the file the shard's Reader checked;
+// any other through the shard Reader's file.
 func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 	l.filesMu.Lock()
 	defer l.filesMu.Unlock()
@@ -602,14 +609,15 @@ func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 		direct bool
 		err    error
 	)
-	_, local := l.ds.fsys.(LocalFS)
-	switch {
-	case !local:
-		f, err = l.ds.fsys.Open(l.ds.names[s])
-	case l.opts.Direct && !l.ds.npy: // an npy array's end is not aligned: no O_DIRECT
-		f, direct, err = OpenDirect(l.ds.ShardPath(s), os.O_RDONLY, 0)
-	default:
-		f, err = os.Open(l.ds.ShardPath(s))
+	if l.ds.pin == nil {
+		// Through the FS (an object store): the very file the shard's Reader opened and
+		// checked, so that no other version of the object is read.
+		var r *Reader
+		if r, err = l.ds.Shard(s); err == nil {
+			f = sharedFile{r.r}
+		}
+	} else { // an npy array's end is not aligned: no O_DIRECT
+		f, direct, err = l.ds.openLocal(s, l.opts.Direct && !l.ds.npy)
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("open shard: %w", err)
@@ -733,6 +741,23 @@ const sector = 512
 // readPart reads part p into buf so that its data starts at cursor (or, for the first part of
 // a buffer, wherever an aligned read puts it) and returns where the data starts.
 func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, error) {
+	at, err := l.readPartAt(p, buf, cursor, first)
+	if err != nil {
+		return 0, err
+	}
+	// The file must still be what the shard's Reader opened: not written over in place since.
+	l.filesMu.Lock()
+	f, _ := l.files[p.shard].(*os.File)
+	l.filesMu.Unlock()
+	if f != nil {
+		if err := p.r.unchanged(f); err != nil {
+			return 0, err
+		}
+	}
+	return at, nil
+}
+
+func (l *Loader) readPartAt(p *part, buf []byte, cursor int, first bool) (int, error) {
 	f, direct, err := l.file(p.shard)
 	if err != nil {
 		return 0, err
@@ -770,7 +795,7 @@ func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, err
 			return 0, err
 		}
 		// The file system took O_DIRECT at open but refuses the read: use the page cache.
-		nf, err := os.Open(name)
+		nf, _, err := l.ds.openLocal(p.shard, false)
 		if err != nil {
 			return 0, fmt.Errorf("open shard: %w", err)
 		}

@@ -75,9 +75,14 @@ type PartInfo struct {
 
 // FileEntry is one data file of a dataset.
 type FileEntry struct {
-	Path        string `json:"path"`   // relative to the dataset directory, slash separated
-	Size        int64  `json:"size"`   // bytes
-	SHA256      string `json:"sha256"` // lower-case hex
+	Path   string `json:"path"`   // relative to the dataset directory, slash separated
+	Size   int64  `json:"size"`   // bytes
+	SHA256 string `json:"sha256"` // lower-case hex
+	// IndexSHA256 is the lower-case hex SHA-256 of a shard's index section (FORMAT.md,
+	// "Dataset"), which readers check when they open the shard: its block CRCs cover every
+	// record byte, so a shard of another build is refused at a small cost. Empty for files
+	// that are not shards and in manifests written before packer recorded it.
+	IndexSHA256 string `json:"index_sha256,omitempty"`
 	Records     int64  `json:"records,omitempty"`
 	FirstRecord int64  `json:"first_record,omitempty"`
 }
@@ -204,8 +209,24 @@ func (m *Manifest) check() error {
 		if f.Size < 0 {
 			return fmt.Errorf("file %s: negative size", f.Path)
 		}
+		if f.IndexSHA256 != "" && !isHexSHA256(f.IndexSHA256) {
+			return fmt.Errorf("file %s: index_sha256 %q is not 64 lower-case hex digits", f.Path, f.IndexSHA256)
+		}
 	}
 	return nil
+}
+
+// isHexSHA256 reports whether s is a SHA-256 as the manifest writes it: 64 lower-case hex digits.
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // DatasetMetaDiff compares the dataset description packer stores in its data files (a shard

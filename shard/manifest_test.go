@@ -91,3 +91,34 @@ func TestReadManifestChecksum(t *testing.T) {
 		})
 	}
 }
+
+// TestManifestIndexSHA256: a file entry's index_sha256, when present, is 64 lower-case hex
+// digits; anything else is an invalid manifest, refused naming the file. Absent, it is not
+// written at all (npy and HDF5 entries, manifests of older packers).
+func TestManifestIndexSHA256(t *testing.T) {
+	m := testManifest()
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("index_sha256")) {
+		t.Errorf("an entry without index_sha256 writes the member:\n%s", data)
+	}
+	for _, v := range []string{strings.Repeat("ab", 32), strings.Repeat("AB", 32), "abc", strings.Repeat("xy", 32)} {
+		m.Files[0].IndexSHA256 = v
+		data, err := m.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, ManifestName), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = ReadManifest(dir)
+		if ok := v == strings.Repeat("ab", 32); ok != (err == nil) {
+			t.Errorf("index_sha256 %q: %v", v, err)
+		} else if err != nil && !strings.Contains(err.Error(), "shard-00000.pks: index_sha256") {
+			t.Errorf("index_sha256 %q: error %q does not name the file", v, err)
+		}
+	}
+}

@@ -171,6 +171,12 @@ func openNpy(fsys FS, m *Manifest, opts ReaderOptions) (*Reader, error) {
 		l:     l,
 		index: index,
 	}
+	if lf, ok := f.(*osFile); ok { // reads check that images.npy is not written over in place
+		if r.st, err = lf.Stat(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open npy: %w", err)
+		}
+	}
 	r.verified = make([]atomic.Uint64, (l.blocks+63)/64)
 	for b := range l.blocks {
 		r.setVerified(b)

@@ -1,12 +1,16 @@
 package shard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"math/bits"
+	"os"
 	"slices"
 	"sync/atomic"
+	"time"
 )
 
 // ReaderOptions configures a Reader. The zero value checks checksums.
@@ -30,7 +34,8 @@ type ReaderOptions struct {
 // a slice index. Corrupt bytes never cause a panic but a *CorruptionError.
 type Reader struct {
 	r    io.ReaderAt
-	file io.Closer // owned when opened by Open or OpenFS
+	file io.Closer   // owned when opened by Open or OpenFS
+	st   os.FileInfo // of a local file at open: reads check it has not changed since
 	name string
 	size int64
 	opts ReaderOptions
@@ -71,7 +76,35 @@ func openFile(f File, path string, opts ReaderOptions) (*Reader, error) {
 		return nil, err
 	}
 	r.file = f
+	if lf, ok := f.(*osFile); ok {
+		if r.st, err = lf.Stat(); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("open shard: %w", err)
+		}
+	}
 	return r, nil
+}
+
+// unchanged checks, after a read, that the local file the Reader opened still has the size
+// and modification time it had at open. A file written over in place (cp, rsync --inplace:
+// the same inode, other bytes) would otherwise serve its new bytes from blocks checked
+// before, which are not checked again. A write that reached the file before the read ended
+// has set its modification time by the time this runs, so the read's bytes are the ones
+// checked or an error.
+func (r *Reader) unchanged(f *os.File) error {
+	if r.st == nil {
+		return nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("shard: %s: %w", r.name, err)
+	}
+	if st.Size() != r.st.Size() || !st.ModTime().Equal(r.st.ModTime()) {
+		return fmt.Errorf("%s: the file was changed since it was opened (%d bytes modified %s, now %d bytes modified %s: "+
+			"written over in place?); reopen the dataset", r.name, r.st.Size(), r.st.ModTime().UTC().Format(time.RFC3339Nano),
+			st.Size(), st.ModTime().UTC().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // NewReader reads a shard of size bytes from r; name is used in errors.
@@ -119,6 +152,13 @@ func (r *Reader) Close() error {
 	err := r.file.Close()
 	r.file = nil
 	return err
+}
+
+// IndexSHA256 returns the lower-case hex SHA-256 of the shard's index section (the bytes
+// checked at open), what a manifest's index_sha256 pins (FORMAT.md, "Dataset").
+func (r *Reader) IndexSHA256() string {
+	sum := sha256.Sum256(r.index)
+	return hex.EncodeToString(sum[:])
 }
 
 // Name returns the name the Reader was opened with.
@@ -247,6 +287,11 @@ func (r *Reader) ReadRecords(i, j int, dst []byte) ([]byte, error) {
 	dst = dst[:n]
 	if err := readFull(r.r, dst, off, r.name); err != nil {
 		return nil, err
+	}
+	if f, ok := r.file.(*osFile); ok {
+		if err := r.unchanged(f.File); err != nil {
+			return nil, err
+		}
 	}
 	if !r.opts.SkipCRC {
 		if err := r.verifyRange(int64(i), int64(j), dst); err != nil {

@@ -3,6 +3,8 @@ package shard
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,9 +85,10 @@ type Writer struct {
 	blob     []byte
 	crcs     []byte
 
-	size   int64 // file size, set by Close
-	err    error
-	closed bool
+	size     int64    // file size, set by Close
+	indexSum [32]byte // SHA-256 of the index section, set by Close
+	err      error
+	closed   bool
 }
 
 // errClosed is returned by a Writer used after Close.
@@ -287,9 +290,11 @@ func (w *Writer) Close() error {
 	indexOffset := alignUp(dataEnd)
 	l := newIndexLayoutV(w.n, int64(w.naux), w.k, w.flags, int64(len(w.blob)), int64(w.v))
 	crc := uint32(0)
+	sum := sha256.New()
 	write := func(p []byte) {
 		if w.err == nil {
 			crc = crc32cUpdate(crc, p)
+			sum.Write(p)
 			_, w.err = w.bw.Write(p)
 		}
 	}
@@ -306,6 +311,7 @@ func (w *Writer) Close() error {
 		w.err = fmt.Errorf("write shard index: %w", w.err)
 		return w.err
 	}
+	sum.Sum(w.indexSum[:0])
 	size := fileSize(indexOffset, l.size)
 	if err := w.pad(size - FooterSize - indexOffset - l.size); err != nil {
 		w.err = fmt.Errorf("write shard index: %w", err)
@@ -337,6 +343,10 @@ func (w *Writer) Close() error {
 
 // Size returns the size of the finished file; it is valid after a successful Close.
 func (w *Writer) Size() int64 { return w.size }
+
+// IndexSHA256 returns the lower-case hex SHA-256 of the shard's index section, the manifest's
+// index_sha256 (FORMAT.md, "Dataset"); it is valid after a successful Close.
+func (w *Writer) IndexSHA256() string { return hex.EncodeToString(w.indexSum[:]) }
 
 var zeros [Align]byte
 

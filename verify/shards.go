@@ -16,7 +16,7 @@ import (
 
 // scanShard checks one shard's structure and checksums, and that its header agrees with the
 // manifest (sample spec, label spec, record count, the dataset meta: packer version, source,
-// transform, classes), and adds its labels and format version to sh. opts.Hash receives the whole file. It reports
+// transform, classes, and the index's SHA-256 where the manifest pins it), and adds its labels and format version to sh. opts.Hash receives the whole file. It reports
 // whether the scan read the whole file (no I/O error).
 func scanShard(ctx context.Context, s *store, fe shard.FileEntry, m *shard.Manifest, opts shard.ScanOptions, add func(Fault), records *atomic.Int64, sh *shardTally) bool {
 	err := s.scan(ctx, fe.Path, opts, func(ce *shard.CorruptionError) {
@@ -52,6 +52,11 @@ func scanShard(ctx context.Context, s *store, fe shard.FileEntry, m *shard.Manif
 	records.Add(int64(r.Len()))
 	bad := func(format string, args ...any) {
 		add(Fault{File: fe.Path, Kind: KindManifest, First: -1, Offset: -1, Message: fmt.Sprintf(format, args...)})
+	}
+	if fe.IndexSHA256 != "" && r.IndexSHA256() != fe.IndexSHA256 {
+		add(Fault{File: fe.Path, Kind: KindSHA256, First: -1, Offset: r.IndexOffset(), Message: fmt.Sprintf(
+			"index SHA-256 %s, the manifest's index_sha256 says %s: the readers refuse this shard (a shard of another build with the same names and options, a changed file, or an edited manifest)",
+			r.IndexSHA256(), fe.IndexSHA256)})
 	}
 	if int64(r.Len()) != fe.Records {
 		bad("shard holds %d records, manifest says %d", r.Len(), fe.Records)

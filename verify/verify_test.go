@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -19,10 +20,17 @@ const recSize = 64 << 10 // 64 KiB records: 16 to a checksum block
 // buildShards writes 3 shards of 20 random records each and their manifest.
 func buildShards(t *testing.T) string {
 	t.Helper()
+	return buildShardsSeed(t, 1)
+}
+
+// buildShardsSeed is buildShards with the records drawn from seed: datasets of different seeds
+// are sibling builds (same names, options and structure, other bytes).
+func buildShardsSeed(t *testing.T, seed uint64) string {
+	t.Helper()
 	dir := t.TempDir()
 	spec := shard.SampleSpec{Shape: []int{64, 1024}, DType: shard.Uint8, Layout: "hwc"}
 	m := &shard.Manifest{Packer: "test", Format: "shards", FormatVersion: 1, Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
-	rng := rand.New(rand.NewPCG(1, 1))
+	rng := rand.New(rand.NewPCG(seed, 1))
 	for s := range 3 {
 		name := fmt.Sprintf("shard-%05d.pks", s)
 		fw, err := shard.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, ShardIndex: s})
@@ -41,7 +49,7 @@ func buildShards(t *testing.T) string {
 		if err := fw.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: 20, FirstRecord: int64(20 * s)})
+		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), IndexSHA256: fw.IndexSHA256(), Records: 20, FirstRecord: int64(20 * s)})
 	}
 	m.Count, m.Inputs = 60, 60
 	writeManifest(t, dir, m)
@@ -180,5 +188,41 @@ func TestDirExtraFileWarning(t *testing.T) {
 	}
 	if rep.OK || len(rep.Faults) != 1 || rep.Faults[0].Kind != KindMissing || len(rep.Warnings) != 2 {
 		t.Fatalf("missing shard: ok=%v faults %v warnings %v; want a missing fault and the two warnings", rep.OK, rep.Faults, rep.Warnings)
+	}
+}
+
+// TestSiblingShard: a shard copied from a sibling build (same names and options, other bytes)
+// is reported as such, not only as a SHA-256 mismatch: the fault says that its index is not
+// the one the manifest pins (index_sha256), which is what the readers refuse it for. A
+// manifest whose index_sha256 disagrees with an intact shard (edited, or written wrong) is a
+// fault as well, though every whole-file SHA-256 matches.
+func TestSiblingShard(t *testing.T) {
+	dir, sib := buildShards(t), buildShardsSeed(t, 2)
+	data, err := os.ReadFile(filepath.Join(sib, "shard-00001.pks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shard-00001.pks"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, _ := run(t, dir)
+	found := false
+	for _, f := range rep.Faults {
+		found = found || f.File == "shard-00001.pks" && strings.Contains(f.Message, "index_sha256") && strings.Contains(f.Message, "another build")
+	}
+	if !found {
+		t.Errorf("sibling shard: faults %v, want one for shard-00001.pks naming index_sha256 and another build", rep.Faults)
+	}
+
+	dir = buildShards(t)
+	m, err := shard.ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Files[2].IndexSHA256 = strings.Repeat("0", 64)
+	writeManifest(t, dir, m)
+	rep, _ = run(t, dir)
+	if len(rep.Faults) != 1 || rep.Faults[0].File != "shard-00002.pks" || !strings.Contains(rep.Faults[0].Message, "index_sha256") {
+		t.Errorf("manifest with a wrong index_sha256: faults %v, want one for shard-00002.pks naming index_sha256", rep.Faults)
 	}
 }

@@ -119,7 +119,7 @@ func (o *shardOutput) finish() error {
 	}
 	sk, k, name, n, size := o.sink, len(o.files), o.name, o.w.Len(), o.w.Size()
 	sk.close()
-	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, Records: n, FirstRecord: o.next})
+	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, IndexSHA256: o.w.IndexSHA256(), Records: n, FirstRecord: o.next})
 	o.next += n
 	o.w, o.sink = nil, nil
 	o.sync.run(func() error {

@@ -36,7 +36,7 @@ func testRecord(i int) output.Record {
 
 // TestShardsHashedInBackground writes many shards, each finished while the ones before it may
 // still be hashing, and checks every FileEntry against the file on disk: its SHA-256, size and
-// records, in order, with no temporary file left.
+// records and index_sha256 (what readers check at open), in order, with no temporary file left.
 func TestShardsHashedInBackground(t *testing.T) {
 	dir := t.TempDir()
 	o := newTestOutput(t, dir)
@@ -69,6 +69,9 @@ func TestShardsHashedInBackground(t *testing.T) {
 		r, err := shard.Open(filepath.Join(dir, fe.Path))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if fe.IndexSHA256 != r.IndexSHA256() {
+			t.Fatalf("shard %d: entry's index_sha256 %q, the index's SHA-256 is %s", k, fe.IndexSHA256, r.IndexSHA256())
 		}
 		for i := 0; i < r.Len(); i++ {
 			got, err := r.Record(i)

@@ -21,7 +21,7 @@ import numpy as np
 from . import _crc32c, _order, _s3
 from ._errors import FormatError, PackerError
 from ._io import open_direct, open_ro, pread_into, preadv_into
-from ._shard import ALIGN, ShardFile, align_up, parse_sample_spec, take_tail
+from ._shard import check_unchanged, ALIGN, ShardFile, align_up, parse_sample_spec, take_tail
 from ._verify import _h5_json_attr, dataset_meta_diff
 
 MANIFEST = "manifest.json"
@@ -106,6 +106,9 @@ def _check_seal(path, raw):
 _GENERATION = re.compile(r"^\.packer-gen-[0-9a-fA-F]{16}$")
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
 def valid_file_path(p):
     """A manifest file path: one name (no '.', '..', backslash), or one name under a generation
     sub-prefix .packer-gen-<16 hex digits>/. Nothing else (absolute paths, other folders)."""
@@ -169,6 +172,9 @@ def load_manifest(directory, store=None):
                               ".packer-gen-<16 hex digits>/)" % (p,))
         if not isinstance(fe.get("size", 0), int) or fe.get("size", 0) < 0:
             raise FormatError(path, "file %s: invalid size" % p)
+        pin = fe.get("index_sha256")
+        if pin is not None and not (isinstance(pin, str) and _HEX64.fullmatch(pin)):
+            raise FormatError(path, "file %s: index_sha256 %r is not 64 lower-case hex digits" % (p, pin))
     label = m.get("label") or {}
     aux = (label.get("aux") or []) if isinstance(label, dict) else []
     if not isinstance(aux, list) or not all(isinstance(a, str) and a and "/" not in a for a in aux):
@@ -639,7 +645,7 @@ class _SegmentDataset(Dataset):
                 fd = self._dfds.get(s)
                 if fd is None:
                     fd = open_direct(seg.file_path)
-                    fd = -1 if fd is None else fd
+                    fd = -1 if fd is None else self._same_file(seg, fd)
                     self._dfds[s] = fd
             if fd < 0:
                 return None
@@ -647,10 +653,7 @@ class _SegmentDataset(Dataset):
             fd = open_direct(seg.file_path)
             if fd is None:
                 return None
-            st = os.fstat(fd)
-            if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != seg._ident:
-                os.close(fd)
-                raise FormatError(seg.path, "the file was replaced or changed since the dataset was opened")
+            self._same_file(seg, fd)
         try:
             lead = off % ALIGN
             a = off - lead
@@ -670,6 +673,17 @@ class _SegmentDataset(Dataset):
             if not cached:
                 os.close(fd)
 
+    @staticmethod
+    def _same_file(seg, fd):
+        """fd, opened by path after the dataset was opened (an O_DIRECT descriptor): it must be
+        the file the dataset checked then, not one renamed to its path since (a rebuild that
+        replaced the folder, an rsync); otherwise close it and raise."""
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != seg._ident:
+            os.close(fd)
+            raise FormatError(seg.path, "the file was replaced or changed since the dataset was opened; reopen the dataset")
+        return fd
+
     def close(self):
         for s in getattr(self, "_segs", []):
             s.close()
@@ -685,6 +699,7 @@ class _SegmentDataset(Dataset):
         raw = seg.read_record(li)
         if self.verify_crc:
             seg.check_records(li, li + 1, memoryview(raw))
+        seg.check_unchanged()
         arr = np.frombuffer(raw, dtype=self.dtype)
         return arr.reshape(self._record_shape(seg, li, arr.size))
 
@@ -701,6 +716,8 @@ class _SegmentDataset(Dataset):
             _wait_checks(pending)
             raise
         _wait_checks(pending)
+        for s in range(self._locate(first)[0], self._locate(first + n - 1)[0] + 1):
+            self._segs[s].check_unchanged()
         return out
 
     def _overlap_check(self, seg, li, take, ln):
@@ -793,6 +810,7 @@ class _SegmentDataset(Dataset):
                 preadv_into(fd, views, off, seg.path)
             if self.verify_crc:
                 seg.check_records(li, li + (j - k), views)
+            seg.check_unchanged()
             k = j
 
 
@@ -892,6 +910,12 @@ class ShardDataset(_SegmentDataset):
                 sf.n, first, records, fe.get("first_record", 0)))
         if "size" in fe and fe["size"] != sf.file_size:
             raise FormatError(sf.path, "file is %d bytes, the manifest says %d" % (sf.file_size, fe["size"]))
+        # A manifest of packer before index_sha256 has none: the checks above only (FORMAT.md).
+        pin = fe.get("index_sha256")
+        if pin is not None and sf.index_sha256 != pin:
+            raise FormatError(sf.path, "index_sha256 %s, the manifest says %s: a shard of another build (same names "
+                              "and options, other content: an rsync of a rebuild?) or a changed file; its records "
+                              "are not this dataset's" % (sf.index_sha256, pin))
 
     def _meta(self, i):
         s, li = self._locate(i)
@@ -911,6 +935,10 @@ class _RawSegment:
         self.fd = -1
         self.remote = obj is not None
         self.fd = obj if self.remote else open_ro(path)
+        self._ident = None
+        if not self.remote:  # what a later open by path (O_DIRECT) must find: the same file
+            st = os.fstat(self.fd)
+            self._ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def range_span(self, lo, hi):
         return self.data_offset + lo * self.record_size, (hi - lo) * self.record_size
@@ -926,6 +954,9 @@ class _RawSegment:
 
     def check_records(self, lo, hi, data=None):
         pass
+
+    def check_unchanged(self):
+        check_unchanged(self)
 
     def close(self):
         if not self.remote and self.fd >= 0:

@@ -2,6 +2,7 @@
 version 2 adds FlagShapes, the per-record shapes of variable-size records)."""
 
 import contextlib
+import hashlib
 import json
 import os
 import struct
@@ -149,6 +150,9 @@ class ShardFile:
         except Exception:
             pass
 
+    def check_unchanged(self):
+        check_unchanged(self)
+
     @contextlib.contextmanager
     def opened(self):
         """The file's descriptor: the one kept open, or a fresh one closed afterwards."""
@@ -279,6 +283,8 @@ class ShardFile:
         idx = pread(self.fd, index_len, index_offset, p)
         if _crc32c.crc32c(idx) != index_crc:
             raise CorruptionError(p, self._all_records(), index_offset, "index CRC-32C mismatch")
+        # what a manifest's index_sha256 pins (shard/FORMAT.md, "Dataset")
+        self.index_sha256 = hashlib.sha256(idx).hexdigest()
         pos = 0
 
         def take(count, dt):
@@ -573,6 +579,21 @@ class ShardFile:
                 if nz.size:
                     faults.append(FormatError(self.path, "%s is not zero" % what, a + int(nz[0])))
         return faults
+
+
+def check_unchanged(seg):
+    """After reads of a local segment (a shard, images.npy): the file still has the identity,
+    size and modification time it had when the dataset opened it. A file written over in place
+    (cp, rsync --inplace: the same inode, other bytes) would otherwise serve its new bytes from
+    blocks checked before, which are not checked again (and npy bytes are never checked). A
+    write that reached the file before the reads ended has changed its modification time by
+    now, so the bytes read are the ones checked, or this raises."""
+    if seg.remote or seg._ident is None:
+        return
+    st = os.fstat(seg.fd) if seg.fd >= 0 else os.stat(seg.file_path)
+    if (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) != seg._ident:
+        raise FormatError(seg.path, "the file was changed since the dataset was opened (written over in place, or "
+                          "replaced?); reopen the dataset")
 
 
 def scatter_read(seg_fd, path, spans_and_views):

@@ -358,6 +358,11 @@ def _verify_shards(rep, m, root, present, listed):
                 diff = dataset_meta_diff(sf.meta["dataset"], m)
                 if diff:
                     rep.add("manifest", full, "shard header's dataset %s differ from the manifest's" % ", ".join(diff))
+            pin = fe.get("index_sha256")
+            if pin is not None and sf.index_sha256 != pin:
+                rep.add("sha256", full, "index SHA-256 %s, the manifest's index_sha256 says %s: the readers refuse "
+                        "this shard (a shard of another build with the same names and options, a changed file, "
+                        "or an edited manifest)" % (sf.index_sha256, pin), None, sf.index_offset)
             versions.append(struct.unpack("<H", os.pread(sf.fd, 2, 8))[0])
             idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
             if idx is not None and idx != pos:

@@ -77,6 +77,7 @@ import torch as _torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from ._dataset import _alias, open_dataset
+from ._errors import FormatError
 
 __all__ = ["loader", "PackerLoader", "PackerIterableDataset", "random_resized_crop_flip", "split_for_worker",
            "resolve_rank"]
@@ -183,7 +184,11 @@ class PackerIterableDataset(IterableDataset):
         self.cache_dir = cache_dir
         self._ds = None
         self._pid = None
+        self._pin = None
         ds = self._dataset()  # fail early on a bad path, and expose the metadata
+        # Every process opens the dataset again (workers, each epoch of non-persistent ones):
+        # each must open this one, not one that replaced it since (packer build --force).
+        self._pin = (ds.manifest or {}).get("manifest_sha256")
         self.classes = ds.classes
         self.sample_spec = ds.sample_spec
         self.count = len(ds)
@@ -192,8 +197,16 @@ class PackerIterableDataset(IterableDataset):
 
     def _dataset(self):
         if self._ds is None or self._pid != os.getpid():  # one open dataset per process
-            self._ds = open_dataset(self.path, verify_crc=self.verify_crc, direct=self.direct,
-                                    cache_dir=getattr(self, "cache_dir", None))
+            ds = open_dataset(self.path, verify_crc=self.verify_crc, direct=self.direct,
+                              cache_dir=getattr(self, "cache_dir", None))
+            pin = getattr(self, "_pin", None)
+            now = (ds.manifest or {}).get("manifest_sha256")
+            if pin is not None and now != pin:
+                ds.close()
+                raise FormatError(self.path, "the dataset was replaced since this PackerIterableDataset was made "
+                                  "(manifest_sha256 %s, now %s): its records are not the ones counted; make a new one"
+                                  % (pin, now))
+            self._ds = ds
             self._pid = os.getpid()
         return self._ds
 

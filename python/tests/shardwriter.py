@@ -138,6 +138,15 @@ def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=Non
             "index_len": index_len, "size": file_size, "record_size": rs, "data_len": data_len}
 
 
+def index_sha256(path):
+    """The manifest's index_sha256 of the shard at path (shard/FORMAT.md, "Dataset"): the SHA-256
+    of its index section, the index_len bytes at index_offset (both read from the footer)."""
+    with open(path, "rb") as f:
+        b = f.read()
+    index_offset, index_len = struct.unpack_from("<QQ", b, len(b) - 64 + 32)
+    return hashlib.sha256(b[index_offset:index_offset + index_len]).hexdigest()
+
+
 def _file_entry(directory, rel, records=None, first=None):
     full = os.path.join(directory, rel)
     with open(full, "rb") as f:
@@ -218,7 +227,9 @@ def write_dataset(directory, records, labels, classes, sample, aux=None, metas=N
                     aux_names, aux_arr[g] if aux_arr is not None else None,
                     [metas[i] for i in g] if metas is not None else None, shard_index=s,
                     block_records=block_records, shapes=[shapes[i] for i in g] if shapes is not None else None)
-        files.append(_file_entry(directory, rel, len(g), first))
+        fe = _file_entry(directory, rel, len(g), first)
+        fe["index_sha256"] = index_sha256(os.path.join(directory, rel))
+        files.append(fe)
         first += len(g)
     return _manifest(directory, "shards", n, classes, labels, sample, aux_names, files,
                      format_version=2 if shapes is not None else 1)

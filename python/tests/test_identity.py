@@ -141,3 +141,62 @@ def test_intact_dataset_reads(ds_dir):
     with packer_reader.open(d) as ds:
         x, _ = ds[0:N]
         assert np.array_equal(x, imgs)
+
+
+def _sibling(tmp_path_factory, seed=6):
+    """A build of another folder with the same names and options: same structure, labels and
+    aux values, other pixels."""
+    d = str(tmp_path_factory.mktemp("sibling"))
+    shardwriter.write_dataset(d, list(make_images(N, seed=seed)), make_labels(N), CLASSES, SPEC,
+                              aux={"coarse": np.arange(N) % 3}, shard_size=30 * 60, block_records=7)
+    return d
+
+
+@pytest.mark.parametrize("crc", [True, False])
+def test_sibling_shard_refused(ds_dir, tmp_path_factory, crc):
+    # shard 2 of a sibling build copied in (an rsync of a rebuild): the header checks pass (same
+    # names, options, counts, size); the index (block CRCs) does not hash to index_sha256
+    d, imgs = ds_dir
+    shutil.copy(shard(_sibling(tmp_path_factory), 2), shard(d, 2))
+    with pytest.raises(FormatError) as ei:
+        packer_reader.open(d, verify_crc=crc)
+    assert "shard-00002.pks" in str(ei.value) and "index_sha256" in str(ei.value)
+
+
+def test_sibling_shard_old_manifest(ds_dir, tmp_path_factory):
+    # a manifest written before index_sha256: the weaker checks only (documented in FORMAT.md);
+    # the dataset opens, and verify (the whole file's SHA-256) is what tells the shard apart
+    d, imgs = ds_dir
+    shutil.copy(shard(_sibling(tmp_path_factory), 2), shard(d, 2))
+    _edit_manifest(d, lambda m: [fe.pop("index_sha256") for fe in m["files"]])
+    with packer_reader.open(d) as ds:
+        assert len(ds) == N
+    rep = packer_reader.verify(d)
+    assert not rep.ok and any(f.kind == "sha256" and f.path.endswith("shard-00002.pks") for f in rep.faults)
+
+
+def test_sibling_shard_verify(ds_dir, tmp_path_factory):
+    # verify names why the readers refuse it, besides the whole file's SHA-256
+    d, _ = ds_dir
+    shutil.copy(shard(_sibling(tmp_path_factory), 2), shard(d, 2))
+    rep = packer_reader.verify(d)
+    assert any(f.path.endswith("shard-00002.pks") and "index_sha256" in f.reason and "another build" in f.reason
+               for f in rep.faults), [str(f) for f in rep.faults]
+    # a manifest whose index_sha256 is wrong for an intact shard: a fault, though every SHA-256 matches
+    d2 = str(tmp_path_factory.mktemp("wrongpin"))
+    shutil.copytree(_sibling(tmp_path_factory, seed=7), d2, dirs_exist_ok=True)
+    _edit_manifest(d2, lambda m: m["files"][3].update(index_sha256="0" * 64))
+    rep = packer_reader.verify(d2)
+    assert [os.path.basename(f.path) for f in rep.faults] == ["shard-00003.pks"], [str(f) for f in rep.faults]
+    assert "index_sha256" in rep.faults[0].reason
+    with pytest.raises(FormatError) as ei:
+        packer_reader.open(d2)
+    assert "shard-00003.pks" in str(ei.value) and "index_sha256" in str(ei.value)
+
+
+def test_manifest_index_sha256_must_be_hex(ds_dir):
+    d, _ = ds_dir
+    _edit_manifest(d, lambda m: m["files"][1].update(index_sha256="ABC"))
+    with pytest.raises(FormatError) as ei:
+        packer_reader.open(d)
+    assert "shard-00001.pks" in str(ei.value) and "index_sha256" in str(ei.value)
