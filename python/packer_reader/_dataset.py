@@ -275,6 +275,11 @@ class _Failure:
         self.exc = exc
 
 
+def _check_order_version(v):
+    if v not in (1, 2):
+        raise ValueError("order_version=%r: the reading orders are 1 and 2 (shard/ORDER.md)" % (v,))
+
+
 def _alias(value, alias, default, name, alias_name):
     """The value of a keyword that also goes by the Go API's name (``world`` for ``world_size``,
     ``buffer`` for ``buffer_size``): either one, not two different values."""
@@ -422,23 +427,47 @@ class Dataset:
         return [self.count], [0]
 
     def order(self, shuffle=False, seed=0, epoch=0, rank=0, world_size=1, buffer_size=4096, world=None,
-              buffer=None):
-        """Every record index this rank emits in the epoch, in ORDER.md order (int64 array).
-        ``world``/``buffer`` are the Go reader's names for ``world_size``/``buffer_size``."""
+              buffer=None, order_version=2, batch_size=None, drop_last=False, start=0):
+        """Every record index this rank reads in the epoch, in ORDER.md order (int64 array).
+
+        ``order_version=2`` (the default): ORDER.md version 2, where ranks split global batches,
+        so ``batch_size`` is needed when ``world_size > 1``; ``start`` is the global position
+        (``state_dict()["position"]``) and the result includes the padding of the last batch
+        (without ``drop_last``). ``order_version=1``: version 1 (shard shuffle and
+        ``buffer_size`` shuffle buffer, a contiguous slice per rank). ``world``/``buffer`` are
+        the Go reader's names for ``world_size``/``buffer_size``."""
         world_size = _alias(world_size, world, 1, "world_size", "world")
         buffer_size = _alias(buffer_size, buffer, 4096, "buffer_size", "buffer")
-        counts, firsts = self._shard_layout()
-        return _order.order_indices(counts, firsts, shuffle, seed, epoch, rank, world_size, buffer_size)
+        if order_version == 1:
+            counts, firsts = self._shard_layout()
+            return _order.order_indices(counts, firsts, shuffle, seed, epoch, rank, world_size, buffer_size)
+        _check_order_version(order_version)
+        if batch_size is None:
+            if world_size != 1:
+                raise ValueError("order(order_version=2, world_size=%d) needs batch_size: ranks split "
+                                 "global batches" % world_size)
+            batch_size = max(1, self.count)
+        return _order.order_indices_v2(self.count, batch_size, shuffle, seed, epoch, rank, world_size,
+                                       drop_last, min(int(start), self.count))
 
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
                 drop_last=False, buffer_size=4096, start=0, copy=True, prefetch=None, alloc=None,
-                world=None, buffer=None):
+                world=None, buffer=None, order_version=2, worker=0, num_workers=1):
         """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
 
-        ``start`` resumes at that position of this rank's sequence (records already consumed in
-        this epoch, the Go ``LoaderOptions.Start``). ``world`` and ``buffer`` are accepted as the
-        Go reader's names (``LoaderOptions.World``/``Buffer``) for ``world_size``/``buffer_size``.
+        ``order_version=2`` (the default): a keyed permutation of all records when
+        ``shuffle``; every rank yields the same number of batches (the last, partial global
+        batch padded by repeating records, or dropped with ``drop_last``); ``start`` is the
+        global position to resume from (``state_dict()["position"]``: records of the epoch
+        consumed by all ranks together); ``worker``/``num_workers`` give this reader every
+        ``num_workers``-th of the rank's batches, from batch ``worker`` (a batch never depends
+        on the worker count). ``order_version=1``: ORDER.md version 1 (shard shuffle plus a
+        ``buffer_size`` shuffle buffer; ``start`` is this rank's own position, records already
+        consumed by it; combine workers into ``rank``/``world_size``).
+
+        ``world`` and ``buffer`` are accepted as the Go reader's names
+        (``LoaderOptions.World``/``Buffer``) for ``world_size``/``buffer_size``.
 
         Every yielded batch is a fresh array that stays valid for as long as it is kept (the
         default, ``copy=True``; records are read straight into it, and memory of batches already
@@ -463,13 +492,37 @@ class Dataset:
         start = int(start)
         if start < 0:
             raise ValueError("start must be >= 0")
-        plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
+        worker, num_workers = int(worker), int(num_workers)
+        if num_workers < 1 or not 0 <= worker < num_workers:
+            raise ValueError("need num_workers >= 1 and 0 <= worker < num_workers, got worker=%r num_workers=%r"
+                             % (worker, num_workers))
+        if order_version == 1:
+            if num_workers != 1:
+                raise ValueError("order_version=1 splits records, not batches, among workers: combine the "
+                                 "worker into rank and world_size (ORDER.md version 1)")
+            plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
+        else:
+            _check_order_version(order_version)
+            plan = self._plan_v2(B, shuffle, seed, epoch, rank, world_size, drop_last, start)[worker::num_workers]
         if not self.fixed:
             return self._var_batches(plan, copy)
         return self._fixed_batches(plan, B, copy, prefetch, alloc)
 
+    def _plan_v2(self, B, shuffle, seed, epoch, rank, world, drop_last, start):
+        """ORDER.md v2: list of this rank's batches, each ("range", first, n) or ("idx", array)."""
+        plan = _order.Plan(self.count, min(start, self.count), B, rank, world, drop_last)
+        perm = _order.Permutation(self.count, seed, epoch) if shuffle else None
+        items = []
+        for j in range(plan.batches()):
+            q = plan.batch_positions(j)
+            if not shuffle and q.size and q[-1] < self.count:
+                items.append(("range", int(q[0]), int(q.size)))
+            else:
+                items.append(("idx", _order.v2_batch_indices(plan, perm, shuffle, j)))
+        return items
+
     def _plan(self, B, shuffle, seed, epoch, rank, world, drop_last, buffer_size, start):
-        """List of batches, each ("range", first, n) or ("idx", int64 array)."""
+        """ORDER.md v1: list of batches, each ("range", first, n) or ("idx", int64 array)."""
         counts, firsts = self._shard_layout()
         if shuffle:
             idx = _order.order_indices(counts, firsts, True, seed, epoch, rank, world, buffer_size)[start:]
