@@ -503,17 +503,18 @@ class Dataset:
             plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
         else:
             _check_order_version(order_version)
-            plan = self._plan_v2(B, shuffle, seed, epoch, rank, world_size, drop_last, start)[worker::num_workers]
+            plan = self._plan_v2(B, shuffle, seed, epoch, rank, world_size, drop_last, start, worker, num_workers)
         if not self.fixed:
             return self._var_batches(plan, copy)
         return self._fixed_batches(plan, B, copy, prefetch, alloc)
 
-    def _plan_v2(self, B, shuffle, seed, epoch, rank, world, drop_last, start):
-        """ORDER.md v2: list of this rank's batches, each ("range", first, n) or ("idx", array)."""
+    def _plan_v2(self, B, shuffle, seed, epoch, rank, world, drop_last, start, worker=0, num_workers=1):
+        """ORDER.md v2: list of this rank's batches worker, worker+num_workers, ..., each
+        ("range", first, n) or ("idx", array)."""
         plan = _order.Plan(self.count, min(start, self.count), B, rank, world, drop_last)
         perm = _order.Permutation(self.count, seed, epoch) if shuffle else None
         items = []
-        for j in range(plan.batches()):
+        for j in range(worker, plan.batches(), num_workers):
             q = plan.batch_positions(j)
             if not shuffle and q.size and q[-1] < self.count:
                 items.append(("range", int(q[0]), int(q.size)))

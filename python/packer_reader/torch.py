@@ -1,10 +1,13 @@
 """PyTorch integration: an ``IterableDataset`` over a packer dataset.
 
-Each DataLoader worker of each distributed rank reads its own part of the epoch, exactly as
-shard/ORDER.md defines (worker ``w`` of ``nw`` in rank ``r`` of ``W`` reads as rank
-``r*nw + w`` of ``W*nw``), so every record is seen exactly once per epoch across all ranks and
-workers, and the Go and Python readers agree on the order. Batching happens inside the dataset
-(large contiguous reads), so give the DataLoader ``batch_size=None``.
+The order is shard/ORDER.md version 2 (the default; ``order_version=1`` keeps version 1): with
+``shuffle=True`` a keyed permutation of all records, cut into global batches of
+``batch_size * world_size`` records of which rank ``r`` takes the ``r``-th part, so every rank
+yields the same number of batches of the same sizes (the last, partial global batch padded by
+repeating a few records, or dropped with ``drop_last=True``). DataLoader worker ``w`` of ``nw``
+produces the rank's batches ``w, w+nw, ...`` whole, so the worker count never changes a batch,
+and the Go and Python readers agree on the order. Batching happens inside the dataset (large
+reads), so give the DataLoader ``batch_size=None``.
 
 The short way, :func:`loader`, returns a DataLoader configured as the notes below ask
 (``batch_size=None``, rank and world resolved, pinned memory on CUDA, batches moved to the device
@@ -53,16 +56,18 @@ when it is initialised, else from the ``RANK`` and ``WORLD_SIZE`` environment va
 or pass ``rank=`` and ``world_size=``. They are resolved in the trainer's process and carried into
 the DataLoader workers, so the split is right whatever the workers' start method (``spawn`` and
 ``forkserver`` workers, where torch.distributed is not initialised, included). ``len(loader)``
-counts each worker's own last batch, with the DataLoader's ``num_workers`` (or the one given to
-the constructor; a DataLoader with another count is then an error at the first batch).
+is the number of batches every rank yields.
 
 The DataLoader must be created with ``batch_size=None``: the dataset yields whole batches.
 ``DataLoader(dataset)`` (default ``batch_size=1``) or ``DataLoader(dataset, batch_size=B)`` is
 refused at the first batch with a message saying so, instead of stacking batches.
 
-To resume inside an epoch, call ``set_epoch(e)`` and ``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
-(this assumes the DataLoader's default in-order round-robin over workers, which holds until the
-first worker runs out of batches at the end of the epoch).
+Checkpoints: ``loader(...).state_dict()`` is ``{"version": 1, "order": 2, "seed", "epoch",
+"position"}`` (the global position: records of the epoch consumed by all ranks together), the same
+on every rank; ``load_state_dict(state)`` continues the epoch in a run with any number of ranks and
+workers, every record read exactly once. ``PackerIterableDataset`` has the same pair, exact when it
+is iterated without DataLoader workers. Without a state, ``set_epoch(e)`` and ``set_start(n)`` with
+the number of batches this rank already yielded in that epoch resume on the same ranks.
 
 Tensors: every yielded tensor owns its memory; the reader reads each batch straight into it.
 In DataLoader workers that memory is shared memory, so the batch reaches the main process as a
@@ -152,7 +157,8 @@ class PackerIterableDataset(IterableDataset):
     (O_DIRECT reads), ``cache_dir`` (bucket datasets: local copies of the objects, see
     ``packer_reader.open``), ``num_workers`` (the DataLoader's worker count, for ``len()``, since
     each worker has its own last batch; a DataLoader with another count is refused at the first
-    batch)."""
+    batch; order_version=1 only), ``order_version`` (2, the default, or 1: shard/ORDER.md; under 2
+    ``start`` is the global position of :meth:`state_dict` and ``buffer_size`` is unused)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
                  rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=None,
