@@ -188,7 +188,9 @@ class PackerIterableDataset(IterableDataset):
         # persistent DataLoader workers too (they hold their own copy of this object). The
         # position is, under order_version=2, the global position of ORDER.md (records of the
         # epoch consumed by all ranks together); under 1, batches this rank already yielded.
-        self._state = _torch.tensor([int(epoch), 0], dtype=_torch.int64).share_memory_()
+        # The third value is 1 while DataLoader worker processes iterate this dataset: its own
+        # state_dict() then cannot know what the trainer consumed.
+        self._state = _torch.tensor([int(epoch), 0, 0], dtype=_torch.int64).share_memory_()
         self.verify_crc = verify_crc
         self.prefetch = prefetch
         self.direct = direct
@@ -282,6 +284,11 @@ class PackerIterableDataset(IterableDataset):
         with any number of ranks and workers."""
         if self.order_version != 2:
             raise ValueError("state_dict() needs order_version=2 (a version 1 position is per rank and worker)")
+        if get_worker_info() is not None or int(self._state[2]):
+            raise ValueError("PackerIterableDataset.state_dict(): the dataset is read by DataLoader worker "
+                             "processes, so it cannot tell which batches the trainer consumed; take the state "
+                             "from the DataLoader that loader() returns (loader(...).state_dict()), which counts "
+                             "them in the trainer's process")
         return self._state_after(self._consumed)
 
     def _state_after(self, consumed):
@@ -389,6 +396,7 @@ class PackerIterableDataset(IterableDataset):
         in_worker = get_worker_info() is not None
         pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
         tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
+        self._state[2] = 1 if in_worker else 0
         it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch, rank=r,
                         world_size=W, drop_last=self.drop_last, start=start, copy=True, prefetch=self.prefetch,
                         alloc=tensors.alloc if tensors is not None else None, order_version=2,

@@ -324,6 +324,26 @@ def test_dataset_state_dict_without_workers(ds203):
         again.load_state_dict({"version": 1, "order": 2, "seed": 1, "epoch": 0, "position": 204})
 
 
+def test_dataset_state_dict_refused_with_workers(ds203):
+    """With DataLoader workers the dataset object in the trainer's process sees no batch: its
+    state_dict() would say nothing was consumed, and a resume would read those batches again.
+    It refuses, naming the loader's state_dict(), which counts in the trainer's process."""
+    require_torch()
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    ds = PackerIterableDataset(ds203, batch_size=10, shuffle=True, seed=4)
+    for k, _ in enumerate(DataLoader(ds, batch_size=None, num_workers=2)):
+        if k == 3:
+            break
+    with pytest.raises(ValueError, match="loader"):
+        ds.state_dict()
+    for _ in ds:  # read in this process again: exact again
+        pass
+    assert ds.state_dict()["position"] == 203
+
+
 def test_v1_still_available(ds203):
     with packer_reader.open(ds203) as ds:
         a = np.concatenate([y for _, y in ds.batches(8, shuffle=True, seed=3, order_version=1)])
