@@ -832,22 +832,37 @@ class _SegmentDataset(Dataset):
         sidx = idx[order]
         if self._store is not None:
             self._prefetch(sidx)
-        k = 0
         n = sidx.size
-        while k < n:
-            s, li = self._locate(int(sidx[k]))
+        if n == 0:
+            return
+        # Runs of consecutive records of one segment (the indices are sorted, so a segment's
+        # runs are together): each run is one preadv straight into its batch slots, and a
+        # segment's runs share one descriptor.
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        segs_of = np.searchsorted(firsts, sidx, side="right") - 1
+        brk = np.nonzero((np.diff(sidx) != 1) | (np.diff(segs_of) != 0))[0] + 1
+        starts = np.concatenate(([0], brk)).tolist()
+        ends = np.concatenate((brk, [n])).tolist()
+        segs_l = segs_of[starts].tolist()
+        firsts_l = sidx[starts].tolist()
+        order_l = order.tolist()
+        r = 0
+        while r < len(starts):
+            s = segs_l[r]
             seg = self._segs[s]
-            limit = self._firsts[s] + seg.n
-            j = k + 1
-            while j < n and sidx[j] == sidx[j - 1] + 1 and sidx[j] < limit:
-                j += 1
-            off, _ = seg.range_span(li, li)
-            views = [out[int(p) * rs:(int(p) + 1) * rs] for p in order[k:j]]
+            q = r
+            while q < len(starts) and segs_l[q] == s:
+                q += 1
             with seg.opened() as fd:
-                preadv_into(fd, views, off, seg.path)
-            if self.verify_crc:
-                seg.check_records(li, li + (j - k), views)
-            k = j
+                for t in range(r, q):
+                    k, j = starts[t], ends[t]
+                    li = firsts_l[t] - self._firsts[s]
+                    off, _ = seg.range_span(li, li)
+                    views = [out[p * rs:(p + 1) * rs] for p in order_l[k:j]]
+                    preadv_into(fd, views, off, seg.path)
+                    if self.verify_crc:
+                        seg.check_records(li, li + (j - k), views)
+            r = q
 
 
 class ShardDataset(_SegmentDataset):
