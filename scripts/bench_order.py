@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Shuffled full passes under reading order v2 against v1 (shard/ORDER.md), side by side in one
 run, warm page cache, for 224x224x3 records and CIFAR-sized (32x32x3) records, through the Go
-Loader (`packer bench --shuffle --order N`) and the Python reader (`Dataset.batches`).
+Loader (internal/tools/orderdump -pass, a process per pass; `packer bench --shuffle --order N`
+does the same pass next to a raw-read pass) and the Python reader (`Dataset.batches`).
 
     scripts/bench_order.sh [--gb 1] [--cifar-records 100000] [--repeat 3] [--batch 256]
                            [--bench-dir /tmp/packer-bench-order]
@@ -9,7 +10,9 @@ Loader (`packer bench --shuffle --order N`) and the Python reader (`Dataset.batc
 The datasets are generated once in --bench-dir with the test writer of python/tests (random
 bytes, 256 MiB shards, 10 classes). Each pass reads the whole dataset once with shuffle=True and
 the CRC-32C check on (the default). Passes of v1 and v2 alternate; the best of --repeat is kept.
-The ratio is v2 GB/s over v1 GB/s of the same reader in the same run."""
+The ratio is v2 GB/s over v1 GB/s of the same reader in the same run. On a shared machine the
+wall-clock figures move with the other jobs' load; the GB per CPU-second of the reading process
+moves much less, and is printed too."""
 
 import argparse
 import json
@@ -59,10 +62,17 @@ def warm(d):
                 pass
 
 
-def go_pass(packer, d, order, batch):
-    out = subprocess.run([packer, "bench", d, "--shuffle", "--order", str(order), "--repeat", "1",
-                          "--batch", str(batch), "--json"], capture_output=True, text=True, check=True).stdout
-    return json.loads(out)["reader_gb_per_second"], None
+def go_pass(tool, d, order, batch):
+    """One Go Loader pass in a process of its own (internal/tools/orderdump -pass): wall GB/s
+    and GB per CPU-second of that process."""
+    import resource
+
+    opts = json.dumps({"BatchSize": batch, "Shuffle": True, "Seed": 1, "Order": order})
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = json.loads(subprocess.run([tool, "-pass", d, opts], capture_output=True, text=True, check=True).stdout)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return out["bytes"] / out["seconds"] / 1e9, out["bytes"] / cpu / 1e9
 
 
 def py_pass(d, order, batch):
@@ -84,8 +94,8 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--bench-dir", default="/tmp/packer-bench-order")
     a = ap.parse_args()
-    packer = os.path.join(ROOT, "bin", "packer")
-    subprocess.run(["go", "build", "-o", packer, "./cmd/packer"], cwd=ROOT, check=True)
+    packer = os.path.join(ROOT, "bin", "orderdump")
+    subprocess.run(["go", "build", "-o", packer, "./internal/tools/orderdump"], cwd=ROOT, check=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print("# scripts/bench_order.sh %s" % " ".join(sys.argv[1:]))
     print("# date: %s UTC   commit: %s   CPUs: %d   load average: %s" % (
