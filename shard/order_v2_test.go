@@ -71,11 +71,20 @@ func orderV2Cases() []orderV2Vector {
 func TestOrderV2Vectors(t *testing.T) {
 	cs := orderV2Cases()
 	if os.Getenv("PACKER_WRITE_VECTORS") == "1" {
-		b, err := json.MarshalIndent(cs, "", " ")
-		if err != nil {
-			t.Fatal(err)
+		b := []byte("[\n")
+		for i, c := range cs { // one vector a line
+			line, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, line...)
+			if i < len(cs)-1 {
+				b = append(b, ',')
+			}
+			b = append(b, '\n')
 		}
-		if err := os.WriteFile("testdata/order_v2_vectors.json", append(b, '\n'), 0o644); err != nil {
+		b = append(b, "]\n"...)
+		if err := os.WriteFile("testdata/order_v2_vectors.json", b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
