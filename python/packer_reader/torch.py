@@ -178,7 +178,7 @@ class PackerIterableDataset(IterableDataset):
         self.path = str(path)
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
-        self.seed = seed
+        self._seed0 = int(seed)  # until _state exists (the seed property)
         self.drop_last = drop_last
         self.buffer_size = buffer_size
         self.rank = rank
@@ -190,7 +190,11 @@ class PackerIterableDataset(IterableDataset):
         # epoch consumed by all ranks together); under 1, batches this rank already yielded.
         # The third value is 1 while DataLoader worker processes iterate this dataset: its own
         # state_dict() then cannot know what the trainer consumed.
-        self._state = _torch.tensor([int(epoch), 0, 0], dtype=_torch.int64).share_memory_()
+        # The fourth is the seed (as a signed 64-bit value): load_state_dict sets it, and it must
+        # reach persistent workers too.
+        s64 = self._seed0 & ((1 << 64) - 1)
+        self._state = _torch.tensor([int(epoch), 0, 0, s64 - (1 << 64) if s64 >= 1 << 63 else s64],
+                                    dtype=_torch.int64).share_memory_()
         self.verify_crc = verify_crc
         self.prefetch = prefetch
         self.direct = direct
@@ -243,6 +247,15 @@ class PackerIterableDataset(IterableDataset):
         if not 0 <= r < W:
             raise ValueError("rank %d is not in [0, world_size=%d)" % (r, W))
         return r * nw + w, W * nw, w, nw
+
+    @property
+    def seed(self):
+        return int(self._state[3]) & ((1 << 64) - 1)
+
+    @seed.setter
+    def seed(self, value):
+        v = int(value) & ((1 << 64) - 1)
+        self._state[3] = v - (1 << 64) if v >= 1 << 63 else v
 
     @property
     def epoch(self):

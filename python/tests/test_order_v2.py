@@ -303,6 +303,23 @@ def test_elastic_resume(ds203, drop):
             assert missing == 0 and extra < w2, (w2, extra, missing)
 
 
+def test_loaded_seed_reaches_persistent_workers(ds203):
+    """A state loaded after persistent workers started (they hold their own copy of the
+    dataset) changes their seed too, as set_epoch changes their epoch."""
+    require_torch()
+    from packer_reader.torch import loader
+
+    ld = loader(ds203, batch_size=10, shuffle=True, seed=1, device="cpu", num_workers=2)
+    assert ld.persistent_workers
+    list(ld)  # starts the workers
+    ld.load_state_dict({"version": 1, "order": 2, "seed": (1 << 64) - 5, "epoch": 3, "position": 40})
+    got = [ids(x.numpy()) for x, _ in ld]
+    with packer_reader.open(ds203) as ds:
+        want = ds.order(shuffle=True, seed=(1 << 64) - 5, epoch=3, batch_size=10, start=40)
+    assert sum(got, []) == want.tolist()
+    assert ld.state_dict() == {"version": 1, "order": 2, "seed": (1 << 64) - 5, "epoch": 3, "position": 203}
+
+
 def test_dataset_state_dict_without_workers(ds203):
     require_torch()
     from packer_reader.torch import PackerIterableDataset
