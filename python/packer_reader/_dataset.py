@@ -519,7 +519,8 @@ class Dataset:
             if not shuffle and q.size and q[-1] < self.count:
                 items.append(("range", int(q[0]), int(q.size)))
             else:
-                items.append(("idx", _order.v2_batch_indices(plan, perm, shuffle, j)))
+                # "spread": drawn from the whole dataset (a bucket dataset may read it sparsely)
+                items.append(("idx", _order.v2_batch_indices(plan, perm, shuffle, j), shuffle))
         return items
 
     def _plan(self, B, shuffle, seed, epoch, rank, world, drop_last, buffer_size, start):
@@ -573,7 +574,7 @@ class Dataset:
                 idx = item[1]
                 n = idx.size
                 images = buf.raw[:n * self.record_size].view(self.dtype).reshape((n,) + self.shape)
-                self._fill_indices(idx, images)
+                self._fill_indices(idx, images, spread=len(item) > 2 and item[2])
                 np.take(self.labels, idx, out=buf.labels[:n])
             return images, buf.labels[:n]
 
@@ -645,7 +646,7 @@ class Dataset:
     def _fill_range(self, first, n, raw):
         raise NotImplementedError
 
-    def _fill_indices(self, idx, images):
+    def _fill_indices(self, idx, images, spread=False):
         raise NotImplementedError
 
 
@@ -679,6 +680,78 @@ class _SegmentDataset(Dataset):
             off0, _ = seg.range_span(0, 0)
             rs = self.record_size
             seg.fd.prefetch([(off0 + int(i) * rs, rs) for i in li])
+
+    def _sparse_remote(self, sidx):
+        """True when the records sidx (sorted) of a bucket dataset are better read with a ranged
+        GET each than through the chunk cache: the dataset does not fit the cache (reading
+        order 2 draws from all of it, so chunks are not read again before they are evicted) and
+        the chunks these records would fetch hold over 8 times their bytes."""
+        store = self._store
+        if not all(getattr(seg, "remote", False) and hasattr(seg, "block_bounds") for seg in self._segs):
+            return False
+        if self.count * self.record_size <= _s3.CACHE_BYTES // 2:
+            return False
+        chunk = store.chunk
+        segs = np.searchsorted(np.asarray(self._firsts, dtype=np.int64), sidx, side="right") - 1
+        missing = 0
+        with store._lock:
+            for s in np.unique(segs).tolist():
+                seg = self._segs[s]
+                off0, _ = seg.range_span(0, 0)
+                offs = off0 + (sidx[segs == s] - self._firsts[s]) * self.record_size
+                for c in np.unique(offs // chunk).tolist():
+                    k = (seg.fd.key, seg.fd.etag, c)
+                    if k not in store._chunks and k not in store._inflight:
+                        missing += 1
+        return missing * chunk > 8 * sidx.size * self.record_size
+
+    def _fill_remote_sparse(self, sidx, order, out):
+        """Read the records sidx (sorted; record sidx[t] goes to slot order[t] of out) of a bucket
+        dataset with exact ranged GETs, in parallel: one per run of neighbouring records, or,
+        with CRC checks on, one per checksum block not yet checked (the block is checked from
+        those bytes and the records are taken out of them)."""
+        store, rs = self._store, self.record_size
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        segs = (np.searchsorted(firsts, sidx, side="right") - 1).tolist()
+        sl = sidx.tolist()
+        ol = order.tolist()
+        jobs = {}  # (seg, lo, hi, block or None) -> [(local record, slot)]
+        t = 0
+        while t < len(sl):
+            s = segs[t]
+            seg = self._segs[s]
+            li = sl[t] - self._firsts[s]
+            j = li // seg.block_records
+            if self.verify_crc and not seg._verified[j]:
+                lo, hi = seg.block_bounds(j)
+                key = (s, lo, hi, j)
+                u = t
+                while u < len(sl) and segs[u] == s and lo <= sl[u] - self._firsts[s] < hi:
+                    u += 1
+            else:
+                u = t + 1
+                while u < len(sl) and segs[u] == s and sl[u] == sl[u - 1] + 1:
+                    u += 1
+                key = (s, li, li + (u - t), None)
+            jobs.setdefault(key, []).extend((sl[v] - self._firsts[s], ol[v]) for v in range(t, u))
+            t = u
+
+        def get(key):
+            s, lo, hi, _ = key
+            seg = self._segs[s]
+            off, ln = seg.range_span(lo, hi)
+            return store._get_range(seg.fd, off, off + ln)
+
+        pool = store._executor()
+        futs = {key: pool.submit(get, key) for key in jobs}
+        for key, recs in jobs.items():
+            s, lo, hi, j = key
+            data = memoryview(futs[key].result())
+            if j is not None:
+                self._segs[s].check_block(j, data)
+            for li, slot in recs:
+                a = (li - lo) * rs
+                out[slot * rs:(slot + 1) * rs] = data[a:a + rs]
 
     def _direct_read(self, s, raw, off, ln):
         """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
@@ -825,16 +898,19 @@ class _SegmentDataset(Dataset):
             i += take
         return raw[lead:lead + n * rs].view(self.dtype).reshape((n,) + self.shape)
 
-    def _fill_indices(self, idx, images):
+    def _fill_indices(self, idx, images, spread=False):
         rs = self.record_size
         out = memoryview(images.reshape(-1).view(np.uint8))
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
-        if self._store is not None:
-            self._prefetch(sidx)
         n = sidx.size
         if n == 0:
             return
+        if self._store is not None:
+            if spread and self._sparse_remote(sidx):
+                self._fill_remote_sparse(sidx, order, out)
+                return
+            self._prefetch(sidx)
         # Runs of consecutive records of one segment (the indices are sorted, so a segment's
         # runs are together): each run is one preadv straight into its batch slots, and a
         # segment's runs share one descriptor.
@@ -1277,7 +1353,7 @@ class HDF5Dataset(Dataset):
             self._images.read_direct(images, np.s_[first:first + n], np.s_[0:n])
         return images
 
-    def _fill_indices(self, idx, images):
+    def _fill_indices(self, idx, images, spread=False):
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
         k, n = 0, sidx.size
