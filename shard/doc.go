@@ -9,10 +9,12 @@
 // # Format
 //
 // The bytes of a shard are specified in FORMAT.md, beside this file; the constants in format.go
-// are checked against it by the tests. The order in which a dataset's records are read (shard
-// shuffle, rank split, shuffle buffer, resume) is specified in ORDER.md and implemented by
-// EpochOrder; testdata/order_vectors.json holds golden sequences that every reader must
-// reproduce.
+// are checked against it by the tests. The order in which a dataset's records are read is
+// specified in ORDER.md. Version 2, the default (a keyed permutation of all records, global
+// batches split among ranks, a LoaderState to resume on any number of ranks), is implemented
+// by Permutation, NewPlanV2 and EpochOrderV2; version 1 (shard shuffle, rank split, shuffle
+// buffer) by EpochOrder. testdata/order_v2_vectors.json and testdata/order_vectors.json hold
+// golden sequences that every reader must reproduce.
 //
 // # Variable-size records
 //
@@ -87,8 +89,8 @@
 // for it, so a damaged or hostile file cannot make a reader allocate more than about its own
 // size. A Reader keeps its shard's index in memory (8 bytes per record for labels, more with
 // aux columns, variable sizes or metadata); a Loader holds Prefetch buffers of about ReadSize
-// bytes each (at least one batch), plus, when shuffling, this rank's record numbers (8 bytes
-// per record) and the shuffle buffer.
+// bytes each (at least one batch), plus this rank's record numbers (8 bytes per record) when
+// shuffling or under reading order 2 (the default), and under order 1 the shuffle buffer.
 //
 // This package uses the standard library only, so trainers can embed it without cgo.
 package shard

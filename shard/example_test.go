@@ -114,7 +114,7 @@ func ExampleDataset_NewLoader() {
 		log.Fatal(err)
 	}
 	defer d.Close()
-	l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 4, Shuffle: true, Seed: 42, Buffer: 4})
+	l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 4, Shuffle: true, Seed: 42})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func ExampleDataset_NewLoader() {
 		log.Fatal(err)
 	}
 	// Output:
-	// 0 [2 4 1 11] [2 4 1 6]
-	// 4 [12 0 13 10] [7 0 8 5]
-	// 8 [14 3] [9 3]
+	// 0 [10 0 1 4] [5 0 1 4]
+	// 4 [11 12 14 2] [6 7 9 2]
+	// 8 [3 13] [3 8]
 }

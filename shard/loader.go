@@ -40,9 +40,14 @@ const (
 type LoaderOptions struct {
 	BatchSize int // records per batch, ≥ 1
 
-	// The record order, as ORDER.md specifies: Shuffle, Seed and Epoch select the epoch's
-	// permutation, Rank and World this reader's part (combine DataLoader workers into them as
-	// ORDER.md says), Buffer the shuffle buffer size (0: DefaultShuffleBuffer).
+	// The record order, as ORDER.md specifies. Order is its version: 0 or OrderV2 (the
+	// default), or OrderV1. Shuffle, Seed and Epoch select the epoch's permutation, Rank and
+	// World this reader's part. Under v2 every rank yields the same number of batches and a
+	// batch does not depend on how a rank's batches are shared among loader workers (give
+	// each worker every nw-th batch); Buffer is unused. Under v1 combine loader workers into
+	// Rank and World as ORDER.md v1 says, and Buffer is the shuffle buffer size (0:
+	// DefaultShuffleBuffer).
+	Order   int
 	Shuffle bool
 	Seed    uint64
 	Epoch   uint64
@@ -50,11 +55,15 @@ type LoaderOptions struct {
 	World   int // 0 means 1
 	Buffer  int
 
-	// Start is the position to resume from: the number of records of this rank's epoch
-	// sequence already consumed (Loader.Position of the last batch processed). Batches are
-	// grouped from Start on.
+	// Start is the position to resume from. Under v2 it is the global position of
+	// LoaderState (records of the epoch consumed by all ranks together; set it with Restore).
+	// Under v1 it is the number of records of this rank's epoch sequence already consumed
+	// (Loader.Position of the last batch processed). Batches are grouped from Start on.
 	Start int64
 	// DropLast drops the last batch of the epoch when it has fewer than BatchSize records.
+	// Under v2 it drops the last, partial global batch on every rank; without it that batch
+	// is padded by repeating records from the start of the epoch so that every rank's last
+	// batch has the same size (ORDER.md v2, step 4).
 	DropLast bool
 
 	// Prefetch is the number of buffers in the ring (0: DefaultPrefetch, or
@@ -113,8 +122,10 @@ type Batch struct {
 	Labels  []int64 // label of each record
 	Aux     []int64 // aux label values, row-major [B, len(aux columns)]; nil when there are none
 	Indices []int64 // dataset record number of each record
-	// Position is the epoch position (ORDER.md) of the batch's first record; the position
-	// after the batch, to resume from, is Position+len(Labels).
+	// Position is the position of the batch's first record in the Loader's sequence. Under
+	// v1 it is the epoch position (ORDER.md) and the position after the batch, to resume from,
+	// is Position+len(Labels). Under v2 it counts from Start, and the state to resume from is
+	// Loader.State.
 	Position int64
 
 	sample []int // the dataset's sample shape
@@ -167,10 +178,13 @@ type Loader struct {
 	naux       int
 	sample     []int   // the dataset's sample shape
 	v          int     // number of -1 dimensions in sample
-	order      []int64 // this rank's epoch sequence when shuffling; nil otherwise
-	lo         int64   // first stream index of this rank, when not shuffling
-	start, end int64   // positions to deliver
-	perSlot    int     // records per buffer, a multiple of BatchSize
+	order      []int64 // this rank's epoch sequence when shuffling or under v2; nil otherwise
+	plan       PlanV2  // under v2
+	v2         bool
+	nbatches   int64 // batches handed out
+	lo         int64 // first stream index of this rank, when not shuffling
+	start, end int64 // positions to deliver
+	perSlot    int   // records per buffer, a multiple of BatchSize
 
 	slots       []*slot
 	free, ready chan *slot
@@ -266,21 +280,35 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 		}
 	}
 	l := &Loader{ds: d, opts: opts, fetch: opts.Fetch, alloc: opts.Alloc, naux: len(d.m.Label.Aux), sample: d.m.Sample.Shape, v: int(varDims(d.m.Sample.Shape))}
-	lo, hi := RankRange(d.Len(), oo.Rank, oo.World)
-	total := hi - lo
-	if opts.Shuffle {
+	switch opts.Order {
+	case 0, OrderV2:
+		l.v2 = true
 		var err error
-		if l.order, err = EpochOrder(d.ShardCounts(), oo); err != nil {
+		l.order, l.plan, err = EpochOrderV2(d.Len(), OrderV2Options{Shuffle: opts.Shuffle, Seed: opts.Seed, Epoch: opts.Epoch,
+			BatchSize: opts.BatchSize, Rank: oo.Rank, World: oo.World, DropLast: opts.DropLast, Start: opts.Start})
+		if err != nil {
 			return nil, err
 		}
-	}
-	l.lo = lo
-	if opts.Start > total {
-		return nil, fmt.Errorf("shard: start position %d is past the end of the epoch (%d records for rank %d of %d)", opts.Start, total, oo.Rank, oo.World)
-	}
-	l.start, l.end, l.pos = opts.Start, total, opts.Start
-	if opts.DropLast {
-		l.end = l.start + (total-l.start)/int64(opts.BatchSize)*int64(opts.BatchSize)
+		l.start, l.end = 0, int64(len(l.order))
+	case OrderV1:
+		lo, hi := RankRange(d.Len(), oo.Rank, oo.World)
+		total := hi - lo
+		if opts.Shuffle {
+			var err error
+			if l.order, err = EpochOrder(d.ShardCounts(), oo); err != nil {
+				return nil, err
+			}
+		}
+		l.lo = lo
+		if opts.Start > total {
+			return nil, fmt.Errorf("shard: start position %d is past the end of the epoch (%d records for rank %d of %d)", opts.Start, total, oo.Rank, oo.World)
+		}
+		l.start, l.end, l.pos = opts.Start, total, opts.Start
+		if opts.DropLast {
+			l.end = l.start + (total-l.start)/int64(opts.BatchSize)*int64(opts.BatchSize)
+		}
+	default:
+		return nil, fmt.Errorf("shard: reading order version %d, want %d or %d", opts.Order, OrderV1, OrderV2)
 	}
 
 	// Size the buffers from the record size (the average one for variable-size records).
@@ -333,8 +361,45 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 }
 
 // Len returns the number of records the Loader delivers in all (from Start to the end of the
-// epoch, less a dropped last batch).
+// epoch, less a dropped last batch; under v2 with the padding of the last batch).
 func (l *Loader) Len() int64 { return l.end - l.start }
+
+// Batches returns the number of batches the Loader delivers in all; under v2 it is the same
+// on every rank.
+func (l *Loader) Batches() int64 {
+	if l.v2 {
+		return l.plan.Batches()
+	}
+	return (l.end - l.start + int64(l.opts.BatchSize) - 1) / int64(l.opts.BatchSize)
+}
+
+// State returns the v2 loader state after the batches handed out so far: saved with a
+// checkpoint by any rank once the current batch is processed (every rank holds the same
+// one), it resumes the epoch in a run of any number of ranks and workers (Restore). Under v1
+// it has Order OrderV1 and cannot be restored; resume v1 with Position.
+func (l *Loader) State() LoaderState {
+	st := LoaderState{Version: LoaderStateVersion, Order: OrderV1, Seed: l.opts.Seed, Epoch: l.opts.Epoch, Position: l.pos}
+	if l.v2 {
+		st.Order, st.Position = OrderV2, l.plan.StateAfter(l.nbatches)
+	}
+	return st
+}
+
+// Restore sets the options to continue the epoch of a saved LoaderState: Order, Seed, Epoch
+// and Start. The batch size, shuffle and drop-last settings must be the run's own.
+func (o *LoaderOptions) Restore(s LoaderState) error {
+	if s.Version != LoaderStateVersion {
+		return fmt.Errorf("shard: loader state version %d, this reader knows version %d", s.Version, LoaderStateVersion)
+	}
+	if s.Order != OrderV2 {
+		return fmt.Errorf("shard: a loader state of reading order %d cannot be restored (only order %d states are independent of ranks and workers)", s.Order, OrderV2)
+	}
+	if s.Position < 0 {
+		return fmt.Errorf("shard: loader state position %d is negative", s.Position)
+	}
+	o.Order, o.Seed, o.Epoch, o.Start = OrderV2, s.Seed, s.Epoch, s.Position
+	return nil
+}
 
 // Position returns the epoch position after the current batch: the Start to resume from once
 // the current batch has been processed.
@@ -419,7 +484,10 @@ func (l *Loader) Next() bool {
 	return true
 }
 
+// setBatch also counts the batch as handed out.
+
 func (l *Loader) setBatch() {
+	l.nbatches++
 	s := l.cur
 	a := l.curBatch * l.opts.BatchSize
 	b := min(a+l.opts.BatchSize, s.n)

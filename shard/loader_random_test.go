@@ -34,6 +34,7 @@ func TestLoaderRandomized(t *testing.T) {
 		dir := buildDataset(t, opts, recs, counts)
 		for it := range 40 {
 			o := LoaderOptions{
+				Order:     1 + rng.IntN(2),
 				BatchSize: 1 + rng.IntN(6),
 				Shuffle:   rng.IntN(2) == 0,
 				Seed:      rng.Uint64(),
@@ -49,19 +50,31 @@ func TestLoaderRandomized(t *testing.T) {
 			o.Rank = rng.IntN(o.World)
 			lo, hi := RankRange(int64(n), o.Rank, o.World)
 			o.Start = rng.Int64N(hi - lo + 1)
+			if o.Order == OrderV2 {
+				o.Start = rng.Int64N(int64(n) + 1) // the global position
+			}
 			t.Run(fmt.Sprintf("shape%d/%d", si, it), func(t *testing.T) {
 				d, err := OpenDataset(dir) // fresh: no block checked before
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer d.Close()
-				want, err := EpochOrder(d.ShardCounts(), OrderOptions{Shuffle: o.Shuffle, Seed: o.Seed, Epoch: o.Epoch, Rank: o.Rank, World: o.World, Buffer: o.Buffer})
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = want[o.Start:]
-				if o.DropLast {
-					want = want[:len(want)/o.BatchSize*o.BatchSize]
+				var want []int64
+				if o.Order == OrderV2 {
+					want, _, err = EpochOrderV2(d.Len(), OrderV2Options{Shuffle: o.Shuffle, Seed: o.Seed, Epoch: o.Epoch,
+						BatchSize: o.BatchSize, Rank: o.Rank, World: o.World, DropLast: o.DropLast, Start: o.Start})
+					if err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					want, err = EpochOrder(d.ShardCounts(), OrderOptions{Shuffle: o.Shuffle, Seed: o.Seed, Epoch: o.Epoch, Rank: o.Rank, World: o.World, Buffer: o.Buffer})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want = want[o.Start:]
+					if o.DropLast {
+						want = want[:len(want)/o.BatchSize*o.BatchSize]
+					}
 				}
 				got, _ := runLoader(t, d, recs, o)
 				if !slices.Equal(got, want) {
@@ -97,6 +110,7 @@ func TestLoaderRandomizedCorruption(t *testing.T) {
 			bhi = min(bhi, 23)
 		}
 		o := LoaderOptions{
+			Order:     OrderV1,
 			BatchSize: 1 + rng.IntN(5),
 			Shuffle:   rng.IntN(2) == 0,
 			Seed:      rng.Uint64(),

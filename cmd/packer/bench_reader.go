@@ -11,7 +11,7 @@ import (
 // one epoch: the time runs from creating the loader to closing it.
 func readerPass(ctx context.Context, o *benchOptions, d *shard.Dataset) (benchResult, error) {
 	start := time.Now()
-	ld, err := d.NewLoader(shard.LoaderOptions{BatchSize: o.Batch, Shuffle: o.Shuffle, Direct: o.Cold, Lock: true,
+	ld, err := d.NewLoader(shard.LoaderOptions{BatchSize: o.Batch, Shuffle: o.Shuffle, Order: o.Order, Direct: o.Cold, Lock: true,
 		ReadSize: o.ReadSize, Prefetch: o.Prefetch, SkipCRC: o.NoCRC})
 	if err != nil {
 		return benchResult{}, err

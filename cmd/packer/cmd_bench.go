@@ -27,6 +27,7 @@ type benchOptions struct {
 	Cold    bool
 	Direct  bool
 	Shuffle bool
+	Order   int // reading order version (shard.OrderV1, shard.OrderV2; 0: the loader's default)
 	Repeat  int
 	JSON    bool
 	NoCRC   bool // skip the record data CRC-32C check (on by default, as in training)
@@ -96,7 +97,8 @@ does): use --repeat 1 to measure its cost.
 	cmd.Flags().IntVar(&opts.Batch, "batch", 256, "records per batch")
 	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", "", "for a dataset in object storage: a local folder the reader caches the objects in (the first pass fills it)")
 	cmd.Flags().BoolVar(&opts.Cold, "cold", false, "evict the files from the page cache before each pass and read with O_DIRECT")
-	cmd.Flags().BoolVar(&opts.Shuffle, "shuffle", false, "read in shuffled order (seeded shard order plus shuffle buffer)")
+	cmd.Flags().BoolVar(&opts.Shuffle, "shuffle", false, "read in shuffled order (shard/ORDER.md)")
+	cmd.Flags().IntVar(&opts.Order, "order", 0, "reading order version of shard/ORDER.md: 2 (keyed permutation of all records, the default) or 1 (shard shuffle plus shuffle buffer)")
 	cmd.Flags().IntVar(&opts.Repeat, "repeat", 3, "alternating passes of each kind")
 	cmd.Flags().StringVar(&opts.ReadSizeFlag, "read-size", "0", "records per reader buffer, a size such as 8MiB (a bare number is MiB; 0: the loader's default)")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 0, "buffers in the reader's ring (0: the loader's default)")

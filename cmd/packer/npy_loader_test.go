@@ -106,6 +106,8 @@ func TestGoLoaderReadsNpy(t *testing.T) {
 							o := shard.LoaderOptions{BatchSize: bs, Rank: rank, World: world, Shuffle: true, Seed: seed, Epoch: 2, Buffer: 50, DropLast: true}
 							what := fmt.Sprintf("shuffled, seed %d, rank %d of %d, batch %d", seed, rank, world, bs)
 							sameBatches(t, what, loaderBatches(t, npyDir, o), loaderBatches(t, one, o))
+							o.Order = shard.OrderV1
+							sameBatches(t, what+", order 1", loaderBatches(t, npyDir, o), loaderBatches(t, one, o))
 						}
 					}
 				}

@@ -246,7 +246,8 @@ func TestS3Loader(t *testing.T) {
 	for _, o := range []shard.LoaderOptions{
 		{BatchSize: 100},
 		{BatchSize: 64, Shuffle: true, Seed: 5, Epoch: 2},
-		{BatchSize: 33, Shuffle: true, Seed: 9, Rank: 1, World: 3, Buffer: 500, DropLast: true},
+		{BatchSize: 33, Shuffle: true, Seed: 9, Rank: 1, World: 3, DropLast: true},
+		{Order: shard.OrderV1, BatchSize: 33, Shuffle: true, Seed: 9, Rank: 1, World: 3, Buffer: 500, DropLast: true},
 		{BatchSize: 7, Rank: 2, World: 4, Start: 123},
 	} {
 		li, lb := epoch(ld, o)

@@ -281,6 +281,11 @@ class _Failure:
         self.exc = exc
 
 
+def _check_order_version(v):
+    if v not in (1, 2):
+        raise ValueError("order_version=%r: the reading orders are 1 and 2 (shard/ORDER.md)" % (v,))
+
+
 def _alias(value, alias, default, name, alias_name):
     """The value of a keyword that also goes by the Go API's name (``world`` for ``world_size``,
     ``buffer`` for ``buffer_size``): either one, not two different values."""
@@ -428,23 +433,47 @@ class Dataset:
         return [self.count], [0]
 
     def order(self, shuffle=False, seed=0, epoch=0, rank=0, world_size=1, buffer_size=4096, world=None,
-              buffer=None):
-        """Every record index this rank emits in the epoch, in ORDER.md order (int64 array).
-        ``world``/``buffer`` are the Go reader's names for ``world_size``/``buffer_size``."""
+              buffer=None, order_version=2, batch_size=None, drop_last=False, start=0):
+        """Every record index this rank reads in the epoch, in ORDER.md order (int64 array).
+
+        ``order_version=2`` (the default): ORDER.md version 2, where ranks split global batches,
+        so ``batch_size`` is needed when ``world_size > 1``; ``start`` is the global position
+        (``state_dict()["position"]``) and the result includes the padding of the last batch
+        (without ``drop_last``). ``order_version=1``: version 1 (shard shuffle and
+        ``buffer_size`` shuffle buffer, a contiguous slice per rank). ``world``/``buffer`` are
+        the Go reader's names for ``world_size``/``buffer_size``."""
         world_size = _alias(world_size, world, 1, "world_size", "world")
         buffer_size = _alias(buffer_size, buffer, 4096, "buffer_size", "buffer")
-        counts, firsts = self._shard_layout()
-        return _order.order_indices(counts, firsts, shuffle, seed, epoch, rank, world_size, buffer_size)
+        if order_version == 1:
+            counts, firsts = self._shard_layout()
+            return _order.order_indices(counts, firsts, shuffle, seed, epoch, rank, world_size, buffer_size)
+        _check_order_version(order_version)
+        if batch_size is None:
+            if world_size != 1:
+                raise ValueError("order(order_version=2, world_size=%d) needs batch_size: ranks split "
+                                 "global batches" % world_size)
+            batch_size = max(1, self.count)
+        return _order.order_indices_v2(self.count, batch_size, shuffle, seed, epoch, rank, world_size,
+                                       drop_last, min(int(start), self.count))
 
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
                 drop_last=False, buffer_size=4096, start=0, copy=True, prefetch=None, alloc=None,
-                world=None, buffer=None):
+                world=None, buffer=None, order_version=2, worker=0, num_workers=1):
         """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
 
-        ``start`` resumes at that position of this rank's sequence (records already consumed in
-        this epoch, the Go ``LoaderOptions.Start``). ``world`` and ``buffer`` are accepted as the
-        Go reader's names (``LoaderOptions.World``/``Buffer``) for ``world_size``/``buffer_size``.
+        ``order_version=2`` (the default): a keyed permutation of all records when
+        ``shuffle``; every rank yields the same number of batches (the last, partial global
+        batch padded by repeating records, or dropped with ``drop_last``); ``start`` is the
+        global position to resume from (``state_dict()["position"]``: records of the epoch
+        consumed by all ranks together); ``worker``/``num_workers`` give this reader every
+        ``num_workers``-th of the rank's batches, from batch ``worker`` (a batch never depends
+        on the worker count). ``order_version=1``: ORDER.md version 1 (shard shuffle plus a
+        ``buffer_size`` shuffle buffer; ``start`` is this rank's own position, records already
+        consumed by it; combine workers into ``rank``/``world_size``).
+
+        ``world`` and ``buffer`` are accepted as the Go reader's names
+        (``LoaderOptions.World``/``Buffer``) for ``world_size``/``buffer_size``.
 
         Every yielded batch is a fresh array that stays valid for as long as it is kept (the
         default, ``copy=True``; records are read straight into it, and memory of batches already
@@ -469,13 +498,39 @@ class Dataset:
         start = int(start)
         if start < 0:
             raise ValueError("start must be >= 0")
-        plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
+        worker, num_workers = int(worker), int(num_workers)
+        if num_workers < 1 or not 0 <= worker < num_workers:
+            raise ValueError("need num_workers >= 1 and 0 <= worker < num_workers, got worker=%r num_workers=%r"
+                             % (worker, num_workers))
+        if order_version == 1:
+            if num_workers != 1:
+                raise ValueError("order_version=1 splits records, not batches, among workers: combine the "
+                                 "worker into rank and world_size (ORDER.md version 1)")
+            plan = self._plan(B, shuffle, seed, epoch, rank, world_size, drop_last, buffer_size, start)
+        else:
+            _check_order_version(order_version)
+            plan = self._plan_v2(B, shuffle, seed, epoch, rank, world_size, drop_last, start, worker, num_workers)
         if not self.fixed:
             return self._var_batches(plan, copy)
         return self._fixed_batches(plan, B, copy, prefetch, alloc)
 
+    def _plan_v2(self, B, shuffle, seed, epoch, rank, world, drop_last, start, worker=0, num_workers=1):
+        """ORDER.md v2: list of this rank's batches worker, worker+num_workers, ..., each
+        ("range", first, n) or ("idx", array)."""
+        plan = _order.Plan(self.count, min(start, self.count), B, rank, world, drop_last)
+        perm = _order.Permutation(self.count, seed, epoch) if shuffle else None
+        items = []
+        for j in range(worker, plan.batches(), num_workers):
+            q = plan.batch_positions(j)
+            if not shuffle and q.size and q[-1] < self.count:
+                items.append(("range", int(q[0]), int(q.size)))
+            else:
+                # "spread": drawn from the whole dataset (a bucket dataset may read it sparsely)
+                items.append(("idx", _order.v2_batch_indices(plan, perm, shuffle, j), shuffle))
+        return items
+
     def _plan(self, B, shuffle, seed, epoch, rank, world, drop_last, buffer_size, start):
-        """List of batches, each ("range", first, n) or ("idx", int64 array)."""
+        """ORDER.md v1: list of batches, each ("range", first, n) or ("idx", int64 array)."""
         counts, firsts = self._shard_layout()
         if shuffle:
             idx = _order.order_indices(counts, firsts, True, seed, epoch, rank, world, buffer_size)[start:]
@@ -525,7 +580,7 @@ class Dataset:
                 idx = item[1]
                 n = idx.size
                 images = buf.raw[:n * self.record_size].view(self.dtype).reshape((n,) + self.shape)
-                self._fill_indices(idx, images)
+                self._fill_indices(idx, images, spread=len(item) > 2 and item[2])
                 np.take(self.labels, idx, out=buf.labels[:n])
             return images, buf.labels[:n]
 
@@ -597,7 +652,7 @@ class Dataset:
     def _fill_range(self, first, n, raw):
         raise NotImplementedError
 
-    def _fill_indices(self, idx, images):
+    def _fill_indices(self, idx, images, spread=False):
         raise NotImplementedError
 
 
@@ -631,6 +686,78 @@ class _SegmentDataset(Dataset):
             off0, _ = seg.range_span(0, 0)
             rs = self.record_size
             seg.fd.prefetch([(off0 + int(i) * rs, rs) for i in li])
+
+    def _sparse_remote(self, sidx):
+        """True when the records sidx (sorted) of a bucket dataset are better read with a ranged
+        GET each than through the chunk cache: the dataset does not fit the cache (reading
+        order 2 draws from all of it, so chunks are not read again before they are evicted) and
+        the chunks these records would fetch hold over 8 times their bytes."""
+        store = self._store
+        if not all(getattr(seg, "remote", False) and hasattr(seg, "block_bounds") for seg in self._segs):
+            return False
+        if self.count * self.record_size <= _s3.CACHE_BYTES // 2:
+            return False
+        chunk = store.chunk
+        segs = np.searchsorted(np.asarray(self._firsts, dtype=np.int64), sidx, side="right") - 1
+        missing = 0
+        with store._lock:
+            for s in np.unique(segs).tolist():
+                seg = self._segs[s]
+                off0, _ = seg.range_span(0, 0)
+                offs = off0 + (sidx[segs == s] - self._firsts[s]) * self.record_size
+                for c in np.unique(offs // chunk).tolist():
+                    k = (seg.fd.key, seg.fd.etag, c)
+                    if k not in store._chunks and k not in store._inflight:
+                        missing += 1
+        return missing * chunk > 8 * sidx.size * self.record_size
+
+    def _fill_remote_sparse(self, sidx, order, out):
+        """Read the records sidx (sorted; record sidx[t] goes to slot order[t] of out) of a bucket
+        dataset with exact ranged GETs, in parallel: one per run of neighbouring records, or,
+        with CRC checks on, one per checksum block not yet checked (the block is checked from
+        those bytes and the records are taken out of them)."""
+        store, rs = self._store, self.record_size
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        segs = (np.searchsorted(firsts, sidx, side="right") - 1).tolist()
+        sl = sidx.tolist()
+        ol = order.tolist()
+        jobs = {}  # (seg, lo, hi, block or None) -> [(local record, slot)]
+        t = 0
+        while t < len(sl):
+            s = segs[t]
+            seg = self._segs[s]
+            li = sl[t] - self._firsts[s]
+            j = li // seg.block_records
+            if self.verify_crc and not seg._verified[j]:
+                lo, hi = seg.block_bounds(j)
+                key = (s, lo, hi, j)
+                u = t
+                while u < len(sl) and segs[u] == s and lo <= sl[u] - self._firsts[s] < hi:
+                    u += 1
+            else:
+                u = t + 1
+                while u < len(sl) and segs[u] == s and sl[u] == sl[u - 1] + 1:
+                    u += 1
+                key = (s, li, li + (u - t), None)
+            jobs.setdefault(key, []).extend((sl[v] - self._firsts[s], ol[v]) for v in range(t, u))
+            t = u
+
+        def get(key):
+            s, lo, hi, _ = key
+            seg = self._segs[s]
+            off, ln = seg.range_span(lo, hi)
+            return store._get_range(seg.fd, off, off + ln)
+
+        pool = store._executor()
+        futs = {key: pool.submit(get, key) for key in jobs}
+        for key, recs in jobs.items():
+            s, lo, hi, j = key
+            data = memoryview(futs[key].result())
+            if j is not None:
+                self._segs[s].check_block(j, data)
+            for li, slot in recs:
+                a = (li - lo) * rs
+                out[slot * rs:(slot + 1) * rs] = data[a:a + rs]
 
     def _direct_read(self, s, raw, off, ln):
         """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
@@ -788,30 +915,48 @@ class _SegmentDataset(Dataset):
             i += take
         return raw[lead:lead + n * rs].view(self.dtype).reshape((n,) + self.shape)
 
-    def _fill_indices(self, idx, images):
+    def _fill_indices(self, idx, images, spread=False):
         rs = self.record_size
         out = memoryview(images.reshape(-1).view(np.uint8))
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
-        if self._store is not None:
-            self._prefetch(sidx)
-        k = 0
         n = sidx.size
-        while k < n:
-            s, li = self._locate(int(sidx[k]))
+        if n == 0:
+            return
+        if self._store is not None:
+            if spread and self._sparse_remote(sidx):
+                self._fill_remote_sparse(sidx, order, out)
+                return
+            self._prefetch(sidx)
+        # Runs of consecutive records of one segment (the indices are sorted, so a segment's
+        # runs are together): each run is one preadv straight into its batch slots, and a
+        # segment's runs share one descriptor.
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        segs_of = np.searchsorted(firsts, sidx, side="right") - 1
+        brk = np.nonzero((np.diff(sidx) != 1) | (np.diff(segs_of) != 0))[0] + 1
+        starts = np.concatenate(([0], brk)).tolist()
+        ends = np.concatenate((brk, [n])).tolist()
+        segs_l = segs_of[starts].tolist()
+        firsts_l = sidx[starts].tolist()
+        order_l = order.tolist()
+        r = 0
+        while r < len(starts):
+            s = segs_l[r]
             seg = self._segs[s]
-            limit = self._firsts[s] + seg.n
-            j = k + 1
-            while j < n and sidx[j] == sidx[j - 1] + 1 and sidx[j] < limit:
-                j += 1
-            off, _ = seg.range_span(li, li)
-            views = [out[int(p) * rs:(int(p) + 1) * rs] for p in order[k:j]]
+            q = r
+            while q < len(starts) and segs_l[q] == s:
+                q += 1
             with seg.opened() as fd:
-                preadv_into(fd, views, off, seg.path)
-            if self.verify_crc:
-                seg.check_records(li, li + (j - k), views)
+                for t in range(r, q):
+                    k, j = starts[t], ends[t]
+                    li = firsts_l[t] - self._firsts[s]
+                    off, _ = seg.range_span(li, li)
+                    views = [out[p * rs:(p + 1) * rs] for p in order_l[k:j]]
+                    preadv_into(fd, views, off, seg.path)
+                    if self.verify_crc:
+                        seg.check_records(li, li + (j - k), views)
             seg.check_unchanged()
-            k = j
+            r = q
 
 
 class ShardDataset(_SegmentDataset):
@@ -1239,7 +1384,7 @@ class HDF5Dataset(Dataset):
             self._images.read_direct(images, np.s_[first:first + n], np.s_[0:n])
         return images
 
-    def _fill_indices(self, idx, images):
+    def _fill_indices(self, idx, images, spread=False):
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
         k, n = 0, sidx.size

@@ -135,3 +135,117 @@ def order_indices(shard_counts, shard_firsts, shuffle=False, seed=0, epoch=0, ra
     if not segs:
         return np.zeros(0, dtype=np.int64)
     return np.concatenate([np.arange(f, f + c, dtype=np.int64) for f, c in segs])
+
+
+# -- version 2 (ORDER.md v2) ----------------------------------------------------------------
+
+ORDER_V1 = 1
+ORDER_V2 = 2
+FEISTEL_ROUNDS = 6
+V2_KEY_MUL = 0xA0761D6478BD642F
+STATE_VERSION = 1
+
+
+def _mix64(z):
+    """SplitMix64's output function over a NumPy uint64 array."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+class Permutation:
+    """The keyed bijection of [0, n) of ORDER.md v2 for one seed and epoch: a Feistel network
+    over m-bit integers (2^m >= n, m >= 2) with cycle-walking."""
+
+    def __init__(self, n, seed, epoch):
+        self.n = max(int(n), 0)
+        m = 2
+        while m < 64 and (1 << m) < self.n:
+            m += 1
+        self.s = m // 2
+        self.h = m - self.s
+        g = SplitMix64((seed ^ (epoch * EPOCH_MUL) ^ V2_KEY_MUL) & M64)
+        self.keys = [g.next() for _ in range(FEISTEL_ROUNDS)]
+
+    def _rounds(self, x):
+        s, h = np.uint64(self.s), np.uint64(self.h)
+        lo_mask, hi_mask = np.uint64((1 << self.s) - 1), np.uint64((1 << self.h) - 1)
+        for k in self.keys:
+            lo, hi = x & lo_mask, x >> s
+            hi = hi ^ (_mix64(lo ^ np.uint64(k)) & hi_mask)
+            x = (lo << h) | hi
+        return x
+
+    def at(self, positions):
+        """The records at the given positions (int array, each in [0, n)) as an int64 array."""
+        x = self._rounds(np.asarray(positions, dtype=np.uint64))
+        n = np.uint64(self.n)
+        out = x.copy()
+        walk = np.nonzero(out >= n)[0]
+        while walk.size:
+            y = self._rounds(out[walk])
+            out[walk] = y
+            walk = walk[y >= n]
+        return out.astype(np.int64)
+
+
+class Plan:
+    """One rank's share of an epoch under ORDER.md v2 (steps 2-4), from global position
+    ``start``: ``full`` whole global batches of ``batch_size * world`` records, then (unless
+    dropped) a tail of ``tail`` records padded to ``tail_per_rank * world``."""
+
+    def __init__(self, n, start, batch_size, rank, world, drop_last):
+        n, start, B, rank, world = int(n), int(start), int(batch_size), int(rank), int(world)
+        if B < 1:
+            raise ValueError("batch_size must be >= 1")
+        if world < 1 or not 0 <= rank < world:
+            raise ValueError("need world_size >= 1 and 0 <= rank < world_size, got rank=%r world_size=%r" % (rank, world))
+        if not 0 <= start <= n:
+            raise ValueError("start position %d outside the epoch's %d records" % (start, n))
+        self.n, self.start, self.batch_size, self.rank, self.world = n, start, B, rank, world
+        g = B * world
+        self.full = (n - start) // g
+        self.tail = 0 if drop_last else n - start - self.full * g
+        self.tail_per_rank = -(-self.tail // world)
+
+    def batches(self):
+        return self.full + (1 if self.tail > 0 else 0)
+
+    def records(self):
+        return self.full * self.batch_size + self.tail_per_rank
+
+    def position_after(self, k):
+        """Global position once k batches of every rank are consumed."""
+        if k >= self.batches():
+            return self.n
+        return self.start + k * self.batch_size * self.world
+
+    def batch_positions(self, j):
+        """Global positions of this rank's batch j (padding: >= n) as an int64 array."""
+        B, W, r = self.batch_size, self.world, self.rank
+        if j < self.full:
+            a = self.start + j * B * W + r * B
+            return np.arange(a, a + B, dtype=np.int64)
+        t = self.tail_per_rank
+        a = self.start + self.full * B * W + r * t
+        return np.arange(a, a + t, dtype=np.int64)
+
+
+def v2_batch_indices(plan, perm, shuffle, j):
+    """Record indices of this rank's batch j under ORDER.md v2."""
+    q = plan.batch_positions(j)
+    n = plan.n
+    if q.size and q[-1] >= n:
+        q = np.where(q >= n, (q - n) % max(n, 1), q)
+    if shuffle:
+        return perm.at(q)
+    return q
+
+
+def order_indices_v2(n, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world=1, drop_last=False, start=0):
+    """Every record index this rank reads in the epoch under ORDER.md v2, in order (int64)."""
+    plan = Plan(n, start, batch_size, rank, world, drop_last)
+    perm = Permutation(n, seed, epoch)
+    parts = [v2_batch_indices(plan, perm, shuffle, j) for j in range(plan.batches())]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)

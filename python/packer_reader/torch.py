@@ -1,10 +1,13 @@
 """PyTorch integration: an ``IterableDataset`` over a packer dataset.
 
-Each DataLoader worker of each distributed rank reads its own part of the epoch, exactly as
-shard/ORDER.md defines (worker ``w`` of ``nw`` in rank ``r`` of ``W`` reads as rank
-``r*nw + w`` of ``W*nw``), so every record is seen exactly once per epoch across all ranks and
-workers, and the Go and Python readers agree on the order. Batching happens inside the dataset
-(large contiguous reads), so give the DataLoader ``batch_size=None``.
+The order is shard/ORDER.md version 2 (the default; ``order_version=1`` keeps version 1): with
+``shuffle=True`` a keyed permutation of all records, cut into global batches of
+``batch_size * world_size`` records of which rank ``r`` takes the ``r``-th part, so every rank
+yields the same number of batches of the same sizes (the last, partial global batch padded by
+repeating a few records, or dropped with ``drop_last=True``). DataLoader worker ``w`` of ``nw``
+produces the rank's batches ``w, w+nw, ...`` whole, so the worker count never changes a batch,
+and the Go and Python readers agree on the order. Batching happens inside the dataset (large
+reads), so give the DataLoader ``batch_size=None``.
 
 The short way, :func:`loader`, returns a DataLoader configured as the notes below ask
 (``batch_size=None``, rank and world resolved, pinned memory on CUDA, batches moved to the device
@@ -53,16 +56,18 @@ when it is initialised, else from the ``RANK`` and ``WORLD_SIZE`` environment va
 or pass ``rank=`` and ``world_size=``. They are resolved in the trainer's process and carried into
 the DataLoader workers, so the split is right whatever the workers' start method (``spawn`` and
 ``forkserver`` workers, where torch.distributed is not initialised, included). ``len(loader)``
-counts each worker's own last batch, with the DataLoader's ``num_workers`` (or the one given to
-the constructor; a DataLoader with another count is then an error at the first batch).
+is the number of batches every rank yields.
 
 The DataLoader must be created with ``batch_size=None``: the dataset yields whole batches.
 ``DataLoader(dataset)`` (default ``batch_size=1``) or ``DataLoader(dataset, batch_size=B)`` is
 refused at the first batch with a message saying so, instead of stacking batches.
 
-To resume inside an epoch, call ``set_epoch(e)`` and ``set_start(n)`` with the number of batches this rank's loader already yielded in that epoch
-(this assumes the DataLoader's default in-order round-robin over workers, which holds until the
-first worker runs out of batches at the end of the epoch).
+Checkpoints: ``loader(...).state_dict()`` is ``{"version": 1, "order": 2, "seed", "epoch",
+"position"}`` (the global position: records of the epoch consumed by all ranks together), the same
+on every rank; ``load_state_dict(state)`` continues the epoch in a run with any number of ranks and
+workers, every record read exactly once. ``PackerIterableDataset`` has the same pair, exact when it
+is iterated without DataLoader workers. Without a state, ``set_epoch(e)`` and ``set_start(n)`` with
+the number of batches this rank already yielded in that epoch resume on the same ranks.
 
 Tensors: every yielded tensor owns its memory; the reader reads each batch straight into it.
 In DataLoader workers that memory is shared memory, so the batch reaches the main process as a
@@ -153,12 +158,17 @@ class PackerIterableDataset(IterableDataset):
     (O_DIRECT reads), ``cache_dir`` (bucket datasets: local copies of the objects, see
     ``packer_reader.open``), ``num_workers`` (the DataLoader's worker count, for ``len()``, since
     each worker has its own last batch; a DataLoader with another count is refused at the first
-    batch)."""
+    batch; order_version=1 only), ``order_version`` (2, the default, or 1: shard/ORDER.md; under 2
+    ``start`` is the global position of :meth:`state_dict` and ``buffer_size`` is unused)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
                  rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=None,
-                 direct=False, num_workers=None, world=None, buffer=None, cache_dir=None):
+                 direct=False, num_workers=None, world=None, buffer=None, cache_dir=None, order_version=2):
         super().__init__()
+        if order_version not in (1, 2):
+            raise ValueError("order_version=%r: the reading orders are 1 and 2 (shard/ORDER.md)" % (order_version,))
+        self.order_version = order_version
+        self._consumed = 0  # batches handed out by this process's own iterator (state_dict)
         if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
             if world_size is not None and world_size != world:
                 raise TypeError("world_size=%r and world=%r given: they are the same setting, pass one"
@@ -169,15 +179,23 @@ class PackerIterableDataset(IterableDataset):
         self.path = str(path)
         self.batch_size = int(batch_size)
         self.shuffle = shuffle
-        self.seed = seed
+        self._seed0 = int(seed)  # until _state exists (the seed property)
         self.drop_last = drop_last
         self.buffer_size = buffer_size
         self.rank = rank
         self.world_size = world_size
         self.pin_memory = pin_memory
         # epoch and resume position live in shared memory, so set_epoch/set_start reach
-        # persistent DataLoader workers too (they hold their own copy of this object)
-        self._state = _torch.tensor([int(epoch), int(start)], dtype=_torch.int64).share_memory_()
+        # persistent DataLoader workers too (they hold their own copy of this object). The
+        # position is, under order_version=2, the global position of ORDER.md (records of the
+        # epoch consumed by all ranks together); under 1, batches this rank already yielded.
+        # The third value is 1 while DataLoader worker processes iterate this dataset: its own
+        # state_dict() then cannot know what the trainer consumed.
+        # The fourth is the seed (as a signed 64-bit value): load_state_dict sets it, and it must
+        # reach persistent workers too.
+        s64 = self._seed0 & ((1 << 64) - 1)
+        self._state = _torch.tensor([int(epoch), 0, 0, s64 - (1 << 64) if s64 >= 1 << 63 else s64],
+                                    dtype=_torch.int64).share_memory_()
         self.verify_crc = verify_crc
         self.prefetch = prefetch
         self.direct = direct
@@ -194,6 +212,8 @@ class PackerIterableDataset(IterableDataset):
         self.count = len(ds)
         ds.close()  # workers open their own (h5py handles must not cross a fork)
         self._ds = None
+        if start:
+            self.set_start(start)
 
     def _dataset(self):
         if self._ds is None or self._pid != os.getpid():  # one open dataset per process
@@ -242,6 +262,15 @@ class PackerIterableDataset(IterableDataset):
         return r * nw + w, W * nw, w, nw
 
     @property
+    def seed(self):
+        return int(self._state[3]) & ((1 << 64) - 1)
+
+    @seed.setter
+    def seed(self, value):
+        v = int(value) & ((1 << 64) - 1)
+        self._state[3] = v - (1 << 64) if v >= 1 << 63 else v
+
+    @property
     def epoch(self):
         return int(self._state[0])
 
@@ -254,30 +283,88 @@ class PackerIterableDataset(IterableDataset):
         persistent workers too."""
         self._state[0] = int(epoch)
         self._state[1] = 0
+        self._consumed = 0
 
     def set_start(self, batches_consumed):
-        """Resume the current epoch after this many batches already yielded by this rank."""
-        self._state[1] = int(batches_consumed)
+        """Resume the current epoch after this many batches already yielded by this rank since
+        the epoch's start (under order_version=2 every rank has yielded as many)."""
+        b = int(batches_consumed)
+        if b < 0:
+            raise ValueError("set_start(%d): batches consumed cannot be negative" % b)
+        if self.order_version == 2:
+            self._state[1] = self._plan(0).position_after(b)
+        else:
+            self._state[1] = b
+        self._consumed = 0
+
+    def _plan(self, start):
+        from . import _order
+
+        r, W = self._rank_world()
+        return _order.Plan(self.count, min(int(start), self.count), self.batch_size, r, W, self.drop_last)
+
+    def state_dict(self):
+        """The loader state of ORDER.md v2 after the batches this object's own iterator handed
+        out (no DataLoader workers; with workers use the loader's, :meth:`PackerLoader.state_dict`,
+        which counts in the trainer's process): the same on every rank, and loadable into a run
+        with any number of ranks and workers."""
+        if self.order_version != 2:
+            raise ValueError("state_dict() needs order_version=2 (a version 1 position is per rank and worker)")
+        if get_worker_info() is not None or int(self._state[2]):
+            raise ValueError("PackerIterableDataset.state_dict(): the dataset is read by DataLoader worker "
+                             "processes, so it cannot tell which batches the trainer consumed; take the state "
+                             "from the DataLoader that loader() returns (loader(...).state_dict()), which counts "
+                             "them in the trainer's process")
+        return self._state_after(self._consumed)
+
+    def _state_after(self, consumed):
+        from . import _order
+
+        return {"version": _order.STATE_VERSION, "order": 2, "seed": int(self.seed), "epoch": self.epoch,
+                "position": int(self._plan(self.start).position_after(consumed))}
+
+    def load_state_dict(self, state):
+        """Continue the epoch of a state from :meth:`state_dict` (of any rank of a run with any
+        number of ranks and workers): seed, epoch and global position."""
+        from . import _order
+
+        if not isinstance(state, dict) or state.get("version") != _order.STATE_VERSION or state.get("order") != 2:
+            raise ValueError("not a packer loader state of version %d and reading order 2: %r"
+                             % (_order.STATE_VERSION, state))
+        if self.order_version != 2:
+            raise ValueError("load_state_dict() needs order_version=2")
+        pos = int(state["position"])
+        if not 0 <= pos <= self.count:
+            raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
+        self.seed = int(state["seed"])
+        self._state[0] = int(state["epoch"])
+        self._state[1] = pos
+        self._consumed = 0
 
     def _worker_batches(self, w, nw, start):
         # batches worker w already delivered when `start` batches came round-robin from nw workers
         return max(0, -(-(start - w) // nw))
 
     def __len__(self):
-        """Batches this rank yields per epoch, all its workers together: with the constructor's
-        num_workers when given, else, when asked by a DataLoader (``len(loader)``), with that
-        DataLoader's num_workers, else for one reader. Ignores set_start. (Batches, as PyTorch
-        wants of ``len(loader)``; :meth:`num_records` counts records, as Go's ``Loader.Len``.)"""
+        """Batches this rank yields per epoch, all its workers together (under order_version=1:
+        with the constructor's num_workers when given, else, when asked by a DataLoader
+        (``len(loader)``), with that DataLoader's num_workers, else for one reader; under 2 the
+        worker count does not matter). Ignores set_start. (Batches, as PyTorch wants of
+        ``len(loader)``; :meth:`num_records` counts records, as Go's ``Loader.Len``.)"""
         return self._count(_caller_loader_workers())[0]  # asks who called len()
 
     def num_records(self):
         """Records this rank yields per epoch, all its workers together (less dropped last
-        batches), the unit Go's ``shard.Loader.Len`` counts. Ignores set_start."""
+        batches, plus the padding of the last under order_version=2), the unit Go's
+        ``shard.Loader.Len`` counts. Ignores set_start."""
         return self._count(0)[1]
 
     def _count(self, caller_workers):
         from . import _order
 
+        if self.order_version == 2:
+            p = self._plan(0)
+            return p.batches(), p.records()
         info = get_worker_info()
         if info is not None:
             nw = info.num_workers
@@ -305,6 +392,9 @@ class PackerIterableDataset(IterableDataset):
         return self._batches()
 
     def _batches(self):
+        if self.order_version == 2:
+            yield from self._batches_v2()
+            return
         rp, wp, w, nw = self._split()
         # The DataLoader always asks worker 0 first. After resuming at batch `start`, the next
         # batch is due from the ORDER.md reader start % nw, so worker w plays reader
@@ -320,7 +410,37 @@ class PackerIterableDataset(IterableDataset):
         it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch, rank=rp,
                         world_size=wp, drop_last=self.drop_last, buffer_size=self.buffer_size,
                         start=start_records, copy=True, prefetch=self.prefetch,
-                        alloc=tensors.alloc if tensors is not None else None)
+                        alloc=tensors.alloc if tensors is not None else None, order_version=1)
+        yield from self._tensors(it, tensors, pin)
+
+    def _batches_v2(self):
+        # ORDER.md v2: this rank's batches from the global position; worker w of nw takes
+        # batches w, w+nw, ... (the DataLoader asks the workers in turn, from worker 0).
+        r, W, w, nw = self._split_v2()
+        epoch, start = self.epoch, self.start
+        ds = self._dataset()
+        in_worker = get_worker_info() is not None
+        pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
+        tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
+        self._state[2] = 1 if in_worker else 0
+        it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch, rank=r,
+                        world_size=W, drop_last=self.drop_last, start=start, copy=True, prefetch=self.prefetch,
+                        alloc=tensors.alloc if tensors is not None else None, order_version=2,
+                        worker=w, num_workers=nw)
+        self._consumed = 0
+        for batch in self._tensors(it, tensors, pin):
+            self._consumed += 1  # handed out: counted before the caller sees it
+            yield batch
+
+    def _split_v2(self):
+        r, W = self._rank_world()
+        info = get_worker_info()
+        w, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        if not 0 <= r < W:
+            raise ValueError("rank %d is not in [0, world_size=%d)" % (r, W))
+        return r, W, w, nw
+
+    def _tensors(self, it, tensors, pin):
         for images, labels in it:
             if isinstance(images, list):
                 x = [_torch.from_numpy(a) for a in images]
@@ -394,14 +514,31 @@ class PackerLoader(DataLoader):
         super().__init__(dataset, batch_size=None, **kwargs)
         self.device = device
         self.transform = transform
+        self._consumed = 0  # batches handed out in this epoch's pass, counted here
+
+    def state_dict(self):
+        """The loader state (ORDER.md v2: seed, epoch, global position) after the batches this
+        loader handed out, counted in the trainer's process whatever the worker count. The same
+        on every rank; :meth:`load_state_dict` continues it in a run with any number of ranks
+        and workers, every record of the epoch read exactly once."""
+        if self.dataset.order_version != 2:
+            raise ValueError("state_dict() needs order_version=2 (a version 1 position is per rank and worker)")
+        return self.dataset._state_after(self._consumed)
+
+    def load_state_dict(self, state):
+        """Continue the epoch of a state from :meth:`state_dict`; reaches persistent workers."""
+        self.dataset.load_state_dict(state)
+        self._consumed = 0
 
     def set_epoch(self, epoch):
         """Select the epoch (a new shuffle, the same on every rank); call before each epoch."""
         self.dataset.set_epoch(epoch)
+        self._consumed = 0
 
     def set_start(self, batches_consumed):
         """Resume the current epoch after this many batches already yielded by this rank."""
         self.dataset.set_start(batches_consumed)
+        self._consumed = 0
 
     def num_records(self):
         """Records per epoch for this rank (Go's ``Loader.Len`` unit); ``len()`` counts batches."""
@@ -414,7 +551,9 @@ class PackerLoader(DataLoader):
     def __iter__(self):
         dev = self.device
         blocking = dev.type != "cuda"
+        self._consumed = 0
         for x, y in super().__iter__():
+            self._consumed += 1
             if isinstance(x, list):  # variable-size records: one tensor each
                 x = [t.to(dev, non_blocking=not blocking) for t in x]
             else:
@@ -428,7 +567,7 @@ class PackerLoader(DataLoader):
 def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None, num_workers=0,
            transform=None, rank=None, world_size=None, epoch=0, buffer_size=4096, verify_crc=True,
            prefetch=None, direct=False, persistent_workers=None, world=None, buffer=None, cache_dir=None,
-           **dataloader_kwargs):
+           order_version=2, **dataloader_kwargs):
     """A DataLoader over the packer dataset at ``path``, configured so the usual mistakes cannot
     be made. Yields ``(images, labels)`` on ``device`` (default: CUDA when available, else CPU):
     images ``[B, *shape]`` in the stored dtype (a list of tensors for variable-size records),
@@ -463,7 +602,7 @@ def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None
                                  buffer_size=buffer_size, rank=rank, world_size=world_size,
                                  pin_memory=cuda and num_workers == 0, verify_crc=verify_crc,
                                  prefetch=prefetch, direct=direct, num_workers=num_workers, world=world,
-                                 buffer=buffer, cache_dir=cache_dir)
+                                 buffer=buffer, cache_dir=cache_dir, order_version=order_version)
     if persistent_workers is None:
         persistent_workers = num_workers > 0
     kw = dict(num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,

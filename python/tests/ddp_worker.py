@@ -25,7 +25,7 @@ def rank_main(rank, world, port, data_dir, out_dir, contexts, env_only):
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
         dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        ds = PackerIterableDataset(data_dir, batch_size=8, shuffle=True, seed=5, buffer_size=20, num_workers=2)
+        ds = PackerIterableDataset(data_dir, batch_size=8, shuffle=True, seed=5, num_workers=2)
         out = []
         for epoch, ctx in enumerate(contexts):
             ds.set_epoch(epoch)

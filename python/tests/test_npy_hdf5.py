@@ -52,8 +52,8 @@ def test_rank_split(fdir, data):
     seen = []
     with packer_reader.open(fdir) as ds:
         for r in range(3):
-            x, _ = collect(ds.batches(10, shuffle=True, seed=1, rank=r, world_size=3, start=4))
-            order = ds.order(shuffle=True, seed=1, rank=r, world_size=3)
+            x, _ = collect(ds.batches(10, shuffle=True, seed=1, rank=r, world_size=3, start=4, order_version=1))
+            order = ds.order(shuffle=True, seed=1, rank=r, world_size=3, order_version=1)
             assert np.array_equal(x, imgs[order[4:]])
             seen += order.tolist()
     assert sorted(seen) == list(range(len(imgs)))

@@ -638,3 +638,40 @@ def test_cache_dir_leaves_live_downloads(s3env, datasets, tmp_path):
     finally:
         os.close(held)
         store.close()
+
+
+def test_order2_shuffle_of_a_dataset_larger_than_the_chunk_cache(s3env, packer, tmp_path, monkeypatch):
+    """Reading order 2 draws each batch's records from the whole dataset. Through the chunk
+    cache, a dataset larger than the cache cost 34 times its bytes in GETs per shuffled epoch
+    here (a 4 MiB chunk and read-ahead per record; 187 times for 61 MB through an 8 MiB cache,
+    where order 1 with a shuffle buffer scaled as the cache cost 14). Such batches are read with
+    exact ranged GETs instead (a checksum block
+    whole, once, where the CRC is still to be checked): the first epoch costs at most about two
+    passes of GETs, later ones about one, and the bytes are the local read's."""
+    from packer_reader import _s3
+
+    src = tmp_path / "a.bin"
+    write_cifar(str(src), 4000, seed=3)
+    local, url = str(tmp_path / "local"), "s3://train/big-shuffle"
+    for out in (local, url):
+        run_packer(packer, s3env, "build", str(src), "-o", out, "--from", "cifar10", "--format", "shards")
+    monkeypatch.setattr(_s3, "CACHE_BYTES", 2 << 20)  # the dataset (12 MB) is about 6 times the cache
+    got = {"bytes": 0}
+    orig = _s3.S3Store._get_range
+
+    def counting(self, obj, a, b):
+        got["bytes"] += b - a
+        return orig(self, obj, a, b)
+
+    monkeypatch.setattr(_s3.S3Store, "_get_range", counting)
+    with packer_reader.open(local) as ref, packer_reader.open(url) as ds:
+        for epoch in (0, 1):
+            got["bytes"] = 0
+            n = 0
+            for (x, y), (xr, yr) in zip(ds.batches(256, shuffle=True, seed=1, epoch=epoch),
+                                        ref.batches(256, shuffle=True, seed=1, epoch=epoch)):
+                assert np.array_equal(x, xr) and np.array_equal(y, yr)
+                n += x.nbytes
+            assert n == ds.count * ds.record_size
+            limit = 2.2 if epoch == 0 else 1.2
+            assert got["bytes"] <= limit * n, (epoch, got["bytes"] / n)

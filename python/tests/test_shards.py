@@ -66,11 +66,11 @@ def test_batches_are_fresh_unless_views_asked_for(shards_dir, data):
 
 def test_go_names_for_world_and_buffer(shards_dir):
     with packer_reader.open(shards_dir) as ds:
-        a = ds.order(shuffle=True, seed=3, rank=1, world_size=3, buffer_size=50)
-        b = ds.order(shuffle=True, seed=3, rank=1, world=3, buffer=50)
-        assert np.array_equal(a, b) and not np.array_equal(a, ds.order(shuffle=True, seed=3, rank=1, world=3))
-        ya = np.concatenate([y for _, y in ds.batches(7, shuffle=True, seed=3, rank=1, world_size=3)])
-        yb = np.concatenate([y for _, y in ds.batches(7, shuffle=True, seed=3, rank=1, world=3)])
+        a = ds.order(shuffle=True, seed=3, rank=1, world_size=3, buffer_size=50, order_version=1)
+        b = ds.order(shuffle=True, seed=3, rank=1, world=3, buffer=50, order_version=1)
+        assert np.array_equal(a, b) and not np.array_equal(a, ds.order(shuffle=True, seed=3, rank=1, world=3, order_version=1))
+        ya = np.concatenate([y for _, y in ds.batches(7, shuffle=True, seed=3, rank=1, world_size=3, order_version=1)])
+        yb = np.concatenate([y for _, y in ds.batches(7, shuffle=True, seed=3, rank=1, world=3, order_version=1)])
         assert np.array_equal(ya, yb)
         with pytest.raises(TypeError, match="world_size=2 and world=3"):
             ds.order(world_size=2, world=3)
@@ -86,20 +86,28 @@ def test_drop_last_and_start(shards_dir, data):
         assert list(ds.batches(16, start=1000)) == []
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("world", [1, 2, 3, 5])
 @pytest.mark.parametrize("shuffle", [False, True])
-def test_rank_split_covers_everything_once(shards_dir, data, world, shuffle):
+def test_rank_split_covers_everything_once(shards_dir, data, world, shuffle, version):
     imgs, labels = data[0], data[1]
     seen = []
+    counts = set()
     with packer_reader.open(shards_dir) as ds:
         for r in range(world):
-            order = ds.order(shuffle=shuffle, seed=9, epoch=1, rank=r, world_size=world, buffer_size=20)
+            kw = dict(buffer_size=20) if version == 1 else dict(batch_size=8)
+            order = ds.order(shuffle=shuffle, seed=9, epoch=1, rank=r, world_size=world, order_version=version, **kw)
             xs, ys = collect(ds.batches(8, shuffle=shuffle, seed=9, epoch=1, rank=r, world_size=world,
-                                        buffer_size=20))
+                                        buffer_size=20, order_version=version))
             x = np.concatenate(xs)
             assert np.array_equal(x, imgs[order]) and np.array_equal(np.concatenate(ys), labels[order])
             seen += order.tolist()
-    assert sorted(seen) == list(range(len(imgs)))
+            counts.add(len(xs))
+    if version == 1:
+        assert sorted(seen) == list(range(len(imgs)))
+    else:  # every record, plus fewer than `world` repeated to pad the last batch; equal batch counts
+        assert sorted(set(seen)) == list(range(len(imgs))) and len(seen) - len(imgs) < world
+        assert len(counts) == 1
 
 
 def test_shuffle_determinism(shards_dir, data):
@@ -118,9 +126,9 @@ def test_shuffle_determinism(shards_dir, data):
 
 def test_shuffle_resume(shards_dir):
     with packer_reader.open(shards_dir) as ds:
-        full = np.concatenate(collect(ds.batches(10, shuffle=True, seed=3, epoch=2, rank=1, world_size=2))[0])
+        full = np.concatenate(collect(ds.batches(10, shuffle=True, seed=3, epoch=2, rank=1, world_size=2, order_version=1))[0])
         for start in [0, 5, 10, 57, 101]:
-            part = collect(ds.batches(10, shuffle=True, seed=3, epoch=2, rank=1, world_size=2, start=start))[0]
+            part = collect(ds.batches(10, shuffle=True, seed=3, epoch=2, rank=1, world_size=2, start=start, order_version=1))[0]
             got = np.concatenate(part) if part else np.zeros((0,) + full.shape[1:], full.dtype)
             assert np.array_equal(got, full[start:])
 

