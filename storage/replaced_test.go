@@ -1,4 +1,9 @@
-package shard_test
+package storage_test
+
+// The shard readers against a dataset replaced, renamed over or written in place while they
+// read it. These tests live here, not in shard, because they replace OUT with the very publish
+// that `packer build --force` runs (storage.LocalStage), and package shard, what trainers embed,
+// imports only the standard library, tests included (internal/archtest).
 
 import (
 	"bytes"
