@@ -332,6 +332,11 @@ func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
 			if err := modifiedSince(fmt.Sprintf("%s (%s)", it.Name, it.Path), st.ModTime(), r.j.Started); err != nil {
 				return true, err
 			}
+			if st.IsDir() {
+				if err := entriesModifiedSince(it.Name, it.Path, r.j.Started); err != nil {
+					return true, err
+				}
+			}
 		}
 	}
 	if n == r.j.Inputs {
@@ -356,6 +361,30 @@ func modifiedSince(name string, mtime time.Time, started int64) error {
 	}
 	return fmt.Errorf("%w: %s was modified at %s, after the interrupted build started (%s): the checkpoint may hold records of its old content (the source changed); build without --resume to start over",
 		ErrResume, name, mtime.UTC().Format(time.RFC3339Nano), time.Unix(0, started).UTC().Format(time.RFC3339Nano))
+}
+
+// entriesModifiedSince refuses an input read from the folder dir (a frames video) one of whose
+// files was modified after the interrupted build started: a file written over in place (frames
+// extracted again) leaves the folder's own modification time alone. One stat per entry.
+func entriesModifiedSince(name, dir string, started int64) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // read again, and reported, when the input is decoded
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // hidden: never a frame
+		}
+		p := filepath.Join(dir, e.Name())
+		st, err := os.Stat(p)
+		if err != nil || st.IsDir() {
+			continue
+		}
+		if err := modifiedSince(fmt.Sprintf("%s (%s)", name, p), st.ModTime(), started); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // done checks, once the source is enumerated, that it held every input the checkpoint covers.

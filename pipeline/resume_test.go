@@ -181,3 +181,50 @@ func TestResumeSkipModified(t *testing.T) {
 		t.Fatalf("an input the checkpoint covers modified: %v; want a refusal naming it", err)
 	}
 }
+
+// TestResumeSkipFrameRewritten: an input read from a folder (a frames video) whose frame file
+// was rewritten in place after the interrupted build started is refused, naming the frame:
+// writing over an existing file (ffmpeg -y extracting the frames again) leaves the folder's own
+// modification time alone, so the folder's time alone does not show it.
+func TestResumeSkipFrameRewritten(t *testing.T) {
+	started := time.Now().Add(-time.Hour)
+	old := started.Add(-time.Minute)
+	video := filepath.Join(t.TempDir(), "walk", "v1")
+	if err := os.MkdirAll(video, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	frames := []string{filepath.Join(video, "0001.jpg"), filepath.Join(video, "0002.jpg")}
+	for _, p := range frames {
+		if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(video, old, old); err != nil {
+		t.Fatal(err)
+	}
+	it := Item{Name: "walk/v1", Path: video}
+	l := newListingHash()
+	l.add(it.Name, 0, nil)
+	run := func() error {
+		rs := newResumeSkip(&journal{Started: started.UnixNano(), Inputs: 1, Listing: l.sum()})
+		if _, err := rs.skip(0, it); err != nil {
+			return err
+		}
+		return rs.done(1)
+	}
+	if err := run(); err != nil {
+		t.Fatalf("nothing modified: %v", err)
+	}
+	if err := os.WriteFile(frames[1], []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(video, old, old); err != nil { // as a write over an existing file leaves it
+		t.Fatal(err)
+	}
+	if err := run(); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), frames[1]) {
+		t.Fatalf("a frame rewritten in place after the build started: %v; want a refusal naming %s", err, frames[1])
+	}
+}
