@@ -371,6 +371,9 @@ func notDataset(dir string) string {
 	}
 	var foreign []string
 	for _, e := range ents {
+		if e.IsDir() && generationFolder(filepath.Join(dir, e.Name())) {
+			continue
+		}
 		if !e.Type().IsRegular() || !listed[e.Name()] && !datasetFileName(e.Name()) {
 			foreign = append(foreign, e.Name())
 		}
@@ -382,6 +385,31 @@ func notDataset(dir string) string {
 		return fmt.Sprintf("it holds %s, which packer did not write", strings.Join(foreign, ", "))
 	}
 	return ""
+}
+
+// generationPrefix starts the name of the generation folder of a dataset packer published to
+// an object store over an earlier one (s3.GenerationPrefix; a test checks they agree):
+// .packer-gen-<16 hex digits>/.
+const generationPrefix = ".packer-gen-"
+
+// generationFolder reports whether dir is a generation folder as a copy of an object-store
+// dataset's objects has it locally: named so, and holding only regular files with the names
+// of a dataset's data files.
+func generationFolder(dir string) bool {
+	hexs, ok := strings.CutPrefix(filepath.Base(dir), generationPrefix)
+	if !ok || len(hexs) != 16 || strings.Trim(hexs, "0123456789abcdefABCDEF") != "" {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || e.Name() == shard.ManifestName || !datasetFileName(e.Name()) {
+			return false
+		}
+	}
+	return true
 }
 
 // datasetFileName reports whether name is one an output format writes at the top of a dataset

@@ -15,6 +15,7 @@ import (
 
 	"github.com/packer-dev/packer/formats/shards"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -481,5 +482,72 @@ func TestBuildDirectEqualsDecode(t *testing.T) {
 				t.Fatalf("skipped = %+v", m.Skipped)
 			}
 		}
+	}
+}
+
+// TestForceReplacesObjectStoreCopy: a local copy of a dataset packer published to an object
+// store over an earlier one (its files under a generation folder, .packer-gen-<16 hex>/, which
+// its manifest names) is packer's output, and --force replaces it; a generation folder holding
+// a file packer does not write, a folder in it, or a folder only named like one is refused.
+func TestForceReplacesObjectStoreCopy(t *testing.T) {
+	if generationPrefix != s3.GenerationPrefix {
+		t.Fatalf("generationPrefix %q, but the object store names generations %q", generationPrefix, s3.GenerationPrefix)
+	}
+	for _, name := range []string{"shard-00000.pks", "images.npy", "aux_coarse.npy", "data.h5", "manifest.json", "notes.txt"} {
+		gen := filepath.Join(t.TempDir(), generationPrefix+"0123456789abcdef")
+		if err := os.Mkdir(gen, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(gen, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := generationFolder(gen), s3.DatasetFileName(filepath.Base(gen)+"/"+name); got != want {
+			t.Fatalf("a generation folder holding %s: %v, but the object store says %v", name, got, want)
+		}
+	}
+	ds := filepath.Join(t.TempDir(), "ds")
+	copyOf := func() string {
+		t.Helper()
+		if _, err := build(t, &genSource{n: 3}, ds, func(o *Options) { o.Force = true }); err != nil {
+			t.Fatal(err)
+		}
+		gen := filepath.Join(ds, ".packer-gen-0123456789abcdef")
+		if err := os.Mkdir(gen, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(ds, "shard-00000.pks"), filepath.Join(gen, "shard-00000.pks")); err != nil {
+			t.Fatal(err)
+		}
+		return gen
+	}
+	copyOf()
+	if _, err := build(t, &genSource{n: 3}, ds, func(o *Options) { o.Force = true }); err != nil {
+		t.Fatalf("--force over a local copy of an object-store dataset: %v", err)
+	}
+	for what, spoil := range map[string]func(gen string) string{
+		"a file of the user's in the generation folder": func(gen string) string {
+			p := filepath.Join(gen, "notes.txt")
+			os.WriteFile(p, []byte("x"), 0o644)
+			return p
+		},
+		"a folder in the generation folder": func(gen string) string {
+			p := filepath.Join(gen, "shard-00001.pks")
+			os.Mkdir(p, 0o755)
+			return p
+		},
+		"a folder only named like a generation": func(gen string) string {
+			p := filepath.Join(ds, ".packer-gen-notahexnumber000")
+			os.Rename(gen, p)
+			return p
+		},
+	} {
+		keep := spoil(copyOf())
+		if _, err := build(t, &genSource{n: 3}, ds, func(o *Options) { o.Force = true }); !errors.Is(err, ErrOutputNotDataset) {
+			t.Fatalf("%s: err = %v, want ErrOutputNotDataset", what, err)
+		}
+		if _, err := os.Stat(keep); err != nil {
+			t.Fatalf("%s: the refused --force build lost it: %v", what, err)
+		}
+		os.RemoveAll(ds)
 	}
 }
