@@ -113,7 +113,21 @@ func hidden(name string) bool { return strings.HasPrefix(name, ".") }
 // splitNames are folder names that name a dataset split, not a class.
 var splitNames = map[string]bool{
 	"train": true, "training": true, "val": true, "valid": true, "validation": true,
-	"test": true, "testing": true, "dev": true, "eval": true,
+	"test": true, "testing": true, "dev": true, "eval": true, "trainval": true,
+}
+
+// splitName reports whether a folder name names a dataset split: one of splitNames, also
+// with a year or number after it (COCO's train2017, val_2012) or a "set" suffix (train_set,
+// test-set, validset).
+func splitName(name string) bool {
+	n := strings.ToLower(name)
+	trim := func() { n = strings.TrimRight(n, "0123456789_- .") }
+	trim()
+	if s, ok := strings.CutSuffix(n, "set"); ok {
+		n = s
+		trim()
+	}
+	return splitNames[n]
 }
 
 // unclear is Detect's error for a layout that several readings fit, or that one reading would
@@ -190,7 +204,7 @@ func (d detector) dir(dir string) ([]string, error) {
 	sort.Strings(loose)
 	var splits []string
 	for _, sd := range subdirs {
-		if splitNames[strings.ToLower(sd)] {
+		if splitName(sd) {
 			splits = append(splits, sd)
 		}
 	}

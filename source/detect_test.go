@@ -295,3 +295,32 @@ func TestDetectBoundsArchiveScan(t *testing.T) {
 		t.Errorf("Detect = %q, %v; want source.ErrUnknown (the members are past the first 64 MiB)", got, err)
 	}
 }
+
+// TestDetectRefusesSplitNameVariants: split folders are named in more ways than train/ and
+// val/: COCO's train2017/ and val2017/ (images directly inside) were packed as a folder of two
+// classes, and train_set/ and valid_set/ holding class folders with digits in their names (0/,
+// 1/; n01440764/) as frames, the classes taken for videos, both at exit 0.
+func TestDetectRefusesSplitNameVariants(t *testing.T) {
+	root := t.TempDir()
+	for _, rel := range []string{
+		"coco/train2017/1.jpg", "coco/val2017/2.jpg",
+		"kaggle/train_set/0/1.jpg", "kaggle/train_set/1/2.jpg", "kaggle/valid_set/0/3.jpg", "kaggle/valid_set/1/4.jpg",
+		"synsets/training-set/n01440764/1.jpg", "synsets/training-set/n01443537/2.jpg",
+		"synsets/test-set/n01440764/3.jpg", "synsets/test-set/n01443537/4.jpg",
+		"years/train_2012/c1/1.jpg", "years/val_2012/c1/2.jpg",
+	} {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rel := range []string{"coco", "kaggle", "synsets", "years"} {
+		got, err := source.Detect(filepath.Join(root, rel), entries)
+		if !errors.Is(err, source.ErrUnknown) || !strings.Contains(err.Error(), "named like dataset splits") {
+			t.Errorf("Detect(%s) = %q, %v; want source.ErrUnknown saying the folders are named like dataset splits", rel, got, err)
+		}
+	}
+}

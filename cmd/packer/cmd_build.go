@@ -103,9 +103,10 @@ Sources (--from; detected from SOURCE when omitted):
                      a folder of *.tfrecord* or *-of-* files, or one
   parquet            Parquet files (Hugging Face layout: image {bytes, path} or binary,
                      label int or string): a folder of *.parquet files, or one
-Detection refuses a folder it could misread (the parent of train/ and val/, one folder
-wrapping the class folders, images beside class folders, a single class folder, images mixed
-with videos) with exit status 2, saying what it saw and which folder or --from to give.
+Detection refuses a folder it could misread (the parent of train/ and val/, train2017/ and
+val2017/, train_set/ and test_set/, ...; one folder wrapping the class folders, images beside
+class folders, a single class folder, images mixed with videos) with exit status 2, saying
+what it saw and which folder or --from to give.
 
 SOURCE may also be a plan file written by packer plan: the build then reads the source the
 plan records, with the plan's source options and listing (see packer plan --help).
