@@ -496,7 +496,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		}
 		var rs *resumeSkip
 		if b.resume != nil {
-			rs = newResumeSkip(b.resume)
+			rs = newResumeSkip(b.resume, b.opts.Inputs)
 		}
 		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
 			if b.part != nil && !b.part.see(it) {

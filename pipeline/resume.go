@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -315,6 +316,10 @@ func removeEngineFiles(dir string) error {
 type resumeSkip struct {
 	j    *journal
 	list listingHash
+	ins  []string // the build's inputs (Options.Inputs)
+	// walked: the files under the input folders were checked (readSourceModified), once, at
+	// the first covered input whose bytes the enumerator read.
+	walked bool
 }
 
 // skip reports whether the n-th input of the build (from 0) is covered by the checkpoint,
@@ -324,6 +329,12 @@ type resumeSkip struct {
 func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
 	if n > r.j.Inputs || (n == r.j.Inputs && r.j.Drop == 0) {
 		return false, nil
+	}
+	if it.Path == "" && it.Raw != nil && !r.walked {
+		r.walked = true
+		if err := readSourceModified(r.ins, r.j.Started); err != nil {
+			return true, err
+		}
 	}
 	if it.Path != "" {
 		// A file that is gone changes the listing (below); one that is there must not be newer
@@ -387,6 +398,44 @@ func entriesModifiedSince(name, dir string, started int64) error {
 	return nil
 }
 
+// readSourceModified refuses a resume whose input folders hold a file (hidden ones aside)
+// modified after the interrupted build started: an input whose bytes the enumerator read (a
+// CIFAR batch's record, a WebDataset sample: Item.Raw) names no file of its own, and the
+// checkpoint may hold records of the old bytes of any file the source reads. One stat per file.
+func readSourceModified(ins []string, started int64) error {
+	for _, in := range ins {
+		if strings.Contains(in, "://") {
+			continue
+		}
+		if st, err := os.Stat(in); err != nil || !st.IsDir() {
+			continue // a file: checked when the journal was loaded
+		}
+		err := filepath.WalkDir(in, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // what cannot be read here is reported by the source
+			}
+			if p != in && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() {
+				return nil
+			}
+			st, err := os.Stat(p)
+			if err != nil || !st.Mode().IsRegular() {
+				return nil
+			}
+			return modifiedSince(p, st.ModTime(), started)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // done checks, once the source is enumerated, that it held every input the checkpoint covers.
 func (r *resumeSkip) done(n int64) error {
 	if n < r.j.Inputs {
@@ -396,7 +445,7 @@ func (r *resumeSkip) done(n int64) error {
 	return nil
 }
 
-// newResumeSkip starts the enumerator's check of a journal.
-func newResumeSkip(j *journal) *resumeSkip {
-	return &resumeSkip{j: j, list: newListingHash()}
+// newResumeSkip starts the enumerator's check of a journal, for a build of the inputs ins.
+func newResumeSkip(j *journal, ins []string) *resumeSkip {
+	return &resumeSkip{j: j, list: newListingHash(), ins: ins}
 }

@@ -141,7 +141,7 @@ func TestResumeSkipModified(t *testing.T) {
 		if drop > 0 {
 			j.Next = items[2].Name
 		}
-		rs := newResumeSkip(j)
+		rs := newResumeSkip(j, nil)
 		for n, it := range items {
 			skip, err := rs.skip(int64(n), it)
 			if err != nil {
@@ -209,7 +209,7 @@ func TestResumeSkipFrameRewritten(t *testing.T) {
 	l := newListingHash()
 	l.add(it.Name, 0, nil)
 	run := func() error {
-		rs := newResumeSkip(&journal{Started: started.UnixNano(), Inputs: 1, Listing: l.sum()})
+		rs := newResumeSkip(&journal{Started: started.UnixNano(), Inputs: 1, Listing: l.sum()}, nil)
 		if _, err := rs.skip(0, it); err != nil {
 			return err
 		}
@@ -226,5 +226,60 @@ func TestResumeSkipFrameRewritten(t *testing.T) {
 	}
 	if err := run(); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), frames[1]) {
 		t.Fatalf("a frame rewritten in place after the build started: %v; want a refusal naming %s", err, frames[1])
+	}
+}
+
+// TestResumeSkipReadSourceModified: an input whose bytes the enumerator read from a file
+// inside the SRC folder (a CIFAR batch, a WebDataset shard: Item.Raw, no Item.Path) names no
+// file to stat, so a batch file rewritten after the interrupted build started was resumed at
+// exit 0, the checkpoint's records of its old bytes kept beside records of its new ones. Such a
+// resume checks every file under SRC (hidden ones aside), naming the one that changed; a
+// checkpoint that covers no input checks nothing.
+func TestResumeSkipReadSourceModified(t *testing.T) {
+	started := time.Now().Add(-time.Hour)
+	old := started.Add(-time.Minute)
+	src := t.TempDir()
+	batch := filepath.Join(src, "cifar-10-batches-bin", "data_batch_1.bin")
+	if err := os.MkdirAll(filepath.Dir(batch), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{batch, filepath.Join(src, ".hidden")} {
+		if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	items := []Item{{Name: "data_batch_1.bin#0", Raw: []byte{1}}, {Name: "data_batch_1.bin#1", Raw: []byte{2}}}
+	l := newListingHash()
+	l.add(items[0].Name, 0, nil)
+	run := func(inputs int64) error {
+		rs := newResumeSkip(&journal{Started: started.UnixNano(), Inputs: inputs, Listing: l.sum()}, []string{src})
+		for n, it := range items {
+			if _, err := rs.skip(int64(n), it); err != nil {
+				return err
+			}
+		}
+		return rs.done(int64(len(items)))
+	}
+	if err := run(1); err != nil {
+		t.Fatalf("nothing modified: %v", err)
+	}
+	now := time.Now()
+	if err := os.Chtimes(filepath.Join(src, ".hidden"), now, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(1); err != nil {
+		t.Fatalf("a hidden file modified: %v", err)
+	}
+	if err := os.WriteFile(batch, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(1); !errors.Is(err, ErrResume) || !strings.Contains(err.Error(), batch) {
+		t.Fatalf("a batch file rewritten after the build started: %v; want a refusal naming %s", err, batch)
+	}
+	if err := run(0); err != nil {
+		t.Fatalf("a checkpoint that covers no input: %v", err)
 	}
 }
