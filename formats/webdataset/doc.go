@@ -11,7 +11,8 @@
 // the key "a/b/000123"), and consecutive members with the same key form one sample. Members
 // that are not regular files (folders, links) are ignored. Two names of one shard file (a link
 // to another shard of the folder, a list naming a shard twice, however spelled) are refused at
-// open, naming both: its samples would be packed twice.
+// open, naming both: its samples would be packed twice. So is a folder holding a shard and its
+// gzip copy (a.tar beside a.tar.gz or a.tgz, as gzip -k or gunzip -k leave them).
 //
 // A sample's image is its member whose extension (the part of the name after the key's dot) is
 // an image type (Extensions, case-insensitive; the first one found), or, with ImageKey

@@ -145,7 +145,39 @@ func Open(p string, opts Options) (*Source, error) {
 	if err := inputs.SameFiles(p, s.shards); err != nil {
 		return nil, fmt.Errorf("webdataset: %s: %w", p, err)
 	}
+	if err := compressedTwins(s.shards); err != nil {
+		return nil, fmt.Errorf("webdataset: %s: %w", p, err)
+	}
 	return s, nil
+}
+
+// compressedTwins refuses a folder's shards among which one is named as the gzip copy of
+// another (a.tar beside a.tar.gz or a.tgz, as gzip -k or gunzip -k leave them): both would be
+// read, and every sample of the shard packed twice.
+func compressedTwins(shards []string) error {
+	plain := map[string]string{} // lower-case name of the uncompressed shard -> its name
+	for _, n := range shards {
+		if l := strings.ToLower(n); strings.HasSuffix(l, ".tar") {
+			plain[l] = n
+		}
+	}
+	for _, n := range shards {
+		l := strings.ToLower(n)
+		var stem string
+		switch {
+		case strings.HasSuffix(l, ".tar.gz"):
+			stem = strings.TrimSuffix(l, ".gz")
+		case strings.HasSuffix(l, ".tgz"):
+			stem = strings.TrimSuffix(l, ".tgz") + ".tar"
+		default:
+			continue
+		}
+		if o, ok := plain[stem]; ok {
+			return fmt.Errorf("%s and %s look like one shard, uncompressed and gzip-compressed: its samples would be packed twice; remove one of them (or name the shards to read in a .txt list)",
+				inputs.Name(o), inputs.Name(n))
+		}
+	}
+	return nil
 }
 
 func isShardName(name string) bool {

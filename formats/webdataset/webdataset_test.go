@@ -369,3 +369,30 @@ func TestTooManyMembers(t *testing.T) {
 		t.Errorf("labels %v skipped %v", labels, skipped)
 	}
 }
+
+// TestOpenRefusesCompressedTwin: a folder holding a shard and its gzip copy (gzip -k, or a
+// gunzip -k of a downloaded .tar.gz) was read as two shards, every sample of it packed twice at
+// exit 0. Open refuses it, naming both; shards of other names are read as before.
+func TestOpenRefusesCompressedTwin(t *testing.T) {
+	for _, twin := range []string{"s0.tar.gz", "s0.tgz", "S0.TAR.GZ"} {
+		dir := t.TempDir()
+		for _, n := range []string{"s0.tar", twin, "s1.tar.gz"} {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := Open(dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), "s0.tar and "+twin) {
+			t.Errorf("a folder with s0.tar and %s: Open: %v; want a refusal naming both", twin, err)
+		}
+	}
+	dir := t.TempDir()
+	for _, n := range []string{"s0.tar", "s1.tar.gz", "s10.tgz"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(dir, Options{}); err != nil {
+		t.Errorf("shards of distinct names: Open: %v", err)
+	}
+}
