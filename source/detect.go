@@ -30,7 +30,8 @@ const (
 
 // Detect returns the kind of the source at p, asking the entries' sniffers, cheapest first:
 //
-//   - a folder: its own entries' names (Sniffer.Top); failing that, what its first 16 class
+//   - a folder: its own entries' names (Sniffer.Top, then that kind's Confirm, which may
+//     refuse it); failing that, what its first 16 class
 //     subfolders (in name order) hold (ClassExts), or hold in their subfolders (NestedExts);
 //   - a file: its extension (FileExts), then its name (File), then its first bytes (Content;
 //     through gzip too), then the names of its tar members (Member), then its size (Size).
@@ -198,6 +199,13 @@ func (d detector) dir(dir string) ([]string, error) {
 		}
 	}
 	if len(found) > 0 {
+		for _, e := range d.entries {
+			if found[e.Kind] && e.Sniff.Confirm != nil {
+				if err := e.Sniff.Confirm(dir); err != nil {
+					return nil, unclear(dir, "%v", err)
+				}
+			}
+		}
 		return d.inOrder(found), nil
 	}
 	sort.Strings(subdirs)

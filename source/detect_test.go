@@ -324,3 +324,41 @@ func TestDetectRefusesSplitNameVariants(t *testing.T) {
 		}
 	}
 }
+
+// TestDetectRefusesPerClassTars: ImageNet's training archive holds one tar of images per class
+// (n01440764.tar: n01440764_10026.JPEG, ...); extracted, that is a folder of .tar files, which
+// was detected as WebDataset shards and packed as zero records, every sample skipped for want
+// of a label, at exit 0. Shards whose first sample carries a .cls or a .json member are still
+// WebDataset.
+func TestDetectRefusesPerClassTars(t *testing.T) {
+	root := t.TempDir()
+	writeTar := func(rel string, members ...string) {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		for _, m := range members {
+			tw.WriteHeader(&tar.Header{Name: m, Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+			tw.Write([]byte("1"))
+		}
+		tw.Close()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTar("classes/n01440764.tar", "n01440764_10026.JPEG", "n01440764_10027.JPEG")
+	writeTar("classes/n01443537.tar", "n01443537_1.JPEG")
+	writeTar("labelled/s-0.tar", "k0.jpg", "k0.cls", "k1.jpg", "k1.cls")
+	writeTar("jsonlabel/s-0.tar", "k0.json", "k0.jpg")
+	got, err := source.Detect(filepath.Join(root, "classes"), entries)
+	if !errors.Is(err, source.ErrUnknown) || !strings.Contains(err.Error(), "n01440764.tar") || !strings.Contains(err.Error(), "extract each") {
+		t.Errorf("Detect(per-class tars) = %q, %v; want source.ErrUnknown naming n01440764.tar and saying to extract each", got, err)
+	}
+	for _, rel := range []string{"labelled", "jsonlabel"} {
+		if got, err := source.Detect(filepath.Join(root, rel), entries); got != webdataset.Kind || err != nil {
+			t.Errorf("Detect(%s) = %q, %v; want webdataset", rel, got, err)
+		}
+	}
+}

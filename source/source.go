@@ -63,6 +63,9 @@ type Sniffer struct {
 	// Top matches a name (lower case) directly inside a source folder: a file when dir is
 	// false, a folder when true. A match makes the folder this kind.
 	Top func(lower string, dir bool) bool
+	// Confirm, when set, is asked about a folder that Top made this kind: an error says why the
+	// folder only looks like this kind (Detect then refuses it, wrapping ErrUnknown).
+	Confirm func(dir string) error
 	// ClassExts are the extensions (with the dot, matched in any case) of the files a class folder of
 	// this kind holds (SRC/class/file). The kind whose files are most numerous in a class
 	// folder wins it; a tie goes to the entry listed first.
