@@ -11,6 +11,7 @@ import (
 
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // shuffleRecord is one record as a shuffled build must keep it: its bytes, shape, label and
@@ -330,5 +331,22 @@ func TestBuildShuffleResume(t *testing.T) {
 		}
 		sameTree(t, full, out)
 		checkOnlyOut(t, out)
+	}
+}
+
+// TestS3BuildShuffle: a shuffled build to a bucket writes exactly the objects of the same
+// shuffled build to a local folder, and verify of the bucket shows the order.
+func TestS3BuildShuffle(t *testing.T) {
+	srv := s3Setup(t, "data")
+	local := filepath.Join(t.TempDir(), "local")
+	args := []string{"build", fmnist, "--split", "test", "--shard-size", "2MiB", "--shuffle", "--seed", "3"}
+	mustRun(t, append(args, "-o", local)...)
+	mustRun(t, append(args, "-o", "s3://data/fm/shuf")...)
+	want := localFiles(t, local)
+	if got := objects(t, srv, s3.URL{Bucket: "data", Prefix: "fm/shuf"}); !mapsEqualBytes(got, want) {
+		t.Errorf("the bucket's objects (%d) differ from the local shuffled build's files (%d)", len(got), len(want))
+	}
+	if v := mustRun(t, "verify", "s3://data/fm/shuf"); !strings.Contains(v, "--shuffle --seed 3") {
+		t.Errorf("verify of the bucket: %q", v)
 	}
 }
