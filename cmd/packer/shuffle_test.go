@@ -210,8 +210,9 @@ func TestBuildShuffle(t *testing.T) {
 	mustRun(t, "verify", big)
 }
 
-// TestBuildShuffleParts: a shuffled build in parts merges into the one-machine shuffled build
-// with the same seed, byte for byte, in every output format; parts of two seeds do not merge.
+// TestBuildShuffleParts: a shuffled build in parts (from the source, or from a plan) merges
+// into the one-machine shuffled build with the same seed, byte for byte, in every output
+// format; parts of two seeds do not merge.
 func TestBuildShuffleParts(t *testing.T) {
 	root := t.TempDir()
 	src := partsCorpus(t, root)
@@ -239,6 +240,25 @@ func TestBuildShuffleParts(t *testing.T) {
 		merged := filepath.Join(root, "out", c.name, "merged")
 		mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
 		sameTree(t, full, merged)
+		if c.name == "folder-varsize" || c.name == "cifar" {
+			// Parts built from a plan (the listing read once) merge into the same bytes.
+			plan := filepath.Join(root, "out", c.name, "plan.jsonl")
+			pargs := []string{"plan", c.src, "-o", plan}
+			if c.name == "cifar" {
+				pargs = append(pargs, "--from", "cifar10")
+			}
+			mustRun(t, pargs...)
+			var pparts []string
+			for i := 0; i < 2; i++ {
+				p := filepath.Join(root, "out", c.name, fmt.Sprintf("plan-p%d", i))
+				bargs := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "cifar10" || a == "--from" })
+				mustRun(t, append([]string{"build", plan, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, bargs...)...)
+				pparts = append(pparts, p)
+			}
+			pmerged := filepath.Join(root, "out", c.name, "plan-merged")
+			mustRun(t, append([]string{"merge", "-o", pmerged}, pparts...)...)
+			sameTree(t, full, pmerged)
+		}
 		if c.name == "folder-varsize" {
 			// Part 1 of another seed does not merge with parts 0 and 2 of seed 11.
 			other := filepath.Join(root, "out", c.name, "p1-seed12")
