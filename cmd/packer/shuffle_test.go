@@ -226,6 +226,7 @@ func TestBuildShuffleParts(t *testing.T) {
 		{"cifar", src["cifar"], []string{"--from", "cifar10"}, "hdf5"},
 		{"frames-clips", src["frames"], []string{"--from", "frames", "--clip-len", "2", "--crop", "8"}, "shards"},
 		{"list", src["list"], []string{"--resize", "6", "--crop", "6", "--classes", "x,y,z"}, "shards"},
+		{"video-clips", src["video"], []string{"--from", "video", "--clip-len", "3", "--clip-stride", "2", "--resize", "12", "--crop", "10"}, "shards"},
 	}
 	for _, c := range cases {
 		args := append(append([]string{}, c.args...), "--format", c.format, "--shard-size", "600", "--workers", "2", "--shuffle", "--seed", "11")
