@@ -52,3 +52,14 @@ def test_shuffled_build_is_the_specified_permutation(tmp_path):
         assert np.array_equal(np.asarray(im).reshape(h, w), images[k]) and int(lab) == int(labels[k]), i
         pim, plab = plain[k]
         assert np.array_equal(np.asarray(im), np.asarray(pim)) and int(lab) == int(plab)
+
+
+def test_inspect_shows_the_build_order(tmp_path):
+    """python -m packer_reader inspect says in which order the records were written."""
+    from packer_reader.__main__ import _describe_order
+
+    assert _describe_order({"source": {"kind": "folder"}}) == "source order"
+    assert _describe_order({"source": {"kind": "idx", "shuffle": {"seed": 2**64 - 1}}}) == \
+        "shuffled at build time (--shuffle --seed 18446744073709551615)"
+    for bad in ({"seed": -1}, {"seed": 2**64}, {"seed": 1.5}, {"seed": "5"}, {"seed": 5, "x": 1}, True):
+        assert _describe_order({"source": {"shuffle": bad}}).startswith("unknown"), bad
