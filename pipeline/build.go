@@ -64,6 +64,10 @@ type Options struct {
 	// last shard's commit and a synced journal write); 0 checkpoints at every shard. An
 	// interrupted build redoes at most about this much work, plus one shard.
 	CheckpointEvery time.Duration
+	// Shuffle, when set, writes the records in a seeded permutation of the inputs (see
+	// shuffle.go) and records it in the manifest's source spec; nil writes them in source
+	// order.
+	Shuffle *Shuffle
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of
@@ -156,6 +160,9 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	tspec, err := CheckTransform(opts.Transform)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Shuffle != nil {
+		opts.Source = shuffled(opts.Source, *opts.Shuffle)
 	}
 	if ps, ok := opts.Source.(PlannedSource); ok {
 		_, direct := opts.Source.(DirectSource)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"strconv"
 )
 
 // The output format names, the manifest's "format". shard, which validates manifests, knows the
@@ -329,4 +330,33 @@ func (t *LabelTally) Faults(m *Manifest) []string {
 		}
 	}
 	return out
+}
+
+// BuildShuffle reads the build-time order the manifest's source records (packer build
+// --shuffle --seed S: "shuffle": {"seed": S}): shuffled is false for a dataset written in
+// source order; an error says how a "shuffle" member is malformed (not an object holding
+// exactly an integer seed in [0, 2^64)).
+func (m *Manifest) BuildShuffle() (seed uint64, shuffled bool, err error) {
+	v, ok := m.Source["shuffle"]
+	if !ok {
+		return 0, false, nil
+	}
+	obj, ok := v.(map[string]any)
+	if !ok || len(obj) != 1 {
+		return 0, true, fmt.Errorf("source.shuffle is %v, not {\"seed\": S}", v)
+	}
+	var s string
+	switch n := obj["seed"].(type) {
+	case json.Number:
+		s = n.String()
+	case float64: // a manifest decoded without UseNumber
+		s = strconv.FormatFloat(n, 'f', -1, 64)
+	default:
+		return 0, true, fmt.Errorf("source.shuffle.seed is %v, not an integer", obj["seed"])
+	}
+	seed, err = strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, true, fmt.Errorf("source.shuffle.seed %s is not an integer in [0, 2^64)", s)
+	}
+	return seed, true, nil
 }

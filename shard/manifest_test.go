@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,6 +120,39 @@ func TestManifestIndexSHA256(t *testing.T) {
 			t.Errorf("index_sha256 %q: %v", v, err)
 		} else if err != nil && !strings.Contains(err.Error(), "shard-00000.pks: index_sha256") {
 			t.Errorf("index_sha256 %q: error %q does not name the file", v, err)
+		}
+	}
+}
+
+// TestManifestBuildShuffle: the build order a manifest records (source.shuffle) is read back
+// exactly, the largest seed included; a malformed one is an error, never a seed.
+func TestManifestBuildShuffle(t *testing.T) {
+	for _, c := range []struct {
+		src      string
+		seed     uint64
+		shuffled bool
+		bad      bool
+	}{
+		{`{"kind": "folder"}`, 0, false, false},
+		{`{"kind": "folder", "shuffle": {"seed": 0}}`, 0, true, false},
+		{`{"kind": "folder", "shuffle": {"seed": 18446744073709551615}}`, 1<<64 - 1, true, false},
+		{`{"kind": "folder", "shuffle": {"seed": 18446744073709551616}}`, 0, true, true},
+		{`{"kind": "folder", "shuffle": {"seed": -1}}`, 0, true, true},
+		{`{"kind": "folder", "shuffle": {"seed": 1.5}}`, 0, true, true},
+		{`{"kind": "folder", "shuffle": {"seed": "5"}}`, 0, true, true},
+		{`{"kind": "folder", "shuffle": {"seed": 5, "rounds": 6}}`, 0, true, true},
+		{`{"kind": "folder", "shuffle": true}`, 0, true, true},
+	} {
+		m := testManifest()
+		m.Source = nil
+		dec := json.NewDecoder(strings.NewReader(c.src))
+		dec.UseNumber()
+		if err := dec.Decode(&m.Source); err != nil {
+			t.Fatal(err)
+		}
+		seed, shuffled, err := m.BuildShuffle()
+		if (err != nil) != c.bad || shuffled != c.shuffled || (!c.bad && seed != c.seed) {
+			t.Errorf("%s: BuildShuffle = %d, %v, %v", c.src, seed, shuffled, err)
 		}
 	}
 }

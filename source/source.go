@@ -55,6 +55,11 @@ type Entry struct {
 	// inputs' bytes (Item.Raw, Item.Note): their plan holds only the listing's count and
 	// digest, and their parts list the source themselves, checked against it.
 	Replay func(path string, o Options, classes []string) (pipeline.Source, error)
+	// NoShuffle, when not empty, says why a build of this kind refuses --shuffle (a build-time
+	// permutation of the inputs, which lists them all before it writes any): its enumerator
+	// reads every input's bytes from a stream as it lists it, so no input can be set aside
+	// cheaply and fetched again later.
+	NoShuffle string
 }
 
 // Sniffer is how Detect recognizes one source kind. Every field is optional; Detect asks

@@ -101,6 +101,9 @@ type Report struct {
 	Faults   []Fault `json:"faults"`
 	Warnings []Fault `json:"warnings"`
 	Skipped  int     `json:"skipped_inputs"`
+	// ShuffleSeed is the seed of a dataset built with --shuffle (its manifest's
+	// source.shuffle), nil for one written in source order.
+	ShuffleSeed *uint64 `json:"shuffle_seed,omitempty"`
 }
 
 // Options configures Dir.
@@ -180,6 +183,9 @@ func check(ctx context.Context, b storage.Backend, dir string, opts Options, che
 		return rep, nil
 	}
 	rep.Format, rep.Count, rep.Files, rep.Skipped = m.Format, m.Count, len(m.Files), len(m.Skipped)
+	if seed, ok, err := m.BuildShuffle(); ok && err == nil {
+		rep.ShuffleSeed = &seed
+	}
 	for _, f := range m.Files {
 		rep.Bytes += f.Size
 	}
@@ -362,6 +368,9 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		bad("files hold %d records but count is %d", next, m.Count)
 	}
 	checkInputs(m, bad)
+	if _, _, err := m.BuildShuffle(); err != nil {
+		bad("%v", err)
+	}
 }
 
 // checkInputs checks the manifest's input count against what it says was packed and skipped:

@@ -18,6 +18,7 @@ import (
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -71,6 +72,9 @@ type buildOptions struct {
 	Resume bool   // --resume: go on from an interrupted build's last checkpoint
 
 	CheckpointEvery time.Duration // --checkpoint-every
+
+	Shuffle bool   // --shuffle: write the records in a seeded permutation of the inputs
+	Seed    uint64 // --seed, with --shuffle
 
 	transform transforms.Spec
 	output    output.Entry // the --format entry of the outputs table, set by validate
@@ -133,6 +137,17 @@ Record shape: --crop or --size gives every record one shape. Without them (a sho
 --resize N, or no resize) each image keeps its own height and width: --format shards stores
 it at its own shape (shape [-1, -1, 3]); npy and hdf5 hold one rectangular array and refuse
 such a build before decoding anything (exit 2). A shape is never a reason to skip an image.
+
+Order: records are written in source order (a folder build is in class order), unless
+--shuffle --seed S is given: then record i is the input the source lists at position
+P(i), where P is the keyed permutation of shard/ORDER.md version 2 (step 1) for N inputs,
+seed S and epoch 2^64-1 (docs/decisions.md). The same seed gives the same bytes with any
+--workers, built in parts and merged, resumed, or written to s3://. The manifest's source
+records it as "shuffle": {"seed": S}. The inputs are listed whole before the first is
+written (their names and labels, and CIFAR's and IDX's record bytes, in memory). A video
+or frames source permutes whole videos: the clips of one video stay together. webdataset,
+tfrecord and parquet sources read each input's bytes from a stream as they list it, so
+--shuffle refuses them (exit 2).
 ` + exitStatusHelp,
 		Example: `  packer build /usr/share/datasets/fashion-mnist -o fmnist
   packer build cifar-10-binary.tar.gz --split test -o cifar-test --format npy
@@ -213,6 +228,8 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
 	f.DurationVar(&o.CheckpointEvery, "checkpoint-every", 10*time.Second, "the least time between two checkpoints of the build (taken when a shard is complete; 0: at every shard): at most about this much work is redone by --resume after an interruption")
+	f.BoolVar(&o.Shuffle, "shuffle", false, "write the records in a seeded permutation of the inputs instead of source order (recorded in the manifest's source as \"shuffle\": {\"seed\": S}; not for webdataset, tfrecord or parquet sources)")
+	f.Uint64Var(&o.Seed, "seed", 0, "with --shuffle: the permutation's seed (0 to 2^64-1); the same seed gives the same order, with any --workers, in parts or resumed")
 	f.BoolVar(&o.Resume, "resume", false, "go on from the last checkpoint of an interrupted build of the same OUT (same source folder and options; the checkpoint and every shard it kept are checked, SHA-256 included, and a resume is refused when one fails), or start from the beginning when there is none")
 }
 
@@ -237,6 +254,16 @@ func (o *buildOptions) validate() error {
 	if o.Resume && o.part == nil && out.Resume == nil {
 		return fmt.Errorf("--resume: --format %s writes no checkpoints, so an interrupted build of it starts over; use --format %s, or build in parts (--part, then packer merge), which resume whatever the final format",
 			o.Format, shard.FormatShards)
+	}
+	if o.Seed != 0 && !o.Shuffle {
+		return errors.New("--seed is for --shuffle")
+	}
+	if o.Shuffle && o.From != "" {
+		if e, ok := sourceEntry(o.From); ok {
+			if err := shuffleRefused(e); err != nil {
+				return err
+			}
+		}
 	}
 	switch o.Split {
 	case "train", "test":
@@ -396,6 +423,13 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	if err != nil {
 		return err
 	}
+	if o.Shuffle {
+		if e, ok := sourceEntry(kind); ok {
+			if err := shuffleRefused(e); err != nil {
+				return usagef(err)
+			}
+		}
+	}
 	// npy and HDF5 hold one array of one shape: refuse a variable shape before decoding.
 	if err := o.output.CheckSpec(pipeline.DatasetSpec(src, o.transform)); err != nil {
 		return usagef(err)
@@ -438,6 +472,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		Force:           o.Force,
 		Resume:          o.Resume,
 		CheckpointEvery: o.CheckpointEvery,
+		Shuffle:         o.shuffle(),
 		Workers:         o.Workers,
 		OnError:         o.OnError,
 		MaxErrors:       o.MaxErrors,
@@ -537,4 +572,21 @@ type buildSummary struct {
 	// UploadSeconds is the time publishing to object storage took (uploads, their checks
 	// and the manifest), after the build's own Seconds; 0 for a local OUT.
 	UploadSeconds float64 `json:"upload_seconds,omitempty"`
+}
+
+// shuffle is the build's pipeline.Shuffle: nil without --shuffle.
+func (o *buildOptions) shuffle() *pipeline.Shuffle {
+	if !o.Shuffle {
+		return nil
+	}
+	return &pipeline.Shuffle{Seed: o.Seed}
+}
+
+// shuffleRefused is the usage error of --shuffle for a source kind whose inputs cannot be
+// permuted (source.Entry.NoShuffle), or nil.
+func shuffleRefused(e source.Entry) error {
+	if e.NoShuffle == "" {
+		return nil
+	}
+	return fmt.Errorf("--shuffle does not apply to --from %s: %s; shuffle when reading (the readers' shuffle=True, ORDER.md version 2), or build without --shuffle", e.Kind, e.NoShuffle)
 }

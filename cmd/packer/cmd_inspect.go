@@ -148,6 +148,7 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 	fmt.Fprintf(w, "format\t%s (packer %s)\n", m.Format, m.Packer)
 	fmt.Fprintf(w, "source\t%s\n", compactJSON(m.Source))
 	fmt.Fprintf(w, "transform\t%s\n", compactJSON(m.Transform))
+	fmt.Fprintf(w, "order\t%s\n", describeOrder(m))
 	fmt.Fprintf(w, "records\t%d\n", m.Count)
 	if m.Sample.Fixed() {
 		fmt.Fprintf(w, "sample\tshape %v, %s, layout %s (%s per record)\n", m.Sample.Shape, m.Sample.DType, m.Sample.Layout, byteSize(m.Sample.Size()))
@@ -310,4 +311,17 @@ func shapeRangeOf(ctx context.Context, ds anyDataset) (*shapeRange, error) {
 		}
 	}
 	return r, nil
+}
+
+// describeOrder says in which order the records were written: source order, or the
+// permutation of packer build --shuffle with its seed.
+func describeOrder(m *shard.Manifest) string {
+	seed, shuffled, err := m.BuildShuffle()
+	switch {
+	case err != nil:
+		return "unknown: " + err.Error()
+	case shuffled:
+		return fmt.Sprintf("shuffled at build time (--shuffle --seed %d)", seed)
+	}
+	return "source order"
 }

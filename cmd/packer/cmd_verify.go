@@ -138,8 +138,12 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 			fmt.Fprintf(o.IO.Out, "%s: %d files the manifest does not list (no reader opens them; --strict makes them faults)\n", o.Dir, len(rep.Warnings))
 		}
 		if rep.OK {
-			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %s (%s) match the manifest\n",
-				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), progress.Bytes(rep.Bytes))
+			order := ""
+			if rep.ShuffleSeed != nil {
+				order = fmt.Sprintf(", written in the order of --shuffle --seed %d", *rep.ShuffleSeed)
+			}
+			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %s (%s) match the manifest%s\n",
+				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), progress.Bytes(rep.Bytes), order)
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}

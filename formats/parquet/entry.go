@@ -10,9 +10,10 @@ import (
 
 // Entry is the source kind parquet, for the command's table.
 var Entry = source.Entry{
-	Kind:    Kind,
-	Help:    "*.parquet files with an image column (binary or {bytes, path}) and a label column",
-	Classes: true,
+	Kind:      Kind,
+	Help:      "*.parquet files with an image column (binary or {bytes, path}) and a label column",
+	Classes:   true,
+	NoShuffle: "its rows are decoded with their image bytes, page by page, as the files are listed: holding every input's bytes until the last is listed would take the whole dataset's size in memory",
 	Sniff: source.Sniffer{
 		Top:      func(lower string, dir bool) bool { return !dir && strings.HasSuffix(lower, ".parquet") },
 		FileExts: []string{".parquet"},

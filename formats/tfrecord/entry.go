@@ -8,9 +8,10 @@ import (
 
 // Entry is the source kind tfrecord, for the command's table.
 var Entry = source.Entry{
-	Kind:    Kind,
-	Help:    "*.tfrecord* or *-of-* files of tf.train.Example records",
-	Classes: true,
+	Kind:      Kind,
+	Help:      "*.tfrecord* or *-of-* files of tf.train.Example records",
+	Classes:   true,
+	NoShuffle: "its records are read with their bytes, in sequence, from each TFRecord stream as the files are listed: holding every input's bytes until the last is listed would take the whole dataset's size in memory",
 	Sniff: source.Sniffer{
 		Top:  func(lower string, dir bool) bool { return !dir && IsFileName(lower) },
 		File: IsFileName,

@@ -16,9 +16,10 @@ import (
 
 // Entry is the source kind webdataset, for the command's table.
 var Entry = source.Entry{
-	Kind:    Kind,
-	Help:    "a folder of .tar shards, or one (or a .txt list of them), whose members are KEY.jpg/png/... with KEY.cls",
-	Classes: true,
+	Kind:      Kind,
+	Help:      "a folder of .tar shards, or one (or a .txt list of them), whose members are KEY.jpg/png/... with KEY.cls",
+	Classes:   true,
+	NoShuffle: "its samples are members of tar streams, read with their bytes as the archives are listed: holding every input's bytes until the last is listed would take the whole dataset's size in memory",
 	Sniff: source.Sniffer{
 		// A folder holding uncompressed tar shards; compressed ones are named with --from, as a
 		// .tar.gz beside other data is more often something else (the CIFAR downloads).

@@ -14,6 +14,18 @@ EXIT_USAGE = 2
 EXIT_CORRUPT = 3
 
 
+def _describe_order(manifest):
+    """The order the records were written in: source order, or packer build --shuffle's
+    permutation with its seed (the manifest's source.shuffle)."""
+    sh = (manifest.get("source") or {}).get("shuffle")
+    if sh is None:
+        return "source order"
+    seed = sh.get("seed") if isinstance(sh, dict) else None
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**64 or len(sh) != 1:
+        return "unknown (source.shuffle is %s, not {\"seed\": S})" % json.dumps(sh)
+    return "shuffled at build time (--shuffle --seed %d)" % seed
+
+
 def main(argv=None):
     import packer_reader
 
@@ -48,6 +60,7 @@ def main(argv=None):
             print("sample: %s" % json.dumps(ds.sample_spec))
             if ds.aux_names:
                 print("aux: %s" % ds.aux_names)
+            print("order: %s" % _describe_order(ds.manifest))
     except packer_reader.FormatError as e:
         print("error: %s" % e, file=sys.stderr)
         return EXIT_CORRUPT
