@@ -160,11 +160,10 @@ func mix64(z uint64) uint64 {
 // Permutation is ORDER.md v2's keyed bijection of [0, N) for one seed and epoch: a Feistel
 // network over m-bit integers (2^m ≥ N) with cycle-walking.
 type Permutation struct {
-	n        uint64
-	s, h     uint // low and high half widths, s + h = m
-	lo, hi   uint64
-	keys     [FeistelRounds]uint64
-	identity bool
+	n      uint64
+	s, h   uint // low and high half widths, s + h = m
+	lo, hi uint64
+	keys   [FeistelRounds]uint64
 }
 
 // NewPermutation returns the permutation of [0, n) for seed and epoch (ORDER.md v2, step 1).
