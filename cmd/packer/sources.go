@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -59,6 +60,9 @@ func openSource(o *buildOptions) (pipeline.Source, string, error) {
 	if kind == "" {
 		var err error
 		if kind, err = source.Detect(o.sourcePath(), sources); err != nil {
+			if errors.Is(err, source.ErrUnknown) {
+				return nil, "", usagef(err) // it names the path and says what to give
+			}
 			return nil, "", usagef(fmt.Errorf("cannot tell the source kind of %s: %w (give --from)", o.Source, err))
 		}
 	}
