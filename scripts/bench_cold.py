@@ -9,8 +9,8 @@ and what the CRC-32C check of each ~1 MiB checksum block costs a cold shuffled f
 Needs fio (Debian: apt-get install fio). The datasets are the ones scripts/bench_order.sh
 generates (generated here if missing). Every pass reads the whole dataset once, shuffled, in a
 process of its own (internal/tools/orderdump -pass for the Go Loader); the page cache is dropped
-before each pass where the process may (root: /proc/sys/vm/drop_caches), and the report says
-whether it could. Rows:
+before each pass that reads through it (the CRC-checked ones, the Python reader's) where the
+process may (root: /proc/sys/vm/drop_caches), and the report says whether it could. Rows:
 
 - fio qdD: fio randread, libaio, O_DIRECT, bs = the record size, iodepth D, as many bytes as
   the dataset, over the shard files;
@@ -120,8 +120,9 @@ def main():
         best = {}
         for _ in range(a.repeat):
             for qd in (1, a.depth):
+                # No cache drop before these two: both read with O_DIRECT, and a drop makes the
+                # other processes of a shared machine read their files again, from the same disk.
                 best.setdefault(("fio", qd), []).append((fio(d, rs, qd, nbytes),))
-                drop_caches()
                 best.setdefault(("go", qd), []).append(go_pass(tool, d, a.batch, qd, False))
             drop_caches()
             best.setdefault(("gocrc", a.depth), []).append(go_pass(tool, d, a.batch, a.depth, True))

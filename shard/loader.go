@@ -108,8 +108,12 @@ type LoaderOptions struct {
 	// The bytes checked are the buffer's own; the part of a block that a buffer does not hold
 	// is read from the file, once, so checking can
 	// cost up to one checksum block (1 MiB) of extra reading per buffer, and with Shuffle about
-	// one extra pass over the data; the CPU cost is measured in docs/bench (a few per cent of
-	// warm read throughput). Set SkipCRC only where the data is checked otherwise.
+	// one extra pass over the data, in the first epoch of an opened Dataset (each block is
+	// checked once per Dataset): with Direct, a cold shuffled first epoch reads about twice the
+	// data's bytes from the disk (docs/bench/order-cold.md); through the page cache the block
+	// reads bring the block's other records in with them. The CPU cost is measured in
+	// docs/bench (a few per cent of warm read throughput). Set SkipCRC only where the data is
+	// checked otherwise.
 	SkipCRC bool
 	// Depth is the number of reads in flight at once within one buffer whose records are
 	// not all consecutive (0: DefaultDepth for a dataset on the local file system, 1
@@ -178,7 +182,8 @@ func (b *Batch) Shape(k int) []int {
 // Without a custom Allocator, the ring's buffers go back to the Dataset at Close and the next
 // Loader of the Dataset (the next epoch) reuses them. With Shuffle,
 // records are gathered into the buffer in the ORDER.md order, one positioned read per run of
-// consecutive records.
+// consecutive records, Depth of them in flight at once (O_DIRECT ones through Linux native
+// asynchronous I/O where the kernel allows it), each into its own place in the buffer.
 //
 // The call order is: NewLoader (Next Batch)* Close; Err after Next returns false. A Loader is
 // not safe for concurrent use: call it from one goroutine. Close must be called to stop the
@@ -809,7 +814,7 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 		}
 		if !l.opts.SkipCRC {
 			if err := p.r.verifyRange(int64(p.a), int64(p.extB), buf[cursor:cursor+int(p.len+p.ext)]); err != nil {
-				return err
+				return l.changedOr(p, err)
 			}
 		}
 		cursor += int(p.len)
@@ -842,6 +847,21 @@ func (l *Loader) partMeta(s *slot, p *part, at int64) error {
 		}
 	}
 	return nil
+}
+
+// anyChangedOr is changedOr for the files of all of parts.
+func (l *Loader) anyChangedOr(parts []part, err error) error {
+	var seen []int
+	for i := range parts {
+		if slices.Contains(seen, parts[i].shard) {
+			continue
+		}
+		seen = append(seen, parts[i].shard)
+		if cerr := l.changedOr(&parts[i], nil); cerr != nil {
+			return cerr
+		}
+	}
+	return err
 }
 
 // errDirectFallback reports that fillConcurrently met an O_DIRECT read the file system
@@ -959,7 +979,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 					}
 					return errDirectFallback
 				}
-				return err
+				return l.anyChangedOr(parts, err)
 			}
 		}
 	}
@@ -1021,7 +1041,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 		return errDirectFallback
 	}
 	if firstErr != nil {
-		return firstErr
+		return l.anyChangedOr(parts, firstErr)
 	}
 	// Every file read must still be what the shard's Reader opened: one check per shard of
 	// the buffer, after its reads (a check per read would double the system calls of a
@@ -1033,13 +1053,8 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 			continue
 		}
 		seen = append(seen, p.shard)
-		l.filesMu.Lock()
-		f, _ := l.files[p.shard].(*os.File)
-		l.filesMu.Unlock()
-		if f != nil {
-			if err := p.r.unchanged(f); err != nil {
-				return err
-			}
+		if err := l.changedOr(p, nil); err != nil {
+			return err
 		}
 	}
 	dataStart := regs[0].q + regs[0].lead
@@ -1070,18 +1085,28 @@ const sector = 512
 func (l *Loader) readPart(p *part, buf []byte, cursor int, first bool) (int, error) {
 	at, err := l.readPartAt(p, buf, cursor, first)
 	if err != nil {
-		return 0, err
+		return 0, l.changedOr(p, err)
 	}
 	// The file must still be what the shard's Reader opened: not written over in place since.
+	if err := l.changedOr(p, nil); err != nil {
+		return 0, err
+	}
+	return at, nil
+}
+
+// changedOr returns the error saying that the file of part p is no longer what its Reader
+// opened (written over in place since), if it is not, and err otherwise: a read that came up
+// short because the file was being rewritten reports the rewrite, not a truncated shard.
+func (l *Loader) changedOr(p *part, err error) error {
 	l.filesMu.Lock()
 	f, _ := l.files[p.shard].(*os.File)
 	l.filesMu.Unlock()
-	if f != nil {
-		if err := p.r.unchanged(f); err != nil {
-			return 0, err
+	if f != nil && p.r != nil {
+		if cerr := p.r.unchanged(f); cerr != nil {
+			return cerr
 		}
 	}
-	return at, nil
+	return err
 }
 
 func (l *Loader) readPartAt(p *part, buf []byte, cursor int, first bool) (int, error) {

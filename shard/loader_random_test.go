@@ -249,6 +249,22 @@ func TestLoaderDepthSameBatches(t *testing.T) {
 					if ov := l.overlap.Load(); (ov > 0) != (depth > 1) {
 						t.Fatalf("depth %d: %d buffers read with reads in flight together", depth, ov)
 					}
+					if direct && depth > 1 && l.DirectIO() {
+						// O_DIRECT reads in flight go through native asynchronous I/O
+						// where the kernel grants a context.
+						if a := newAIO(1); a == nil {
+							t.Log("no aio context here: the goroutine path was tested")
+						} else {
+							a.close()
+							used := false
+							for _, sl := range l.slots {
+								used = used || sl.aio != nil
+							}
+							if !used {
+								t.Fatalf("depth %d, O_DIRECT: no buffer read with native asynchronous I/O", depth)
+							}
+						}
+					}
 					l.Close()
 					if first == nil {
 						first = got
