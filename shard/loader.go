@@ -869,6 +869,10 @@ func (l *Loader) anyChangedOr(parts []part, err error) error {
 // cache.
 var errDirectFallback = errors.New("shard: O_DIRECT read refused")
 
+// noAIOForTests makes fillConcurrently read with goroutines, as where the kernel refuses an
+// aio context (set by tests only, before any Loader starts).
+var noAIOForTests bool
+
 // errNoAIO is aioContext.readAll where there is no native asynchronous I/O.
 var errNoAIO = errors.New("shard: no native asynchronous I/O")
 
@@ -951,7 +955,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 	// Where every read is an O_DIRECT one, native asynchronous I/O keeps Depth reads in
 	// flight from this goroutine; the checks then run on Depth goroutines.
 	aio := false
-	if s.aio == nil && !s.noAIO {
+	if s.aio == nil && !s.noAIO && !noAIOForTests {
 		if s.aio = newAIO(l.opts.Depth); s.aio == nil {
 			s.noAIO = true
 		}

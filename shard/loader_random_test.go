@@ -215,6 +215,14 @@ func TestVerifyRangeChecksGivenBytes(t *testing.T) {
 // records written (runLoader), and a shuffled buffer of scattered records is read with several
 // reads at once (moved counts the bytes laid back to back afterwards).
 func TestLoaderDepthSameBatches(t *testing.T) {
+	t.Run("aio", func(t *testing.T) { testLoaderDepthSameBatches(t, true) })
+	// As where the kernel refuses an aio context: O_DIRECT reads from goroutines.
+	noAIOForTests = true
+	defer func() { noAIOForTests = false }()
+	t.Run("goroutines", func(t *testing.T) { testLoaderDepthSameBatches(t, false) })
+}
+
+func testLoaderDepthSameBatches(t *testing.T, wantAIO bool) {
 	for _, shape := range [][]int{{32, 32, 3}, {7, 13, 3}} {
 		opts := WriterOptions{Sample: SampleSpec{Shape: shape, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{DType: "int64", Aux: []string{"a"}}}
 		recs := randomRecords(opts, 300, 5)
@@ -260,8 +268,8 @@ func TestLoaderDepthSameBatches(t *testing.T) {
 							for _, sl := range l.slots {
 								used = used || sl.aio != nil
 							}
-							if !used {
-								t.Fatalf("depth %d, O_DIRECT: no buffer read with native asynchronous I/O", depth)
+							if used != wantAIO {
+								t.Fatalf("depth %d, O_DIRECT: native asynchronous I/O used %v, want %v", depth, used, wantAIO)
 							}
 						}
 					}
