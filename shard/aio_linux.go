@@ -88,6 +88,9 @@ func (a *aioContext) readAll(reads []aioRead) error {
 	}
 	var firstErr error
 	for next < len(reads) || inflight > 0 {
+		if firstErr != nil && inflight == 0 {
+			break // nothing more is submitted after an error, and nothing is in flight
+		}
 		// Submit as many as there are free slots (none after an error).
 		n := 0
 		for firstErr == nil && next < len(reads) && len(free) > 0 {

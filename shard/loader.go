@@ -980,6 +980,9 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 				if DirectUnsupported(err) {
 					if unit == sector {
 						l.noSector.Store(true)
+					} else { // refused at page alignment too: read this slot with goroutines
+						s.aio.close()
+						s.aio, s.noAIO = nil, true
 					}
 					return errDirectFallback
 				}
