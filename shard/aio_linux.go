@@ -63,7 +63,7 @@ func newAIO(depth int) *aioContext {
 }
 
 func (a *aioContext) close() {
-	if a != nil {
+	if a != nil && a.ctx != 0 {
 		syscall.Syscall(syscall.SYS_IO_DESTROY, a.ctx, 0, 0)
 	}
 }
@@ -130,7 +130,11 @@ func (a *aioContext) readAll(reads []aioRead) error {
 			continue
 		}
 		if e != 0 {
-			return fmt.Errorf("shard: io_getevents: %w", e) // the context is broken: nothing to wait for
+			// The context is broken: io_destroy waits for the reads in flight (no read may
+			// land in the buffer after this returns), and the context is not used again.
+			a.close()
+			a.ctx, a.depth = 0, 0
+			return fmt.Errorf("shard: io_getevents: %w", e)
 		}
 		for _, ev := range a.evs[:k] {
 			inflight--
