@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -45,6 +46,7 @@ func TestLoaderRandomized(t *testing.T) {
 				Prefetch:  1 + rng.IntN(4),
 				ReadSize:  1 + rng.IntN(int(opts.Sample.Size())*8),
 				Direct:    rng.IntN(2) == 0,
+				Depth:     rng.IntN(5), // 0 (the default), 1 (one read at a time) .. 4
 			}
 			o.Fetch = rng.IntN(o.Prefetch) // 0 (one fill at a time) .. Prefetch-1
 			o.Rank = rng.IntN(o.World)
@@ -119,6 +121,7 @@ func TestLoaderRandomizedCorruption(t *testing.T) {
 			Prefetch:  1 + rng.IntN(4),
 			ReadSize:  1 + rng.IntN(100003*12),
 			Direct:    rng.IntN(2) == 0,
+			Depth:     rng.IntN(5),
 		}
 		o.Fetch = rng.IntN(o.Prefetch)
 		o.Rank = rng.IntN(o.World)
@@ -203,5 +206,85 @@ func TestVerifyRangeChecksGivenBytes(t *testing.T) {
 			t.Errorf("records [%d, %d) with a flipped byte: verifyRange = %v, want a checksum error", c.i, c.j, err)
 		}
 		d.Close()
+	}
+}
+
+// TestLoaderDepthSameBatches reads shuffled epochs (orders 1 and 2, with and without O_DIRECT,
+// records of a multiple of 512 bytes and of an odd size, several per checksum block) with one
+// read at a time and with several in flight: the batches are the same records, their bytes the
+// records written (runLoader), and a shuffled buffer of scattered records is read with several
+// reads at once (moved counts the bytes laid back to back afterwards).
+func TestLoaderDepthSameBatches(t *testing.T) {
+	t.Run("aio", func(t *testing.T) { testLoaderDepthSameBatches(t, true) })
+	// As where the kernel refuses an aio context: O_DIRECT reads from goroutines.
+	noAIOForTests = true
+	defer func() { noAIOForTests = false }()
+	t.Run("goroutines", func(t *testing.T) { testLoaderDepthSameBatches(t, false) })
+}
+
+func testLoaderDepthSameBatches(t *testing.T, wantAIO bool) {
+	for _, shape := range [][]int{{32, 32, 3}, {7, 13, 3}} {
+		opts := WriterOptions{Sample: SampleSpec{Shape: shape, DType: Uint8, Layout: "hwc"}, Label: LabelSpec{DType: "int64", Aux: []string{"a"}}}
+		recs := randomRecords(opts, 300, 5)
+		dir := buildDataset(t, opts, recs, []int{120, 100, 80})
+		for _, order := range []int{OrderV1, OrderV2} {
+			for _, direct := range []bool{false, true} {
+				var first []int64
+				for _, depth := range []int{1, 2, 16} {
+					d, err := OpenDataset(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					o := LoaderOptions{Order: order, BatchSize: 16, Shuffle: true, Seed: 3, Direct: direct, Depth: depth, ReadSize: 64 * int(opts.Sample.Size())}
+					l, err := d.NewLoader(o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got []int64
+					for l.Next() {
+						b := l.Batch()
+						n := len(b.Data) / b.Len()
+						for k, idx := range b.Indices {
+							if !bytes.Equal(b.Data[k*n:(k+1)*n], recs[idx].data) || b.Labels[k] != recs[idx].label {
+								t.Fatalf("%v order %d direct %v depth %d: record %d differs", shape, order, direct, depth, idx)
+							}
+						}
+						got = append(got, b.Indices...)
+					}
+					if err := l.Err(); err != nil {
+						t.Fatal(err)
+					}
+					if ov := l.overlap.Load(); (ov > 0) != (depth > 1) {
+						t.Fatalf("depth %d: %d buffers read with reads in flight together", depth, ov)
+					}
+					if direct && depth > 1 && l.DirectIO() {
+						// O_DIRECT reads in flight go through native asynchronous I/O
+						// where the kernel grants a context.
+						if a := newAIO(1); a == nil {
+							t.Log("no aio context here: the goroutine path was tested")
+						} else {
+							a.close()
+							used := false
+							for _, sl := range l.slots {
+								used = used || sl.aio != nil
+							}
+							if used != wantAIO {
+								t.Fatalf("depth %d, O_DIRECT: native asynchronous I/O used %v, want %v", depth, used, wantAIO)
+							}
+						}
+					}
+					l.Close()
+					if first == nil {
+						first = got
+					} else if !slices.Equal(got, first) {
+						t.Fatalf("%v order %d direct %v: depth %d gives indices %v, depth 1 %v", shape, order, direct, depth, got, first)
+					}
+					d.Close()
+				}
+				if len(first) != len(recs) {
+					t.Fatalf("%v order %d: %d records, want %d", shape, order, len(first), len(recs))
+				}
+			}
+		}
 	}
 }

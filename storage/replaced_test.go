@@ -274,7 +274,9 @@ func TestLoaderFileRenamedOver(t *testing.T) {
 // checked already, so no CRC check would see the new bytes: the reads must notice that the
 // file changed (size or modification time) and fail, by Record and by the Loader.
 func TestDatasetFileWrittenInPlace(t *testing.T) {
-	for _, mode := range []string{"record", "loader", "direct"} {
+	// shuffled*: a shuffled Loader reads each buffer with several reads in flight (Depth),
+	// with O_DIRECT through native asynchronous I/O.
+	for _, mode := range []string{"record", "loader", "direct", "shuffled", "shuffled-direct"} {
 		t.Run(mode, func(t *testing.T) {
 			root := t.TempDir()
 			live, sib := filepath.Join(root, "live"), filepath.Join(root, "sibling")
@@ -290,7 +292,8 @@ func TestDatasetFileWrittenInPlace(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 8, ReadSize: 1, Prefetch: 2, Direct: mode == "direct"})
+			l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 8, ReadSize: 1, Prefetch: 2,
+				Direct: strings.HasSuffix(mode, "direct"), Shuffle: strings.HasPrefix(mode, "shuffled"), Seed: 5, Depth: 4})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 func readerPass(ctx context.Context, o *benchOptions, d *shard.Dataset) (benchResult, error) {
 	start := time.Now()
 	ld, err := d.NewLoader(shard.LoaderOptions{BatchSize: o.Batch, Shuffle: o.Shuffle, Order: o.Order, Direct: o.Cold, Lock: true,
-		ReadSize: o.ReadSize, Prefetch: o.Prefetch, SkipCRC: o.NoCRC})
+		ReadSize: o.ReadSize, Prefetch: o.Prefetch, Depth: o.Depth, SkipCRC: o.NoCRC})
 	if err != nil {
 		return benchResult{}, err
 	}

@@ -269,6 +269,15 @@ func TestBenchJSON(t *testing.T) {
 	if s.Records != m.Count || s.Files != len(m.Files) || s.Bytes != m.Files[0].Size || !s.CRC || s.Ratio <= 0 || s.ReaderSeconds <= 0 {
 		t.Errorf("summary %+v does not agree with the manifest (count %d, %d files)", s, m.Count, len(m.Files))
 	}
+	// A shuffled cold pass with several reads in flight (--depth) reads every record too.
+	stdout = mustRun(t, "bench", out, "--json", "--repeat", "1", "--shuffle", "--cold", "--batch", "1", "--depth", "3")
+	s = benchSummary{}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil || s.Records != m.Count {
+		t.Errorf("--shuffle --depth 3: %v, summary %+v, want %d records", err, s, m.Count)
+	}
+	if _, _, code := run(t, "bench", out, "--depth", "-1"); code != exitUsage {
+		t.Errorf("--depth -1: exit %d, want a usage error", code)
+	}
 }
 
 // TestClassesFile: --classes @FILE reads one class name per line.

@@ -37,6 +37,7 @@ type benchOptions struct {
 	ReadSizeFlag string // --read-size as given
 	ReadSize     int    // bytes; 0: the loader's default
 	Prefetch     int    // 0: the loader's default
+	Depth        int    // reads in flight within a shuffled buffer; 0: the loader's default
 }
 
 func newBenchCommand(io *iostreams, runF func(context.Context, *benchOptions) error) *cobra.Command {
@@ -78,8 +79,8 @@ does): use --repeat 1 to measure its cost.
 			if opts.Batch < 1 || opts.Repeat < 1 {
 				return usagef(errors.New("--batch and --repeat must be at least 1"))
 			}
-			if opts.Prefetch < 0 {
-				return usagef(errors.New("--prefetch must not be negative"))
+			if opts.Prefetch < 0 || opts.Depth < 0 {
+				return usagef(errors.New("--prefetch and --depth must not be negative"))
 			}
 			if s := opts.ReadSizeFlag; s != "" && s != "0" {
 				n, err := progress.ParseSize(s, progress.MiB) // a bare number is MiB, as before
@@ -102,6 +103,7 @@ does): use --repeat 1 to measure its cost.
 	cmd.Flags().IntVar(&opts.Repeat, "repeat", 3, "alternating passes of each kind")
 	cmd.Flags().StringVar(&opts.ReadSizeFlag, "read-size", "0", "records per reader buffer, a size such as 8MiB (a bare number is MiB; 0: the loader's default)")
 	cmd.Flags().IntVar(&opts.Prefetch, "prefetch", 0, "buffers in the reader's ring (0: the loader's default)")
+	cmd.Flags().IntVar(&opts.Depth, "depth", 0, "reads in flight at once within a shuffled reader buffer (0: the loader's default, 8 on a local file system)")
 	cmd.Flags().BoolVar(&opts.NoCRC, "no-crc", false, "do not check the CRC-32C of the record data (checked by default)")
 	cmd.Flags().BoolVar(&opts.JSON, "json", false, "print the result as JSON on stdout")
 	return cmd

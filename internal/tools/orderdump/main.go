@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/packer-dev/packer/shard"
@@ -54,6 +56,7 @@ func run() error {
 		return err
 	}
 	defer l.Close()
+	opened := time.Since(start) // dataset opened, epoch order computed
 	if pass {
 		var n int64
 		for l.Next() {
@@ -62,7 +65,22 @@ func run() error {
 		if err := l.Err(); err != nil {
 			return err
 		}
-		return json.NewEncoder(os.Stdout).Encode(map[string]float64{"bytes": float64(n), "seconds": time.Since(start).Seconds()})
+		out := map[string]float64{"bytes": float64(n), "seconds": time.Since(start).Seconds(), "open_seconds": opened.Seconds()}
+		if l.DirectIO() {
+			out["direct"] = 1
+		}
+		// What the process read: rchar counts the bytes its reads returned, read_bytes
+		// those fetched from the disk (O_DIRECT reads included); Linux only.
+		if io, err := os.ReadFile("/proc/self/io"); err == nil {
+			for _, line := range strings.Split(string(io), "\n") {
+				if k, v, ok := strings.Cut(line, ": "); ok && (k == "rchar" || k == "read_bytes") {
+					if x, err := strconv.ParseFloat(v, 64); err == nil {
+						out[k] = x
+					}
+				}
+			}
+		}
+		return json.NewEncoder(os.Stdout).Encode(out)
 	}
 	out := output{Batches: [][]int64{}, States: []shard.LoaderState{}, Len: l.Len(), NumB: l.Batches()}
 	for l.Next() {

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Cold shuffled passes (reading order v2) against fio random reads of the same size at the
+same queue depth, on the same shard files, for 224x224x3 and CIFAR-sized (32x32x3) records,
+and what the CRC-32C check of each ~1 MiB checksum block costs a cold shuffled first epoch.
+
+    scripts/bench_cold.sh [--gb 1] [--cifar-records 100000] [--repeat 2] [--batch 256]
+                          [--depth 8] [--bench-dir /tmp/packer-bench-order]
+
+Needs fio (Debian: apt-get install fio). The datasets are the ones scripts/bench_order.sh
+generates (generated here if missing). Every pass reads the whole dataset once, shuffled, in a
+process of its own (internal/tools/orderdump -pass for the Go Loader); the page cache is dropped
+before each pass that reads through it (the CRC-checked ones, the Python reader's) where the
+process may (root: /proc/sys/vm/drop_caches), and the report says whether it could. Rows:
+
+- fio qdD: fio randread, libaio, O_DIRECT, bs = the record size, iodepth D, as many bytes as
+  the dataset, over the shard files;
+- go qdD: the Go Loader, Direct, Depth D, SkipCRC (fio checks nothing), its ratio to fio qdD;
+- go qdD crc: the same with the CRC check on (the default), the cache dropped first: the
+  cold first epoch, with the bytes it read from the disk and through read calls per data byte;
+- python: the Python reader, direct=True, shuffle=True (one read at a time: against fio qd1),
+  CRC on, cache dropped first.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def drop_caches():
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def shard_files(d):
+    return [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".pks")]
+
+
+def fio(d, bs, qd, nbytes):
+    files = ":".join(f.replace(":", "\\:") for f in shard_files(d))
+    out = subprocess.run(["fio", "--name=r", "--filename=" + files, "--rw=randread", "--bs=%d" % bs,
+                          "--iodepth=%d" % qd, "--ioengine=libaio", "--direct=1", "--io_size=%d" % nbytes,
+                          "--group_reporting", "--output-format=json"], capture_output=True, text=True, check=True).stdout
+    job = json.loads(out)["jobs"][0]["read"]
+    return job["io_bytes"] / (job["runtime"] / 1000) / 1e9  # runtime in ms
+
+
+def go_pass(tool, d, batch, depth, crc):
+    opts = {"BatchSize": batch, "Shuffle": True, "Seed": 1, "Direct": True, "Depth": depth, "SkipCRC": not crc}
+    out = json.loads(subprocess.run([tool, "-pass", d, json.dumps(opts)], capture_output=True, text=True, check=True).stdout)
+    secs = out["seconds"] - out["open_seconds"]
+    return out["bytes"] / secs / 1e9, out.get("read_bytes", 0) / out["bytes"], out.get("rchar", 0) / out["bytes"], bool(out.get("direct"))
+
+
+def proc_io():
+    d = {}
+    with open("/proc/self/io") as f:
+        for line in f:
+            k, v = line.split(": ")
+            d[k] = int(v)
+    return d
+
+
+def py_pass(d, batch):
+    import packer_reader
+
+    io0 = proc_io()
+    with packer_reader.open(d, direct=True) as ds:
+        t = time.perf_counter()
+        nbytes = 0
+        for x, _ in ds.batches(batch, shuffle=True, seed=1, copy=False, prefetch=0):
+            nbytes += x.nbytes
+        secs = time.perf_counter() - t
+    io1 = proc_io()
+    return nbytes / secs / 1e9, (io1["read_bytes"] - io0["read_bytes"]) / nbytes, (io1["rchar"] - io0["rchar"]) / nbytes
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--cifar-records", type=int, default=100000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--bench-dir", default="/tmp/packer-bench-order")
+    ap.add_argument("--no-python", action="store_true")
+    a = ap.parse_args()
+    if shutil.which("fio") is None:
+        sys.exit("bench_cold: fio not found (Debian: apt-get install fio)")
+    import bench_order
+
+    tool = os.path.join(ROOT, "bin", "orderdump")
+    subprocess.run(["go", "build", "-o", tool, "./internal/tools/orderdump"], cwd=ROOT, check=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print("# scripts/bench_cold.sh %s" % " ".join(sys.argv[1:]))
+    print("# date: %s UTC   commit: %s   CPUs: %d   load average: %s   page cache dropped: %s" % (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), commit, os.cpu_count(),
+        " ".join(open("/proc/loadavg").read().split()[:3]), drop_caches()))
+    sets = [("224x224x3", (224, 224, 3), int(a.gb * (1 << 30)) // (224 * 224 * 3)),
+            ("32x32x3", (32, 32, 3), a.cifar_records)]
+    print("%-8s %-10s %-14s %8s %8s %10s %8s   (best of %d; disk/rchar: bytes read from the disk / "
+          "through read calls per record byte)" % ("reader", "records", "pass", "GB/s", "vs fio", "disk", "rchar", a.repeat))
+    for name, shape, n in sets:
+        d = os.path.join(a.bench_dir, name)
+        bench_order.generate(d, shape, n)
+        rs = shape[0] * shape[1] * shape[2]
+        nbytes = rs * n
+        best = {}
+        for _ in range(a.repeat):
+            for qd in (1, a.depth):
+                # No cache drop before these two: both read with O_DIRECT, and a drop makes the
+                # other processes of a shared machine read their files again, from the same disk.
+                best.setdefault(("fio", qd), []).append((fio(d, rs, qd, nbytes),))
+                best.setdefault(("go", qd), []).append(go_pass(tool, d, a.batch, qd, False))
+            drop_caches()
+            best.setdefault(("gocrc", a.depth), []).append(go_pass(tool, d, a.batch, a.depth, True))
+            if not a.no_python:
+                drop_caches()
+                best.setdefault(("py", 1), []).append(py_pass(d, a.batch))
+        for (kind, qd), runs in best.items():
+            top = max(runs, key=lambda r: r[0])
+            passes = " ".join("%.3f" % r[0] for r in runs)
+            label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "python"}[kind] % ((qd,) if kind != "py" else ())
+            ref = max(r[0] for r in best[("fio", qd)])
+            ratio = "" if kind == "fio" else "%.2f" % (top[0] / ref)
+            disk = "%.2f" % top[1] if len(top) > 1 else ""
+            rchar = "%.2f" % top[2] if len(top) > 2 else ""
+            print("%-8s %-10s %-14s %8.3f %8s %10s %8s   passes %s" % (
+                kind.replace("gocrc", "go"), name, label, top[0], ratio, disk, rchar, passes))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
