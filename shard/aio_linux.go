@@ -20,7 +20,7 @@ import (
 type iocb struct {
 	data   uint64
 	_      uint32 // aio_key, set by the kernel
-	_      int32 // aio_rw_flags
+	_      int32  // aio_rw_flags
 	opcode uint16
 	_      int16 // aio_reqprio
 	fildes uint32
