@@ -728,6 +728,28 @@ func (l *Loader) file(s int) (readerAtCloser, bool, error) {
 	return f, direct, nil
 }
 
+// openPart opens part p's shard and sets its data range; the last part of a buffer, when its
+// checksum block is still to be checked, is extended to the block's end (p.ext bytes, records
+// up to p.extB), so that the block is checked from one read. It reports whether the shard is
+// read with O_DIRECT.
+func (l *Loader) openPart(p *part, last bool) (direct bool, err error) {
+	r, err := l.ds.Shard(p.shard)
+	if err != nil {
+		return false, err
+	}
+	p.r = r
+	p.off, p.len = r.DataRange(p.a, p.b)
+	p.ext, p.extB = 0, p.b
+	if !l.opts.SkipCRC && last {
+		if eb := min((int64(p.b-1)/r.ft.k+1)*r.ft.k, int64(r.Len())); eb > int64(p.b) && !r.isVerified(int64(p.b-1)/r.ft.k) {
+			p.extB = int(eb)
+			p.ext = r.off(eb) - r.off(int64(p.b))
+		}
+	}
+	_, direct, err = l.file(p.shard)
+	return direct, err
+}
+
 // fill reads the records at positions [p0, p1) into s.
 func (l *Loader) fill(s *slot, p0, p1 int64) error {
 	n := int(p1 - p0)
@@ -761,20 +783,7 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 	need, cursor := 0, 0
 	for i := range parts {
 		p := &parts[i]
-		r, err := l.ds.Shard(p.shard)
-		if err != nil {
-			return err
-		}
-		p.r = r
-		p.off, p.len = r.DataRange(p.a, p.b)
-		p.ext, p.extB = 0, p.b
-		if !l.opts.SkipCRC && i == len(parts)-1 {
-			if eb := min((int64(p.b-1)/r.ft.k+1)*r.ft.k, int64(r.Len())); eb > int64(p.b) && !r.isVerified(int64(p.b-1)/r.ft.k) {
-				p.extB = int(eb)
-				p.ext = r.off(eb) - r.off(int64(p.b))
-			}
-		}
-		_, direct, err := l.file(p.shard)
+		direct, err := l.openPart(p, i == len(parts)-1)
 		if err != nil {
 			return err
 		}
@@ -898,20 +907,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 	up := func(x int64) int64 { return (x + unit - 1) &^ (unit - 1) }
 	for i := range parts {
 		p := &parts[i]
-		r, err := l.ds.Shard(p.shard)
-		if err != nil {
-			return err
-		}
-		p.r = r
-		p.off, p.len = r.DataRange(p.a, p.b)
-		p.ext, p.extB = 0, p.b
-		if !l.opts.SkipCRC && i == len(parts)-1 {
-			if eb := min((int64(p.b-1)/r.ft.k+1)*r.ft.k, int64(r.Len())); eb > int64(p.b) && !r.isVerified(int64(p.b-1)/r.ft.k) {
-				p.extB = int(eb)
-				p.ext = r.off(eb) - r.off(int64(p.b))
-			}
-		}
-		_, direct, err := l.file(p.shard)
+		direct, err := l.openPart(p, i == len(parts)-1)
 		if err != nil {
 			return err
 		}
