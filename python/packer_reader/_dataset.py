@@ -3,6 +3,7 @@
 import bisect
 import concurrent.futures
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -43,9 +44,20 @@ _CHECKER = None
 _CHECKER_LOCK = threading.Lock()
 
 
+# Shuffled (and other index) batches of a dataset opened with direct=True: each run of
+# neighbouring records, or each checksum block not yet checked, is one O_DIRECT read into a
+# thread's aligned scratch buffer, _DIRECT_DEPTH of them in flight on a small thread pool
+# (os.preadv releases the GIL), and is copied into its batch slots from there.
+_DIRECT_DEPTH = 8
+_DIRECT_RUN_MAX = 4 << 20  # bytes of one read of neighbouring records
+_DIRECT_POOL = None
+_DIO_ALIGN = [512]  # offset and length alignment of O_DIRECT reads; 4096 where 512 is refused
+
+
 def _reset_checker():  # a forked child (a DataLoader worker) inherits the executor, not its thread
-    global _CHECKER, _CHECKER_LOCK
+    global _CHECKER, _CHECKER_LOCK, _DIRECT_POOL
     _CHECKER, _CHECKER_LOCK = None, threading.Lock()
+    _DIRECT_POOL = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -58,6 +70,50 @@ def _checker():
         if _CHECKER is None:
             _CHECKER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="packer_reader-crc")
         return _CHECKER
+
+
+def _direct_pool():
+    global _DIRECT_POOL
+    with _CHECKER_LOCK:
+        if _DIRECT_POOL is None:
+            _DIRECT_POOL = concurrent.futures.ThreadPoolExecutor(_DIRECT_DEPTH, thread_name_prefix="packer_reader-direct")
+        return _DIRECT_POOL
+
+
+_DSCRATCH = threading.local()
+
+
+def _direct_scratch(n):
+    """n bytes of this thread's reusable ALIGN-aligned scratch buffer (O_DIRECT reads land there)."""
+    buf = getattr(_DSCRATCH, "buf", None)
+    if buf is None or buf.size < n:
+        buf = _DSCRATCH.buf = _aligned_empty(max(n, 1 << 20))
+    return buf[:n]
+
+
+def _pread_direct(fd, off, ln):
+    """Read file bytes [off, off+ln) through the O_DIRECT descriptor fd, widened to the sector
+    alignment, into this thread's scratch; return a memoryview of exactly those bytes, or None
+    where the read is refused or short (the caller reads them through the page cache)."""
+    while True:
+        al = _DIO_ALIGN[0]
+        a = off - off % al
+        end = off + ln
+        end += -end % al
+        buf = memoryview(_direct_scratch(end - a))
+        got = 0
+        try:
+            while got < off + ln - a:
+                k = os.preadv(fd, [buf[got:]], a + got)
+                if k <= 0:
+                    return None
+                got += k
+        except OSError as e:
+            if e.errno == errno.EINVAL and al < ALIGN:  # a device with 4 KiB sectors
+                _DIO_ALIGN[0] = ALIGN
+                continue
+            return None
+        return buf[off - a:off - a + ln]
 
 
 def _wait_checks(pending):
@@ -759,29 +815,101 @@ class _SegmentDataset(Dataset):
                 a = (li - lo) * rs
                 out[slot * rs:(slot + 1) * rs] = data[a:a + rs]
 
-    def _direct_read(self, s, raw, off, ln):
-        """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
-        offset off % ALIGN (so every read is aligned); return that offset, or None where
-        O_DIRECT is refused or fails (the caller then reads buffered)."""
+    @contextlib.contextmanager
+    def _direct_fd(self, s):
+        """Segment s's O_DIRECT descriptor (kept, or opened for this read and closed after it),
+        checked to be the file the dataset opened; None where O_DIRECT is refused."""
         seg = self._segs[s]
-        if seg.remote:  # an object in a bucket: no O_DIRECT
-            return None
-        cached = seg.fd >= 0
-        if cached:  # one O_DIRECT descriptor per shard, kept like the buffered one
+        if seg.remote:
+            yield None
+            return
+        if seg.fd >= 0:
             with self._dlock:
                 fd = self._dfds.get(s)
                 if fd is None:
                     fd = open_direct(seg.file_path)
                     fd = -1 if fd is None else self._same_file(seg, fd)
                     self._dfds[s] = fd
-            if fd < 0:
-                return None
-        else:
-            fd = open_direct(seg.file_path)
-            if fd is None:
-                return None
-            self._same_file(seg, fd)
+            yield fd if fd >= 0 else None
+            return
+        fd = open_direct(seg.file_path)
+        if fd is None:
+            yield None
+            return
+        self._same_file(seg, fd)
         try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _fill_direct(self, sidx, order, out):
+        """Read the records sidx (sorted; record sidx[t] goes to slot order[t] of out) of local
+        segments with O_DIRECT, _DIRECT_DEPTH reads in flight: one read per run of neighbouring
+        records, or, with CRC checks on, one per checksum block not yet checked (the whole block,
+        checked from those bytes before any of its records is copied out). Every read is waited
+        for before the first error is raised, so nothing is handed out from a failed batch."""
+        rs = self.record_size
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        segs = (np.searchsorted(firsts, sidx, side="right") - 1).tolist()
+        sl = sidx.tolist()
+        ol = order.tolist()
+        maxrun = max(1, _DIRECT_RUN_MAX // rs)
+        jobs = []
+        t = 0
+        while t < len(sl):
+            s = segs[t]
+            seg = self._segs[s]
+            f0 = self._firsts[s]
+            ver = getattr(seg, "_verified", None) if self.verify_crc else None
+            k = seg.block_records if ver is not None else 0
+            li = sl[t] - f0
+            if ver is not None and not ver[li // k]:
+                j = li // k
+                lo, hi = seg.block_bounds(j)
+                u = t
+                while u < len(sl) and segs[u] == s and sl[u] - f0 < hi:
+                    u += 1
+                key = (s, lo, hi, j)
+            else:
+                u = t + 1
+                while (u < len(sl) and segs[u] == s and sl[u] == sl[u - 1] + 1 and u - t < maxrun
+                       and (ver is None or ver[(sl[u] - f0) // k])):
+                    u += 1
+                key = (s, li, li + (u - t), None)
+            jobs.append((key, [(sl[v] - f0, ol[v]) for v in range(t, u)]))
+            t = u
+
+        def run(key, recs):
+            s, lo, hi, j = key
+            seg = self._segs[s]
+            off, ln = seg.range_span(lo, hi)
+            data = None
+            with self._direct_fd(s) as fd:
+                if fd is not None:
+                    data = _pread_direct(fd, off, ln)
+            if data is None:  # O_DIRECT refused or short: through the page cache
+                data = memoryview(_direct_scratch(ln))
+                with seg.opened() as fd:
+                    pread_into(fd, data, off, seg.path)
+            if j is not None:
+                seg.check_block(j, data)
+            for li, slot in recs:
+                a = (li - lo) * rs
+                out[slot * rs:(slot + 1) * rs] = data[a:a + rs]
+
+        pool = _direct_pool()
+        futs = [pool.submit(run, key, recs) for key, recs in jobs]
+        _wait_checks(futs)
+        for s in sorted(set(segs)):
+            self._segs[s].check_unchanged()
+
+    def _direct_read(self, s, raw, off, ln):
+        """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
+        offset off % ALIGN (so every read is aligned); return that offset, or None where
+        O_DIRECT is refused or fails (the caller then reads buffered)."""
+        with self._direct_fd(s) as fd:
+            if fd is None:  # an object in a bucket, or O_DIRECT refused
+                return None
             lead = off % ALIGN
             a = off - lead
             need = lead + ln
@@ -796,9 +924,6 @@ class _SegmentDataset(Dataset):
                     return None
                 got += k
             return lead
-        finally:
-            if not cached:
-                os.close(fd)
 
     @staticmethod
     def _same_file(seg, fd):
@@ -928,6 +1053,9 @@ class _SegmentDataset(Dataset):
                 self._fill_remote_sparse(sidx, order, out)
                 return
             self._prefetch(sidx)
+        elif self.direct:
+            self._fill_direct(sidx, order, out)
+            return
         # Runs of consecutive records of one segment (the indices are sorted, so a segment's
         # runs are together): each run is one preadv straight into its batch slots, and a
         # segment's runs share one descriptor.
