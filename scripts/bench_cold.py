@@ -4,7 +4,7 @@ same queue depth, on the same shard files, for 224x224x3 and CIFAR-sized (32x32x
 and what the CRC-32C check of each ~1 MiB checksum block costs a cold shuffled first epoch.
 
     scripts/bench_cold.sh [--gb 1] [--cifar-records 100000] [--repeat 2] [--batch 256]
-                          [--depth 8] [--bench-dir /tmp/packer-bench-order]
+                          [--depth 8] [--bench-dir /tmp/packer-bench-order] [--no-go] [--no-python]
 
 Needs fio (Debian: apt-get install fio). The datasets are the ones scripts/bench_order.sh
 generates (generated here if missing). Every pass reads the whole dataset once, shuffled, in a
@@ -17,8 +17,11 @@ process may (root: /proc/sys/vm/drop_caches), and the report says whether it cou
 - go qdD: the Go Loader, Direct, Depth D, SkipCRC (fio checks nothing), its ratio to fio qdD;
 - go qdD crc: the same with the CRC check on (the default), the cache dropped first: the
   cold first epoch, with the bytes it read from the disk and through read calls per data byte;
-- python: the Python reader, direct=True, shuffle=True (one read at a time: against fio qd1),
-  CRC on, cache dropped first.
+- py qd1 / py qdD: the Python reader, direct=True, shuffle=True, verify_crc=False (fio checks
+  nothing), with 1 and D O_DIRECT reads in flight (packer_reader._dataset._DIRECT_DEPTH), its
+  ratio to fio at the same depth;
+- py qdD crc: the same with the CRC check on (the default), the cache dropped first: the cold
+  first epoch.
 """
 
 import argparse
@@ -73,21 +76,34 @@ def proc_io():
     return d
 
 
-def py_pass(d, batch):
-    import packer_reader
+def py_pass(d, batch, depth, crc):
+    """One Python pass in a process of its own (the reader's read pool is per process)."""
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--py-pass", d, str(batch), str(depth), str(int(crc))],
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out)
+    return r["gbps"], r["disk"], r["rchar"]
 
+
+def py_pass_here(d, batch, depth, crc):
+    import packer_reader
+    from packer_reader import _dataset
+
+    _dataset._DIRECT_DEPTH = depth
     io0 = proc_io()
-    with packer_reader.open(d, direct=True) as ds:
+    with packer_reader.open(d, direct=True, verify_crc=crc) as ds:
         t = time.perf_counter()
         nbytes = 0
         for x, _ in ds.batches(batch, shuffle=True, seed=1, copy=False, prefetch=0):
             nbytes += x.nbytes
         secs = time.perf_counter() - t
     io1 = proc_io()
-    return nbytes / secs / 1e9, (io1["read_bytes"] - io0["read_bytes"]) / nbytes, (io1["rchar"] - io0["rchar"]) / nbytes
+    print(json.dumps({"gbps": nbytes / secs / 1e9, "disk": (io1["read_bytes"] - io0["read_bytes"]) / nbytes,
+                      "rchar": (io1["rchar"] - io0["rchar"]) / nbytes}))
 
 
 def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "--py-pass":
+        return py_pass_here(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--cifar-records", type=int, default=100000)
@@ -96,13 +112,15 @@ def main():
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--bench-dir", default="/tmp/packer-bench-order")
     ap.add_argument("--no-python", action="store_true")
+    ap.add_argument("--no-go", action="store_true")
     a = ap.parse_args()
     if shutil.which("fio") is None:
         sys.exit("bench_cold: fio not found (Debian: apt-get install fio)")
     import bench_order
 
     tool = os.path.join(ROOT, "bin", "orderdump")
-    subprocess.run(["go", "build", "-o", tool, "./internal/tools/orderdump"], cwd=ROOT, check=True)
+    if not a.no_go:
+        subprocess.run(["go", "build", "-o", tool, "./internal/tools/orderdump"], cwd=ROOT, check=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print("# scripts/bench_cold.sh %s" % " ".join(sys.argv[1:]))
     print("# date: %s UTC   commit: %s   CPUs: %d   load average: %s   page cache dropped: %s" % (
@@ -123,22 +141,26 @@ def main():
                 # No cache drop before these two: both read with O_DIRECT, and a drop makes the
                 # other processes of a shared machine read their files again, from the same disk.
                 best.setdefault(("fio", qd), []).append((fio(d, rs, qd, nbytes),))
-                best.setdefault(("go", qd), []).append(go_pass(tool, d, a.batch, qd, False))
-            drop_caches()
-            best.setdefault(("gocrc", a.depth), []).append(go_pass(tool, d, a.batch, a.depth, True))
-            if not a.no_python:
+                if not a.no_go:
+                    best.setdefault(("go", qd), []).append(go_pass(tool, d, a.batch, qd, False))
+            if not a.no_go:
                 drop_caches()
-                best.setdefault(("py", 1), []).append(py_pass(d, a.batch))
+                best.setdefault(("gocrc", a.depth), []).append(go_pass(tool, d, a.batch, a.depth, True))
+            if not a.no_python:
+                for qd in (1, a.depth):
+                    best.setdefault(("py", qd), []).append(py_pass(d, a.batch, qd, False))
+                drop_caches()
+                best.setdefault(("pycrc", a.depth), []).append(py_pass(d, a.batch, a.depth, True))
         for (kind, qd), runs in best.items():
             top = max(runs, key=lambda r: r[0])
             passes = " ".join("%.3f" % r[0] for r in runs)
-            label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "python"}[kind] % ((qd,) if kind != "py" else ())
+            label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "py qd%d", "pycrc": "py qd%d crc"}[kind] % qd
             ref = max(r[0] for r in best[("fio", qd)])
             ratio = "" if kind == "fio" else "%.2f" % (top[0] / ref)
             disk = "%.2f" % top[1] if len(top) > 1 else ""
             rchar = "%.2f" % top[2] if len(top) > 2 else ""
             print("%-8s %-10s %-14s %8.3f %8s %10s %8s   passes %s" % (
-                kind.replace("gocrc", "go"), name, label, top[0], ratio, disk, rchar, passes))
+                kind.replace("crc", ""), name, label, top[0], ratio, disk, rchar, passes))
         sys.stdout.flush()
 
 

@@ -824,6 +824,10 @@ class _SegmentDataset(Dataset):
             yield None
             return
         if seg.fd >= 0:
+            fd = self._dfds.get(s)
+            if fd is not None:
+                yield fd if fd >= 0 else None
+                return
             with self._dlock:
                 fd = self._dfds.get(s)
                 if fd is None:
@@ -879,14 +883,26 @@ class _SegmentDataset(Dataset):
             jobs.append((key, [(sl[v] - f0, ol[v]) for v in range(t, u)]))
             t = u
 
-        def run(key, recs):
+        # A run of records not to be checked goes straight into its batch slots (one preadv
+        # with a buffer per slot) where the file offset, the record size and the slots are all
+        # on the O_DIRECT alignment (224x224x3 records: 150528 bytes, 294 sectors).
+        base = np.frombuffer(out, dtype=np.uint8).ctypes.data if len(out) else 0
+
+        def run(key, recs, fd):
             s, lo, hi, j = key
             seg = self._segs[s]
             off, ln = seg.range_span(lo, hi)
             data = None
-            with self._direct_fd(s) as fd:
-                if fd is not None:
-                    data = _pread_direct(fd, off, ln)
+            if fd is not None:
+                al = _DIO_ALIGN[0]
+                if j is None and off % al == 0 and rs % al == 0 and base % al == 0:
+                    views = [out[slot * rs:(slot + 1) * rs] for _, slot in recs]
+                    try:
+                        if os.preadv(fd, views, off) == ln:
+                            return
+                    except OSError:
+                        pass
+                data = _pread_direct(fd, off, ln)
             if data is None:  # O_DIRECT refused or short: through the page cache
                 data = memoryview(_direct_scratch(ln))
                 with seg.opened() as fd:
@@ -897,8 +913,21 @@ class _SegmentDataset(Dataset):
                 a = (li - lo) * rs
                 out[slot * rs:(slot + 1) * rs] = data[a:a + rs]
 
+        dfds = self._dfds
+
+        def stripe(part):  # one of _DIRECT_DEPTH threads: its reads one after the other
+            for key, recs in part:
+                s = key[0]
+                fd = dfds.get(s)
+                if fd is not None and self._segs[s].fd >= 0:  # the kept descriptor (or -1: refused)
+                    run(key, recs, fd if fd >= 0 else None)
+                    continue
+                with self._direct_fd(s) as fd:
+                    run(key, recs, fd)
+
         pool = _direct_pool()
-        futs = [pool.submit(run, key, recs) for key, recs in jobs]
+        depth = max(1, _DIRECT_DEPTH)
+        futs = [pool.submit(stripe, jobs[i::depth]) for i in range(min(depth, len(jobs)))]
         _wait_checks(futs)
         for s in sorted(set(segs)):
             self._segs[s].check_unchanged()

@@ -22,16 +22,23 @@ SPEC3K = {"shape": list(SHAPE), "dtype": "uint8", "layout": "hwc"}
 N = 230
 
 
-def _write(d, seed=7, n=N):
-    imgs = make_images(n, shape=SHAPE, seed=seed)
-    shardwriter.write_dataset(d, list(imgs), make_labels(n), CLASSES, SPEC3K, shard_size=40 * 3000, block_records=3)
+def _write(d, seed=7, n=N, shape=SHAPE):
+    imgs = make_images(n, shape=shape, seed=seed)
+    spec = dict(SPEC3K, shape=list(shape))
+    shardwriter.write_dataset(d, list(imgs), make_labels(n), CLASSES, spec, shard_size=40 * imgs[0].size,
+                              block_records=3)
     return imgs
 
 
-@pytest.fixture(scope="module")
-def big_dir(tmp_path_factory):
-    d = str(tmp_path_factory.mktemp("direct3k"))
-    return d, _write(d)
+# 1536-byte records (3 sectors): a run of records whose blocks are checked is read straight
+# into its batch slots
+SHAPE_SECTORS = (16, 32, 3)
+
+
+@pytest.fixture(scope="module", params=[SHAPE, SHAPE_SECTORS], ids=["3000B", "1536B"])
+def big_dir(tmp_path_factory, request):
+    d = str(tmp_path_factory.mktemp("direct"))
+    return d, _write(d, shape=request.param)
 
 
 def _needs_direct(d):
