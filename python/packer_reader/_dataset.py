@@ -913,10 +913,33 @@ class _SegmentDataset(Dataset):
                 a = (li - lo) * rs
                 out[slot * rs:(slot + 1) * rs] = data[a:a + rs]
 
+        # The reads that need no more than a preadv (a kept descriptor, aligned, nothing to
+        # check) are prepared here, so the read threads hold the GIL for as little as possible.
+        al = _DIO_ALIGN[0]
+        if rs % al == 0 and base % al == 0:
+            fds = {}
+            for q, (key, recs) in enumerate(jobs):
+                s, lo, hi, j = key
+                if j is not None or self._segs[s].fd < 0:
+                    continue
+                fd = fds.get(s)
+                if fd is None:
+                    with self._direct_fd(s) as fd:
+                        fds[s] = fd = -1 if fd is None else fd
+                off, ln = self._segs[s].range_span(lo, hi)
+                if fd >= 0 and off % al == 0:
+                    jobs[q] = (key, recs, fd, [out[slot * rs:(slot + 1) * rs] for _, slot in recs], off, ln)
         dfds = self._dfds
 
-        def stripe(part):  # one of _DIRECT_DEPTH threads: its reads one after the other
-            for key, recs in part:
+        def stripe(part):  # one of _DIRECT_DEPTH threads: a read at a time, the next one left
+            for job in part:
+                if len(job) > 2:
+                    try:
+                        if os.preadv(job[2], job[3], job[4]) == job[5]:
+                            continue
+                    except OSError:
+                        pass
+                key, recs = job[0], job[1]
                 s = key[0]
                 fd = dfds.get(s)
                 if fd is not None and self._segs[s].fd >= 0:  # the kept descriptor (or -1: refused)
@@ -927,7 +950,8 @@ class _SegmentDataset(Dataset):
 
         pool = _direct_pool()
         depth = max(1, _DIRECT_DEPTH)
-        futs = [pool.submit(stripe, jobs[i::depth]) for i in range(min(depth, len(jobs)))]
+        shared = iter(jobs)  # each thread takes the next read when it is done with one
+        futs = [pool.submit(stripe, shared) for _ in range(min(depth, len(jobs)))]
         _wait_checks(futs)
         for s in sorted(set(segs)):
             self._segs[s].check_unchanged()
