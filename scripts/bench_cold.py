@@ -21,7 +21,10 @@ process may (root: /proc/sys/vm/drop_caches), and the report says whether it cou
   nothing), with 1 and D O_DIRECT reads in flight (packer_reader._dataset._DIRECT_DEPTH), its
   ratio to fio at the same depth;
 - py qdD crc: the same with the CRC check on (the default), the cache dropped first: the cold
-  first epoch.
+  first epoch;
+- py cache crc: the Python reader without direct (through the page cache, one read at a time),
+  CRC on, the cache dropped first: each checksum block read brings the block's other records
+  into the page cache (for a dataset that fits in memory).
 """
 
 import argparse
@@ -76,21 +79,21 @@ def proc_io():
     return d
 
 
-def py_pass(d, batch, depth, crc):
+def py_pass(d, batch, depth, crc, direct=True):
     """One Python pass in a process of its own (the reader's read pool is per process)."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--py-pass", d, str(batch), str(depth), str(int(crc))],
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--py-pass", d, str(batch), str(depth), str(int(crc)), str(int(direct))],
                          capture_output=True, text=True, check=True).stdout
     r = json.loads(out)
     return r["gbps"], r["disk"], r["rchar"]
 
 
-def py_pass_here(d, batch, depth, crc):
+def py_pass_here(d, batch, depth, crc, direct):
     import packer_reader
     from packer_reader import _dataset
 
     _dataset._DIRECT_DEPTH = depth
     io0 = proc_io()
-    with packer_reader.open(d, direct=True, verify_crc=crc) as ds:
+    with packer_reader.open(d, direct=direct, verify_crc=crc) as ds:
         t = time.perf_counter()
         nbytes = 0
         for x, _ in ds.batches(batch, shuffle=True, seed=1, copy=False, prefetch=0):
@@ -102,8 +105,8 @@ def py_pass_here(d, batch, depth, crc):
 
 
 def main():
-    if len(sys.argv) == 6 and sys.argv[1] == "--py-pass":
-        return py_pass_here(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
+    if len(sys.argv) == 7 and sys.argv[1] == "--py-pass":
+        return py_pass_here(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6] == "1")
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--cifar-records", type=int, default=100000)
@@ -151,16 +154,19 @@ def main():
                     best.setdefault(("py", qd), []).append(py_pass(d, a.batch, qd, False))
                 drop_caches()
                 best.setdefault(("pycrc", a.depth), []).append(py_pass(d, a.batch, a.depth, True))
+                drop_caches()
+                best.setdefault(("pybuf", 1), []).append(py_pass(d, a.batch, 1, True, direct=False))
         for (kind, qd), runs in best.items():
             top = max(runs, key=lambda r: r[0])
             passes = " ".join("%.3f" % r[0] for r in runs)
-            label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "py qd%d", "pycrc": "py qd%d crc"}[kind] % qd
+            label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "py qd%d", "pycrc": "py qd%d crc",
+                     "pybuf": "py cache crc"}[kind] % ((qd,) if kind != "pybuf" else ())
             ref = max(r[0] for r in best[("fio", qd)])
             ratio = "" if kind == "fio" else "%.2f" % (top[0] / ref)
             disk = "%.2f" % top[1] if len(top) > 1 else ""
             rchar = "%.2f" % top[2] if len(top) > 2 else ""
             print("%-8s %-10s %-14s %8.3f %8s %10s %8s   passes %s" % (
-                kind.replace("crc", ""), name, label, top[0], ratio, disk, rchar, passes))
+                kind.replace("crc", "").replace("buf", ""), name, label, top[0], ratio, disk, rchar, passes))
         sys.stdout.flush()
 
 
