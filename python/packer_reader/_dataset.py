@@ -956,6 +956,16 @@ class _SegmentDataset(Dataset):
         for s in sorted(set(segs)):
             self._segs[s].check_unchanged()
 
+    def _direct_copy(self, s, dst, off, ln):
+        """Read file bytes [off, off+ln) of segment s with O_DIRECT (through this thread's
+        aligned scratch) into dst; False where O_DIRECT is refused or the read is short."""
+        with self._direct_fd(s) as fd:
+            data = None if fd is None else _pread_direct(fd, off, ln)
+            if data is None:
+                return False
+            dst[:ln] = data
+            return True
+
     def _direct_read(self, s, raw, off, ln):
         """Read file bytes [off, off+ln) of segment s with O_DIRECT into raw, starting at raw
         offset off % ALIGN (so every read is aligned); return that offset, or None where
@@ -1070,6 +1080,8 @@ class _SegmentDataset(Dataset):
                 lead = 0
                 with seg.opened() as fd:
                     pread_into(fd, memoryview(raw)[:ln], off, seg.path)
+            elif self.direct and self._direct_copy(s, memoryview(raw)[lead + pos:lead + pos + ln], off, ln):
+                pass  # a later shard's part of the batch: O_DIRECT into the scratch, copied
             elif self._overlap_check(seg, li, take, ln):  # read and checked (on the checker thread)
                 self._read_overlapped(seg, li, take, memoryview(raw)[lead + pos:lead + pos + ln], pending)
                 pos += ln

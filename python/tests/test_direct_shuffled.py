@@ -175,3 +175,18 @@ def test_shuffled_direct_npy(tmp_path):
     with packer_reader.open(d, direct=True) as ds:
         got = np.concatenate([x.copy() for x, _ in ds.batches(13, shuffle=True, seed=3, prefetch=0)])
         assert np.array_equal(got, imgs[ds.order(shuffle=True, seed=3)])
+
+
+@pytest.mark.parametrize("batch", [16, 64, 100])
+def test_sequential_direct_batches_across_shards_are_o_direct(big_dir, monkeypatch, batch):
+    # a batch of consecutive records that spans shards (40 records each) reads every shard's
+    # part with O_DIRECT, not only the first one's (no CRC check: no checksum-block edges read)
+    d, imgs = big_dir
+    _needs_direct(d)
+    with packer_reader.open(d, verify_crc=False, direct=True) as ds:
+        seen = _watch_reads(monkeypatch)
+        got = np.concatenate([x.copy() for x, _ in ds.batches(batch, prefetch=0)])
+    assert np.array_equal(got, imgs)
+    buffered = [n for direct, n in seen if not direct]
+    assert seen and not buffered, "%d of %d reads went through the page cache (%d bytes)" % (
+        len(buffered), len(seen), sum(buffered))
