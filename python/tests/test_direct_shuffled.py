@@ -190,3 +190,28 @@ def test_sequential_direct_batches_across_shards_are_o_direct(big_dir, monkeypat
     buffered = [n for direct, n in seen if not direct]
     assert seen and not buffered, "%d of %d reads went through the page cache (%d bytes)" % (
         len(buffered), len(seen), sum(buffered))
+
+
+def test_direct_shuffled_in_forked_workers(big_dir):
+    # the parent has used its read threads; DataLoader workers forked from it (threads are not
+    # inherited) read with threads of their own
+    from conftest import require_torch
+
+    require_torch()
+    import multiprocessing
+
+    from torch.utils.data import DataLoader
+
+    from packer_reader.torch import PackerIterableDataset
+
+    d, imgs = big_dir
+    _needs_direct(d)
+    with packer_reader.open(d, direct=True) as ds:
+        for _ in ds.batches(32, shuffle=True, seed=8, prefetch=0):
+            pass  # the parent's read pool is started
+        want = np.concatenate([x.copy() for x, _ in ds.batches(16, shuffle=True, seed=8, epoch=0, prefetch=0)])
+    pds = PackerIterableDataset(d, batch_size=16, shuffle=True, seed=8, direct=True)
+    dl = DataLoader(pds, batch_size=None, num_workers=2, multiprocessing_context=multiprocessing.get_context("fork"),
+                    timeout=60)
+    got = np.concatenate([x.numpy() for x, _ in dl])
+    assert np.array_equal(got, want)
