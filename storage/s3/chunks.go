@@ -21,6 +21,12 @@ import (
 // A chunk fetched because a read missed it also starts fetches of the chunkReadAhead chunks
 // after it, in the background: a shuffle buffer takes in the stream in order, so the next
 // chunks are the next to be asked for.
+//
+// That locality is reading order 1's. Under order 2 a shuffled epoch draws its records from
+// the whole dataset, and for a dataset larger than the budget each small record would cost a
+// chunk and its read-ahead; the reader's ReadRangeAt (shard.RangeReaderAt) reads exactly the
+// bytes asked for, and the shard Loader reads such passes (and shard headers and indexes)
+// with it.
 const (
 	chunkSize      = 2 << 20
 	smallRead      = 16 << 10
