@@ -121,8 +121,8 @@ func TestShuffledEpochsLargerThanTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rd.Close()
-	epoch := func(d *shard.Dataset, e uint64) ([]int64, []byte, error) {
-		l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 256, Shuffle: true, Seed: 3, Epoch: e})
+	epochOpts := func(d *shard.Dataset, o shard.LoaderOptions) ([]int64, []byte, error) {
+		l, err := d.NewLoader(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +135,9 @@ func TestShuffledEpochsLargerThanTheCache(t *testing.T) {
 			data = append(data, bt.Data...)
 		}
 		return idx, data, l.Err()
+	}
+	epoch := func(d *shard.Dataset, e uint64) ([]int64, []byte, error) {
+		return epochOpts(d, shard.LoaderOptions{BatchSize: 256, Shuffle: true, Seed: 3, Epoch: e})
 	}
 	for e, bound := range []float64{2.5, 1.3, 1.3} {
 		li, lb, err := epoch(ld, uint64(e))
@@ -156,6 +159,26 @@ func TestShuffledEpochsLargerThanTheCache(t *testing.T) {
 		}
 		t.Logf("epoch %d: %.3f times the data's bytes fetched", e, got)
 	}
+	// Rank splits, order 1's shuffle, more reads in flight and no CRC checks read the same
+	// records as locally too.
+	cc.limit.Store(1 << 62)
+	for _, o := range []shard.LoaderOptions{
+		{BatchSize: 100, Shuffle: true, Seed: 4, Rank: 2, World: 3, DropLast: true, Depth: 16},
+		{BatchSize: 64, Shuffle: true, Seed: 5, Epoch: 1, SkipCRC: true, Fetch: 2, Prefetch: 3},
+		{Order: shard.OrderV1, BatchSize: 50, Shuffle: true, Seed: 6, Rank: 1, World: 2, Buffer: 3000},
+	} {
+		li, lb, err := epochOpts(ld, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri, rb, err := epochOpts(rd, o)
+		if err != nil {
+			t.Fatalf("%+v: %v", o, err)
+		}
+		if !slices.Equal(li, ri) || !bytes.Equal(lb, rb) {
+			t.Errorf("%+v: the bucket's batches differ from the local dataset's", o)
+		}
+	}
 }
 
 // TestShuffledRangeReadsCheckCRCs: a flipped byte in a shard of a bucket dataset larger than
@@ -176,7 +199,7 @@ func TestShuffledRangeReadsCheckCRCs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 100, Shuffle: true, Seed: seed})
+		l, err := d.NewLoader(shard.LoaderOptions{BatchSize: 100, Shuffle: true, Seed: seed, ReadSize: 4 * 100 * 768})
 		if err != nil {
 			t.Fatal(err)
 		}
