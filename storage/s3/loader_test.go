@@ -213,3 +213,30 @@ func TestShuffledRangeReadsCheckCRCs(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenShardFetchesLittle: opening the shards of a bucket dataset (header, footer, index)
+// fetches a small part of them, not the chunks of the cache and their read-ahead.
+func TestOpenShardFetchesLittle(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "open")
+	base := srv.Client("")
+	cc := &countingClient{next: base.Options().HTTPClient}
+	cc.limit.Store(1 << 62)
+	client := awss3.New(base.Options(), func(o *awss3.Options) { o.HTTPClient = cc })
+	b := s3.NewWithClient(client, s3.URL{Bucket: "open", Prefix: "ds"}, s3.Options{})
+	dataBytes := putDataset(t, b, 24000, 12000) // two shards of 9.2 MB
+	before := cc.got.Load()
+	d, err := shard.OpenDatasetFS(storage.ShardFS(context.Background(), b), shard.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for s := range d.NumShards() {
+		if _, err := d.Shard(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := cc.got.Load() - before; got > dataBytes/20 {
+		t.Errorf("opening the dataset's shards fetched %d bytes of %d", got, dataBytes)
+	}
+}
