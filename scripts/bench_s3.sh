@@ -4,6 +4,10 @@
 #  1. reader: `packer bench s3://...` reads the dataset with the Go Loader through the store and,
 #     in the same run, with a plain loop of parallel ranged GETs (8 in flight, 8 MiB each) over
 #     the same objects; it prints the ratio reader/GETs (target >= 0.9), in order and shuffled.
+#     Then scripts/s3shuffle: the Loader's order-2 shuffled epochs against a plain loop of
+#     parallel ranged GETs of the same records in the same order, one GET per record, as many
+#     in flight as the Loader (target >= 0.8; the dataset is larger than half the chunk cache,
+#     so the Loader reads exact ranged GETs).
 #  2. upload: the publish phase of `packer build -o s3://...` (upload_seconds in --json: every
 #     data object sent, its SHA-256 checked, read back and checked again, the manifest last)
 #     against a plain client's PUT of the same files (boto3 put_object, one request per file,
@@ -53,3 +57,5 @@ echo "== reader: packer bench s3:// (Go Loader vs parallel ranged GETs)"
 ./bin/packer bench s3://bench/up1 --repeat 3
 echo "-- shuffled"
 ./bin/packer bench s3://bench/up1 --repeat 3 --shuffle
+echo "-- order-2 shuffled epochs: Go Loader vs parallel ranged GETs of the same records"
+go run ./scripts/s3shuffle -repeat 3 s3://bench/up1

@@ -28,6 +28,20 @@ type File interface {
 	Size() int64
 }
 
+// RangeReaderAt is implemented by the Files of an FS whose ReadAt serves small reads from a
+// cache of larger ranges of the file (an object store's reader keeps chunks of 2 MiB): such a
+// cache suits reads that stay within a window of the file, not a shuffled pass that draws
+// records from the whole of a large dataset, where each small record would cost a chunk. A
+// Loader's shuffled pass over a dataset of more than half of CacheBytes reads its records
+// through ReadRangeAt instead.
+type RangeReaderAt interface {
+	// ReadRangeAt reads exactly the bytes [off, off+len(p)) of the file, with one request of
+	// its own, bypassing the cache; it may be called from several goroutines at once.
+	ReadRangeAt(p []byte, off int64) (int, error)
+	// CacheBytes is the budget of the cache ReadAt reads through.
+	CacheBytes() int64
+}
+
 // LocalFS is an FS over a directory of the local file system. Readers that read with O_DIRECT
 // (the Loader, ScanFile) open its files by path; errors name files by their local path.
 type LocalFS interface {

@@ -118,8 +118,10 @@ type LoaderOptions struct {
 	SkipCRC bool
 	// Depth is the number of reads in flight at once within one buffer whose records are
 	// not all consecutive (0: DefaultDepth for a dataset on the local file system, 1
-	// otherwise, where Fetch overlaps requests). The reads of a buffer go into their places
-	// in it whatever order they finish in, so the batches do not depend on Depth.
+	// otherwise, where Fetch overlaps requests, except for the exact ranged reads of a
+	// shuffled pass over a dataset larger than its files' cache (RangeReaderAt), where 0 is
+	// DefaultDepth too: Fetch × Depth requests in flight). The reads of a buffer go into
+	// their places in it whatever order they finish in, so the batches do not depend on Depth.
 	Depth int
 }
 
@@ -192,8 +194,11 @@ func (b *Batch) Shape(k int) []int {
 type Loader struct {
 	ds         *Dataset
 	opts       LoaderOptions
-	alloc      Allocator    // nil: the Dataset's pool
-	unlocked   atomic.Int64 // buffers of the ring not locked in memory
+	rangeDepth int // reads in flight within a buffer read by fillRanges
+	claimsMu   sync.Mutex
+	claims     map[[2]int64]chan struct{} // shard, block: being read whole by fillRanges, closed when done
+	alloc      Allocator                  // nil: the Dataset's pool
+	unlocked   atomic.Int64               // buffers of the ring not locked in memory
 	recordSize int64
 	naux       int
 	sample     []int   // the dataset's sample shape
@@ -278,6 +283,10 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 		return nil, fmt.Errorf("shard: negative Prefetch, Fetch, ReadSize, Start or Depth")
 	}
 	_, local := d.fsys.(LocalFS)
+	rangeDepth := opts.Depth
+	if rangeDepth == 0 {
+		rangeDepth = DefaultDepth
+	}
 	if opts.Depth == 0 {
 		opts.Depth = 1
 		if local {
@@ -308,7 +317,7 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 			opts.ReadSize = DefaultRemoteReadSize
 		}
 	}
-	l := &Loader{ds: d, opts: opts, fetch: opts.Fetch, alloc: opts.Alloc, naux: len(d.m.Label.Aux), sample: d.m.Sample.Shape, v: int(varDims(d.m.Sample.Shape))}
+	l := &Loader{ds: d, opts: opts, rangeDepth: rangeDepth, claims: map[[2]int64]chan struct{}{}, fetch: opts.Fetch, alloc: opts.Alloc, naux: len(d.m.Label.Aux), sample: d.m.Sample.Shape, v: int(varDims(d.m.Sample.Shape))}
 	switch opts.Order {
 	case 0, OrderV2:
 		l.v2 = true
@@ -770,6 +779,9 @@ func (l *Loader) fill(s *slot, p0, p1 int64) error {
 		k = j
 	}
 	s.parts = parts
+	if l.rangeReads(parts) {
+		return l.fillRanges(s, n)
+	}
 	if l.opts.Shuffle && l.opts.Depth > 1 && len(parts) > 1 {
 		err := l.fillConcurrently(s, n)
 		if !errors.Is(err, errDirectFallback) {

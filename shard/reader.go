@@ -117,6 +117,12 @@ func NewReaderOptions(r io.ReaderAt, size int64, name string, opts ReaderOptions
 	if size < 0 {
 		return nil, fmt.Errorf("shard: %s: negative size %d", name, size)
 	}
+	file := r
+	if ra, ok := r.(RangeReaderAt); ok {
+		// The header, footer and index are read once each: exact reads, not the chunks
+		// (and read-ahead) of the file's cache, which would fetch most of a shard to open it.
+		r = rangeAt{ra}
+	}
 	h, err := readHeader(r, size, name)
 	if err != nil {
 		return nil, err
@@ -139,7 +145,7 @@ func NewReaderOptions(r io.ReaderAt, size int64, name string, opts ReaderOptions
 	if err := checkIndex(index, l, ft.dataLen, name, ft.indexOffset); err != nil {
 		return nil, err
 	}
-	sr := &Reader{r: r, name: name, size: size, opts: opts, h: h, ft: ft, l: l, index: index}
+	sr := &Reader{r: file, name: name, size: size, opts: opts, h: h, ft: ft, l: l, index: index}
 	sr.verified = make([]atomic.Uint64, (l.blocks+63)/64)
 	return sr, nil
 }

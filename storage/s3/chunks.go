@@ -10,8 +10,8 @@ import (
 // (shard/ORDER.md's shuffle buffer), so neighbouring small records are asked for soon after
 // one another, and one GET per record would be bound by the request rate, not the link. A
 // read of at most smallRead bytes fetches the chunkSize-aligned chunk(s) it lies in with one
-// ranged GET each and keeps them, up to chunkBudget bytes per Backend (least recently used
-// first out). Larger reads, such as a Loader's sequential buffers, go straight to one GET
+// ranged GET each and keeps them, up to Options.ChunkCache bytes per Backend (chunkBudget by
+// default; least recently used first out). Larger reads, such as a Loader's sequential buffers, go straight to one GET
 // into the caller's buffer.
 //
 // The budget holds the window a default shuffle buffer (4096 records) keeps drawing from
@@ -21,6 +21,12 @@ import (
 // A chunk fetched because a read missed it also starts fetches of the chunkReadAhead chunks
 // after it, in the background: a shuffle buffer takes in the stream in order, so the next
 // chunks are the next to be asked for.
+//
+// That locality is reading order 1's. Under order 2 a shuffled epoch draws its records from
+// the whole dataset, and for a dataset larger than the budget each small record would cost a
+// chunk and its read-ahead; the reader's ReadRangeAt (shard.RangeReaderAt) reads exactly the
+// bytes asked for, and the shard Loader reads such passes (and shard headers and indexes)
+// with it.
 const (
 	chunkSize      = 2 << 20
 	smallRead      = 16 << 10
@@ -44,10 +50,11 @@ type chunk struct {
 // chunkCache is a Backend's cache of chunks, safe for concurrent use; concurrent reads of one
 // chunk share one GET.
 type chunkCache struct {
-	mu    sync.Mutex
-	m     map[chunkKey]*chunk
-	lru   list.List // of *chunk, most recent at the front
-	bytes int
+	mu     sync.Mutex
+	budget int // bytes kept at most (Options.ChunkCache)
+	m      map[chunkKey]*chunk
+	lru    list.List // of *chunk, most recent at the front
+	bytes  int
 }
 
 // get returns chunk k's bytes, fetching them with fetch unless they are cached or being
@@ -93,7 +100,7 @@ func (c *chunkCache) fill(ch *chunk, fetch func() ([]byte, error)) ([]byte, bool
 	} else {
 		ch.elem = c.lru.PushFront(ch)
 		c.bytes += len(ch.data)
-		for c.bytes > chunkBudget && c.lru.Len() > 1 {
+		for c.bytes > c.budget && c.lru.Len() > 1 {
 			old := c.lru.Remove(c.lru.Back()).(*chunk)
 			delete(c.m, old.key)
 			c.bytes -= len(old.data)
