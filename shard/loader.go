@@ -944,20 +944,10 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 
 	var (
 		next     atomic.Int64
-		failed   atomic.Bool
 		fallback atomic.Bool
-		errMu    sync.Mutex
-		firstErr error
+		errs     firstError
 		wg       sync.WaitGroup
 	)
-	setErr := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-		failed.Store(true)
-	}
 	// Where every read is an O_DIRECT one, native asynchronous I/O keeps Depth reads in
 	// flight from this goroutine; the checks then run on Depth goroutines.
 	aio := false
@@ -1000,7 +990,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for !failed.Load() {
+			for !errs.failed.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(parts) {
 					return
@@ -1010,7 +1000,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 					if !l.opts.SkipCRC {
 						d := g.q + g.lead
 						if err := p.r.verifyRange(int64(p.a), int64(p.extB), buf[d:d+p.len+p.ext]); err != nil {
-							setErr(err)
+							errs.set(err)
 							return
 						}
 					}
@@ -1018,12 +1008,12 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 				}
 				f, direct, err := l.file(p.shard)
 				if err != nil {
-					setErr(err)
+					errs.set(err)
 					return
 				}
 				if direct != g.direct { // reopened through the page cache meanwhile
 					fallback.Store(true)
-					setErr(errDirectFallback)
+					errs.set(errDirectFallback)
 					return
 				}
 				if err := readFull(f, buf[g.q:g.q+g.rlen], g.start, l.ds.ShardPath(p.shard)); err != nil {
@@ -1036,13 +1026,13 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 						fallback.Store(true)
 						err = errDirectFallback
 					}
-					setErr(err)
+					errs.set(err)
 					return
 				}
 				if !l.opts.SkipCRC {
 					d := g.q + g.lead
 					if err := p.r.verifyRange(int64(p.a), int64(p.extB), buf[d:d+p.len+p.ext]); err != nil {
-						setErr(err)
+						errs.set(err)
 						return
 					}
 				}
@@ -1053,8 +1043,8 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 	if fallback.Load() {
 		return errDirectFallback
 	}
-	if firstErr != nil {
-		return l.anyChangedOr(parts, firstErr)
+	if err := errs.get(); err != nil {
+		return l.anyChangedOr(parts, err)
 	}
 	// Every file read must still be what the shard's Reader opened: one check per shard of
 	// the buffer, after its reads (a check per read would double the system calls of a

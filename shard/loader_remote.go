@@ -149,20 +149,10 @@ func (l *Loader) fillRanges(s *slot, n int) error {
 	buf := s.buf[:need]
 
 	var (
-		next     atomic.Int64
-		failed   atomic.Bool
-		errMu    sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
+		next atomic.Int64
+		errs firstError
+		wg   sync.WaitGroup
 	)
-	setErr := func(err error) {
-		errMu.Lock()
-		if firstErr == nil {
-			firstErr = err
-		}
-		errMu.Unlock()
-		failed.Store(true)
-	}
 	read := func(rd *rangeRead, scratch []byte) ([]byte, error) {
 		r, err := l.ds.Shard(rd.shard)
 		if err != nil {
@@ -198,22 +188,22 @@ func (l *Loader) fillRanges(s *slot, n int) error {
 		go func() {
 			defer wg.Done()
 			var scratch []byte
-			for !failed.Load() {
+			for !errs.failed.Load() {
 				i := int(next.Add(1) - 1)
 				if i >= len(reads) {
 					return
 				}
 				var err error
 				if scratch, err = read(&reads[i], scratch); err != nil {
-					setErr(err)
+					errs.set(err)
 					return
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if err := errs.get(); err != nil {
+		return err
 	}
 	// Where another buffer was checking a block of this one's records, wait for its check;
 	// were it to fail, the block is checked here again (reading the rest of it), so that no
@@ -247,3 +237,25 @@ func (l *Loader) fillRanges(s *slot, n int) error {
 }
 
 var _ io.ReaderAt = rangeAt{}
+
+// firstError keeps the first error of concurrent reads; failed tells the others to stop.
+type firstError struct {
+	failed atomic.Bool
+	mu     sync.Mutex
+	err    error
+}
+
+func (e *firstError) set(err error) {
+	e.mu.Lock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.mu.Unlock()
+	e.failed.Store(true)
+}
+
+func (e *firstError) get() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
