@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/formats/shards"
+	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"

@@ -158,7 +158,7 @@ cat >"$W/profile.py" <<'EOF'
 """profile.py TRACES: group the samples of `go tool pprof -traces` by stack."""
 import re, sys
 GROUPS = [  # first match from the leaf up decides
-    ("write", re.compile(r"pipeline\.\(\*builder\)\.write|pipeline\.\(\*shardOutput\)|pipeline\..*[Ss]ink|pipeline\.commit|packer/shard\.|crypto/sha256|hash/crc32|formats/hdf5|formats/npy|syscall\.|os\.\(\*File\)")),
+    ("write", re.compile(r"pipeline\.\(\*builder\)\.write|pipeline\.\(\*shardOutput\)|pipeline\..*[Ss]ink|pipeline\.commit|packer/shard\.|crypto/sha256|hash/crc32|output/hdf5|output/npy|syscall\.|os\.\(\*File\)")),
     ("layout (sample -> record copy)", re.compile(r"transforms\.writeFrame")),
     ("resize", re.compile(r"transforms\.(horizontal|vertical|resample|\(\*resampler\)|resize|crop|Crop|.*[Tt]aps|.*[Ww]eights|_Cfunc_pk_(hrgb|vert))")),
     ("colour", re.compile(r"transforms\.(.*[Cc]onvert|.*[Cc]olou?r|ycc|.*RGB[A-Z]*To|toRGB|.*[Cc]myk|.*[Pp]alette)")),

@@ -213,7 +213,7 @@ echo "== 6. the writer stage (item 4): alone, against one worker's rate, and 2-w
 # goroutine once shards hash on goroutines of their own (BenchmarkWriterSerial): the stage's
 # ceiling with enough cores for the hashing.
 one=$(ratio "$n_img" "$(best <"$W/t_exact1")")
-go test -run '^$' -bench 'WriterStage|WriterSerial' -benchtime 6000x -count "$REPS" ./formats/shards/ >"$W/wbench"
+go test -run '^$' -bench 'WriterStage|WriterSerial' -benchtime 6000x -count "$REPS" ./output/shards/ >"$W/wbench"
 for b in WriterStage WriterSerial; do
   rps=$(grep "^Benchmark$b" "$W/wbench" | awk '{ for (i = 1; i < NF; i++) if ($(i+1) == "records/s") print $i }' | sort -g | tail -1)
   echo "$b: $rps records/s (best of $REPS), one worker $one records/s"

@@ -46,7 +46,7 @@ echo "== go test -race"
 go test -race -count=1 -timeout 40m ./...
 
 echo "== the video package again with the ffmpeg pipe decoder (the default decodes in process; the pipe is the fallback)"
-PACKER_VIDEO_DECODER=ffmpeg go test -race -count=1 ./formats/video/
+PACKER_VIDEO_DECODER=ffmpeg go test -race -count=1 ./source/video/
 
 echo "== fuzz (each target briefly)"
 # An execution count, not a duration: with a duration, Go 1.26's fuzz coordinator can report a

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/formats/cifar"
-	"github.com/packer-dev/packer/formats/idx"
-	"github.com/packer-dev/packer/formats/imagedir"
-	"github.com/packer-dev/packer/formats/parquet"
-	"github.com/packer-dev/packer/formats/tfrecord"
-	"github.com/packer-dev/packer/formats/video"
-	"github.com/packer-dev/packer/formats/webdataset"
 	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/cifar"
+	"github.com/packer-dev/packer/source/idx"
+	"github.com/packer-dev/packer/source/imagedir"
+	"github.com/packer-dev/packer/source/parquet"
+	"github.com/packer-dev/packer/source/tfrecord"
+	"github.com/packer-dev/packer/source/video"
+	"github.com/packer-dev/packer/source/webdataset"
 )
 
 // entries is the command's table of source kinds (cmd/packer/sources.go), in its order;

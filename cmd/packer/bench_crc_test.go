@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
 )
 
 // TestBenchRefusesDamagedRecords: bench reads the way training does, so a flipped byte in a

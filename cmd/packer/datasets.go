@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/packer-dev/packer/formats/hdf5"
-	"github.com/packer-dev/packer/formats/npy"
+	"github.com/packer-dev/packer/output/hdf5"
+	"github.com/packer-dev/packer/output/npy"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
 	"github.com/packer-dev/packer/verify"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/formats/cifar"
+	"github.com/packer-dev/packer/source/cifar"
 )
 
 // TestInterruptRerun stops real builds with SIGTERM and SIGINT as soon as the staging folder

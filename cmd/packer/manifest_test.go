@@ -15,10 +15,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/formats/cifar"
-	"github.com/packer-dev/packer/formats/hdf5"
-	"github.com/packer-dev/packer/formats/npy"
+	"github.com/packer-dev/packer/output/hdf5"
+	"github.com/packer-dev/packer/output/npy"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
 	"github.com/packer-dev/packer/verify"
 )
 

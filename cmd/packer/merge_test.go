@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/formats/cifar"
-	"github.com/packer-dev/packer/formats/idx"
 	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
+	"github.com/packer-dev/packer/source/idx"
 )
 
 // sameTree fails unless the directories a and b hold the same files with the same bytes.

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
 )
 
 // loaderBatches reads one epoch of dir with the Go Loader and returns every batch, copied.

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/formats/cifar"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
 )
 
 // writePNGFolder writes an ImageFolder tree (two classes, n tiny PNGs each) under root.

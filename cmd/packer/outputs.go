@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/packer-dev/packer/formats/hdf5"
-	"github.com/packer-dev/packer/formats/npy"
-	"github.com/packer-dev/packer/formats/shards"
 	"github.com/packer-dev/packer/output"
+	"github.com/packer-dev/packer/output/hdf5"
+	"github.com/packer-dev/packer/output/npy"
+	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )

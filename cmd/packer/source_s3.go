@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/storage/s3"
 )
 

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/packer-dev/packer/formats/cifar"
-	"github.com/packer-dev/packer/formats/idx"
-	"github.com/packer-dev/packer/formats/imagedir"
-	"github.com/packer-dev/packer/formats/parquet"
-	"github.com/packer-dev/packer/formats/tfrecord"
-	"github.com/packer-dev/packer/formats/video"
-	"github.com/packer-dev/packer/formats/webdataset"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/cifar"
+	"github.com/packer-dev/packer/source/idx"
+	"github.com/packer-dev/packer/source/imagedir"
+	"github.com/packer-dev/packer/source/parquet"
+	"github.com/packer-dev/packer/source/tfrecord"
+	"github.com/packer-dev/packer/source/video"
+	"github.com/packer-dev/packer/source/webdataset"
 )
 
 // sources is the table of source kinds --from names, one entry per kind, each exported by its

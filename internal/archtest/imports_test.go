@@ -117,7 +117,7 @@ func standard(g map[string]*pkg, path string) bool {
 // cgo, in their code and in their tests.
 func TestStandardLibraryOnly(t *testing.T) {
 	g := load(t)
-	for _, rel := range []string{"shard", "formats/inputs"} {
+	for _, rel := range []string{"shard", "source/internal/fsentry"} {
 		p := get(t, g, rel)
 		var bad []string
 		for _, imp := range p.Deps {
@@ -219,10 +219,10 @@ var never = []struct {
 	{"transforms", []string{"pipeline", "formats", "verify", "gpu"}, "the CPU reference knows nothing of builds, sources or devices"},
 	{"gpu", []string{"pipeline", "formats", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},
 	{"pipeline", []string{"formats", "gpu", "verify"}, "the engine knows no source, output format or device by name: the command wires them"},
-	{"formats/inputs", []string{"pipeline", "transforms", "shard"}, "shared entry checks, below every source"},
-	{"formats/npy", []string{"pipeline", "transforms"}, "its reader must not pull in the engine, the transforms or their cgo"},
-	{"formats/hdf5", []string{"pipeline", "transforms"}, "its reader must not pull in the engine or the transforms"},
-	{"formats/shards", []string{"pipeline", "transforms"}, "an output implements the output contract, not the engine"},
+	{"source/internal/fsentry", []string{"pipeline", "transforms", "shard"}, "shared entry checks, below every source"},
+	{"output/npy", []string{"pipeline", "transforms"}, "its reader must not pull in the engine, the transforms or their cgo"},
+	{"output/hdf5", []string{"pipeline", "transforms"}, "its reader must not pull in the engine or the transforms"},
+	{"output/shards", []string{"pipeline", "transforms"}, "an output implements the output contract, not the engine"},
 	{"source", []string{"formats", "gpu", "verify"}, "the source contract and detection know no source, output format or device: each source package exports its entry"},
 	{"internal/progress", []string{""}, "a leaf"},
 }
@@ -269,8 +269,8 @@ func TestNothingImportsCommands(t *testing.T) {
 // layout rules).
 func TestSourcesAndOutputsApart(t *testing.T) {
 	g := load(t)
-	sources := []string{"formats/cifar", "formats/idx", "formats/imagedir", "formats/video", "formats/webdataset", "formats/tfrecord", "formats/parquet"}
-	outputs := []string{"formats/shards", "formats/npy", "formats/hdf5"}
+	sources := []string{"source/cifar", "source/idx", "source/imagedir", "source/video", "source/webdataset", "source/tfrecord", "source/parquet"}
+	outputs := []string{"output/shards", "output/npy", "output/hdf5"}
 	check := func(rel string, forbid []string, why string) {
 		p := get(t, g, rel)
 		for _, imp := range p.Imports {
@@ -285,7 +285,7 @@ func TestSourcesAndOutputsApart(t *testing.T) {
 		check(s, slices.Concat(outputs, []string{"gpu", "verify", "formats"}), "a source only enumerates and decodes")
 	}
 	for _, o := range outputs {
-		check(o, slices.Concat(sources, []string{"gpu", "transforms", "formats/inputs", "formats"}), "an output only writes and checks records")
+		check(o, slices.Concat(sources, []string{"gpu", "transforms", "source/internal/fsentry", "formats"}), "an output only writes and checks records")
 	}
 }
 
@@ -296,7 +296,7 @@ func TestSourcesAndOutputsApart(t *testing.T) {
 // formats/hdf5 and formats/video); and the kernels' CPU harness only from gpu's tests.
 func TestCgoConfined(t *testing.T) {
 	g := load(t)
-	cgo := []string{"transforms", "formats/hdf5", "formats/video", "gpu/kernels"}
+	cgo := []string{"transforms", "output/hdf5", "source/video", "gpu/kernels"}
 	only := map[string][]string{
 		"github.com/ebitengine/purego": {"gpu"},
 		mod + "/gpu/kernels":           {}, // tests of gpu only: see below
@@ -332,7 +332,7 @@ func TestGraphListed(t *testing.T) {
 	if len(broken) > 0 {
 		t.Errorf("go list reports errors:\n%s", strings.Join(broken, "\n"))
 	}
-	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "formats", "formats/inputs", "formats/npy", "formats/hdf5", "source", "output"} {
+	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "formats", "source/internal/fsentry", "output/npy", "output/hdf5", "source", "output"} {
 		get(t, g, rel)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/packer-dev/packer/formats/cifar"
+	"github.com/packer-dev/packer/source/cifar"
 )
 
 func main() {

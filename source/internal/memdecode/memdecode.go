@@ -1,0 +1,82 @@
+// Package encoded is what the record-format sources (formats/webdataset, formats/tfrecord,
+// formats/parquet) share: their images arrive encoded inside a record the enumerator read, so
+// Decode decodes bytes in memory (transforms.DecodeBytes, the decoder image folders use) rather
+// than a file, and a fault the enumerator found travels to Decode in the item's Note.
+package memdecode
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Note is what an enumerator hands Decode in pipeline.Item.Note: the record's per-record
+// metadata (its provenance), or the fault that makes the item a bad input.
+type Note struct {
+	Meta []byte
+	Err  error
+}
+
+// Decoder decodes the images of a record-format source, one scratch buffer per worker.
+type Decoder struct {
+	Opts    transforms.DecodeOptions
+	scratch sync.Pool // *transforms.DecodeScratch
+}
+
+// Plan takes the build's decode plan: with --fast, JPEGs are decoded at the reduced scale the
+// transform allows (transforms.DraftSize). Images decoded from memory are never windows.
+func (d *Decoder) Plan(p pipeline.DecodePlan) {
+	if d.Opts.Draft == nil && p.Transform.Fast {
+		d.Opts.Draft = transforms.DraftSize(p.Transform, 1)
+	}
+}
+
+// Spec adds the decoding options to a source's manifest spec.
+func (d *Decoder) Spec(spec map[string]any) map[string]any {
+	mp := d.Opts.MaxPixels
+	if mp == 0 {
+		mp = transforms.DefaultMaxPixels
+	}
+	spec["exif_orient"], spec["fast_decode"], spec["max_pixels"] = d.Opts.ExifOrient, d.Opts.Draft != nil, mp
+	return spec
+}
+
+// Decode reports the fault in the item's Note as a bad input naming it, or decodes it.Raw and
+// emits one frame with the item's label and the Note's metadata.
+func (d *Decoder) Decode(it pipeline.Item, emit func(pipeline.Clip) error) error {
+	nt, _ := it.Note.(Note)
+	if nt.Err != nil {
+		return &pipeline.InputError{Input: it.Name, Err: nt.Err}
+	}
+	sc, _ := d.scratch.Get().(*transforms.DecodeScratch)
+	if sc == nil {
+		sc = new(transforms.DecodeScratch)
+	}
+	// The image aliases the scratch; emit transforms it before returning.
+	defer d.scratch.Put(sc)
+	img, err := transforms.DecodeBytes(it.Raw, d.Opts, sc)
+	if err != nil {
+		var de *transforms.DecodeError
+		if errors.As(err, &de) {
+			err = de.Err
+		}
+		return &pipeline.InputError{Input: it.Name, Err: err}
+	}
+	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta})
+}
+
+// ReadN reads exactly n bytes of r. The buffer grows with what arrives, so a header that claims
+// a large size in a truncated file costs no large allocation; a short read is
+// io.ErrUnexpectedEOF.
+func ReadN(r io.Reader, n int64) ([]byte, error) {
+	buf := bytes.NewBuffer(make([]byte, 0, min(n, 1<<20)))
+	got, err := buf.ReadFrom(io.LimitReader(r, n))
+	if err == nil && got < n {
+		err = io.ErrUnexpectedEOF
+	}
+	return buf.Bytes(), err
+}

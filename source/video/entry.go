@@ -1,0 +1,48 @@
+package video
+
+import (
+	"strings"
+
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/imagedir"
+)
+
+// FramesEntry and VideoEntry are the source kinds frames and video, for the command's table.
+var (
+	FramesEntry = source.Entry{
+		Kind:  KindFrames,
+		Help:  "class/video/frame images",
+		Sniff: source.Sniffer{NestedExts: imagedir.Extensions},
+		Open: func(p string, o source.Options) (pipeline.Source, error) {
+			return OpenFrames(p, framesOptions(o))
+		},
+		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+			return ReplayFrames(p, classes, framesOptions(o))
+		},
+	}
+	VideoEntry = source.Entry{
+		Kind: KindVideo,
+		Help: "class subfolders holding " + strings.Join(VideoExtensions, ", ") + " files, or one such file",
+		Sniff: source.Sniffer{
+			ClassExts: VideoExtensions,
+			FileExts:  VideoExtensions,
+		},
+		Open: func(p string, o source.Options) (pipeline.Source, error) {
+			return Open(p, videoOptions(o))
+		},
+		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+			return Replay(p, classes, videoOptions(o))
+		},
+	}
+)
+
+func framesOptions(o source.Options) Options {
+	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
+		ExifOrient: o.ExifOrient, MaxPixels: o.MaxPixels}
+}
+
+func videoOptions(o source.Options) Options {
+	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
+		Timeout: o.Timeout, MaxPixels: o.MaxPixels}
+}
