@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -13,7 +14,7 @@ import (
 // decoded is one item's decode outcome, held until its group's frames are transformed.
 type decoded struct {
 	name  string
-	clips []Clip
+	clips []source.Clip
 	err   error
 }
 
@@ -49,7 +50,7 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 	items := make([]decoded, len(j.items))
 	for k, it := range j.items {
 		items[k].name = it.Name
-		items[k].err = b.opts.Source.Decode(ctx, it, func(c Clip) error {
+		items[k].err = b.opts.Source.Decode(ctx, it, func(c source.Clip) error {
 			if c.Windows != nil && !windowed {
 				return errors.New("internal error: the source returned image windows to the device path")
 			}
@@ -67,7 +68,7 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 			}
 			c.Frames = own
 			if c.Windows != nil {
-				c.Windows = append([]Window(nil), c.Windows...)
+				c.Windows = append([]source.Window(nil), c.Windows...)
 			}
 			items[k].clips = append(items[k].clips, c)
 			return nil
@@ -94,7 +95,7 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 	}
 	// Then run the device once over every frame of the group.
 	var frames []transforms.Image
-	var wins []Window
+	var wins []source.Window
 	var dsts [][]byte
 	anyWindow := false
 	for k := range items {
@@ -107,7 +108,7 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 					wins = append(wins, c.Windows[f])
 					anyWindow = true
 				} else {
-					wins = append(wins, Window{FullW: fr.W, FullH: fr.H})
+					wins = append(wins, source.Window{FullW: fr.W, FullH: fr.H})
 				}
 			}
 		}
@@ -143,8 +144,17 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 	return nil
 }
 
+// fullSize is the size of clip c's frame i's whole image: the frame's own size, or its window's
+// full image when the source decoded only a window of it.
+func fullSize(c *source.Clip, i int) (w, h int) {
+	if c.Windows != nil {
+		return c.Windows[i].FullW, c.Windows[i].FullH
+	}
+	return c.Frames[i].W, c.Frames[i].H
+}
+
 // layout allocates a clip's record buffer, with its per-frame destination slices.
-func (b *builder) layout(c Clip) (result, error) {
+func (b *builder) layout(c source.Clip) (result, error) {
 	if len(c.Frames) == 0 {
 		return result{}, errors.New("no frames decoded")
 	}
@@ -152,7 +162,7 @@ func (b *builder) layout(c Clip) (result, error) {
 		return result{}, fmt.Errorf("internal error: %d windows for %d frames", len(c.Windows), len(c.Frames))
 	}
 	f0 := c.Frames[0]
-	w0, h0 := c.fullSize(0)
+	w0, h0 := fullSize(&c, 0)
 	fs := b.tspec.OutputSpec(w0, h0, f0.C)
 	if err := fs.Validate(); err != nil {
 		return result{}, err
@@ -161,7 +171,7 @@ func (b *builder) layout(c Clip) (result, error) {
 	buf := b.getBuf(size * len(c.Frames))
 	dsts := make([][]byte, len(c.Frames))
 	for i, f := range c.Frames {
-		if w, h := c.fullSize(i); b.tspec.OutputSpec(w, h, f.C).Size() != int64(size) {
+		if w, h := fullSize(&c, i); b.tspec.OutputSpec(w, h, f.C).Size() != int64(size) {
 			b.pool.Put(buf)
 			return result{}, fmt.Errorf("frame %d is %dx%dx%d, frame 0 is %dx%dx%d", i, w, h, f.C, w0, h0, f0.C)
 		}

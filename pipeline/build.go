@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -35,7 +36,7 @@ const StagingSuffix = ".packer-partial"
 
 // Options configures a build. The zero value of every optional field is a documented default.
 type Options struct {
-	Source    Source
+	Source    source.Source
 	Transform transforms.Spec
 	Output    output.Entry                             // the output format (its New creates the Output)
 	Out       string                                   // output directory
@@ -82,7 +83,7 @@ type BatchResizer interface {
 // DecodePlan asks sources for windows) on the batch path too.
 type WindowResizer interface {
 	BatchResizer
-	RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error
+	RunWindows(imgs []transforms.Image, wins []source.Window, dsts [][]byte) error
 }
 
 // A FrameStager is a BatchResizer that provides the memory decoded frames wait in until
@@ -117,15 +118,6 @@ type Summary struct {
 	FileBytes int64       // total size of the data files
 	Resumed   *ResumeInfo // set when the build went on from an interrupted build's checkpoint
 }
-
-// InputError is a bad input: it is skipped with --on-error skip and fails the build otherwise.
-type InputError struct {
-	Input string
-	Err   error
-}
-
-func (e *InputError) Error() string { return fmt.Sprintf("%s: %v", e.Input, e.Err) }
-func (e *InputError) Unwrap() error { return e.Err }
 
 // ErrTooManyErrors is returned when more inputs than Options.MaxErrors were skipped.
 var ErrTooManyErrors = errors.New("too many bad inputs")
@@ -164,10 +156,10 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if opts.Shuffle != nil {
 		opts.Source = shuffled(opts.Source, *opts.Shuffle)
 	}
-	if ps, ok := opts.Source.(PlannedSource); ok {
-		_, direct := opts.Source.(DirectSource)
+	if ps, ok := opts.Source.(source.PlannedSource); ok {
+		_, direct := opts.Source.(source.DirectSource)
 		_, windowed := opts.Resizer.(WindowResizer)
-		ps.PlanDecode(DecodePlan{Transform: tspec, Windows: (opts.Resizer == nil || windowed) && !direct})
+		ps.PlanDecode(source.DecodePlan{Transform: tspec, Windows: (opts.Resizer == nil || windowed) && !direct})
 	}
 	// The records' spec is decided here, before anything is decoded; a format that cannot
 	// hold it is refused before anything is written.
@@ -199,7 +191,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 			if total < 0 {
 				// The source does not know its size: a first pass counts the inputs.
 				total = 0
-				if err := opts.Source.Enumerate(ctx, func(Item) error { total++; return nil }); err != nil {
+				if err := opts.Source.Enumerate(ctx, func(source.Item) error { total++; return nil }); err != nil {
 					return nil, err
 				}
 			}
@@ -432,7 +424,7 @@ func datasetFileName(name string) bool {
 
 type builder struct {
 	opts    Options
-	info    SourceInfo
+	info    source.SourceInfo
 	tspec   transforms.Spec
 	spec    shard.SampleSpec // every record's spec, decided before the build (DatasetSpec)
 	staging string
@@ -441,7 +433,7 @@ type builder struct {
 	pool  sync.Pool // record buffers (*[]byte)
 	rpool sync.Pool // result batches (*[]result)
 
-	direct     DirectSource // set when items decode straight into record buffers
+	direct     source.DirectSource // set when items decode straight into record buffers
 	directSpec shard.SampleSpec
 	directSize int
 
@@ -481,7 +473,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 	g.Go(func() error {
 		defer close(jobs)
 		defer close(ordered)
-		var group []Item
+		var group []source.Item
 		var groupSize int
 		flush := func() error {
 			if len(group) == 0 {
@@ -505,7 +497,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		if b.resume != nil {
 			rs = newResumeSkip(b.resume, b.opts.Inputs)
 		}
-		err := b.opts.Source.Enumerate(ctx, func(it Item) error {
+		err := b.opts.Source.Enumerate(ctx, func(it source.Item) error {
 			if b.part != nil && !b.part.see(it) {
 				return nil
 			}

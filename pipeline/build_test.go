@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -30,22 +31,22 @@ type genSource struct {
 	odd   map[int]bool
 	clips int
 	delay bool
-	block chan struct{} // when set, Decode waits on it (cancellation tests)
-	frame FrameShape    // what Info declares; zero value: 4x3 grey frames
-	raw   int           // when set, every item carries this many pre-read bytes
+	block chan struct{}     // when set, Decode waits on it (cancellation tests)
+	frame source.FrameShape // what Info declares; zero value: 4x3 grey frames
+	raw   int               // when set, every item carries this many pre-read bytes
 }
 
-func (s *genSource) Info() SourceInfo {
+func (s *genSource) Info() source.SourceInfo {
 	fr := s.frame
-	if fr == (FrameShape{}) {
-		fr = FrameShape{W: 4, H: 3, C: 1}
+	if fr == (source.FrameShape{}) {
+		fr = source.FrameShape{W: 4, H: 3, C: 1}
 	}
-	return SourceInfo{Kind: "gen", Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n), Frame: fr}
+	return source.SourceInfo{Kind: "gen", Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n), Frame: fr}
 }
 
-func (s *genSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (s *genSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	for i := 0; i < s.n; i++ {
-		it := Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Label: int64(i % 3)}
+		it := source.Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Label: int64(i % 3)}
 		if i%2 == 0 {
 			it.Raw = []byte{byte(i)} // exercise grouping of pre-read items
 		}
@@ -59,7 +60,7 @@ func (s *genSource) Enumerate(ctx context.Context, emit func(Item) error) error 
 	return nil
 }
 
-func (s *genSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s *genSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	i := int(it.Seq)
 	if s.block != nil {
 		select {
@@ -72,7 +73,7 @@ func (s *genSource) Decode(ctx context.Context, it Item, emit func(Clip) error) 
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
 	}
 	if s.bad[i] {
-		return &InputError{Input: it.Name, Err: errors.New("corrupt input")}
+		return &source.InputError{Input: it.Name, Err: errors.New("corrupt input")}
 	}
 	w, h := 4, 3
 	if s.odd[i] {
@@ -84,17 +85,17 @@ func (s *genSource) Decode(ctx context.Context, it Item, emit func(Clip) error) 
 		for k := range pix {
 			pix[k] = byte(i*7 + k + c)
 		}
-		if err := emit(Clip{Frames: []transforms.Image{{W: w, H: h, C: 1, Pix: pix}}, Label: it.Label}); err != nil {
+		if err := emit(source.Clip{Frames: []transforms.Image{{W: w, H: h, C: 1, Pix: pix}}, Label: it.Label}); err != nil {
 			return err
 		}
 		if s.late[i] {
-			return &InputError{Input: it.Name, Err: errors.New("damaged after the first clip")}
+			return &source.InputError{Input: it.Name, Err: errors.New("damaged after the first clip")}
 		}
 	}
 	return nil
 }
 
-func build(t *testing.T, src Source, out string, mod func(*Options)) (*Summary, error) {
+func build(t *testing.T, src source.Source, out string, mod func(*Options)) (*Summary, error) {
 	t.Helper()
 	opts := Options{Source: src, Output: shards.Entry, Out: out, ShardSize: 64}
 	if mod != nil {
@@ -159,7 +160,7 @@ func TestBuildOrderAndDeterminism(t *testing.T) {
 func TestBuildOnErrorFail(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	_, err := build(t, &genSource{n: 50, bad: map[int]bool{30: true}}, out, func(o *Options) { o.OnError = OnErrorFail })
-	var ie *InputError
+	var ie *source.InputError
 	if !errors.As(err, &ie) || ie.Input != "item-030" {
 		t.Fatalf("err = %v, want an InputError naming item-030", err)
 	}
@@ -187,7 +188,7 @@ func TestBuildMaxErrors(t *testing.T) {
 // shape (shard format version 2), never skipped.
 func TestBuildOddSizeIsPacked(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	sum, err := build(t, &genSource{n: 20, odd: map[int]bool{0: true, 7: true}, frame: FrameShape{C: 1}}, out, nil)
+	sum, err := build(t, &genSource{n: 20, odd: map[int]bool{0: true, 7: true}, frame: source.FrameShape{C: 1}}, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestBuildOddSizeIsPacked(t *testing.T) {
 // another is a bug; the build fails, it never skips the image.
 func TestBuildRecordNotFittingSpecFails(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	_, err := build(t, &genSource{n: 20, odd: map[int]bool{7: true}, frame: FrameShape{W: 4, H: 3, C: 1}}, out, nil)
+	_, err := build(t, &genSource{n: 20, odd: map[int]bool{7: true}, frame: source.FrameShape{W: 4, H: 3, C: 1}}, out, nil)
 	if err == nil || !strings.Contains(err.Error(), "internal error: item-007") {
 		t.Fatalf("err = %v, want an internal error naming item-007", err)
 	}
@@ -227,7 +228,7 @@ func TestBuildRecordNotFittingSpecFails(t *testing.T) {
 // TestBuildFixedSizeStaysVersion1: a fixed-size build writes version-1 shards, as before.
 func TestBuildFixedSizeStaysVersion1(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	sum, err := build(t, &genSource{n: 5, frame: FrameShape{W: 4, H: 3, C: 1}}, out, nil)
+	sum, err := build(t, &genSource{n: 5, frame: source.FrameShape{W: 4, H: 3, C: 1}}, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestBuildBatchResizerEqualsWorkers(t *testing.T) {
 	for _, batched := range []bool{false, true} {
 		out := filepath.Join(tmp, fmt.Sprint(batched))
 		rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
-		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, late: late, delay: true, clips: 2, frame: FrameShape{C: 1}}, out, func(o *Options) {
+		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, late: late, delay: true, clips: 2, frame: source.FrameShape{C: 1}}, out, func(o *Options) {
 			o.Workers = 3
 			if batched {
 				o.Resizer = rs
@@ -390,51 +391,51 @@ type directSource struct {
 	directs atomic.Int64 // DecodeTo calls
 }
 
-func (s *directSource) Info() SourceInfo {
-	return SourceInfo{Kind: "direct", Classes: []string{"a", "b"}, AuxNames: []string{"seq"}, Spec: map[string]any{"kind": "direct"}, Count: int64(s.n),
-		Frame: FrameShape{W: 3, H: 2, C: 3}}
+func (s *directSource) Info() source.SourceInfo {
+	return source.SourceInfo{Kind: "direct", Classes: []string{"a", "b"}, AuxNames: []string{"seq"}, Spec: map[string]any{"kind": "direct"}, Count: int64(s.n),
+		Frame: source.FrameShape{W: 3, H: 2, C: 3}}
 }
 
-func (s *directSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (s *directSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	for i := 0; i < s.n; i++ {
 		raw := make([]byte, 18)
 		for k := range raw {
 			raw[k] = byte(i*31 + k)
 		}
-		if err := emit(Item{Seq: int64(i), Name: fmt.Sprintf("d-%03d", i), Raw: raw, Label: int64(i % 2), Aux: []int64{int64(i)}}); err != nil {
+		if err := emit(source.Item{Seq: int64(i), Name: fmt.Sprintf("d-%03d", i), Raw: raw, Label: int64(i % 2), Aux: []int64{int64(i)}}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *directSource) check(it Item) error {
+func (s *directSource) check(it source.Item) error {
 	if s.bad[int(it.Seq)] {
-		return &InputError{Input: it.Name, Err: errors.New("bad pixels")}
+		return &source.InputError{Input: it.Name, Err: errors.New("bad pixels")}
 	}
 	return nil
 }
 
-func (s *directSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s *directSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	if err := s.check(it); err != nil {
 		return err
 	}
-	return emit(Clip{Frames: []transforms.Image{{W: 3, H: 2, C: 3, Pix: it.Raw}}, Label: it.Label, Aux: it.Aux})
+	return emit(source.Clip{Frames: []transforms.Image{{W: 3, H: 2, C: 3, Pix: it.Raw}}, Label: it.Label, Aux: it.Aux})
 }
 
 func (s *directSource) FrameShape() (w, h, c int) { return 3, 2, 3 }
 
-func (s *directSource) DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error) {
+func (s *directSource) DecodeTo(ctx context.Context, it source.Item, pix []byte) (source.Clip, error) {
 	s.directs.Add(1)
 	if err := s.check(it); err != nil {
-		return Clip{}, err
+		return source.Clip{}, err
 	}
 	copy(pix, it.Raw)
-	return Clip{Label: it.Label, Aux: it.Aux}, nil
+	return source.Clip{Label: it.Label, Aux: it.Aux}, nil
 }
 
 // plainSource hides a source's DirectSource methods.
-type plainSource struct{ Source }
+type plainSource struct{ source.Source }
 
 // TestBuildDirectEqualsDecode checks that decoding straight into record buffers (identity
 // transform, DirectSource) writes the same files, manifest and skip reasons as Decode followed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,24 +20,24 @@ type emptySource struct {
 	none map[int]bool
 }
 
-func (s *emptySource) Info() SourceInfo {
-	return SourceInfo{Kind: "gen", Classes: []string{"a"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n), Frame: FrameShape{W: 2, H: 2, C: 1}}
+func (s *emptySource) Info() source.SourceInfo {
+	return source.SourceInfo{Kind: "gen", Classes: []string{"a"}, Spec: map[string]any{"kind": "gen"}, Count: int64(s.n), Frame: source.FrameShape{W: 2, H: 2, C: 1}}
 }
 
-func (s *emptySource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (s *emptySource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	for i := 0; i < s.n; i++ {
-		if err := emit(Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i)}); err != nil {
+		if err := emit(source.Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i)}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *emptySource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s *emptySource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	if s.none[int(it.Seq)] {
 		return nil
 	}
-	return emit(Clip{Frames: []transforms.Image{{W: 2, H: 2, C: 1, Pix: make([]byte, 4)}}})
+	return emit(source.Clip{Frames: []transforms.Image{{W: 2, H: 2, C: 1, Pix: make([]byte, 4)}}})
 }
 
 // TestBuildZeroRecordItemIsSkipped: an item that yields no record and no error used to vanish:
@@ -61,7 +62,7 @@ func TestBuildZeroRecordItemIsSkipped(t *testing.T) {
 		t.Errorf("skipped %+v, want item-002 and item-005 with a \"no records\" reason", m.Skipped)
 	}
 	_, err = build(t, src, filepath.Join(t.TempDir(), "out"), func(o *Options) { o.OnError = OnErrorFail })
-	var ie *InputError
+	var ie *source.InputError
 	if !errors.As(err, &ie) || ie.Input != "item-002" {
 		t.Errorf("--on-error fail: got %v, want an InputError naming item-002", err)
 	}
@@ -92,9 +93,9 @@ type failingSource struct{ emptySource }
 
 var errEnumerate = errors.New("listing failed")
 
-func (s *failingSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (s *failingSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	for i := 0; i < 3; i++ {
-		if err := emit(Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Raw: []byte{1}}); err != nil {
+		if err := emit(source.Item{Seq: int64(i), Name: fmt.Sprintf("item-%03d", i), Raw: []byte{1}}); err != nil {
 			return err
 		}
 	}

@@ -10,11 +10,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"hash"
 	"hash/crc32"
 	"os"
 	"strconv"
-	"time"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -61,7 +61,7 @@ func newPartRange(p Part, total int64) *partRange {
 // part's. An item of a plan (Item.Stamp set) adds the stamp the plan recorded; when it is the
 // part's, its file must still have that size and modification time, else done fails
 // (ErrPartInput): after the whole plan was read, so that a damaged plan is reported as one.
-func (r *partRange) see(it Item) bool {
+func (r *partRange) see(it source.Item) bool {
 	n := r.list.n
 	mine := n >= r.lo && n < r.hi
 	r.list.add(it.Name, it.Label, it.Aux)
@@ -82,22 +82,8 @@ func (r *partRange) see(it Item) bool {
 	return mine
 }
 
-// Stamp identifies a file's content cheaply: its size and modification time. A folder (a
-// frames source's video) has Size 0; a file that cannot be read has Size -1.
-type Stamp struct {
-	Size    int64 `json:"size"`
-	ModTime int64 `json:"mtime_ns"` // nanoseconds since 1970 UTC
-}
-
-func (s Stamp) String() string {
-	if s.Size < 0 {
-		return "missing"
-	}
-	return fmt.Sprintf("%d bytes, modified %s", s.Size, time.Unix(0, s.ModTime).UTC().Format(time.RFC3339Nano))
-}
-
 // itemStamp is the stamp of the file an item is read from, or nil for an item with no file.
-func itemStamp(it Item) *Stamp {
+func itemStamp(it source.Item) *source.Stamp {
 	if it.Path == "" {
 		return nil
 	}
@@ -106,12 +92,12 @@ func itemStamp(it Item) *Stamp {
 }
 
 // StatStamp is the stamp of the file at path, following links.
-func StatStamp(path string) Stamp {
+func StatStamp(path string) source.Stamp {
 	st, err := os.Stat(path)
 	if err != nil {
-		return Stamp{Size: -1}
+		return source.Stamp{Size: -1}
 	}
-	s := Stamp{Size: st.Size(), ModTime: st.ModTime().UnixNano()}
+	s := source.Stamp{Size: st.Size(), ModTime: st.ModTime().UnixNano()}
 	if st.IsDir() {
 		s.Size = 0 // a folder's size is the file system's, not its content's
 	}
@@ -134,7 +120,7 @@ func newContentHash() contentHash { return contentHash{h: sha256.New()} }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-func (c *contentHash) add(it Item, st *Stamp) {
+func (c *contentHash) add(it source.Item, st *source.Stamp) {
 	b := binary.LittleEndian.AppendUint64(c.buf[:0], uint64(c.n))
 	c.n++
 	switch {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
@@ -69,19 +70,19 @@ type PlanHeader struct {
 
 // planItem is one item line.
 type planItem struct {
-	Seq   int64   `json:"seq"`
-	Name  string  `json:"name"`
-	Path  string  `json:"path"`
-	Label int64   `json:"label"`
-	Aux   []int64 `json:"aux,omitempty"`
-	Stamp         // size and mtime_ns of Path when planned (size -1: it was missing)
+	Seq          int64   `json:"seq"`
+	Name         string  `json:"name"`
+	Path         string  `json:"path"`
+	Label        int64   `json:"label"`
+	Aux          []int64 `json:"aux,omitempty"`
+	source.Stamp         // size and mtime_ns of Path when planned (size -1: it was missing)
 }
 
 // WritePlan enumerates src once and writes its plan to path, atomically (a reader sees the old
 // file or the whole new one). h gives Kind, Source, Options and Items; WritePlan fills in the
 // rest and returns the header written. With Items, an item that carries bytes or a note
 // (Item.Raw, Item.Note) is refused: it cannot be replayed from a list.
-func WritePlan(ctx context.Context, path string, src Source, h PlanHeader) (*PlanHeader, error) {
+func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader) (*PlanHeader, error) {
 	info := src.Info()
 	spec, err := json.Marshal(info.Spec)
 	if err != nil {
@@ -105,7 +106,7 @@ func WritePlan(ctx context.Context, path string, src Source, h PlanHeader) (*Pla
 	}
 	lh, ch := newListingHash(), newContentHash()
 	var n int64
-	err = src.Enumerate(ctx, func(it Item) error {
+	err = src.Enumerate(ctx, func(it source.Item) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -281,7 +282,7 @@ func isHexDigest(s string) bool {
 // Either way Info's Count is the plan's, so a part needs no counting pass, and a part built
 // from a plan records what a part built from the source itself records. src must describe
 // itself (kind, classes, auxiliary labels, spec) as it did when planned.
-func FromPlan(path string, h *PlanHeader, src Source) (Source, error) {
+func FromPlan(path string, h *PlanHeader, src source.Source) (source.Source, error) {
 	info := src.Info()
 	spec, err := json.Marshal(info.Spec)
 	if err != nil {
@@ -305,7 +306,7 @@ func FromPlan(path string, h *PlanHeader, src Source) (Source, error) {
 		return nil, differ("options", string(spec), hspec.String())
 	}
 	ps := &planSource{src: src, path: path, h: h}
-	if d, ok := src.(DirectSource); ok {
+	if d, ok := src.(source.DirectSource); ok {
 		return &planDirect{planSource: ps, d: d}, nil
 	}
 	return ps, nil
@@ -313,7 +314,7 @@ func FromPlan(path string, h *PlanHeader, src Source) (Source, error) {
 
 // planSource is a Source whose listing comes from a plan (FromPlan).
 type planSource struct {
-	src  Source
+	src  source.Source
 	path string
 	h    *PlanHeader
 }
@@ -321,38 +322,38 @@ type planSource struct {
 // planDirect is a planSource over a DirectSource, which stays one.
 type planDirect struct {
 	*planSource
-	d DirectSource
+	d source.DirectSource
 }
 
 var (
-	_ PlannedSource = (*planSource)(nil)
-	_ DirectSource  = (*planDirect)(nil)
+	_ source.PlannedSource = (*planSource)(nil)
+	_ source.DirectSource  = (*planDirect)(nil)
 )
 
 func (p *planDirect) FrameShape() (w, h, c int) { return p.d.FrameShape() }
-func (p *planDirect) DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error) {
+func (p *planDirect) DecodeTo(ctx context.Context, it source.Item, pix []byte) (source.Clip, error) {
 	return p.d.DecodeTo(ctx, it, pix)
 }
 
 // PlanDecode hands the build's decode plan on to the source, when it takes one.
-func (p *planSource) PlanDecode(d DecodePlan) {
-	if ps, ok := p.src.(PlannedSource); ok {
+func (p *planSource) PlanDecode(d source.DecodePlan) {
+	if ps, ok := p.src.(source.PlannedSource); ok {
 		ps.PlanDecode(d)
 	}
 }
 
 // Info is the source's, with the plan's count.
-func (p *planSource) Info() SourceInfo {
+func (p *planSource) Info() source.SourceInfo {
 	i := p.src.Info()
 	i.Count = p.h.Count
 	return i
 }
 
-func (p *planSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (p *planSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	return p.src.Decode(ctx, it, emit)
 }
 
-func (p *planSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (p *planSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	if !p.h.Items {
 		return p.enumerateChecked(ctx, emit)
 	}
@@ -373,7 +374,7 @@ func (p *planSource) Enumerate(ctx context.Context, emit func(Item) error) error
 }
 
 // replayPlan emits the item lines that follow the header h in sc, checking them against it.
-func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHeader, emit func(Item) error) error {
+func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHeader, emit func(source.Item) error) error {
 	lh, ch, ih := newListingHash(), newContentHash(), sha256.New()
 	var n int64
 	for sc.Scan() {
@@ -398,7 +399,7 @@ func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHead
 			return fmt.Errorf("%w: %s:%d: size %d", ErrPlan, name, lineNo, pi.Size)
 		}
 		st := pi.Stamp
-		it := Item{Seq: n, Name: pi.Name, Path: pi.Path, Label: pi.Label, Aux: pi.Aux, Stamp: &st}
+		it := source.Item{Seq: n, Name: pi.Name, Path: pi.Path, Label: pi.Label, Aux: pi.Aux, Stamp: &st}
 		lh.add(it.Name, it.Label, it.Aux)
 		ch.add(it, &st)
 		n++
@@ -423,14 +424,14 @@ func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHead
 }
 
 // enumerateChecked lists the source itself and fails when its listing is not the plan's.
-func (p *planSource) enumerateChecked(ctx context.Context, emit func(Item) error) error {
+func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item) error) error {
 	lh, ch := newListingHash(), newContentHash()
 	var n int64
 	changed := func(what string) error {
 		return fmt.Errorf("%w: the %s source %s no longer lists what the plan %s recorded: %s (the source changed since the plan was made; make a new plan)",
 			ErrPlanSource, p.h.Kind, p.h.Source, p.path, what)
 	}
-	err := p.src.Enumerate(ctx, func(it Item) error {
+	err := p.src.Enumerate(ctx, func(it source.Item) error {
 		if n >= p.h.Count {
 			return changed(fmt.Sprintf("more than %d inputs", p.h.Count))
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,13 +19,13 @@ type listSource struct {
 	kind string
 }
 
-func (s *listSource) Info() SourceInfo {
-	return SourceInfo{Kind: s.kind, Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": s.kind, "n": 1}, Count: -1}
+func (s *listSource) Info() source.SourceInfo {
+	return source.SourceInfo{Kind: s.kind, Classes: []string{"a", "b", "c"}, Spec: map[string]any{"kind": s.kind, "n": 1}, Count: -1}
 }
 
-func (s *listSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (s *listSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	for i := 0; i < s.n; i++ {
-		it := Item{Seq: int64(i), Name: fmt.Sprintf("c/%d.png", i), Path: fmt.Sprintf("/d/c/%d.png", i), Label: int64(i % 3)}
+		it := source.Item{Seq: int64(i), Name: fmt.Sprintf("c/%d.png", i), Path: fmt.Sprintf("/d/c/%d.png", i), Label: int64(i % 3)}
 		if s.aux {
 			it.Aux = []int64{int64(i), -1}
 		}
@@ -35,7 +36,9 @@ func (s *listSource) Enumerate(ctx context.Context, emit func(Item) error) error
 	return nil
 }
 
-func (s *listSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error { return nil }
+func (s *listSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
+	return nil
+}
 
 // TestPlanRoundTrip: the items a plan replays are the source's, the header's digest is the one
 // a part computes over the same listing, and a plan's Info has its count.
@@ -48,8 +51,8 @@ func TestPlanRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr := newPartRange(Part{Index: 0, Count: 1}, 7)
-	var want []Item
-	src.Enumerate(context.Background(), func(it Item) error { pr.see(it); want = append(want, it); return nil })
+	var want []source.Item
+	src.Enumerate(context.Background(), func(it source.Item) error { pr.see(it); want = append(want, it); return nil })
 	if h.Listing != pr.list.sum() || h.Content != pr.content.sum() || h.Count != 7 {
 		t.Fatalf("plan header: count %d, listing %s, content %s; want 7, %s, %s", h.Count, h.Listing, h.Content, pr.list.sum(), pr.content.sum())
 	}
@@ -64,9 +67,9 @@ func TestPlanRoundTrip(t *testing.T) {
 	if ps.Info().Count != 7 {
 		t.Errorf("Info().Count %d, want 7", ps.Info().Count)
 	}
-	var got []Item
+	var got []source.Item
 	pr = newPartRange(Part{Index: 0, Count: 1}, 7)
-	if err := ps.Enumerate(context.Background(), func(it Item) error {
+	if err := ps.Enumerate(context.Background(), func(it source.Item) error {
 		if it.Stamp == nil || it.Stamp.Size != -1 { // the listSource's paths do not exist
 			t.Errorf("%s: replayed stamp %v, want the planned one (missing)", it.Name, it.Stamp)
 		}
@@ -124,7 +127,7 @@ func FuzzPlan(f *testing.F) {
 			return
 		}
 		var n int64
-		err = replayPlan(context.Background(), sc, name, h, func(it Item) error {
+		err = replayPlan(context.Background(), sc, name, h, func(it source.Item) error {
 			if it.Seq != n || it.Name == "" || it.Path == "" {
 				t.Fatalf("replayed item %+v at %d", it, n)
 			}

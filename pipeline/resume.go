@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -326,7 +327,7 @@ type resumeSkip struct {
 // checking that the file it is read from was not modified after the interrupted build started
 // (for the input after the checkpoint too, when the checkpoint holds some of its records); at
 // the last covered one it compares the digests.
-func (r *resumeSkip) skip(n int64, it Item) (bool, error) {
+func (r *resumeSkip) skip(n int64, it source.Item) (bool, error) {
 	if n > r.j.Inputs || (n == r.j.Inputs && r.j.Drop == 0) {
 		return false, nil
 	}

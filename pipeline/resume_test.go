@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +17,7 @@ import (
 // be is refused with ErrResume and an error naming the file, before any of it is trusted.
 func TestJournalSealed(t *testing.T) {
 	dir := t.TempDir()
-	b := &builder{info: SourceInfo{Classes: []string{"a", "b"}}, opts: Options{Inputs: []string{"src"}}}
+	b := &builder{info: source.SourceInfo{Classes: []string{"a", "b"}}, opts: Options{Inputs: []string{"src"}}}
 	opts, err := b.journalOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestResumeSourceFileModified(t *testing.T) {
 	if err := os.WriteFile(list, []byte("a/0.png 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := &builder{info: SourceInfo{Classes: []string{"a"}}, opts: Options{Inputs: []string{list}}}
+	b := &builder{info: source.SourceInfo{Classes: []string{"a"}}, opts: Options{Inputs: []string{list}}}
 	opts, err := b.journalOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestResumeSourceFileModified(t *testing.T) {
 func TestResumeSkipModified(t *testing.T) {
 	dir := t.TempDir()
 	started := time.Now().Add(-time.Hour)
-	items := make([]Item, 4)
+	items := make([]source.Item, 4)
 	l := newListingHash()
 	for i := range items {
 		p := filepath.Join(dir, fmt.Sprintf("v%d.mp4", i))
@@ -131,7 +132,7 @@ func TestResumeSkipModified(t *testing.T) {
 		if err := os.Chtimes(p, started.Add(-time.Minute), started.Add(-time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		items[i] = Item{Seq: int64(i), Name: filepath.Base(p), Path: p}
+		items[i] = source.Item{Seq: int64(i), Name: filepath.Base(p), Path: p}
 		if i < 2 {
 			l.add(items[i].Name, 0, nil)
 		}
@@ -205,7 +206,7 @@ func TestResumeSkipFrameRewritten(t *testing.T) {
 	if err := os.Chtimes(video, old, old); err != nil {
 		t.Fatal(err)
 	}
-	it := Item{Name: "walk/v1", Path: video}
+	it := source.Item{Name: "walk/v1", Path: video}
 	l := newListingHash()
 	l.add(it.Name, 0, nil)
 	run := func() error {
@@ -251,7 +252,7 @@ func TestResumeSkipReadSourceModified(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	items := []Item{{Name: "data_batch_1.bin#0", Raw: []byte{1}}, {Name: "data_batch_1.bin#1", Raw: []byte{2}}}
+	items := []source.Item{{Name: "data_batch_1.bin#0", Raw: []byte{1}}, {Name: "data_batch_1.bin#1", Raw: []byte{2}}}
 	l := newListingHash()
 	l.add(items[0].Name, 0, nil)
 	run := func(inputs int64) error {

@@ -8,6 +8,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"github.com/packer-dev/packer/source"
 	"math"
 	"strconv"
 
@@ -48,43 +49,43 @@ func BuildOrder(n int64, seed uint64) []int64 {
 // their positions (Item.Seq) renumbered. Everything positional downstream (a part's range, the
 // resume journal's count of inputs done, the listing digests) sees the permuted sequence, so
 // parts, merge and resume give the bytes of a one-machine build with the same seed.
-func shuffled(src Source, sh Shuffle) Source {
+func shuffled(src source.Source, sh Shuffle) source.Source {
 	s := &shuffleSource{src: src, seed: sh.Seed}
-	if d, ok := src.(DirectSource); ok {
+	if d, ok := src.(source.DirectSource); ok {
 		return &shuffleDirect{shuffleSource: s, d: d}
 	}
 	return s
 }
 
 type shuffleSource struct {
-	src  Source
+	src  source.Source
 	seed uint64
 }
 
 // shuffleDirect is a shuffleSource over a DirectSource, which stays one.
 type shuffleDirect struct {
 	*shuffleSource
-	d DirectSource
+	d source.DirectSource
 }
 
 var (
-	_ PlannedSource = (*shuffleSource)(nil)
-	_ DirectSource  = (*shuffleDirect)(nil)
+	_ source.PlannedSource = (*shuffleSource)(nil)
+	_ source.DirectSource  = (*shuffleDirect)(nil)
 )
 
 func (d *shuffleDirect) FrameShape() (w, h, c int) { return d.d.FrameShape() }
-func (d *shuffleDirect) DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error) {
+func (d *shuffleDirect) DecodeTo(ctx context.Context, it source.Item, pix []byte) (source.Clip, error) {
 	return d.d.DecodeTo(ctx, it, pix)
 }
 
-func (s *shuffleSource) PlanDecode(p DecodePlan) {
-	if ps, ok := s.src.(PlannedSource); ok {
+func (s *shuffleSource) PlanDecode(p source.DecodePlan) {
+	if ps, ok := s.src.(source.PlannedSource); ok {
 		ps.PlanDecode(p)
 	}
 }
 
 // Info is the source's, with {"seed": S} under ShuffleSpec in its spec.
-func (s *shuffleSource) Info() SourceInfo {
+func (s *shuffleSource) Info() source.SourceInfo {
 	i := s.src.Info()
 	spec := make(map[string]any, len(i.Spec)+1)
 	for k, v := range i.Spec {
@@ -95,13 +96,13 @@ func (s *shuffleSource) Info() SourceInfo {
 	return i
 }
 
-func (s *shuffleSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s *shuffleSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	return s.src.Decode(ctx, it, emit)
 }
 
-func (s *shuffleSource) Enumerate(ctx context.Context, emit func(Item) error) error {
-	var items []Item
-	if err := s.src.Enumerate(ctx, func(it Item) error {
+func (s *shuffleSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
+	var items []source.Item
+	if err := s.src.Enumerate(ctx, func(it source.Item) error {
 		items = append(items, it)
 		return nil
 	}); err != nil {

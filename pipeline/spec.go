@@ -3,6 +3,7 @@ package pipeline
 import (
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -19,7 +20,7 @@ const imageChannels = 3
 //     width vary: [-1, -1, 3] (hwc) or [3, -1, -1] (chw), stored in shard format version 2.
 //
 // Clips (SourceInfo.ClipLen T > 0) prepend T to the frame shape, layout "t"+layout.
-func DatasetSpec(src Source, t transforms.Spec) shard.SampleSpec {
+func DatasetSpec(src source.Source, t transforms.Spec) shard.SampleSpec {
 	t = t.Normalized()
 	info := src.Info()
 	fr := info.Frame

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -77,7 +78,7 @@ func (s *stagingBatch) Run(imgs []transforms.Image, dsts [][]byte) error {
 	return err
 }
 
-func (s *stagingBatch) RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error {
+func (s *stagingBatch) RunWindows(imgs []transforms.Image, wins []source.Window, dsts [][]byte) error {
 	s.check(imgs)
 	if s.fail != nil {
 		return s.fail
@@ -89,11 +90,11 @@ func (s *stagingBatch) RunWindows(imgs []transforms.Image, wins []Window, dsts [
 
 // reusingSource decodes each item's frames into one buffer of its own, which it overwrites
 // after each emit returns, as sources that reuse their buffers may.
-type reusingSource struct{ Source }
+type reusingSource struct{ source.Source }
 
-func (s reusingSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s reusingSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	var bufs [][]byte // one per frame of a clip, reused by the next clip
-	return s.Source.Decode(ctx, it, func(c Clip) error {
+	return s.Source.Decode(ctx, it, func(c source.Clip) error {
 		c.Frames = slices.Clone(c.Frames)
 		for f, fr := range c.Frames {
 			if f == len(bufs) {
@@ -128,10 +129,10 @@ func TestBuildFrameStager(t *testing.T) {
 				sp = spec
 			}
 			st := &stagingBatch{cpuWindowBatch: cpuWindowBatch{cpuBatch: cpuBatch{spec: sp.Normalized()}}}
-			var src Source = &windowSource{n: 70}
+			var src source.Source = &windowSource{n: 70}
 			if !windowed {
 				src = reusingSource{&genSource{n: 90, bad: map[int]bool{5: true}, odd: map[int]bool{33: true}, late: map[int]bool{21: true},
-					delay: true, clips: 2, frame: FrameShape{C: 1}}}
+					delay: true, clips: 2, frame: source.FrameShape{C: 1}}}
 			}
 			_, err := build(t, src, out, func(o *Options) {
 				o.Workers = 3
@@ -173,7 +174,7 @@ func TestBuildFrameStager(t *testing.T) {
 // still released exactly once.
 func TestBuildFrameStagerFailure(t *testing.T) {
 	st := &stagingBatch{cpuWindowBatch: cpuWindowBatch{cpuBatch: cpuBatch{spec: transforms.Spec{}.Normalized()}}, fail: errors.New("device lost")}
-	_, err := build(t, &genSource{n: 40, frame: FrameShape{C: 1}}, filepath.Join(t.TempDir(), "out"), func(o *Options) {
+	_, err := build(t, &genSource{n: 40, frame: source.FrameShape{C: 1}}, filepath.Join(t.TempDir(), "out"), func(o *Options) {
 		o.Workers = 2
 		o.Resizer = st
 	})

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,7 +17,7 @@ type sysErrSource struct {
 	errno syscall.Errno
 }
 
-func (s *sysErrSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s *sysErrSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	if it.Seq == 3 {
 		return &os.PathError{Op: "open", Path: "/data/" + it.Name, Err: s.errno}
 	}

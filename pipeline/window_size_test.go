@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"github.com/packer-dev/packer/source"
 	"testing"
 
 	"github.com/packer-dev/packer/shard"
@@ -14,16 +15,16 @@ func TestWindow(t *testing.T) {
 	hd := shard.SampleSpec{Shape: []int{1080, 1920, 3}, DType: shard.Float32}
 	vary := shard.SampleSpec{Shape: []int{-1, -1, 3}, DType: shard.Uint8}
 	for _, c := range []struct {
-		info SourceInfo
+		info source.SourceInfo
 		spec shard.SampleSpec
 		want int
 	}{
-		{SourceInfo{Kind: "folder"}, img, 4 + windowBytes/(9*groupBytes)},
-		{SourceInfo{Kind: "cifar10"}, shard.SampleSpec{Shape: []int{32, 32, 3}, DType: shard.Uint8}, 4 + windowBytes/(9*groupBytes)},
-		{SourceInfo{Kind: "folder"}, hd, 4 + int(windowBytes/(9*hd.Size()))},
-		{SourceInfo{Kind: "folder"}, vary, 4},
-		{SourceInfo{Kind: "video", ClipLen: 8}, img, 4},
-		{SourceInfo{Kind: "frames", ClipLen: 8}, img, 4},
+		{source.SourceInfo{Kind: "folder"}, img, 4 + windowBytes/(9*groupBytes)},
+		{source.SourceInfo{Kind: "cifar10"}, shard.SampleSpec{Shape: []int{32, 32, 3}, DType: shard.Uint8}, 4 + windowBytes/(9*groupBytes)},
+		{source.SourceInfo{Kind: "folder"}, hd, 4 + int(windowBytes/(9*hd.Size()))},
+		{source.SourceInfo{Kind: "folder"}, vary, 4},
+		{source.SourceInfo{Kind: "video", ClipLen: 8}, img, 4},
+		{source.SourceInfo{Kind: "frames", ClipLen: 8}, img, 4},
 	} {
 		b := &builder{opts: Options{Workers: 2}, info: c.info, spec: c.spec}
 		if got := b.window(); got != c.want {

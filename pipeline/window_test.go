@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -17,27 +18,27 @@ import (
 // as the image-folder source does for JPEGs.
 type windowSource struct {
 	n       int
-	plan    DecodePlan
+	plan    source.DecodePlan
 	planned atomic.Bool
 	windows atomic.Int64 // frames emitted as windows
 }
 
-func (s *windowSource) Info() SourceInfo {
-	return SourceInfo{Kind: "win", Classes: []string{"a", "b"}, Spec: map[string]any{"kind": "win"}, Count: int64(s.n), Frame: FrameShape{C: 3}}
+func (s *windowSource) Info() source.SourceInfo {
+	return source.SourceInfo{Kind: "win", Classes: []string{"a", "b"}, Spec: map[string]any{"kind": "win"}, Count: int64(s.n), Frame: source.FrameShape{C: 3}}
 }
 
-func (s *windowSource) PlanDecode(p DecodePlan) { s.plan = p; s.planned.Store(true) }
+func (s *windowSource) PlanDecode(p source.DecodePlan) { s.plan = p; s.planned.Store(true) }
 
-func (s *windowSource) Enumerate(ctx context.Context, emit func(Item) error) error {
+func (s *windowSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	for i := 0; i < s.n; i++ {
-		if err := emit(Item{Seq: int64(i), Name: fmt.Sprintf("w-%03d", i), Label: int64(i % 2)}); err != nil {
+		if err := emit(source.Item{Seq: int64(i), Name: fmt.Sprintf("w-%03d", i), Label: int64(i % 2)}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *windowSource) Decode(ctx context.Context, it Item, emit func(Clip) error) error {
+func (s *windowSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	i := int(it.Seq)
 	w, h := 20+i*7%53, 15+i*11%61
 	im := transforms.Image{W: w, H: h, C: 3, Pix: make([]byte, w*h*3)}
@@ -45,11 +46,11 @@ func (s *windowSource) Decode(ctx context.Context, it Item, emit func(Clip) erro
 		im.Pix[k] = byte(k*31 + i*17 + k/(w*3)*5)
 	}
 	if !s.plan.Windows {
-		return emit(Clip{Frames: []transforms.Image{im}, Label: it.Label})
+		return emit(source.Clip{Frames: []transforms.Image{im}, Label: it.Label})
 	}
 	r := s.plan.Transform.Region(w, h)
 	if r.Empty() {
-		return emit(Clip{Frames: []transforms.Image{im}, Label: it.Label})
+		return emit(source.Clip{Frames: []transforms.Image{im}, Label: it.Label})
 	}
 	m := i % 3 // a margin on some, none on others: the window's edges on the region's
 	x0, y0 := max(r.Min.X-m, 0), max(r.Min.Y-m, 0)
@@ -59,7 +60,7 @@ func (s *windowSource) Decode(ctx context.Context, it Item, emit func(Clip) erro
 		copy(win.Pix[(y-y0)*win.W*3:(y-y0+1)*win.W*3], im.Pix[(y*w+x0)*3:(y*w+x1)*3])
 	}
 	s.windows.Add(1)
-	return emit(Clip{Frames: []transforms.Image{win}, Windows: []Window{{X: x0, Y: y0, FullW: w, FullH: h}}, Label: it.Label})
+	return emit(source.Clip{Frames: []transforms.Image{win}, Windows: []source.Window{{X: x0, Y: y0, FullW: w, FullH: h}}, Label: it.Label})
 }
 
 // cpuWindowBatch is cpuBatch that also takes windows (transforms.Worker.ApplyWindow), as
@@ -69,7 +70,7 @@ type cpuWindowBatch struct {
 	windowCalls atomic.Int64
 }
 
-func (c *cpuWindowBatch) RunWindows(imgs []transforms.Image, wins []Window, dsts [][]byte) error {
+func (c *cpuWindowBatch) RunWindows(imgs []transforms.Image, wins []source.Window, dsts [][]byte) error {
 	c.windowCalls.Add(1)
 	w := c.spec.NewWorker()
 	for i := range imgs {

@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/packer-dev/packer/source"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -15,7 +16,7 @@ import (
 // per item go to res in order, in batches (see sender). Small items already read by the enumerator (CIFAR, IDX records)
 // are grouped so the per-item cost of channel hand-offs is paid once per group.
 type job struct {
-	items []Item
+	items []source.Item
 	res   chan []result
 }
 
@@ -40,7 +41,7 @@ type result struct {
 }
 
 // doneOf is item it's done marker: n records were produced, then err (nil: none).
-func doneOf(it Item, err error, n int) result {
+func doneOf(it source.Item, err error, n int) result {
 	return result{name: it.Name, done: true, err: err, count: n, label: it.Label, aux: it.Aux}
 }
 
@@ -68,7 +69,7 @@ func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 				continue
 			}
 			n := 0
-			err := b.opts.Source.Decode(ctx, it, func(c Clip) error {
+			err := b.opts.Source.Decode(ctx, it, func(c source.Clip) error {
 				r, err := b.transform(tw, c)
 				if err != nil {
 					return err
@@ -97,7 +98,7 @@ func (b *builder) worker(ctx context.Context, jobs <-chan job) error {
 // once, with Apply on a blank frame, that Apply accepts the source's frames as the direct path
 // does not call it.
 func (b *builder) setDirect() {
-	ds, ok := b.opts.Source.(DirectSource)
+	ds, ok := b.opts.Source.(source.DirectSource)
 	if !ok || b.opts.Resizer != nil || b.info.ClipLen > 0 || !b.tspec.Identity() {
 		return
 	}
@@ -115,7 +116,7 @@ func (b *builder) setDirect() {
 
 // decodeDirect decodes one item of a DirectSource into a pooled record buffer and sends the
 // record and the item's done marker.
-func (b *builder) decodeDirect(ctx context.Context, snd *sender, it Item) error {
+func (b *builder) decodeDirect(ctx context.Context, snd *sender, it source.Item) error {
 	buf := b.getBuf(b.directSize)
 	c, err := b.direct.DecodeTo(ctx, it, *buf)
 	if ctx.Err() != nil {
@@ -190,7 +191,7 @@ func (b *builder) putResults(rs []result) {
 }
 
 // transform applies the transform spec to every frame of a clip, into one pooled buffer.
-func (b *builder) transform(tw *transforms.Worker, c Clip) (result, error) {
+func (b *builder) transform(tw *transforms.Worker, c source.Clip) (result, error) {
 	r, err := b.layout(c)
 	if err != nil {
 		return result{}, err

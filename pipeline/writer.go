@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -89,10 +90,10 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			return fmt.Errorf("%s: %w: %w", name, err, ErrSystem)
 		}
 		if b.opts.OnError == OnErrorFail {
-			return &InputError{Input: name, Err: err}
+			return &source.InputError{Input: name, Err: err}
 		}
 		reason := err
-		if ie, ok := err.(*InputError); ok && ie.Input == name {
+		if ie, ok := err.(*source.InputError); ok && ie.Input == name {
 			reason = ie.Err // the entry names the input already
 		}
 		skipped = append(skipped, shard.Skipped{Input: name, Reason: reason.Error()})
@@ -131,7 +132,7 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 					}
 					if r.err != nil {
 						if r.count > 0 {
-							if ie, ok := r.err.(*InputError); ok && ie.Input == r.name {
+							if ie, ok := r.err.(*source.InputError); ok && ie.Input == r.name {
 								r.err = ie.Err
 							}
 							r.err = fmt.Errorf("%w (after %d records were packed)", r.err, r.count)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"image"
 	"image/png"
 	"io/fs"
@@ -97,7 +98,7 @@ func snapshot(t *testing.T, root string) map[string]string {
 // the manifest against the reference walk: every input packed or skipped with a reason, once;
 // records as expected; unique names; nothing written outside OUT (the source tree is
 // unchanged and OUT's parent holds only OUT and its lock file).
-func checkBuild(t *testing.T, src pipeline.Source, srcRoot string, want expect) {
+func checkBuild(t *testing.T, src source.Source, srcRoot string, want expect) {
 	t.Helper()
 	before := snapshot(t, srcRoot)
 	parent := t.TempDir()

@@ -9,18 +9,16 @@
 // extension lists and names the sources open with, a kind Detect returns is one whose source
 // accepts what detection saw.
 //
-// The Source interface itself is the engine's (pipeline.Source); this package only imports it.
+// The Source interface itself is the engine's (Source); this package only imports it.
 package source
 
 import (
 	"time"
-
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // Options are what the command hands every source's Open. A source reads the fields that
 // apply to it; Entry.Classes says whether --classes applies. The transform is not among them:
-// the engine hands it to the source once it has validated it (pipeline.PlannedSource).
+// the engine hands it to the source once it has validated it (PlannedSource).
 type Options struct {
 	Split      string        // "train" or "test" (CIFAR, IDX); "" means train
 	Classes    []string      // class names of IDX files and integer-labelled lists (--classes)
@@ -47,14 +45,14 @@ type Entry struct {
 	// Sniff is how Detect recognizes the kind.
 	Sniff Sniffer
 	// Open opens a source of this kind at path.
-	Open func(path string, o Options) (pipeline.Source, error)
+	Open func(path string, o Options) (Source, error)
 	// Replay, when set, opens a source of this kind at path only to decode the inputs a plan
 	// file lists (pipeline.FromPlan: their Item.Path, Label and Aux), without listing the
 	// source: what Open checks by walking it is not checked again, and Enumerate fails.
 	// classes are the plan's class names. It is nil for kinds whose enumerator reads the
 	// inputs' bytes (Item.Raw, Item.Note): their plan holds only the listing's count and
 	// digest, and their parts list the source themselves, checked against it.
-	Replay func(path string, o Options, classes []string) (pipeline.Source, error)
+	Replay func(path string, o Options, classes []string) (Source, error)
 	// NoShuffle, when not empty, says why a build of this kind refuses --shuffle (a build-time
 	// permutation of the inputs, which lists them all before it writes any): its enumerator
 	// reads every input's bytes from a stream as it lists it, so no input can be set aside

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"time"
 
 	"github.com/packer-dev/packer/gpu"
@@ -65,7 +66,7 @@ var _ pipeline.WindowResizer = windowResizer{}
 // The batch workers copy decoded frames straight into the Resizer's pinned frames.
 var _ pipeline.FrameStager = windowResizer{}
 
-func (w windowResizer) RunWindows(imgs []transforms.Image, wins []pipeline.Window, dsts [][]byte) error {
+func (w windowResizer) RunWindows(imgs []transforms.Image, wins []source.Window, dsts [][]byte) error {
 	gw := make([]gpu.Window, len(wins))
 	for i, x := range wins {
 		gw[i] = gpu.Window(x)

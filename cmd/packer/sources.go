@@ -52,7 +52,7 @@ func sourceKinds() string {
 }
 
 // openSource opens the build's source, detecting its kind when --from is not given.
-func openSource(o *buildOptions) (pipeline.Source, string, error) {
+func openSource(o *buildOptions) (source.Source, string, error) {
 	if o.plan != nil {
 		return openPlanned(o)
 	}
@@ -100,13 +100,13 @@ func (o *buildOptions) sourceOptions() source.Options {
 // openPlanned opens the source a plan file records (usePlan set o.plan and the source flags)
 // with its listing from the plan: a kind whose plan lists the inputs is opened only to decode
 // them (Entry.Replay), without listing it.
-func openPlanned(o *buildOptions) (pipeline.Source, string, error) {
+func openPlanned(o *buildOptions) (source.Source, string, error) {
 	h := o.plan
 	e, ok := sourceEntry(h.Kind)
 	if !ok {
 		return nil, "", fmt.Errorf("%w: %s: unknown source kind %q", pipeline.ErrPlan, o.Source, h.Kind)
 	}
-	var src pipeline.Source
+	var src source.Source
 	var err error
 	switch {
 	case h.Items && e.Replay == nil:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,7 +132,7 @@ func TestBuildFashionMNIST(t *testing.T) {
 		t.Fatal(err)
 	}
 	var src784 []byte
-	if err := src.Enumerate(context.Background(), func(it pipeline.Item) error {
+	if err := src.Enumerate(context.Background(), func(it source.Item) error {
 		src784 = append(src784, it.Raw...)
 		return nil
 	}); err != nil {

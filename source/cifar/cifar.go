@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -72,11 +72,11 @@ type FormatError string
 
 func (e FormatError) Error() string { return "cifar: invalid format: " + string(e) }
 
-// ErrLabel is wrapped by the *pipeline.InputError that Decode returns for a label byte out of
+// ErrLabel is wrapped by the *source.InputError that Decode returns for a label byte out of
 // range: a bad input, skipped or fatal as --on-error says.
 var ErrLabel = errors.New("label out of range")
 
-// Source is a pipeline.Source over CIFAR-10 or CIFAR-100 binary files.
+// Source is a source.Source over CIFAR-10 or CIFAR-100 binary files.
 type Source struct {
 	kind        string
 	split       string
@@ -94,7 +94,7 @@ type Source struct {
 	maxMember   int64 // MaxMemberSize; tests lower it
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var _ source.Source = (*Source)(nil)
 
 // layout describes what a kind and split need.
 type layout struct {
@@ -490,7 +490,7 @@ func (s *Source) Len() int64 { return s.count }
 
 // Info describes the source. Spec holds the kind, split, file names (relative), record count
 // and where the class names came from; nothing host-dependent.
-func (s *Source) Info() pipeline.SourceInfo {
+func (s *Source) Info() source.SourceInfo {
 	spec := map[string]any{
 		"kind":         s.kind,
 		"files":        append([]string(nil), s.files...),
@@ -503,12 +503,12 @@ func (s *Source) Info() pipeline.SourceInfo {
 	if s.archive != "" {
 		spec["archive"] = filepath.Base(s.archive)
 	}
-	info := pipeline.SourceInfo{
+	info := source.SourceInfo{
 		Kind:    s.kind,
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   s.count,
-		Frame:   pipeline.FrameShape{W: Width, H: Height, C: Channels},
+		Frame:   source.FrameShape{W: Width, H: Height, C: Channels},
 	}
 	if s.kind == Kind100 {
 		info.AuxNames = []string{"coarse_label"}
@@ -521,7 +521,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 func (s *Source) CoarseClasses() []string { return append([]string(nil), s.coarse...) }
 
 // Enumerate emits every record of the split in file order.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	var seq int64
 	if s.archive == "" {
 		for i, name := range s.files {
@@ -540,7 +540,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 	return s.enumerateArchive(ctx, &seq, emit)
 }
 
-func (s *Source) enumerateArchive(ctx context.Context, seq *int64, emit func(pipeline.Item) error) error {
+func (s *Source) enumerateArchive(ctx context.Context, seq *int64, emit func(source.Item) error) error {
 	an := filepath.Base(s.archive)
 	index := make(map[string]int, len(s.members))
 	for i, m := range s.members {
@@ -564,7 +564,7 @@ func (s *Source) enumerateArchive(ctx context.Context, seq *int64, emit func(pip
 // archivePass reads the archive once, emitting what it can in order and buffering members
 // that come early while the budget allows.
 func (s *Source) archivePass(ctx context.Context, index map[string]int, buffered map[int][]byte,
-	budget *int64, next *int, seq *int64, emit func(pipeline.Item) error) (progress bool, err error) {
+	budget *int64, next *int, seq *int64, emit func(source.Item) error) (progress bool, err error) {
 	an := filepath.Base(s.archive)
 	a, err := openArchiveReader(s.archive)
 	if err != nil {
@@ -624,7 +624,7 @@ func (s *Source) archivePass(ctx context.Context, index map[string]int, buffered
 }
 
 // emitRecords reads file i's records from r and emits them.
-func (s *Source) emitRecords(ctx context.Context, r io.Reader, i int, seq *int64, emit func(pipeline.Item) error) error {
+func (s *Source) emitRecords(ctx context.Context, r io.Reader, i int, seq *int64, emit func(source.Item) error) error {
 	name := s.files[i]
 	rs := s.recSize
 	n := s.sizes[i] / int64(rs)
@@ -642,7 +642,7 @@ func (s *Source) emitRecords(ctx context.Context, r io.Reader, i int, seq *int64
 		}
 		for j := 0; j < int(k); j++ {
 			b := chunk[j*rs : (j+1)*rs : (j+1)*rs]
-			it := pipeline.Item{
+			it := source.Item{
 				Seq:  *seq,
 				Name: fsentry.Name(name) + "#" + strconv.FormatInt(rec, 10),
 				Raw:  b[rs-ImageSize:],
@@ -664,13 +664,13 @@ func (s *Source) emitRecords(ctx context.Context, r io.Reader, i int, seq *int64
 }
 
 // Decode checks the labels and converts the stored planes into an interleaved image.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	if err := s.check(it); err != nil {
 		return err
 	}
 	pix := make([]byte, ImageSize)
 	ToHWC(pix, it.Raw)
-	clip := pipeline.Clip{
+	clip := source.Clip{
 		Frames: []transforms.Image{{W: Width, H: Height, C: Channels, Pix: pix}},
 		Label:  it.Label,
 	}
@@ -680,19 +680,19 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	return emit(clip)
 }
 
-var _ pipeline.DirectSource = (*Source)(nil)
+var _ source.DirectSource = (*Source)(nil)
 
-// FrameShape returns the size of every image (pipeline.DirectSource).
+// FrameShape returns the size of every image (source.DirectSource).
 func (s *Source) FrameShape() (w, h, c int) { return Width, Height, Channels }
 
-// DecodeTo is Decode into pix (pipeline.DirectSource): the same checks, the planes interleaved
+// DecodeTo is Decode into pix (source.DirectSource): the same checks, the planes interleaved
 // straight into the record buffer.
-func (s *Source) DecodeTo(ctx context.Context, it pipeline.Item, pix []byte) (pipeline.Clip, error) {
+func (s *Source) DecodeTo(ctx context.Context, it source.Item, pix []byte) (source.Clip, error) {
 	if err := s.check(it); err != nil {
-		return pipeline.Clip{}, err
+		return source.Clip{}, err
 	}
 	ToHWC(pix, it.Raw)
-	clip := pipeline.Clip{Label: it.Label}
+	clip := source.Clip{Label: it.Label}
 	if len(it.Aux) > 0 {
 		clip.Aux = append([]int64(nil), it.Aux...)
 	}
@@ -700,7 +700,7 @@ func (s *Source) DecodeTo(ctx context.Context, it pipeline.Item, pix []byte) (pi
 }
 
 // check validates an item's size and labels.
-func (s *Source) check(it pipeline.Item) error {
+func (s *Source) check(it source.Item) error {
 	if len(it.Raw) != ImageSize {
 		return fmt.Errorf("cifar: %s: item has %d pixel bytes, want %d", it.Name, len(it.Raw), ImageSize)
 	}
@@ -711,11 +711,11 @@ func (s *Source) check(it pipeline.Item) error {
 			return fmt.Errorf("cifar: %s: item has %d aux labels, want 1", it.Name, len(it.Aux))
 		}
 		if c := it.Aux[0]; c < 0 || c >= NumCoarse100 {
-			return &pipeline.InputError{Input: it.Name, Err: fmt.Errorf("cifar: coarse %w: %d, want 0..%d", ErrLabel, c, NumCoarse100-1)}
+			return &source.InputError{Input: it.Name, Err: fmt.Errorf("cifar: coarse %w: %d, want 0..%d", ErrLabel, c, NumCoarse100-1)}
 		}
 	}
 	if it.Label < 0 || it.Label >= nClasses {
-		return &pipeline.InputError{Input: it.Name, Err: fmt.Errorf("cifar: %w: %d, want 0..%d", ErrLabel, it.Label, nClasses-1)}
+		return &source.InputError{Input: it.Name, Err: fmt.Errorf("cifar: %w: %d, want 0..%d", ErrLabel, it.Label, nClasses-1)}
 	}
 	return nil
 }

@@ -6,28 +6,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // collect enumerates and decodes every item of s.
-func collect(t testing.TB, s *Source) ([]pipeline.Item, []pipeline.Clip) {
+func collect(t testing.TB, s *Source) ([]source.Item, []source.Clip) {
 	t.Helper()
-	var items []pipeline.Item
-	if err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
+	var items []source.Item
+	if err := s.Enumerate(context.Background(), func(it source.Item) error {
 		items = append(items, it)
 		return nil
 	}); err != nil {
 		t.Fatalf("Enumerate: %v", err)
 	}
-	var clips []pipeline.Clip
+	var clips []source.Clip
 	for _, it := range items {
-		if err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+		if err := s.Decode(context.Background(), it, func(c source.Clip) error {
 			clips = append(clips, c)
 			return nil
 		}); err != nil {
@@ -122,7 +121,7 @@ func TestFolderAndArchive(t *testing.T) {
 				if err := WriteTestArchive(archive, kind, perFile); err != nil {
 					t.Fatal(err)
 				}
-				var infos []pipeline.SourceInfo
+				var infos []source.SourceInfo
 				for _, p := range []string{folder, dir, archive} {
 					s, err := Open(p, kind, split)
 					if err != nil {
@@ -309,7 +308,7 @@ func TestBadInputs(t *testing.T) {
 			p := tc.setup(t.TempDir())
 			s, err := Open(p, tc.kind, tc.split)
 			if err == nil {
-				err = s.Enumerate(context.Background(), func(pipeline.Item) error { return nil })
+				err = s.Enumerate(context.Background(), func(source.Item) error { return nil })
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
@@ -330,12 +329,12 @@ func TestBadLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var items []pipeline.Item
-	if err := s.Enumerate(context.Background(), func(it pipeline.Item) error { items = append(items, it); return nil }); err != nil {
+	var items []source.Item
+	if err := s.Enumerate(context.Background(), func(it source.Item) error { items = append(items, it); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []string{"", "train.bin#1: cifar: label out of range: 100, want 0..99", "train.bin#2: cifar: coarse label out of range: 20, want 0..19"} {
-		err := s.Decode(context.Background(), items[i], func(pipeline.Clip) error { return nil })
+		err := s.Decode(context.Background(), items[i], func(source.Clip) error { return nil })
 		_, derr := s.DecodeTo(context.Background(), items[i], make([]byte, ImageSize))
 		if fmt.Sprint(derr) != fmt.Sprint(err) {
 			t.Errorf("item %d: DecodeTo error %v, Decode error %v", i, derr, err)
@@ -346,7 +345,7 @@ func TestBadLabel(t *testing.T) {
 			}
 			continue
 		}
-		var ie *pipeline.InputError
+		var ie *source.InputError
 		if !errors.As(err, &ie) || !errors.Is(err, ErrLabel) || ie.Input != items[i].Name || err.Error() != want {
 			t.Errorf("item %d: error %v, want input error %q", i, err, want)
 		}
@@ -364,7 +363,7 @@ func TestEnumerateStops(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	n := 0
-	err = s.Enumerate(context.Background(), func(pipeline.Item) error {
+	err = s.Enumerate(context.Background(), func(source.Item) error {
 		if n++; n == 150 {
 			return stop
 		}
@@ -375,7 +374,7 @@ func TestEnumerateStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := s.Enumerate(ctx, func(pipeline.Item) error { return nil }); !errors.Is(err, context.Canceled) {
+	if err := s.Enumerate(ctx, func(source.Item) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
@@ -400,8 +399,8 @@ func BenchmarkEnumerateDecode(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
-			return s.Decode(context.Background(), it, func(pipeline.Clip) error { return nil })
+		err := s.Enumerate(context.Background(), func(it source.Item) error {
+			return s.Decode(context.Background(), it, func(source.Clip) error { return nil })
 		})
 		if err != nil {
 			b.Fatal(err)

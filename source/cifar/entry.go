@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 )
 
@@ -42,6 +41,6 @@ func entry(kind string, names *regexp.Regexp, folder, archive string, recSize in
 				return strings.HasSuffix(lower, ".bin") && size > 0 && size%recSize == 0
 			},
 		},
-		Open: func(p string, o source.Options) (pipeline.Source, error) { return Open(p, kind, o.Split) },
+		Open: func(p string, o source.Options) (source.Source, error) { return Open(p, kind, o.Split) },
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
 
@@ -125,7 +125,7 @@ func TestFIFONamesFileDoesNotBlock(t *testing.T) {
 	go func() {
 		s, err := Open(dir, Kind10, "test")
 		if err == nil {
-			err = s.Enumerate(context.Background(), func(pipeline.Item) error { return nil })
+			err = s.Enumerate(context.Background(), func(source.Item) error { return nil })
 		}
 		done <- err
 	}()

@@ -2,11 +2,10 @@ package cifar
 
 import (
 	"context"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // FuzzCIFAR opens arbitrary bytes as a single CIFAR file, a tar or a .tar.gz of either kind,
@@ -45,15 +44,15 @@ func FuzzCIFAR(f *testing.F) {
 					continue
 				}
 				n := int64(0)
-				err = s.Enumerate(context.Background(), func(it pipeline.Item) error {
+				err = s.Enumerate(context.Background(), func(it source.Item) error {
 					n++
-					if err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+					if err := s.Decode(context.Background(), it, func(c source.Clip) error {
 						if len(c.Frames) != 1 || len(c.Frames[0].Pix) != ImageSize {
 							t.Fatalf("%s: bad clip", it.Name)
 						}
 						return nil
 					}); err != nil {
-						if _, ok := err.(*pipeline.InputError); !ok {
+						if _, ok := err.(*source.InputError); !ok {
 							t.Fatalf("%s: decode error %v is not an input error", it.Name, err)
 						}
 					}

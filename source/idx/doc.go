@@ -48,7 +48,7 @@
 //
 // Malformed files are errors from [Open] or Enumerate that stop the build and name the file
 // (and the record, for truncation). A label outside the class list is a bad input: Decode
-// returns a *pipeline.InputError naming "file#record" and wrapping [ErrLabel]. Symbolic links
+// returns a *source.InputError naming "file#record" and wrapping [ErrLabel]. Symbolic links
 // to the files are followed (a folder of links to the .gz files is found like the files); a
 // FIFO or device where a file should be is refused without being opened. Class names given as
 // an option are escaped with inputs.Name and must be distinct.

@@ -3,7 +3,6 @@ package idx
 import (
 	"regexp"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 )
 
@@ -21,7 +20,7 @@ var Entry = source.Entry{
 		File:    fileNames.MatchString,
 		Content: isMagic,
 	},
-	Open: func(p string, o source.Options) (pipeline.Source, error) { return Open(p, o.Split, o.Classes) },
+	Open: func(p string, o source.Options) (source.Source, error) { return Open(p, o.Split, o.Classes) },
 }
 
 // isMagic reports whether b starts with a plausible IDX magic: 00 00, a known type, 1..8

@@ -2,11 +2,10 @@ package idx
 
 import (
 	"context"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // FuzzIDX opens arbitrary images and labels files (raw or gzip) and enumerates and decodes
@@ -37,9 +36,9 @@ func FuzzIDX(f *testing.F) {
 			return
 		}
 		n := int64(0)
-		err = s.Enumerate(context.Background(), func(it pipeline.Item) error {
+		err = s.Enumerate(context.Background(), func(it source.Item) error {
 			n++
-			return s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+			return s.Decode(context.Background(), it, func(c source.Clip) error {
 				im := c.Frames[0]
 				if im.W*im.H*im.C != len(im.Pix) {
 					t.Fatalf("%s: %dx%dx%d image with %d bytes", it.Name, im.W, im.H, im.C, len(im.Pix))

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -53,7 +53,7 @@ type FormatError string
 
 func (e FormatError) Error() string { return "idx: invalid format: " + string(e) }
 
-// ErrLabel is wrapped by the *pipeline.InputError that Decode returns for a label outside the
+// ErrLabel is wrapped by the *source.InputError that Decode returns for a label outside the
 // class list.
 var ErrLabel = errors.New("label out of range")
 
@@ -213,7 +213,7 @@ func (fl *file) close() {
 	fl.f.Close()
 }
 
-// Source is a pipeline.Source over an IDX images file and its labels file.
+// Source is a source.Source over an IDX images file and its labels file.
 type Source struct {
 	images, labels string // paths
 	split          string
@@ -223,7 +223,7 @@ type Source struct {
 	classesFrom    string
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var _ source.Source = (*Source)(nil)
 
 // Open returns a Source for path: a folder holding the split's files (train-images-idx3-ubyte
 // and train-labels-idx1-ubyte for "train", t10k-… or test-… for "test", each optionally .gz,
@@ -587,7 +587,7 @@ func (s *Source) Shape() []int { return []int{s.h, s.w, s.c} }
 
 // Info describes the source. Spec holds the split, the file base names, count, image shape,
 // label element type and where the class names came from; nothing host-dependent.
-func (s *Source) Info() pipeline.SourceInfo {
+func (s *Source) Info() source.SourceInfo {
 	spec := map[string]any{
 		"kind":         Kind,
 		"images":       filepath.Base(s.images),
@@ -600,17 +600,17 @@ func (s *Source) Info() pipeline.SourceInfo {
 	if s.split != "" {
 		spec["split"] = s.split
 	}
-	return pipeline.SourceInfo{
+	return source.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
 		Count:   int64(s.n),
-		Frame:   pipeline.FrameShape{W: s.w, H: s.h, C: s.c},
+		Frame:   source.FrameShape{W: s.w, H: s.h, C: s.c},
 	}
 }
 
 // Enumerate emits every image with its label, in file order, reading both files as streams.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	im, err := openFile(s.images)
 	if err != nil {
 		return err
@@ -646,7 +646,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 		if _, err := io.ReadFull(lb.r, lbuf[:esz]); err != nil {
 			return fmt.Errorf("idx: %s: label %d: %w", lb.name, i, eofErr(err))
 		}
-		it := pipeline.Item{
+		it := source.Item{
 			Seq:   int64(i),
 			Name:  fsentry.Name(im.name) + "#" + strconv.Itoa(i),
 			Raw:   raw,
@@ -685,36 +685,36 @@ func (s *Source) sameHeader(fl *file, images bool) error {
 
 // Decode checks the label against the class list and returns the image; its pixels are the
 // item's bytes, not a copy.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	if err := s.check(it); err != nil {
 		return err
 	}
-	return emit(pipeline.Clip{
+	return emit(source.Clip{
 		Frames: []transforms.Image{{W: s.w, H: s.h, C: s.c, Pix: it.Raw}},
 		Label:  it.Label,
 	})
 }
 
-func (s *Source) check(it pipeline.Item) error {
+func (s *Source) check(it source.Item) error {
 	if len(it.Raw) != s.h*s.w*s.c {
 		return fmt.Errorf("idx: %s: item has %d bytes, want %d", it.Name, len(it.Raw), s.h*s.w*s.c)
 	}
 	if it.Label < 0 || it.Label >= int64(len(s.classes)) {
-		return &pipeline.InputError{Input: it.Name, Err: fmt.Errorf("idx: %w: %d, want 0..%d", ErrLabel, it.Label, len(s.classes)-1)}
+		return &source.InputError{Input: it.Name, Err: fmt.Errorf("idx: %w: %d, want 0..%d", ErrLabel, it.Label, len(s.classes)-1)}
 	}
 	return nil
 }
 
-var _ pipeline.DirectSource = (*Source)(nil)
+var _ source.DirectSource = (*Source)(nil)
 
-// FrameShape returns the size of every image (pipeline.DirectSource).
+// FrameShape returns the size of every image (source.DirectSource).
 func (s *Source) FrameShape() (w, h, c int) { return s.w, s.h, s.c }
 
-// DecodeTo is Decode into pix (pipeline.DirectSource): the same checks, the item's bytes copied.
-func (s *Source) DecodeTo(ctx context.Context, it pipeline.Item, pix []byte) (pipeline.Clip, error) {
+// DecodeTo is Decode into pix (source.DirectSource): the same checks, the item's bytes copied.
+func (s *Source) DecodeTo(ctx context.Context, it source.Item, pix []byte) (source.Clip, error) {
 	if err := s.check(it); err != nil {
-		return pipeline.Clip{}, err
+		return source.Clip{}, err
 	}
 	copy(pix, it.Raw)
-	return pipeline.Clip{Label: it.Label}, nil
+	return source.Clip{Label: it.Label}, nil
 }

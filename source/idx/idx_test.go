@@ -5,6 +5,7 @@ import (
 	stdgzip "compress/gzip"
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
@@ -12,22 +13,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
 
-func collect(t testing.TB, s *Source) ([]pipeline.Item, []pipeline.Clip) {
+func collect(t testing.TB, s *Source) ([]source.Item, []source.Clip) {
 	t.Helper()
-	var items []pipeline.Item
-	if err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
+	var items []source.Item
+	if err := s.Enumerate(context.Background(), func(it source.Item) error {
 		items = append(items, it)
 		return nil
 	}); err != nil {
 		t.Fatalf("Enumerate: %v", err)
 	}
-	var clips []pipeline.Clip
+	var clips []source.Clip
 	for _, it := range items {
-		if err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+		if err := s.Decode(context.Background(), it, func(c source.Clip) error {
 			clips = append(clips, c)
 			return nil
 		}); err != nil {
@@ -148,15 +148,15 @@ func TestSignedLabelsAndClasses(t *testing.T) {
 	if len(s.Info().Classes) != 301 {
 		t.Fatalf("%d classes, want 301 (0..300)", len(s.Info().Classes))
 	}
-	var items []pipeline.Item
-	if err := s.Enumerate(context.Background(), func(it pipeline.Item) error { items = append(items, it); return nil }); err != nil {
+	var items []source.Item
+	if err := s.Enumerate(context.Background(), func(it source.Item) error { items = append(items, it); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if items[0].Label != -1 || items[2].Label != 300 {
 		t.Fatalf("labels %d %d", items[0].Label, items[2].Label)
 	}
-	err = s.Decode(context.Background(), items[0], func(pipeline.Clip) error { return nil })
-	var ie *pipeline.InputError
+	err = s.Decode(context.Background(), items[0], func(source.Clip) error { return nil })
+	var ie *source.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrLabel) || ie.Input != "train-images-idx3-ubyte#0" {
 		t.Fatalf("decode of label -1: %v", err)
 	}
@@ -164,10 +164,10 @@ func TestSignedLabelsAndClasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.Decode(context.Background(), items[2], func(pipeline.Clip) error { return nil }); !errors.Is(err, ErrLabel) {
+	if err := s2.Decode(context.Background(), items[2], func(source.Clip) error { return nil }); !errors.Is(err, ErrLabel) {
 		t.Fatalf("label 300 with 6 classes: %v", err)
 	}
-	if err := s2.Decode(context.Background(), items[1], func(pipeline.Clip) error { return nil }); err != nil {
+	if err := s2.Decode(context.Background(), items[1], func(source.Clip) error { return nil }); err != nil {
 		t.Fatalf("label 5 with 6 classes: %v", err)
 	}
 	if s2.Info().Spec["classes_from"] != "option" {
@@ -290,7 +290,7 @@ func TestTruncatedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := 0
-	err = s.Enumerate(context.Background(), func(pipeline.Item) error { n++; return nil })
+	err = s.Enumerate(context.Background(), func(source.Item) error { n++; return nil })
 	if err == nil || err.Error() != "idx: img.gz: image 2: unexpected EOF" || n != 2 {
 		t.Fatalf("after %d items: %v", n, err)
 	}
@@ -299,7 +299,7 @@ func TestTruncatedStream(t *testing.T) {
 	if s, err = OpenFiles(ip, lp, nil); err != nil {
 		t.Fatal(err)
 	}
-	err = s.Enumerate(context.Background(), func(pipeline.Item) error { return nil })
+	err = s.Enumerate(context.Background(), func(source.Item) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "img.gz: data after the last record") {
 		t.Fatalf("trailing data: %v", err)
 	}
@@ -344,11 +344,11 @@ func TestFashionMNIST(t *testing.T) {
 			t.Fatalf("%s: unexpected file sizes %d %d", split, len(images), len(labels))
 		}
 		i := 0
-		err = s.Enumerate(context.Background(), func(it pipeline.Item) error {
+		err = s.Enumerate(context.Background(), func(it source.Item) error {
 			if !bytes.Equal(it.Raw, images[16+i*784:16+(i+1)*784]) || it.Label != int64(labels[8+i]) {
 				t.Fatalf("%s: record %d differs", split, i)
 			}
-			return s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+			return s.Decode(context.Background(), it, func(c source.Clip) error {
 				if f := c.Frames[0]; f.W != 28 || f.H != 28 || f.C != 1 {
 					t.Fatalf("%s: record %d is %dx%dx%d", split, i, f.W, f.H, f.C)
 				}
@@ -391,7 +391,7 @@ func BenchmarkFashionMNIST(b *testing.B) {
 	b.SetBytes(s.Len() * 784)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		if err := s.Enumerate(context.Background(), func(pipeline.Item) error { return nil }); err != nil {
+		if err := s.Enumerate(context.Background(), func(source.Item) error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -55,7 +55,7 @@
 // # Errors
 //
 // OpenFolder and OpenList fail on unusable datasets (ErrNoClasses, ErrEmptyClass, a
-// FormatError naming the list line). Decode returns a *pipeline.InputError for a bad image,
+// FormatError naming the list line). Decode returns a *source.InputError for a bad image,
 // naming it by its relative path and wrapping the transforms error kind, so the build skips
 // it or fails as --on-error says.
 //

@@ -3,7 +3,6 @@ package imagedir
 import (
 	"strings"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -14,10 +13,10 @@ var (
 		Kind:  KindFolder,
 		Help:  "class subfolders holding " + strings.Join(Extensions, ", ") + " images",
 		Sniff: source.Sniffer{ClassExts: Extensions},
-		Open: func(p string, o source.Options) (pipeline.Source, error) {
+		Open: func(p string, o source.Options) (source.Source, error) {
 			return OpenFolder(p, options(o))
 		},
-		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return ReplayFolder(p, classes, options(o))
 		},
 	}
@@ -26,12 +25,12 @@ var (
 		Help:    "a " + strings.Join(ListExtensions, ", ") + " file",
 		Classes: true,
 		Sniff:   source.Sniffer{FileExts: ListExtensions},
-		Open: func(p string, o source.Options) (pipeline.Source, error) {
+		Open: func(p string, o source.Options) (source.Source, error) {
 			return OpenList(p, options(o))
 		},
 		// A list is read whole by OpenList (one file, no image is looked at); the plan's
 		// items are what a part builds.
-		Replay: func(p string, o source.Options, _ []string) (pipeline.Source, error) {
+		Replay: func(p string, o source.Options, _ []string) (source.Source, error) {
 			return OpenList(p, options(o))
 		},
 	}

@@ -3,6 +3,7 @@ package imagedir
 import (
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 
 // buildWithin runs the whole pipeline on src with a fixed crop and fails the test when it does
 // not finish within limit (a FIFO opened for reading blocks forever).
-func buildWithin(t *testing.T, src pipeline.Source, limit time.Duration) (*shard.Manifest, error) {
+func buildWithin(t *testing.T, src source.Source, limit time.Duration) (*shard.Manifest, error) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	type result struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"image"
 	"io/fs"
 	"os"
@@ -14,7 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -68,7 +68,7 @@ func (o Options) normalized() Options {
 	return o
 }
 
-// Source is a pipeline.Source over an image folder or an image list.
+// Source is a source.Source over an image folder or an image list.
 type Source struct {
 	kind    string
 	root    string           // folder root, or the list's folder
@@ -81,24 +81,24 @@ type Source struct {
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch, one per worker at a time
-	plan    pipeline.DecodePlan
+	plan    source.DecodePlan
 	replay  bool // opened by ReplayFolder: it decodes, and lists nothing
 }
 
-var _ pipeline.PlannedSource = (*Source)(nil)
+var _ source.PlannedSource = (*Source)(nil)
 
 // PlanDecode takes the build's transform: with --fast it sets the reduced JPEG scale
 // (Options.Decode.Draft, when not given), and with p.Windows Decode reads of each JPEG only the
 // rectangle the transform reads (transforms.DecodeFileRegion) and emits it as a window
-// (pipeline.Clip.Windows): the same output bytes, less decoding.
-func (s *Source) PlanDecode(p pipeline.DecodePlan) {
+// (source.Clip.Windows): the same output bytes, less decoding.
+func (s *Source) PlanDecode(p source.DecodePlan) {
 	s.plan = p
 	if s.opts.Decode.Draft == nil && p.Transform.Fast {
 		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, s.opts.FastGap)
 	}
 }
 
-var _ pipeline.Source = (*Source)(nil)
+var _ source.Source = (*Source)(nil)
 
 // Open opens a folder or list source by kind.
 func Open(p, kind string, opts Options) (*Source, error) {
@@ -345,7 +345,7 @@ func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, s
 }
 
 // Info describes the source. Spec holds only relative, host-independent facts.
-func (s *Source) Info() pipeline.SourceInfo {
+func (s *Source) Info() source.SourceInfo {
 	spec := map[string]any{"kind": s.kind}
 	switch s.kind {
 	case KindFolder:
@@ -372,7 +372,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		mp = transforms.DefaultMaxPixels
 	}
 	spec["max_pixels"] = mp
-	return pipeline.SourceInfo{
+	return source.SourceInfo{
 		Kind:    s.kind,
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
@@ -384,21 +384,21 @@ func (s *Source) Info() pipeline.SourceInfo {
 // Enumerate emits every image in source order: classes in order, then each class's files
 // (folder), or the list's lines in order (list). Item.Name is the path relative to the root
 // (folder) or as written in the list; Item.Path is the file to read.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	if s.replay {
 		return fmt.Errorf("imagedir: %s: %w", s.root, ErrReplay)
 	}
 	var seq int64
 	if s.kind == KindList {
 		return s.readList(ctx, func(e listEntry) error {
-			it := pipeline.Item{Seq: seq, Name: fsentry.Name(e.path), Path: s.resolve(e.path), Label: e.label}
+			it := source.Item{Seq: seq, Name: fsentry.Name(e.path), Path: s.resolve(e.path), Label: e.label}
 			seq++
 			return emit(it)
 		})
 	}
 	for label, c := range s.dirs {
 		err := walkClass(ctx, s.root, c, func(rel string) error {
-			it := pipeline.Item{Seq: seq, Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
+			it := source.Item{Seq: seq, Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
 			seq++
 			return emit(it)
 		})
@@ -421,7 +421,7 @@ func (s *Source) resolve(p string) string {
 // as an error naming it by Item.Name (never by an absolute path), wrapping a transforms
 // sentinel error (ErrCorrupt, ErrTruncated, ErrTooLarge, ...), which the pipeline skips or
 // fails on as --on-error says.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
 	if sc == nil {
 		sc = new(transforms.DecodeScratch)
@@ -434,7 +434,7 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		region = s.plan.Transform.Region
 	}
 	if err := fsentry.Check(it.Path); err != nil {
-		return &pipeline.InputError{Input: it.Name, Err: err}
+		return &source.InputError{Input: it.Name, Err: err}
 	}
 	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	if err != nil {
@@ -446,11 +446,11 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 		case errors.As(err, &pe):
 			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
 		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
+		return &source.InputError{Input: it.Name, Err: err}
 	}
-	c := pipeline.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label, Meta: recordMeta(it.Name)}
+	c := source.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label, Meta: recordMeta(it.Name)}
 	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
-		c.Windows = []pipeline.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
+		c.Windows = []source.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
 	}
 	return emit(c)
 }

@@ -3,13 +3,13 @@ package imagedir
 import (
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -36,10 +36,10 @@ func write(t *testing.T, root string, files map[string][]byte) {
 	}
 }
 
-func enumerate(t *testing.T, s *Source) []pipeline.Item {
+func enumerate(t *testing.T, s *Source) []source.Item {
 	t.Helper()
-	var items []pipeline.Item
-	if err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
+	var items []source.Item
+	if err := s.Enumerate(context.Background(), func(it source.Item) error {
 		items = append(items, it)
 		return nil
 	}); err != nil {
@@ -48,7 +48,7 @@ func enumerate(t *testing.T, s *Source) []pipeline.Item {
 	return items
 }
 
-func names(items []pipeline.Item) []string {
+func names(items []source.Item) []string {
 	var out []string
 	for _, it := range items {
 		out = append(out, it.Name)
@@ -95,7 +95,7 @@ func TestFolderOrderAndFilters(t *testing.T) {
 			t.Errorf("item %d: seq %d label %d", i, it.Seq, it.Label)
 		}
 		var got []transforms.Image
-		if err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+		if err := s.Decode(context.Background(), it, func(c source.Clip) error {
 			got = append(got, c.Frames...)
 			if c.Label != it.Label {
 				t.Errorf("%s: clip label %d", it.Name, c.Label)
@@ -157,8 +157,8 @@ func TestDecodeBadImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	it := enumerate(t, s)[0]
-	err = s.Decode(context.Background(), it, func(pipeline.Clip) error { return nil })
-	var ie *pipeline.InputError
+	err = s.Decode(context.Background(), it, func(source.Clip) error { return nil })
+	var ie *source.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, transforms.ErrTruncated) {
 		t.Fatalf("got %v, want an InputError wrapping ErrTruncated", err)
 	}
@@ -218,7 +218,7 @@ func TestListCSVAndJSONL(t *testing.T) {
 			var labels []int64
 			for _, it := range items {
 				labels = append(labels, it.Label)
-				if err := s.Decode(context.Background(), it, func(pipeline.Clip) error { return nil }); err != nil {
+				if err := s.Decode(context.Background(), it, func(source.Clip) error { return nil }); err != nil {
 					t.Errorf("%s: %v", it.Name, err)
 				}
 			}
@@ -253,7 +253,7 @@ func FuzzList(f *testing.F) {
 			return
 		}
 		n := int64(0)
-		if err := s.Enumerate(context.Background(), func(it pipeline.Item) error {
+		if err := s.Enumerate(context.Background(), func(it source.Item) error {
 			n++
 			if it.Label < 0 || (s.named && it.Label >= int64(len(s.classes))) {
 				t.Fatalf("label %d out of range", it.Label)
@@ -282,12 +282,12 @@ func TestFastOption(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.PlanDecode(pipeline.DecodePlan{Transform: spec})
+		s.PlanDecode(source.DecodePlan{Transform: spec})
 		if got := s.Info().Spec["fast_decode"]; got != c.fast {
 			t.Errorf("fast %v: spec fast_decode %v", c.fast, got)
 		}
 		it := enumerate(t, s)[0]
-		if err := s.Decode(context.Background(), it, func(cl pipeline.Clip) error {
+		if err := s.Decode(context.Background(), it, func(cl source.Clip) error {
 			if f := cl.Frames[0]; f.W != c.w {
 				t.Errorf("fast %v gap %d: decoded width %d, want %d", c.fast, c.gap, f.W, c.w)
 			}
@@ -324,10 +324,10 @@ func TestWindowsMatchWholeFrames(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.PlanDecode(pipeline.DecodePlan{Transform: spec, Windows: windows})
+			s.PlanDecode(source.DecodePlan{Transform: spec, Windows: windows})
 			out := map[string]string{}
 			for _, it := range enumerate(t, s) {
-				err := s.Decode(context.Background(), it, func(c pipeline.Clip) error {
+				err := s.Decode(context.Background(), it, func(c source.Clip) error {
 					f := c.Frames[0]
 					fw, fh := f.W, f.H
 					var x, y int

@@ -3,7 +3,6 @@ package parquet
 import (
 	"strings"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -18,7 +17,7 @@ var Entry = source.Entry{
 		Top:      func(lower string, dir bool) bool { return !dir && strings.HasSuffix(lower, ".parquet") },
 		FileExts: []string{".parquet"},
 	},
-	Open: func(p string, o source.Options) (pipeline.Source, error) {
+	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient},
 			ImageColumn: o.ImageKey, LabelColumn: o.LabelKey, Classes: o.Classes})
 	},

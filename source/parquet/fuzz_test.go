@@ -3,6 +3,7 @@ package parquet
 import (
 	"bytes"
 	"context"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +11,6 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/packer-dev/packer/internal/testfix"
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // FuzzParquet reads arbitrary bytes as a Parquet file: Open may refuse it and Enumerate and
@@ -57,13 +57,13 @@ func FuzzParquet(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var items []pipeline.Item
-		_ = src.Enumerate(context.Background(), func(it pipeline.Item) error {
+		var items []source.Item
+		_ = src.Enumerate(context.Background(), func(it source.Item) error {
 			items = append(items, it)
 			return nil
 		})
 		for _, it := range items {
-			_ = src.Decode(context.Background(), it, func(pipeline.Clip) error { return nil })
+			_ = src.Decode(context.Background(), it, func(source.Clip) error { return nil })
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,7 +16,6 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
@@ -53,7 +53,7 @@ type Options struct {
 	Classes []string
 }
 
-// Source is a pipeline.Source over Parquet files.
+// Source is a source.Source over Parquet files.
 type Source struct {
 	root      string
 	files     []string
@@ -66,7 +66,7 @@ type Source struct {
 	dec       memdecode.Decoder
 }
 
-var _ pipeline.PlannedSource = (*Source)(nil)
+var _ source.PlannedSource = (*Source)(nil)
 
 // Open opens one Parquet file or a folder of them, checks their columns, and for string labels
 // reads every file's label column to list the classes.
@@ -472,15 +472,15 @@ func (c *cursor) close() {
 }
 
 // PlanDecode takes the build's transform (memdecode.Decoder.Plan: the --fast scale).
-func (s *Source) PlanDecode(p pipeline.DecodePlan) { s.dec.Plan(p) }
+func (s *Source) PlanDecode(p source.DecodePlan) { s.dec.Plan(p) }
 
 // Info describes the source.
-func (s *Source) Info() pipeline.SourceInfo {
+func (s *Source) Info() source.SourceInfo {
 	labels := "integers"
 	if s.strLabels {
 		labels = "names"
 	}
-	return pipeline.SourceInfo{
+	return source.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.classes...),
 		Spec: s.dec.Spec(map[string]any{
@@ -493,7 +493,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 }
 
 // Enumerate reads the files in order and emits one item per row.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	var seq int64
 	for _, name := range s.files {
 		if err := s.enumerateFile(ctx, name, &seq, emit); err != nil {
@@ -506,10 +506,10 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 // emitErr marks an error returned by the pipeline's emit, which ends the enumeration.
 type emitErr struct{ error }
 
-func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(pipeline.Item) error) error {
+func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
 	fname := fsentry.Name(name)
 	row := int64(0)
-	send := func(it pipeline.Item) error {
+	send := func(it source.Item) error {
 		it.Seq = *seq
 		*seq++
 		if err := emit(it); err != nil {
@@ -518,7 +518,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		return nil
 	}
 	rest := func(err error) error {
-		return send(pipeline.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFile, err)}})
+		return send(source.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFile, err)}})
 	}
 	var pf *pq.File
 	var f *os.File
@@ -568,7 +568,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 				if err != nil {
 					return err
 				}
-				it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
+				it := source.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
 				meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
 				label, lerr := s.label(lv)
 				switch {
@@ -626,6 +626,6 @@ func (s *Source) label(v pq.Value) (int64, error) {
 
 // Decode decodes the item's image with the source's decoder, or reports the fault Enumerate
 // found in it.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	return s.dec.Decode(it, emit)
 }

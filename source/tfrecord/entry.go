@@ -1,7 +1,6 @@
 package tfrecord
 
 import (
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -16,7 +15,7 @@ var Entry = source.Entry{
 		Top:  func(lower string, dir bool) bool { return !dir && IsFileName(lower) },
 		File: IsFileName,
 	},
-	Open: func(p string, o source.Options) (pipeline.Source, error) {
+	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient},
 			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Classes: o.Classes})
 	},

@@ -3,11 +3,10 @@ package tfrecord
 import (
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // FuzzFile reads arbitrary bytes as a TFRecord file: Enumerate must not fail or panic, and every
@@ -25,14 +24,14 @@ func FuzzFile(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var items []pipeline.Item
-		if err := src.Enumerate(context.Background(), func(it pipeline.Item) error { items = append(items, it); return nil }); err != nil {
+		var items []source.Item
+		if err := src.Enumerate(context.Background(), func(it source.Item) error { items = append(items, it); return nil }); err != nil {
 			t.Fatalf("Enumerate: %v", err)
 		}
 		for _, it := range items {
 			n := 0
-			err := src.Decode(context.Background(), it, func(pipeline.Clip) error { n++; return nil })
-			var ie *pipeline.InputError
+			err := src.Decode(context.Background(), it, func(source.Clip) error { n++; return nil })
+			var ie *source.InputError
 			if err == nil && n != 1 || err != nil && (!errors.As(err, &ie) || ie.Input != it.Name) {
 				t.Fatalf("item %s: %d records, %v", it.Name, n, err)
 			}

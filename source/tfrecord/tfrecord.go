@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"hash/crc32"
 	"io"
 	"os"
@@ -17,7 +18,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
@@ -58,7 +58,7 @@ type Options struct {
 	Classes []string
 }
 
-// Source is a pipeline.Source over TFRecord files.
+// Source is a source.Source over TFRecord files.
 type Source struct {
 	root  string
 	files []string
@@ -66,7 +66,7 @@ type Source struct {
 	dec   memdecode.Decoder
 }
 
-var _ pipeline.PlannedSource = (*Source)(nil)
+var _ source.PlannedSource = (*Source)(nil)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -122,11 +122,11 @@ func Open(p string, opts Options) (*Source, error) {
 }
 
 // PlanDecode takes the build's transform (memdecode.Decoder.Plan: the --fast scale).
-func (s *Source) PlanDecode(p pipeline.DecodePlan) { s.dec.Plan(p) }
+func (s *Source) PlanDecode(p source.DecodePlan) { s.dec.Plan(p) }
 
 // Info describes the source.
-func (s *Source) Info() pipeline.SourceInfo {
-	return pipeline.SourceInfo{
+func (s *Source) Info() source.SourceInfo {
+	return source.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.opts.Classes...),
 		Spec: s.dec.Spec(map[string]any{
@@ -138,7 +138,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 }
 
 // Enumerate reads the files in order and emits one item per record.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	var seq int64
 	for _, name := range s.files {
 		if err := s.enumerateFile(ctx, name, &seq, emit); err != nil {
@@ -148,16 +148,16 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 	return nil
 }
 
-func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(pipeline.Item) error) error {
+func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
 	fname := fsentry.Name(name)
-	send := func(it pipeline.Item) error {
+	send := func(it source.Item) error {
 		it.Seq = *seq
 		*seq++
 		return emit(it)
 	}
 	f, err := fsentry.Open(filepath.Join(s.root, name))
 	if err != nil {
-		return send(pipeline.Item{Name: fname, Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
+		return send(source.Item{Name: fname, Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
@@ -167,7 +167,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 			return err
 		}
 		rest := func(err error) error {
-			return send(pipeline.Item{Name: fmt.Sprintf("%s (from record %d)", fname, n), Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
+			return send(source.Item{Name: fmt.Sprintf("%s (from record %d)", fname, n), Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
 		}
 		if _, err := io.ReadFull(r, head[:]); err != nil {
 			if err == io.EOF {
@@ -190,7 +190,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 			return rest(fmt.Errorf("record data: %w", err))
 		}
 		body, crc := data.Bytes()[:size], binary.LittleEndian.Uint32(data.Bytes()[size:])
-		it := pipeline.Item{Name: fmt.Sprintf("%s#%d", fname, n)}
+		it := source.Item{Name: fmt.Sprintf("%s#%d", fname, n)}
 		meta, _ := json.Marshal(map[string]any{"file": fname, "record": n})
 		if want := masked(body); crc != want {
 			it.Note = memdecode.Note{Err: fmt.Errorf("%w (%08x, want %08x)", ErrChecksum, crc, want)}
@@ -374,6 +374,6 @@ func int64Values(feat []byte) (first int64, n int, err error) {
 
 // Decode decodes the item's image with the source's decoder, or reports the fault Enumerate
 // found in it.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	return s.dec.Decode(it, emit)
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"google.golang.org/protobuf/encoding/protowire"
 	"os"
 	"os/exec"
@@ -57,7 +58,7 @@ func writeTFRecord(t *testing.T, path string, recs []map[string]any) {
 	}
 }
 
-func build(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
+func build(t *testing.T, src source.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {

@@ -3,9 +3,9 @@ package video
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"math"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -38,7 +38,7 @@ type frame struct {
 	token any     // buffer owner, handed back through release
 	// win places img in its full image when only a window of it was decoded (frames source
 	// with windows enabled); nil for a whole frame.
-	win *pipeline.Window
+	win *source.Window
 }
 
 // recordMeta is the per-record metadata (Clip.Meta). Fields are declared in name order so the
@@ -61,7 +61,7 @@ type clipper struct {
 	pad     bool
 	video   string
 	label   int64
-	emit    func(pipeline.Clip) error
+	emit    func(source.Clip) error
 	release func(frame)
 
 	win     []frame // frames from the next clip's start on
@@ -69,10 +69,10 @@ type clipper struct {
 	seen    int     // frames pushed
 	emitted int     // records emitted
 	frames  []transforms.Image
-	wins    []pipeline.Window
+	wins    []source.Window
 }
 
-func newClipper(t, s int, pad bool, video string, label int64, emit func(pipeline.Clip) error, release func(frame)) *clipper {
+func newClipper(t, s int, pad bool, video string, label int64, emit func(source.Clip) error, release func(frame)) *clipper {
 	if t > 0 && s <= 0 {
 		s = t
 	}
@@ -149,13 +149,13 @@ func (c *clipper) send(fs []frame, pad int) error {
 	for i := 0; i < len(fs)+pad; i++ {
 		f := fs[min(i, len(fs)-1)] // the last frame repeated pad times
 		c.frames = append(c.frames, f.img)
-		w := pipeline.Window{FullW: f.img.W, FullH: f.img.H}
+		w := source.Window{FullW: f.img.W, FullH: f.img.H}
 		if f.win != nil {
 			w, windowed = *f.win, true
 		}
 		c.wins = append(c.wins, w)
 	}
-	var wins []pipeline.Window
+	var wins []source.Window
 	if windowed {
 		wins = c.wins
 	}
@@ -169,7 +169,7 @@ func (c *clipper) send(fs []frame, pad int) error {
 		return err
 	}
 	c.emitted++
-	return c.emit(pipeline.Clip{Frames: c.frames, Windows: wins, Label: c.label, Meta: meta})
+	return c.emit(source.Clip{Frames: c.frames, Windows: wins, Label: c.label, Meta: meta})
 }
 
 // roundMicro rounds seconds to the microsecond, so times print compactly.

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"reflect"
 	"sort"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -65,7 +65,7 @@ func clipRun(t *testing.T, n, clipLen, stride int, pad bool) (recs [][]int, meta
 	for i := range imgs {
 		imgs[i] = transforms.Image{W: 1, H: 1, C: 3, Pix: []byte{byte(i), 0, 0}}
 	}
-	c := newClipper(clipLen, stride, pad, "c/v.mp4", 7, func(cl pipeline.Clip) error {
+	c := newClipper(clipLen, stride, pad, "c/v.mp4", 7, func(cl source.Clip) error {
 		var idx []int
 		for _, f := range cl.Frames {
 			idx = append(idx, int(f.Pix[0]))

@@ -3,6 +3,7 @@ package video
 import (
 	"bytes"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -118,7 +118,7 @@ func TestDamagedVideos(t *testing.T) {
 		seen++
 		recs, err := decodeAll(t, src, it)
 		if err != nil {
-			var ie *pipeline.InputError
+			var ie *source.InputError
 			if !errors.As(err, &ie) || ie.Input != it.Name {
 				t.Errorf("%s: error %v is not an InputError naming the video", it.Name, err)
 			}
@@ -267,7 +267,7 @@ func TestFramesErrors(t *testing.T) {
 	}
 	for _, it := range items(t, src) {
 		recs, err := decodeAll(t, src, it)
-		var ie *pipeline.InputError
+		var ie *source.InputError
 		if !errors.As(err, &ie) || !strings.Contains(err.Error(), want[it.Name]) || len(recs) != 0 {
 			t.Errorf("%s: %d records, err %v, want %q", it.Name, len(recs), err, want[it.Name])
 		}

@@ -127,7 +127,7 @@
 //
 // # Robustness
 //
-// Every bad video becomes a *pipeline.InputError naming it by its relative path, with a
+// Every bad video becomes a *source.InputError naming it by its relative path, with a
 // precise, host-independent reason (no absolute paths, no pointer addresses; ffmpeg's last
 // warnings and errors, bounded, are quoted), which the build skips or fails on as --on-error
 // says. Checked before decoding, so that nothing of the video is packed:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ import (
 )
 
 // build runs the whole pipeline on src into a fresh directory and returns it.
-func build(t *testing.T, src pipeline.Source, spec transforms.Spec, workers int) string {
+func build(t *testing.T, src source.Source, spec transforms.Spec, workers int) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	_, err := pipeline.Build(context.Background(), pipeline.Options{

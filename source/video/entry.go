@@ -3,7 +3,6 @@ package video
 import (
 	"strings"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
 )
@@ -14,10 +13,10 @@ var (
 		Kind:  KindFrames,
 		Help:  "class/video/frame images",
 		Sniff: source.Sniffer{NestedExts: imagedir.Extensions},
-		Open: func(p string, o source.Options) (pipeline.Source, error) {
+		Open: func(p string, o source.Options) (source.Source, error) {
 			return OpenFrames(p, framesOptions(o))
 		},
-		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return ReplayFrames(p, classes, framesOptions(o))
 		},
 	}
@@ -28,10 +27,10 @@ var (
 			ClassExts: VideoExtensions,
 			FileExts:  VideoExtensions,
 		},
-		Open: func(p string, o source.Options) (pipeline.Source, error) {
+		Open: func(p string, o source.Options) (source.Source, error) {
 			return Open(p, videoOptions(o))
 		},
-		Replay: func(p string, o source.Options, classes []string) (pipeline.Source, error) {
+		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return Replay(p, classes, videoOptions(o))
 		},
 	}

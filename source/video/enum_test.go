@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/packer-dev/packer/source"
 	"image"
 	"image/color"
 	"image/png"
@@ -22,7 +23,7 @@ import (
 
 // buildWithin runs the whole pipeline on src with a fixed crop and fails the test when it does
 // not finish within limit (a FIFO opened for reading blocks forever).
-func buildWithin(t *testing.T, src pipeline.Source, limit time.Duration) (*shard.Manifest, string) {
+func buildWithin(t *testing.T, src source.Source, limit time.Duration) (*shard.Manifest, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	done := make(chan error, 1)

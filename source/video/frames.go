@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"image"
 	"io/fs"
 	"os"
@@ -12,13 +13,12 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )
 
-// FramesSource is a pipeline.Source over folders of extracted frames:
+// FramesSource is a source.Source over folders of extracted frames:
 // SRC/class/video_id/frame images (--from frames).
 type FramesSource struct {
 	root    string
@@ -27,17 +27,17 @@ type FramesSource struct {
 	count   int64
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch
-	plan    pipeline.DecodePlan
+	plan    source.DecodePlan
 	replay  bool // opened by ReplayFrames: it decodes, and lists nothing
 }
 
-var _ pipeline.PlannedSource = (*FramesSource)(nil)
+var _ source.PlannedSource = (*FramesSource)(nil)
 
 // PlanDecode takes the build's transform: frames of different sizes share a clip when it
 // crops or resizes to one size, and with p.Windows Decode reads of each JPEG frame only the
 // rectangle the transform reads (transforms.DecodeFileRegion) and emits it as a window
-// (pipeline.Clip.Windows): the same output bytes, less decoding.
-func (s *FramesSource) PlanDecode(p pipeline.DecodePlan) { s.plan = p }
+// (source.Clip.Windows): the same output bytes, less decoding.
+func (s *FramesSource) PlanDecode(p source.DecodePlan) { s.plan = p }
 
 // OpenFrames opens a frame-folder dataset: every non-hidden subfolder of root is a class
 // (labels in sorted name order), every non-hidden subfolder of a class is one video, and the
@@ -88,7 +88,7 @@ func replayRoot(root string, classes []string) error {
 }
 
 // Info describes the source; Spec holds only host-independent facts.
-func (s *FramesSource) Info() pipeline.SourceInfo {
+func (s *FramesSource) Info() source.SourceInfo {
 	spec := map[string]any{
 		"kind":        KindFrames,
 		"layout":      "class/video/frame",
@@ -99,7 +99,7 @@ func (s *FramesSource) Info() pipeline.SourceInfo {
 		"max_pixels":  maxPixels(s.opts.MaxPixels),
 	}
 	s.opts.clipSpec(spec)
-	return pipeline.SourceInfo{
+	return source.SourceInfo{
 		Kind:    KindFrames,
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
@@ -117,7 +117,7 @@ func maxPixels(v int64) int64 {
 }
 
 // Enumerate emits one item per video folder, classes in order and folders by name.
-func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *FramesSource) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	if s.replay {
 		return fmt.Errorf("video: %s: %w", s.root, errReplay)
 	}
@@ -127,8 +127,8 @@ func (s *FramesSource) Enumerate(ctx context.Context, emit func(pipeline.Item) e
 // Decode lists the folder's frames, decodes them one at a time (as transforms.DecodeFile,
 // Pillow-exact RGB) and emits each clip as soon as its last frame is decoded, holding at most
 // ClipLen frames. Every frame must have the first frame's size.
-func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
-	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
+func (s *FramesSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
+	bad := func(err error) error { return &source.InputError{Input: it.Name, Err: err} }
 	if err := fsentry.CheckDir(it.Path); err != nil {
 		return bad(err)
 	}
@@ -223,9 +223,9 @@ func (s *FramesSource) Decode(ctx context.Context, it pipeline.Item, emit func(p
 					ErrSizeChange, i, name, d.Full.X, d.Full.Y, fsentry.Name(names[0]), w0, h0))
 			}
 		}
-		var win *pipeline.Window
+		var win *source.Window
 		if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
-			win = &pipeline.Window{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}
+			win = &source.Window{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}
 		}
 		// Frames are held in decode order; the slot index is the token.
 		slot := -1

@@ -3,6 +3,7 @@ package video
 import (
 	"bytes"
 	"context"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -80,10 +80,10 @@ type decoded struct {
 }
 
 // decodeAll runs src.Decode on one item and collects the records and the error.
-func decodeAll(t testing.TB, src pipeline.Source, it pipeline.Item) ([]decoded, error) {
+func decodeAll(t testing.TB, src source.Source, it source.Item) ([]decoded, error) {
 	t.Helper()
 	var recs []decoded
-	err := src.Decode(context.Background(), it, func(c pipeline.Clip) error {
+	err := src.Decode(context.Background(), it, func(c source.Clip) error {
 		d := decoded{meta: string(c.Meta), label: c.Label, w: c.Frames[0].W, h: c.Frames[0].H}
 		for _, f := range c.Frames {
 			d.frames = append(d.frames, bytes.Clone(f.Pix))
@@ -95,10 +95,10 @@ func decodeAll(t testing.TB, src pipeline.Source, it pipeline.Item) ([]decoded, 
 }
 
 // items enumerates a source.
-func items(t testing.TB, src pipeline.Source) []pipeline.Item {
+func items(t testing.TB, src source.Source) []source.Item {
 	t.Helper()
-	var its []pipeline.Item
-	if err := src.Enumerate(context.Background(), func(it pipeline.Item) error { its = append(its, it); return nil }); err != nil {
+	var its []source.Item
+	if err := src.Enumerate(context.Background(), func(it source.Item) error { its = append(its, it); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return its

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -119,12 +119,12 @@ func (s *Source) selfTestLibav(ctx context.Context) error {
 	o.ClipLen, o.ClipStride, o.FPS = 0, 0, 0
 	t := &Source{opts: o, decoders: s.decoders, libav: true}
 	var sizes []string
-	it := pipeline.Item{Name: "self-test", Path: p}
+	it := source.Item{Name: "self-test", Path: p}
 	si, err := t.probeLibav(ctx, it)
 	if err != nil {
 		return err
 	}
-	err = t.decodeLibav(ctx, it, si, func(c pipeline.Clip) error {
+	err = t.decodeLibav(ctx, it, si, func(c source.Clip) error {
 		f := c.Frames[0]
 		sizes = append(sizes, fmt.Sprintf("%dx%dx%d/%d", f.W, f.H, f.C, len(f.Pix)))
 		return nil
@@ -173,7 +173,7 @@ func runC(ctx context.Context, timeout time.Duration, c *avCancel, fn func(), do
 
 // probeLibav checks the file as probe does, with libavformat in process: the same JSON facts,
 // the same checks, and the error-level lines libav logs while reading every packet.
-func (s *Source) probeLibav(ctx context.Context, it pipeline.Item) (streamInfo, error) {
+func (s *Source) probeLibav(ctx context.Context, it source.Item) (streamInfo, error) {
 	c := newAVCancel()
 	var (
 		json  []byte
@@ -216,7 +216,7 @@ func (s *Source) probeLibav(ctx context.Context, it pipeline.Item) (streamInfo, 
 // decodeLibav decodes one video in process and feeds its frames to a clipper, as decode does
 // with ffmpeg's output: a reader goroutine decodes up to readAhead frames ahead; the first
 // error-level message libav logs ends the video before any frame filtered after it.
-func (s *Source) decodeLibav(ctx context.Context, it pipeline.Item, si streamInfo, emit func(pipeline.Clip) error) error {
+func (s *Source) decodeLibav(ctx context.Context, it source.Item, si streamInfo, emit func(source.Clip) error) error {
 	c := newAVCancel()
 	timedOut := make(chan struct{})
 	var once sync.Once
@@ -269,7 +269,7 @@ var testHookNext atomic.Pointer[func()]
 type avReader struct {
 	ctx     context.Context
 	s       *Source
-	it      pipeline.Item
+	it      source.Item
 	si      streamInfo
 	c       *avCancel
 	wd      *watchdog

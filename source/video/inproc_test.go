@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -116,7 +116,7 @@ func TestLibavMatchesFFmpeg(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				src.PlanDecode(pipeline.DecodePlan{Transform: tc.spec})
+				src.PlanDecode(source.DecodePlan{Transform: tc.spec})
 				if src.libav != (dec == DecoderLibav) {
 					t.Fatalf("Decoder %s: libav = %v", dec, src.libav)
 				}
@@ -210,7 +210,7 @@ func TestLibavRandomFiles(t *testing.T) {
 	}
 	for _, it := range items(t, src) {
 		if _, err := decodeAll(t, src, it); err != nil {
-			if _, ok := err.(*pipeline.InputError); !ok {
+			if _, ok := err.(*source.InputError); !ok {
 				t.Errorf("%s: %v is not an InputError", it.Name, err)
 			}
 		}
@@ -264,7 +264,7 @@ func TestLibavCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	clips := 0
-	err = src.Decode(ctx, items(t, src)[0], func(pipeline.Clip) error {
+	err = src.Decode(ctx, items(t, src)[0], func(source.Clip) error {
 		if clips++; clips == 2 {
 			cancel()
 		}
@@ -300,12 +300,12 @@ func FuzzLibavDecode(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		recs, err := decodeAll(t, src, pipeline.Item{Name: "c/f.mkv", Path: p})
+		recs, err := decodeAll(t, src, source.Item{Name: "c/f.mkv", Path: p})
 		if errors.Is(err, ErrTimeout) {
 			t.Fatalf("a %d-byte file hangs the decoder: %v", len(data), err)
 		}
 		if err != nil {
-			if _, ok := err.(*pipeline.InputError); !ok {
+			if _, ok := err.(*source.InputError); !ok {
 				t.Fatalf("%v is not an InputError", err)
 			}
 		}

@@ -2,12 +2,12 @@ package video
 
 import (
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -31,7 +31,7 @@ func TestFramesSizeChangeNotASkipReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.PlanDecode(pipeline.DecodePlan{Transform: spec})
+		src.PlanDecode(source.DecodePlan{Transform: spec})
 		its := items(t, src)
 		if len(its) != 1 {
 			t.Fatalf("%d items", len(its))
@@ -55,7 +55,7 @@ func TestFramesSizeChangeNotASkipReason(t *testing.T) {
 	}
 	// Clips of 2 without a fixed size: the clip [f3, f4] cannot be one array.
 	_, err = run(Options{ClipLen: 2}, transforms.Spec{})
-	var ie *pipeline.InputError
+	var ie *source.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrSizeChange) || !strings.Contains(err.Error(), "--crop") {
 		t.Errorf("--clip-len 2, no fixed size: %v, want an InputError wrapping ErrSizeChange that names --crop", err)
 	}
@@ -83,7 +83,7 @@ func TestVideoSizeChangeNotASkipReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.PlanDecode(pipeline.DecodePlan{Transform: spec})
+		src.PlanDecode(source.DecodePlan{Transform: spec})
 		its := items(t, src)
 		if len(its) != 1 {
 			t.Fatalf("%d items", len(its))
@@ -108,7 +108,7 @@ func TestVideoSizeChangeNotASkipReason(t *testing.T) {
 		t.Errorf("--clip-len 5 --crop 16: %d clips, %v; want 2", len(recs), err)
 	}
 	_, err = run(Options{ClipLen: 5}, transforms.Spec{})
-	var ie *pipeline.InputError
+	var ie *source.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrSizeChange) || !strings.Contains(err.Error(), "--crop") {
 		t.Errorf("--clip-len 5, no fixed size: %v, want an InputError wrapping ErrSizeChange that names --crop", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -22,7 +22,7 @@ import (
 // ErrNoFFmpeg is returned by Open when ffmpeg or ffprobe cannot be run.
 var ErrNoFFmpeg = errors.New("ffmpeg not found")
 
-// Source is a pipeline.Source over video files: SRC/class/*.{mp4,mkv,avi,webm,mov}
+// Source is a source.Source over video files: SRC/class/*.{mp4,mkv,avi,webm,mov}
 // (--from video), decoded to raw RGB in process by ffmpeg's libraries or by the ffmpeg command
 // through a pipe (see doc.go, "Decoders").
 type Source struct {
@@ -34,17 +34,17 @@ type Source struct {
 	version  string          // first line of `ffmpeg -version` (or libav's version, in process)
 	decoders map[string]bool // codec names ffmpeg can decode
 	bufs     sync.Pool       // *[]byte frame buffers
-	plan     pipeline.DecodePlan
+	plan     source.DecodePlan
 	replay   bool // opened by Replay: it decodes, and lists nothing
 	libav    bool // decodes in process (inproc.go), not through ffprobe and ffmpeg
 }
 
-var _ pipeline.PlannedSource = (*Source)(nil)
+var _ source.PlannedSource = (*Source)(nil)
 
 // PlanDecode takes the build's transform: frames of different sizes (a stream that changes
 // size) share a clip when it crops or resizes to one size. Video frames are never windows.
-func (s *Source) PlanDecode(p pipeline.DecodePlan) {
-	s.plan = pipeline.DecodePlan{Transform: p.Transform}
+func (s *Source) PlanDecode(p source.DecodePlan) {
+	s.plan = source.DecodePlan{Transform: p.Transform}
 }
 
 // Open opens a video dataset: every non-hidden subfolder of root is a class (labels in sorted
@@ -139,7 +139,7 @@ func (s *Source) FFmpegVersion() string { return s.version }
 
 // Info describes the source; Spec holds only host-independent facts (the ffmpeg version
 // and every option that changes the bytes, never thread counts or timeouts).
-func (s *Source) Info() pipeline.SourceInfo {
+func (s *Source) Info() source.SourceInfo {
 	spec := map[string]any{
 		"kind":       KindVideo,
 		"layout":     "class/video",
@@ -157,7 +157,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 		spec["sampling"] = "fps filter"
 	}
 	s.opts.clipSpec(spec)
-	return pipeline.SourceInfo{
+	return source.SourceInfo{
 		Kind:    KindVideo,
 		Classes: append([]string(nil), s.classes...),
 		Spec:    spec,
@@ -168,7 +168,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 }
 
 // Enumerate emits one item per video file, classes in order and files by name.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	if s.replay {
 		return fmt.Errorf("video: %s: %w", s.root, errReplay)
 	}
@@ -177,13 +177,13 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 
 // enumerate emits an item per entry walk finds (folders when dirs is set, else files with one
 // of exts), numbered in walk order.
-func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, exts []string, emit func(pipeline.Item) error) error {
+func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, exts []string, emit func(source.Item) error) error {
 	var seq int64
 	return walk(root, classDirs, dirs, exts, func(label int, rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := pipeline.Item{Seq: seq, Name: fsentry.Name(rel), Path: filepath.Join(root, filepath.FromSlash(rel)), Label: int64(label)}
+		it := source.Item{Seq: seq, Name: fsentry.Name(rel), Path: filepath.Join(root, filepath.FromSlash(rel)), Label: int64(label)}
 		seq++
 		return emit(it)
 	})
@@ -191,8 +191,8 @@ func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, 
 
 // Decode probes the file, then decodes it (in process, or with ffprobe and one ffmpeg process
 // whose stdout it reads), emitting each clip as soon as its last frame arrives.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
-	bad := func(err error) error { return &pipeline.InputError{Input: it.Name, Err: err} }
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
+	bad := func(err error) error { return &source.InputError{Input: it.Name, Err: err} }
 	// Never hand ffprobe a FIFO or a device: it would block or read forever.
 	if err := fsentry.Check(it.Path); err != nil {
 		return bad(err)
@@ -236,7 +236,7 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 }
 
 // probe runs ffprobe on the item and checks its stream.
-func (s *Source) probe(ctx context.Context, it pipeline.Item) (streamInfo, error) {
+func (s *Source) probe(ctx context.Context, it source.Item) (streamInfo, error) {
 	pctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
 	out, errOut, err := runTool(pctx, 16<<20, s.opts.FFprobe, "-hide_banner", "-v", "error",
@@ -307,8 +307,8 @@ func (s *Source) selfTest(ctx context.Context) error {
 	t := &Source{opts: o, decoders: s.decoders}
 	var sizes []string
 	input := []string{"-f", "lavfi", "-i", "testsrc=size=16x12:rate=5:duration=0.4"}
-	err := t.decode(ctx, pipeline.Item{Name: "self-test"}, streamInfo{Width: 16, Height: 12, FPS: 5}, input,
-		func(c pipeline.Clip) error {
+	err := t.decode(ctx, source.Item{Name: "self-test"}, streamInfo{Width: 16, Height: 12, FPS: 5}, input,
+		func(c source.Clip) error {
 			f := c.Frames[0]
 			sizes = append(sizes, fmt.Sprintf("%dx%dx%d/%d", f.W, f.H, f.C, len(f.Pix)))
 			return nil
@@ -352,7 +352,7 @@ type readFrame struct {
 // the next frame on stdout; the first error event ends the video before any later frame is
 // used. It hands frames over through a channel of readAhead, so at most ClipLen + readAhead +
 // 1 frames are held.
-func (s *Source) decode(ctx context.Context, it pipeline.Item, si streamInfo, input []string, emit func(pipeline.Clip) error) error {
+func (s *Source) decode(ctx context.Context, it source.Item, si streamInfo, input []string, emit func(source.Clip) error) error {
 	// Every kill goes through dctx: os/exec then kills the process group (Cmd.Cancel) only
 	// while the process has not been reaped, so a reused process ID is never signalled.
 	dctx, dcancel := context.WithCancel(ctx)
@@ -420,7 +420,7 @@ type reader struct {
 	cmd    *exec.Cmd
 	stdout io.Reader
 	log    *stderrLog
-	it     pipeline.Item
+	it     source.Item
 	si     streamInfo
 	wd     *watchdog
 	frames chan readFrame
@@ -605,10 +605,10 @@ func (s *Source) rate(si streamInfo) float64 {
 
 // clipper returns the clipper of one video for either decoder: its frames' buffers go back to
 // the source's pool, and an error of emit is passed through unchanged (emitError).
-func (s *Source) clipper(it pipeline.Item, emit func(pipeline.Clip) error) *clipper {
+func (s *Source) clipper(it source.Item, emit func(source.Clip) error) *clipper {
 	release := func(f frame) { s.bufs.Put(f.token.(*[]byte)) }
 	return newClipper(s.opts.ClipLen, s.opts.ClipStride, s.opts.Short == ShortPad, it.Name, it.Label,
-		func(cl pipeline.Clip) error {
+		func(cl source.Clip) error {
 			if err := emit(cl); err != nil {
 				return &emitError{err}
 			}

@@ -5,11 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -235,8 +235,8 @@ func TestFramesWindows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs.PlanDecode(pipeline.DecodePlan{Transform: spec, Windows: windows})
-		err = fs.Decode(context.Background(), items(t, fs)[0], func(c pipeline.Clip) error {
+		fs.PlanDecode(source.DecodePlan{Transform: spec, Windows: windows})
+		err = fs.Decode(context.Background(), items(t, fs)[0], func(c source.Clip) error {
 			for i, f := range c.Frames {
 				x, y, w, h := 0, 0, f.W, f.H
 				if c.Windows != nil {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -33,7 +32,7 @@ var Entry = source.Entry{
 			return ext == "cls" || isImageExt(ext)
 		},
 	},
-	Open: func(p string, o source.Options) (pipeline.Source, error) {
+	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes,
 			ImageKey: o.ImageKey, LabelKey: o.LabelKey})
 	},

@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/packer-dev/packer/internal/testfix"
-	"github.com/packer-dev/packer/pipeline"
 )
 
 // FuzzShard reads arbitrary bytes as a shard: Enumerate must not fail or panic, and every item
@@ -40,8 +40,8 @@ func FuzzShard(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var items []pipeline.Item
-		if err := src.Enumerate(context.Background(), func(it pipeline.Item) error {
+		var items []source.Item
+		if err := src.Enumerate(context.Background(), func(it source.Item) error {
 			items = append(items, it)
 			return nil
 		}); err != nil {
@@ -52,8 +52,8 @@ func FuzzShard(f *testing.F) {
 				t.Fatalf("item %d has Seq %d", i, it.Seq)
 			}
 			n := 0
-			err := src.Decode(context.Background(), it, func(pipeline.Clip) error { n++; return nil })
-			var ie *pipeline.InputError
+			err := src.Decode(context.Background(), it, func(source.Clip) error { n++; return nil })
+			var ie *source.InputError
 			switch {
 			case err == nil && n != 1:
 				t.Fatalf("item %s: %d records", it.Name, n)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
@@ -65,7 +65,7 @@ type Options struct {
 	LabelKey string
 }
 
-// Source is a pipeline.Source over WebDataset tar shards.
+// Source is a source.Source over WebDataset tar shards.
 type Source struct {
 	root      string   // the folder, or the shard's folder, or the list's folder
 	shards    []string // shard paths relative to root (slash-separated), in order
@@ -74,7 +74,7 @@ type Source struct {
 	dec       memdecode.Decoder
 }
 
-var _ pipeline.PlannedSource = (*Source)(nil)
+var _ source.PlannedSource = (*Source)(nil)
 
 // Open opens a folder of shards or one shard file.
 func Open(p string, opts Options) (*Source, error) {
@@ -191,11 +191,11 @@ func isShardName(name string) bool {
 }
 
 // PlanDecode takes the build's transform (memdecode.Decoder.Plan: the --fast scale).
-func (s *Source) PlanDecode(p pipeline.DecodePlan) { s.dec.Plan(p) }
+func (s *Source) PlanDecode(p source.DecodePlan) { s.dec.Plan(p) }
 
 // Info describes the source.
-func (s *Source) Info() pipeline.SourceInfo {
-	return pipeline.SourceInfo{
+func (s *Source) Info() source.SourceInfo {
+	return source.SourceInfo{
 		Kind:    Kind,
 		Classes: append([]string(nil), s.opts.Classes...),
 		Spec: s.dec.Spec(map[string]any{
@@ -219,7 +219,7 @@ type sample struct {
 }
 
 // Enumerate reads the shards in order and emits one item per sample.
-func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) error {
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
 	var seq int64
 	for _, name := range s.shards {
 		if err := s.enumerateShard(ctx, name, &seq, emit); err != nil {
@@ -229,7 +229,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(pipeline.Item) error) 
 	return nil
 }
 
-func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, emit func(pipeline.Item) error) error {
+func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
 	f, err := fsentry.Open(filepath.Join(s.root, filepath.FromSlash(name)))
 	if err != nil {
 		return s.emitBad(seq, fsentry.Name(name), fmt.Errorf("%w: %w", ErrTruncated, err), emit)
@@ -351,7 +351,7 @@ func isImageExt(ext string) bool {
 	return false
 }
 
-func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func(pipeline.Item) error) error {
+func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func(source.Item) error) error {
 	name := shardName + ":" + fsentry.Name(smp.key)
 	err := smp.err
 	var label int64
@@ -370,7 +370,7 @@ func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func
 		return s.emitBad(seq, name, err, emit)
 	}
 	meta, _ := json.Marshal(map[string]string{"shard": shardName, "key": fsentry.Name(smp.key), "image": fsentry.Name(smp.imageMem)})
-	it := pipeline.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: memdecode.Note{Meta: meta}}
+	it := source.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: memdecode.Note{Meta: meta}}
 	*seq++
 	return emit(it)
 }
@@ -404,15 +404,15 @@ func (s *Source) parseLabel(b []byte) (int64, error) {
 }
 
 // emitBad emits an item that Decode reports as bad with err (its Note).
-func (s *Source) emitBad(seq *int64, name string, err error, emit func(pipeline.Item) error) error {
-	it := pipeline.Item{Seq: *seq, Name: name, Note: memdecode.Note{Err: err}}
+func (s *Source) emitBad(seq *int64, name string, err error, emit func(source.Item) error) error {
+	it := source.Item{Seq: *seq, Name: name, Note: memdecode.Note{Err: err}}
 	*seq++
 	return emit(it)
 }
 
 // Decode decodes the item's image with the source's decoder, or reports the fault Enumerate
 // found in it.
-func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	return s.dec.Decode(it, emit)
 }
 

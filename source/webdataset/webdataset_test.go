@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +61,7 @@ if out.endswith(".gz"):
 
 // records builds src with spec and returns every record's bytes, label and metadata, and the
 // manifest's skipped list.
-func records(t *testing.T, src pipeline.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
+func records(t *testing.T, src source.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {
@@ -231,12 +232,12 @@ func TestLabelOutOfClasses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var it pipeline.Item
-	if err := src.Enumerate(context.Background(), func(i pipeline.Item) error { it = i; return nil }); err != nil {
+	var it source.Item
+	if err := src.Enumerate(context.Background(), func(i source.Item) error { it = i; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	err = src.Decode(context.Background(), it, func(pipeline.Clip) error { return nil })
-	var ie *pipeline.InputError
+	err = src.Decode(context.Background(), it, func(source.Clip) error { return nil })
+	var ie *source.InputError
 	if !errors.As(err, &ie) || !errors.Is(err, ErrLabel) || ie.Input != "s.tar:k" {
 		t.Errorf("Decode: %v, want an InputError for s.tar:k wrapping ErrLabel", err)
 	}

@@ -7,14 +7,14 @@ package memdecode
 import (
 	"bytes"
 	"errors"
+	"github.com/packer-dev/packer/source"
 	"io"
 	"sync"
 
-	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/transforms"
 )
 
-// Note is what an enumerator hands Decode in pipeline.Item.Note: the record's per-record
+// Note is what an enumerator hands Decode in source.Item.Note: the record's per-record
 // metadata (its provenance), or the fault that makes the item a bad input.
 type Note struct {
 	Meta []byte
@@ -29,7 +29,7 @@ type Decoder struct {
 
 // Plan takes the build's decode plan: with --fast, JPEGs are decoded at the reduced scale the
 // transform allows (transforms.DraftSize). Images decoded from memory are never windows.
-func (d *Decoder) Plan(p pipeline.DecodePlan) {
+func (d *Decoder) Plan(p source.DecodePlan) {
 	if d.Opts.Draft == nil && p.Transform.Fast {
 		d.Opts.Draft = transforms.DraftSize(p.Transform, 1)
 	}
@@ -47,10 +47,10 @@ func (d *Decoder) Spec(spec map[string]any) map[string]any {
 
 // Decode reports the fault in the item's Note as a bad input naming it, or decodes it.Raw and
 // emits one frame with the item's label and the Note's metadata.
-func (d *Decoder) Decode(it pipeline.Item, emit func(pipeline.Clip) error) error {
+func (d *Decoder) Decode(it source.Item, emit func(source.Clip) error) error {
 	nt, _ := it.Note.(Note)
 	if nt.Err != nil {
-		return &pipeline.InputError{Input: it.Name, Err: nt.Err}
+		return &source.InputError{Input: it.Name, Err: nt.Err}
 	}
 	sc, _ := d.scratch.Get().(*transforms.DecodeScratch)
 	if sc == nil {
@@ -64,9 +64,9 @@ func (d *Decoder) Decode(it pipeline.Item, emit func(pipeline.Clip) error) error
 		if errors.As(err, &de) {
 			err = de.Err
 		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
+		return &source.InputError{Input: it.Name, Err: err}
 	}
-	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta})
+	return emit(source.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta})
 }
 
 // ReadN reads exactly n bytes of r. The buffer grows with what arrives, so a header that claims

@@ -1,7 +1,9 @@
-package pipeline
+package source
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/packer-dev/packer/transforms"
 )
@@ -17,8 +19,9 @@ type Item struct {
 	// Note is what the enumerator hands its own Decode about this item (a fault it found, the
 	// record's provenance); the pipeline only carries it.
 	Note any
-	// Stamp is Path's size and modification time as a plan recorded them (FromPlan), or nil:
-	// a part built from a plan records the plan's, and checks its own inputs' against them.
+	// Stamp is Path's size and modification time as a plan recorded them (pipeline.FromPlan),
+	// or nil: a part built from a plan records the plan's, and checks its own inputs' against
+	// them.
 	Stamp *Stamp
 }
 
@@ -28,7 +31,7 @@ type Clip struct {
 	Frames []transforms.Image
 	// Windows, when not nil, has one entry per frame: that frame holds only part of a larger
 	// decoded image (a decoder that skipped what the transform never reads; see
-	// transforms.Worker.ApplyWindow). The CPU path and a WindowResizer accept windows: a
+	// transforms.Worker.ApplyWindow). The CPU path and a pipeline.WindowResizer accept windows: a
 	// Source returns them only when the build's DecodePlan asks for them (PlannedSource).
 	Windows []Window
 	Label   int64
@@ -40,14 +43,6 @@ type Clip struct {
 // FullW × FullH image.
 type Window struct {
 	X, Y, FullW, FullH int
-}
-
-// fullSize is the size of frame i's whole image.
-func (c *Clip) fullSize(i int) (w, h int) {
-	if c.Windows != nil {
-		return c.Windows[i].FullW, c.Windows[i].FullH
-	}
-	return c.Frames[i].W, c.Frames[i].H
 }
 
 // SourceInfo describes a source for the manifest and for sizing records.
@@ -79,8 +74,8 @@ type FrameShape struct {
 // Decode makes the item a bad input: it is listed in the manifest's skipped with the error as
 // its reason (--on-error skip), keeping the records it yielded before the error, or it fails
 // the build (--on-error fail). Errors that say nothing about the input (out of file
-// descriptors or memory, a failing disk or file server: see ErrSystem) always fail the build,
-// and so does the build's context being cancelled.
+// descriptors or memory, a failing disk or file server: see pipeline.ErrSystem) always fail the
+// build, and so does the build's context being cancelled.
 type Source interface {
 	Info() SourceInfo
 	Enumerate(ctx context.Context, emit func(Item) error) error
@@ -100,8 +95,9 @@ type DirectSource interface {
 	DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error)
 }
 
-// DecodePlan is what the engine asks of a PlannedSource's decoding. Build decides it once,
-// after validating the transform (CheckTransform) and before it asks the source anything else.
+// DecodePlan is what the engine asks of a PlannedSource's decoding. pipeline.Build decides it
+// once, after validating the transform (pipeline.CheckTransform) and before it asks the source
+// anything else.
 type DecodePlan struct {
 	// Transform is the build's transform, validated and normalized. A source derives from it
 	// the reduced JPEG scale --fast allows (transforms.DraftSize) and whether frames of
@@ -109,15 +105,38 @@ type DecodePlan struct {
 	Transform transforms.Spec
 	// Windows asks the source to decode of each image only the rectangle Transform.Region
 	// gives and to emit it as a window (Clip.Windows): the same output bytes, less decoding.
-	// Build sets it when the frames are transformed on the CPU (no BatchResizer) or by a
-	// WindowResizer, the paths that accept windows.
+	// The build sets it when the frames are transformed on the CPU (no pipeline.BatchResizer)
+	// or by a pipeline.WindowResizer, the paths that accept windows.
 	Windows bool
 }
 
-// A PlannedSource adapts its decoding to the build's transform. Build calls PlanDecode once,
-// before Info or any other method; a PlannedSource that is never given a plan decodes whole
-// frames at full scale, as for the identity transform.
+// A PlannedSource adapts its decoding to the build's transform. pipeline.Build calls
+// PlanDecode once, before Info or any other method; a PlannedSource that is never given a plan
+// decodes whole frames at full scale, as for the identity transform.
 type PlannedSource interface {
 	Source
 	PlanDecode(p DecodePlan)
+}
+
+// InputError is a bad input: it is skipped with --on-error skip and fails the build otherwise.
+type InputError struct {
+	Input string
+	Err   error
+}
+
+func (e *InputError) Error() string { return fmt.Sprintf("%s: %v", e.Input, e.Err) }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Stamp identifies a file's content cheaply: its size and modification time. A folder (a
+// frames source's video) has Size 0; a file that cannot be read has Size -1.
+type Stamp struct {
+	Size    int64 `json:"size"`
+	ModTime int64 `json:"mtime_ns"` // nanoseconds since 1970 UTC
+}
+
+func (s Stamp) String() string {
+	if s.Size < 0 {
+		return "missing"
+	}
+	return fmt.Sprintf("%d bytes, modified %s", s.Size, time.Unix(0, s.ModTime).UTC().Format(time.RFC3339Nano))
 }
