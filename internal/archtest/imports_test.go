@@ -113,8 +113,8 @@ func standard(g map[string]*pkg, path string) bool {
 }
 
 // TestStandardLibraryOnly: the shard format package (what every Go reader imports) and
-// formats/inputs (what every file source shares) import only the standard library, without
-// cgo, in their code and in their tests.
+// source/internal/fsentry (the entry checks every file source shares) import only the standard
+// library, without cgo, in their code and in their tests.
 func TestStandardLibraryOnly(t *testing.T) {
 	g := load(t)
 	for _, rel := range []string{"shard", "source/internal/fsentry"} {
@@ -207,24 +207,34 @@ func TestS3Backend(t *testing.T) {
 }
 
 // never lists, for a package, the module packages it must never depend on, directly or
-// through another package.
+// through another package. A forbidden "p" is p and every package under it; "p/*" is only the
+// packages under p (for source/* and output/*: the plug-ins and their helpers, not the
+// contract).
 var never = []struct {
 	pkg    string
 	forbid []string
 	why    string
 }{
-	{"shard", []string{"pipeline", "transforms", "gpu", "verify", "formats", "storage"}, "the format and its readers stand alone (shard defines the FS it reads through; storage adapts to it)"},
+	{"shard", []string{"pipeline", "transforms", "gpu", "verify", "source", "output", "storage"}, "the format and its readers stand alone (shard defines the FS it reads through; storage adapts to it)"},
 	{"storage", []string{"storage/s3"}, "the seam knows no backend but the local one; the command picks the object store"},
-	{"verify", []string{"transforms", "gpu", "pipeline", "formats"}, "checking a dataset needs neither the decoders nor a GPU nor the build"},
-	{"transforms", []string{"pipeline", "formats", "verify", "gpu"}, "the CPU reference knows nothing of builds, sources or devices"},
-	{"gpu", []string{"pipeline", "formats", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},
-	{"pipeline", []string{"formats", "gpu", "verify"}, "the engine knows no source, output format or device by name: the command wires them"},
+	{"verify", []string{"transforms", "gpu", "pipeline", "source", "output/*"}, "checking a dataset needs neither the decoders nor a GPU nor the build"},
+	{"transforms", []string{"pipeline", "source", "output/*", "verify", "gpu"}, "the CPU reference knows nothing of builds, sources or devices"},
+	{"gpu", []string{"pipeline", "source/*", "output/*", "verify"}, "the GPU resizer is handed to the build by the command; it does not know the build"},
+	{"pipeline", []string{"source/*", "output/*", "gpu", "verify"}, "the engine knows no source, output format or device by name: it uses the two contracts, and the command wires them"},
 	{"source/internal/fsentry", []string{"pipeline", "transforms", "shard"}, "shared entry checks, below every source"},
-	{"output/npy", []string{"pipeline", "transforms"}, "its reader must not pull in the engine, the transforms or their cgo"},
-	{"output/hdf5", []string{"pipeline", "transforms"}, "its reader must not pull in the engine or the transforms"},
-	{"output/shards", []string{"pipeline", "transforms"}, "an output implements the output contract, not the engine"},
-	{"source", []string{"formats", "gpu", "verify"}, "the source contract and detection know no source, output format or device: each source package exports its entry"},
+	{"source", []string{"pipeline", "source/*", "output", "gpu", "verify"}, "the source contract and detection know neither the engine nor any source, output format or device: each source package exports its entry"},
 	{"internal/progress", []string{""}, "a leaf"},
+}
+
+// forbidden reports whether the package at path is forbidden by the entry f of a never list.
+func forbidden(path, f string) bool {
+	if f == "" {
+		return path == mod || strings.HasPrefix(path, mod+"/")
+	}
+	if under, ok := strings.CutSuffix(f, "/*"); ok {
+		return strings.HasPrefix(path, mod+"/"+under+"/")
+	}
+	return path == mod+"/"+f || strings.HasPrefix(path, mod+"/"+f+"/")
 }
 
 // TestNeverDependsOn checks the forbidden dependencies above over the transitive graph.
@@ -234,11 +244,7 @@ func TestNeverDependsOn(t *testing.T) {
 		p := get(t, g, r.pkg)
 		for _, dep := range p.Deps {
 			for _, f := range r.forbid {
-				target := mod + "/" + f
-				if f == "" {
-					target = mod
-				}
-				if dep == target || strings.HasPrefix(dep, target+"/") {
+				if forbidden(dep, f) {
 					t.Errorf("%s depends on %s (%s)", r.pkg, short(dep), r.why)
 				}
 			}
@@ -263,37 +269,72 @@ func TestNothingImportsCommands(t *testing.T) {
 	}
 }
 
-// TestSourcesAndOutputsApart: a source package never imports an output format, the GPU
-// package or verify, and an output format never imports a source or the GPU package; only the
-// command puts them together. The sources share formats/inputs (and video reuses imagedir's
-// layout rules).
+// plugins lists the plug-ins of a contract, from the tree: the packages directly under contract
+// (source or output), but its internal helpers. Each is one source kind or output format.
+func plugins(g map[string]*pkg, contract string) []string {
+	var ps []string
+	for _, path := range ours(g) {
+		rel, ok := strings.CutPrefix(short(path), contract+"/")
+		if ok && !strings.Contains(rel, "/") && rel != "internal" {
+			ps = append(ps, contract+"/"+rel)
+		}
+	}
+	return ps
+}
+
+// TestPluginsListed: every package directly under source/ and output/ (but internal/) is a
+// plug-in the command lists in its table of source kinds or output formats, so the lists the
+// rules below derive from the tree are the plug-ins and nothing else; and there are some.
+func TestPluginsListed(t *testing.T) {
+	g := load(t)
+	cmd := get(t, g, "cmd/packer")
+	for _, contract := range []string{"source", "output"} {
+		ps := plugins(g, contract)
+		if len(ps) == 0 {
+			t.Errorf("no plug-ins found under %s/", contract)
+		}
+		for _, p := range ps {
+			if !slices.Contains(cmd.Imports, mod+"/"+p) {
+				t.Errorf("%s is not imported by cmd/packer: a package directly under %s/ is a plug-in the command lists (helpers go under %s/internal/)", p, contract, contract)
+			}
+		}
+	}
+}
+
+// TestSourcesAndOutputsApart: a source (a package under source/: a kind or a helper the kinds
+// share) never depends on the engine (pipeline), on the output side (the output contract or a
+// format), on the GPU package or on verify; an output format never depends on a source, the
+// source contract, the engine, the transforms or the GPU package. Only the command puts them
+// together, and the engine uses the two contracts. A source may use another (video reuses
+// imagedir's layout rules) and the helpers under source/internal/. The plug-ins are found in
+// the tree (see plugins).
 func TestSourcesAndOutputsApart(t *testing.T) {
 	g := load(t)
-	sources := []string{"source/cifar", "source/idx", "source/imagedir", "source/video", "source/webdataset", "source/tfrecord", "source/parquet"}
-	outputs := []string{"output/shards", "output/npy", "output/hdf5"}
 	check := func(rel string, forbid []string, why string) {
 		p := get(t, g, rel)
-		for _, imp := range p.Imports {
+		for _, dep := range p.Deps {
 			for _, f := range forbid {
-				if imp == mod+"/"+f {
-					t.Errorf("%s imports %s (%s)", rel, f, why)
+				if forbidden(dep, f) {
+					t.Errorf("%s depends on %s (%s)", rel, short(dep), why)
 				}
 			}
 		}
 	}
-	for _, s := range sources {
-		check(s, slices.Concat(outputs, []string{"gpu", "verify", "formats"}), "a source only enumerates and decodes")
+	for _, path := range ours(g) {
+		if rel := short(path); strings.HasPrefix(rel, "source/") {
+			check(rel, []string{"pipeline", "output", "gpu", "verify"}, "a source only enumerates and decodes, behind the source contract")
+		}
 	}
-	for _, o := range outputs {
-		check(o, slices.Concat(sources, []string{"gpu", "transforms", "source/internal/fsentry", "formats"}), "an output only writes and checks records")
+	for _, o := range plugins(g, "output") {
+		check(o, []string{"source", "pipeline", "transforms", "gpu"}, "an output only writes and checks records, behind the output contract; its reader must not pull in the engine, the transforms or their cgo")
 	}
 }
 
 // TestCgoConfined: cgo is used only where a C library is the point (libjpeg-turbo and the
-// AVX2 resampler in transforms, libhdf5 in formats/hdf5, ffmpeg's libraries in formats/video,
+// AVX2 resampler in transforms, libhdf5 in output/hdf5, ffmpeg's libraries in source/video,
 // the CPU harness of the CUDA kernels); the CUDA driver is reached only from gpu, through
 // dlopen (libhdf5 and the libav libraries too are opened with dlopen, by the C shims of
-// formats/hdf5 and formats/video); and the kernels' CPU harness only from gpu's tests.
+// output/hdf5 and source/video); and the kernels' CPU harness only from gpu's tests.
 func TestCgoConfined(t *testing.T) {
 	g := load(t)
 	cgo := []string{"transforms", "output/hdf5", "source/video", "gpu/kernels"}
@@ -332,7 +373,7 @@ func TestGraphListed(t *testing.T) {
 	if len(broken) > 0 {
 		t.Errorf("go list reports errors:\n%s", strings.Join(broken, "\n"))
 	}
-	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "formats", "source/internal/fsentry", "output/npy", "output/hdf5", "source", "output"} {
+	for _, rel := range []string{"cmd/packer", "pipeline", "shard", "verify", "transforms", "gpu", "source", "source/internal/fsentry", "source/internal/memdecode", "output"} {
 		get(t, g, rel)
 	}
 }
