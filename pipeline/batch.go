@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )

@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"hash"
 	"hash/crc32"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 )
 
 // Part asks Build for one part of a build split in Count parts.

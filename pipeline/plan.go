@@ -13,13 +13,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 )
 
 // PlanFormat is the version of the plan file format, the header's packer_plan. Format 2 added

@@ -5,11 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // listSource is a path-based source of n items, for plans.

@@ -23,7 +23,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 )
 
 // JournalName is the resume journal's file name in the staging folder. It never reaches OUT:

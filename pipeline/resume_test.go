@@ -3,13 +3,14 @@ package pipeline
 import (
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // TestJournalSealed: a journal written by a checkpoint loads back; one bit changed anywhere in

@@ -8,11 +8,11 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"github.com/packer-dev/packer/source"
 	"math"
 	"strconv"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 )
 
 // ShuffleEpoch is the epoch argument of the build order's permutation: the permutation of

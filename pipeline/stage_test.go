@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"unsafe"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -3,12 +3,13 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // sysErrSource is genSource whose item 3 fails to open with errno.

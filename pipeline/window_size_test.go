@@ -1,10 +1,10 @@
 package pipeline
 
 import (
-	"github.com/packer-dev/packer/source"
 	"testing"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 )
 
 // TestWindow checks the reorder window's size: two jobs per worker, widened for items of one

@@ -5,10 +5,10 @@ package pipeline
 
 import (
 	"context"
-	"github.com/packer-dev/packer/source"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

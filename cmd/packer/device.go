@@ -3,11 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"time"
 
 	"github.com/packer-dev/packer/gpu"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/packer-dev/packer/output/npy"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/cifar"
 	"github.com/packer-dev/packer/source/idx"
 )

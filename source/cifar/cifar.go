@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
 

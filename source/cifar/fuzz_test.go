@@ -2,10 +2,11 @@ package cifar
 
 import (
 	"context"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // FuzzCIFAR opens arbitrary bytes as a single CIFAR file, a tar or a .tar.gz of either kind,

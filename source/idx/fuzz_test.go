@@ -2,10 +2,11 @@ package idx
 
 import (
 	"context"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // FuzzIDX opens arbitrary images and labels files (raw or gzip) and enumerates and decodes

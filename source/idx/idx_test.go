@@ -5,7 +5,6 @@ import (
 	stdgzip "compress/gzip"
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
 

@@ -3,7 +3,6 @@ package imagedir
 import (
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"image"
 	"io/fs"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )

@@ -3,7 +3,6 @@ package parquet
 import (
 	"bytes"
 	"context"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	pq "github.com/parquet-go/parquet-go"
 
 	"github.com/packer-dev/packer/internal/testfix"
+	"github.com/packer-dev/packer/source"
 )
 
 // FuzzParquet reads arbitrary bytes as a Parquet file: Open may refuse it and Enumerate and

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	pq "github.com/parquet-go/parquet-go"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"

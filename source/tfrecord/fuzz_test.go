@@ -3,10 +3,11 @@ package tfrecord
 import (
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // FuzzFile reads arbitrary bytes as a TFRecord file: Enumerate must not fail or panic, and every

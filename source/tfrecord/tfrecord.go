@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"hash/crc32"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"

@@ -3,9 +3,9 @@ package video
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"math"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -3,7 +3,6 @@ package video
 import (
 	"bytes"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/packer-dev/packer/source"
 	"image"
 	"image/color"
 	"image/png"
@@ -18,6 +17,7 @@ import (
 	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"image"
 	"io/fs"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"

@@ -3,7 +3,6 @@ package video
 import (
 	"bytes"
 	"context"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

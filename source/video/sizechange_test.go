@@ -2,12 +2,12 @@ package video
 
 import (
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 

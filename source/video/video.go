@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/packer-dev/packer/source"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/transforms"
 )

@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/packer-dev/packer/internal/testfix"
+	"github.com/packer-dev/packer/source"
 )
 
 // FuzzShard reads arbitrary bytes as a shard: Enumerate must not fail or panic, and every item

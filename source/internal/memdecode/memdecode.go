@@ -7,10 +7,10 @@ package memdecode
 import (
 	"bytes"
 	"errors"
-	"github.com/packer-dev/packer/source"
 	"io"
 	"sync"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
 
