@@ -3,10 +3,12 @@
 // and the Entry by which an output format registers itself with the command.
 //
 // It is a package of its own, importing only shard and the standard library, so that an output
-// format (formats/shards, formats/npy, formats/hdf5) implements the contract without importing
-// the engine: the reader halves of npy and hdf5 would otherwise pull in pipeline, and through it
-// the transforms and cgo. pipeline uses the contract; the command lists the entries (one table,
-// cmd/packer/outputs.go) and hands the chosen one to the build; nothing registers itself at init.
+// format (a package under this one: output/shards, output/npy, output/hdf5) implements the
+// contract without importing the engine: the reader halves of npy and hdf5 would otherwise pull
+// in pipeline, and through it the transforms and cgo. It is the twin of package source, the
+// contract of the source kinds. pipeline uses the contract; the command lists the entries (one
+// table, cmd/packer/outputs.go) and hands the chosen one to the build; nothing registers itself
+// at init.
 package output
 
 import (

@@ -7,10 +7,12 @@
 //
 // # Sources
 //
-// A Source has three methods. Info describes the dataset (kind, classes, auxiliary label
+// The source contract is package source, as the output contract is package output: the engine
+// imports both, and no source imports the engine. Options.Source is a source.Source, which has
+// three methods. Info describes the dataset (kind, classes, auxiliary label
 // columns, frames per record, the frame size when it is fixed, a spec recorded in the
 // manifest). Enumerate is called once, from one goroutine, and calls emit with every input in
-// source order, each an Item numbered from 0. Decode is called from many worker goroutines at
+// source order, each a source.Item numbered from 0. Decode is called from many worker goroutines at
 // once, one Item per call, and calls emit with each record the item yields (zero or more: an
 // image yields one, a video one per clip); the Clip it emits may reuse the source's buffers
 // after emit returns.
@@ -18,7 +20,7 @@
 // An error from Enumerate fails the build. An error from Decode is the item's: the item is a
 // bad input, listed in the manifest's skipped list with the error as its reason
 // (--on-error skip, the default) or the build fails naming it (--on-error fail); a
-// *InputError names the input. Records the item emitted before the error stay packed and the
+// *source.InputError names the input. Records the item emitted before the error stay packed and the
 // reason says how many, on the CPU path and with a BatchResizer alike (the bytes do not depend
 // on the path). An error that says nothing about the input (out of descriptors or memory, a
 // failing disk or file server) fails the build whatever --on-error says (ErrSystem), and a
@@ -44,8 +46,8 @@
 // order, and must not keep Record.Data after it returns: the buffer is reused. Close finishes
 // every file (synced, under its final name in the staging directory) and returns the manifest's
 // file entries, with sizes and SHA-256; Abort removes what was written; Format gives the
-// manifest's format and format_version. The engine knows no format by name: formats/shards,
-// formats/npy and formats/hdf5 each export their Entry, and the command picks one.
+// manifest's format and format_version. The engine knows no format by name: output/shards,
+// output/npy and output/hdf5 each export their Entry, and the command picks one.
 //
 // # Order and determinism
 //
@@ -101,7 +103,6 @@
 //   - batch.go: the BatchResizer path (a group of items transformed in one call).
 //   - writer.go: source-order writing, the skipped list, accounting, the manifest.
 //   - commit.go and commit_*.go: overlap and mount checks, the lock, recovery, the exchange.
-//   - types.go: the Source contract (Item, Clip, SourceInfo, DirectSource, PlannedSource).
 //   - part.go and merge.go: builds in parts (Options.Part: a contiguous slice of the one
 //     enumeration, the listing digest) and Merge, which joins the parts into the bytes one
 //     build writes.

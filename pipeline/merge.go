@@ -337,7 +337,7 @@ func (e *PartError) Error() string {
 }
 
 // runWriter is the bulk path of an Output that can copy runs of a shard's records as they are
-// (formats/shards).
+// (output/shards).
 type runWriter interface {
 	WriteFrom(src *shard.Reader, i, j int, data []byte) error
 }

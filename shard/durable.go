@@ -14,7 +14,7 @@ import (
 // opened, so a storage other than the local file system replaces it there.
 //
 // These helpers live in shard, and not in a package of their own, because shard is the
-// standard-library-only leaf that every writer (formats/shards, formats/npy, formats/hdf5,
+// standard-library-only leaf that every writer (output/shards, output/npy, output/hdf5,
 // pipeline's manifest) already imports for FileEntry, and shard's own FileWriter commits the same way: a separate package
 // would have to be imported by shard, which imports nothing but the standard library. They pull
 // in neither cgo nor any packer package, so importing them costs a reader nothing.

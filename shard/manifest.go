@@ -17,12 +17,12 @@ import (
 // The output format names, the manifest's "format". shard, which validates manifests, knows the
 // names of every format packer writes and refuses any other at ReadManifest, so a dataset of a
 // format this packer cannot read fails early and by name; it knows nothing else of npy or HDF5
-// (their writers and readers live in formats/npy and formats/hdf5, which take their names from
+// (their writers and readers live in output/npy and output/hdf5, which take their names from
 // here). These constants are the one place each name is spelled.
 const (
 	FormatShards = "shards" // this package's shard files (FORMAT.md)
-	FormatNPY    = "npy"    // NumPy .npy columns (formats/npy)
-	FormatHDF5   = "hdf5"   // one HDF5 file (formats/hdf5)
+	FormatNPY    = "npy"    // NumPy .npy columns (output/npy)
+	FormatHDF5   = "hdf5"   // one HDF5 file (output/hdf5)
 )
 
 // ManifestName is the file name of a dataset's manifest, written last by every build.

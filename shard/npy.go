@@ -19,7 +19,7 @@ import (
 // files' SHA-256), and the Loader reads them through the page cache (the array's end is not
 // aligned for O_DIRECT).
 
-// npy file names inside a dataset (formats/npy writes them).
+// npy file names inside a dataset (output/npy writes them).
 const (
 	npyImages    = "images.npy"
 	npyLabels    = "labels.npy"

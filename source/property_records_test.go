@@ -312,7 +312,7 @@ func TestPropertyTFRecord(t *testing.T) {
 }
 
 // pqRow is a row of the generated Parquet files. (parquet-go's writer writes an optional
-// []byte as null whatever it holds; null images are in formats/parquet's TestBadRows.)
+// []byte as null whatever it holds; null images are in source/parquet's TestBadRows.)
 type pqRow struct {
 	Image []byte `parquet:"image"`
 	Label *int64 `parquet:"label,optional"`

@@ -1,15 +1,22 @@
-// Package source is the contract between the command and the source kinds: the Options every
-// source is opened with, the Entry by which a source kind registers itself with the command
-// (its name, how detection recognizes it, how it opens), and Detect, which tells a source's
-// kind by asking every entry's own Sniffer.
+// Package source is the source contract: what the build engine asks of a source (the Source
+// interface with its Item, Clip and SourceInfo, and the optional DirectSource and
+// PlannedSource: types.go), the Options every source is opened with, the Entry by which a
+// source kind registers itself with the command (its name, how detection recognizes it, how it
+// opens), and Detect, which tells a source's kind by asking every entry's own Sniffer. It is the
+// twin of package output, the contract of the output formats: the engine (pipeline) imports
+// both, and no source or output format imports the engine.
 //
-// Each source package (formats/imagedir, formats/cifar, formats/idx, formats/video) exports
-// its entries; the command lists them in one table (cmd/packer/sources.go), in the order
-// detection breaks ties; nothing registers itself at init. Because detection uses the very
-// extension lists and names the sources open with, a kind Detect returns is one whose source
-// accepts what detection saw.
+// Each source kind is a package under this one (source/imagedir, source/cifar, source/idx,
+// source/video, source/webdataset, source/tfrecord, source/parquet) that exports its entries;
+// what several kinds share lives under source/internal (fsentry: the checks and lossless names
+// of file entries; memdecode: decoding images held in memory). The command lists the entries in
+// one table (cmd/packer/sources.go), in the order detection breaks ties; nothing registers
+// itself at init. Because detection uses the very extension lists and names the sources open
+// with, a kind Detect returns is one whose source accepts what detection saw.
 //
-// The Source interface itself is the engine's (Source); this package only imports it.
+// The property tests of this package (property_test.go, property_records_test.go) drive every
+// source kind through the real build and check what it packs against a reference reading of
+// the same files.
 package source
 
 import (

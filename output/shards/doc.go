@@ -3,7 +3,7 @@
 // written on goroutines of their own (O_DIRECT where the file system allows it) and committed
 // in the background.
 //
-// It sits beside formats/npy and formats/hdf5, and not in shard, so that the three outputs are
+// It sits beside output/npy and output/hdf5, and not in shard, so that the three outputs are
 // symmetric (each implements output.Output and exports an output.Entry for the command's
 // table) and the engine knows none of them by name; and so that shard stays what every reader
 // imports: the format, its readers and the low-level Writer, without the writer goroutines and

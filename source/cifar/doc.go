@@ -40,7 +40,7 @@
 // A file whose size is not a multiple of the record size, an empty batch file (0 bytes: it
 // would contribute no record), a missing file, a FIFO or device where a file should be (never
 // opened), or a damaged archive is an error from [Open] or Enumerate, naming the file, and stops
-// the build. Class names are escaped with inputs.Name (bytes that are not UTF-8 as \xHH, a
+// the build. Class names are escaped with fsentry.Name (bytes that are not UTF-8 as \xHH, a
 // backslash as \\); a names file that names one class twice is refused. A label byte out of range is a bad
 // input: Decode returns a *source.InputError naming "file#record" and wrapping [ErrLabel], so
 // the build skips or fails on it according to --on-error.

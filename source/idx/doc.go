@@ -51,7 +51,7 @@
 // returns a *source.InputError naming "file#record" and wrapping [ErrLabel]. Symbolic links
 // to the files are followed (a folder of links to the .gz files is found like the files); a
 // FIFO or device where a file should be is refused without being opened. Class names given as
-// an option are escaped with inputs.Name and must be distinct.
+// an option are escaped with fsentry.Name and must be distinct.
 //
 // # Concurrency
 //

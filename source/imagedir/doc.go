@@ -30,11 +30,11 @@
 // it: a symbolic link to an image is packed like the image; a dangling symlink, a symlink loop,
 // a FIFO, a device or a socket is listed in the manifest's skipped with its reason ("dangling
 // symlink", "symlink loop", "not a regular file: FIFO"), and is never opened (see
-// formats/inputs). So every enumerated input is packed or skipped with a reason.
+// source/internal/fsentry). So every enumerated input is packed or skipped with a reason.
 //
 // # Names
 //
-// Class names and item names (the skipped list's inputs) are escaped with inputs.Name: valid
+// Class names and item names (the skipped list's inputs) are escaped with fsentry.Name: valid
 // UTF-8 is kept, a byte that is not valid UTF-8 is written \xHH and a backslash \\, so names that
 // differ only in such bytes stay distinct. Two classes with the same name are refused.
 //

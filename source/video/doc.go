@@ -77,11 +77,11 @@
 // Symbolic links to class folders, video folders, frames and video files are followed. Every
 // entry of a class folder with a video extension that is not a folder is an input (video):
 // a dangling symlink, a symlink loop, a FIFO or a device is skipped with its reason
-// ("dangling symlink", "not a regular file: FIFO"; formats/inputs) and never opened, so ffprobe
+// ("dangling symlink", "not a regular file: FIFO"; source/internal/fsentry) and never opened, so ffprobe
 // never blocks on it. For frames, a symbolic link that does not resolve where a video folder
 // would be is skipped with its reason, and a video folder holding a frame that is not a
 // readable regular file is skipped whole, naming the frame (every frame is checked before any
-// is decoded). Class, video and frame names are escaped with inputs.Name (bytes that are not
+// is decoded). Class, video and frame names are escaped with fsentry.Name (bytes that are not
 // UTF-8 as \xHH, a backslash as \\), in the skipped list and in the records' metadata.
 //
 // # Sampling

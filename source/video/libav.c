@@ -22,7 +22,7 @@
 // The libav libraries are not linked: pkv_load opens them with dlopen the first time a video
 // is decoded in process, so the program starts (and decodes through the ffmpeg command) without
 // them. The headers are used for types and struct layouts only; every function is called
-// through a pointer filled by dlsym (the #defines below), as formats/hdf5's shim does. Static
+// through a pointer filled by dlsym (the #defines below), as output/hdf5's shim does. Static
 // inline helpers of the headers that call into the libraries (av_err2str) are not used.
 #define PKV_UTIL(X) \
 	X(avutil_version) X(av_version_info) X(av_log_set_callback) X(av_log_set_flags) X(av_log_format_line2) \

@@ -1,5 +1,5 @@
-// Package inputs holds what every file-based source does the same way with the entries it
-// enumerates: it checks that an entry is a file that can be read before anything opens it, and
+// Package fsentry holds what every file-based source does the same way with the file-system
+// entries it enumerates: it checks that an entry is a file that can be read before anything opens it, and
 // names entries losslessly in the manifest.
 //
 // # Entries that are not regular files

@@ -1,5 +1,5 @@
-// Package encoded is what the record-format sources (formats/webdataset, formats/tfrecord,
-// formats/parquet) share: their images arrive encoded inside a record the enumerator read, so
+// Package memdecode is the in-memory image decoder the record-format sources
+// (source/webdataset, source/tfrecord, source/parquet) share: their images arrive encoded inside a record the enumerator read, so
 // Decode decodes bytes in memory (transforms.DecodeBytes, the decoder image folders use) rather
 // than a file, and a fault the enumerator found travels to Decode in the item's Note.
 package memdecode
