@@ -101,7 +101,8 @@
 //     record shape, the output directory), the builder and its goroutines.
 //   - worker.go: jobs, decoding (Decode, DecodeTo), transforming on the CPU.
 //   - batch.go: the BatchResizer path (a group of items transformed in one call).
-//   - writer.go: source-order writing, the skipped list, accounting, the manifest.
+//   - writer.go: source-order writing: the recordWriter (open, record, inputDone, skip,
+//     checkpoint, finish): the skipped list, accounting, the journal's state, the manifest.
 //   - commit.go and commit_*.go: overlap and mount checks, the lock, recovery, the exchange.
 //   - part.go and merge.go: builds in parts (Options.Part: a contiguous slice of the one
 //     enumeration, the listing digest) and Merge, which joins the parts into the bytes one

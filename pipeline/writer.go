@@ -14,96 +14,21 @@ import (
 	"github.com/packer-dev/packer/source"
 )
 
-// write is the single writer: it takes items in source order and writes their records.
+// write is the single writer: it takes items in source order and hands their records and done
+// markers to a recordWriter, which writes, accounts and finishes the output.
 func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Summary, error) {
-	sum := &Summary{Reasons: map[string]int{}}
-	spec := b.spec
-	var (
-		out      output.Output
-		counts   = make([]int64, len(b.info.Classes))
-		skipped  []shard.Skipped
-		items    int64
-		packed   int64 // items that yielded records and were not skipped
-		finished bool
-		inItem   int64 // records of the current item written (or kept from the checkpoint)
-		drop     int64 // records of the first item a resumed build must not write again
-		list     = newListingHash()
-	)
-	if j := b.resume; j != nil {
-		items, packed, skipped, sum.Reasons = j.Inputs, j.Packed, j.Skipped, j.Reasons
-		counts = append(counts[:0], j.Counts...)
-		sum.Records, sum.Bytes, drop = j.Records, j.Bytes, j.Drop
-		var err error
-		if list, err = j.restoreListing(); err != nil {
-			return nil, err
-		}
-		sum.Resumed = &ResumeInfo{Inputs: j.Inputs, Records: j.Records}
-	}
-	// checkpoint records the journal; the output calls it from Write before it writes record r
-	// (so the state here is the state before r).
-	var curName string
-	checkpoint := func(state []byte) error {
-		j := &journal{Packer: Version, Started: b.started.UnixNano(), Inputs: items, Drop: inItem, Packed: packed, Records: sum.Records, Bytes: sum.Bytes,
-			Counts: counts, Skipped: nonNil(skipped), Reasons: sum.Reasons, Output: state}
-		if inItem > 0 {
-			j.Next = curName
-		}
-		var err error
-		if j.Options, err = b.journalOptions(); err != nil {
-			return err
-		}
-		return j.write(b.staging, &list)
-	}
-	open := func() error {
-		var err error
-		if b.resume != nil {
-			if b.opts.Output.Resume == nil {
-				return fmt.Errorf("%w: --format %s cannot resume", ErrResume, b.opts.Output.Name)
-			}
-			if err := removeEngineFiles(b.staging); err != nil {
-				return err
-			}
-			out, err = b.opts.Output.Resume(b.outputConfig(spec), b.resume.Output)
-			if err != nil {
-				return fmt.Errorf("%w: %w", ErrResume, err)
-			}
-		} else if out, err = b.newOutput(spec); err != nil {
-			return err
-		}
-		if cp, ok := out.(output.Checkpointer); ok && b.opts.Output.Resume != nil {
-			cp.SetCheckpoint(b.opts.CheckpointEvery, checkpoint)
-		}
-		return nil
+	w, err := newRecordWriter(b)
+	if err != nil {
+		return nil, err
 	}
 	if b.resume != nil {
-		if err := open(); err != nil {
+		// A resumed build reopens its output at once: the output checks what the checkpoint
+		// kept before anything is decoded again.
+		if err := w.open(); err != nil {
 			return nil, err
 		}
 	}
-	defer func() {
-		if out != nil && !finished {
-			out.Abort()
-		}
-	}()
-	skip := func(name string, err error) error {
-		if isSystemError(err) {
-			return fmt.Errorf("%s: %w: %w", name, err, ErrSystem)
-		}
-		if b.opts.OnError == OnErrorFail {
-			return &source.InputError{Input: name, Err: err}
-		}
-		reason := err
-		if ie, ok := err.(*source.InputError); ok && ie.Input == name {
-			reason = ie.Err // the entry names the input already
-		}
-		skipped = append(skipped, shard.Skipped{Input: name, Reason: reason.Error()})
-		sum.Reasons[reasonKind(err)]++
-		if b.opts.MaxErrors > 0 && len(skipped) > b.opts.MaxErrors {
-			return fmt.Errorf("%w: %d inputs skipped, more than --max-errors %d; last: %s: %v",
-				ErrTooManyErrors, len(skipped), b.opts.MaxErrors, name, err)
-		}
-		return nil
-	}
+	defer w.abort()
 	for res := range ordered {
 		for {
 			var batch []result
@@ -116,76 +41,8 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 			if !ok {
 				break
 			}
-			for _, r := range batch {
-				if r.done {
-					if drop > 0 {
-						return nil, fmt.Errorf("%w: %s now yields fewer records than the %d the checkpoint holds (the source changed); build without --resume to start over",
-							ErrResume, r.name, b.resume.Drop)
-					}
-					list.add(r.name, r.label, r.aux)
-					inItem = 0
-					if r.err == nil && r.count == 0 {
-						r.err = noRecords() // listed, never dropped without a word
-					}
-					if r.err == nil {
-						packed++
-					}
-					if r.err != nil {
-						if r.count > 0 {
-							if ie, ok := r.err.(*source.InputError); ok && ie.Input == r.name {
-								r.err = ie.Err
-							}
-							r.err = fmt.Errorf("%w (after %d records were packed)", r.err, r.count)
-						}
-						if err := skip(r.name, r.err); err != nil {
-							return nil, err
-						}
-					}
-					items++
-					if b.opts.Progress != nil {
-						b.opts.Progress(items, b.info.Count, sum.Records, sum.Bytes)
-					}
-					continue
-				}
-				if !fits(spec, r.spec) {
-					// The spec was decided from the source and options; a record that does
-					// not fit it is a bug, never a reason to drop an image.
-					b.pool.Put(r.buf)
-					return nil, fmt.Errorf("internal error: %s: record shape %v %s %s does not fit the dataset's %v %s %s",
-						r.name, r.spec.Shape, r.spec.DType, r.spec.Layout, spec.Shape, spec.DType, spec.Layout)
-				}
-				if drop > 0 {
-					// A resumed build: this record is in the checkpoint already.
-					if r.name != b.resume.Next {
-						b.pool.Put(r.buf)
-						return nil, fmt.Errorf("%w: the input after the checkpoint is now %s, was %s (the source changed); build without --resume to start over",
-							ErrResume, r.name, b.resume.Next)
-					}
-					drop--
-					inItem++
-					b.pool.Put(r.buf)
-					continue
-				}
-				r.rec.Shape = nil
-				if !spec.Fixed() {
-					r.rec.Shape = r.spec.Shape
-				}
-				if out == nil {
-					if err := open(); err != nil {
-						return nil, err
-					}
-				}
-				curName = r.name
-				if err := out.Write(r.rec); err != nil {
-					return nil, fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
-				}
-				inItem++
-				if r.rec.Label >= 0 && r.rec.Label < int64(len(counts)) {
-					counts[r.rec.Label]++
-				}
-				sum.Records++
-				sum.Bytes += int64(len(r.rec.Data))
-				b.pool.Put(r.buf)
+			if err := w.take(batch); err != nil {
+				return nil, err
 			}
 			b.putResults(batch)
 		}
@@ -202,21 +59,241 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	if err := checkInputs(b.enumerated.Load(), items, packed, int64(len(skipped))); err != nil {
+	return w.finish(b.enumerated.Load())
+}
+
+// A recordWriter is the writer side of one build, on the writer goroutine only: it creates the
+// Output (at the first record, at the end of a build with none, or at once when resuming: open),
+// writes each record in order (record), accounts for each input when its done marker comes
+// (inputDone: packed, or skipped), records a checkpoint when the output asks for one
+// (checkpoint), and finishes the output and writes the manifest (finish). A resumed build's
+// writer starts from the checkpoint's state and drops the records the checkpoint holds already.
+// Call order: open? (take | record | inputDone | skip)* finish?, then abort, which removes the
+// output unless finish closed it.
+type recordWriter struct {
+	b       *builder
+	out     output.Output // nil until open
+	sum     *Summary      // Records, Bytes and Reasons as they grow
+	counts  []int64       // records per class
+	skipped []shard.Skipped
+	items   int64 // inputs done (packed or skipped)
+	packed  int64 // inputs that yielded records and were not skipped
+	inItem  int64 // records of the current input written (or kept from the checkpoint)
+	drop    int64 // records of the first input a resumed build must not write again
+	curName string
+	list    listingHash // digest of the inputs done, for the journal
+	closed  bool        // Close was called: abort leaves the output alone
+}
+
+// newRecordWriter returns the writer of b's build: empty, or a resumed build's at its
+// checkpoint (b.resume).
+func newRecordWriter(b *builder) (*recordWriter, error) {
+	w := &recordWriter{b: b, sum: &Summary{Reasons: map[string]int{}}, counts: make([]int64, len(b.info.Classes)), list: newListingHash()}
+	j := b.resume
+	if j == nil {
+		return w, nil
+	}
+	w.items, w.packed, w.skipped, w.sum.Reasons = j.Inputs, j.Packed, j.Skipped, j.Reasons
+	w.counts = append(w.counts[:0], j.Counts...)
+	w.sum.Records, w.sum.Bytes, w.drop = j.Records, j.Bytes, j.Drop
+	var err error
+	if w.list, err = j.restoreListing(); err != nil {
 		return nil, err
 	}
-	if drop > 0 {
+	w.sum.Resumed = &ResumeInfo{Inputs: j.Inputs, Records: j.Records}
+	return w, nil
+}
+
+// open creates the build's Output, or for a resumed build reopens it from the checkpoint's
+// state, and registers the checkpoint with an output that can resume.
+func (w *recordWriter) open() error {
+	b := w.b
+	var out output.Output
+	if b.resume != nil {
+		if b.opts.Output.Resume == nil {
+			return fmt.Errorf("%w: --format %s cannot resume", ErrResume, b.opts.Output.Name)
+		}
+		if err := removeEngineFiles(b.staging); err != nil {
+			return err
+		}
+		var err error
+		if out, err = b.opts.Output.Resume(b.outputConfig(b.spec), b.resume.Output); err != nil {
+			return fmt.Errorf("%w: %w", ErrResume, err)
+		}
+	} else {
+		var err error
+		if out, err = b.newOutput(b.spec); err != nil {
+			return err
+		}
+	}
+	w.out = out
+	if cp, ok := out.(output.Checkpointer); ok && b.opts.Output.Resume != nil {
+		cp.SetCheckpoint(b.opts.CheckpointEvery, w.checkpoint)
+	}
+	return nil
+}
+
+// abort removes what the output wrote, unless finish closed it.
+func (w *recordWriter) abort() {
+	if w.out != nil && !w.closed {
+		w.out.Abort()
+	}
+}
+
+// take handles one batch of results in order: records and done markers.
+func (w *recordWriter) take(batch []result) error {
+	for i := range batch {
+		r := &batch[i]
+		var err error
+		if r.done {
+			err = w.inputDone(r)
+		} else {
+			err = w.record(r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// record writes one record (or, in a resumed build, drops one the checkpoint holds) and returns
+// its buffer to the pool.
+func (w *recordWriter) record(r *result) error {
+	b, spec := w.b, w.b.spec
+	if !fits(spec, r.spec) {
+		// The spec was decided from the source and options; a record that does not fit it is
+		// a bug, never a reason to drop an image.
+		b.pool.Put(r.buf)
+		return fmt.Errorf("internal error: %s: record shape %v %s %s does not fit the dataset's %v %s %s",
+			r.name, r.spec.Shape, r.spec.DType, r.spec.Layout, spec.Shape, spec.DType, spec.Layout)
+	}
+	if w.drop > 0 {
+		// A resumed build: this record is in the checkpoint already.
+		b.pool.Put(r.buf)
+		if r.name != b.resume.Next {
+			return fmt.Errorf("%w: the input after the checkpoint is now %s, was %s (the source changed); build without --resume to start over",
+				ErrResume, r.name, b.resume.Next)
+		}
+		w.drop--
+		w.inItem++
+		return nil
+	}
+	r.rec.Shape = nil
+	if !spec.Fixed() {
+		r.rec.Shape = r.spec.Shape
+	}
+	if w.out == nil {
+		if err := w.open(); err != nil {
+			return err
+		}
+	}
+	w.curName = r.name
+	if err := w.out.Write(r.rec); err != nil {
+		return fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
+	}
+	w.inItem++
+	if r.rec.Label >= 0 && r.rec.Label < int64(len(w.counts)) {
+		w.counts[r.rec.Label]++
+	}
+	w.sum.Records++
+	w.sum.Bytes += int64(len(r.rec.Data))
+	b.pool.Put(r.buf)
+	return nil
+}
+
+// inputDone accounts for an input whose records have all come (its done marker r): it is packed,
+// or skipped with its error (an input that yielded no record and no error is skipped too).
+func (w *recordWriter) inputDone(r *result) error {
+	b := w.b
+	if w.drop > 0 {
+		return fmt.Errorf("%w: %s now yields fewer records than the %d the checkpoint holds (the source changed); build without --resume to start over",
+			ErrResume, r.name, b.resume.Drop)
+	}
+	w.list.add(r.name, r.label, r.aux)
+	w.inItem = 0
+	err := r.err
+	if err == nil && r.count == 0 {
+		err = noRecords() // listed, never dropped without a word
+	}
+	if err == nil {
+		w.packed++
+	} else {
+		if r.count > 0 {
+			if ie, ok := err.(*source.InputError); ok && ie.Input == r.name {
+				err = ie.Err
+			}
+			err = fmt.Errorf("%w (after %d records were packed)", err, r.count)
+		}
+		if err := w.skip(r.name, err); err != nil {
+			return err
+		}
+	}
+	w.items++
+	if b.opts.Progress != nil {
+		b.opts.Progress(w.items, b.info.Count, w.sum.Records, w.sum.Bytes)
+	}
+	return nil
+}
+
+// skip lists the input name in the skipped inputs with its error, or returns the error that
+// stops the build: a system error (a full disk is no bad input), any error with --on-error
+// fail, or one skip more than --max-errors allows.
+func (w *recordWriter) skip(name string, err error) error {
+	opts := &w.b.opts
+	if isSystemError(err) {
+		return fmt.Errorf("%s: %w: %w", name, err, ErrSystem)
+	}
+	if opts.OnError == OnErrorFail {
+		return &source.InputError{Input: name, Err: err}
+	}
+	reason := err
+	if ie, ok := err.(*source.InputError); ok && ie.Input == name {
+		reason = ie.Err // the entry names the input already
+	}
+	w.skipped = append(w.skipped, shard.Skipped{Input: name, Reason: reason.Error()})
+	w.sum.Reasons[reasonKind(err)]++
+	if opts.MaxErrors > 0 && len(w.skipped) > opts.MaxErrors {
+		return fmt.Errorf("%w: %d inputs skipped, more than --max-errors %d; last: %s: %v",
+			ErrTooManyErrors, len(w.skipped), opts.MaxErrors, name, err)
+	}
+	return nil
+}
+
+// checkpoint records the resume journal with the output's state. The output calls it from Write
+// before it writes a record, so the state here is the state before that record.
+func (w *recordWriter) checkpoint(state []byte) error {
+	b := w.b
+	j := &journal{Packer: Version, Started: b.started.UnixNano(), Inputs: w.items, Drop: w.inItem, Packed: w.packed, Records: w.sum.Records, Bytes: w.sum.Bytes,
+		Counts: w.counts, Skipped: nonNil(w.skipped), Reasons: w.sum.Reasons, Output: state}
+	if w.inItem > 0 {
+		j.Next = w.curName
+	}
+	var err error
+	if j.Options, err = b.journalOptions(); err != nil {
+		return err
+	}
+	return j.write(b.staging, &w.list)
+}
+
+// finish checks that every one of the enumerated inputs was packed or skipped, closes the
+// output, removes the journal and writes the manifest.
+func (w *recordWriter) finish(enumerated int64) (*Summary, error) {
+	b := w.b
+	if err := checkInputs(enumerated, w.items, w.packed, int64(len(w.skipped))); err != nil {
+		return nil, err
+	}
+	if w.drop > 0 {
 		return nil, fmt.Errorf("%w: the source now ends before %s, whose first %d records the checkpoint holds (the source changed); build without --resume to start over",
 			ErrResume, b.resume.Next, b.resume.Drop)
 	}
-	var files []shard.FileEntry
-	if out == nil {
-		if err := open(); err != nil {
+	if w.out == nil {
+		if err := w.open(); err != nil {
 			return nil, err
 		}
 	}
-	files, err := out.Close()
-	finished = true
+	files, err := w.out.Close()
+	w.closed = true
 	if err != nil {
 		return nil, fmt.Errorf("finish %s output: %w", b.opts.Output.Name, err)
 	}
@@ -225,35 +302,43 @@ func (b *builder) write(ctx context.Context, ordered <-chan chan []result) (*Sum
 	if err := removeJournal(b.staging); err != nil {
 		return nil, err
 	}
-	format, formatVersion := out.Format()
+	m := w.manifest(files)
+	if err := WriteManifest(b.staging, m); err != nil {
+		return nil, err
+	}
+	sum := w.sum
+	for _, f := range files {
+		sum.FileBytes += f.Size
+	}
+	sum.Items = w.items
+	sum.Skipped = int64(len(w.skipped))
+	sum.Manifest = m
+	return sum, nil
+}
+
+// manifest is the dataset's manifest, once the output closed with these files.
+func (w *recordWriter) manifest(files []shard.FileEntry) *shard.Manifest {
+	b := w.b
+	format, formatVersion := w.out.Format()
 	m := &shard.Manifest{
 		Packer:        Version,
 		Format:        format,
 		FormatVersion: formatVersion,
-		Count:         sum.Records,
+		Count:         w.sum.Records,
 		Classes:       nonNil(b.info.Classes),
-		ClassCounts:   counts,
-		Sample:        spec,
+		ClassCounts:   w.counts,
+		Sample:        b.spec,
 		Label:         shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
 		Source:        b.info.Spec,
 		Transform:     b.transformMap(),
 		Files:         files,
-		Skipped:       nonNil(skipped),
-		Inputs:        items,
+		Skipped:       nonNil(w.skipped),
+		Inputs:        w.items,
 	}
 	if b.part != nil {
 		m.Part = b.part.info(b.opts.MaxErrors)
 	}
-	if err := WriteManifest(b.staging, m); err != nil {
-		return nil, err
-	}
-	for _, f := range files {
-		sum.FileBytes += f.Size
-	}
-	sum.Items = items
-	sum.Skipped = int64(len(skipped))
-	sum.Manifest = m
-	return sum, nil
+	return m
 }
 
 func nonNil[T any](s []T) []T {

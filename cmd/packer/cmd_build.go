@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,25 +234,52 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVar(&o.Resume, "resume", false, "go on from the last checkpoint of an interrupted build of the same OUT (same source folder and options; the checkpoint and every shard it kept are checked, SHA-256 included, and a resume is refused when one fails), or start from the beginning when there is none")
 }
 
+// validate checks the flags and sets what the build takes from them (the output entry, the
+// part, the transform, the shard size, the class names), one concern at a time; the first
+// error found is returned.
 func (o *buildOptions) validate() error {
+	for _, check := range []func() error{
+		o.validateOutput,    // -o, --format
+		o.validatePart,      // --part, --parts, --resume, --shuffle, --seed
+		o.validateRun,       // --split, --device, --workers, the counts
+		o.validateTransform, // --resize, --size, --max-size, --crop, --filter, --layout, --dtype, --mean, --std, --fast
+		o.validateShardSize, // --shard-size
+		o.validateInputs,    // --classes, --on-error, --short
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateOutput checks that there is an OUT and sets the --format entry of the outputs table.
+func (o *buildOptions) validateOutput() error {
 	if o.Out == "" {
 		return errors.New("--out (-o) is required")
 	}
-	out, ferr := outputFor(o.Format)
-	if ferr != nil {
-		return ferr
+	out, err := outputFor(o.Format)
+	if err != nil {
+		return err
 	}
 	o.output = out
+	return nil
+}
+
+// validatePart sets the part of a build in parts (--part, --parts) and checks what goes with
+// it: a resume needs checkpoints (a part, or a format that writes them), a seed needs
+// --shuffle, and --shuffle a source that can list its inputs before writing them.
+func (o *buildOptions) validatePart() error {
 	if o.Part != "" {
 		i, n, err := parsePart(o.Part, o.Parts, os.Getenv)
 		if err != nil {
 			return err
 		}
-		o.part = &pipeline.Part{Index: i, Count: n, Final: out}
+		o.part = &pipeline.Part{Index: i, Count: n, Final: o.output}
 	} else if o.Parts != 0 {
 		return errors.New("--parts is for --part auto")
 	}
-	if o.Resume && o.part == nil && out.Resume == nil {
+	if o.Resume && o.part == nil && o.output.Resume == nil {
 		return fmt.Errorf("--resume: --format %s writes no checkpoints, so an interrupted build of it starts over; use --format %s, or build in parts (--part, then packer merge), which resume whatever the final format",
 			o.Format, shard.FormatShards)
 	}
@@ -265,15 +293,16 @@ func (o *buildOptions) validate() error {
 			}
 		}
 	}
-	switch o.Split {
-	case "train", "test":
-	default:
-		return fmt.Errorf("unknown --split %q (want train or test)", o.Split)
+	return nil
+}
+
+// validateRun checks the choices of how the build runs and that no count is negative.
+func (o *buildOptions) validateRun() error {
+	if err := oneOf("split", o.Split, "train", "test"); err != nil {
+		return err
 	}
-	switch o.Device {
-	case "auto", "cpu", "gpu":
-	default:
-		return fmt.Errorf("unknown --device %q (want auto, cpu or gpu)", o.Device)
+	if err := oneOf("device", o.Device, "auto", "cpu", "gpu"); err != nil {
+		return err
 	}
 	if o.Workers < 1 {
 		return fmt.Errorf("--workers must be at least 1, got %d", o.Workers)
@@ -281,6 +310,12 @@ func (o *buildOptions) validate() error {
 	if o.Resize < 0 || o.MaxSize < 0 || o.MaxErrors < 0 || o.ClipLen < 0 || o.ClipStride < 0 {
 		return errors.New("--resize, --max-size, --max-errors, --clip-len and --clip-stride must not be negative")
 	}
+	return nil
+}
+
+// validateTransform parses the transform flags and sets the transform, checked by the engine's
+// own check here too, so that a bad flag is reported before the source is listed.
+func (o *buildOptions) validateTransform() error {
 	if o.Resize > 0 && o.Size != "" {
 		return errors.New("give --resize or --size, not both")
 	}
@@ -309,50 +344,82 @@ func (o *buildOptions) validate() error {
 	if o.Resize == 0 && o.Size == "" {
 		t.Filter = ""
 	}
-	// The engine's own check, run here too so that a bad flag is reported before the
-	// source is listed.
 	if _, err := pipeline.CheckTransform(t); err != nil {
 		return err
 	}
 	o.transform = t
+	return nil
+}
+
+// validateShardSize sets the shard byte budget.
+func (o *buildOptions) validateShardSize() error {
+	var err error
 	if o.shardSize, err = parseBytes(o.ShardSize); err != nil {
 		return fmt.Errorf("--shard-size: %w", err)
 	}
-	if o.Classes != "" {
-		names, what := strings.Split(o.Classes, ","), fmt.Sprintf("%q", o.Classes)
-		if file, ok := strings.CutPrefix(o.Classes, "@"); ok {
-			// A classes file: one name per line (label i on line i+1), blank lines ignored.
-			data, err := os.ReadFile(file)
-			if err != nil {
-				return fmt.Errorf("--classes: %w", err)
-			}
-			names, what = nil, file
-			for _, line := range strings.Split(string(data), "\n") {
-				if line = strings.TrimSpace(line); line != "" {
-					names = append(names, line)
-				}
-			}
-			if len(names) == 0 {
-				return fmt.Errorf("--classes: %s names no class", file)
-			}
-		}
-		seen := map[string]bool{}
-		for _, c := range names {
-			c = strings.TrimSpace(c)
-			if c == "" || seen[c] {
-				return fmt.Errorf("--classes: class names must be distinct and not empty, got %s (%q)", what, c)
-			}
-			seen[c] = true
-			o.classes = append(o.classes, c)
-		}
-	}
-	if o.OnError != pipeline.OnErrorSkip && o.OnError != pipeline.OnErrorFail {
-		return fmt.Errorf("unknown --on-error %q (want skip or fail)", o.OnError)
-	}
-	if o.ShortClip != "skip" && o.ShortClip != "pad" {
-		return fmt.Errorf("unknown --short %q (want skip or pad)", o.ShortClip)
-	}
 	return nil
+}
+
+// validateInputs sets the class names (--classes) and checks what becomes of a bad input
+// (--on-error) and of a video shorter than a clip (--short).
+func (o *buildOptions) validateInputs() error {
+	if o.Classes != "" {
+		names, err := parseClasses(o.Classes)
+		if err != nil {
+			return fmt.Errorf("--classes: %w", err)
+		}
+		o.classes = append(o.classes, names...)
+	}
+	if err := oneOf("on-error", o.OnError, pipeline.OnErrorSkip, pipeline.OnErrorFail); err != nil {
+		return err
+	}
+	return oneOf("short", o.ShortClip, "skip", "pad")
+}
+
+// parseClasses parses --classes: names separated by commas, or @FILE, a file with one name per
+// line (label i on line i+1, blank lines ignored). The names must be distinct and not empty;
+// spaces around them are dropped.
+func parseClasses(s string) ([]string, error) {
+	names, what := strings.Split(s, ","), fmt.Sprintf("%q", s)
+	if file, ok := strings.CutPrefix(s, "@"); ok {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		names, what = nil, file
+		for _, line := range strings.Split(string(data), "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				names = append(names, line)
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("%s names no class", file)
+		}
+	}
+	seen := map[string]bool{}
+	classes := make([]string, 0, len(names))
+	for _, c := range names {
+		c = strings.TrimSpace(c)
+		if c == "" || seen[c] {
+			return nil, fmt.Errorf("class names must be distinct and not empty, got %s (%q)", what, c)
+		}
+		seen[c] = true
+		classes = append(classes, c)
+	}
+	return classes, nil
+}
+
+// oneOf returns nil when the value of --flag is one of want, and otherwise the error that names
+// the choices.
+func oneOf(flag, value string, want ...string) error {
+	if slices.Contains(want, value) {
+		return nil
+	}
+	choices := want[len(want)-1]
+	if len(want) > 1 {
+		choices = strings.Join(want[:len(want)-1], ", ") + " or " + choices
+	}
+	return fmt.Errorf("unknown --%s %q (want %s)", flag, value, choices)
 }
 
 // parseWxH parses "N" (square) or "WxH".
