@@ -11,6 +11,7 @@ import (
 
 	"github.com/packer-dev/packer/formats/imagedir"
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 )
 
@@ -56,7 +57,7 @@ func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (
 		dir = filepath.Join(stage.Dir, u.Bucket)
 	}
 	var bar *progress.Bar
-	m, err := b.Download(ctx, dir, s3.DownloadOptions{Progress: func(done, total int64) {
+	m, err := b.Download(ctx, dir, storage.DownloadOptions{Progress: func(done, total int64) {
 		if bar == nil {
 			bar = progress.New(errw, "fetching "+u.String(), "bytes", total)
 		}
@@ -124,7 +125,7 @@ func fetchDataset(ctx context.Context, loc, dir string, errw progressWriter) err
 		return err
 	}
 	var bar *progress.Bar
-	_, err = b.Download(ctx, dir, s3.DownloadOptions{NoRecord: true, Progress: func(done, total int64) {
+	_, err = b.Download(ctx, dir, storage.DownloadOptions{NoRecord: true, Progress: func(done, total int64) {
 		if bar == nil {
 			bar = progress.New(errw, "fetching "+u.String(), "bytes", total)
 		}
