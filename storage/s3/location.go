@@ -23,7 +23,11 @@ func Location() storage.Location {
 			if err != nil {
 				return nil, err
 			}
-			return New(ctx, u, Options{PartSize: opts.PartSize, Parallel: opts.Parallel, CacheDir: opts.CacheDir})
+			b, err := New(ctx, u, Options{PartSize: opts.PartSize, Parallel: opts.Parallel, CacheDir: opts.CacheDir})
+			if err != nil {
+				return nil, err // not a nil *Backend in a non-nil Remote
+			}
+			return b, nil
 		},
 	}
 }
