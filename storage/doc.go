@@ -18,6 +18,15 @@
 // RENAME_EXCHANGE, or two renames with a recovery step where the file system lacks it), under
 // a lock file the caller holds (OpenLockFile, TryLock).
 //
+// # Locations
+//
+// A location is a local path or SCHEME://BUCKET/PREFIX. A Registry maps each scheme to the
+// Location its store's package exports (storage/s3: s3.Location): Parse checks a location,
+// Open returns the store's Remote, a Backend that also stages a dataset for upload
+// (UploadStage: built in a local folder, uploaded by Publish) and downloads a copy of a
+// location for the commands that read local files. The commands open every location through
+// one registry, so that adding a store is its package plus one line in that table.
+//
 // # An object store as a Backend
 //
 // The seam is shaped so that an object store (S3 and its kin) implements it without renames,

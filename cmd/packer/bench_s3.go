@@ -11,7 +11,6 @@ import (
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
-	"github.com/packer-dev/packer/storage/s3"
 )
 
 // benchGetSize and benchGetParallel shape the object-store baseline: a plain loop of ranged
@@ -21,25 +20,17 @@ const (
 	benchGetParallel = 8
 )
 
-// runBenchS3 is bench for a dataset in object storage: the baseline is a plain parallel
+// runBenchRemote is bench for a dataset in object storage: the baseline is a plain parallel
 // ranged-GET loop over the dataset's objects (benchGetParallel GETs of benchGetSize bytes in
 // flight), what any client can pull from the store; the reader pass is the Loader reading
 // through the object-store backend, as a trainer does. The two alternate --repeat times; the
-// best of each is reported. --cache-dir gives the reader a local cache (s3.Options.CacheDir):
+// best of each is reported. --cache-dir gives the reader a local cache (storage.OpenOptions.CacheDir):
 // the first pass fills it, the later ones read the copies.
-func runBenchS3(ctx context.Context, o *benchOptions) error {
+func runBenchRemote(ctx context.Context, o *benchOptions) error {
 	if o.Cold {
 		return usagef(fmt.Errorf("%s: --cold evicts local files from the page cache; it does not apply to object storage", o.Dir))
 	}
-	u, err := s3.ParseURL(o.Dir)
-	if err != nil {
-		return usagef(err)
-	}
-	opts, err := s3Options()
-	if err != nil {
-		return err
-	}
-	b, err := s3.New(ctx, u, opts)
+	b, _, err := openRemote(ctx, o.Dir, "")
 	if err != nil {
 		return err
 	}
@@ -47,10 +38,9 @@ func runBenchS3(ctx context.Context, o *benchOptions) error {
 	if err != nil {
 		return err
 	}
-	rb := b
+	var rb storage.Backend = b
 	if o.CacheDir != "" {
-		opts.CacheDir = o.CacheDir
-		if rb, err = s3.New(ctx, u, opts); err != nil {
+		if rb, _, err = openRemote(ctx, o.Dir, o.CacheDir); err != nil {
 			return err
 		}
 	}
@@ -113,7 +103,7 @@ func runBenchS3(ctx context.Context, o *benchOptions) error {
 // rawGets reads every byte of the files with ranged GETs of benchGetSize bytes,
 // benchGetParallel at once, into the buffers bufs (one per GET in flight, reused from pass to
 // pass, as the reader's ring is).
-func rawGets(ctx context.Context, b *s3.Backend, files []shard.FileEntry, bufs [][]byte) (benchResult, error) {
+func rawGets(ctx context.Context, b storage.Backend, files []shard.FileEntry, bufs [][]byte) (benchResult, error) {
 	type job struct {
 		r   storage.Reader
 		off int64

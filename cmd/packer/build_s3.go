@@ -5,62 +5,70 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/storage"
-	"github.com/packer-dev/packer/storage/s3"
 )
 
-// runBuildS3 builds into an object store (-o s3://bucket/prefix): the dataset is built as
-// usual into a local staging folder (a new folder under $TMPDIR, removed at the end, or by
-// the next object-store command if this one is killed: newStaging; the machine needs room
-// for the whole dataset there), then published by
+// runBuildRemote builds into an object store (-o s3://bucket/prefix): the dataset is built as
+// usual into the local folder of the store's stage (under a new folder in $TMPDIR, removed at
+// the end, or by the next object-store command if this one is killed: newStaging; the machine
+// needs room for the whole dataset there), then published by the stage (for s3,
 // s3.Backend.Publish: data objects first, each read back and checked against its SHA-256,
-// manifest.json last with a conditional write. --force removes an interrupted build's
+// manifest.json last with a conditional write). --force removes an interrupted build's
 // leftovers under the prefix and replaces a dataset there: the new files go under a new
 // generation sub-prefix, the manifest is swapped on the condition that it is still the old
 // one, and the old files are deleted only then. A part (--part) is published the same way,
 // for a merge to read.
-func runBuildS3(ctx context.Context, o *buildOptions) error {
+func runBuildRemote(ctx context.Context, o *buildOptions) error {
 	if o.Resume {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
 	}
-	b, stage, err := s3Target(ctx, o.Out, o.Force, o.IO.Err)
+	stage, publish, err := remoteTarget(ctx, o.Out, o.Force, o.IO.Err)
 	if err != nil {
 		return err
 	}
-	defer stage.Remove()
-	return runBuildTo(ctx, o, filepath.Join(stage.Dir, "dataset"), func(dir string) error {
-		return publishS3(ctx, b, dir, o.Force, o.IO.Err)
-	})
+	defer stage.Discard()
+	return runBuildTo(ctx, o, stage.Dir(), func(string) error { return publish() })
 }
 
-// s3Target opens the object-store OUT of a build or merge and checks, before any work, that
-// it may be written (a prefix with a dataset is refused, an interrupted build's leftovers too
-// unless force), and makes the local staging folder the dataset is made in first (newStaging:
-// the caller removes it).
-func s3Target(ctx context.Context, out string, force bool, errw io.Writer) (*s3.Backend, *storage.Staging, error) {
-	u, err := s3.ParseURL(out)
-	if err != nil {
-		return nil, nil, usagef(err)
-	}
-	opts, err := s3Options()
+// remoteTarget opens the object-store OUT of a build or merge and its stage (Remote.Stage):
+// it checks, before any work, that OUT may be written (a prefix with a dataset is refused, an
+// interrupted build's leftovers too unless force), and makes the local staging folder the
+// dataset is made in first (newStaging: the caller Discards the stage). publish uploads the
+// staged dataset, with progress on errw.
+func remoteTarget(ctx context.Context, out string, force bool, errw io.Writer) (stage storage.UploadStage, publish func() error, err error) {
+	b, loc, err := openRemote(ctx, out, "")
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := s3.New(ctx, u, opts)
+	var bar *progress.Bar
+	stage, err = b.Stage(ctx, storage.StageOptions{
+		Force: force,
+		Staging: func() (*storage.Staging, error) {
+			s, err := newStaging("packer-s3-build-*", errw)
+			if err != nil {
+				return nil, fmt.Errorf("the local staging folder: %w", err)
+			}
+			return s, nil
+		},
+		Warn: func(msg string) { fmt.Fprintln(errw, "packer: warning:", msg) },
+		Progress: func(sent, total int64) {
+			if bar == nil {
+				bar = progress.New(errw, "uploading to "+loc, "bytes", total)
+			}
+			bar.Set(sent)
+		},
+		PartSent: s3PartSentHook,
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := b.CheckPrefix(ctx, force, force); err != nil {
-		return nil, nil, err
-	}
-	stage, err := newStaging("packer-s3-build-*", errw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the local staging folder: %w", err)
-	}
-	return b, stage, nil
+	return stage, func() error {
+		err := stage.Publish(ctx)
+		bar.Finish()
+		return err
+	}, nil
 }
 
 // stagingPatterns name the local staging folders of the object-store commands in $TMPDIR: a
@@ -83,25 +91,6 @@ func newStaging(pattern string, errw io.Writer) (*storage.Staging, error) {
 		}
 	}
 	return storage.NewStaging("", pattern)
-}
-
-// publishS3 uploads the complete dataset in dir to b (s3.Backend.Publish), with progress.
-func publishS3(ctx context.Context, b *s3.Backend, dir string, force bool, errw io.Writer) error {
-	var bar *progress.Bar
-	err := b.Publish(ctx, dir, s3.PublishOptions{
-		Clear:   force,
-		Replace: force,
-		Warn:    func(msg string) { fmt.Fprintln(errw, "packer: warning:", msg) },
-		Progress: func(sent, total int64) {
-			if bar == nil {
-				bar = progress.New(errw, "uploading to "+b.URL().String(), "bytes", total)
-			}
-			bar.Set(sent)
-		},
-		PartSent: s3PartSentHook,
-	})
-	bar.Finish()
-	return err
 }
 
 // s3PartSentHook is called after each part of a multipart upload is sent; the crash-test

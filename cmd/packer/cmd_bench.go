@@ -17,7 +17,6 @@ import (
 
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
-	"github.com/packer-dev/packer/storage/s3"
 )
 
 type benchOptions struct {
@@ -32,7 +31,7 @@ type benchOptions struct {
 	JSON    bool
 	NoCRC   bool // skip the record data CRC-32C check (on by default, as in training)
 
-	CacheDir string // object storage: the reader's local cache (s3.Options.CacheDir)
+	CacheDir string // object storage: the reader's local cache (storage.OpenOptions.CacheDir)
 
 	ReadSizeFlag string // --read-size as given
 	ReadSize     int    // bytes; 0: the loader's default
@@ -116,8 +115,8 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, o *benchOptions) error {
-	if s3.IsURL(o.Dir) {
-		return runBenchS3(ctx, o)
+	if remote(o.Dir) {
+		return runBenchRemote(ctx, o)
 	}
 	if o.CacheDir != "" {
 		return usagef(errors.New("--cache-dir is for a dataset in object storage (s3://bucket/prefix)"))

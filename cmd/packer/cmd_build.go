@@ -20,7 +20,6 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
-	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -456,10 +455,10 @@ func parseFloats(s string) ([]float64, error) {
 func parseBytes(s string) (int64, error) { return progress.ParseSize(s, 1) }
 
 func runBuild(ctx context.Context, o *buildOptions) (err error) {
-	if s3Overlap(o.Out, o.Source) {
+	if locations.Overlap(o.Out, o.Source) {
 		return usagef(fmt.Errorf("build %s: %w: %s is the source, or lies in or around it", o.Source, pipeline.ErrOutputOverlap, o.Out))
 	}
-	if s3.IsURL(o.Source) {
+	if remote(o.Source) {
 		p, rename, cleanup, merr := mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
 		if merr != nil {
 			return merr
@@ -477,8 +476,8 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	}
-	if s3.IsURL(o.Out) {
-		return runBuildS3(ctx, o)
+	if remote(o.Out) {
+		return runBuildRemote(ctx, o)
 	}
 	return runBuildTo(ctx, o, o.Out, nil)
 }

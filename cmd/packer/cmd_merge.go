@@ -15,7 +15,6 @@ import (
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
-	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -75,29 +74,29 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	// object-store OUT is merged locally and then published like a build.
 	dirs, out := slices.Clone(o.Parts), o.Out
 	for _, p := range dirs {
-		if s3Overlap(out, p) {
+		if locations.Overlap(out, p) {
 			return usagef(fmt.Errorf("merge into %s: %w: it is the part %s, or lies in or around it", out, pipeline.ErrOutputOverlap, p))
 		}
 	}
 	var publish func(dir string) error
-	if slices.ContainsFunc(dirs, s3.IsURL) || s3.IsURL(out) {
+	if slices.ContainsFunc(dirs, remote) || remote(out) {
 		mstage, terr := newStaging("packer-s3-merge-*", o.IO.Err)
 		if terr != nil {
 			return fmt.Errorf("the local staging folder: %w", terr)
 		}
 		defer mstage.Remove()
 		tmp := mstage.Dir
-		if s3.IsURL(out) {
-			b, stage, serr := s3Target(ctx, out, o.Force, o.IO.Err)
+		if remote(out) {
+			stage, upload, serr := remoteTarget(ctx, out, o.Force, o.IO.Err)
 			if serr != nil {
 				return serr
 			}
-			defer stage.Remove()
-			out = filepath.Join(stage.Dir, "dataset")
-			publish = func(dir string) error { return publishS3(ctx, b, dir, o.Force, o.IO.Err) }
+			defer stage.Discard()
+			out = stage.Dir()
+			publish = func(string) error { return upload() }
 		}
 		for i, p := range dirs {
-			if !s3.IsURL(p) {
+			if !remote(p) {
 				continue
 			}
 			local := filepath.Join(tmp, fmt.Sprintf("part-%d", i))
@@ -119,7 +118,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		return err
 	}
 	for k, m := range parts.Manifests {
-		if s3Overlap(o.Out, m.Part.Source) {
+		if locations.Overlap(o.Out, m.Part.Source) {
 			return usagef(fmt.Errorf("merge into %s: %w: it is %s, the source part %s was built from, or lies in or around it", o.Out, pipeline.ErrOutputOverlap, m.Part.Source, o.Parts[k]))
 		}
 	}
@@ -269,19 +268,4 @@ func parsePart(s string, parts int, getenv func(string) string) (index, count in
 		return idx, n, nil
 	}
 	return 0, 0, errors.New("--part auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set; give --part I/N")
-}
-
-// s3Overlap reports whether a and b are object-store locations of one bucket of which one is
-// the other or lies below it.
-func s3Overlap(a, b string) bool {
-	if !s3.IsURL(a) || !s3.IsURL(b) {
-		return false
-	}
-	ua, err1 := s3.ParseURL(a)
-	ub, err2 := s3.ParseURL(b)
-	if err1 != nil || err2 != nil || ua.Bucket != ub.Bucket {
-		return false
-	}
-	pa, pb := ua.Prefix, ub.Prefix
-	return pa == pb || pa == "" || pb == "" || strings.HasPrefix(pa, pb+"/") || strings.HasPrefix(pb, pa+"/")
 }

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/packer-dev/packer/storage/s3"
-
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -81,7 +79,7 @@ or content digest differs from the plan's. See docs/cluster.md.
 }
 
 func runPlan(ctx context.Context, o *buildOptions) error {
-	if s3.IsURL(o.Source) {
+	if remote(o.Source) {
 		// A plan names its source by path, and the builds that use it read that path.
 		return usagef(fmt.Errorf("plan lists a local source; for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
 	}
@@ -185,7 +183,7 @@ func (o *buildOptions) partSource() string {
 	switch {
 	case o.plan != nil:
 		return o.plan.Source
-	case s3.IsURL(o.Source):
+	case remote(o.Source):
 		return o.Source
 	}
 	if abs, err := filepath.Abs(o.Source); err == nil {

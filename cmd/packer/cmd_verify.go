@@ -17,7 +17,6 @@ import (
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
-	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/verify"
 )
 
@@ -74,11 +73,11 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 	// Nothing to read is a failure (exit 1), not corrupt data (exit 3): a mistyped path must not
 	// read as a damaged dataset. A directory that holds data files but no manifest is a damaged
 	// dataset, and verify.Dir reports it as such.
-	store, err := datasetStore(ctx, o.Dir)
+	store, err := openStore(ctx, o.Dir)
 	if err != nil {
 		return err
 	}
-	if s3.IsURL(o.Dir) {
+	if remote(o.Dir) {
 		if err := checkRemoteDataset(ctx, store, o.Dir); err != nil {
 			return err
 		}

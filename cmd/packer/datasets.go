@@ -4,15 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 
 	"github.com/packer-dev/packer/output/hdf5"
 	"github.com/packer-dev/packer/output/npy"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
-	"github.com/packer-dev/packer/storage/s3"
 )
 
 // anyDataset is random access to a packed dataset of any format, for inspect and preview.
@@ -26,49 +23,9 @@ type anyDataset interface {
 	Close() error
 }
 
-// datasetStore opens the storage the commands that read a dataset (verify, inspect, preview,
-// bench) find it in: the object store for an s3://bucket/prefix location (storage/s3, with
-// the standard AWS configuration chain), else the local directory.
-func datasetStore(ctx context.Context, loc string) (storage.Backend, error) {
-	if !s3.IsURL(loc) {
-		return storage.NewLocal(loc), nil
-	}
-	u, err := s3.ParseURL(loc)
-	if err != nil {
-		return nil, usagef(err)
-	}
-	opts, err := s3Options()
-	if err != nil {
-		return nil, err
-	}
-	return s3.New(ctx, u, opts)
-}
-
-// s3Options are the object store's tuning knobs from the environment: PACKER_S3_PART_SIZE
-// (the multipart part size, e.g. 64MiB) and PACKER_S3_PARALLEL (parts of one file sent at
-// once).
-func s3Options() (s3.Options, error) {
-	var o s3.Options
-	if v := os.Getenv("PACKER_S3_PART_SIZE"); v != "" {
-		n, err := parseBytes(v)
-		if err != nil {
-			return o, fmt.Errorf("PACKER_S3_PART_SIZE: %w", err)
-		}
-		o.PartSize = n
-	}
-	if v := os.Getenv("PACKER_S3_PARALLEL"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return o, fmt.Errorf("PACKER_S3_PARALLEL: want a positive number, got %q", v)
-		}
-		o.Parallel = n
-	}
-	return o, nil
-}
-
 // datasetFS is the dataset at loc as the shard readers see it, through the storage seam.
 func datasetFS(ctx context.Context, loc string) (shard.FS, error) {
-	b, err := datasetStore(ctx, loc)
+	b, err := openStore(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +48,7 @@ func openAny(dir string) (anyDataset, error) {
 		return nil, err
 	}
 	if o, ok := outputNamed(m.Format); ok && o.open != nil {
-		if s3.IsURL(dir) && m.Format != shard.FormatShards {
+		if remote(dir) && m.Format != shard.FormatShards {
 			return nil, fmt.Errorf("%s: a %s dataset in object storage cannot be opened by this command yet (its reader reads local files); verify checks it", dir, m.Format)
 		}
 		return o.open(dir, m)

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/packer-dev/packer/pipeline"
-	"github.com/packer-dev/packer/storage/s3"
 )
 
 // Exit codes, documented under EXIT STATUS in every command's help.
@@ -184,15 +183,15 @@ var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*://`)
 // would otherwise become a local directory ./gs:/bucket/out, leaving the user to believe the
 // data went to the bucket.
 func refuseURLs(c *cobra.Command, args []string) error {
-	const where = "s3:// locations are supported by build (SRC and -o), merge (parts and -o), verify, inspect, preview and bench"
-	check := func(p string, s3ok bool) error {
-		if !urlScheme.MatchString(p) || s3ok && s3.IsURL(p) {
+	where := remoteForms("") + " locations are supported by build (SRC and -o), merge (parts and -o), verify, inspect, preview and bench"
+	check := func(p string, remoteOK bool) error {
+		if !urlScheme.MatchString(p) || remoteOK && remote(p) {
 			return nil
 		}
-		if s3.IsURL(p) {
+		if remote(p) {
 			return usagef(fmt.Errorf("%s: %s does not read or write object storage (%s); give a local path", p, c.Name(), where))
 		}
-		return usagef(fmt.Errorf("%s: URLs are not supported (object storage is s3://bucket/prefix; %s); give a local path", p, where))
+		return usagef(fmt.Errorf("%s: URLs are not supported (object storage is %s; %s); give a local path", p, remoteForms("bucket/prefix"), where))
 	}
 	for _, p := range args {
 		if err := check(p, true); err != nil {

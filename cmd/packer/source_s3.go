@@ -11,37 +11,34 @@ import (
 
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/source/imagedir"
-	"github.com/packer-dev/packer/storage/s3"
+	"github.com/packer-dev/packer/storage"
 )
 
 // mirrorSource makes an object-store SRC (s3://bucket/prefix) readable by the sources, which
 // read local files: the objects below the prefix (or the one object the URL names) are copied
-// into a local folder with s3.Backend.Download, each fetched whole under the ETag it was
-// listed with and its size checked, and the build reads the copy. The folder is --source-cache
-// when given (kept, so that a later build from the same SRC fetches only the objects that
-// changed: repeated builds, --resume, parts built one after another on one node), else a new
-// folder under $TMPDIR, removed by the returned cleanup (or by the next object-store command
-// if this one is killed: newStaging). A list file names images
-// relative to its folder, so a URL naming a list (.txt, .csv, .tsv) copies the list's
-// folder. It returns the local path to build from, and how errors should name the copy's
-// files (rename).
+// into a local folder with the store's Download (s3.Backend.Download), each fetched whole
+// under the ETag it was listed with and its size checked, and the build reads the copy. The
+// folder is --source-cache when given (kept, so that a later build from the same SRC fetches
+// only the objects that changed: repeated builds, --resume, parts built one after another on
+// one node), else a new folder under $TMPDIR, removed by the returned cleanup (or by the next
+// object-store command if this one is killed: newStaging). A list file names images relative
+// to its folder, so a URL naming a list (.txt, .csv, .tsv) copies the list's folder. It
+// returns the local path to build from, and how errors should name the copy's files (rename).
 func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (string, func(error) error, func(), error) {
-	u, err := s3.ParseURL(loc)
+	c, err := locations.Parse(loc)
 	if err != nil {
 		return "", nil, nil, usagef(err)
 	}
+	scheme, bucket, prefix := storage.SplitLocation(c)
 	list := ""
-	if u.Prefix != "" && slices.ContainsFunc(imagedir.ListExtensions, func(e string) bool {
-		return strings.EqualFold(path.Ext(u.Prefix), e)
+	if prefix != "" && slices.ContainsFunc(imagedir.ListExtensions, func(e string) bool {
+		return strings.EqualFold(path.Ext(prefix), e)
 	}) {
-		list = path.Base(u.Prefix)
-		u.Prefix = strings.TrimSuffix(path.Dir(u.Prefix), ".")
+		list = path.Base(prefix)
+		prefix = strings.TrimSuffix(path.Dir(prefix), ".")
 	}
-	opts, err := s3Options()
-	if err != nil {
-		return "", nil, nil, err
-	}
-	b, err := s3.New(ctx, u, opts)
+	from := storage.JoinLocation(scheme, bucket, prefix)
+	b, _, err := openRemote(ctx, from, "")
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -53,12 +50,12 @@ func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (
 			return "", nil, nil, fmt.Errorf("the local copy of %s: %w", loc, err)
 		}
 		cleanup = func() { stage.Remove() }
-		dir = filepath.Join(stage.Dir, u.Bucket)
+		dir = filepath.Join(stage.Dir, bucket)
 	}
 	var bar *progress.Bar
-	m, err := b.Download(ctx, dir, s3.DownloadOptions{Progress: func(done, total int64) {
+	m, err := b.Download(ctx, dir, storage.DownloadOptions{Progress: func(done, total int64) {
 		if bar == nil {
-			bar = progress.New(errw, "fetching "+u.String(), "bytes", total)
+			bar = progress.New(errw, "fetching "+from, "bytes", total)
 		}
 		bar.Set(done)
 	}})
@@ -68,22 +65,22 @@ func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (
 		return "", nil, nil, fmt.Errorf("the source %s: %w", loc, err)
 	}
 	if cache != "" {
-		fmt.Fprintf(errw, "source %s: %d objects in %s (%d fetched, %d unchanged)\n", u, m.Objects, cache, m.Fetched, m.Reused)
+		fmt.Fprintf(errw, "source %s: %d objects in %s (%d fetched, %d unchanged)\n", from, m.Objects, cache, m.Fetched, m.Reused)
 	}
 	p := m.Path
 	if list != "" {
 		p = filepath.Join(dir, list)
 		if _, err := os.Stat(p); err != nil {
 			cleanup()
-			return "", nil, nil, fmt.Errorf("the source %s: no object %s in %s", loc, list, u)
+			return "", nil, nil, fmt.Errorf("the source %s: no object %s in %s", loc, list, from)
 		}
 	}
 	// The copy's root is the copy of the prefix (of the object's folder for one object).
-	root := s3.URL{Bucket: u.Bucket, Prefix: u.Prefix}
+	root := from
 	if m.Path != dir {
-		root.Prefix = strings.TrimSuffix(path.Dir(u.Prefix), ".")
+		root = storage.JoinLocation(scheme, bucket, strings.TrimSuffix(path.Dir(prefix), "."))
 	}
-	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root.String(), "/")) }
+	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root, "/")) }
 	return p, rename, cleanup, nil
 }
 
@@ -111,22 +108,14 @@ func withURLNames(err error, local, to string) error {
 // fetchDataset copies the dataset (or part) at the object-store location loc into the new
 // local folder dir, for a command that reads local files (merge).
 func fetchDataset(ctx context.Context, loc, dir string, errw progressWriter) error {
-	u, err := s3.ParseURL(loc)
-	if err != nil {
-		return usagef(err)
-	}
-	opts, err := s3Options()
-	if err != nil {
-		return err
-	}
-	b, err := s3.New(ctx, u, opts)
+	b, c, err := openRemote(ctx, loc, "")
 	if err != nil {
 		return err
 	}
 	var bar *progress.Bar
-	_, err = b.Download(ctx, dir, s3.DownloadOptions{NoRecord: true, Progress: func(done, total int64) {
+	_, err = b.Download(ctx, dir, storage.DownloadOptions{NoRecord: true, Progress: func(done, total int64) {
 		if bar == nil {
-			bar = progress.New(errw, "fetching "+u.String(), "bytes", total)
+			bar = progress.New(errw, "fetching "+c, "bytes", total)
 		}
 		bar.Set(done)
 	}})

@@ -26,29 +26,6 @@ import (
 // only what changed. It is a hidden file: the sources skip hidden names.
 const MirrorStateName = ".packer-mirror.json"
 
-// DownloadOptions tune Download.
-type DownloadOptions struct {
-	// Parallel is the number of objects fetched at once (default 16).
-	Parallel int
-	// NoRecord leaves no MirrorStateName file in dir (a one-off copy, such as a dataset
-	// fetched for a command that then checks every file of its folder); dir must be new or
-	// empty.
-	NoRecord bool
-	// Progress, if set, is called after each object with the bytes fetched so far and the
-	// total to fetch.
-	Progress func(done, total int64)
-}
-
-// Mirror is what Download made: Path is the local copy of the source (the folder, or the
-// file when the location names one object); Fetched and Reused count the objects fetched
-// and those whose earlier copy was still current.
-type Mirror struct {
-	Path            string
-	Objects         int
-	Fetched, Reused int
-	Bytes           int64 // bytes fetched
-}
-
 type mirrorObject struct {
 	Key  string `json:"key"`
 	Size int64  `json:"size"`
@@ -71,28 +48,29 @@ type mirrorState struct {
 // the same location, objects whose size and ETag are unchanged (and whose copy is intact in
 // size) are not fetched again, and copies of objects that are gone are removed; a dir that is
 // not empty and holds no such record is refused, so nothing of the user's is overwritten or
-// deleted. Object names that are not valid local relative paths (".." elements, a name that
+// deleted. opts.Parallel defaults to 16 objects at once; with opts.NoRecord no MirrorStateName
+// file is written. Object names that are not valid local relative paths (".." elements, a name that
 // is both a file and a folder) are refused, naming the object.
-func (b *Backend) Download(ctx context.Context, dir string, opts DownloadOptions) (Mirror, error) {
+func (b *Backend) Download(ctx context.Context, dir string, opts storage.DownloadOptions) (storage.Mirror, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 16
 	}
 	objs, single, err := b.listForDownload(ctx)
 	if err != nil {
-		return Mirror{}, err
+		return storage.Mirror{}, err
 	}
 	if len(objs) == 0 {
-		return Mirror{}, fmt.Errorf("%s: no objects there (an empty prefix, or a missing bucket or key): %w", b.url, fs.ErrNotExist)
+		return storage.Mirror{}, fmt.Errorf("%s: no objects there (an empty prefix, or a missing bucket or key): %w", b.url, fs.ErrNotExist)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Mirror{}, err
+		return storage.Mirror{}, err
 	}
 	state, err := readMirrorState(dir, b.url.String())
 	if err != nil {
-		return Mirror{}, err
+		return storage.Mirror{}, err
 	}
 	removeAbandonedFetches(dir, true)
-	m := Mirror{Path: dir, Objects: len(objs)}
+	m := storage.Mirror{Path: dir, Objects: len(objs)}
 	if single != "" {
 		m.Path = filepath.Join(dir, filepath.FromSlash(single))
 	}

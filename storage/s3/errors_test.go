@@ -34,7 +34,7 @@ func backendRequests(t *testing.T, b *s3.Backend) map[string]error {
 	}
 	w.Write([]byte("x"))
 	errs["put"] = w.Commit(ctx)
-	_, errs["download"] = b.Download(ctx, filepath.Join(t.TempDir(), "copy"), s3.DownloadOptions{NoRecord: true})
+	_, errs["download"] = b.Download(ctx, filepath.Join(t.TempDir(), "copy"), storage.DownloadOptions{NoRecord: true})
 	return errs
 }
 

@@ -58,12 +58,12 @@ func TestFetchLeftovers(t *testing.T) {
 	plain := s3.NewWithClient(srv.Client(""), u, s3.Options{})
 	storagetest.Put(t, plain, "a/1.jpg", []byte("one"))
 	dir := filepath.Join(t.TempDir(), "mirror")
-	if _, err := plain.Download(ctx, dir, s3.DownloadOptions{}); err != nil {
+	if _, err := plain.Download(ctx, dir, storage.DownloadOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	dead, live := fetchLeftovers(t, filepath.Join(dir, "a"))
 	storagetest.Put(t, plain, "a/1.jpg", []byte("changed"))
-	if _, err := plain.Download(ctx, dir, s3.DownloadOptions{}); err != nil {
+	if _, err := plain.Download(ctx, dir, storage.DownloadOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	checkLeftovers(t, "Download", dead, live)

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 	"github.com/packer-dev/packer/storage/storagetest"
@@ -143,7 +144,7 @@ func TestDownload(t *testing.T) {
 		storagetest.Put(t, b, n, d)
 	}
 	dir := filepath.Join(t.TempDir(), "copy")
-	m, err := b.Download(ctx, dir, s3.DownloadOptions{})
+	m, err := b.Download(ctx, dir, storage.DownloadOptions{})
 	if err != nil || m.Fetched != 3 || m.Path != dir {
 		t.Fatalf("Download = %+v, %v", m, err)
 	}
@@ -156,7 +157,7 @@ func TestDownload(t *testing.T) {
 	if err := b.Remove(ctx, "top.csv"); err != nil {
 		t.Fatal(err)
 	}
-	m, err = b.Download(ctx, dir, s3.DownloadOptions{})
+	m, err = b.Download(ctx, dir, storage.DownloadOptions{})
 	if err != nil || m.Fetched != 1 || m.Reused != 1 || m.Objects != 2 {
 		t.Fatalf("second Download = %+v, %v", m, err)
 	}
@@ -164,20 +165,20 @@ func TestDownload(t *testing.T) {
 		t.Error("the copy of a deleted object was kept")
 	}
 	one := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "download", Prefix: "src/a/b/2.jpg"}, s3.Options{})
-	m, err = one.Download(ctx, filepath.Join(t.TempDir(), "one"), s3.DownloadOptions{})
+	m, err = one.Download(ctx, filepath.Join(t.TempDir(), "one"), storage.DownloadOptions{})
 	if err != nil || m.Objects != 1 || filepath.Base(m.Path) != "2.jpg" {
 		t.Fatalf("Download of one object = %+v, %v", m, err)
 	}
 	foreign := t.TempDir()
 	os.WriteFile(filepath.Join(foreign, "keep.txt"), []byte("mine"), 0o644)
-	if _, err := b.Download(ctx, foreign, s3.DownloadOptions{}); err == nil {
+	if _, err := b.Download(ctx, foreign, storage.DownloadOptions{}); err == nil {
 		t.Fatal("Download into a folder that is not a copy was not refused")
 	}
 	if got, _ := os.ReadFile(filepath.Join(foreign, "keep.txt")); string(got) != "mine" {
 		t.Fatal("a refused Download touched the folder")
 	}
 	none := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "download", Prefix: "nothing"}, s3.Options{})
-	if _, err := none.Download(ctx, t.TempDir(), s3.DownloadOptions{}); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := none.Download(ctx, t.TempDir(), storage.DownloadOptions{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("Download of an empty prefix = %v", err)
 	}
 }

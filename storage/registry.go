@@ -1,0 +1,186 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// A location names where a dataset or a source lives: a local path, or SCHEME://BUCKET/PREFIX
+// in a store that a package of its own implements (storage/s3 for s3://). A Registry maps each
+// scheme to its package's Location; the commands open every location through one table, so
+// that adding a store is its package plus one line in that table.
+
+// A Location is what a store's package registers: how its locations are recognised, checked
+// and opened.
+type Location struct {
+	// Scheme names the store's locations: "s3" for s3://bucket/prefix.
+	Scheme string
+	// Parse checks loc (which starts with Scheme://) and returns it in its canonical form,
+	// SCHEME://BUCKET or SCHEME://BUCKET/PREFIX with no trailing slash. Its error names loc
+	// and is the command line's fault.
+	Parse func(loc string) (string, error)
+	// Open returns the store's backend of loc (a Parse-able location). It sends no request.
+	Open func(ctx context.Context, loc string, opts OpenOptions) (Remote, error)
+}
+
+// OpenOptions tune a Remote backend; the zero value is the store's defaults.
+type OpenOptions struct {
+	// PartSize is the size of the parts a file is uploaded in.
+	PartSize int64
+	// Parallel is the number of parts of one file sent at once.
+	Parallel int
+	// CacheDir, if set, keeps a local copy of every file opened, for readers that read a
+	// dataset more than once. Never set it where the store itself must be read (verify).
+	CacheDir string
+}
+
+// Remote is a Backend in a store other than the local file system: the contract a store's
+// package implements (storage/s3 is one; storagetest checks its Backend half). Its objects
+// cannot be renamed, so a dataset reaches it by an upload (Stage), and the commands that read
+// local files read a copy (Download).
+type Remote interface {
+	Backend
+	// Stage checks, before any work, that the backend's location may receive a new dataset
+	// (a dataset there is refused, and an interrupted build's leftovers, unless opts.Force),
+	// then makes the local folder the dataset is written in (opts.Staging). The caller
+	// Discards the stage when it is done, published or not.
+	Stage(ctx context.Context, opts StageOptions) (UploadStage, error)
+	// Download copies the files at the backend's location into the local folder dir, for a
+	// command that reads local files (the sources, merge).
+	Download(ctx context.Context, dir string, opts DownloadOptions) (Mirror, error)
+}
+
+// StageOptions tune Remote.Stage and the publish of its stage.
+type StageOptions struct {
+	// Force replaces a dataset at the location (its files are deleted only once the new one
+	// is in place) and removes an interrupted build's leftovers there.
+	Force bool
+	// Staging makes the local folder the dataset is written in before its upload; Discard
+	// removes it.
+	Staging func() (*Staging, error)
+	// Warn, if set, is told what went wrong after the publish succeeded.
+	Warn func(msg string)
+	// Progress, if set, is called as the upload goes with the bytes sent and the total.
+	Progress func(sent, total int64)
+	// PartSent, if set, is called after each part of an upload is sent, with the upload's
+	// context (a hook for tests that interrupt a build mid-upload).
+	PartSent func(ctx context.Context, name string, part int32)
+}
+
+// An UploadStage is a Stage kept in a local folder until Publish uploads it: how a dataset
+// reaches a store without renames. Discard removes the local folder, after a Publish too.
+type UploadStage interface {
+	Stage
+	// Dir is the local folder the build writes the dataset in; Backend is its backend.
+	Dir() string
+}
+
+// DownloadOptions tune Remote.Download.
+type DownloadOptions struct {
+	// Parallel is the number of files fetched at once (0: the store's default).
+	Parallel int
+	// NoRecord leaves no record of the copy in dir (a one-off copy, such as a dataset fetched
+	// for a command that then checks every file of its folder); dir must be new or empty.
+	// Without it, a later Download into the same folder fetches only what changed.
+	NoRecord bool
+	// Progress, if set, is called after each file with the bytes fetched so far and the
+	// total to fetch.
+	Progress func(done, total int64)
+}
+
+// Mirror is what Download made: Path is the local copy of the location (the folder, or the
+// file when the location names one object); Fetched and Reused count the files fetched and
+// those whose earlier copy was still current.
+type Mirror struct {
+	Path            string
+	Objects         int
+	Fetched, Reused int
+	Bytes           int64 // bytes fetched
+}
+
+// A Registry maps location schemes to the stores that open them. A location that starts
+// with no registered SCHEME:// is a local path.
+type Registry struct {
+	locs []Location
+}
+
+// NewRegistry returns the registry of the given stores. Where two name one scheme, the first
+// one opens its locations.
+func NewRegistry(locs ...Location) *Registry {
+	return &Registry{locs: locs}
+}
+
+// Lookup returns the store loc lies in, or false for a local path.
+func (r *Registry) Lookup(loc string) (Location, bool) {
+	for _, l := range r.locs {
+		if strings.HasPrefix(loc, l.Scheme+"://") {
+			return l, true
+		}
+	}
+	return Location{}, false
+}
+
+// Remote reports whether loc lies in a registered store (it is not a local path).
+func (r *Registry) Remote(loc string) bool {
+	_, ok := r.Lookup(loc)
+	return ok
+}
+
+// Schemes lists the registered schemes, in the order they were registered.
+func (r *Registry) Schemes() []string {
+	var s []string
+	for _, l := range r.locs {
+		s = append(s, l.Scheme)
+	}
+	return s
+}
+
+// Parse returns loc in its canonical form where it lies in a registered store; a local path
+// is returned as it is.
+func (r *Registry) Parse(loc string) (string, error) {
+	l, ok := r.Lookup(loc)
+	if !ok {
+		return loc, nil
+	}
+	c, err := l.Parse(loc)
+	if err != nil {
+		return "", err
+	}
+	if !strings.HasPrefix(c, l.Scheme+"://") {
+		return "", fmt.Errorf("%s: the %s store parsed it as %q, not a location of its own", loc, l.Scheme, c)
+	}
+	return c, nil
+}
+
+// Overlap reports whether a and b are valid locations of one store and one bucket of which
+// one is the other or lies below it. Local paths never overlap here.
+func (r *Registry) Overlap(a, b string) bool {
+	la, oka := r.Lookup(a)
+	lb, okb := r.Lookup(b)
+	if !oka || !okb || la.Scheme != lb.Scheme {
+		return false
+	}
+	ca, erra := r.Parse(a)
+	cb, errb := r.Parse(b)
+	if erra != nil || errb != nil {
+		return false
+	}
+	return ca == cb || strings.HasPrefix(ca, cb+"/") || strings.HasPrefix(cb, ca+"/")
+}
+
+// SplitLocation splits a canonical location (Registry.Parse) into its scheme, bucket and
+// prefix ("" for the whole bucket).
+func SplitLocation(loc string) (scheme, bucket, prefix string) {
+	scheme, rest, _ := strings.Cut(loc, "://")
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	return scheme, bucket, prefix
+}
+
+// JoinLocation is the inverse of SplitLocation.
+func JoinLocation(scheme, bucket, prefix string) string {
+	if prefix == "" {
+		return scheme + "://" + bucket
+	}
+	return scheme + "://" + bucket + "/" + prefix
+}
