@@ -11,6 +11,11 @@ from ._manifest import MANIFEST, load_manifest
 from ._npy import NpyDataset
 from ._shards import ShardDataset
 
+# The Dataset class of each format a manifest may name (_manifest.FORMATS, which load_manifest
+# checks first; a test keeps the two lists equal). A new output format is its module (_npy.py is
+# the one to copy), a line here, its name in FORMATS and its checks in _verify.
+READERS = {"shards": ShardDataset, "npy": NpyDataset, "hdf5": HDF5Dataset}
+
 
 def open_dataset(path, verify_crc=True, direct=False, cache_dir=None):
     """Open a packer output directory (or its manifest.json, or a single .pks shard file), or
@@ -25,7 +30,7 @@ def open_dataset(path, verify_crc=True, direct=False, cache_dir=None):
         store = _s3.S3Store(url, cache_dir=cache_dir)
         try:
             m = load_manifest(url, store)
-            cls = {"shards": ShardDataset, "npy": NpyDataset, "hdf5": HDF5Dataset}[m["format"]]
+            cls = READERS[m["format"]]
         except BaseException:
             store.close()
             raise
@@ -38,5 +43,5 @@ def open_dataset(path, verify_crc=True, direct=False, cache_dir=None):
     if not p.is_dir():
         raise FormatError(str(p), "not a packer output directory")
     m = load_manifest(p)
-    cls = {"shards": ShardDataset, "npy": NpyDataset, "hdf5": HDF5Dataset}[m["format"]]
+    cls = READERS[m["format"]]
     return cls(str(p), m, verify_crc, direct)
