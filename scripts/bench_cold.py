@@ -18,7 +18,7 @@ process may (root: /proc/sys/vm/drop_caches), and the report says whether it cou
 - go qdD crc: the same with the CRC check on (the default), the cache dropped first: the
   cold first epoch, with the bytes it read from the disk and through read calls per data byte;
 - py qd1 / py qdD: the Python reader, direct=True, shuffle=True, verify_crc=False (fio checks
-  nothing), with 1 and D O_DIRECT reads in flight (packer_reader._dataset._DIRECT_DEPTH), its
+  nothing), with 1 and D O_DIRECT reads in flight (packer_reader._segment._DIRECT_DEPTH), its
   ratio to fio at the same depth;
 - py qdD crc: the same with the CRC check on (the default), the cache dropped first: the cold
   first epoch;
@@ -89,9 +89,9 @@ def py_pass(d, batch, depth, crc, direct=True):
 
 def py_pass_here(d, batch, depth, crc, direct):
     import packer_reader
-    from packer_reader import _dataset
+    from packer_reader import _segment
 
-    _dataset._DIRECT_DEPTH = depth
+    _segment._DIRECT_DEPTH = depth
     io0 = proc_io()
     with packer_reader.open(d, direct=direct, verify_crc=crc) as ds:
         t = time.perf_counter()

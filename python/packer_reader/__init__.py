@@ -24,10 +24,14 @@ npy/hdf5 shapes; files the manifest does not list are warnings (``report.warning
 PyTorch: see ``packer_reader.torch``.
 """
 
-from ._dataset import Dataset, HDF5Dataset, NpyDataset, ShardDataset, load_manifest
-from ._dataset import open_dataset as _open
+from ._dataset import Dataset
 from ._errors import CorruptionError, FormatError, PackerError
+from ._hdf5 import HDF5Dataset
+from ._manifest import load_manifest
+from ._npy import NpyDataset
+from ._formats import open_dataset as _open
 from ._s3 import AccessError, S3Error
+from ._shards import ShardDataset
 from ._verify import Fault, Report, verify
 
 __version__ = "0.2.0"

@@ -8,7 +8,11 @@ import struct
 
 import numpy as np
 
+from . import _s3, _staging
 from ._errors import CorruptionError, FormatError, PackerError
+from ._hdf5 import _h5_json_attr
+from ._manifest import MANIFEST, _canon, _listed, dataset_meta_diff, load_manifest
+from ._npy import read_npy_header
 from ._shard import ShardFile, parse_sample_spec
 
 CHUNK = 8 << 20
@@ -157,9 +161,6 @@ def verify(path, strict=False):
     ``s3://bucket/prefix``: every object below the prefix is first copied to a temporary folder
     (ranged GETs pinned to the ETag of a HEAD), which is then checked as a local dataset; the
     report names the objects by their URLs."""
-    from ._dataset import MANIFEST, load_manifest  # no import cycle at module load
-    from . import _s3
-
     if _s3.is_url(str(path)):
         return _verify_bucket(str(path))
     root = str(path)
@@ -223,21 +224,6 @@ def verify(path, strict=False):
 
 
 KNOWN_VERSIONS = (1, 2)  # shard format versions (shard/FORMAT.md) verify accepts
-
-
-def _canon(v):
-    """v as a comparable JSON value: numbers by value, null lists as empty ones."""
-    v = json.loads(json.dumps(v))
-    return [] if v is None else v
-
-
-def dataset_meta_diff(meta, m):
-    """The keys of the dataset description stored in a data file (a shard header's "dataset"
-    meta, an HDF5 file's "spec" attribute) that differ from the manifest's."""
-    if not isinstance(meta, dict):
-        return ["packer", "source", "transform", "classes"]
-    return [k for k in ("packer", "source", "transform", "classes")
-            if k not in meta or _canon(meta[k]) != _canon(m.get(k))]
 
 
 def _check_manifest(rep, m, mpath):
@@ -394,8 +380,6 @@ def _verify_shards(rep, m, root, present, listed):
 
 
 def _verify_npy(rep, m, root, present):
-    from ._dataset import _listed, read_npy_header
-
     n = m["count"]
     shape, dtype, rs = parse_sample_spec(m["sample"], os.path.join(root, "manifest.json"))
     labels = None
@@ -448,15 +432,6 @@ def _verify_npy(rep, m, root, present):
                 rep.add("structure", mj, "line %d is not JSON" % (i + 1), (i, i + 1))
                 break
     return labels
-
-
-def _h5_json_attr(f, name):
-    v = f.attrs.get(name)
-    if v is None:
-        raise ValueError("no attribute %r" % name)
-    if isinstance(v, bytes):
-        v = v.decode("utf-8")
-    return json.loads(str(v))
 
 
 def _check_h5_attrs(rep, m, full, f):
@@ -560,8 +535,6 @@ def _verify_hdf5(rep, m, root, present):
 
 def _verify_bucket(url):
     """verify() of s3://bucket/prefix: a local copy of every object, checked as a local folder."""
-    from . import _s3, _staging
-
     if url.endswith("/manifest.json"):
         url = url[:-len("/manifest.json")]
     store = _s3.S3Store(url)

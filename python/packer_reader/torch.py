@@ -81,8 +81,9 @@ import sys
 import torch as _torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from ._dataset import _alias, open_dataset
+from ._dataset import _alias
 from ._errors import FormatError
+from ._formats import open_dataset
 
 __all__ = ["loader", "PackerLoader", "PackerIterableDataset", "random_resized_crop_flip", "split_for_worker",
            "resolve_rank"]

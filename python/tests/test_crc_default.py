@@ -60,19 +60,19 @@ def test_default_read_refuses_flipped_byte(damaged):
 
 def test_checks_beside_reads(damaged, monkeypatch):
     """Big batches are read in pieces of whole checksum blocks, each checked on the checker
-    thread while the next is read (_dataset._CHECK_PIECE; made small here so these 60-byte
+    thread while the next is read (_segment._CHECK_PIECE; made small here so these 60-byte
     records take that path): the same bytes in the same order, and a damaged block is still an
     error before its batch is handed out, from every starting point and piece size."""
-    from packer_reader import _crc32c, _dataset
+    from packer_reader import _crc32c, _segment
 
     d, imgs = damaged
     monkeypatch.setattr(_crc32c, "BACKEND", "packer-test")  # the path does not depend on which CRC
     calls = []
-    real = _dataset._SegmentDataset._read_overlapped
-    monkeypatch.setattr(_dataset._SegmentDataset, "_read_overlapped",
+    real = _segment._SegmentDataset._read_overlapped
+    monkeypatch.setattr(_segment._SegmentDataset, "_read_overlapped",
                         lambda self, *a: calls.append(1) or real(self, *a))
     for piece in (60, 7 * 60, 10 * 60):
-        monkeypatch.setattr(_dataset, "_CHECK_PIECE", piece)
+        monkeypatch.setattr(_segment, "_CHECK_PIECE", piece)
         for bs in (16, 25, 30, 45):
             with packer_reader.open(d) as ds:
                 got = []
@@ -109,12 +109,12 @@ def test_torch_default_refuses(damaged):
 
 
 def test_slow_fallback_warns_once(damaged, monkeypatch):
-    from packer_reader import _crc32c, _dataset
+    from packer_reader import _crc32c, _shards
 
     d, imgs = damaged
     monkeypatch.setattr(_crc32c, "BACKEND", "numpy")
     monkeypatch.setattr(_crc32c, "crc32c", _crc32c._crc32c_numpy)
-    monkeypatch.setattr(_dataset, "_warned_slow_crc", False)
+    monkeypatch.setattr(_shards, "_warned_slow_crc", False)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for _ in range(2):
@@ -176,14 +176,14 @@ def test_checked_tail_reused(tmp_path, monkeypatch):
     order takes those very bytes for the next batch instead of reading them again
     (_shard.take_tail). The batches must be the records, whatever the batch size against the
     block size, and the tail must be taken."""
-    from packer_reader import _dataset
+    from packer_reader import _segment
 
     imgs = make_images(N, seed=5)
     d = str(tmp_path)
     shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=30 * 60, block_records=7)
     taken = []
-    real = _dataset.take_tail
-    monkeypatch.setattr(_dataset, "take_tail", lambda seg, lo, hi, out: taken.append(real(seg, lo, hi, out) - lo) or lo + taken[-1])
+    real = _segment.take_tail
+    monkeypatch.setattr(_segment, "take_tail", lambda seg, lo, hi, out: taken.append(real(seg, lo, hi, out) - lo) or lo + taken[-1])
     for bs in (2, 3, 5, 9, 16, 29):
         taken.clear()
         with packer_reader.open(d) as ds:

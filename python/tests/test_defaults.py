@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import packer_reader
-from packer_reader import _dataset
+from packer_reader import _buffers, _dataset
 
 
 def prefetch_threads():
@@ -49,7 +49,7 @@ def test_slow_loop_switches_to_thread_same_batches(shards_dir, data, monkeypatch
 
 
 def test_pool_never_hands_out_memory_still_referenced(shards_dir, data, monkeypatch):
-    monkeypatch.setattr(_dataset, "_HUGE_MIN", 0)  # every batch buffer from the huge-page path
+    monkeypatch.setattr(_buffers, "_HUGE_MIN", 0)  # every batch buffer from the huge-page path
     imgs = data[0]
     B = 10
     with packer_reader.open(shards_dir) as ds:
@@ -72,7 +72,7 @@ def test_pool_never_hands_out_memory_still_referenced(shards_dir, data, monkeypa
 
 
 def test_huge_buffers_hold_the_same_bytes(shards_dir, data, monkeypatch):
-    monkeypatch.setattr(_dataset, "_HUGE_MIN", 0)
+    monkeypatch.setattr(_buffers, "_HUGE_MIN", 0)
     imgs, labels = data[0], data[1]
     with packer_reader.open(shards_dir) as ds:
         for copy in (True, False):
@@ -87,8 +87,8 @@ def test_huge_buffers_hold_the_same_bytes(shards_dir, data, monkeypatch):
 
 
 def test_empty_is_writable_and_sized():
-    a = _dataset._empty(_dataset._HUGE_MIN + 12345)
-    assert a.size == _dataset._HUGE_MIN + 12345 and a.flags.writeable and a.dtype == np.uint8
-    assert a.ctypes.data % _dataset._HUGE == 0 or not hasattr(__import__("mmap"), "MADV_HUGEPAGE")
+    a = _buffers._empty(_buffers._HUGE_MIN + 12345)
+    assert a.size == _buffers._HUGE_MIN + 12345 and a.flags.writeable and a.dtype == np.uint8
+    assert a.ctypes.data % _buffers._HUGE == 0 or not hasattr(__import__("mmap"), "MADV_HUGEPAGE")
     a[:] = 7
     assert int(a[-1]) == 7

@@ -12,7 +12,7 @@ import packer_reader
 import shardwriter
 from conftest import CLASSES, make_images, make_labels
 from packer_reader import CorruptionError, PackerError
-from packer_reader import _dataset
+from packer_reader import _shards
 from packer_reader._io import open_direct
 
 # 3000-byte records (not a multiple of the 512-byte sector nor of 4096), 3 per checksum block,
@@ -146,7 +146,7 @@ def test_damaged_record_direct_shuffled(tmp_path, batch):
 @pytest.mark.parametrize("many", [False, True])
 def test_replaced_while_reading_direct_shuffled(tmp_path, monkeypatch, many):
     if many:
-        monkeypatch.setattr(_dataset, "MAX_OPEN_SHARDS", 2)
+        monkeypatch.setattr(_shards, "MAX_OPEN_SHARDS", 2)
     live, stage = str(tmp_path / "live"), str(tmp_path / "live.partial")
     old = _write(live, seed=5)
     _write(stage, seed=6)

@@ -168,3 +168,11 @@ def test_other_folders_refused(shards_dir, tmp_path, folder):
 def np_equal(a, b):
     import numpy as np
     return np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_every_format_a_manifest_may_name_has_a_reader():
+    from packer_reader import _formats, _manifest
+
+    assert sorted(_formats.READERS) == sorted(_manifest.FORMATS)
+    for name, cls in _formats.READERS.items():
+        assert cls.format == name

@@ -12,7 +12,7 @@ import packer_reader
 import shardwriter
 from conftest import CLASSES, SPEC, make_images, make_labels
 from packer_reader import PackerError
-from packer_reader import _dataset
+from packer_reader import _shards
 
 N = 200  # shards of 30 records: 7 shards
 
@@ -54,7 +54,7 @@ def _read_all(ds, after_first):
 @pytest.mark.parametrize("many", [False, True])  # more shards than MAX_OPEN_SHARDS: reopened per read
 def test_replaced_while_reading(tmp_path, monkeypatch, direct, crc, many):
     if many:
-        monkeypatch.setattr(_dataset, "MAX_OPEN_SHARDS", 2)
+        monkeypatch.setattr(_shards, "MAX_OPEN_SHARDS", 2)
     live, stage = str(tmp_path / "live"), str(tmp_path / "live.partial")
     old = _write(live, 5)
     _write(stage, 6)
@@ -119,7 +119,7 @@ def test_shard_written_in_place(tmp_path, monkeypatch, how, direct, many):
     # a sibling's shard written over shard 3 in place (cp, rsync --inplace: same inode, same
     # size) after every block was read and checked: no CRC check runs again on those blocks
     if many:
-        monkeypatch.setattr(_dataset, "MAX_OPEN_SHARDS", 2)
+        monkeypatch.setattr(_shards, "MAX_OPEN_SHARDS", 2)
     live, sib = str(tmp_path / "live"), str(tmp_path / "sib")
     old = _write(live, 5)
     _write(sib, 6)

@@ -190,7 +190,7 @@ def test_empty_dataset(tmp_path):
 
 def test_many_shards_keep_no_descriptors(tmp_path, monkeypatch, data):
     """Above MAX_OPEN_SHARDS each read opens its shard; a replaced shard is detected."""
-    import packer_reader._dataset as dsmod
+    import packer_reader._shards as dsmod
 
     imgs, labels = data[0], data[1]
     monkeypatch.setattr(dsmod, "MAX_OPEN_SHARDS", 3)
