@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
@@ -103,7 +103,7 @@ func runBenchS3(ctx context.Context, o *benchOptions) error {
 		mode += ", CRC checked"
 	}
 	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %s, %s, batch %d, best of %d\n",
-		o.Dir, m.Count, len(m.Files), progress.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
+		o.Dir, m.Count, len(m.Files), humanize.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
 	fmt.Fprintf(o.IO.Out, "  parallel ranged GETs: %8.3f GiB/s  (%.3fs; %d in flight, %d MiB each)\n", gibs(raw), raw.seconds, benchGetParallel, benchGetSize>>20)
 	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", gibs(rd), rd.seconds, float64(rd.records)/rd.seconds)
 	fmt.Fprintf(o.IO.Out, "  ratio reader/GETs   : %8.3f\n", ratio)

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3"
 )
@@ -83,7 +83,7 @@ does): use --repeat 1 to measure its cost.
 				return usagef(errors.New("--prefetch and --depth must not be negative"))
 			}
 			if s := opts.ReadSizeFlag; s != "" && s != "0" {
-				n, err := progress.ParseSize(s, progress.MiB) // a bare number is MiB, as before
+				n, err := humanize.ParseSize(s, humanize.MiB) // a bare number is MiB, as before
 				if err != nil || n > math.MaxInt32 {
 					return usagef(fmt.Errorf("--read-size: %q is not a size such as 8MiB of at most 2 GiB", s))
 				}
@@ -193,7 +193,7 @@ func runBench(ctx context.Context, o *benchOptions) error {
 		})
 	}
 	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %s, %s, batch %d, best of %d\n",
-		o.Dir, m.Count, len(paths), progress.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
+		o.Dir, m.Count, len(paths), humanize.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
 	fmt.Fprintf(o.IO.Out, "  raw sequential read : %8.3f GiB/s  (%.3fs)\n", gibs(raw), raw.seconds)
 	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", gibs(rd), rd.seconds, float64(rd.records)/rd.seconds)
 	fmt.Fprintf(o.IO.Out, "  ratio reader/raw    : %8.3f\n", ratio)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
@@ -386,7 +387,7 @@ func parseFloats(s string) ([]float64, error) {
 }
 
 // parseBytes parses a size flag or setting: 256MiB, 1GiB, 64M, 100MB, or a number of bytes.
-func parseBytes(s string) (int64, error) { return progress.ParseSize(s, 1) }
+func parseBytes(s string) (int64, error) { return humanize.ParseSize(s, 1) }
 
 func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	if s3Overlap(o.Out, o.Source) {
@@ -528,9 +529,9 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		fmt.Fprintf(o.IO.Out, "resume: no checkpoint of an interrupted build of %s; built from the beginning\n", o.Out)
 	}
 	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %s]\n",
-		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), progress.Bytes(sum.FileBytes))
+		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), humanize.Bytes(sum.FileBytes))
 	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %s\n",
-		device, o.Workers, secs, float64(sum.Records)/secs, progress.Rate(float64(sum.Bytes)/secs))
+		device, o.Workers, secs, float64(sum.Records)/secs, humanize.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
 		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json):\n", sum.Skipped, o.Out)
 		for _, k := range pipeline.SortedKeys(sum.Reasons) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
@@ -175,7 +176,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	secs := sum.Elapsed.Seconds()
 	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %s]; %.2fs, %s\n",
 		len(parts.Dirs), sum.Records, sum.Items, sum.Out, info.Format, len(sum.Manifest.Files),
-		progress.Bytes(sum.FileBytes), secs, progress.Rate(float64(sum.Bytes)/secs))
+		humanize.Bytes(sum.FileBytes), secs, humanize.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
 		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json)\n", sum.Skipped, o.Out)
 	}

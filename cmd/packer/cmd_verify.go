@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
@@ -143,7 +144,7 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 				order = fmt.Sprintf(", written in the order of --shuffle --seed %d", *rep.ShuffleSeed)
 			}
 			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %s (%s) match the manifest%s\n",
-				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), progress.Bytes(rep.Bytes), order)
+				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), humanize.Bytes(rep.Bytes), order)
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}

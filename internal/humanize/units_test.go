@@ -1,11 +1,6 @@
-package progress
+package humanize
 
-import (
-	"bytes"
-	"strings"
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestBytesAndRate: sizes and rates print in IEC units, one convention.
 func TestBytesAndRate(t *testing.T) {
@@ -45,21 +40,6 @@ func TestParseSize(t *testing.T) {
 	for _, in := range []string{"", "0", "-1MiB", "1.5GiB", "MiB", "12 parsecs", "9000000000000TiB"} {
 		if got, err := ParseSize(in, 1); err == nil {
 			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
-// TestPlainLineBytes: a byte-counting line prints sizes and the rate in IEC units.
-func TestPlainLineBytes(t *testing.T) {
-	var buf bytes.Buffer
-	b := New(&buf, "verifying", "bytes", 4<<30)
-	b.interval = 0
-	b.start = time.Now().Add(-2 * time.Second)
-	b.Set(1 << 30)
-	line := buf.String()
-	for _, want := range []string{"verifying: 1.00 GiB/4.00 GiB (25%)", " MiB/s, elapsed 2s"} {
-		if !strings.Contains(line, want) {
-			t.Errorf("line %q lacks %q", line, want)
 		}
 	}
 }
