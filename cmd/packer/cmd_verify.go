@@ -143,8 +143,8 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 			if rep.ShuffleSeed != nil {
 				order = fmt.Sprintf(", written in the order of --shuffle --seed %d", *rep.ShuffleSeed)
 			}
-			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %s (%s) match the manifest%s\n",
-				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), humanize.Bytes(rep.Bytes), order)
+			fmt.Fprintf(o.IO.Out, "ok: %s: %s in %s (%s) match the manifest%s\n",
+				o.Dir, humanize.Count(rep.Count, "record"), fileCount(rep.Files, rep.Format), humanize.Bytes(rep.Bytes), order)
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}
@@ -240,8 +240,5 @@ func fileCount(n int, format string) string {
 	if kind == "" {
 		kind = format
 	}
-	if n == 1 {
-		return fmt.Sprintf("1 %s file", kind)
-	}
-	return fmt.Sprintf("%d %s files", n, kind)
+	return humanize.Count(n, kind+" file")
 }

@@ -43,3 +43,18 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestCount: one of a thing is singular, every other count plural, whatever the integer type.
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{Count(1, "file"), "1 file"}, {Count(0, "file"), "0 files"}, {Count(2, "record"), "2 records"},
+		{Count(int64(1), "input"), "1 input"}, {Count(int64(10000), "input"), "10000 inputs"},
+		{Count(1, "shard file"), "1 shard file"}, {Count(3, "HDF5 file"), "3 HDF5 files"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}

@@ -1,6 +1,6 @@
 // Package progress reports the progress of long operations on stderr: a redrawn bar when stderr
 // is a terminal, plain periodic lines otherwise (so CI logs do not fill with carriage returns).
-// Bytes, Rate and ParseSize are the one way packer prints and reads sizes (IEC units).
+// Sizes and rates are written by package humanize, the one way packer prints them.
 package progress
 
 import (
