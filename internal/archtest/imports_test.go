@@ -313,7 +313,7 @@ func TestCgoConfined(t *testing.T) {
 	g := load(t)
 	cgo := []string{"transforms", "formats/hdf5", "formats/video", "gpu/kernels"}
 	only := map[string][]string{
-		"github.com/ebitengine/purego": {"gpu"},
+		"github.com/ebitengine/purego": {"gpu/internal/cuda"},
 		mod + "/gpu/kernels":           {}, // tests of gpu only: see below
 	}
 	for _, path := range ours(g) {
