@@ -4,23 +4,15 @@ import (
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/packer-dev/packer/gpu/internal/cuda"
 )
 
-// TestNoDriver: without libcuda.so.1 the binding reports a clear, typed error (and never
-// crashes or exits, unlike a binary linked with -lcuda).
+// TestNoDriver: on a machine without libcuda.so.1, Probe, Open and DriverVersion report a
+// clear error wrapping ErrNoDriver (the binding's own case, a library that is not there, is
+// TestOpenMissing in gpu/internal/cuda).
 func TestNoDriver(t *testing.T) {
-	_, err := cuda.Open("libpacker-no-such-driver.so.1")
-	if !errors.Is(err, ErrNoDriver) {
-		t.Fatalf("openDriver of a missing library: %v, want ErrNoDriver", err)
-	}
-	if !strings.HasPrefix(err.Error(), "gpu: CUDA driver not available: dlopen libpacker-no-such-driver.so.1: ") {
-		t.Errorf("error message: %q", err)
-	}
 	info, err := Probe()
 	if err == nil {
-		t.Skipf("a CUDA device is present (%v): the no-driver path is covered by the missing library above", info)
+		t.Skipf("a CUDA device is present (%v): the no-driver path is covered by gpu/internal/cuda's TestOpenMissing", info)
 	}
 	t.Logf("Probe: %v", err)
 	if errors.Is(err, ErrNoDriver) {

@@ -1,3 +1,11 @@
+// Package cuda is the binding of the CUDA driver API that package gpu uses: it opens
+// libcuda.so.1 with dlopen through purego on first use (never at package initialisation, so a
+// binary without a driver still runs), binds every entry point gpu calls (Driver, one field per
+// function, named without the cu prefix), names CUresults and turns a failed call into an
+// *Error. It is the only package of the module that imports purego, and it holds no state but
+// the loaded library; contexts, memory, streams and launches are package gpu's. Errors read
+// "gpu: ...", as gpu has always worded them: gpu re-exports ErrNoDriver, ErrNoDevice, Error
+// and Result.
 package cuda
 
 import (

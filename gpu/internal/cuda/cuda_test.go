@@ -6,6 +6,20 @@ import (
 	"testing"
 )
 
+// TestOpenMissing: without the library the binding reports a clear, typed error (and never
+// crashes or exits, unlike a binary linked with -lcuda).
+func TestOpenMissing(t *testing.T) {
+	_, err := Open("libpacker-no-such-driver.so.1")
+	if !errors.Is(err, ErrNoDriver) {
+		t.Fatalf("Open of a missing library: %v, want ErrNoDriver", err)
+	}
+	if !strings.HasPrefix(err.Error(), "gpu: CUDA driver not available: dlopen libpacker-no-such-driver.so.1: ") {
+		t.Errorf("error message: %q", err)
+	}
+}
+
+// TestErrorNames: CUresults print by their cuda.h names, and a failed call is an *Error naming
+// the call and the result.
 func TestErrorNames(t *testing.T) {
 	for code, want := range map[Result]string{
 		0: "CUDA_SUCCESS", 2: "CUDA_ERROR_OUT_OF_MEMORY", 100: "CUDA_ERROR_NO_DEVICE",
