@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/packer-dev/packer/gpu/internal/cuda"
 )
 
 // Info describes a CUDA device.
@@ -48,12 +50,12 @@ const (
 // driver reports no device, and an *Error for any other failed call. It creates no context
 // and is safe for concurrent use; --device auto uses the GPU exactly when Probe succeeds.
 func Probe() (Info, error) {
-	d, err := loadDriver()
+	d, err := cuda.Load()
 	if err != nil {
 		return Info{}, err
 	}
 	var n int32
-	if err := check("cuDeviceGetCount", d.cuDeviceGetCount(&n)); err != nil {
+	if err := cuda.Check("cuDeviceGetCount", d.DeviceGetCount(&n)); err != nil {
 		return Info{}, err
 	}
 	if n < 1 {
@@ -62,14 +64,14 @@ func Probe() (Info, error) {
 	return deviceInfo(d, 0)
 }
 
-func deviceInfo(d *driver, ordinal int) (Info, error) {
+func deviceInfo(d *cuda.Driver, ordinal int) (Info, error) {
 	var dev int32
-	if err := check("cuDeviceGet", d.cuDeviceGet(&dev, int32(ordinal))); err != nil {
+	if err := cuda.Check("cuDeviceGet", d.DeviceGet(&dev, int32(ordinal))); err != nil {
 		return Info{}, err
 	}
 	info := Info{Ordinal: ordinal}
 	name := make([]byte, 256)
-	if err := check("cuDeviceGetName", d.cuDeviceGetName(&name[0], int32(len(name)), dev)); err != nil {
+	if err := cuda.Check("cuDeviceGetName", d.DeviceGetName(&name[0], int32(len(name)), dev)); err != nil {
 		return Info{}, err
 	}
 	for i, c := range name {
@@ -80,7 +82,7 @@ func deviceInfo(d *driver, ordinal int) (Info, error) {
 	}
 	info.Name = string(name)
 	var mem uintptr
-	if err := check("cuDeviceTotalMem_v2", d.cuDeviceTotalMem(&mem, dev)); err != nil {
+	if err := cuda.Check("cuDeviceTotalMem_v2", d.DeviceTotalMem(&mem, dev)); err != nil {
 		return Info{}, err
 	}
 	info.Memory = int64(mem)
@@ -94,7 +96,7 @@ func deviceInfo(d *driver, ordinal int) (Info, error) {
 		{attrMemoryClockRate, &info.MemoryClockKHz, true},
 	} {
 		var v int32
-		if err := check("cuDeviceGetAttribute", d.cuDeviceGetAttribute(&v, a.attr, dev)); err != nil {
+		if err := cuda.Check("cuDeviceGetAttribute", d.DeviceGetAttribute(&v, a.attr, dev)); err != nil {
 			if a.cosmetic {
 				continue
 			}
@@ -103,7 +105,7 @@ func deviceInfo(d *driver, ordinal int) (Info, error) {
 		*a.dst = int(v)
 	}
 	var ver int32
-	if err := check("cuDriverGetVersion", d.cuDriverGetVersion(&ver)); err != nil {
+	if err := cuda.Check("cuDriverGetVersion", d.DriverGetVersion(&ver)); err != nil {
 		return Info{}, err
 	}
 	info.Driver = int(ver)
@@ -127,7 +129,7 @@ const pollInterval = 100 * time.Microsecond
 // are safe for concurrent use.
 type Device struct {
 	info  Info
-	drv   *driver
+	drv   *cuda.Driver
 	work  chan func()
 	quit  chan struct{}
 	exit  chan struct{}
@@ -150,7 +152,7 @@ type pendingWait struct {
 // Open creates a context on the device with the given ordinal and loads the embedded
 // kernels (JIT-compiled by the driver for the device). Close releases it.
 func Open(ordinal int) (*Device, error) {
-	drv, err := loadDriver()
+	drv, err := cuda.Load()
 	if err != nil {
 		return nil, err
 	}
@@ -158,9 +160,9 @@ func Open(ordinal int) (*Device, error) {
 }
 
 // openDevice is Open with a given driver (the tests' fake driver among them).
-func openDevice(drv *driver, ordinal int) (*Device, error) {
+func openDevice(drv *cuda.Driver, ordinal int) (*Device, error) {
 	var n int32
-	if err := check("cuDeviceGetCount", drv.cuDeviceGetCount(&n)); err != nil {
+	if err := cuda.Check("cuDeviceGetCount", drv.DeviceGetCount(&n)); err != nil {
 		return nil, err
 	}
 	if ordinal < 0 || ordinal >= int(n) {
@@ -237,11 +239,11 @@ func (d *Device) loop(started chan<- error) {
 
 func (d *Device) setup() error {
 	var dev int32
-	if err := check("cuDeviceGet", d.drv.cuDeviceGet(&dev, int32(d.info.Ordinal))); err != nil {
+	if err := cuda.Check("cuDeviceGet", d.drv.DeviceGet(&dev, int32(d.info.Ordinal))); err != nil {
 		return err
 	}
 	// Flags 0: CU_CTX_SCHED_AUTO. The context becomes current on this thread.
-	if err := check("cuCtxCreate_v2", d.drv.cuCtxCreate(&d.ctx, 0, dev)); err != nil {
+	if err := cuda.Check("cuCtxCreate_v2", d.drv.CtxCreate(&d.ctx, 0, dev)); err != nil {
 		return err
 	}
 	if err := checkKernelSignatures(PTX()); err != nil {
@@ -254,7 +256,7 @@ func (d *Device) setup() error {
 	d.mod, d.image = mod, image
 	for _, k := range launchers {
 		var fn uintptr
-		if err := check("cuModuleGetFunction", d.drv.cuModuleGetFunction(&fn, d.mod, k.Name)); err != nil {
+		if err := cuda.Check("cuModuleGetFunction", d.drv.ModuleGetFunction(&fn, d.mod, k.Name)); err != nil {
 			return fmt.Errorf("kernel %s: %w", k.Name, err)
 		}
 		d.funcs[k.Name] = fn
@@ -265,11 +267,11 @@ func (d *Device) setup() error {
 func (d *Device) teardown() error {
 	var errs []error
 	if d.mod != 0 {
-		errs = append(errs, check("cuModuleUnload", d.drv.cuModuleUnload(d.mod)))
+		errs = append(errs, cuda.Check("cuModuleUnload", d.drv.ModuleUnload(d.mod)))
 		d.mod = 0
 	}
 	if d.ctx != 0 {
-		errs = append(errs, check("cuCtxDestroy_v2", d.drv.cuCtxDestroy(d.ctx)))
+		errs = append(errs, cuda.Check("cuCtxDestroy_v2", d.drv.CtxDestroy(d.ctx)))
 		d.ctx = 0
 	}
 	return errors.Join(errs...)
@@ -278,12 +280,12 @@ func (d *Device) teardown() error {
 func (d *Device) pollWaits() {
 	keep := d.waits[:0]
 	for _, w := range d.waits {
-		r := d.drv.cuEventQuery(uintptr(w.ev))
+		r := d.drv.EventQuery(uintptr(w.ev))
 		switch r {
 		case 600: // CUDA_ERROR_NOT_READY
 			keep = append(keep, w)
 		default:
-			w.done <- check("cuEventQuery", r)
+			w.done <- cuda.Check("cuEventQuery", r)
 		}
 	}
 	clear(d.waits[len(keep):])
@@ -365,7 +367,7 @@ func (d *Device) MemInfo() (free, total int64, err error) {
 		return 0, 0, err
 	}
 	var f, t uintptr
-	if err := check("cuMemGetInfo_v2", d.drv.cuMemGetInfo(&f, &t)); err != nil {
+	if err := cuda.Check("cuMemGetInfo_v2", d.drv.MemGetInfo(&f, &t)); err != nil {
 		return 0, 0, err
 	}
 	return int64(f), int64(t), nil
@@ -376,5 +378,5 @@ func (d *Device) Synchronize() error {
 	if err := d.call("cuCtxSynchronize"); err != nil {
 		return err
 	}
-	return check("cuCtxSynchronize", d.drv.cuCtxSynchronize())
+	return cuda.Check("cuCtxSynchronize", d.drv.CtxSynchronize())
 }

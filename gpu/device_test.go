@@ -115,7 +115,7 @@ func testJITErrorLog(t *testing.T, d *Device) {
 	err := d.Do(func() error {
 		mod, err := d.loadModule(append([]byte(bad), 0))
 		if err == nil {
-			d.drv.cuModuleUnload(mod)
+			d.drv.ModuleUnload(mod)
 		}
 		return err
 	})

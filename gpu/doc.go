@@ -26,7 +26,8 @@
 // # Driver
 //
 // The driver library (libcuda.so.1) is opened with dlopen on first use, never at package
-// initialisation, so one binary runs on GPU and CPU-only nodes; without it every call returns
+// initialisation, by the binding in gpu/internal/cuda (the package's only route to the
+// driver), so one binary runs on GPU and CPU-only nodes; without it every call returns
 // an error wrapping ErrNoDriver. Every failed driver call is an *Error naming the call and the
 // CUresult. The kernels (kernels/resize.cu, kernels/resize_body.h) are compiled to PTX by
 // scripts/build-ptx.sh with clang-14, checked in, and embedded, with sm_80 and sm_90 cubins

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ebitengine/purego"
 
+	"github.com/packer-dev/packer/gpu/internal/cuda"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 // fakeDriver compiles testdata/fakecuda/fakecuda.c (a host implementation of the driver
 // entry points that runs the kernels' bodies) into a shared library and binds it exactly as
 // libcuda.so.1 would be bound, once per test binary.
-var fakeDriver = sync.OnceValues(func() (*driver, error) {
+var fakeDriver = sync.OnceValues(func() (*cuda.Driver, error) {
 	cc := os.Getenv("CC")
 	if cc == "" {
 		cc = "cc"
@@ -56,7 +57,7 @@ var fakeDriver = sync.OnceValues(func() (*driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build the fake driver: %v\n%s", err, out)
 	}
-	return openDriver(lib)
+	return cuda.Open(lib)
 })
 
 // openFakeDevice opens the fake driver's device. Close reports leaked allocations.
@@ -104,7 +105,7 @@ func TestFakeDriverErrors(t *testing.T) {
 	}
 	err = d.Do(func() error {
 		var fn uintptr
-		return check("cuModuleGetFunction", d.drv.cuModuleGetFunction(&fn, d.mod, "no_such_kernel"))
+		return cuda.Check("cuModuleGetFunction", d.drv.ModuleGetFunction(&fn, d.mod, "no_such_kernel"))
 	})
 	if err == nil || err.Error() != "gpu: cuModuleGetFunction: CUDA_ERROR_NOT_FOUND (500)" {
 		t.Errorf("missing kernel: %v", err)
@@ -115,7 +116,7 @@ func TestFakeDriverErrors(t *testing.T) {
 		t.Errorf("MemInfo: %d, %v", free, err)
 	}
 	var mod uintptr
-	if r := d.drv.cuModuleGetFunction(new(uintptr), mod, "packer_hpass"); r != 201 {
+	if r := d.drv.ModuleGetFunction(new(uintptr), mod, "packer_hpass"); r != 201 {
 		t.Errorf("the fake accepted a call from a thread that does not own the context (%d)", r)
 	}
 	if got := Result(4242).String(); got != "CUresult(4242)" && !strings.HasPrefix(got, "CUDA_ERROR") {
@@ -350,7 +351,7 @@ func TestFakeDriverErrorText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = check("cuMemAlloc_v2", 4242)
+	err = cuda.Check("cuMemAlloc_v2", 4242)
 	if err == nil || !strings.HasPrefix(err.Error(), "gpu: cuMemAlloc_v2: ") ||
 		!strings.HasSuffix(err.Error(), " (4242) (the fake's own failure)") {
 		t.Errorf("error text: %v", err)

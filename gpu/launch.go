@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
+
+	"github.com/packer-dev/packer/gpu/internal/cuda"
 )
 
 // Param is one kernel argument, as its bytes (little-endian, the byte order of every GPU
@@ -149,8 +151,8 @@ func (d *Device) Launch(k Kernel, grid, block Dim, s Stream, args []Param) error
 	if len(args) > 0 {
 		params = unsafe.Pointer(&ptrs[0])
 	}
-	r := d.drv.cuLaunchKernel(fn, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, uintptr(s), params, nil)
+	r := d.drv.LaunchKernel(fn, grid.X, grid.Y, grid.Z, block.X, block.Y, block.Z, 0, uintptr(s), params, nil)
 	runtime.KeepAlive(vals)
 	runtime.KeepAlive(ptrs)
-	return check("cuLaunchKernel", r)
+	return cuda.Check("cuLaunchKernel", r)
 }

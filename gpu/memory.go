@@ -3,6 +3,8 @@ package gpu
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/packer-dev/packer/gpu/internal/cuda"
 )
 
 // DevicePtr is a device memory address (CUdeviceptr).
@@ -34,7 +36,7 @@ func (d *Device) MemAlloc(n int) (DevicePtr, error) {
 		return 0, fmt.Errorf("gpu: MemAlloc(%d): size must be positive", n)
 	}
 	var p uint64
-	if err := check("cuMemAlloc_v2", d.drv.cuMemAlloc(&p, uintptr(n))); err != nil {
+	if err := cuda.Check("cuMemAlloc_v2", d.drv.MemAlloc(&p, uintptr(n))); err != nil {
 		return 0, fmt.Errorf("allocate %d bytes of device memory: %w", n, err)
 	}
 	return DevicePtr(p), nil
@@ -48,7 +50,7 @@ func (d *Device) MemFree(p DevicePtr) error {
 	if p == 0 {
 		return nil
 	}
-	return check("cuMemFree_v2", d.drv.cuMemFree(uint64(p)))
+	return cuda.Check("cuMemFree_v2", d.drv.MemFree(uint64(p)))
 }
 
 // HostAlloc allocates n bytes of page-locked host memory (cuMemHostAlloc with
@@ -67,7 +69,7 @@ func (d *Device) hostAlloc(n int, flags uint32) ([]byte, error) {
 		return nil, fmt.Errorf("gpu: HostAlloc(%d): size must be positive", n)
 	}
 	var p unsafe.Pointer
-	if err := check("cuMemHostAlloc", d.drv.cuMemHostAlloc(&p, uintptr(n), flags)); err != nil {
+	if err := cuda.Check("cuMemHostAlloc", d.drv.MemHostAlloc(&p, uintptr(n), flags)); err != nil {
 		return nil, fmt.Errorf("allocate %d bytes of pinned host memory: %w", n, err)
 	}
 	return unsafe.Slice((*byte)(p), n), nil
@@ -82,7 +84,7 @@ func (d *Device) FreeHost(b []byte) error {
 	if cap(b) == 0 {
 		return nil
 	}
-	return check("cuMemFreeHost", d.drv.cuMemFreeHost(unsafe.Pointer(unsafe.SliceData(b))))
+	return cuda.Check("cuMemFreeHost", d.drv.MemFreeHost(unsafe.Pointer(unsafe.SliceData(b))))
 }
 
 // HostRegister page-locks existing host memory (cuMemHostRegister, portable) so that copies
@@ -96,7 +98,7 @@ func (d *Device) HostRegister(b []byte) error {
 	if len(b) == 0 {
 		return fmt.Errorf("gpu: HostRegister: empty buffer")
 	}
-	return check("cuMemHostRegister_v2", d.drv.cuMemHostRegister(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)), HostRegPortable))
+	return cuda.Check("cuMemHostRegister_v2", d.drv.MemHostRegister(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)), HostRegPortable))
 }
 
 // HostUnregister undoes HostRegister. Call it inside Do.
@@ -107,7 +109,7 @@ func (d *Device) HostUnregister(b []byte) error {
 	if len(b) == 0 {
 		return nil
 	}
-	return check("cuMemHostUnregister", d.drv.cuMemHostUnregister(unsafe.Pointer(unsafe.SliceData(b))))
+	return cuda.Check("cuMemHostUnregister", d.drv.MemHostUnregister(unsafe.Pointer(unsafe.SliceData(b))))
 }
 
 // CopyHtoD copies src to device memory synchronously, ordered on the legacy default stream
@@ -119,7 +121,7 @@ func (d *Device) CopyHtoD(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return check("cuMemcpyHtoD_v2", d.drv.cuMemcpyHtoD(uint64(dst), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src))))
+	return cuda.Check("cuMemcpyHtoD_v2", d.drv.MemcpyHtoD(uint64(dst), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src))))
 }
 
 // CopyHtoDAsync enqueues a copy of src to device memory on stream s. src must be page-locked
@@ -131,7 +133,7 @@ func (d *Device) CopyHtoDAsync(dst DevicePtr, src []byte, s Stream) error {
 	if len(src) == 0 {
 		return nil
 	}
-	return check("cuMemcpyHtoDAsync_v2", d.drv.cuMemcpyHtoDAsync(uint64(dst), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)), uintptr(s)))
+	return cuda.Check("cuMemcpyHtoDAsync_v2", d.drv.MemcpyHtoDAsync(uint64(dst), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(src)), uintptr(s)))
 }
 
 // CopyDtoHAsync enqueues a copy of len(dst) bytes of device memory into dst on stream s. dst
@@ -143,7 +145,7 @@ func (d *Device) CopyDtoHAsync(dst []byte, src DevicePtr, s Stream) error {
 	if len(dst) == 0 {
 		return nil
 	}
-	return check("cuMemcpyDtoHAsync_v2", d.drv.cuMemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), uint64(src), uintptr(len(dst)), uintptr(s)))
+	return cuda.Check("cuMemcpyDtoHAsync_v2", d.drv.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), uint64(src), uintptr(len(dst)), uintptr(s)))
 }
 
 // NewStream creates a stream (CU_STREAM_DEFAULT: it synchronises with the legacy default
@@ -153,7 +155,7 @@ func (d *Device) NewStream() (Stream, error) {
 		return 0, err
 	}
 	var s uintptr
-	if err := check("cuStreamCreate", d.drv.cuStreamCreate(&s, 0)); err != nil {
+	if err := cuda.Check("cuStreamCreate", d.drv.StreamCreate(&s, 0)); err != nil {
 		return 0, err
 	}
 	return Stream(s), nil
@@ -164,7 +166,7 @@ func (d *Device) DestroyStream(s Stream) error {
 	if err := d.call("cuStreamDestroy_v2"); err != nil {
 		return err
 	}
-	return check("cuStreamDestroy_v2", d.drv.cuStreamDestroy(uintptr(s)))
+	return cuda.Check("cuStreamDestroy_v2", d.drv.StreamDestroy(uintptr(s)))
 }
 
 // StreamSynchronize blocks the owner goroutine until s is idle; prefer RecordEvent + Wait,
@@ -173,7 +175,7 @@ func (d *Device) StreamSynchronize(s Stream) error {
 	if err := d.call("cuStreamSynchronize"); err != nil {
 		return err
 	}
-	return check("cuStreamSynchronize", d.drv.cuStreamSynchronize(uintptr(s)))
+	return cuda.Check("cuStreamSynchronize", d.drv.StreamSynchronize(uintptr(s)))
 }
 
 // NewEvent creates an event (CU_EVENT_DEFAULT, timing enabled). Call it inside Do.
@@ -182,7 +184,7 @@ func (d *Device) NewEvent() (Event, error) {
 		return 0, err
 	}
 	var e uintptr
-	if err := check("cuEventCreate", d.drv.cuEventCreate(&e, 0)); err != nil {
+	if err := cuda.Check("cuEventCreate", d.drv.EventCreate(&e, 0)); err != nil {
 		return 0, err
 	}
 	return Event(e), nil
@@ -193,7 +195,7 @@ func (d *Device) DestroyEvent(e Event) error {
 	if err := d.call("cuEventDestroy_v2"); err != nil {
 		return err
 	}
-	return check("cuEventDestroy_v2", d.drv.cuEventDestroy(uintptr(e)))
+	return cuda.Check("cuEventDestroy_v2", d.drv.EventDestroy(uintptr(e)))
 }
 
 // RecordEvent records e on stream s: it completes when the work enqueued on s so far does.
@@ -202,7 +204,7 @@ func (d *Device) RecordEvent(e Event, s Stream) error {
 	if err := d.call("cuEventRecord"); err != nil {
 		return err
 	}
-	return check("cuEventRecord", d.drv.cuEventRecord(uintptr(e), uintptr(s)))
+	return cuda.Check("cuEventRecord", d.drv.EventRecord(uintptr(e), uintptr(s)))
 }
 
 // EventSynchronize blocks the owner goroutine until e completes. Call it inside Do.
@@ -210,7 +212,7 @@ func (d *Device) EventSynchronize(e Event) error {
 	if err := d.call("cuEventSynchronize"); err != nil {
 		return err
 	}
-	return check("cuEventSynchronize", d.drv.cuEventSynchronize(uintptr(e)))
+	return cuda.Check("cuEventSynchronize", d.drv.EventSynchronize(uintptr(e)))
 }
 
 // ElapsedMs returns the time between two completed events, in milliseconds. Call it inside Do.
@@ -219,7 +221,7 @@ func (d *Device) ElapsedMs(start, end Event) (float32, error) {
 		return 0, err
 	}
 	var ms float32
-	if err := check("cuEventElapsedTime", d.drv.cuEventElapsedTime(&ms, uintptr(start), uintptr(end))); err != nil {
+	if err := cuda.Check("cuEventElapsedTime", d.drv.EventElapsedTime(&ms, uintptr(start), uintptr(end))); err != nil {
 		return 0, err
 	}
 	return ms, nil

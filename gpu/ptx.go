@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unsafe"
+
+	"github.com/packer-dev/packer/gpu/internal/cuda"
 )
 
 //go:embed kernels/resize.ptx
@@ -190,12 +192,12 @@ func (d *Device) loadModule(image []byte) (uintptr, error) {
 	pin.Pin(&opts[0])
 	pin.Pin(&vals[0])
 	var mod uintptr
-	r := d.drv.cuModuleLoadDataEx(&mod, unsafe.Pointer(&image[0]), uint32(len(opts)),
+	r := d.drv.ModuleLoadDataEx(&mod, unsafe.Pointer(&image[0]), uint32(len(opts)),
 		unsafe.Pointer(&opts[0]), unsafe.Pointer(&vals[0]))
 	pin.Unpin()
 	runtime.KeepAlive(image)
 	if r != 0 {
-		e := &Error{Call: "cuModuleLoadDataEx", Code: Result(r), Desc: describe(r)}
+		e := &Error{Call: "cuModuleLoadDataEx", Code: Result(r), Desc: cuda.Describe(r)}
 		if s := logText(errLog); s != "" {
 			e.Detail = "JIT error log: " + s
 		}

@@ -45,6 +45,12 @@ CGO_ENABLED=0 go build -o /dev/null ./cmd/packer
 echo "== go test -race"
 go test -race -count=1 -timeout 40m ./...
 
+echo "== the transforms again with the portable Go loops forced (-tags purego: the AVX2 resize passes left out, cgo still on)"
+# The Go loops are what CPUs without AVX2 and builds without cgo run; on this machine the AVX2
+# passes would take over, so the tag is how they are tested against the golden files here
+# (TestPuregoTag fails if the tag stops removing the AVX2 passes). About 30 s of CPU.
+go test -count=1 -tags purego ./transforms/
+
 echo "== the video package again with the ffmpeg pipe decoder (the default decodes in process; the pipe is the fallback)"
 PACKER_VIDEO_DECODER=ffmpeg go test -race -count=1 ./source/video/
 

@@ -55,7 +55,10 @@
 // coefficients would not are left to the Go loops), the vertical pass with vpmulld. A test
 // compares both paths byte for byte on random images, sizes, filters and crop regions, and
 // fails on an amd64 cgo build whose CPU lacks AVX2 rather than passing without running. Other
-// CPUs and builds without cgo use the Go loops (unrolled per tap count, bounds checks hoisted).
+// CPUs and builds without cgo use the Go loops (unrolled per tap count, bounds checks hoisted),
+// and so does a build with the purego tag (go test -tags purego ./transforms/), which tests
+// the Go loops against the golden files on a machine that would otherwise take the AVX2 passes,
+// with cgo (libjpeg-turbo) still on.
 //
 // # Floating point
 //

@@ -1,8 +1,10 @@
-//go:build !cgo || !amd64
+//go:build !cgo || !amd64 || purego
 
 package transforms
 
-// Without cgo or off amd64 the Go loops do every pass.
+// Without cgo, off amd64, or built with the purego tag (go test -tags purego: the portable
+// loops tested on a machine that would otherwise take the AVX2 passes) the Go loops do every
+// pass.
 
 const simdPrecision = PrecisionBits
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 )
@@ -71,16 +71,14 @@ func runBenchRemote(ctx context.Context, o *benchOptions) error {
 		return rs[0]
 	}
 	raw, rd := best(raws), best(reads)
-	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }        // --json: GB/s, as named
-	gibs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / (1 << 30) } // text: GiB/s
 	ratio := (float64(rd.bytes) / rd.seconds) / (float64(raw.bytes) / raw.seconds)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(benchSummary{
 			Dataset: o.Dir, Records: m.Count, Files: len(m.Files), Bytes: raw.bytes, CRC: !o.NoCRC,
-			Batch: o.Batch, Repeat: o.Repeat, RawSeconds: raw.seconds, RawGBps: gbs(raw),
-			ReaderSeconds: rd.seconds, ReaderGBps: gbs(rd), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
+			Batch: o.Batch, Repeat: o.Repeat, RawSeconds: raw.seconds, RawGBps: raw.gbs(),
+			ReaderSeconds: rd.seconds, ReaderGBps: rd.gbs(), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
 		})
 	}
 	mode := "object store"
@@ -92,10 +90,10 @@ func runBenchRemote(ctx context.Context, o *benchOptions) error {
 	} else {
 		mode += ", CRC checked"
 	}
-	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %s, %s, batch %d, best of %d\n",
-		o.Dir, m.Count, len(m.Files), progress.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
-	fmt.Fprintf(o.IO.Out, "  parallel ranged GETs: %8.3f GiB/s  (%.3fs; %d in flight, %d MiB each)\n", gibs(raw), raw.seconds, benchGetParallel, benchGetSize>>20)
-	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", gibs(rd), rd.seconds, float64(rd.records)/rd.seconds)
+	fmt.Fprintf(o.IO.Out, "bench %s: %s, %s, %s, %s, batch %d, best of %d\n",
+		o.Dir, humanize.Count(m.Count, "record"), humanize.Count(len(m.Files), "file"), humanize.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
+	fmt.Fprintf(o.IO.Out, "  parallel ranged GETs: %8.3f GiB/s  (%.3fs; %d in flight, %d MiB each)\n", raw.gibs(), raw.seconds, benchGetParallel, benchGetSize>>20)
+	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", rd.gibs(), rd.seconds, float64(rd.records)/rd.seconds)
 	fmt.Fprintf(o.IO.Out, "  ratio reader/GETs   : %8.3f\n", ratio)
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/storage"
 )
@@ -84,7 +85,7 @@ func newStaging(pattern string, errw io.Writer) (*storage.Staging, error) {
 	for _, p := range stagingPatterns {
 		removed, err := storage.RemoveStale("", p)
 		for _, r := range removed {
-			fmt.Fprintf(errw, "packer: removed %s (%s), the local staging folder of a packer command that was killed\n", r.Dir, progress.Bytes(r.Bytes))
+			fmt.Fprintf(errw, "packer: removed %s (%s), the local staging folder of a packer command that was killed\n", r.Dir, humanize.Bytes(r.Bytes))
 		}
 		if err != nil {
 			fmt.Fprintln(errw, "packer: warning:", err)

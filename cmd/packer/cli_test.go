@@ -339,3 +339,38 @@ func TestFileCount(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryCounts: build's and verify's summaries put a count of one in the singular
+// ("1 file", not "1 files") and other counts in the plural.
+func TestSummaryCounts(t *testing.T) {
+	src := t.TempDir()
+	var img bytes.Buffer
+	if err := png.Encode(&img, image.NewRGBA(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(src, "cls"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "cls", "one.png"), img.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	text := mustRun(t, "build", src, "-o", out, "--crop", "2", "--workers", "1")
+	for _, want := range []string{"packed 1 record from 1 input (folder) into " + out + " [", ", 1 file, ", "; 1 worker; "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("build summary lacks %q:\n%s", want, text)
+		}
+	}
+	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 record in 1 shard file (") {
+		t.Errorf("verify summary: %s", text)
+	}
+	src2 := t.TempDir()
+	writePNGFolder(t, src2, 2) // two classes of two
+	out2 := filepath.Join(t.TempDir(), "out")
+	text = mustRun(t, "build", src2, "-o", out2, "--crop", "2", "--workers", "2")
+	for _, want := range []string{"packed 4 records from 4 inputs (folder)", "; 2 workers; "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("build summary lacks %q:\n%s", want, text)
+		}
+	}
+}

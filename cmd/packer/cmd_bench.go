@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -82,7 +82,7 @@ does): use --repeat 1 to measure its cost.
 				return usagef(errors.New("--prefetch and --depth must not be negative"))
 			}
 			if s := opts.ReadSizeFlag; s != "" && s != "0" {
-				n, err := progress.ParseSize(s, progress.MiB) // a bare number is MiB, as before
+				n, err := humanize.ParseSize(s, humanize.MiB) // a bare number is MiB, as before
 				if err != nil || n > math.MaxInt32 {
 					return usagef(fmt.Errorf("--read-size: %q is not a size such as 8MiB of at most 2 GiB", s))
 				}
@@ -113,6 +113,12 @@ type benchResult struct {
 	bytes   int64
 	records int64
 }
+
+// gbs is the result's rate in GB/s (powers of 1000), as --json's field names say.
+func (r benchResult) gbs() float64 { return float64(r.bytes) / r.seconds / 1e9 }
+
+// gibs is the result's rate in GiB/s, for the text report.
+func (r benchResult) gibs() float64 { return float64(r.bytes) / r.seconds / (1 << 30) }
 
 func runBench(ctx context.Context, o *benchOptions) error {
 	if remote(o.Dir) {
@@ -179,22 +185,20 @@ func runBench(ctx context.Context, o *benchOptions) error {
 	default:
 		mode += ", CRC checked"
 	}
-	gbs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / 1e9 }        // --json: GB/s, as named
-	gibs := func(r benchResult) float64 { return float64(r.bytes) / r.seconds / (1 << 30) } // text: GiB/s
 	ratio := (float64(rd.bytes) / rd.seconds) / (float64(raw.bytes) / raw.seconds)
 	if o.JSON {
 		enc := json.NewEncoder(o.IO.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(benchSummary{
 			Dataset: o.Dir, Records: m.Count, Files: len(paths), Bytes: raw.bytes, Cold: o.Cold, CRC: !o.NoCRC,
-			Batch: o.Batch, Repeat: o.Repeat, RawSeconds: raw.seconds, RawGBps: gbs(raw),
-			ReaderSeconds: rd.seconds, ReaderGBps: gbs(rd), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
+			Batch: o.Batch, Repeat: o.Repeat, RawSeconds: raw.seconds, RawGBps: raw.gbs(),
+			ReaderSeconds: rd.seconds, ReaderGBps: rd.gbs(), SamplesPerSecond: float64(rd.records) / rd.seconds, Ratio: ratio,
 		})
 	}
-	fmt.Fprintf(o.IO.Out, "bench %s: %d records, %d files, %s, %s, batch %d, best of %d\n",
-		o.Dir, m.Count, len(paths), progress.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
-	fmt.Fprintf(o.IO.Out, "  raw sequential read : %8.3f GiB/s  (%.3fs)\n", gibs(raw), raw.seconds)
-	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", gibs(rd), rd.seconds, float64(rd.records)/rd.seconds)
+	fmt.Fprintf(o.IO.Out, "bench %s: %s, %s, %s, %s, batch %d, best of %d\n",
+		o.Dir, humanize.Count(m.Count, "record"), humanize.Count(len(paths), "file"), humanize.Bytes(raw.bytes), mode, o.Batch, o.Repeat)
+	fmt.Fprintf(o.IO.Out, "  raw sequential read : %8.3f GiB/s  (%.3fs)\n", raw.gibs(), raw.seconds)
+	fmt.Fprintf(o.IO.Out, "  packer reader       : %8.3f GiB/s  (%.3fs)  %.0f samples/s\n", rd.gibs(), rd.seconds, float64(rd.records)/rd.seconds)
 	fmt.Fprintf(o.IO.Out, "  ratio reader/raw    : %8.3f\n", ratio)
 	return nil
 }

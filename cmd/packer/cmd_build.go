@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
@@ -452,7 +453,7 @@ func parseFloats(s string) ([]float64, error) {
 }
 
 // parseBytes parses a size flag or setting: 256MiB, 1GiB, 64M, 100MB, or a number of bytes.
-func parseBytes(s string) (int64, error) { return progress.ParseSize(s, 1) }
+func parseBytes(s string) (int64, error) { return humanize.ParseSize(s, 1) }
 
 func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	if locations.Overlap(o.Out, o.Source) {
@@ -589,16 +590,17 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		return enc.Encode(s)
 	}
 	if r := sum.Resumed; r != nil {
-		fmt.Fprintf(o.IO.Out, "resumed: kept %d records of %d inputs from the interrupted build's last checkpoint\n", r.Records, r.Inputs)
+		fmt.Fprintf(o.IO.Out, "resumed: kept %s of %s from the interrupted build's last checkpoint\n", humanize.Count(r.Records, "record"), humanize.Count(r.Inputs, "input"))
 	} else if o.Resume {
 		fmt.Fprintf(o.IO.Out, "resume: no checkpoint of an interrupted build of %s; built from the beginning\n", o.Out)
 	}
-	fmt.Fprintf(o.IO.Out, "packed %d records from %d inputs (%s) into %s [%s, %d files, %s]\n",
-		sum.Records, sum.Items, kind, sum.Out, what, len(sum.Manifest.Files), progress.Bytes(sum.FileBytes))
-	fmt.Fprintf(o.IO.Out, "device: %s; %d workers; %.2fs; %.0f records/s; %s\n",
-		device, o.Workers, secs, float64(sum.Records)/secs, progress.Rate(float64(sum.Bytes)/secs))
+	fmt.Fprintf(o.IO.Out, "packed %s from %s (%s) into %s [%s, %s, %s]\n",
+		humanize.Count(sum.Records, "record"), humanize.Count(sum.Items, "input"), kind, sum.Out, what,
+		humanize.Count(len(sum.Manifest.Files), "file"), humanize.Bytes(sum.FileBytes))
+	fmt.Fprintf(o.IO.Out, "device: %s; %s; %.2fs; %.0f records/s; %s\n",
+		device, humanize.Count(o.Workers, "worker"), secs, float64(sum.Records)/secs, humanize.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
-		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json):\n", sum.Skipped, o.Out)
+		fmt.Fprintf(o.IO.Out, "skipped %s (listed in %s/manifest.json):\n", humanize.Count(sum.Skipped, "input"), o.Out)
 		for _, k := range pipeline.SortedKeys(sum.Reasons) {
 			fmt.Fprintf(o.IO.Out, "  %6d  %s\n", sum.Reasons[k], k)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 )
@@ -233,7 +233,7 @@ func byteSize(n int64) string {
 	if n < 0 {
 		return "variable"
 	}
-	return progress.Bytes(n)
+	return humanize.Bytes(n)
 }
 
 // dimNames names the dimensions of a sample shape from its layout ("thwc" gives T, H, W, C),

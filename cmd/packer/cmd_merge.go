@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
@@ -172,11 +173,12 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
-	fmt.Fprintf(o.IO.Out, "merged %d parts: %d records from %d inputs into %s [%s, %d files, %s]; %.2fs, %s\n",
-		len(parts.Dirs), sum.Records, sum.Items, sum.Out, info.Format, len(sum.Manifest.Files),
-		progress.Bytes(sum.FileBytes), secs, progress.Rate(float64(sum.Bytes)/secs))
+	fmt.Fprintf(o.IO.Out, "merged %s: %s from %s into %s [%s, %s, %s]; %.2fs, %s\n",
+		humanize.Count(len(parts.Dirs), "part"), humanize.Count(sum.Records, "record"), humanize.Count(sum.Items, "input"),
+		sum.Out, info.Format, humanize.Count(len(sum.Manifest.Files), "file"),
+		humanize.Bytes(sum.FileBytes), secs, humanize.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
-		fmt.Fprintf(o.IO.Out, "skipped %d inputs (listed in %s/manifest.json)\n", sum.Skipped, o.Out)
+		fmt.Fprintf(o.IO.Out, "skipped %s (listed in %s/manifest.json)\n", humanize.Count(sum.Skipped, "input"), o.Out)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
@@ -141,8 +142,8 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 			if rep.ShuffleSeed != nil {
 				order = fmt.Sprintf(", written in the order of --shuffle --seed %d", *rep.ShuffleSeed)
 			}
-			fmt.Fprintf(o.IO.Out, "ok: %s: %d records in %s (%s) match the manifest%s\n",
-				o.Dir, rep.Count, fileCount(rep.Files, rep.Format), progress.Bytes(rep.Bytes), order)
+			fmt.Fprintf(o.IO.Out, "ok: %s: %s in %s (%s) match the manifest%s\n",
+				o.Dir, humanize.Count(rep.Count, "record"), fileCount(rep.Files, rep.Format), humanize.Bytes(rep.Bytes), order)
 		} else {
 			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
 		}
@@ -238,8 +239,5 @@ func fileCount(n int, format string) string {
 	if kind == "" {
 		kind = format
 	}
-	if n == 1 {
-		return fmt.Sprintf("1 %s file", kind)
-	}
-	return fmt.Sprintf("%d %s files", n, kind)
+	return humanize.Count(n, kind+" file")
 }

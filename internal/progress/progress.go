@@ -1,6 +1,6 @@
 // Package progress reports the progress of long operations on stderr: a redrawn bar when stderr
 // is a terminal, plain periodic lines otherwise (so CI logs do not fill with carriage returns).
-// Bytes, Rate and ParseSize are the one way packer prints and reads sizes (IEC units).
+// Sizes and rates are written by package humanize, the one way packer prints them.
 package progress
 
 import (
@@ -12,6 +12,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/packer-dev/packer/internal/humanize"
 )
 
 // Bar reports progress towards a total (-1 when unknown). It is safe for concurrent use.
@@ -91,16 +93,16 @@ func (b *Bar) Set(n int64) {
 	rate := float64(n-b.base) / el
 	line := fmt.Sprintf("%s: %d", b.what, n)
 	if b.unit == "bytes" {
-		line = fmt.Sprintf("%s: %s", b.what, Bytes(n))
+		line = fmt.Sprintf("%s: %s", b.what, humanize.Bytes(n))
 	}
 	if b.total > 0 {
 		line += fmt.Sprintf("/%d (%.0f%%)", b.total, 100*float64(n)/float64(b.total))
 		if b.unit == "bytes" {
-			line = fmt.Sprintf("%s: %s/%s (%.0f%%)", b.what, Bytes(n), Bytes(b.total), 100*float64(n)/float64(b.total))
+			line = fmt.Sprintf("%s: %s/%s (%.0f%%)", b.what, humanize.Bytes(n), humanize.Bytes(b.total), 100*float64(n)/float64(b.total))
 		}
 	}
 	if b.unit == "bytes" {
-		line += ", " + Rate(rate)
+		line += ", " + humanize.Rate(rate)
 	} else {
 		line += fmt.Sprintf(", %.0f %s/s", rate, b.unit)
 	}

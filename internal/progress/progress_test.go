@@ -23,3 +23,18 @@ func TestPlainLine(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainLineBytes: a byte-counting line prints sizes and the rate in IEC units.
+func TestPlainLineBytes(t *testing.T) {
+	var buf bytes.Buffer
+	b := New(&buf, "verifying", "bytes", 4<<30)
+	b.interval = 0
+	b.start = time.Now().Add(-2 * time.Second)
+	b.Set(1 << 30)
+	line := buf.String()
+	for _, want := range []string{"verifying: 1.00 GiB/4.00 GiB (25%)", " MiB/s, elapsed 2s"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("line %q lacks %q", line, want)
+		}
+	}
+}

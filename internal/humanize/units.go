@@ -1,4 +1,10 @@
-package progress
+// Package humanize is how packer writes amounts for people and reads them back: every amount
+// of bytes in IEC binary units (B, KiB, MiB, GiB, TiB; powers of 1024), rates in the same units
+// per second, through Bytes and Rate; size flags and settings take the same suffixes through
+// ParseSize. One convention, because a shard budget of 256MiB printed back as "268.4 MB" reads
+// as a different number. Count writes a count with its noun in the right number ("1 file",
+// "2 files"). It imports only the standard library and no package of the module.
+package humanize
 
 import (
 	"fmt"
@@ -6,11 +12,6 @@ import (
 	"strconv"
 	"strings"
 )
-
-// Sizes: packer prints every amount of bytes in IEC binary units (B, KiB, MiB, GiB, TiB;
-// powers of 1024), rates in the same units per second, through Bytes and Rate; size flags and
-// settings take the same suffixes through ParseSize. One convention, because a shard budget
-// of 256MiB printed back as "268.4 MB" reads as a different number.
 
 // Binary size units.
 const (
@@ -82,4 +83,13 @@ func ParseSize(s string, bare int64) (int64, error) {
 		return 0, fmt.Errorf("%q is too large a size", s)
 	}
 	return v * mult, nil
+}
+
+// Count writes n and a regular noun in the number n asks for: "1 file", "0 files", "8 files".
+// noun is the singular; the plural adds an s.
+func Count[N ~int | ~int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

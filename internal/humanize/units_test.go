@@ -1,11 +1,6 @@
-package progress
+package humanize
 
-import (
-	"bytes"
-	"strings"
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestBytesAndRate: sizes and rates print in IEC units, one convention.
 func TestBytesAndRate(t *testing.T) {
@@ -49,17 +44,17 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-// TestPlainLineBytes: a byte-counting line prints sizes and the rate in IEC units.
-func TestPlainLineBytes(t *testing.T) {
-	var buf bytes.Buffer
-	b := New(&buf, "verifying", "bytes", 4<<30)
-	b.interval = 0
-	b.start = time.Now().Add(-2 * time.Second)
-	b.Set(1 << 30)
-	line := buf.String()
-	for _, want := range []string{"verifying: 1.00 GiB/4.00 GiB (25%)", " MiB/s, elapsed 2s"} {
-		if !strings.Contains(line, want) {
-			t.Errorf("line %q lacks %q", line, want)
+// TestCount: one of a thing is singular, every other count plural, whatever the integer type.
+func TestCount(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{Count(1, "file"), "1 file"}, {Count(0, "file"), "0 files"}, {Count(2, "record"), "2 records"},
+		{Count(int64(1), "input"), "1 input"}, {Count(int64(10000), "input"), "10000 inputs"},
+		{Count(1, "shard file"), "1 shard file"}, {Count(3, "HDF5 file"), "3 HDF5 files"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
 		}
 	}
 }

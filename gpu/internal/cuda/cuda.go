@@ -1,4 +1,12 @@
-package gpu
+// Package cuda is the binding of the CUDA driver API that package gpu uses: it opens
+// libcuda.so.1 with dlopen through purego on first use (never at package initialisation, so a
+// binary without a driver still runs), binds every entry point gpu calls (Driver, one field per
+// function, named without the cu prefix), names CUresults and turns a failed call into an
+// *Error. It is the only package of the module that imports purego, and it holds no state but
+// the loaded library; contexts, memory, streams and launches are package gpu's. Errors read
+// "gpu: ...", as gpu has always worded them: gpu re-exports ErrNoDriver, ErrNoDevice, Error
+// and Result.
+package cuda
 
 import (
 	"errors"
@@ -64,9 +72,9 @@ func (r Result) String() string {
 	if n, ok := resultNames[r]; ok {
 		return n
 	}
-	if d, err := loadDriver(); err == nil && d.cuGetErrorName != nil {
+	if d, err := load(); err == nil && d.GetErrorName != nil {
 		var p *byte
-		if d.cuGetErrorName(int32(r), &p) == 0 && p != nil {
+		if d.GetErrorName(int32(r), &p) == 0 && p != nil {
 			return cString(p, 96)
 		}
 	}
@@ -111,20 +119,20 @@ func (e *Error) Is(target error) bool {
 	return target == ErrNoDevice && e.Code == 100
 }
 
-// check turns a CUresult into nil or an *Error naming the call.
-func check(call string, r int32) error {
+// Check turns a CUresult into nil or an *Error naming the call.
+func Check(call string, r int32) error {
 	if r == 0 {
 		return nil
 	}
-	return &Error{Call: call, Code: Result(r), Desc: describe(r)}
+	return &Error{Call: call, Code: Result(r), Desc: Describe(r)}
 }
 
 // errorString is cuGetErrorString of the driver loaded last, or nil (no driver, or one
-// without it): check asks it to describe every failed call's CUresult.
+// without it): Check asks it to describe every failed call's CUresult.
 var errorString atomic.Pointer[func(r int32, s **byte) int32]
 
-// describe returns the driver's description of r in parentheses, or "".
-func describe(r int32) string {
+// Describe returns the driver's description of r in parentheses, or "".
+func Describe(r int32) string {
 	f := errorString.Load()
 	if f == nil {
 		return ""
@@ -139,49 +147,49 @@ func describe(r int32) string {
 	return ""
 }
 
-// driver holds the driver entry points, resolved once per process by loadDriver. The CUDA
+// Driver holds the driver entry points, resolved once per process by Load. The CUDA
 // types map as: CUdevice int32; CUcontext, CUmodule, CUfunction, CUstream, CUevent uintptr
 // (opaque pointers); CUdeviceptr uint64; size_t uintptr; enums and unsigned int 32-bit.
-type driver struct {
-	cuInit               func(flags uint32) int32
-	cuDriverGetVersion   func(v *int32) int32
-	cuGetErrorName       func(r int32, s **byte) int32
-	cuDeviceGetCount     func(n *int32) int32
-	cuDeviceGet          func(dev *int32, ordinal int32) int32
-	cuDeviceGetName      func(name *byte, n int32, dev int32) int32
-	cuDeviceGetAttribute func(v *int32, attr int32, dev int32) int32
-	cuDeviceTotalMem     func(b *uintptr, dev int32) int32
-	cuCtxCreate          func(ctx *uintptr, flags uint32, dev int32) int32
-	cuCtxDestroy         func(ctx uintptr) int32
-	cuCtxSynchronize     func() int32
-	cuMemGetInfo         func(free, total *uintptr) int32
-	cuModuleLoadDataEx   func(mod *uintptr, image unsafe.Pointer, n uint32, opts unsafe.Pointer, vals unsafe.Pointer) int32
-	cuModuleUnload       func(mod uintptr) int32
-	cuModuleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
-	cuLaunchKernel       func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
-	cuMemAlloc           func(p *uint64, n uintptr) int32
-	cuMemFree            func(p uint64) int32
-	cuMemcpyHtoD         func(dst uint64, src unsafe.Pointer, n uintptr) int32
-	cuMemcpyHtoDAsync    func(dst uint64, src unsafe.Pointer, n uintptr, stream uintptr) int32
-	cuMemcpyDtoHAsync    func(dst unsafe.Pointer, src uint64, n uintptr, stream uintptr) int32
-	cuMemHostAlloc       func(p *unsafe.Pointer, n uintptr, flags uint32) int32
-	cuMemFreeHost        func(p unsafe.Pointer) int32
-	cuMemHostRegister    func(p unsafe.Pointer, n uintptr, flags uint32) int32
-	cuMemHostUnregister  func(p unsafe.Pointer) int32
-	cuStreamCreate       func(s *uintptr, flags uint32) int32
-	cuStreamDestroy      func(s uintptr) int32
-	cuStreamSynchronize  func(s uintptr) int32
-	cuEventCreate        func(e *uintptr, flags uint32) int32
-	cuEventDestroy       func(e uintptr) int32
-	cuEventRecord        func(e, s uintptr) int32
-	cuEventQuery         func(e uintptr) int32
-	cuEventSynchronize   func(e uintptr) int32
-	cuEventElapsedTime   func(ms *float32, start, end uintptr) int32
+type Driver struct {
+	Init               func(flags uint32) int32
+	DriverGetVersion   func(v *int32) int32
+	GetErrorName       func(r int32, s **byte) int32
+	DeviceGetCount     func(n *int32) int32
+	DeviceGet          func(dev *int32, ordinal int32) int32
+	DeviceGetName      func(name *byte, n int32, dev int32) int32
+	DeviceGetAttribute func(v *int32, attr int32, dev int32) int32
+	DeviceTotalMem     func(b *uintptr, dev int32) int32
+	CtxCreate          func(ctx *uintptr, flags uint32, dev int32) int32
+	CtxDestroy         func(ctx uintptr) int32
+	CtxSynchronize     func() int32
+	MemGetInfo         func(free, total *uintptr) int32
+	ModuleLoadDataEx   func(mod *uintptr, image unsafe.Pointer, n uint32, opts unsafe.Pointer, vals unsafe.Pointer) int32
+	ModuleUnload       func(mod uintptr) int32
+	ModuleGetFunction  func(fn *uintptr, mod uintptr, name string) int32
+	LaunchKernel       func(fn uintptr, gx, gy, gz, bx, by, bz, shared uint32, stream uintptr, params unsafe.Pointer, extra unsafe.Pointer) int32
+	MemAlloc           func(p *uint64, n uintptr) int32
+	MemFree            func(p uint64) int32
+	MemcpyHtoD         func(dst uint64, src unsafe.Pointer, n uintptr) int32
+	MemcpyHtoDAsync    func(dst uint64, src unsafe.Pointer, n uintptr, stream uintptr) int32
+	MemcpyDtoHAsync    func(dst unsafe.Pointer, src uint64, n uintptr, stream uintptr) int32
+	MemHostAlloc       func(p *unsafe.Pointer, n uintptr, flags uint32) int32
+	MemFreeHost        func(p unsafe.Pointer) int32
+	MemHostRegister    func(p unsafe.Pointer, n uintptr, flags uint32) int32
+	MemHostUnregister  func(p unsafe.Pointer) int32
+	StreamCreate       func(s *uintptr, flags uint32) int32
+	StreamDestroy      func(s uintptr) int32
+	StreamSynchronize  func(s uintptr) int32
+	EventCreate        func(e *uintptr, flags uint32) int32
+	EventDestroy       func(e uintptr) int32
+	EventRecord        func(e, s uintptr) int32
+	EventQuery         func(e uintptr) int32
+	EventSynchronize   func(e uintptr) int32
+	EventElapsedTime   func(ms *float32, start, end uintptr) int32
 }
 
 // symbols lists every entry point with the exported name it is bound to. The _v2 names are
 // what cuda.h's macros select for 64-bit builds since CUDA 4/7; drivers keep exporting them.
-func (d *driver) symbols() []struct {
+func (d *Driver) symbols() []struct {
 	name string
 	fn   any
 } {
@@ -189,57 +197,57 @@ func (d *driver) symbols() []struct {
 		name string
 		fn   any
 	}{
-		{"cuInit", &d.cuInit},
-		{"cuDriverGetVersion", &d.cuDriverGetVersion},
-		{"cuGetErrorName", &d.cuGetErrorName},
-		{"cuDeviceGetCount", &d.cuDeviceGetCount},
-		{"cuDeviceGet", &d.cuDeviceGet},
-		{"cuDeviceGetName", &d.cuDeviceGetName},
-		{"cuDeviceGetAttribute", &d.cuDeviceGetAttribute},
-		{"cuDeviceTotalMem_v2", &d.cuDeviceTotalMem},
-		{"cuCtxCreate_v2", &d.cuCtxCreate},
-		{"cuCtxDestroy_v2", &d.cuCtxDestroy},
-		{"cuCtxSynchronize", &d.cuCtxSynchronize},
-		{"cuMemGetInfo_v2", &d.cuMemGetInfo},
-		{"cuModuleLoadDataEx", &d.cuModuleLoadDataEx},
-		{"cuModuleUnload", &d.cuModuleUnload},
-		{"cuModuleGetFunction", &d.cuModuleGetFunction},
-		{"cuLaunchKernel", &d.cuLaunchKernel},
-		{"cuMemAlloc_v2", &d.cuMemAlloc},
-		{"cuMemFree_v2", &d.cuMemFree},
-		{"cuMemcpyHtoD_v2", &d.cuMemcpyHtoD},
-		{"cuMemcpyHtoDAsync_v2", &d.cuMemcpyHtoDAsync},
-		{"cuMemcpyDtoHAsync_v2", &d.cuMemcpyDtoHAsync},
-		{"cuMemHostAlloc", &d.cuMemHostAlloc},
-		{"cuMemFreeHost", &d.cuMemFreeHost},
-		{"cuMemHostRegister_v2", &d.cuMemHostRegister},
-		{"cuMemHostUnregister", &d.cuMemHostUnregister},
-		{"cuStreamCreate", &d.cuStreamCreate},
-		{"cuStreamDestroy_v2", &d.cuStreamDestroy},
-		{"cuStreamSynchronize", &d.cuStreamSynchronize},
-		{"cuEventCreate", &d.cuEventCreate},
-		{"cuEventDestroy_v2", &d.cuEventDestroy},
-		{"cuEventRecord", &d.cuEventRecord},
-		{"cuEventQuery", &d.cuEventQuery},
-		{"cuEventSynchronize", &d.cuEventSynchronize},
-		{"cuEventElapsedTime", &d.cuEventElapsedTime},
+		{"cuInit", &d.Init},
+		{"cuDriverGetVersion", &d.DriverGetVersion},
+		{"cuGetErrorName", &d.GetErrorName},
+		{"cuDeviceGetCount", &d.DeviceGetCount},
+		{"cuDeviceGet", &d.DeviceGet},
+		{"cuDeviceGetName", &d.DeviceGetName},
+		{"cuDeviceGetAttribute", &d.DeviceGetAttribute},
+		{"cuDeviceTotalMem_v2", &d.DeviceTotalMem},
+		{"cuCtxCreate_v2", &d.CtxCreate},
+		{"cuCtxDestroy_v2", &d.CtxDestroy},
+		{"cuCtxSynchronize", &d.CtxSynchronize},
+		{"cuMemGetInfo_v2", &d.MemGetInfo},
+		{"cuModuleLoadDataEx", &d.ModuleLoadDataEx},
+		{"cuModuleUnload", &d.ModuleUnload},
+		{"cuModuleGetFunction", &d.ModuleGetFunction},
+		{"cuLaunchKernel", &d.LaunchKernel},
+		{"cuMemAlloc_v2", &d.MemAlloc},
+		{"cuMemFree_v2", &d.MemFree},
+		{"cuMemcpyHtoD_v2", &d.MemcpyHtoD},
+		{"cuMemcpyHtoDAsync_v2", &d.MemcpyHtoDAsync},
+		{"cuMemcpyDtoHAsync_v2", &d.MemcpyDtoHAsync},
+		{"cuMemHostAlloc", &d.MemHostAlloc},
+		{"cuMemFreeHost", &d.MemFreeHost},
+		{"cuMemHostRegister_v2", &d.MemHostRegister},
+		{"cuMemHostUnregister", &d.MemHostUnregister},
+		{"cuStreamCreate", &d.StreamCreate},
+		{"cuStreamDestroy_v2", &d.StreamDestroy},
+		{"cuStreamSynchronize", &d.StreamSynchronize},
+		{"cuEventCreate", &d.EventCreate},
+		{"cuEventDestroy_v2", &d.EventDestroy},
+		{"cuEventRecord", &d.EventRecord},
+		{"cuEventQuery", &d.EventQuery},
+		{"cuEventSynchronize", &d.EventSynchronize},
+		{"cuEventElapsedTime", &d.EventElapsedTime},
 	}
 }
 
-// loadDriver opens libcuda.so.1, binds every entry point and calls cuInit(0), once per
+// load opens libcuda.so.1, binds every entry point and calls cuInit(0), once per
 // process, on first use (never at package initialisation). The result, success or error, is
 // kept: the driver cannot be unloaded and loaded again safely.
-var loadDriver = sync.OnceValues(func() (*driver, error) {
-	return openDriver(DriverLibrary)
+var load = sync.OnceValues(func() (*Driver, error) {
+	return Open(DriverLibrary)
 })
 
-// openDriver loads the driver from the named library.
-func openDriver(lib string) (*driver, error) {
+// Open loads the driver from the named library.
+func Open(lib string) (*Driver, error) {
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dlopen %s: %v", ErrNoDriver, lib, err)
 	}
-	d := &driver{}
+	d := &Driver{}
 	for _, s := range d.symbols() {
 		p, err := purego.Dlsym(h, s.name)
 		if err != nil || p == 0 {
@@ -253,7 +261,7 @@ func openDriver(lib string) (*driver, error) {
 		purego.RegisterFunc(&f, p)
 		errorString.Store(&f)
 	}
-	if err := check("cuInit", d.cuInit(0)); err != nil {
+	if err := Check("cuInit", d.Init(0)); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -261,13 +269,16 @@ func openDriver(lib string) (*driver, error) {
 
 // DriverVersion returns the CUDA version the driver supports, as 1000*major + 10*minor.
 func DriverVersion() (int, error) {
-	d, err := loadDriver()
+	d, err := load()
 	if err != nil {
 		return 0, err
 	}
 	var v int32
-	if err := check("cuDriverGetVersion", d.cuDriverGetVersion(&v)); err != nil {
+	if err := Check("cuDriverGetVersion", d.DriverGetVersion(&v)); err != nil {
 		return 0, err
 	}
 	return int(v), nil
 }
+
+// Load returns the driver, opening libcuda.so.1 on the first call (see load).
+func Load() (*Driver, error) { return load() }
