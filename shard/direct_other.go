@@ -11,12 +11,6 @@ func OpenDirect(path string, flag int, perm os.FileMode) (f *os.File, direct boo
 	return f, false, err
 }
 
-// openDirectIn opens the file name of root for reading, through the page cache.
-func openDirectIn(root *os.Root, name string) (f *os.File, direct bool, err error) {
-	f, err = root.Open(name)
-	return f, false, err
-}
-
 // DirectUnsupported reports false: without O_DIRECT there is nothing to fall back from.
 func DirectUnsupported(err error) bool { return false }
 
