@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/internal/fileutil"
 )
 
 // PlanFormat is the version of the plan file format, the header's packer_plan. Format 2 added
@@ -143,7 +143,7 @@ func WritePlan(ctx context.Context, path string, src Source, h PlanHeader) (*Pla
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	p, err := shard.Create(dir, base, false)
+	p, err := fileutil.Create(dir, base, false)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
@@ -164,7 +164,7 @@ func WritePlan(ctx context.Context, path string, src Source, h PlanHeader) (*Pla
 		p.Abort()
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	if err := shard.SyncDir(dir); err != nil {
+	if err := fileutil.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
 	return &h, nil

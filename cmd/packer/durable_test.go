@@ -22,10 +22,10 @@ func TestOneDurableCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string]bool{
-		"shard/durable.go":       true,
-		"shard/direct_linux.go":  true,
-		"shard/direct_other.go":  true,
-		"shard/odirect_linux.go": true, // the readers' O_DIRECT open (shard imports no writer plumbing)
+		"internal/fileutil/durable.go":      true,
+		"internal/fileutil/direct_linux.go": true,
+		"internal/fileutil/direct_other.go": true,
+		"shard/odirect_linux.go":            true, // the readers' O_DIRECT open (shard imports no writer plumbing)
 	}
 	renames := map[string]bool{
 		"pipeline/commit.go":      true,
@@ -65,16 +65,16 @@ func TestOneDurableCommit(t *testing.T) {
 			switch n := n.(type) {
 			case *ast.CallExpr:
 				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Sync" && len(n.Args) == 0 {
-					t.Errorf("%s: %s calls Sync itself: commit through shard.Create, WriteFileAtomic or SyncDir", fset.Position(n.Pos()), rel)
+					t.Errorf("%s: %s calls Sync itself: commit through fileutil.Create, WriteFileAtomic or SyncDir", fset.Position(n.Pos()), rel)
 				}
 				if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Rename" && !renames[rel] {
 					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "os" {
-						t.Errorf("%s: %s renames a file itself: commit through shard.Create's Pending.Commit", fset.Position(n.Pos()), rel)
+						t.Errorf("%s: %s renames a file itself: commit through fileutil.Create's Pending.Commit", fset.Position(n.Pos()), rel)
 					}
 				}
 			case *ast.SelectorExpr:
 				if n.Sel.Name == "O_DIRECT" {
-					t.Errorf("%s: %s uses O_DIRECT itself: open through shard.OpenDirect", fset.Position(n.Pos()), rel)
+					t.Errorf("%s: %s uses O_DIRECT itself: open through fileutil.OpenDirect", fset.Position(n.Pos()), rel)
 				}
 			}
 			return true
