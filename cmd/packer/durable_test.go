@@ -11,8 +11,9 @@ import (
 )
 
 // TestOneDurableCommit checks that the durable-file commit (fsync of a file or a directory, the
-// rename to the final name) and the O_DIRECT open exist once, in shard/durable.go and
-// shard/direct_*.go: a writer that syncs, renames or opens with O_DIRECT by itself is a copy
+// rename to the final name) and the O_DIRECT open exist once, in internal/fileutil/durable.go
+// and internal/fileutil/direct_*.go (and, for reading only, shard/odirect_linux.go: the reader
+// imports no writer plumbing): a writer that syncs, renames or opens with O_DIRECT by itself is a copy
 // that will drift from the others (as four directory syncs once did, each with its own error
 // handling). The renames of whole directories in the publish of OUT (pipeline's recovery,
 // storage's LocalStage) and of a staging folder's lock file into place are not file commits.

@@ -112,12 +112,13 @@ func standard(g map[string]*pkg, path string) bool {
 	return path != "C" && !strings.Contains(first, ".")
 }
 
-// TestStandardLibraryOnly: the shard format package (what every Go reader imports) and
-// formats/inputs (what every file source shares) import only the standard library, without
+// TestStandardLibraryOnly: the shard format package (what every Go reader imports),
+// formats/inputs (what every file source shares) and internal/fileutil (every writer's durable
+// commit) import only the standard library, without
 // cgo, in their code and in their tests.
 func TestStandardLibraryOnly(t *testing.T) {
 	g := load(t)
-	for _, rel := range []string{"shard", "formats/inputs"} {
+	for _, rel := range []string{"shard", "formats/inputs", "internal/fileutil"} {
 		p := get(t, g, rel)
 		var bad []string
 		for _, imp := range p.Deps {
@@ -225,6 +226,7 @@ var never = []struct {
 	{"formats/shards", []string{"pipeline", "transforms"}, "an output implements the output contract, not the engine"},
 	{"source", []string{"formats", "gpu", "verify"}, "the source contract and detection know no source, output format or device: each source package exports its entry"},
 	{"internal/progress", []string{""}, "a leaf"},
+	{"internal/fileutil", []string{""}, "the durable commit below every writer: a leaf"},
 }
 
 // TestNeverDependsOn checks the forbidden dependencies above over the transitive graph.

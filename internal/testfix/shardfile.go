@@ -13,7 +13,7 @@ import (
 	"github.com/packer-dev/packer/shard"
 )
 
-// FileWriter writes one shard file safely: the bytes go to path+".tmp", and Commit checks the
+// FileWriter writes one shard file safely, for tests that build datasets by hand: the bytes go to path+".tmp", and Commit checks the
 // finished file's structure, syncs it, renames it to path and syncs the directory, so a crash
 // never leaves a file under the final name that is not a complete shard. It computes the
 // file's SHA-256 on the way, for the manifest.
