@@ -110,7 +110,7 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 	infos := make([]recordInfo, len(idx))
 	caption := 16
 	for p, i := range idx {
-		if infos[p], err = ds.Info(i); err != nil {
+		if infos[p], err = infoOf(ds, i); err != nil {
 			return err
 		}
 		if recordPath(infos[p]) != "" {

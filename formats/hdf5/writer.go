@@ -62,6 +62,7 @@ var Entry = output.Entry{
 	Check:      CheckStructure,
 	FixedShape: true,
 	Version:    Version,
+	Open:       open,
 }
 
 // Version is the manifest's format_version of an HDF5 dataset: 1, whatever the spec (an HDF5

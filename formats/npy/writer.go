@@ -202,6 +202,7 @@ var Entry = output.Entry{
 	Check:      Check,
 	FixedShape: true,
 	Version:    Version,
+	Open:       open,
 }
 
 // Version is the manifest's format_version of an npy dataset: 1, whatever the spec (an npy

@@ -27,6 +27,7 @@ var Entry = output.Entry{
 	New:     New,
 	Version: Version,
 	Resume:  Resume,
+	Open:    output.OpenShardDataset,
 }
 
 // DefaultShardSize is the default byte budget of one shard's data section.
