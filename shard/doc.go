@@ -38,7 +38,8 @@
 // prefetching goroutine, a ring of reusable page-aligned (optionally mlocked, or caller
 // allocated, see Allocator) buffers, large sequential reads (optionally O_DIRECT), batches
 // handed out as views into the buffers. OpenDataset also opens a --format npy dataset (a
-// fixed-size images.npy read as one shard holding every record; see Dataset and npy.go).
+// fixed-size images.npy read as one shard holding every record; see Dataset and npy.go): this
+// is packer's one Go npy reader, which packer inspect and preview use too.
 //
 // Storage: the path-taking functions read the local file system. OpenDatasetFS, ReadManifestFS
 // and OpenFS read through an FS instead (Open returning an io.ReaderAt with a Size), which the
