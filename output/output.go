@@ -73,6 +73,57 @@ type Entry struct {
 	// removed, and the next Write continues after the last checkpointed record. nil: the
 	// format cannot resume (a resumed build starts it anew).
 	Resume func(cfg Config, state []byte) (Output, error)
+	// Open is the format's reader half: it opens the dataset of this format that fsys holds
+	// (its manifest m already read; loc is the dataset's location, for messages) for random
+	// access, as packer inspect and preview read it. nil: the format cannot be opened so.
+	Open func(loc string, fsys shard.FS, m *shard.Manifest) (Dataset, error)
+}
+
+// Dataset is random access to the records of a dataset of any format, what Entry.Open returns.
+// Records are numbered from 0 in record order. A Dataset is safe for concurrent use.
+type Dataset interface {
+	Manifest() *shard.Manifest
+	Len() int64
+	// Record returns a new slice holding the bytes of record i.
+	Record(i int64) ([]byte, error)
+	// RecordShape returns record i's own shape (the sample shape for fixed-size records).
+	RecordShape(i int64) ([]int, error)
+	// Info returns record i's label, auxiliary labels and metadata.
+	Info(i int64) (RecordInfo, error)
+	Close() error
+}
+
+// RecordInfo is what a record carries beside its bytes.
+type RecordInfo struct {
+	Label int64
+	Aux   []int64 // nil where the format's reader gives none
+	Meta  []byte  // the record's metadata (one JSON value); nil when it has none
+}
+
+// OpenShardDataset opens, with shard.OpenDatasetFS, a dataset that the shard package reads
+// (--format shards, and npy: shard reads its one images.npy array as one shard): the reader
+// half of those formats' entries.
+func OpenShardDataset(loc string, fsys shard.FS, m *shard.Manifest) (Dataset, error) {
+	d, err := shard.OpenDatasetFS(fsys, shard.ReaderOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return shardDataset{d}, nil
+}
+
+// shardDataset is a shard.Dataset as a Dataset.
+type shardDataset struct{ *shard.Dataset }
+
+func (d shardDataset) Info(i int64) (RecordInfo, error) {
+	if i < 0 || i >= d.Len() {
+		return RecordInfo{}, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+	}
+	s, j := d.Locate(i)
+	r, err := d.Shard(s)
+	if err != nil {
+		return RecordInfo{}, err
+	}
+	return RecordInfo{Label: r.Label(j), Aux: r.Aux(j), Meta: r.RecordMeta(j)}, nil
 }
 
 // EngineFilePrefix starts the name of every file the build engine itself keeps in an output's

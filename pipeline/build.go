@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -568,7 +569,7 @@ func WriteManifest(dir string, m *shard.Manifest) error {
 	if err != nil {
 		return err
 	}
-	return shard.WriteFileAtomic(filepath.Join(dir, shard.ManifestName), data)
+	return fileutil.WriteFileAtomic(filepath.Join(dir, shard.ManifestName), data)
 }
 
 // SortedKeys returns the keys of m in order (for deterministic summaries).

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 )
@@ -297,7 +298,7 @@ func recoverOut(p outPaths, keepStaging bool) error {
 			if err := os.Rename(p.old, p.out); err != nil {
 				return fmt.Errorf("restore the output %s from an interrupted replacement: %w", p.out, err)
 			}
-			if err := shard.SyncDir(parent); err != nil {
+			if err := fileutil.SyncDir(parent); err != nil {
 				return err
 			}
 		} else if hasManifest(p.out) {
@@ -325,7 +326,7 @@ func toTrash(p outPaths, dir string) error {
 		dst := filepath.Join(p.trash, fmt.Sprintf("%s.%d.%d", filepath.Base(dir), os.Getpid(), i))
 		err := storage.RenameNoReplace(dir, dst)
 		if err == nil {
-			return shard.SyncDir(filepath.Dir(p.out))
+			return fileutil.SyncDir(filepath.Dir(p.out))
 		}
 		if !errors.Is(err, os.ErrExist) || i >= 100 {
 			return err

@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/source"
 )
 
@@ -144,7 +144,7 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	p, err := shard.Create(dir, base, false)
+	p, err := fileutil.Create(dir, base, false)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
@@ -165,7 +165,7 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 		p.Abort()
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	if err := shard.SyncDir(dir); err != nil {
+	if err := fileutil.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
 	return &h, nil

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -280,7 +281,7 @@ func (j *journal) write(dir string, l *listingHash) error {
 	if err != nil {
 		return err
 	}
-	return shard.WriteFileAtomic(filepath.Join(dir, JournalName), sealJournal(data))
+	return fileutil.WriteFileAtomic(filepath.Join(dir, JournalName), sealJournal(data))
 }
 
 // removeJournal removes the journal from dir, with the temporary file a write of it killed

@@ -76,7 +76,7 @@ type aioRead struct {
 }
 
 // readAll performs the reads, Depth at a time, and returns the first error: a read the file
-// system refused (DirectUnsupported), an I/O error or a short read (the file ends early),
+// system refused (directUnsupported), an I/O error or a short read (the file ends early),
 // naming the file and offset. buf memory must stay alive and unmoved until it returns: it
 // is the Loader's ring buffer (mmap'd, or held by the slot).
 func (a *aioContext) readAll(reads []aioRead) error {

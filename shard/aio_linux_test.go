@@ -24,7 +24,7 @@ func TestAIOReadAllErrors(t *testing.T) {
 	if err := os.WriteFile(path, make([]byte, 8192), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, _, err := OpenDirect(path, os.O_RDONLY, 0)
+	f, _, err := openDirect(func(flag int) (*os.File, error) { return os.OpenFile(path, flag, 0) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,8 @@ package shard
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -23,19 +25,24 @@ func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []
 		o := opts
 		o.ShardIndex = s
 		name := fmt.Sprintf("shard-%05d.pks", s)
-		fw, err := CreateFile(filepath.Join(dir, name), o)
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range recs[next : next+c] {
-			if err := fw.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
+			if err := w.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := fw.Commit(); err != nil {
+		if err := w.Close(); err != nil {
 			t.Fatal(err)
 		}
-		m.Files = append(m.Files, FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), IndexSHA256: fw.IndexSHA256(), Records: int64(c), FirstRecord: int64(next)})
+		if err := os.WriteFile(filepath.Join(dir, name), buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		m.Files = append(m.Files, FileEntry{Path: name, Size: int64(buf.Len()), SHA256: hex.EncodeToString(sum[:]), IndexSHA256: w.IndexSHA256(), Records: int64(c), FirstRecord: int64(next)})
 		next += c
 	}
 	m.Count = int64(next)

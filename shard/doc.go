@@ -27,13 +27,10 @@
 // Records are never padded: a batch of variable-size records is their bytes back to back with
 // Batch.Offsets and Batch.Dims.
 //
-// Writing: NewWriter streams one shard to any io.Writer (Append* Close); CreateFile does the
-// same into path.tmp and Commit checks, syncs and renames it, computing its SHA-256 for the
-// manifest.
-// Create (a Pending file: Commit or Abort), WriteFileAtomic and SyncDir are the one durable-file
-// create and commit (temporary name, fsync, rename, directory fsync) that FileWriter and every
-// packer output use, and OpenDirect the one O_DIRECT open with its fallback (see durable.go for
-// why they live here). FormatShards, FormatNPY and FormatHDF5 are the output format names.
+// Writing: NewWriter streams one shard to any io.Writer (Append* Close). Committing a written
+// file durably (temporary name, fsync, rename, directory fsync) is the writers' business, not
+// this package's: packer's outputs do it through the module's internal/fileutil. FormatShards,
+// FormatNPY and FormatHDF5 are the output format names.
 //
 // Reading: Open or NewReader give random access to one shard (Record, ReadRecords, Label, Aux,
 // RecordMeta, DataRange). OpenDataset opens a directory through its manifest, with random
@@ -41,7 +38,8 @@
 // prefetching goroutine, a ring of reusable page-aligned (optionally mlocked, or caller
 // allocated, see Allocator) buffers, large sequential reads (optionally O_DIRECT), batches
 // handed out as views into the buffers. OpenDataset also opens a --format npy dataset (a
-// fixed-size images.npy read as one shard holding every record; see Dataset and npy.go).
+// fixed-size images.npy read as one shard holding every record; see Dataset and npy.go): this
+// is packer's one Go npy reader, which packer inspect and preview use too.
 //
 // Storage: the path-taking functions read the local file system. OpenDatasetFS, ReadManifestFS
 // and OpenFS read through an FS instead (Open returning an io.ReaderAt with a Size), which the
@@ -73,7 +71,7 @@
 //
 // # Concurrency
 //
-// A Writer, a FileWriter and a Loader are not safe for concurrent use: each must be used from
+// A Writer and a Loader are not safe for concurrent use: each must be used from
 // one goroutine at a time. A Reader and a Dataset are safe for concurrent use (their reads are
 // positioned reads). Scan may run concurrently on different files.
 //

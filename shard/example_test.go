@@ -1,7 +1,11 @@
 package shard_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"log"
 	"os"
 	"path/filepath"
@@ -18,7 +22,11 @@ func Example() {
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "shard-00000.pks")
 
-	fw, err := shard.CreateFile(path, shard.WriterOptions{
+	f, err := os.Create(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	w, err := shard.NewWriter(f, shard.WriterOptions{
 		Sample: shard.SampleSpec{Shape: []int{2, 2, 1}, DType: shard.Uint8, Layout: "hwc"},
 		Label:  shard.LabelSpec{DType: "int64"},
 	})
@@ -26,11 +34,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	for i, img := range [][]byte{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}} {
-		if err := fw.Append(img, int64(i%2), nil, nil); err != nil {
+		if err := w.Append(img, int64(i%2), nil, nil); err != nil {
 			log.Fatal(err)
 		}
 	}
-	if err := fw.Commit(); err != nil {
+	if err := errors.Join(w.Close(), f.Close()); err != nil {
 		log.Fatal(err)
 	}
 
@@ -63,11 +71,12 @@ func ExampleScan() {
 	dir, _ := os.MkdirTemp("", "shard-example")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "s.pks")
-	fw, _ := shard.CreateFile(path, shard.WriterOptions{Sample: shard.SampleSpec{Shape: []int{-1}, DType: shard.Uint8, Layout: "hwc"}})
+	out, _ := os.Create(path)
+	w, _ := shard.NewWriter(out, shard.WriterOptions{Sample: shard.SampleSpec{Shape: []int{-1}, DType: shard.Uint8, Layout: "hwc"}})
 	for i := 0; i < 4; i++ {
-		fw.Append([]byte("record"), 0, nil, nil)
+		w.Append([]byte("record"), 0, nil, nil)
 	}
-	if err := fw.Commit(); err != nil {
+	if err := errors.Join(w.Close(), out.Close()); err != nil {
 		log.Fatal(err)
 	}
 	// Damage records 1 and 3 (variable-size records are one checksum block each).
@@ -96,14 +105,16 @@ func ExampleDataset_NewLoader() {
 	m := &shard.Manifest{Packer: "example", Format: "shards", FormatVersion: shard.Version, Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
 	for s := 0; s < 2; s++ {
 		name := fmt.Sprintf("shard-%05d.pks", s)
-		fw, _ := shard.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, ShardIndex: s})
+		f, _ := os.Create(filepath.Join(dir, name))
+		sum := sha256.New()
+		w, _ := shard.NewWriter(io.MultiWriter(f, sum), shard.WriterOptions{Sample: spec, ShardIndex: s})
 		for i := 0; i < 5; i++ {
-			fw.Append([]byte{byte(10*s + i)}, int64(5*s+i), nil, nil)
+			w.Append([]byte{byte(10*s + i)}, int64(5*s+i), nil, nil)
 		}
-		if err := fw.Commit(); err != nil {
+		if err := errors.Join(w.Close(), f.Close()); err != nil {
 			log.Fatal(err)
 		}
-		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: fw.FileSize(), SHA256: fw.SHA256(), Records: 5, FirstRecord: int64(5 * s)})
+		m.Files = append(m.Files, shard.FileEntry{Path: name, Size: w.Size(), SHA256: hex.EncodeToString(sum.Sum(nil)), Records: 5, FirstRecord: int64(5 * s)})
 	}
 	m.Count = 10
 	data, _ := m.Marshal()

@@ -129,7 +129,7 @@ func (p *pinnedFS) openFile(name string, direct bool) (*os.File, bool, error) {
 		err error
 	)
 	if direct {
-		f, direct, err = openDirectIn(p.root, filepath.FromSlash(name))
+		f, direct, err = openDirect(func(flag int) (*os.File, error) { return p.root.OpenFile(filepath.FromSlash(name), flag, 0) })
 	} else {
 		f, err = p.root.Open(filepath.FromSlash(name))
 	}

@@ -973,7 +973,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 		if len(reads) == len(parts) {
 			aio = true
 			if err := s.aio.readAll(reads); err != nil {
-				if DirectUnsupported(err) {
+				if directUnsupported(err) {
 					if unit == sector {
 						l.noSector.Store(true)
 					} else { // refused at page alignment too: read this slot with goroutines
@@ -1017,7 +1017,7 @@ func (l *Loader) fillConcurrently(s *slot, n int) error {
 					return
 				}
 				if err := readFull(f, buf[g.q:g.q+g.rlen], g.start, l.ds.ShardPath(p.shard)); err != nil {
-					if direct && DirectUnsupported(err) {
+					if direct && directUnsupported(err) {
 						// The sequential path reads the buffer again, at page alignment if
 						// it was the sector alignment that was refused.
 						if unit == sector {
@@ -1128,7 +1128,7 @@ func (l *Loader) readPartAt(p *part, buf []byte, cursor int, first bool) (int, e
 		if err == nil {
 			return cursor, nil
 		}
-		if !DirectUnsupported(err) {
+		if !directUnsupported(err) {
 			return 0, err
 		}
 		l.noSector.Store(true)
@@ -1146,7 +1146,7 @@ func (l *Loader) readPartAt(p *part, buf []byte, cursor int, first bool) (int, e
 			l.moved.Add(p.len)
 			return cursor, nil
 		}
-		if !DirectUnsupported(err) {
+		if !directUnsupported(err) {
 			return 0, err
 		}
 		// The file system took O_DIRECT at open but refuses the read: use the page cache.

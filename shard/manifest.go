@@ -16,9 +16,10 @@ import (
 
 // The output format names, the manifest's "format". shard, which validates manifests, knows the
 // names of every format packer writes and refuses any other at ReadManifest, so a dataset of a
-// format this packer cannot read fails early and by name; it knows nothing else of npy or HDF5
-// (their writers and readers live in output/npy and output/hdf5, which take their names from
-// here). These constants are the one place each name is spelled.
+// format this packer cannot read fails early and by name. Of the formats it reads shards and
+// npy (Dataset reads images.npy as one shard); HDF5 is read by output/hdf5. The writers live in
+// output/shards, output/npy and output/hdf5, which take their names from here. These
+// constants are the one place each name is spelled.
 const (
 	FormatShards = "shards" // this package's shard files (FORMAT.md)
 	FormatNPY    = "npy"    // NumPy .npy columns (output/npy)

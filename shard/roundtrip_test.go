@@ -2,12 +2,8 @@ package shard
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -177,56 +173,6 @@ func TestRoundTrip(t *testing.T) {
 				t.Errorf("Scan: %v %v", err, faults)
 			}
 		})
-	}
-}
-
-func TestFileWriter(t *testing.T) {
-	dir := t.TempDir()
-	opts := roundTripCases[0].opts
-	recs := randomRecords(opts, 50, 2)
-	path := filepath.Join(dir, "shard-00000.pks")
-	fw, err := CreateFile(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := fw.Append(r.data, r.label, r.aux, r.meta); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("final name exists before Commit: %v", err)
-	}
-	if err := fw.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path + ".tmp"); !os.IsNotExist(err) {
-		t.Fatalf("temporary file left: %v", err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sum := sha256.Sum256(data)
-	if fw.SHA256() != hex.EncodeToString(sum[:]) || fw.FileSize() != int64(len(data)) {
-		t.Errorf("SHA256/FileSize = %s/%d, want %x/%d", fw.SHA256(), fw.FileSize(), sum, len(data))
-	}
-	r, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	checkRecords(t, r, recs)
-
-	fw2, err := CreateFile(filepath.Join(dir, "b.pks"), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fw2.Abort(); err != nil {
-		t.Fatal(err)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("Abort left files: %v", ents)
 	}
 }
 

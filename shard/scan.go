@@ -135,7 +135,7 @@ func openSource(path string, direct bool) (*source, int64, error) {
 		err error
 	)
 	if direct {
-		f, direct, err = OpenDirect(path, os.O_RDONLY, 0)
+		f, direct, err = openDirect(func(flag int) (*os.File, error) { return os.OpenFile(path, flag, 0) })
 	} else {
 		f, err = os.Open(path)
 	}
@@ -169,7 +169,7 @@ func (src *source) readAt(p []byte, off int64, name string) error {
 	if n >= len(p) {
 		return nil
 	}
-	if err != nil && DirectUnsupported(err) {
+	if err != nil && directUnsupported(err) {
 		f, oerr := os.Open(src.path)
 		if oerr != nil {
 			return fmt.Errorf("read %s at offset %d: %w", name, off, oerr)

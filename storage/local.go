@@ -8,11 +8,11 @@ import (
 	"path"
 	"path/filepath"
 
-	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/internal/fileutil"
 )
 
 // Local is a Backend over a directory of the local file system. Files are written through
-// shard.Create (a temporary name, fsync, rename, directory fsync), so a committed file is
+// fileutil.Create (a temporary name, fsync, rename, directory fsync), so a committed file is
 // durable and a crash never leaves a final name on a partial file.
 type Local struct {
 	root string
@@ -103,7 +103,7 @@ func (l *Local) Stat(ctx context.Context, name string) (FileInfo, error) {
 var errIsDir = errors.New("is a directory")
 
 // Open opens the file for reading through the page cache (a reader that wants O_DIRECT opens
-// Path(name) with shard.OpenDirect).
+// Path(name) with fileutil.OpenDirect).
 func (l *Local) Open(ctx context.Context, name string) (Reader, error) {
 	if err := l.check(ctx, "open", name); err != nil {
 		return nil, err
@@ -139,9 +139,9 @@ func (l *Local) Create(ctx context.Context, name string) (Writer, error) {
 	return l.CreateFile(name, false)
 }
 
-// CreateFile starts the file name with shard.Create, making the folders it lies in. With
+// CreateFile starts the file name with fileutil.Create, making the folders it lies in. With
 // direct set the file is opened with O_DIRECT where the file system allows it; the writer
-// then writes aligned blocks to File itself (see shard.Pending).
+// then writes aligned blocks to File itself (see fileutil.Pending).
 func (l *Local) CreateFile(name string, direct bool) (*LocalWriter, error) {
 	if err := checkName("create", name); err != nil {
 		return nil, err
@@ -150,22 +150,22 @@ func (l *Local) CreateFile(name string, direct bool) (*LocalWriter, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	p, err := shard.Create(dir, path.Base(name), direct)
+	p, err := fileutil.Create(dir, path.Base(name), direct)
 	if err != nil {
 		return nil, err
 	}
 	return &LocalWriter{p: p, dir: dir}, nil
 }
 
-// LocalWriter is Local's Writer: a shard.Pending whose Commit also syncs the directory.
+// LocalWriter is Local's Writer: a fileutil.Pending whose Commit also syncs the directory.
 type LocalWriter struct {
-	p   *shard.Pending
+	p   *fileutil.Pending
 	dir string
 }
 
 // Pending is the file being written, for a writer that needs the *os.File (O_DIRECT writes)
 // or a check before the commit (Pending.Commit with a check, then SyncDir of Dir).
-func (w *LocalWriter) Pending() *shard.Pending { return w.p }
+func (w *LocalWriter) Pending() *fileutil.Pending { return w.p }
 
 // Dir is the folder the file is committed in.
 func (w *LocalWriter) Dir() string { return w.dir }
@@ -180,7 +180,7 @@ func (w *LocalWriter) Commit(ctx context.Context) error {
 	if err := w.p.Commit(nil); err != nil {
 		return err
 	}
-	return shard.SyncDir(w.dir)
+	return fileutil.SyncDir(w.dir)
 }
 
 // Abort closes and removes the temporary file.

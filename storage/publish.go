@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/internal/fileutil"
 )
 
 // A Stage is a new dataset being written where no reader looks, to be published whole.
@@ -69,12 +69,12 @@ func (s *LocalStage) Publish(ctx context.Context) error {
 			return fmt.Errorf("commit output: %w", err)
 		}
 		s.swapped = true
-		return shard.SyncDir(parent)
+		return fileutil.SyncDir(parent)
 	}
 	err := exchangeDirs(s.Dir, s.Out)
 	if err == nil {
 		s.swapped = true
-		if err := shard.SyncDir(parent); err != nil {
+		if err := fileutil.SyncDir(parent); err != nil {
 			return err
 		}
 		// The new dataset is in place; Dir now names the old Out. A failure to remove it
@@ -88,14 +88,14 @@ func (s *LocalStage) Publish(ctx context.Context) error {
 	if err := os.Rename(s.Out, s.Old); err != nil {
 		return fmt.Errorf("move old output aside: %w", err)
 	}
-	if err := shard.SyncDir(parent); err != nil {
+	if err := fileutil.SyncDir(parent); err != nil {
 		return errors.Join(err, s.putBack())
 	}
 	if err := os.Rename(s.Dir, s.Out); err != nil {
 		return errors.Join(fmt.Errorf("commit output: %w", err), s.putBack())
 	}
 	s.swapped = true
-	if err := shard.SyncDir(parent); err != nil {
+	if err := fileutil.SyncDir(parent); err != nil {
 		return err
 	}
 	_ = os.RemoveAll(s.Old)
@@ -107,7 +107,7 @@ func (s *LocalStage) putBack() error {
 	if err := os.Rename(s.Old, s.Out); err != nil {
 		return fmt.Errorf("put the old output back (the next build into %s does): %w", s.Out, err)
 	}
-	return shard.SyncDir(filepath.Dir(s.Out))
+	return fileutil.SyncDir(filepath.Dir(s.Out))
 }
 
 // Discard removes the staging directory unless Publish has swapped it.

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 )
@@ -50,7 +51,7 @@ func writeReplacedDataset(t *testing.T, dir string, tag byte, counts []int, pin 
 		o := replacedSpec
 		o.ShardIndex = s
 		name := fmt.Sprintf("shard-%05d.pks", s)
-		fw, err := shard.CreateFile(filepath.Join(dir, name), o)
+		fw, err := testfix.CreateFile(filepath.Join(dir, name), o)
 		if err != nil {
 			t.Fatal(err)
 		}

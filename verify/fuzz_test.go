@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -23,7 +24,7 @@ func FuzzManifest(f *testing.F) {
 	meta := map[string]any{"dataset": map[string]any{"packer": "test", "source": m.Source, "transform": m.Transform, "classes": m.Classes}}
 	for s := range 2 {
 		name := fmt.Sprintf("shard-%05d.pks", s)
-		fw, err := shard.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, Label: m.Label, ShardIndex: s, Meta: meta})
+		fw, err := testfix.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, Label: m.Label, ShardIndex: s, Meta: meta})
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -33,7 +34,7 @@ func buildShardsSeed(t *testing.T, seed uint64) string {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	for s := range 3 {
 		name := fmt.Sprintf("shard-%05d.pks", s)
-		fw, err := shard.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, ShardIndex: s})
+		fw, err := testfix.CreateFile(filepath.Join(dir, name), shard.WriterOptions{Sample: spec, ShardIndex: s})
 		if err != nil {
 			t.Fatal(err)
 		}

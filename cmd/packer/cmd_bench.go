@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 )
@@ -257,10 +258,10 @@ func rawRead(ctx context.Context, paths []string, direct bool) (benchResult, err
 }
 
 // openMaybeDirect opens p for reading, with O_DIRECT when direct is set and the file system
-// allows it (shard.OpenDirect).
+// allows it (fileutil.OpenDirect).
 func openMaybeDirect(p string, direct bool) (*os.File, error) {
 	if direct {
-		f, _, err := shard.OpenDirect(p, os.O_RDONLY, 0)
+		f, _, err := fileutil.OpenDirect(p, os.O_RDONLY, 0)
 		return f, err
 	}
 	return os.Open(p)

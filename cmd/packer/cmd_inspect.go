@@ -120,7 +120,7 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 		}
 		defer ds.Close()
 		for i := int64(0); i < int64(o.Records) && i < ds.Len(); i++ {
-			ri, err := ds.Info(i)
+			ri, err := infoOf(ds, i)
 			if err != nil {
 				return err
 			}

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/image/font/basicfont"
 	"golang.org/x/image/math/fixed"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -109,7 +110,7 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 	infos := make([]recordInfo, len(idx))
 	caption := 16
 	for p, i := range idx {
-		if infos[p], err = ds.Info(i); err != nil {
+		if infos[p], err = infoOf(ds, i); err != nil {
 			return err
 		}
 		if recordPath(infos[p]) != "" {
@@ -319,9 +320,9 @@ func insideDir(p, dir string) bool {
 }
 
 // writeFileReplacing writes data to path through a temporary file committed over it
-// (shard.WriteFileAtomic: synced, then renamed), so a failure never leaves a truncated file behind.
+// (fileutil.WriteFileAtomic: synced, then renamed), so a failure never leaves a truncated file behind.
 func writeFileReplacing(path string, data []byte) error {
-	return shard.WriteFileAtomic(path, data)
+	return fileutil.WriteFileAtomic(path, data)
 }
 
 // recordPath is the source path an image record's metadata carries ({"path": ...}, folder and

@@ -8,16 +8,14 @@ import (
 	"github.com/packer-dev/packer/output/hdf5"
 	"github.com/packer-dev/packer/output/npy"
 	"github.com/packer-dev/packer/output/shards"
-	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
 )
 
 // outputFormat is one row of the table of output formats: the format package's own entry
-// (name, constructor, structure check, fixed shape, version) and how inspect and preview open a
-// dataset of the format (an anyDataset is this command's type, so the opener lives here).
+// (name, constructor, structure check, fixed shape, version, reader half for inspect and
+// preview) and what writing the format needs at run time.
 type outputFormat struct {
 	output.Entry
-	open func(dir string, m *shard.Manifest) (anyDataset, error)
 	// needs, when set, loads what writing the format needs at run time (libhdf5), so that a
 	// build or merge is refused before it starts when it is missing.
 	needs func() error
@@ -28,9 +26,9 @@ type outputFormat struct {
 // dataset by inspect and preview all come from it. Adding a format is a package exporting an
 // output.Entry and one row here.
 var outputs = []outputFormat{
-	{shards.Entry, openShards, nil},
-	{npy.Entry, openNPY, nil},
-	{hdf5.Entry, openHDF5, hdf5.Load},
+	{shards.Entry, nil},
+	{npy.Entry, nil},
+	{hdf5.Entry, hdf5.Load},
 }
 
 // outputNamed returns the table's row of a format name.

@@ -17,7 +17,7 @@ func TestOutputTable(t *testing.T) {
 			t.Errorf("format name %q empty or repeated", o.Name)
 		}
 		seen[o.Name] = true
-		if o.New == nil || o.Version == nil || o.open == nil {
+		if o.New == nil || o.Version == nil || o.Open == nil {
 			t.Errorf("%s: constructor, version or opener missing", o.Name)
 		}
 		if o.FixedShape && o.Check == nil {

@@ -112,12 +112,13 @@ func standard(g map[string]*pkg, path string) bool {
 	return path != "C" && !strings.Contains(first, ".")
 }
 
-// TestStandardLibraryOnly: the shard format package (what every Go reader imports) and
-// source/internal/fsentry (the entry checks every file source shares) import only the standard
-// library, without cgo, in their code and in their tests.
+// TestStandardLibraryOnly: the shard format package (what every Go reader imports),
+// source/internal/fsentry (the entry checks every file source shares) and internal/fileutil
+// (every writer's durable commit) import only the standard library, without cgo, in their code
+// and in their tests.
 func TestStandardLibraryOnly(t *testing.T) {
 	g := load(t)
-	for _, rel := range []string{"shard", "source/internal/fsentry"} {
+	for _, rel := range []string{"shard", "source/internal/fsentry", "internal/fileutil"} {
 		p := get(t, g, rel)
 		var bad []string
 		for _, imp := range p.Deps {
@@ -158,17 +159,17 @@ func TestOutputContractLeaf(t *testing.T) {
 }
 
 // TestStorageLeaf: the storage seam (package storage and its conformance suite) imports only
-// shard, golang.org/x/sys and the standard library, so that every reader and the build can use
+// shard, internal/fileutil (the durable commit), golang.org/x/sys and the standard library, so that every reader and the build can use
 // it, and a backend depends on nothing of the engine.
 func TestStorageLeaf(t *testing.T) {
 	g := load(t)
 	for _, rel := range []string{"storage", "storage/storagetest"} {
 		p := get(t, g, rel)
 		for _, imp := range p.Deps {
-			ok := standard(g, imp) || imp == mod+"/shard" || imp == mod+"/storage" ||
+			ok := standard(g, imp) || imp == mod+"/shard" || imp == mod+"/storage" || imp == mod+"/internal/fileutil" ||
 				strings.HasPrefix(imp, "golang.org/x/sys/")
 			if !ok {
-				t.Errorf("%s depends on %s: it may import only shard, golang.org/x/sys and the standard library", rel, short(imp))
+				t.Errorf("%s depends on %s: it may import only shard, internal/fileutil, golang.org/x/sys and the standard library", rel, short(imp))
 			}
 		}
 		for _, imp := range p.Imports {
@@ -180,7 +181,7 @@ func TestStorageLeaf(t *testing.T) {
 }
 
 // TestS3Backend: the object-store backend (storage/s3) imports only the storage seam, shard,
-// the AWS SDK for Go v2 (and its smithy runtime) and the standard library; its test server
+// internal/fileutil, the AWS SDK for Go v2 (and its smithy runtime) and the standard library; its test server
 // helper (storage/s3/s3test) only the SDK and the standard library. Neither shard nor storage
 // depends on it (TestNeverDependsOn).
 func TestS3Backend(t *testing.T) {
@@ -189,7 +190,7 @@ func TestS3Backend(t *testing.T) {
 		return strings.HasPrefix(imp, "github.com/aws/aws-sdk-go-v2") || strings.HasPrefix(imp, "github.com/aws/smithy-go")
 	}
 	for rel, allowed := range map[string][]string{
-		"storage/s3":        {mod + "/storage", mod + "/shard"},
+		"storage/s3":        {mod + "/storage", mod + "/shard", mod + "/internal/fileutil"},
 		"storage/s3/s3test": {},
 	} {
 		p := get(t, g, rel)
@@ -223,6 +224,7 @@ var never = []struct {
 	{"pipeline", []string{"source/*", "output/*", "gpu", "verify"}, "the engine knows no source, output format or device by name: it uses the two contracts, and the command wires them"},
 	{"source/internal/fsentry", []string{"pipeline", "transforms", "shard"}, "shared entry checks, below every source"},
 	{"source", []string{"pipeline", "source/*", "output", "gpu", "verify"}, "the source contract and detection know neither the engine nor any source, output format or device: each source package exports its entry"},
+	{"internal/fileutil", []string{""}, "the durable commit below every writer: a leaf"},
 }
 
 // forbidden reports whether the package at path is forbidden by the entry f of a never list.

@@ -1,5 +1,6 @@
 // Package testfix is for tests only: where the test fixtures and the clients that write them
-// are found.
+// are found, and FileWriter, which writes one shard file durably for a test's fixture (shard
+// itself exports only the streaming Writer).
 package testfix
 
 import (

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
@@ -20,8 +21,8 @@ import (
 // writer is the output.Output of --format hdf5. Its grammar is New Write* (Close | Abort).
 type writer struct {
 	cfg output.Config
-	tmp string         // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
-	p   *shard.Pending // tmp, created through shard.Create; libhdf5 writes it through its own handle
+	tmp string            // Dir/data.h5.tmp, renamed to Dir/data.h5 by Close
+	p   *fileutil.Pending // tmp, created through fileutil.Create; libhdf5 writes it through its own handle
 
 	f      *handle
 	images *column
@@ -61,6 +62,7 @@ var Entry = output.Entry{
 	Check:      CheckStructure,
 	FixedShape: true,
 	Version:    Version,
+	Open:       open,
 }
 
 // Version is the manifest's format_version of an HDF5 dataset: 1, whatever the spec (an HDF5
@@ -126,7 +128,7 @@ func imageChunkRows(rec int64) int {
 }
 
 func (w *writer) create() error {
-	p, err := shard.Create(w.cfg.Dir, DataFile, false)
+	p, err := fileutil.Create(w.cfg.Dir, DataFile, false)
 	if err != nil {
 		return fmt.Errorf("hdf5: %w", err)
 	}
@@ -464,8 +466,8 @@ func (w *writer) Abort() {
 	}
 }
 
-// commit syncs the finished file (through the handle shard.Create opened; libhdf5 has closed
-// its own), renames it to data.h5, syncs the directory (shard.Pending.Commit, then shard.SyncDir)
+// commit syncs the finished file (through the handle fileutil.Create opened; libhdf5 has closed
+// its own), renames it to data.h5, syncs the directory (fileutil.Pending.Commit, then fileutil.SyncDir)
 // and returns its manifest entry.
 func (w *writer) commit() (shard.FileEntry, error) {
 	h := sha256.New()
@@ -483,7 +485,7 @@ func (w *writer) commit() (shard.FileEntry, error) {
 	if err != nil {
 		return shard.FileEntry{}, err
 	}
-	if err := shard.SyncDir(w.cfg.Dir); err != nil {
+	if err := fileutil.SyncDir(w.cfg.Dir); err != nil {
 		return shard.FileEntry{}, err
 	}
 	return shard.FileEntry{Path: DataFile, Size: size, SHA256: hex.EncodeToString(h.Sum(nil))}, nil

@@ -50,25 +50,28 @@ func TestBuildCIFAR100(t *testing.T) {
 		if errs := npy.Check(out, m); len(errs) > 0 {
 			t.Fatalf("Check: %v", errs)
 		}
-		r, err := npy.Open(out)
+		d, err := shard.OpenDataset(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := int64(0)
+		r, err := d.Shard(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := 0
 		for i, rec := range recs {
 			if i == 4 {
 				continue
 			}
-			got, label, err := r.Record(j)
+			got, err := r.Record(j)
 			want := make([]byte, cifar.ImageSize)
 			cifar.ToHWC(want, rec.Pixels)
-			coarse, _ := r.Aux("coarse_label", j, 1)
-			if err != nil || !bytes.Equal(got, want) || label != int64(rec.Label) || coarse[0] != int64(rec.Coarse) {
+			if err != nil || !bytes.Equal(got, want) || r.Label(j) != int64(rec.Label) || r.Aux(j)[0] != int64(rec.Coarse) {
 				t.Fatalf("record %d (source %d) differs: %v", j, i, err)
 			}
 			j++
 		}
-		r.Close()
+		d.Close()
 		var all []string
 		for _, fe := range m.Files {
 			all = append(all, fe.Path+"="+fe.SHA256)

@@ -26,9 +26,12 @@
 // [ReadHeader] parses a header with a strict parser for the literal subset NumPy writes, never
 // evaluating anything, and checks every length before allocating ([MaxHeaderLen], [MaxDims]).
 // [Check] checks a dataset's structure against its manifest for packer verify and reports
-// every fault; [Open] gives random access for inspect, preview and bench.
+// every fault. Records are read by the shard package (shard.OpenDataset reads images.npy as
+// one shard holding every record, with its labels, aux columns and metadata): the one Go npy
+// reader, which inspect and preview reach through [Entry]'s Open and bench and trainers
+// directly.
 //
 // # Concurrency
 //
-// A [Writer] is used from one goroutine. A [Reader]'s methods are safe for concurrent use.
+// A [Writer] is used from one goroutine.
 package npy

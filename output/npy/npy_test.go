@@ -78,7 +78,7 @@ func write(t *testing.T, s testSet) *shard.Manifest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &shard.Manifest{Format: "npy", Count: int64(len(s.recs)), Sample: s.sample,
+	m := &shard.Manifest{Format: "npy", FormatVersion: Version(s.sample), Count: int64(len(s.recs)), Sample: s.sample,
 		Label: shard.LabelSpec{DType: "int64", Aux: s.aux}, Files: files}
 	b, err := m.Marshal()
 	if err != nil {
@@ -160,31 +160,43 @@ func TestWriteReadBack(t *testing.T) {
 	}
 }
 
+// readBack reads the dataset back as inspect and trainers do: through the entry's reader half
+// (Entry.Open) and shard.OpenDataset, the one Go npy reader.
 func readBack(t *testing.T, s testSet) {
 	t.Helper()
-	r, err := Open(s.dir)
+	m, err := shard.ReadManifest(s.dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	if r.Len() != int64(len(s.recs)) || r.RecordSize() != s.sample.Size() {
-		t.Fatalf("Len %d RecordSize %d", r.Len(), r.RecordSize())
+	ds, err := Entry.Open(s.dir, shard.DirFS(s.dir), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	d, err := shard.OpenDataset(s.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if ds.Len() != int64(len(s.recs)) || d.Len() != int64(len(s.recs)) {
+		t.Fatalf("Len %d and %d, want %d", ds.Len(), d.Len(), len(s.recs))
+	}
+	r, err := d.Shard(0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for i, want := range s.recs {
-		got, label, err := r.Record(int64(i))
-		if err != nil || !bytes.Equal(got, want.Data) || label != want.Label {
-			t.Fatalf("record %d: label %d, err %v", i, label, err)
+		got, err := ds.Record(int64(i))
+		info, ierr := ds.Info(int64(i))
+		if err != nil || ierr != nil || !bytes.Equal(got, want.Data) || info.Label != want.Label {
+			t.Fatalf("record %d: label %d, err %v %v", i, info.Label, err, ierr)
 		}
 		for k, a := range s.aux {
-			v, err := r.Aux(a, int64(i), 1)
-			if err != nil || v[0] != want.Aux[k] {
-				t.Fatalf("record %d aux %s: %v %v", i, a, v, err)
+			if v := r.Aux(i); len(v) != len(s.aux) || v[k] != want.Aux[k] {
+				t.Fatalf("record %d aux %s: %v", i, a, v)
 			}
 		}
-		meta, err := r.Meta(int64(i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		meta := info.Meta
 		switch {
 		case !s.meta:
 			if meta != nil {
@@ -201,13 +213,13 @@ func readBack(t *testing.T, s testSet) {
 			}
 		}
 	}
-	if n := int64(len(s.recs)); n > 1 {
+	if n := len(s.recs); n > 1 {
 		buf := make([]byte, 2*r.RecordSize())
-		if err := r.Read(n-2, 2, buf); err != nil || !bytes.Equal(buf, append(append([]byte(nil), s.recs[n-2].Data...), s.recs[n-1].Data...)) {
-			t.Fatalf("Read of the last two records: %v", err)
+		if got, err := r.ReadRecords(n-2, n, buf); err != nil || !bytes.Equal(got, append(append([]byte(nil), s.recs[n-2].Data...), s.recs[n-1].Data...)) {
+			t.Fatalf("read of the last two records: %v", err)
 		}
 	}
-	if _, _, err := r.Record(int64(len(s.recs))); err == nil {
+	if _, err := ds.Record(int64(len(s.recs))); err == nil {
 		t.Fatalf("record past the end read without error")
 	}
 }

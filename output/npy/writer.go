@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
@@ -59,10 +60,10 @@ func checkAuxName(a string) error {
 
 // column is one .npy file being written: a reserved header, then the elements.
 type column struct {
-	name   string         // final file name
-	final  string         // final path
-	p      *shard.Pending // the file under its temporary name (shard.Create)
-	f      *os.File       // p's file, nil once committed
+	name   string            // final file name
+	final  string            // final path
+	p      *fileutil.Pending // the file under its temporary name (fileutil.Create)
+	f      *os.File          // p's file, nil once committed
 	w      *bufio.Writer
 	descr  string
 	sample []int // shape of one record (empty for labels)
@@ -92,7 +93,7 @@ func newColumn(dir, name, descr string, sample []int) (*column, error) {
 // create creates the column's file under its temporary name.
 func (c *column) create(dir string) error {
 	c.final = filepath.Join(dir, c.name)
-	p, err := shard.Create(dir, c.name, false)
+	p, err := fileutil.Create(dir, c.name, false)
 	if err != nil {
 		return fmt.Errorf("npy: %w", err)
 	}
@@ -201,6 +202,7 @@ var Entry = output.Entry{
 	Check:      Check,
 	FixedShape: true,
 	Version:    Version,
+	Open:       open,
 }
 
 // Version is the manifest's format_version of an npy dataset: 1, whatever the spec (an npy
@@ -367,7 +369,7 @@ func (w *Writer) Close() ([]shard.FileEntry, error) {
 		}
 		files = append(files, fe)
 	}
-	if err := shard.SyncDir(w.cfg.Dir); err != nil {
+	if err := fileutil.SyncDir(w.cfg.Dir); err != nil {
 		w.err = fmt.Errorf("npy: %w", err)
 		w.Abort()
 		return nil, w.err

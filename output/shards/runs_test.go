@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
@@ -27,7 +28,7 @@ func TestWriteFromSameFiles(t *testing.T) {
 			var srcs []*shard.Reader
 			for s := 0; s < 3; s++ {
 				path := filepath.Join(t.TempDir(), "src.pks")
-				fw, err := shard.CreateFile(path, shard.WriterOptions{Sample: spec, Label: label, ShardIndex: s, HasMeta: true})
+				fw, err := testfix.CreateFile(path, shard.WriterOptions{Sample: spec, Label: label, ShardIndex: s, HasMeta: true})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/internal/fileutil"
 )
 
 // sinkChunk is the size of the buffers a sink hands to its goroutines.
@@ -58,8 +58,8 @@ func (c *chunkPool) put(b []byte) { c.free <- b[:0] }
 // calls run on different cores. Writes are in order. The caller may start the next file's sink
 // as soon as close returns: the sink finishes on its own goroutines, and wait gives its result.
 type sink struct {
-	p    *shard.Pending // the file, committed by the caller after wait
-	f    *os.File       // p's file
+	p    *fileutil.Pending // the file, committed by the caller after wait
+	f    *os.File          // p's file
 	h    hash.Hash
 	cur  []byte
 	ch   chan []byte // filled chunks, to the hasher
@@ -93,7 +93,7 @@ func alignedChunk() []byte {
 	return b[off : off : off+sinkChunk]
 }
 
-// newSink creates dir/name+".tmp" (shard.Create, with O_DIRECT where the file system allows it)
+// newSink creates dir/name+".tmp" (fileutil.Create, with O_DIRECT where the file system allows it)
 // and starts the sink's goroutines, with a pool of its own.
 func newSink(dir, name string) (*sink, error) {
 	return newSinkDirect(dir, name, true, newChunkPool(sinkBuffers))
@@ -102,7 +102,7 @@ func newSink(dir, name string) (*sink, error) {
 // newSinkDirect is newSink with O_DIRECT only when direct is set (otherwise the file is written
 // through the page cache), taking its buffers from pool.
 func newSinkDirect(dir, name string, direct bool, pool *chunkPool) (*sink, error) {
-	p, err := shard.Create(dir, name, direct)
+	p, err := fileutil.Create(dir, name, direct)
 	if err != nil {
 		return nil, err
 	}
@@ -173,14 +173,14 @@ func (s *sink) wbLoop(done chan struct{}) {
 func (s *sink) write(b []byte) error {
 	if s.direct && len(b)%directAlign != 0 {
 		s.direct = false
-		if err := shard.ClearDirect(s.f); err != nil {
+		if err := fileutil.ClearDirect(s.f); err != nil {
 			return err
 		}
 	}
 	n, err := s.f.Write(b)
-	if err != nil && s.direct && shard.DirectUnsupported(err) {
+	if err != nil && s.direct && fileutil.DirectUnsupported(err) {
 		s.direct = false
-		if err := shard.ClearDirect(s.f); err != nil {
+		if err := fileutil.ClearDirect(s.f); err != nil {
 			return err
 		}
 		_, err = s.f.Write(b[n:])

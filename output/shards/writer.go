@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
@@ -26,6 +27,7 @@ var Entry = output.Entry{
 	New:     New,
 	Version: Version,
 	Resume:  Resume,
+	Open:    output.OpenShardDataset,
 }
 
 // DefaultShardSize is the default byte budget of one shard's data section.
@@ -169,8 +171,8 @@ func (o *shardOutput) collect() error {
 var testHookCommit func(name string) error
 
 // commitShard syncs a finished shard file, re-reads its header, index and footer, and renames it
-// (shard.Pending.Commit; Close syncs the directory once for all shards).
-func commitShard(p *shard.Pending, name string, n int64) error {
+// (fileutil.Pending.Commit; Close syncs the directory once for all shards).
+func commitShard(p *fileutil.Pending, name string, n int64) error {
 	return p.Commit(func(f *os.File) error {
 		if testHookCommit != nil {
 			if err := testHookCommit(name); err != nil {
@@ -236,7 +238,7 @@ func (o *shardOutput) checkpointNow() error {
 	if err := o.collect(); err != nil {
 		return err
 	}
-	if err := shard.SyncDir(o.cfg.Dir); err != nil {
+	if err := fileutil.SyncDir(o.cfg.Dir); err != nil {
 		return err
 	}
 	state, err := json.Marshal(resumeState{Files: o.files})
@@ -293,7 +295,7 @@ func Resume(cfg output.Config, state []byte) (output.Output, error) {
 			return nil, fmt.Errorf("resume: remove %s, which is not in the checkpoint: %w", filepath.Join(cfg.Dir, n), err)
 		}
 	}
-	if err := shard.SyncDir(cfg.Dir); err != nil {
+	if err := fileutil.SyncDir(cfg.Dir); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -399,7 +401,7 @@ func (o *shardOutput) Close() ([]shard.FileEntry, error) {
 	if o.err = o.collect(); o.err != nil {
 		return nil, o.err
 	}
-	if err := shard.SyncDir(o.cfg.Dir); err != nil {
+	if err := fileutil.SyncDir(o.cfg.Dir); err != nil {
 		return nil, err
 	}
 	if o.files == nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/storage"
 )
 
@@ -154,7 +154,7 @@ func (b *Backend) Download(ctx context.Context, dir string, opts storage.Downloa
 	m.Bytes = done
 	// The renames of the fetched files are made durable before the record lists them.
 	for d := range dirs {
-		if err := shard.SyncDir(d); err != nil && first == nil {
+		if err := fileutil.SyncDir(d); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -266,7 +266,7 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 	}
 	if err == nil {
 		// fsync, close, rename: a copy the mirror's record lists survives a crash whole.
-		err = shard.CommitFile(f, dst)
+		err = fileutil.CommitFile(f, dst)
 	} else {
 		f.Close()
 	}
@@ -334,5 +334,5 @@ func writeMirrorState(dir string, s *mirrorState) error {
 	if err != nil {
 		return err
 	}
-	return shard.WriteFileAtomic(filepath.Join(dir, MirrorStateName), data)
+	return fileutil.WriteFileAtomic(filepath.Join(dir, MirrorStateName), data)
 }

@@ -1,15 +1,19 @@
-package shard
+package testfix
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
 	"os"
 	"path/filepath"
+
+	"github.com/packer-dev/packer/internal/fileutil"
+	"github.com/packer-dev/packer/shard"
 )
 
-// FileWriter writes one shard file safely: the bytes go to path+".tmp", and Commit checks the
+// FileWriter writes one shard file safely, for tests that build datasets by hand: the bytes go to path+".tmp", and Commit checks the
 // finished file's structure, syncs it, renames it to path and syncs the directory, so a crash
 // never leaves a file under the final name that is not a complete shard. It computes the
 // file's SHA-256 on the way, for the manifest.
@@ -17,13 +21,16 @@ import (
 // The call order is: CreateFile (Append | DataSize)* (Commit | Abort). Abort may follow a
 // failed Commit. A FileWriter is not safe for concurrent use.
 type FileWriter struct {
-	*Writer
+	*shard.Writer
 	path string
-	p    *Pending
+	p    *fileutil.Pending
 	hw   hashWriter
 	done bool
 	err  error // first Commit error, returned again by later calls
 }
+
+// errClosed is returned by Commit after Commit or Abort.
+var errClosed = errors.New("shard file is closed")
 
 // hashWriter passes writes to a file and to a hash.
 type hashWriter struct {
@@ -40,13 +47,13 @@ func (w *hashWriter) Write(p []byte) (int, error) {
 }
 
 // CreateFile creates path+".tmp" (replacing a stale one, through Create) and starts a shard in it.
-func CreateFile(path string, opts WriterOptions) (*FileWriter, error) {
-	p, err := Create(filepath.Dir(path), filepath.Base(path), false)
+func CreateFile(path string, opts shard.WriterOptions) (*FileWriter, error) {
+	p, err := fileutil.Create(filepath.Dir(path), filepath.Base(path), false)
 	if err != nil {
 		return nil, fmt.Errorf("create shard: %w", err)
 	}
 	fw := &FileWriter{path: path, p: p, hw: hashWriter{f: p.File(), h: sha256.New()}}
-	fw.Writer, err = NewWriter(&fw.hw, opts)
+	fw.Writer, err = shard.NewWriter(&fw.hw, opts)
 	if err != nil {
 		p.Abort()
 		return nil, err
@@ -81,7 +88,7 @@ func (fw *FileWriter) commit() error {
 		if err != nil {
 			return err
 		}
-		r, err := NewReaderOptions(f, st.Size(), tmp, ReaderOptions{SkipCRC: true})
+		r, err := shard.NewReaderOptions(f, st.Size(), tmp, shard.ReaderOptions{SkipCRC: true})
 		if err != nil {
 			return fmt.Errorf("check written file: %w", err)
 		}
@@ -94,7 +101,7 @@ func (fw *FileWriter) commit() error {
 		return fmt.Errorf("commit shard: %w", err)
 	}
 	fw.done = true
-	return SyncDir(filepath.Dir(fw.path))
+	return fileutil.SyncDir(filepath.Dir(fw.path))
 }
 
 // Abort closes and removes the temporary file. It does nothing after a successful Commit.

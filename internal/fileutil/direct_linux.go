@@ -1,6 +1,6 @@
 //go:build linux
 
-package shard
+package fileutil
 
 import (
 	"errors"
@@ -10,8 +10,8 @@ import (
 
 // OpenDirect opens path with flag|O_DIRECT when the OS and file system support it, and with
 // flag alone otherwise (tmpfs, for example, rejects O_DIRECT at open). direct reports which.
-// It is the one O_DIRECT open of packer: shard's readers, the shard writer of pipeline and the
-// bench command all open through it.
+// It is the O_DIRECT open of packer's writers and of the bench command; shard's own readers
+// open through openDirect.
 func OpenDirect(path string, flag int, perm os.FileMode) (f *os.File, direct bool, err error) {
 	f, err = os.OpenFile(path, flag|syscall.O_DIRECT, perm)
 	if err == nil {
@@ -21,19 +21,6 @@ func OpenDirect(path string, flag int, perm os.FileMode) (f *os.File, direct boo
 		return nil, false, err
 	}
 	f, err = os.OpenFile(path, flag, perm)
-	return f, false, err
-}
-
-// openDirectIn is OpenDirect for reading the file name of root.
-func openDirectIn(root *os.Root, name string) (f *os.File, direct bool, err error) {
-	f, err = root.OpenFile(name, os.O_RDONLY|syscall.O_DIRECT, 0)
-	if err == nil {
-		return f, true, nil
-	}
-	if !DirectUnsupported(err) {
-		return nil, false, err
-	}
-	f, err = root.Open(name)
 	return f, false, err
 }
 

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package shard
+package fileutil
 
 import "os"
 
@@ -8,12 +8,6 @@ import "os"
 // through the page cache and direct is false.
 func OpenDirect(path string, flag int, perm os.FileMode) (f *os.File, direct bool, err error) {
 	f, err = os.OpenFile(path, flag, perm)
-	return f, false, err
-}
-
-// openDirectIn opens the file name of root for reading, through the page cache.
-func openDirectIn(root *os.Root, name string) (f *os.File, direct bool, err error) {
-	f, err = root.Open(name)
 	return f, false, err
 }
 

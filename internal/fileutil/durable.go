@@ -1,4 +1,4 @@
-package shard
+package fileutil
 
 import (
 	"fmt"
@@ -13,11 +13,9 @@ import (
 // name on a file that is not complete and durable. Create is the one place a written file is
 // opened, so a storage other than the local file system replaces it there.
 //
-// These helpers live in shard, and not in a package of their own, because shard is the
-// standard-library-only leaf that every writer (output/shards, output/npy, output/hdf5,
-// pipeline's manifest) already imports for FileEntry, and shard's own FileWriter commits the same way: a separate package
-// would have to be imported by shard, which imports nothing but the standard library. They pull
-// in neither cgo nor any packer package, so importing them costs a reader nothing.
+// These helpers are the writers' (the outputs, pipeline's manifest and journal, storage's local
+// backend and stage, the S3 mirror, preview): shard, the reader a trainer embeds, neither
+// imports nor exports them.
 
 // A Pending is a file being written under a temporary name: Create makes it, Commit gives it its
 // final name, Abort removes it. A Pending is not safe for concurrent use.

@@ -1,4 +1,4 @@
-package shard
+package fileutil
 
 import (
 	"errors"
@@ -73,7 +73,7 @@ func TestCommitFileReplaces(t *testing.T) {
 
 func TestWriteFileAtomic(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, ManifestName)
+	path := filepath.Join(dir, "manifest.json")
 	for _, s := range []string{"first", "second"} {
 		if err := WriteFileAtomic(path, []byte(s)); err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 	ents, _ := os.ReadDir(dir)
 	if len(ents) != 1 {
-		t.Errorf("%d entries in the directory, want only %s", len(ents), ManifestName)
+		t.Errorf("%d entries in the directory, want only %s", len(ents), path)
 	}
 	if err := WriteFileAtomic(filepath.Join(dir, "missing", "x"), nil); err == nil {
 		t.Error("WriteFileAtomic into a missing directory succeeded")
