@@ -19,9 +19,10 @@ type Allocator interface {
 }
 
 // MmapAllocator is the default Allocator: page-aligned anonymous memory mappings, outside the
-// Go heap. With Lock set it also locks the pages in RAM (mlock) when the process is permitted
-// to; when it is not, the memory is used unlocked and Locked reports false. It is safe for
-// concurrent use.
+// Go heap. On Linux a buffer of 2 MiB or more is offered transparent huge pages and faulted
+// in when allocated (its memory is in use from then on). With Lock set it also locks the pages
+// in RAM (mlock) when the process is permitted to; when it is not, the memory is used unlocked
+// and Locked reports false. It is safe for concurrent use.
 type MmapAllocator struct {
 	Lock bool
 

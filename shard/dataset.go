@@ -289,7 +289,25 @@ func (d *Dataset) Record(i int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ra, ok := r.r.(RangeReaderAt); ok && d.exactReads(ra) {
+		return r.recordExact(j, ra)
+	}
 	return r.Record(j)
+}
+
+// exactReads reports whether records read at random from the dataset, whose files are
+// RangeReaderAts like ra, are to be read with exact ranged reads rather than through the
+// files' cache: when the dataset holds more than half of the cache, a chunk fetched for one
+// record is likely evicted before a neighbour of it is asked for.
+func (d *Dataset) exactReads(ra RangeReaderAt) bool {
+	if d.pin != nil {
+		return false
+	}
+	var total int64
+	for _, f := range d.files {
+		total += f.Size
+	}
+	return total > ra.CacheBytes()/2
 }
 
 // Label returns the label of record i.

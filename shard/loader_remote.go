@@ -2,6 +2,7 @@ package shard
 
 import (
 	"cmp"
+	"fmt"
 	"io"
 	"slices"
 	"sync"
@@ -22,14 +23,7 @@ func (l *Loader) rangeReads(parts []part) bool {
 		return false // the fill reports it
 	}
 	ra, ok := r.r.(RangeReaderAt)
-	if !ok {
-		return false
-	}
-	var total int64
-	for _, f := range l.ds.files {
-		total += f.Size
-	}
-	return total > ra.CacheBytes()/2
+	return ok && l.ds.exactReads(ra)
 }
 
 // rangeAt is a RangeReaderAt as an io.ReaderAt whose reads are exact.
@@ -258,4 +252,34 @@ func (e *firstError) get() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.err
+}
+
+// recordExact is Record for a file read through a cache (RangeReaderAt) that a random read is
+// not to go through (Dataset.exactReads): one exact ranged read of the record, or, where its
+// checksum block is still to be checked, one of the whole block, which is checked and which
+// the record is taken from.
+func (r *Reader) recordExact(i int, ra RangeReaderAt) ([]byte, error) {
+	if i < 0 || int64(i) >= r.ft.n {
+		return nil, fmt.Errorf("shard: %s: record %d out of range [0, %d)", r.name, i, r.ft.n)
+	}
+	off, n := r.DataRange(i, i+1)
+	buf := make([]byte, n)
+	blk := int64(i) / r.ft.k
+	if r.opts.SkipCRC || r.isVerified(blk) {
+		if err := readFull(rangeAt{ra}, buf, off, r.name); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	a, b := r.blockRange(blk)
+	boff, bn := r.DataRange(int(a), int(b))
+	block := make([]byte, bn)
+	if err := readFull(rangeAt{ra}, block, boff, r.name); err != nil {
+		return nil, err
+	}
+	if err := r.verifyRange(a, b, block); err != nil {
+		return nil, err
+	}
+	copy(buf, block[off-boff:])
+	return buf, nil
 }

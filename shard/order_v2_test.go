@@ -460,3 +460,75 @@ func TestLoaderV2ElasticResume(t *testing.T) {
 		t.Error("a v1 state was accepted")
 	}
 }
+
+// TestLoaderV2CountsAfterRestore: a Loader restored from a state saved mid-epoch reports, through
+// Batches and Len before its first batch, exactly what it then yields on every rank, and a Loader
+// of the next epoch the whole epoch's counts. Random N, batch size, ranks before and after, drop
+// last, shuffle and stop points, through real Loaders.
+func TestLoaderV2CountsAfterRestore(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{2}, DType: Uint8, Layout: "hwc"}}
+	rng := rand.New(rand.NewPCG(24, 1))
+	for _, n := range []int{1, 7, 64, 131, 250} {
+		recs := randomRecords(opts, n, uint64(n))
+		d, err := OpenDataset(buildDataset(t, opts, recs, []int{n - n/3, n / 3}[:1+min(1, n/3)]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for it := range 12 {
+			b := 1 + rng.IntN(20)
+			w1, w2 := 1+rng.IntN(4), 1+rng.IntN(4)
+			drop, shuffle := rng.IntN(2) == 0, rng.IntN(4) != 0
+			seed, epoch := rng.Uint64(), uint64(rng.IntN(3))
+			base := LoaderOptions{BatchSize: b, Shuffle: shuffle, Seed: seed, Epoch: epoch, DropLast: drop, Prefetch: 2}
+			// The first run, on w1 ranks, stops after k batches of every rank.
+			first := base
+			first.World = w1
+			l0, err := d.NewLoader(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := rng.Int64N(l0.Batches() + 1)
+			for range k {
+				if !l0.Next() {
+					t.Fatalf("n=%d it %d: epoch ended before batch %d of %d", n, it, k, l0.Batches())
+				}
+			}
+			st := l0.State()
+			l0.Close()
+			counts := func(o LoaderOptions, what string) {
+				t.Helper()
+				l, err := d.NewLoader(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				wantB, wantN := l.Batches(), l.Len()
+				var gotB, gotN int64
+				for l.Next() {
+					gotB++
+					bt := l.Batch()
+					gotN += int64(bt.Len())
+				}
+				if err := l.Err(); err != nil {
+					t.Fatal(err)
+				}
+				if gotB != wantB || gotN != wantN {
+					t.Errorf("n=%d it %d (b=%d w=%d→%d drop=%v k=%d, %s, rank %d of %d): Batches %d Len %d, yielded %d batches of %d records",
+						n, it, b, w1, w2, drop, k, what, o.Rank, o.World, wantB, wantN, gotB, gotN)
+				}
+			}
+			for r := range w2 {
+				o := base
+				o.Rank, o.World = r, w2
+				if err := o.Restore(st); err != nil {
+					t.Fatal(err)
+				}
+				counts(o, "restored")
+				next := base
+				next.Rank, next.World, next.Epoch = r, w2, epoch+1
+				counts(next, "next epoch")
+			}
+		}
+		d.Close()
+	}
+}

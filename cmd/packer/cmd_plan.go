@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,11 @@ import (
 // from a plan takes from it. Every other build flag (transform, format, part) is the build's.
 var planFlags = []string{"from", "split", "classes", "exif-orient", "max-pixels", "clip-len", "clip-stride", "short", "fps", "decode-timeout", "image-key", "label-key"}
 
+// planOrderFlags are build's record-order flags, which a plan records too, so that every part
+// built from it writes the records in one order: the one-machine build's with the same flags.
+// A plan written before they were recorded lacks them, and then each part takes its own.
+var planOrderFlags = []string{"shuffle", "seed"}
+
 // planAliases are source flags that set another's value (parquet's names for the tfrecord keys).
 var planAliases = map[string]string{"image-column": "image-key", "label-column": "label-key"}
 
@@ -28,9 +34,13 @@ func newPlanCommand(io *iostreams, runF func(context.Context, *buildOptions) err
 		Long: `Plan lists the source at SOURCE once and writes the list to the file PLAN (atomically),
 for the parts of a build in parts to read instead of each listing the source:
 
-  packer plan SRC -o PLAN [--from, --classes, list and video options]
+  packer plan SRC -o PLAN [--from, --classes, list and video options] [--shuffle --seed S]
   packer build PLAN -o PART --part I/N [transform and format options]   (each part)
   packer merge -o OUT PART...
+
+--shuffle --seed S is recorded in the plan: every part built from it writes its records in the
+order of a one-machine build with --shuffle --seed S, so the merge gives that build's bytes. A
+part given --shuffle or --seed that the plan does not record (or another seed) is refused.
 
 PLAN is JSON Lines: a header (the packer version, source kind and path, the source options,
 class names, the input count and the listing and content digests a part records), then one
@@ -66,7 +76,7 @@ or content digest differs from the plan's. See docs/cluster.md.
 	}
 	all := pflag.NewFlagSet("build", pflag.ContinueOnError)
 	opts.addFlags(all)
-	for _, name := range append([]string{"out"}, planFlags...) {
+	for _, name := range append(append([]string{"out"}, planFlags...), planOrderFlags...) {
 		cmd.Flags().AddFlag(all.Lookup(name))
 	}
 	for alias := range planAliases {
@@ -75,6 +85,8 @@ or content digest differs from the plan's. See docs/cluster.md.
 	cmd.Flags().AddFlag(all.Lookup("force"))
 	cmd.Flags().Lookup("out").Usage = "the plan file to write (required)"
 	cmd.Flags().Lookup("force").Usage = "replace an existing plan file (never a file that is not a plan)"
+	cmd.Flags().Lookup("shuffle").Usage = "the parts built from the plan write the records in a seeded permutation of the inputs, as build --shuffle does (recorded in the plan; not for webdataset, tfrecord or parquet sources)"
+	cmd.Flags().Lookup("seed").Usage = "with --shuffle: the permutation's seed (0 to 2^64-1), recorded in the plan"
 	return cmd
 }
 
@@ -96,8 +108,13 @@ func runPlan(ctx context.Context, o *buildOptions) error {
 		return err
 	}
 	e, _ := sourceEntry(kind)
+	if o.Shuffle {
+		if err := shuffleRefused(e); err != nil {
+			return usagef(err)
+		}
+	}
 	opts := map[string]string{}
-	for _, name := range planFlags {
+	for _, name := range append(slices.Clone(planFlags), planOrderFlags...) {
 		opts[name] = o.flagValue(name)
 	}
 	opts["from"] = kind
@@ -110,6 +127,9 @@ func runPlan(ctx context.Context, o *buildOptions) error {
 		what = "count and listing digest only: each part lists the source and checks it"
 	}
 	fmt.Fprintf(o.IO.Out, "planned %d inputs of %s (%s) into %s [%s]\nlisting_sha256 %s\ncontent_sha256 %s\n", h.Count, abs, kind, o.Out, what, h.Listing, h.Content)
+	if o.Shuffle {
+		fmt.Fprintf(o.IO.Out, "record order: --shuffle --seed %d (every part built from the plan takes it)\n", o.Seed)
+	}
 	return nil
 }
 
@@ -134,8 +154,11 @@ func (o *buildOptions) usePlan(flags *pflag.FlagSet, src string) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range planFlags {
+	for _, name := range append(slices.Clone(planFlags), planOrderFlags...) {
 		v, ok := h.Options[name]
+		if !ok && slices.Contains(planOrderFlags, name) {
+			continue // a plan of an earlier version: the part's own record order
+		}
 		if !ok {
 			return fmt.Errorf("%w: %s records no --%s", pipeline.ErrPlan, src, name)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -242,9 +243,10 @@ func TestBuildShuffleParts(t *testing.T) {
 		mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
 		sameTree(t, full, merged)
 		if c.name == "folder-varsize" || c.name == "cifar" {
-			// Parts built from a plan (the listing read once) merge into the same bytes.
+			// Parts built from a plan made with --shuffle --seed (the listing read once) merge
+			// into the same bytes: part 0 takes the order from the plan, part 1 repeats it.
 			plan := filepath.Join(root, "out", c.name, "plan.jsonl")
-			pargs := []string{"plan", c.src, "-o", plan}
+			pargs := []string{"plan", c.src, "-o", plan, "--shuffle", "--seed", "11"}
 			if c.name == "cifar" {
 				pargs = append(pargs, "--from", "cifar10")
 			}
@@ -253,6 +255,9 @@ func TestBuildShuffleParts(t *testing.T) {
 			for i := 0; i < 2; i++ {
 				p := filepath.Join(root, "out", c.name, fmt.Sprintf("plan-p%d", i))
 				bargs := slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a == "cifar10" || a == "--from" })
+				if i == 0 {
+					bargs = bargs[:len(bargs)-3] // without --shuffle --seed 11
+				}
 				mustRun(t, append([]string{"build", plan, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, bargs...)...)
 				pparts = append(pparts, p)
 			}
@@ -369,5 +374,84 @@ func TestS3BuildShuffle(t *testing.T) {
 	}
 	if v := mustRun(t, "verify", "s3://data/fm/shuf"); !strings.Contains(v, "--shuffle --seed 3") {
 		t.Errorf("verify of the bucket: %q", v)
+	}
+}
+
+// TestPlanShuffle: a plan records --shuffle --seed; a part that asks for another record order
+// than its plan records (another seed, no shuffle, or shuffle from a plan without it) is refused
+// (exit 2, naming the flag and the plan) and writes nothing; a plan written before the order was
+// recorded leaves it to each part; plan refuses --shuffle where build does.
+func TestPlanShuffle(t *testing.T) {
+	root := t.TempDir()
+	src := partsCorpus(t, root)
+	plain := filepath.Join(root, "plain.plan")
+	seeded := filepath.Join(root, "seeded.plan")
+	mustRun(t, "plan", src["folder"], "-o", plain)
+	mustRun(t, "plan", src["folder"], "-o", seeded, "--shuffle", "--seed", "11")
+	for _, c := range []struct {
+		name, plan string
+		args       []string
+		want       string
+	}{
+		{"other-seed", seeded, []string{"--shuffle", "--seed", "12"}, "--seed"},
+		{"unshuffled", seeded, []string{"--shuffle=false"}, "--shuffle"},
+		{"shuffle-unplanned", plain, []string{"--shuffle", "--seed", "11"}, "--shuffle"},
+	} {
+		o := filepath.Join(root, "out", c.name)
+		_, errs, code := run(t, append([]string{"build", c.plan, "-o", o, "--part", "0/2", "--resize", "8"}, c.args...)...)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2:\n%s", c.name, code, errs)
+		}
+		if !strings.Contains(errs, c.want) || !strings.Contains(errs, c.plan) {
+			t.Errorf("%s: the error does not name %s and the plan:\n%s", c.name, c.want, errs)
+		}
+		if exists(o) || exists(o+pipeline.StagingSuffix) {
+			t.Errorf("%s: a refused build wrote %s", c.name, o)
+		}
+	}
+	// The plan's record order reaches a part that gives no order flags.
+	part := filepath.Join(root, "out", "seeded-p0")
+	mustRun(t, "build", seeded, "-o", part, "--part", "0/2", "--resize", "8")
+	m, err := shard.ReadManifest(part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seed, ok, err := m.BuildShuffle(); err != nil || !ok || seed != 11 {
+		t.Errorf("a part built from the seeded plan records shuffle %v seed %d (%v), want seed 11", ok, seed, err)
+	}
+
+	// A plan of an earlier version records no order: each part gives its own, as before.
+	data, err := os.ReadFile(seeded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, rest, _ := strings.Cut(string(data), "\n")
+	head2 := strings.NewReplacer(`"seed":"11",`, "", `"shuffle":"true",`, "").Replace(head)
+	var h struct{ Options map[string]string }
+	if err := json.Unmarshal([]byte(head2), &h); err != nil || len(head2) != len(head)-len(`"seed":"11","shuffle":"true",`) {
+		t.Fatalf("the plan's header, less its order: %v\n%s", err, head2)
+	}
+	old := filepath.Join(root, "old.plan")
+	if err := os.WriteFile(old, []byte(head2+"\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, "build", old, "-o", filepath.Join(root, "out", "old-p0"), "--part", "0/2", "--resize", "8", "--shuffle", "--seed", "5")
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"webdataset", []string{src["wds"], "--shuffle", "--classes", "x,y,z"}, "--from webdataset"},
+		{"seed-alone", []string{src["folder"], "--seed", "3"}, "--seed is for --shuffle"},
+	} {
+		p := filepath.Join(root, c.name+".plan")
+		_, errs, code := run(t, append([]string{"plan", "-o", p}, c.args...)...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("plan %s: exit %d, want 2 saying %q:\n%s", c.name, code, c.want, errs)
+		}
+		if exists(p) {
+			t.Errorf("plan %s: a refused plan was written", c.name)
+		}
 	}
 }

@@ -170,6 +170,7 @@ class PackerIterableDataset(IterableDataset):
             raise ValueError("order_version=%r: the reading orders are 1 and 2 (shard/ORDER.md)" % (order_version,))
         self.order_version = order_version
         self._consumed = 0  # batches handed out by this process's own iterator (state_dict)
+        self._pass_start = 0  # the position the pass they came from started at
         if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
             if world_size is not None and world_size != world:
                 raise TypeError("world_size=%r and world=%r given: they are the same setting, pass one"
@@ -284,7 +285,7 @@ class PackerIterableDataset(IterableDataset):
         persistent workers too."""
         self._state[0] = int(epoch)
         self._state[1] = 0
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, 0
 
     def set_start(self, batches_consumed):
         """Resume the current epoch after this many batches already yielded by this rank since
@@ -296,7 +297,7 @@ class PackerIterableDataset(IterableDataset):
             self._state[1] = self._plan(0).position_after(b)
         else:
             self._state[1] = b
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, self.start
 
     def _plan(self, start):
         from . import _order
@@ -316,13 +317,21 @@ class PackerIterableDataset(IterableDataset):
                              "processes, so it cannot tell which batches the trainer consumed; take the state "
                              "from the DataLoader that loader() returns (loader(...).state_dict()), which counts "
                              "them in the trainer's process")
-        return self._state_after(self._consumed)
+        return self._state_after(self._consumed, self._pass_start)
 
-    def _state_after(self, consumed):
+    def _state_after(self, consumed, start):
+        """The state once `consumed` batches of a pass started at global position `start` are."""
         from . import _order
 
         return {"version": _order.STATE_VERSION, "order": 2, "seed": int(self.seed), "epoch": self.epoch,
-                "position": int(self._plan(self.start).position_after(consumed))}
+                "position": int(self._plan(start).position_after(consumed))}
+
+    def _pass_ended(self, start):
+        """A pass started at `start` ran to its end, seen in the trainer's process: the resume
+        position was for that pass only, so the next one reads the whole epoch (and len() counts
+        it), unless the position was set again meanwhile."""
+        if self.start == start:
+            self._state[1] = 0
 
     def load_state_dict(self, state):
         """Continue the epoch of a state from :meth:`state_dict` (of any rank of a run with any
@@ -340,7 +349,7 @@ class PackerIterableDataset(IterableDataset):
         self.seed = int(state["seed"])
         self._state[0] = int(state["epoch"])
         self._state[1] = pos
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, pos
 
     def _worker_batches(self, w, nw, start):
         # batches worker w already delivered when `start` batches came round-robin from nw workers
@@ -350,21 +359,25 @@ class PackerIterableDataset(IterableDataset):
         """Batches this rank yields per epoch, all its workers together (under order_version=1:
         with the constructor's num_workers when given, else, when asked by a DataLoader
         (``len(loader)``), with that DataLoader's num_workers, else for one reader; under 2 the
-        worker count does not matter). Ignores set_start. (Batches, as PyTorch wants of
-        ``len(loader)``; :meth:`num_records` counts records, as Go's ``Loader.Len``.)"""
+        worker count does not matter). Under order_version=2 it counts from the resume position
+        (load_state_dict, set_start) while that pass is due or running: the batches the pass
+        yields; the whole epoch's once it ran to its end, or after set_epoch. Under 1 it ignores
+        set_start. (Batches, as PyTorch wants of ``len(loader)``; :meth:`num_records` counts
+        records, as Go's ``Loader.Len``.)"""
         return self._count(_caller_loader_workers())[0]  # asks who called len()
 
     def num_records(self):
         """Records this rank yields per epoch, all its workers together (less dropped last
         batches, plus the padding of the last under order_version=2), the unit Go's
-        ``shard.Loader.Len`` counts. Ignores set_start."""
+        ``shard.Loader.Len`` counts; under order_version=2 from the resume position, as
+        ``len()``."""
         return self._count(0)[1]
 
     def _count(self, caller_workers):
         from . import _order
 
         if self.order_version == 2:
-            p = self._plan(0)
+            p = self._plan(self.start)
             return p.batches(), p.records()
         info = get_worker_info()
         if info is not None:
@@ -428,10 +441,12 @@ class PackerIterableDataset(IterableDataset):
                         world_size=W, drop_last=self.drop_last, start=start, copy=True, prefetch=self.prefetch,
                         alloc=tensors.alloc if tensors is not None else None, order_version=2,
                         worker=w, num_workers=nw)
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, start
         for batch in self._tensors(it, tensors, pin):
             self._consumed += 1  # handed out: counted before the caller sees it
             yield batch
+        if not in_worker:
+            self._pass_ended(start)
 
     def _split_v2(self):
         r, W = self._rank_world()
@@ -516,6 +531,7 @@ class PackerLoader(DataLoader):
         self.device = device
         self.transform = transform
         self._consumed = 0  # batches handed out in this epoch's pass, counted here
+        self._pass_start = dataset.start  # the global position that pass started at
 
     def state_dict(self):
         """The loader state (ORDER.md v2: seed, epoch, global position) after the batches this
@@ -524,22 +540,22 @@ class PackerLoader(DataLoader):
         and workers, every record of the epoch read exactly once."""
         if self.dataset.order_version != 2:
             raise ValueError("state_dict() needs order_version=2 (a version 1 position is per rank and worker)")
-        return self.dataset._state_after(self._consumed)
+        return self.dataset._state_after(self._consumed, self._pass_start)
 
     def load_state_dict(self, state):
         """Continue the epoch of a state from :meth:`state_dict`; reaches persistent workers."""
         self.dataset.load_state_dict(state)
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, self.dataset.start
 
     def set_epoch(self, epoch):
         """Select the epoch (a new shuffle, the same on every rank); call before each epoch."""
         self.dataset.set_epoch(epoch)
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, 0
 
     def set_start(self, batches_consumed):
         """Resume the current epoch after this many batches already yielded by this rank."""
         self.dataset.set_start(batches_consumed)
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, self.dataset.start
 
     def num_records(self):
         """Records per epoch for this rank (Go's ``Loader.Len`` unit); ``len()`` counts batches."""
@@ -552,7 +568,7 @@ class PackerLoader(DataLoader):
     def __iter__(self):
         dev = self.device
         blocking = dev.type != "cuda"
-        self._consumed = 0
+        self._consumed, self._pass_start = 0, self.dataset.start
         for x, y in super().__iter__():
             self._consumed += 1
             if isinstance(x, list):  # variable-size records: one tensor each
@@ -563,6 +579,8 @@ class PackerLoader(DataLoader):
             if self.transform is not None:
                 x = self.transform(x)
             yield x, y
+        if self.dataset.order_version == 2:
+            self.dataset._pass_ended(self._pass_start)
 
 
 def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None, num_workers=0,

@@ -367,3 +367,48 @@ def test_v1_still_available(ds203):
         assert np.array_equal(a, ds.labels[ds.order(shuffle=True, seed=3, order_version=1)])
         with pytest.raises(ValueError, match="order_version"):
             ds.batches(8, order_version=3)
+
+
+@pytest.fixture(scope="module")
+def ids_sets(tmp_path_factory):
+    return {n: ids_dataset(str(tmp_path_factory.mktemp("n%d" % n)), n) for n in (1, 9, 64, 131)}
+
+
+def test_len_after_a_restored_position(ids_sets):
+    """Random N, batch size, ranks before and after, worker counts, drop_last and stop points:
+    after load_state_dict(), len() of loader() and of PackerIterableDataset is what each rank
+    then yields for the rest of the epoch, and once that pass has run out, the whole epoch's
+    count (the next pass, with or without set_epoch, reads the whole epoch)."""
+    require_torch()
+    from packer_reader.torch import PackerIterableDataset, loader
+
+    rng = np.random.default_rng(2424)
+    for it in range(28):
+        n = [1, 9, 64, 131][it % 4]
+        path = ids_sets[n]
+        B = int(rng.integers(1, 20))
+        w1, w2 = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+        nw = [0, 0, 1, 2][int(rng.integers(0, 4))] if it < 12 else 0
+        drop, shuffle = bool(rng.integers(0, 2)), bool(rng.integers(0, 4))
+        seed, epoch = int(rng.integers(0, 1 << 62)), int(rng.integers(0, 3))
+        kw = dict(batch_size=B, shuffle=shuffle, drop_last=drop)
+        first = PackerIterableDataset(path, seed=seed, epoch=epoch, rank=0, world_size=w1, **kw)
+        k = int(rng.integers(0, len(first) + 1))
+        got = iter(first)
+        for _ in range(k):
+            next(got)
+        state = first.state_dict()
+        full = [len(PackerIterableDataset(path, rank=r, world_size=w2, **kw)) for r in range(w2)]
+        for r in range(w2):
+            case = (it, n, B, w1, w2, nw, drop, k, r)
+            objs = [PackerIterableDataset(path, rank=r, world_size=w2, **kw),
+                    loader(path, device="cpu", num_workers=nw, rank=r, world_size=w2, **kw)]
+            for obj in objs:
+                obj.load_state_dict(state)
+                want = len(obj)
+                assert want == sum(1 for _ in obj), case + (type(obj).__name__,)
+                assert obj.state_dict()["position"] == n, case
+                # the restored pass ran out: the next pass reads the whole epoch
+                assert len(obj) == full[r] == sum(1 for _ in obj), case + ("again",)
+                obj.set_epoch(epoch + 1)
+                assert len(obj) == full[r] == sum(1 for _ in obj), case + ("next epoch",)

@@ -26,7 +26,7 @@ import (
 // the whole dataset, and for a dataset larger than the budget each small record would cost a
 // chunk and its read-ahead; the reader's ReadRangeAt (shard.RangeReaderAt) reads exactly the
 // bytes asked for, and the shard Loader reads such passes (and shard headers and indexes)
-// with it.
+// with it, as Dataset.Record reads single records of such a dataset.
 const (
 	chunkSize      = 2 << 20
 	smallRead      = 16 << 10

@@ -240,3 +240,101 @@ func TestOpenShardFetchesLittle(t *testing.T) {
 		t.Errorf("opening the dataset's shards fetched %d bytes of %d", got, dataBytes)
 	}
 }
+
+// TestRecordReadsAreExact: Dataset.Record at random over a bucket dataset larger than the
+// chunk cache fetches about the records' bytes (one exact ranged GET each), not a chunk and
+// its read-ahead per record; with the CRC check each checksum block is fetched whole once, at
+// its first record, and checked. The records equal the local dataset's.
+func TestRecordReadsAreExact(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "rec")
+	base := srv.Client("")
+	cc := &countingClient{next: base.Options().HTTPClient}
+	cc.limit.Store(1 << 62)
+	client := awss3.New(base.Options(), func(o *awss3.Options) { o.HTTPClient = cc })
+	b := s3.NewWithClient(client, s3.URL{Bucket: "rec", Prefix: "ds"}, s3.Options{ChunkCache: 2 << 20})
+	dataBytes := putDataset(t, b, 12000, 3500) // 9.2 MB of data: 4.4 times the cache
+	local := storage.NewLocal(t.TempDir())
+	putDataset(t, local, 12000, 3500)
+	ld, err := shard.OpenDatasetFS(storage.ShardFS(context.Background(), local), shard.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	const reads = 300
+	for _, skip := range []bool{true, false} {
+		rd, err := shard.OpenDatasetFS(storage.ShardFS(context.Background(), b), shard.ReaderOptions{SkipCRC: skip})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rd.NumShards() { // open every shard: headers and indexes are not what is measured
+			if _, err := rd.Shard(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first round checks blocks (unless skip); the second finds them checked.
+		for round, bound := range []int64{dataBytes * 13 / 10, 2 * reads * 768} {
+			if skip {
+				bound = 2 * reads * 768
+			}
+			before := cc.got.Load()
+			cc.limit.Store(before + bound)
+			for k := range reads {
+				i := int64((k*7919 + round*104729) % 12000)
+				got, err := rd.Record(i)
+				if err != nil {
+					t.Fatalf("skip %v round %d: record %d: %v (%d bytes fetched so far, bound %d)", skip, round, i, err, cc.got.Load()-before, bound)
+				}
+				want, err := ld.Record(i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("skip %v: record %d differs from the local dataset's", skip, i)
+				}
+			}
+			fetched := cc.got.Load() - before
+			if fetched > bound {
+				t.Errorf("skip %v round %d: %d reads of 768-byte records fetched %d bytes, want at most %d", skip, round, reads, fetched, bound)
+			}
+			t.Logf("skip %v round %d: %d bytes fetched for %d records", skip, round, fetched, reads)
+		}
+		rd.Close()
+	}
+}
+
+// TestRecordExactReadsCheckCRCs: Dataset.Record's exact reads over a damaged bucket shard
+// never hand out a damaged record: the records of the damaged checksum block are a checksum
+// error naming the shard, every other record is its own bytes.
+func TestRecordExactReadsCheckCRCs(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "badrec")
+	b := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "badrec", Prefix: "ds"}, s3.Options{ChunkCache: 2 << 20})
+	putDataset(t, b, 6000, 3000)
+	name := "shard-00001.pks"
+	data := storagetest.Get(t, b, name)
+	data[len(data)/3] ^= 0x40 // in the data section
+	storagetest.Put(t, b, name, data)
+	d, err := shard.OpenDatasetFS(storage.ShardFS(context.Background(), b), shard.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	bad := 0
+	for i := int64(2999); i < 6000; i += 3 {
+		got, err := d.Record(i)
+		if err != nil {
+			if !errors.Is(err, shard.ErrChecksum) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("record %d: %v, want a checksum error naming %s", i, err, name)
+			}
+			bad++
+			continue
+		}
+		if want := bytes.Repeat([]byte{byte(i), byte(i >> 8), byte(i >> 16)}, 16*16); !bytes.Equal(got, want) {
+			t.Fatalf("record %d was handed out damaged", i)
+		}
+	}
+	if bad == 0 {
+		t.Error("no record of the damaged shard was refused")
+	}
+}

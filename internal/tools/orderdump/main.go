@@ -51,6 +51,7 @@ func run() error {
 		return err
 	}
 	defer d.Close()
+	datasetOpened := time.Since(start)
 	l, err := d.NewLoader(o)
 	if err != nil {
 		return err
@@ -65,7 +66,8 @@ func run() error {
 		if err := l.Err(); err != nil {
 			return err
 		}
-		out := map[string]float64{"bytes": float64(n), "seconds": time.Since(start).Seconds(), "open_seconds": opened.Seconds()}
+		out := map[string]float64{"bytes": float64(n), "seconds": time.Since(start).Seconds(), "open_seconds": opened.Seconds(),
+			"dataset_seconds": datasetOpened.Seconds()}
 		if l.DirectIO() {
 			out["direct"] = 1
 		}
