@@ -337,8 +337,8 @@ func TestBuildShuffleResume(t *testing.T) {
 		mustRun(t, append([]string{"build", c.src, "-o", full}, args...)...)
 		out := filepath.Join(root, "out", c.name, "out")
 		bargs := append([]string{"build", c.src, "-o", out}, args...)
-		if !killedAt(t, strace, bin, renames, 5, bargs...) {
-			t.Fatalf("%s: the build completed before its 5th rename", c.name)
+		if !killedAtRetry(t, strace, bin, renames, 5, out, bargs...) {
+			t.Fatalf("%s: the build completed before its 5th rename, 5 times", c.name)
 		}
 		if !exists(filepath.Join(out+pipeline.StagingSuffix, pipeline.JournalName)) {
 			t.Fatalf("%s: no checkpoint after the kill", c.name)
