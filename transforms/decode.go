@@ -58,6 +58,23 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
+// DecodeReason is what a source records as the reason for an input that DecodeFile,
+// DecodeFileRegion or DecodeBytes failed on: the decoder's error without the DecodeError
+// wrapper, and a file-system error as its operation and cause ("open: permission denied"),
+// both without the path the caller gave, since the source names the input itself (by its
+// name in the dataset, never by an absolute path). Other errors are returned as they are.
+func DecodeReason(err error) error {
+	var de *DecodeError
+	var pe *os.PathError
+	switch {
+	case errors.As(err, &de):
+		return de.Err
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
 // DecodeOptions control DecodeFile and DecodeBytes. The zero value gives the exact
 // (Pillow-identical) decode with the default pixel cap.
 type DecodeOptions struct {

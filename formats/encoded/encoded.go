@@ -6,7 +6,6 @@ package encoded
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"sync"
 
@@ -60,11 +59,7 @@ func (d *Decoder) Decode(it pipeline.Item, emit func(pipeline.Clip) error) error
 	defer d.scratch.Put(sc)
 	img, err := transforms.DecodeBytes(it.Raw, d.Opts, sc)
 	if err != nil {
-		var de *transforms.DecodeError
-		if errors.As(err, &de) {
-			err = de.Err
-		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
+		return &pipeline.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
 	return emit(pipeline.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta})
 }

@@ -438,15 +438,7 @@ func (s *Source) Decode(ctx context.Context, it pipeline.Item, emit func(pipelin
 	}
 	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	if err != nil {
-		var de *transforms.DecodeError
-		var pe *fs.PathError
-		switch {
-		case errors.As(err, &de):
-			err = de.Err
-		case errors.As(err, &pe):
-			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
-		}
-		return &pipeline.InputError{Input: it.Name, Err: err}
+		return &pipeline.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
 	c := pipeline.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label, Meta: recordMeta(it.Name)}
 	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
