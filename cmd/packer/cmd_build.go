@@ -76,8 +76,8 @@ type buildOptions struct {
 	Shuffle bool   // --shuffle: write the records in a seeded permutation of the inputs
 	Seed    uint64 // --seed, with --shuffle
 
-	transform transforms.Spec
-	output    output.Entry // the --format entry of the outputs table, set by validate
+	transform transforms.Compiled // set by validate: the one parse and check of the transform flags
+	output    output.Entry        // the --format entry of the outputs table, set by validate
 	shardSize int64
 	classes   []string
 	part      *pipeline.Part       // set by validate from --part
@@ -284,7 +284,16 @@ func (o *buildOptions) validate() error {
 	if o.Resize > 0 && o.Size != "" {
 		return errors.New("give --resize or --size, not both")
 	}
-	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Filter: o.Filter, Layout: o.Layout, DType: o.DType, Fast: o.Fast}
+	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Fast: o.Fast}
+	if err := t.Filter.UnmarshalText([]byte(o.Filter)); err != nil {
+		return fmt.Errorf("--filter: %w", err)
+	}
+	if err := t.Layout.UnmarshalText([]byte(o.Layout)); err != nil {
+		return fmt.Errorf("--layout: %w", err)
+	}
+	if err := t.DType.UnmarshalText([]byte(o.DType)); err != nil {
+		return fmt.Errorf("--dtype: %w", err)
+	}
 	if o.Size != "" {
 		w, h, err := parseWxH(o.Size)
 		if err != nil {
@@ -307,14 +316,13 @@ func (o *buildOptions) validate() error {
 		return fmt.Errorf("--std: %w", err)
 	}
 	if o.Resize == 0 && o.Size == "" {
-		t.Filter = ""
+		t.Filter = 0 // the manifest records a filter only for a transform that resizes
 	}
-	// The engine's own check, run here too so that a bad flag is reported before the
-	// source is listed.
-	if _, err := pipeline.CheckTransform(t); err != nil {
+	// Compiled here, once, so that a bad flag is reported before the source is listed; the
+	// engine and the GPU path take the compiled transform as it is.
+	if o.transform, err = t.Compile(); err != nil {
 		return err
 	}
-	o.transform = t
 	if o.shardSize, err = parseBytes(o.ShardSize); err != nil {
 		return fmt.Errorf("--shard-size: %w", err)
 	}

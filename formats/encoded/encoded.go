@@ -29,7 +29,7 @@ type Decoder struct {
 // Plan takes the build's decode plan: with --fast, JPEGs are decoded at the reduced scale the
 // transform allows (transforms.DraftSize). Images decoded from memory are never windows.
 func (d *Decoder) Plan(p pipeline.DecodePlan) {
-	if d.Opts.Draft == nil && p.Transform.Fast {
+	if d.Opts.Draft == nil && p.Transform.Fast() {
 		d.Opts.Draft = transforms.DraftSize(p.Transform, 1)
 	}
 }

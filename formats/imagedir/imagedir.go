@@ -93,7 +93,7 @@ var _ pipeline.PlannedSource = (*Source)(nil)
 // (pipeline.Clip.Windows): the same output bytes, less decoding.
 func (s *Source) PlanDecode(p pipeline.DecodePlan) {
 	s.plan = p
-	if s.opts.Decode.Draft == nil && p.Transform.Fast {
+	if s.opts.Decode.Draft == nil && p.Transform.Fast() {
 		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, s.opts.FastGap)
 	}
 }
@@ -364,7 +364,7 @@ func (s *Source) Info() pipeline.SourceInfo {
 	d := s.opts.Decode
 	spec["exif_orient"] = d.ExifOrient
 	spec["fast_decode"] = d.Draft != nil
-	if d.Draft != nil && s.plan.Transform.Fast {
+	if d.Draft != nil && s.plan.Transform.Fast() {
 		spec["fast_gap"] = s.opts.FastGap
 	}
 	mp := d.MaxPixels
