@@ -427,11 +427,7 @@ func conversionLUT(spec transforms.Compiled, channels int) ([]uint32, error) {
 	if err != nil || esize == 1 {
 		return nil, err
 	}
-	s := spec.Spec()
-	conv, err := transforms.Spec{Layout: transforms.HWC, DType: s.DType, Mean: s.Mean, Std: s.Std}.Compile()
-	if err != nil {
-		return nil, fmt.Errorf("gpu: dtype %s: %w", s.DType, err)
-	}
+	conv := spec.Conversion()
 	src := transforms.Image{W: 256, H: 1, C: channels, Pix: make([]byte, 256*channels)}
 	for v := 0; v < 256; v++ {
 		for c := 0; c < channels; c++ {
@@ -440,7 +436,7 @@ func conversionLUT(spec transforms.Compiled, channels int) ([]uint32, error) {
 	}
 	out := make([]byte, 256*channels*int(esize))
 	if err := conv.NewWorker().Apply(src, out); err != nil {
-		return nil, fmt.Errorf("gpu: dtype %s: %w", s.DType, err)
+		return nil, fmt.Errorf("gpu: dtype %s: %w", spec.DType(), err)
 	}
 	lut := make([]uint32, 256*channels)
 	for v := 0; v < 256; v++ {

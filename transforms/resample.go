@@ -93,7 +93,7 @@ const PrecisionBits = 22
 // KSize, and the unused coefficients of a row are zero, so a kernel may also run MaxTaps (or
 // KSize) taps for every output when it clamps the source index (a zero coefficient adds
 // nothing). A tap count of 0 produces 0 (Pillow's NEAREST writes black where the mapping
-// falls outside the source). [Spec.Plan] gives the weights and crop geometry of a whole
+// falls outside the source). [Compiled.Plan] gives the weights and crop geometry of a whole
 // transform.
 //
 // The per-sample formula, for one channel, with 32-bit two's-complement integers:

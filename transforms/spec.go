@@ -238,3 +238,10 @@ func (c Compiled) ResampleFilter() Filter {
 	}
 	return c.s.Filter
 }
+
+// Conversion returns the transform's element conversion alone: no resize or crop, HWC, the
+// same dtype, mean and std (what the GPU path's lookup tables are computed from). It needs no
+// check of its own: it is valid whenever c is.
+func (c Compiled) Conversion() Compiled {
+	return Compiled{s: Spec{DType: c.s.DType, Mean: c.s.Mean, Std: c.s.Std}}
+}
