@@ -284,43 +284,8 @@ func (o *buildOptions) validate() error {
 	if o.Resize > 0 && o.Size != "" {
 		return errors.New("give --resize or --size, not both")
 	}
-	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Fast: o.Fast}
-	if err := t.Filter.UnmarshalText([]byte(o.Filter)); err != nil {
-		return fmt.Errorf("--filter: %w", err)
-	}
-	if err := t.Layout.UnmarshalText([]byte(o.Layout)); err != nil {
-		return fmt.Errorf("--layout: %w", err)
-	}
-	if err := t.DType.UnmarshalText([]byte(o.DType)); err != nil {
-		return fmt.Errorf("--dtype: %w", err)
-	}
-	if o.Size != "" {
-		w, h, err := parseWxH(o.Size)
-		if err != nil {
-			return fmt.Errorf("--size: %w", err)
-		}
-		t.Width, t.Height = w, h
-	}
-	if o.Crop != "" {
-		w, h, err := parseWxH(o.Crop)
-		if err != nil {
-			return fmt.Errorf("--crop: %w", err)
-		}
-		t.CropW, t.CropH = w, h
-	}
 	var err error
-	if t.Mean, err = parseFloats(o.Mean); err != nil {
-		return fmt.Errorf("--mean: %w", err)
-	}
-	if t.Std, err = parseFloats(o.Std); err != nil {
-		return fmt.Errorf("--std: %w", err)
-	}
-	if o.Resize == 0 && o.Size == "" {
-		t.Filter = 0 // the manifest records a filter only for a transform that resizes
-	}
-	// Compiled here, once, so that a bad flag is reported before the source is listed; the
-	// engine and the GPU path take the compiled transform as it is.
-	if o.transform, err = t.Compile(); err != nil {
+	if o.transform, err = o.compileTransform(); err != nil {
 		return err
 	}
 	if o.shardSize, err = parseBytes(o.ShardSize); err != nil {
@@ -361,6 +326,48 @@ func (o *buildOptions) validate() error {
 		return fmt.Errorf("unknown --short %q (want skip or pad)", o.ShortClip)
 	}
 	return nil
+}
+
+// compileTransform parses the transform flags (the names by the typed values' UnmarshalText)
+// and compiles the spec: the one parse and check of a build's transform, made before the
+// source is listed so that a bad flag is reported first; the engine and the GPU path take the
+// compiled transform as it is.
+func (o *buildOptions) compileTransform() (transforms.Compiled, error) {
+	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Fast: o.Fast}
+	if err := t.Filter.UnmarshalText([]byte(o.Filter)); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--filter: %w", err)
+	}
+	if err := t.Layout.UnmarshalText([]byte(o.Layout)); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--layout: %w", err)
+	}
+	if err := t.DType.UnmarshalText([]byte(o.DType)); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--dtype: %w", err)
+	}
+	if o.Size != "" {
+		w, h, err := parseWxH(o.Size)
+		if err != nil {
+			return transforms.Compiled{}, fmt.Errorf("--size: %w", err)
+		}
+		t.Width, t.Height = w, h
+	}
+	if o.Crop != "" {
+		w, h, err := parseWxH(o.Crop)
+		if err != nil {
+			return transforms.Compiled{}, fmt.Errorf("--crop: %w", err)
+		}
+		t.CropW, t.CropH = w, h
+	}
+	var err error
+	if t.Mean, err = parseFloats(o.Mean); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--mean: %w", err)
+	}
+	if t.Std, err = parseFloats(o.Std); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--std: %w", err)
+	}
+	if o.Resize == 0 && o.Size == "" {
+		t.Filter = 0 // the manifest records a filter only for a transform that resizes
+	}
+	return t.Compile()
 }
 
 // parseWxH parses "N" (square) or "WxH".
