@@ -101,9 +101,9 @@ func BenchmarkDevice(b *testing.B) {
 	for i := range imgs {
 		imgs[i] = randomImage(r, 1920, 1080, 3)
 	}
-	for _, f := range []string{"bilinear", "lanczos"} {
+	for _, f := range []transforms.Filter{transforms.Bilinear, transforms.Lanczos} {
 		spec := transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f}
-		rs, err := NewResizer(d, spec, ResizerOptions{MaxBatchBytes: 1 << 30})
+		rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{MaxBatchBytes: 1 << 30})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -144,7 +144,7 @@ func BenchmarkDevice(b *testing.B) {
 // calls, not the speed).
 func testKernelTiming(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(10, 10))
-	rs, err := NewResizer(d, transforms.Spec{Resize: 64, CropW: 56, CropH: 56}, ResizerOptions{})
+	rs, err := NewResizer(d, transforms.Spec{Resize: 64, CropW: 56, CropH: 56}.MustCompile(), ResizerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -253,13 +253,13 @@ func testResizeMatchesCPU(t *testing.T, d *Device) {
 	for _, f := range allFilters {
 		specs = append(specs,
 			transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f},
-			transforms.Spec{Width: 300, Height: 200, CropW: 320, CropH: 180, Filter: f, Layout: "chw", DType: "float16"},
-			transforms.Spec{Resize: 64, Filter: f, Layout: "chw", DType: "float32", Mean: []float64{0.5}, Std: []float64{0.25}},
+			transforms.Spec{Width: 300, Height: 200, CropW: 320, CropH: 180, Filter: f, Layout: transforms.CHW, DType: transforms.Float16},
+			transforms.Spec{Resize: 64, Filter: f, Layout: transforms.CHW, DType: transforms.Float32, Mean: []float64{0.5}, Std: []float64{0.25}},
 		)
 	}
-	specs = append(specs, transforms.Spec{Resize: 256, CropW: 224, CropH: 224, DType: "float32", Mean: imagenet[0], Std: imagenet[1]})
+	specs = append(specs, transforms.Spec{Resize: 256, CropW: 224, CropH: 224, DType: transforms.Float32, Mean: imagenet[0], Std: imagenet[1]})
 	for _, spec := range specs {
-		rs, err := NewResizer(d, spec, ResizerOptions{MaxBatchBytes: 8 << 20})
+		rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{MaxBatchBytes: 8 << 20})
 		if err != nil {
 			t.Fatalf("%+v: %v", spec, err)
 		}
@@ -271,7 +271,7 @@ func testResizeMatchesCPU(t *testing.T, d *Device) {
 				t.Fatal(err)
 			}
 			w := make([]byte, sz)
-			if err := spec.NewWorker().Apply(im, w); err != nil {
+			if err := spec.MustCompile().NewWorker().Apply(im, w); err != nil {
 				continue // the CPU refuses it (a grey image with 3 means): so must the GPU
 			}
 			want = append(want, w)
@@ -317,8 +317,8 @@ func testResizeMatchesCPU(t *testing.T, d *Device) {
 // several batches in flight on their own streams, give the CPU path's bytes.
 func testManySizes(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(7, 7))
-	spec := transforms.Spec{Resize: 96, CropW: 80, CropH: 80, Filter: "lanczos"}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 3, MaxBatchBytes: 1 << 20})
+	spec := transforms.Spec{Resize: 96, CropW: 80, CropH: 80, Filter: transforms.Lanczos}
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 3, MaxBatchBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func testManySizes(t *testing.T, d *Device) {
 		for i := 0; i < n; i++ {
 			im := randomImage(r, 200+r.IntN(span), 200+r.IntN(span), 3)
 			w := make([]byte, 80*80*3)
-			if err := spec.NewWorker().Apply(im, w); err != nil {
+			if err := spec.MustCompile().NewWorker().Apply(im, w); err != nil {
 				t.Fatal(err)
 			}
 			imgs, want, got = append(imgs, im), append(want, w), append(got, make([]byte, len(w)))

@@ -4,7 +4,7 @@
 //
 // # Usage
 //
-// Select resolves --device auto|cpu|gpu; a Resizer applies a transforms.Spec to batches of
+// Select resolves --device auto|cpu|gpu; a Resizer applies a compiled transform (transforms.Compiled) to batches of
 // decoded images:
 //
 //	dev, summary, err := gpu.Select("auto") // dev == nil: use the CPU; summary says why

@@ -172,7 +172,7 @@ func TestFakeDriverFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 1})
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestFakeDriverFailures(t *testing.T) {
 	want := make([][]byte, len(imgs))
 	for i, im := range imgs {
 		want[i] = make([]byte, 32*32*3)
-		if err := spec.NewWorker().Apply(im, want[i]); err != nil {
+		if err := spec.MustCompile().NewWorker().Apply(im, want[i]); err != nil {
 			t.Fatal(err)
 		}
 	}

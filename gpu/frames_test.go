@@ -28,20 +28,20 @@ func frameCases(t *testing.T, r *rand.Rand, spec transforms.Spec, n int) []frame
 	for i := range n {
 		c := 1 + i%4 // 1 to 4 channels
 		full := randomImage(r, 20+r.IntN(50), 20+r.IntN(50), c)
-		_, esize, err := conversion(spec)
+		_, esize, err := conversion(spec.MustCompile())
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := PlanGeometry(spec, full.W, full.H)
+		g, err := PlanGeometry(spec.MustCompile(), full.W, full.H)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := make([]byte, g.OutW*g.OutH*c*int(esize))
-		if err := spec.NewWorker().Apply(full, want); err != nil {
+		if err := spec.MustCompile().NewWorker().Apply(full, want); err != nil {
 			t.Fatal(err)
 		}
 		fc := frameCase{im: full, want: want}
-		if reg := spec.Region(full.W, full.H); i%3 == 2 && !reg.Empty() {
+		if reg := spec.MustCompile().Region(full.W, full.H); i%3 == 2 && !reg.Empty() {
 			m := i % 3
 			x0, y0 := max(reg.Min.X-m, 0), max(reg.Min.Y-m, 0)
 			x1, y1 := min(reg.Max.X+m, full.W), min(reg.Max.Y+m, full.H)
@@ -106,11 +106,11 @@ func TestFakeDriverFrames(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 21))
 	for _, spec := range []transforms.Spec{
 		{Resize: 24, CropW: 20, CropH: 20},
-		{Resize: 30, CropW: 36, CropH: 12, Filter: "lanczos", DType: "float16", Layout: "chw"},
-		{Width: 17, Height: 41, Filter: "bicubic", DType: "float32", Mean: []float64{0.5}, Std: []float64{0.25}},
+		{Resize: 30, CropW: 36, CropH: 12, Filter: transforms.Lanczos, DType: transforms.Float16, Layout: transforms.CHW},
+		{Width: 17, Height: 41, Filter: transforms.Bicubic, DType: transforms.Float32, Mean: []float64{0.5}, Std: []float64{0.25}},
 	} {
 		t.Run(fmt.Sprintf("%s/%s/%dx%d", spec.Filter, spec.DType, spec.CropW, spec.CropH), func(t *testing.T) {
-			rs, err := NewResizer(d, spec, ResizerOptions{Streams: 2, MaxBatchBytes: 16 << 10, FrameBytes: 1 << 20})
+			rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 2, MaxBatchBytes: 16 << 10, FrameBytes: 1 << 20})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,9 +157,9 @@ func TestFakeDriverFramesInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: "hamming"}
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: transforms.Hamming}
 	const budget = 96 << 10
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 3, MaxBatchBytes: 12 << 10, FrameBytes: budget})
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 3, MaxBatchBytes: 12 << 10, FrameBytes: budget})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestFakeDriverFramesInFlight(t *testing.T) {
 func TestFakeDriverFramesReleasedInFlight(t *testing.T) {
 	d := openFakeDevice(t)
 	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 2, MaxBatchBytes: 8 << 10, FrameBytes: 512 << 10})
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 2, MaxBatchBytes: 8 << 10, FrameBytes: 512 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestFakeDriverFrameRecycling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := NewResizer(d, transforms.Spec{Resize: 8}, ResizerOptions{Streams: 1, FrameBytes: 1 << 20})
+	rs, err := NewResizer(d, transforms.Spec{Resize: 8}.MustCompile(), ResizerOptions{Streams: 1, FrameBytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,8 +352,8 @@ func TestFakeDriverFramesMidBatchFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: "lanczos"}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 3, MaxBatchBytes: 8 << 10, FrameBytes: 256 << 10})
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: transforms.Lanczos}
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 3, MaxBatchBytes: 8 << 10, FrameBytes: 256 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ type hostResult struct {
 func hostRun(t testing.TB, spec transforms.Spec, imgs []transforms.Image, luts *lutSet) hostResult {
 	t.Helper()
 	var rec recordPool
-	plan, err := planBatch(spec, imgs, nil, &rec, luts)
+	plan, err := planBatch(spec.MustCompile(), imgs, nil, &rec, luts)
 	if err != nil {
 		t.Fatalf("planBatch: %v", err)
 	}
@@ -58,29 +58,25 @@ func hostRun(t testing.TB, spec transforms.Spec, imgs []transforms.Image, luts *
 // the same lookup table the kernels get. usedWorker says which.
 func reference(t testing.TB, spec transforms.Spec, im transforms.Image, luts *lutSet) (out []byte, usedWorker bool) {
 	t.Helper()
-	spec = spec.Normalized()
-	_, lutErr := conversionLUT(spec, im.C) // when transforms refuses this channel count, the table is synthetic
-	if spec.Validate() == nil && lutErr == nil {
+	c := spec.MustCompile()
+	_, lutErr := conversionLUT(c, im.C) // when transforms refuses this channel count, the table is synthetic
+	if lutErr == nil {
 		dst := make([]byte, mustOutputSize(t, spec, im))
-		if err := spec.NewWorker().Apply(im, dst); err != nil {
+		if err := c.NewWorker().Apply(im, dst); err != nil {
 			t.Fatalf("Worker.Apply: %v", err)
 		}
 		return dst, true
 	}
-	g, err := PlanGeometry(spec, im.W, im.H)
+	g, err := PlanGeometry(c, im.W, im.H)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := transforms.Bilinear
-	if spec.Filter != "" {
-		f, _ = transforms.ParseFilter(spec.Filter)
-	}
-	r, err := transforms.Resize(im, g.RW, g.RH, f)
+	r, err := transforms.Resize(im, g.RW, g.RH, c.ResampleFilter())
 	if err != nil {
 		t.Fatal(err)
 	}
 	C := im.C
-	layout, esize, _ := conversion(spec)
+	layout, esize, _ := conversion(c)
 	out = make([]byte, g.OutW*g.OutH*C*int(esize))
 	for y := 0; y < g.OutH; y++ {
 		for x := 0; x < g.OutW; x++ {
@@ -109,11 +105,11 @@ func reference(t testing.TB, spec transforms.Spec, im transforms.Image, luts *lu
 }
 
 func mustOutputSize(t testing.TB, spec transforms.Spec, im transforms.Image) int {
-	g, err := PlanGeometry(spec, im.W, im.H)
+	g, err := PlanGeometry(spec.MustCompile(), im.W, im.H)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, esize, _ := conversion(spec)
+	_, esize, _ := conversion(spec.MustCompile())
 	return g.OutW * g.OutH * im.C * int(esize)
 }
 
@@ -121,7 +117,7 @@ func mustOutputSize(t testing.TB, spec transforms.Spec, im transforms.Image) int
 // and otherwise random bit patterns (the kernels only look values up, so any table tests
 // them).
 func testLUTs(t testing.TB, spec transforms.Spec, r *rand.Rand) *lutSet {
-	l, err := newLUTSet(spec)
+	l, err := newLUTSet(spec.MustCompile())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,12 +166,12 @@ func TestHarnessMatchesCPU(t *testing.T) {
 		{sw: 17, sh: 17},                 // identity for 17x17 images
 	}
 	sizes := [][2]int{{1, 1}, {2, 3}, {17, 17}, {31, 9}, {64, 48}, {7, 100}, {101, 37}}
-	layouts := []string{"hwc", "chw"}
+	layouts := []transforms.Layout{transforms.HWC, transforms.CHW}
 	imagenet := [2][]float64{{0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}}
 	dtypes := []struct {
-		dtype     string
+		dtype     transforms.DType
 		mean, std []float64
-	}{{"uint8", nil, nil}, {"float16", imagenet[0], imagenet[1]}, {"float32", nil, nil}, {"float32", []float64{0.5}, []float64{0.25}}}
+	}{{transforms.Uint8, nil, nil}, {transforms.Float16, imagenet[0], imagenet[1]}, {transforms.Float32, nil, nil}, {transforms.Float32, []float64{0.5}, []float64{0.25}}}
 	n := 0
 	for _, f := range allFilters {
 		for _, g := range geoms {
@@ -219,9 +215,8 @@ func TestHarnessPasses(t *testing.T) {
 			spec := transforms.Spec{Width: sz[2], Height: sz[3], Filter: f}
 			luts := testLUTs(t, spec, r)
 			res := hostRun(t, spec, []transforms.Image{im}, luts)
-			ff, _ := transforms.ParseFilter(f)
-			wx := transforms.ComputeWeights(im.W, sz[2], ff)
-			wy := transforms.ComputeWeights(im.H, sz[3], ff)
+			wx := transforms.ComputeWeights(im.W, sz[2], f)
+			wy := transforms.ComputeWeights(im.H, sz[3], f)
 			job := res.plan.jobs[:jobWords]
 			ry0, ry1 := int(job[jRY0]), int(job[jRY1])
 			kw := sz[2] * 3
@@ -267,7 +262,7 @@ func TestHarnessWallpapers(t *testing.T) {
 	n := 2
 	filters := allFilters
 	if testing.Short() {
-		n, filters = 1, []string{"bilinear"}
+		n, filters = 1, []transforms.Filter{transforms.Bilinear}
 	}
 	paths := wallpapers(n)
 	if len(paths) == 0 {
@@ -276,19 +271,19 @@ func TestHarnessWallpapers(t *testing.T) {
 	for _, path := range paths {
 		full := loadWallpaper(t, path)
 		cases := []wallCase{
-			{full, transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: "bilinear"}},
+			{full, transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: transforms.Bilinear}},
 		}
 		region := crop(full, full.W/2-500, full.H/2-300, 1000, 600)
 		small := crop(full, 2000, 1000, 37, 29)
 		for _, f := range filters {
 			for _, spec := range []transforms.Spec{
-				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: "hwc"},
-				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: "chw", DType: "float32",
+				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: transforms.HWC},
+				{Resize: 256, CropW: 224, CropH: 224, Filter: f, Layout: transforms.CHW, DType: transforms.Float32,
 					Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}},
 			} {
 				cases = append(cases, wallCase{region, spec})
 			}
-			cases = append(cases, wallCase{small, transforms.Spec{Width: 60, Height: 45, CropW: 64, CropH: 40, Filter: f, Layout: "hwc", DType: "float16"}})
+			cases = append(cases, wallCase{small, transforms.Spec{Width: 60, Height: 45, CropW: 64, CropH: 40, Filter: f, Layout: transforms.HWC, DType: transforms.Float16}})
 		}
 		for _, c := range cases {
 			luts := testLUTs(t, c.spec, r)
@@ -306,11 +301,11 @@ func TestHarnessWallpapers(t *testing.T) {
 // log shows whether transforms.Worker.Apply already covers resize, crop and float dtypes.
 func TestWorkerReference(t *testing.T) {
 	for _, spec := range []transforms.Spec{
-		{Layout: "chw"},
+		{Layout: transforms.CHW},
 		{Resize: 256, CropW: 224, CropH: 224},
-		{DType: "float32", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}},
+		{DType: transforms.Float32, Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}},
 	} {
-		if err := spec.Validate(); err != nil {
+		if _, err := spec.Compile(); err != nil {
 			t.Logf("%+v: compared with transforms.Resize + crop + table (Worker.Apply does not accept it yet: %v)", spec, err)
 		} else {
 			t.Logf("%+v: compared with transforms.Worker.Apply", spec)
@@ -349,7 +344,7 @@ func TestPlanGeometry(t *testing.T) {
 	}
 	for _, c := range cases {
 		spec := transforms.Spec{Resize: c.resize, MaxSize: c.maxSize, CropW: c.cw, CropH: c.ch}
-		got, err := PlanGeometry(spec, c.w, c.h)
+		got, err := PlanGeometry(spec.MustCompile(), c.w, c.h)
 		if err != nil || got != c.want {
 			t.Errorf("PlanGeometry(%+v, %d, %d) = %+v, %v; want %+v", spec, c.w, c.h, got, err, c.want)
 		}
@@ -363,7 +358,11 @@ func TestPlanGeometry(t *testing.T) {
 		{transforms.Spec{Resize: 10, MaxSize: 10}, 5, 6},
 		{transforms.Spec{Resize: 1 << 24}, 1, 1000},
 	} {
-		if _, err := PlanGeometry(bad.spec, bad.w, bad.h); err == nil {
+		c, err := bad.spec.Compile()
+		if err == nil {
+			_, err = PlanGeometry(c, bad.w, bad.h)
+		}
+		if err == nil {
 			t.Errorf("PlanGeometry(%+v, %d, %d): no error", bad.spec, bad.w, bad.h)
 		}
 	}
@@ -373,11 +372,11 @@ func TestPlanGeometry(t *testing.T) {
 // the kernels read or write outside a buffer.
 func TestPlanRejectsBadInput(t *testing.T) {
 	spec := transforms.Spec{Resize: 8}
-	luts, _ := newLUTSet(spec)
+	luts, _ := newLUTSet(spec.MustCompile())
 	for _, im := range []transforms.Image{
 		{W: 0, H: 3, C: 3}, {W: 3, H: 3, C: 3, Pix: make([]byte, 26)}, {W: 3, H: 3, C: 5, Pix: make([]byte, 45)},
 	} {
-		if _, err := planBatch(spec, []transforms.Image{im}, nil, &recordPool{}, luts); err == nil {
+		if _, err := planBatch(spec.MustCompile(), []transforms.Image{im}, nil, &recordPool{}, luts); err == nil {
 			t.Errorf("planBatch accepted %dx%dx%d with %d bytes", im.W, im.H, im.C, len(im.Pix))
 		}
 	}
@@ -402,11 +401,11 @@ func TestPlanRejectsBadInput(t *testing.T) {
 func BenchmarkHarness(b *testing.B) {
 	r := rand.New(rand.NewPCG(4, 4))
 	im := randomImage(r, 1920, 1080, 3)
-	for _, f := range []string{"bilinear", "lanczos"} {
+	for _, f := range []transforms.Filter{transforms.Bilinear, transforms.Lanczos} {
 		for _, crop := range []int{224, 512} {
 			b.Run(fmt.Sprintf("%s/1080p_to_%d", f, crop), func(b *testing.B) {
 				spec := transforms.Spec{Resize: crop * 8 / 7, CropW: crop, CropH: crop, Filter: f}
-				luts, _ := newLUTSet(spec)
+				luts, _ := newLUTSet(spec.MustCompile())
 				b.SetBytes(int64(len(im.Pix)))
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -423,10 +422,10 @@ func BenchmarkHarness(b *testing.B) {
 // PCIe bandwidths.
 func TestPaperBound(t *testing.T) {
 	im := transforms.Image{W: 1920, H: 1080, C: 3, Pix: make([]byte, 1920*1080*3)}
-	for _, f := range []string{"bilinear", "bicubic", "lanczos"} {
+	for _, f := range []transforms.Filter{transforms.Bilinear, transforms.Bicubic, transforms.Lanczos} {
 		spec := transforms.Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f}
-		luts, _ := newLUTSet(spec)
-		plan, err := planBatch(spec, []transforms.Image{im}, nil, &recordPool{}, luts)
+		luts, _ := newLUTSet(spec.MustCompile())
+		plan, err := planBatch(spec.MustCompile(), []transforms.Image{im}, nil, &recordPool{}, luts)
 		if err != nil {
 			t.Fatal(err)
 		}

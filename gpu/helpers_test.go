@@ -31,7 +31,7 @@ func randomImage(r *rand.Rand, w, h, c int) transforms.Image {
 	return im
 }
 
-var allFilters = []string{"nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"}
+var allFilters = []transforms.Filter{transforms.Nearest, transforms.Box, transforms.Bilinear, transforms.Hamming, transforms.Bicubic, transforms.Lanczos}
 
 func firstDiff(a, b []byte) int {
 	for i := range min(len(a), len(b)) {

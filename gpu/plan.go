@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -67,7 +66,7 @@ type Geometry struct {
 // geometry (transforms.Spec.ResizedSize and transforms.CenterCropOffset: torchvision's
 // Resize(N) with max_size, exact sizes, and CenterCrop with zero padding when the crop is
 // larger), so both paths place every pixel identically.
-func PlanGeometry(spec transforms.Spec, w, h int) (Geometry, error) {
+func PlanGeometry(spec transforms.Compiled, w, h int) (Geometry, error) {
 	if w < 1 || h < 1 {
 		return Geometry{}, fmt.Errorf("gpu: invalid image size %dx%d", w, h)
 	}
@@ -79,13 +78,10 @@ func PlanGeometry(spec transforms.Spec, w, h int) (Geometry, error) {
 		return Geometry{}, fmt.Errorf("gpu: resize %dx%d to %dx%d: size out of range", w, h, rw, rh)
 	}
 	g := Geometry{RW: rw, RH: rh, OutW: rw, OutH: rh}
-	if spec.CropW > 0 || spec.CropH > 0 {
-		if spec.CropW < 1 || spec.CropH < 1 {
-			return Geometry{}, fmt.Errorf("gpu: crop needs both width and height, got %dx%d", spec.CropW, spec.CropH)
-		}
-		g.OutW, g.OutH = spec.CropW, spec.CropH
-		g.OffX = transforms.CenterCropOffset(rw, spec.CropW)
-		g.OffY = transforms.CenterCropOffset(rh, spec.CropH)
+	if s := spec.Spec(); s.CropW > 0 {
+		g.OutW, g.OutH = s.CropW, s.CropH
+		g.OffX = transforms.CenterCropOffset(rw, s.CropW)
+		g.OffY = transforms.CenterCropOffset(rh, s.CropH)
 	}
 	return g, nil
 }
@@ -139,32 +135,23 @@ func (p *batchPlan) traffic() (link, dram int64) {
 	return link, dram
 }
 
-// conversion is the layout and element size of a spec.
-func conversion(spec transforms.Spec) (layout, esize int32, err error) {
-	spec = spec.Normalized()
-	switch spec.Layout {
-	case "hwc":
+// conversion is the layout and element size of a transform.
+func conversion(spec transforms.Compiled) (layout, esize int32, err error) {
+	switch spec.Layout() {
+	case transforms.HWC:
 		layout = layoutHWC
-	case "chw":
+	case transforms.CHW:
 		layout = layoutCHW
 	default:
-		return 0, 0, fmt.Errorf("gpu: unknown layout %q", spec.Layout)
+		return 0, 0, fmt.Errorf("gpu: unsupported layout %v", spec.Layout())
 	}
-	switch n := shard.DType(spec.DType).Size(); n {
+	switch n := spec.DType().Size(); n {
 	case 1, 2, 4:
 		esize = int32(n)
 	default:
-		return 0, 0, fmt.Errorf("gpu: unsupported dtype %q", spec.DType)
+		return 0, 0, fmt.Errorf("gpu: unsupported dtype %v", spec.DType())
 	}
 	return layout, esize, nil
-}
-
-// specFilter is the resampling filter of a normalized spec.
-func specFilter(spec transforms.Spec) (transforms.Filter, error) {
-	if spec.Filter == "" {
-		return transforms.Bilinear, nil
-	}
-	return transforms.ParseFilter(spec.Filter)
 }
 
 // imagePlan is where one image's work lies, in full-image coordinates: kept resized columns
@@ -180,7 +167,7 @@ type imagePlan struct {
 
 // planImage plans image im (the window win of its full image; the zero Window for all of it)
 // under spec with filter f.
-func planImage(spec transforms.Spec, f transforms.Filter, im transforms.Image, win Window) (imagePlan, error) {
+func planImage(spec transforms.Compiled, f transforms.Filter, im transforms.Image, win Window) (imagePlan, error) {
 	if im.W < 1 || im.H < 1 || im.C < 1 || im.C > 4 || len(im.Pix) < im.W*im.H*im.C ||
 		im.W > transforms.MaxResampleSize || im.H > transforms.MaxResampleSize {
 		return imagePlan{}, fmt.Errorf("gpu: invalid %dx%dx%d with %d bytes", im.W, im.H, im.C, len(im.Pix))
@@ -245,7 +232,7 @@ func (ip *imagePlan) stagedBytes(c int) int { return (ip.cx1 - ip.cx0) * (ip.ry1
 
 // planBatch lays out a batch: every image's job, with its weights placed by pool. wins is
 // nil (whole images) or has one Window per image.
-func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet) (*batchPlan, error) {
+func planBatch(spec transforms.Compiled, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet) (*batchPlan, error) {
 	return planBatchDirect(spec, imgs, wins, pool, luts, nil)
 }
 
@@ -253,16 +240,12 @@ func planBatch(spec transforms.Spec, imgs []transforms.Image, wins []Window, poo
 // straight from their own pinned memory: each uploads the full width of the rows its kept
 // pixels read (the image's own rows [RY0, RY1), contiguous), not just the columns under the
 // taps, and is not staged. The kernels read the same source pixels either way.
-func planBatchDirect(spec transforms.Spec, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet, direct []bool) (*batchPlan, error) {
-	spec = spec.Normalized()
+func planBatchDirect(spec transforms.Compiled, imgs []transforms.Image, wins []Window, pool weightPool, luts *lutSet, direct []bool) (*batchPlan, error) {
 	layout, esize, err := conversion(spec)
 	if err != nil {
 		return nil, err
 	}
-	f, err := specFilter(spec)
-	if err != nil {
-		return nil, err
-	}
+	f := spec.ResampleFilter()
 	if len(imgs) > maxGridY {
 		return nil, fmt.Errorf("gpu: batch of %d images, at most %d", len(imgs), maxGridY)
 	}
@@ -414,7 +397,7 @@ func lutOffset(C int) int { return 256 * C * (C - 1) / 2 }
 // lutWords is the size of a full lutSet.
 const lutWords = 256 * (1 + 2 + 3 + 4)
 
-func newLUTSet(spec transforms.Spec) (*lutSet, error) {
+func newLUTSet(spec transforms.Compiled) (*lutSet, error) {
 	_, esize, err := conversion(spec)
 	if err != nil {
 		return nil, err
@@ -439,16 +422,12 @@ func newLUTSet(spec transforms.Spec) (*lutSet, error) {
 // normalisation, computed by the CPU reference itself (transforms.Worker.Apply on a 256-pixel
 // image holding every value), so the kernels' float output is the reference's by construction:
 // the device never rounds a float. Nil for uint8.
-func conversionLUT(spec transforms.Spec, channels int) ([]uint32, error) {
-	spec = spec.Normalized()
+func conversionLUT(spec transforms.Compiled, channels int) ([]uint32, error) {
 	_, esize, err := conversion(spec)
 	if err != nil || esize == 1 {
 		return nil, err
 	}
-	conv := transforms.Spec{Layout: "hwc", DType: spec.DType, Mean: spec.Mean, Std: spec.Std}
-	if err := conv.Validate(); err != nil {
-		return nil, fmt.Errorf("gpu: dtype %s: %w", spec.DType, err)
-	}
+	conv := spec.Conversion()
 	src := transforms.Image{W: 256, H: 1, C: channels, Pix: make([]byte, 256*channels)}
 	for v := 0; v < 256; v++ {
 		for c := 0; c < channels; c++ {
@@ -457,7 +436,7 @@ func conversionLUT(spec transforms.Spec, channels int) ([]uint32, error) {
 	}
 	out := make([]byte, 256*channels*int(esize))
 	if err := conv.NewWorker().Apply(src, out); err != nil {
-		return nil, fmt.Errorf("gpu: dtype %s: %w", spec.DType, err)
+		return nil, fmt.Errorf("gpu: dtype %s: %w", spec.DType(), err)
 	}
 	lut := make([]uint32, 256*channels)
 	for v := 0; v < 256; v++ {

@@ -17,11 +17,11 @@ import (
 // image), upscales, 1-pixel sources and extreme aspect ratios.
 var regionSpecs = []transforms.Spec{
 	{Resize: 64, CropW: 48, CropH: 48},
-	{Resize: 40, CropW: 40, CropH: 40, Filter: "lanczos"},
-	{Resize: 32, CropW: 60, CropH: 20, Filter: "bicubic"},
-	{Width: 50, Height: 30, Filter: "box"},
-	{Resize: 90, CropW: 7, CropH: 5, Filter: "hamming"},
-	{Resize: 24, MaxSize: 400, CropW: 30, CropH: 30, Filter: "nearest"},
+	{Resize: 40, CropW: 40, CropH: 40, Filter: transforms.Lanczos},
+	{Resize: 32, CropW: 60, CropH: 20, Filter: transforms.Bicubic},
+	{Width: 50, Height: 30, Filter: transforms.Box},
+	{Resize: 90, CropW: 7, CropH: 5, Filter: transforms.Hamming},
+	{Resize: 24, MaxSize: 400, CropW: 30, CropH: 30, Filter: transforms.Nearest},
 }
 
 var regionSizes = [][2]int{{1, 1}, {2, 3}, {5, 97}, {97, 5}, {61, 47}, {200, 150}, {150, 200}, {1000, 3}}
@@ -32,17 +32,17 @@ var regionSizes = [][2]int{{1, 1}, {2, 3}, {5, 97}, {97, 5}, {61, 47}, {200, 150
 func TestPlanRegion(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 11))
 	for _, spec := range regionSpecs {
-		luts, err := newLUTSet(spec)
+		luts, err := newLUTSet(spec.MustCompile())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, sz := range regionSizes {
 			im := randomImage(r, sz[0], sz[1], 3)
-			p, err := planBatch(spec, []transforms.Image{im}, nil, &recordPool{}, luts)
+			p, err := planBatch(spec.MustCompile(), []transforms.Image{im}, nil, &recordPool{}, luts)
 			if err != nil {
 				t.Fatalf("%+v %v: %v", spec, sz, err)
 			}
-			tp, err := spec.Plan(sz[0], sz[1])
+			tp, err := spec.MustCompile().Plan(sz[0], sz[1])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,23 +62,23 @@ func TestPlanRegion(t *testing.T) {
 			}
 			win := crop(im, want.x, want.y, want.w, want.h)
 			w := Window{X: want.x, Y: want.y, FullW: sz[0], FullH: sz[1]}
-			if _, err := planBatch(spec, []transforms.Image{win}, []Window{w}, &recordPool{}, luts); err != nil {
+			if _, err := planBatch(spec.MustCompile(), []transforms.Image{win}, []Window{w}, &recordPool{}, luts); err != nil {
 				t.Errorf("%+v %v: window on the region: %v", spec, sz, err)
 			}
 			if want.w > 1 {
 				short := crop(im, want.x+1, want.y, want.w-1, want.h)
 				sw := Window{X: want.x + 1, Y: want.y, FullW: sz[0], FullH: sz[1]}
-				if _, err := planBatch(spec, []transforms.Image{short}, []Window{sw}, &recordPool{}, luts); err == nil ||
+				if _, err := planBatch(spec.MustCompile(), []transforms.Image{short}, []Window{sw}, &recordPool{}, luts); err == nil ||
 					!strings.Contains(err.Error(), "does not cover") {
 					t.Errorf("%+v %v: a window missing a column: %v", spec, sz, err)
 				}
 			}
 		}
 	}
-	luts, _ := newLUTSet(regionSpecs[0])
+	luts, _ := newLUTSet(regionSpecs[0].MustCompile())
 	im := randomImage(r, 10, 10, 3)
 	for _, w := range []Window{{X: -1, FullW: 10, FullH: 10}, {X: 1, FullW: 10, FullH: 10}, {FullW: 9, FullH: 10}} {
-		if _, err := planBatch(regionSpecs[0], []transforms.Image{im}, []Window{w}, &recordPool{}, luts); err == nil {
+		if _, err := planBatch(regionSpecs[0].MustCompile(), []transforms.Image{im}, []Window{w}, &recordPool{}, luts); err == nil {
 			t.Errorf("window %+v outside its image: no error", w)
 		}
 	}
@@ -89,7 +89,7 @@ func TestPlanRegion(t *testing.T) {
 // own; no batch passes the budget unless it is a single image.
 func TestResizerChunks(t *testing.T) {
 	spec := transforms.Spec{Resize: 256, CropW: 224, CropH: 224}
-	r := &Resizer{spec: spec.Normalized(), opts: ResizerOptions{MaxBatchBytes: 4 << 20}.withDefaults()}
+	r := &Resizer{spec: spec.MustCompile(), opts: ResizerOptions{MaxBatchBytes: 4 << 20}.withDefaults()}
 	var imgs []transforms.Image
 	add := func(n, w, h int) {
 		for range n {
@@ -105,7 +105,7 @@ func TestResizerChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := specFilter(r.spec)
+	f := r.spec.ResampleFilter()
 	start, whole, staged := 0, 0, 0
 	for _, end := range ends {
 		sum := 0
@@ -147,7 +147,7 @@ func TestResizerChunks(t *testing.T) {
 func testRegionEdges(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(12, 12))
 	for _, spec := range regionSpecs {
-		rs, err := NewResizer(d, spec, ResizerOptions{Streams: 3, MaxBatchBytes: 64 << 10})
+		rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 3, MaxBatchBytes: 64 << 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,12 +162,12 @@ func testRegionEdges(t *testing.T, d *Device) {
 					t.Fatal(err)
 				}
 				w := make([]byte, n)
-				if err := spec.NewWorker().Apply(im, w); err != nil {
+				if err := spec.MustCompile().NewWorker().Apply(im, w); err != nil {
 					t.Fatal(err)
 				}
 				// The window: the region transforms asks a decoder for, with a margin where
 				// the image has room, at its offset.
-				reg := spec.Region(im.W, im.H)
+				reg := spec.MustCompile().Region(im.W, im.H)
 				x0, y0 := max(reg.Min.X-r.IntN(3), 0), max(reg.Min.Y-r.IntN(3), 0)
 				x1, y1 := min(reg.Max.X+r.IntN(3), im.W), min(reg.Max.Y+r.IntN(3), im.H)
 				if reg.Empty() {
@@ -199,7 +199,7 @@ func testRegionEdges(t *testing.T, d *Device) {
 			}
 		}
 		// A window that misses part of the region is refused, not resized from garbage.
-		if reg := spec.Region(200, 150); reg.Dx() > 1 {
+		if reg := spec.MustCompile().Region(200, 150); reg.Dx() > 1 {
 			im := randomImage(r, 200, 150, 3)
 			n, _ := rs.OutputSize(200, 150, 3)
 			short := crop(im, reg.Min.X+1, reg.Min.Y, reg.Dx()-1, reg.Dy())
@@ -221,8 +221,8 @@ func testRegionEdges(t *testing.T, d *Device) {
 // three slots, give the CPU's bytes.
 func testByteBudget(t *testing.T, d *Device) {
 	r := rand.New(rand.NewPCG(13, 13))
-	spec := transforms.Spec{Resize: 48, CropW: 40, CropH: 40, Filter: "bicubic"}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 3, MaxBatchBytes: 96 << 10})
+	spec := transforms.Spec{Resize: 48, CropW: 40, CropH: 40, Filter: transforms.Bicubic}
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 3, MaxBatchBytes: 96 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +238,7 @@ func testByteBudget(t *testing.T, d *Device) {
 	got := make([][]byte, len(imgs))
 	for i, im := range imgs {
 		want[i] = make([]byte, 40*40*3)
-		if err := spec.NewWorker().Apply(im, want[i]); err != nil {
+		if err := spec.MustCompile().NewWorker().Apply(im, want[i]); err != nil {
 			t.Fatal(err)
 		}
 		got[i] = make([]byte, len(want[i]))
@@ -268,7 +268,7 @@ func TestFakeDriverInFlight(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(14, 14))
 	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 4, MaxBatchBytes: 8 << 10})
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 4, MaxBatchBytes: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestFakeDriverInFlight(t *testing.T) {
 	for range 96 {
 		im := randomImage(r, 40+r.IntN(20), 40+r.IntN(20), 3)
 		w := make([]byte, 20*20*3)
-		if err := spec.NewWorker().Apply(im, w); err != nil {
+		if err := spec.MustCompile().NewWorker().Apply(im, w); err != nil {
 			t.Fatal(err)
 		}
 		imgs, want, got = append(imgs, im), append(want, w), append(got, make([]byte, len(w)))
@@ -315,8 +315,8 @@ func TestFakeDriverMidBatchFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(15, 15))
-	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: "lanczos"}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 3, MaxBatchBytes: 8 << 10})
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: transforms.Lanczos}
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 3, MaxBatchBytes: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestFakeDriverMidBatchFailures(t *testing.T) {
 	for range 40 {
 		im := randomImage(r, 30+r.IntN(30), 30+r.IntN(30), 3)
 		w := make([]byte, 20*20*3)
-		if err := spec.NewWorker().Apply(im, w); err != nil {
+		if err := spec.MustCompile().NewWorker().Apply(im, w); err != nil {
 			t.Fatal(err)
 		}
 		imgs, want = append(imgs, im), append(want, w)
@@ -458,8 +458,8 @@ func TestFakeDriverCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(16, 16))
-	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: "hamming"}
-	rs, err := NewResizer(d, spec, ResizerOptions{Streams: 1})
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Filter: transforms.Hamming}
+	rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{Streams: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -475,13 +475,13 @@ func TestFakeDriverCoalesces(t *testing.T) {
 		for range 2 {
 			im := randomImage(r, 30+r.IntN(40), 30+r.IntN(40), 3)
 			w := make([]byte, 20*20*3)
-			if err := spec.NewWorker().Apply(im, w); err != nil {
+			if err := spec.MustCompile().NewWorker().Apply(im, w); err != nil {
 				t.Fatal(err)
 			}
 			calls[c].want = append(calls[c].want, w)
 			calls[c].full = append(calls[c].full, im)
 			if c%2 == 1 { // odd callers send region-decoded windows
-				reg := spec.Region(im.W, im.H)
+				reg := spec.MustCompile().Region(im.W, im.H)
 				calls[c].imgs = append(calls[c].imgs, crop(im, reg.Min.X, reg.Min.Y, reg.Dx(), reg.Dy()))
 				calls[c].wins = append(calls[c].wins, Window{X: reg.Min.X, Y: reg.Min.Y, FullW: im.W, FullH: im.H})
 			} else {

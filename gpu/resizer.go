@@ -55,7 +55,7 @@ func (o ResizerOptions) withDefaults() ResizerOptions {
 // batch. Close releases the device memory.
 type Resizer struct {
 	dev   *Device
-	spec  transforms.Spec
+	spec  transforms.Compiled
 	opts  ResizerOptions
 	luts  *lutSet
 	slots chan *slot
@@ -96,16 +96,12 @@ type slot struct {
 	nDst   int
 }
 
-// NewResizer prepares a Resizer for spec on dev. The spec must be valid for the CPU path
-// (spec.Validate), since the GPU path reproduces it.
-func NewResizer(dev *Device, spec transforms.Spec, opts ResizerOptions) (*Resizer, error) {
+// NewResizer prepares a Resizer for the compiled transform spec on dev: the CPU path's
+// transform, which the GPU path reproduces.
+func NewResizer(dev *Device, spec transforms.Compiled, opts ResizerOptions) (*Resizer, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("gpu: NewResizer: no device")
 	}
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	spec = spec.Normalized()
 	luts, err := newLUTSet(spec)
 	if err != nil {
 		return nil, err
@@ -292,10 +288,7 @@ func (r *Resizer) take() []*piece {
 // caller's input (sizes, windows, channel counts, and the destination sizes unless dsts is
 // nil), so that a batch merging several callers' pieces fails only for device errors.
 func (r *Resizer) chunks(imgs []transforms.Image, wins []Window, dsts [][]byte) (ends, sizes []int, err error) {
-	f, err := specFilter(r.spec)
-	if err != nil {
-		return nil, nil, err
-	}
+	f := r.spec.ResampleFilter()
 	_, esize, err := conversion(r.spec)
 	if err != nil {
 		return nil, nil, err

@@ -59,14 +59,14 @@ type frameRunner interface {
 // never returns is abandoned with its goroutine: the caller must not use r afterwards. When r
 // has Frame (a Resizer), the batch runs twice, from Go memory (staged) and then copied into
 // frames (uploaded straight from them, as a build's frames are), and both must agree.
-func SelfCheck(r BatchRunner, spec transforms.Spec, timeout time.Duration) error {
+func SelfCheck(r BatchRunner, spec transforms.Compiled, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = DefaultSelfCheckTimeout
 	}
 	deadline := time.After(timeout)
 	var imgs []transforms.Image
 	for _, img := range SelfCheckImages() {
-		if n := len(spec.Mean); n > 1 && n != img.C {
+		if n := len(spec.Spec().Mean); n > 1 && n != img.C {
 			continue // per-channel normalisation for another channel count: not a frame the build sees
 		}
 		imgs = append(imgs, img)

@@ -22,7 +22,7 @@ func (c cpuRunner) Run(imgs []transforms.Image, dsts [][]byte) error {
 	if c.fail != nil {
 		return c.fail
 	}
-	w := c.spec.NewWorker()
+	w := c.spec.MustCompile().NewWorker()
 	for i, img := range imgs {
 		if err := w.Apply(img, dsts[i]); err != nil {
 			return err
@@ -55,24 +55,24 @@ func (f framesRunner) Frame(n int) ([]byte, func()) {
 }
 
 var selfCheckSpecs = []transforms.Spec{
-	{Resize: 64, CropW: 56, CropH: 56, Filter: "bilinear", Layout: "hwc", DType: "uint8"},
-	{Width: 300, Height: 200, Filter: "lanczos", Layout: "chw", DType: "float16", Mean: []float64{0.5, 0.4, 0.3}, Std: []float64{0.2, 0.2, 0.2}},
-	{Resize: 17, Filter: "nearest", Layout: "hwc", DType: "float32"},
+	{Resize: 64, CropW: 56, CropH: 56, Filter: transforms.Bilinear, Layout: transforms.HWC, DType: transforms.Uint8},
+	{Width: 300, Height: 200, Filter: transforms.Lanczos, Layout: transforms.CHW, DType: transforms.Float16, Mean: []float64{0.5, 0.4, 0.3}, Std: []float64{0.2, 0.2, 0.2}},
+	{Resize: 17, Filter: transforms.Nearest, Layout: transforms.HWC, DType: transforms.Float32},
 }
 
 func TestSelfCheckCatches(t *testing.T) {
 	for _, spec := range selfCheckSpecs {
-		if err := spec.Validate(); err != nil {
+		if _, err := spec.Compile(); err != nil {
 			t.Fatal(err)
 		}
-		if err := SelfCheck(cpuRunner{spec: spec}, spec, 0); err != nil {
+		if err := SelfCheck(cpuRunner{spec: spec}, spec.MustCompile(), 0); err != nil {
 			t.Errorf("%+v: a faithful runner failed: %v", spec, err)
 		}
-		err := SelfCheck(cpuRunner{spec: spec, flip: true}, spec, 0)
+		err := SelfCheck(cpuRunner{spec: spec, flip: true}, spec.MustCompile(), 0)
 		if !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "on the device") {
 			t.Errorf("%+v: one flipped byte: got %v", spec, err)
 		}
-		if err := SelfCheck(cpuRunner{spec: spec, fail: errors.New("launch failed")}, spec, 0); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "launch failed") {
+		if err := SelfCheck(cpuRunner{spec: spec, fail: errors.New("launch failed")}, spec.MustCompile(), 0); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "launch failed") {
 			t.Errorf("%+v: device error: got %v", spec, err)
 		}
 	}
@@ -80,11 +80,11 @@ func TestSelfCheckCatches(t *testing.T) {
 	// and every frame is released.
 	spec := selfCheckSpecs[0]
 	calls, frames := 0, 0
-	err := SelfCheck(framesRunner{cpuRunner: cpuRunner{spec: spec}, calls: &calls, frames: &frames}, spec, 0)
+	err := SelfCheck(framesRunner{cpuRunner: cpuRunner{spec: spec}, calls: &calls, frames: &frames}, spec.MustCompile(), 0)
 	if !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "from pinned frames") || calls != 2 || frames != 0 {
 		t.Errorf("a difference from frames: got %v after %d runs, %d frames not released", err, calls, frames)
 	}
-	if err := SelfCheck(cpuRunner{spec: spec, stall: time.Second}, spec, 50*time.Millisecond); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "did not finish") {
+	if err := SelfCheck(cpuRunner{spec: spec, stall: time.Second}, spec.MustCompile(), 50*time.Millisecond); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "did not finish") {
 		t.Errorf("stalled device: got %v", err)
 	}
 }
@@ -92,14 +92,14 @@ func TestSelfCheckCatches(t *testing.T) {
 // testSelfCheckResizer runs the self-check on a real Resizer (the fake driver on the CPU, a
 // GPU where there is one): it must pass for every filter.
 func testSelfCheckResizer(t *testing.T, d *Device) {
-	for _, f := range []string{"nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"} {
-		spec := transforms.Spec{Resize: 48, CropW: 40, CropH: 44, Filter: f, Layout: "hwc", DType: "uint8"}
-		rs, err := NewResizer(d, spec, ResizerOptions{})
+	for _, f := range []transforms.Filter{transforms.Nearest, transforms.Box, transforms.Bilinear, transforms.Hamming, transforms.Bicubic, transforms.Lanczos} {
+		spec := transforms.Spec{Resize: 48, CropW: 40, CropH: 44, Filter: f, Layout: transforms.HWC, DType: transforms.Uint8}
+		rs, err := NewResizer(d, spec.MustCompile(), ResizerOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		staged := hostStaged.Load()
-		if err := SelfCheck(rs, spec, 0); err != nil {
+		if err := SelfCheck(rs, spec.MustCompile(), 0); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 		// Twice: staged from Go memory, then from pinned frames, which are not staged.

@@ -38,7 +38,7 @@ const StagingSuffix = ".packer-partial"
 // Options configures a build. The zero value of every optional field is a documented default.
 type Options struct {
 	Source    source.Source
-	Transform transforms.Spec
+	Transform transforms.Compiled
 	Output    output.Entry                             // the output format (its New creates the Output)
 	Out       string                                   // output directory
 	Force     bool                                     // replace an existing OUT atomically
@@ -150,10 +150,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if opts.OnError != OnErrorSkip && opts.OnError != OnErrorFail {
 		return nil, fmt.Errorf("unknown --on-error policy %q (want skip or fail)", opts.OnError)
 	}
-	tspec, err := CheckTransform(opts.Transform)
-	if err != nil {
-		return nil, err
-	}
+	tspec := opts.Transform
 	if opts.Shuffle != nil {
 		opts.Source = shuffled(opts.Source, *opts.Shuffle)
 	}
@@ -287,17 +284,6 @@ func intoOut(out string, force bool, inputs []string, resume bool, write func(pa
 	return sum, nil
 }
 
-// CheckTransform validates a transform spec and returns it normalized: the engine's one check
-// of a transform, which Build runs first and the command runs before it opens the source, so
-// that a bad flag is reported before a large source is listed.
-func CheckTransform(t transforms.Spec) (transforms.Spec, error) {
-	t = t.Normalized()
-	if err := t.Validate(); err != nil {
-		return transforms.Spec{}, err
-	}
-	return t, nil
-}
-
 // checkOut refuses to overwrite a non-empty output directory without force, and with force
 // one that holds no packer dataset; a file is refused either way.
 func checkOut(out string, force bool) error {
@@ -426,7 +412,7 @@ func datasetFileName(name string) bool {
 type builder struct {
 	opts    Options
 	info    source.SourceInfo
-	tspec   transforms.Spec
+	tspec   transforms.Compiled
 	spec    shard.SampleSpec // every record's spec, decided before the build (DatasetSpec)
 	staging string
 	guard   *guard // refuses enumerated inputs inside the output names

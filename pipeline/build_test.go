@@ -337,7 +337,7 @@ func TestBuildRefusesNonEmptyOutput(t *testing.T) {
 // cpuBatch is a BatchResizer that runs transforms.Worker, to test the batched worker path
 // (grouping, skips, order) without a GPU; the gpu package tests the device itself.
 type cpuBatch struct {
-	spec  transforms.Spec
+	spec  transforms.Compiled
 	calls atomic.Int64
 }
 
@@ -360,7 +360,7 @@ func TestBuildBatchResizerEqualsWorkers(t *testing.T) {
 	var manifests []string
 	for _, batched := range []bool{false, true} {
 		out := filepath.Join(tmp, fmt.Sprint(batched))
-		rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
+		rs := &cpuBatch{spec: transforms.Spec{}.MustCompile()}
 		_, err := build(t, &genSource{n: 90, bad: bad, odd: odd, late: late, delay: true, clips: 2, frame: source.FrameShape{C: 1}}, out, func(o *Options) {
 			o.Workers = 3
 			if batched {
@@ -450,23 +450,23 @@ func TestBuildDirectEqualsDecode(t *testing.T) {
 		}
 		return string(data)
 	}
-	for _, spec := range []transforms.Spec{{}, {Layout: "chw"}} {
+	for _, spec := range []transforms.Spec{{}, {Layout: transforms.CHW}} {
 		var want string
 		for _, w := range []int{1, 2, 5} {
 			ds := &directSource{n: 600, bad: bad}
 			out := filepath.Join(tmp, fmt.Sprintf("%s-direct-%d", spec.Layout, w))
-			sum, err := build(t, ds, out, func(o *Options) { o.Workers = w; o.Transform = spec; o.ShardSize = 1000 })
+			sum, err := build(t, ds, out, func(o *Options) { o.Workers = w; o.Transform = spec.MustCompile(); o.ShardSize = 1000 })
 			if err != nil {
 				t.Fatal(err)
 			}
 			if sum.Records != 597 || sum.Skipped != 3 {
 				t.Fatalf("%d records, %d skipped", sum.Records, sum.Skipped)
 			}
-			if got := ds.directs.Load(); (spec.Layout == "") != (got == 600) || (spec.Layout != "" && got != 0) {
+			if got := ds.directs.Load(); (spec.Layout == transforms.HWC) != (got == 600) || (spec.Layout != transforms.HWC && got != 0) {
 				t.Fatalf("layout %q: DecodeTo called %d times", spec.Layout, got)
 			}
 			plainOut := filepath.Join(tmp, fmt.Sprintf("%s-plain-%d", spec.Layout, w))
-			if _, err := build(t, plainSource{&directSource{n: 600, bad: bad}}, plainOut, func(o *Options) { o.Workers = w; o.Transform = spec; o.ShardSize = 1000 }); err != nil {
+			if _, err := build(t, plainSource{&directSource{n: 600, bad: bad}}, plainOut, func(o *Options) { o.Workers = w; o.Transform = spec.MustCompile(); o.ShardSize = 1000 }); err != nil {
 				t.Fatal(err)
 			}
 			got, plain := read(out), read(plainOut)

@@ -1,5 +1,5 @@
 // Package pipeline is the build engine behind `packer build`: it takes a Source (the inputs of
-// a dataset), a transforms.Spec and an Output (one output format), decodes and transforms the
+// a dataset), a compiled transform (transforms.Compiled) and an Output (one output format), decodes and transforms the
 // inputs in parallel, writes the records in source order, and commits the finished output
 // directory atomically with its manifest last. It knows no source kind, output format or device
 // by name; the command (cmd/packer) opens them and hands them in through Options.
@@ -31,7 +31,7 @@
 // (CIFAR, IDX) decodes an item straight into the record buffer (DecodeTo) when the transform
 // is the identity and no BatchResizer is set. A PlannedSource (image folders and lists, frame
 // folders, videos) is handed the build's DecodePlan in one call, before anything else is asked
-// of it: the transform, validated once by the engine (CheckTransform), from which it derives
+// of it: the transform, compiled once by the caller (transforms.Spec.Compile), from which it derives
 // the reduced JPEG scale --fast allows and whether frames of different sizes share a clip; and
 // whether to decode only the part of each image the transform reads (Windows), which Build
 // asks when the CPU transforms the frames or the BatchResizer is a WindowResizer (the GPU's
@@ -97,7 +97,7 @@
 //
 // # Files, by role
 //
-//   - build.go: Options, Build and its up-front checks (CheckTransform, the decode plan, the
+//   - build.go: Options, Build and its up-front checks (the decode plan, the
 //     record shape, the output directory), the builder and its goroutines.
 //   - worker.go: jobs, decoding (Decode, DecodeTo), transforming on the CPU.
 //   - batch.go: the BatchResizer path (a group of items transformed in one call).

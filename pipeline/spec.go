@@ -20,8 +20,7 @@ const imageChannels = 3
 //     width vary: [-1, -1, 3] (hwc) or [3, -1, -1] (chw), stored in shard format version 2.
 //
 // Clips (SourceInfo.ClipLen T > 0) prepend T to the frame shape, layout "t"+layout.
-func DatasetSpec(src source.Source, t transforms.Spec) shard.SampleSpec {
-	t = t.Normalized()
+func DatasetSpec(src source.Source, t transforms.Compiled) shard.SampleSpec {
 	info := src.Info()
 	fr := info.Frame
 	if fr.C == 0 {
@@ -34,8 +33,8 @@ func DatasetSpec(src source.Source, t transforms.Spec) shard.SampleSpec {
 	} else if fr.W > 0 && fr.H > 0 {
 		fs = t.OutputSpec(fr.W, fr.H, c)
 	} else {
-		fs = shard.SampleSpec{Shape: []int{-1, -1, c}, DType: shard.DType(t.DType), Layout: t.Layout}
-		if t.Layout == "chw" {
+		fs = shard.SampleSpec{Shape: []int{-1, -1, c}, DType: t.DType().Sample(), Layout: t.Layout().String()}
+		if t.Layout() == transforms.CHW {
 			fs.Shape = []int{c, -1, -1}
 		}
 	}

@@ -119,7 +119,7 @@ func (s reusingSource) Decode(ctx context.Context, it source.Item, emit func(sou
 // CPU path's, whole frames (a source reusing its buffer, clips, failing items) and windows.
 func TestBuildFrameStager(t *testing.T) {
 	tmp := t.TempDir()
-	spec := transforms.Spec{Resize: 24, CropW: 16, CropH: 20, Filter: "bicubic"}
+	spec := transforms.Spec{Resize: 24, CropW: 16, CropH: 20, Filter: transforms.Bicubic}
 	for _, windowed := range []bool{false, true} {
 		var outs []string
 		for _, staged := range []bool{false, true} {
@@ -128,7 +128,7 @@ func TestBuildFrameStager(t *testing.T) {
 			if windowed {
 				sp = spec
 			}
-			st := &stagingBatch{cpuWindowBatch: cpuWindowBatch{cpuBatch: cpuBatch{spec: sp.Normalized()}}}
+			st := &stagingBatch{cpuWindowBatch: cpuWindowBatch{cpuBatch: cpuBatch{spec: sp.MustCompile()}}}
 			var src source.Source = &windowSource{n: 70}
 			if !windowed {
 				src = reusingSource{&genSource{n: 90, bad: map[int]bool{5: true}, odd: map[int]bool{33: true}, late: map[int]bool{21: true},
@@ -136,7 +136,7 @@ func TestBuildFrameStager(t *testing.T) {
 			}
 			_, err := build(t, src, out, func(o *Options) {
 				o.Workers = 3
-				o.Transform = sp
+				o.Transform = sp.MustCompile()
 				if staged {
 					o.Resizer = st
 				} else {
@@ -173,7 +173,7 @@ func TestBuildFrameStager(t *testing.T) {
 // TestBuildFrameStagerFailure: when the resizer fails, the build fails and every frame is
 // still released exactly once.
 func TestBuildFrameStagerFailure(t *testing.T) {
-	st := &stagingBatch{cpuWindowBatch: cpuWindowBatch{cpuBatch: cpuBatch{spec: transforms.Spec{}.Normalized()}}, fail: errors.New("device lost")}
+	st := &stagingBatch{cpuWindowBatch: cpuWindowBatch{cpuBatch: cpuBatch{spec: transforms.Spec{}.MustCompile()}}, fail: errors.New("device lost")}
 	_, err := build(t, &genSource{n: 40, frame: source.FrameShape{C: 1}}, filepath.Join(t.TempDir(), "out"), func(o *Options) {
 		o.Workers = 2
 		o.Resizer = st

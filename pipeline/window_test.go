@@ -86,7 +86,7 @@ func (c *cpuWindowBatch) RunWindows(imgs []transforms.Image, wins []source.Windo
 // and the output is byte for byte the CPU path's and the whole-frame batch path's.
 func TestBuildBatchResizerWindows(t *testing.T) {
 	tmp := t.TempDir()
-	spec := transforms.Spec{Resize: 24, CropW: 16, CropH: 20, Filter: "bicubic"}
+	spec := transforms.Spec{Resize: 24, CropW: 16, CropH: 20, Filter: transforms.Bicubic}
 	var outs []string
 	for _, mode := range []string{"cpu", "batch", "batch-windows"} {
 		out := filepath.Join(tmp, mode)
@@ -95,13 +95,13 @@ func TestBuildBatchResizerWindows(t *testing.T) {
 		var win *cpuWindowBatch
 		_, err := build(t, src, out, func(o *Options) {
 			o.Workers = 3
-			o.Transform = spec
+			o.Transform = spec.MustCompile()
 			switch mode {
 			case "batch":
-				plain = &cpuBatch{spec: spec.Normalized()}
+				plain = &cpuBatch{spec: spec.MustCompile()}
 				o.Resizer = plain
 			case "batch-windows":
-				win = &cpuWindowBatch{cpuBatch: cpuBatch{spec: spec.Normalized()}}
+				win = &cpuWindowBatch{cpuBatch: cpuBatch{spec: spec.MustCompile()}}
 				o.Resizer = win
 			}
 		})
@@ -169,7 +169,7 @@ func sameTree(a, b string) error {
 // TestBuildDeviceGroupsByCount: pre-read items of 200 KiB (HD JPEGs) reach a BatchResizer 16
 // to a call, not 1 or 2 as the CPU path's 256 KiB raw group budget would give.
 func TestBuildDeviceGroupsByCount(t *testing.T) {
-	rs := &cpuBatch{spec: transforms.Spec{}.Normalized()}
+	rs := &cpuBatch{spec: transforms.Spec{}.MustCompile()}
 	_, err := build(t, &genSource{n: 64, raw: 200 << 10}, filepath.Join(t.TempDir(), "out"), func(o *Options) {
 		o.Workers = 2
 		o.Resizer = rs

@@ -361,7 +361,7 @@ func reasonKind(err error) string {
 }
 
 func (b *builder) transformMap() map[string]any {
-	data, _ := json.Marshal(b.tspec)
+	data, _ := json.Marshal(b.tspec.Spec())
 	m := map[string]any{}
 	_ = json.Unmarshal(data, &m)
 	return m

@@ -27,10 +27,7 @@ func testBuilder(t *testing.T, mod func(*Options)) *builder {
 	if mod != nil {
 		mod(&opts)
 	}
-	tspec, err := CheckTransform(transforms.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tspec := transforms.Spec{}.MustCompile()
 	src := &genSource{n: 0}
 	return &builder{opts: opts, info: src.Info(), tspec: tspec, spec: DatasetSpec(src, tspec), staging: t.TempDir(), started: time.Now()}
 }

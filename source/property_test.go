@@ -106,7 +106,7 @@ func checkBuild(t *testing.T, src source.Source, srcRoot string, want expect) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := pipeline.Build(context.Background(), pipeline.Options{
-			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}, Output: shards.Entry, Out: out, Workers: 2, ShardSize: 1 << 16,
+			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}.MustCompile(), Output: shards.Entry, Out: out, Workers: 2, ShardSize: 1 << 16,
 		})
 		done <- err
 	}()

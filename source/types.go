@@ -95,14 +95,13 @@ type DirectSource interface {
 	DecodeTo(ctx context.Context, it Item, pix []byte) (Clip, error)
 }
 
-// DecodePlan is what the engine asks of a PlannedSource's decoding. pipeline.Build decides it
-// once, after validating the transform (pipeline.CheckTransform) and before it asks the source
-// anything else.
+// DecodePlan is what the engine asks of a PlannedSource's decoding. pipeline.Build decides it once,
+// before it asks the source anything else.
 type DecodePlan struct {
-	// Transform is the build's transform, validated and normalized. A source derives from it
+	// Transform is the build's transform, compiled (Spec.Compile). A source derives from it
 	// the reduced JPEG scale --fast allows (transforms.DraftSize) and whether frames of
-	// different sizes can share a clip record (transforms.Spec.FixedSize).
-	Transform transforms.Spec
+	// different sizes can share a clip record (transforms.Compiled.FixedSize).
+	Transform transforms.Compiled
 	// Windows asks the source to decode of each image only the rectangle Transform.Region
 	// gives and to emit it as a window (Clip.Windows): the same output bytes, less decoding.
 	// The build sets it when the frames are transformed on the CPU (no pipeline.BatchResizer)

@@ -108,11 +108,11 @@ func makeFrameLUTs(mean, std []float64) *frameLUTs {
 
 // writeFrame converts an 8-bit HWC frame of w×h×c into dst in the given layout and dtype,
 // little-endian for the float types.
-func writeFrame(dst, frame []byte, w, h, c int, chw bool, dtype string, luts *frameLUTs) {
+func writeFrame(dst, frame []byte, w, h, c int, chw bool, dtype DType, luts *frameLUTs) {
 	n := w * h
 	frame = frame[:n*c]
 	switch dtype {
-	case "uint8":
+	case Uint8:
 		if !chw {
 			copy(dst, frame)
 			return
@@ -124,7 +124,7 @@ func writeFrame(dst, frame []byte, w, h, c int, chw bool, dtype string, luts *fr
 				plane[i] = src[i*c]
 			}
 		}
-	case "float32":
+	case Float32:
 		dst = dst[:4*n*c]
 		if chw {
 			for ch := 0; ch < c; ch++ {
@@ -143,7 +143,7 @@ func writeFrame(dst, frame []byte, w, h, c int, chw bool, dtype string, luts *fr
 				binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(lut[frame[i]]))
 			}
 		}
-	case "float16":
+	case Float16:
 		dst = dst[:2*n*c]
 		if chw {
 			for ch := 0; ch < c; ch++ {

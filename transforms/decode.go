@@ -58,6 +58,23 @@ func (e *DecodeError) Error() string {
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
+// DecodeReason is what a source records as the reason for an input that DecodeFile,
+// DecodeFileRegion or DecodeBytes failed on: the decoder's error without the DecodeError
+// wrapper, and a file-system error as its operation and cause ("open: permission denied"),
+// both without the path the caller gave, since the source names the input itself (by its
+// name in the dataset, never by an absolute path). Other errors are returned as they are.
+func DecodeReason(err error) error {
+	var de *DecodeError
+	var pe *os.PathError
+	switch {
+	case errors.As(err, &de):
+		return de.Err
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
 // DecodeOptions control DecodeFile and DecodeBytes. The zero value gives the exact
 // (Pillow-identical) decode with the default pixel cap.
 type DecodeOptions struct {
@@ -540,17 +557,17 @@ func gifPalette(b []byte) []byte {
 
 // DraftSize returns the DecodeOptions.Draft function for fast mode under spec, or nil when the
 // spec does not ask for fast mode or does not resize. The requested size is the size the
-// image will be resized to (Spec.ResizedSize: torchvision Resize(N) rounding and max_size,
+// image will be resized to (Compiled.ResizedSize: torchvision Resize(N) rounding and max_size,
 // or the exact --size) times gap (at least 1), so a JPEG is decoded at the largest DCT
 // reduction that keeps at least gap × the resized size in both dimensions. Gap 1 is
 // Pillow's draft(mode, size) with the target size; Pillow's thumbnail() uses a gap of 2.
-func DraftSize(spec Spec, gap int) func(w, h int) (int, int) {
-	if !spec.Fast || (spec.Resize <= 0 && spec.Width <= 0) {
+func DraftSize(t Compiled, gap int) func(w, h int) (int, int) {
+	if s := t.Spec(); !s.Fast || (s.Resize <= 0 && s.Width <= 0) {
 		return nil
 	}
 	gap = max(gap, 1)
 	return func(w, h int) (int, int) {
-		rw, rh, err := spec.ResizedSize(w, h)
+		rw, rh, err := t.ResizedSize(w, h)
 		if err != nil {
 			return 0, 0 // full-size decode
 		}

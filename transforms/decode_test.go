@@ -348,8 +348,8 @@ func TestFastModeError(t *testing.T) {
 	}
 	sort.Strings(files)
 	spec := Spec{Resize: 256, CropW: 224, CropH: 224, Fast: true}
-	w := spec.NewWorker()
-	out := spec.OutputSpec(224, 224, 3)
+	w := spec.MustCompile().NewWorker()
+	out := spec.MustCompile().OutputSpec(224, 224, 3)
 	run := func(f string, draft func(int, int) (int, int)) ([]byte, Image, time.Duration) {
 		t0 := time.Now()
 		img, err := DecodeFile(f, DecodeOptions{Draft: draft}, nil)
@@ -368,7 +368,7 @@ func TestFastModeError(t *testing.T) {
 		var tExact, tFast time.Duration
 		for _, f := range files {
 			exact, _, te := run(f, nil)
-			fast, img, tf := run(f, DraftSize(spec, gap))
+			fast, img, tf := run(f, DraftSize(spec.MustCompile(), gap))
 			tExact += te
 			tFast += tf
 			p, maxd, mean := psnr(exact, fast)
@@ -397,7 +397,7 @@ func BenchmarkDecode(b *testing.B) {
 			b.Run(filepath.Ext(f)[1:]+"/"+mode, func(b *testing.B) {
 				opts := DecodeOptions{}
 				if mode == "draft" {
-					opts.Draft = DraftSize(Spec{Resize: 256, Fast: true}, 1)
+					opts.Draft = DraftSize(Spec{Resize: 256, Fast: true}.MustCompile(), 1)
 				}
 				var s DecodeScratch
 				b.SetBytes(int64(len(data)))

@@ -15,7 +15,7 @@
 //     its axis keeps its size, support scaled by the downscale factor, coefficients computed
 //     in float64, normalised, then converted to fixed point with 22 fractional bits and
 //     Pillow's rounding. The integer weights are exported ([Weights], [ComputeWeights],
-//     [Spec.Plan]) with the exact per-sample formula, so other implementations can match.
+//     [Compiled.Plan]) with the exact per-sample formula, so other implementations can match.
 //   - Spec.Resize is torchvision's Resize(N, max_size) output size ([ResizeOutputSize]);
 //     Width/Height is Resize((h, w)).
 //   - CropW/CropH is torchvision's CenterCrop ([CenterCropOffset]): zero padding first when the
@@ -65,6 +65,15 @@
 // Weight computations write every product inside float64(...) so that no architecture may
 // fuse it with an addition (Go spec, "Floating-point operators"): the reference (x86-64
 // Pillow) rounds each operation separately. The resampling itself is integer arithmetic.
+//
+// # The spec, compiled once
+//
+// A [Spec] is the transform as flags and manifests write it; its filter, layout and element
+// type are typed values ([Filter], [Layout], [DType]) read from their names by UnmarshalText,
+// so an unknown name is an error where it is read. [Spec.Compile] fills in the defaults (a
+// spec that resizes without a filter gets Bilinear) and makes every check, once; the
+// [Compiled] it returns is what a [Worker], the GPU path and the build engine take, and
+// nothing checks it again.
 //
 // # Concurrency
 //

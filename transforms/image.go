@@ -3,7 +3,6 @@ package transforms
 import (
 	"fmt"
 	"image"
-	"math"
 
 	"github.com/packer-dev/packer/shard"
 )
@@ -17,119 +16,36 @@ type Image struct {
 
 // Spec is the full, serialisable transform chain applied to every frame: resize, crop, layout,
 // element type and normalisation, in that order (torchvision's Resize, CenterCrop, ToTensor,
-// Normalize). The zero value is the identity in HWC uint8.
+// Normalize). The zero value is the identity in HWC uint8. A Spec is compiled (Spec.Compile)
+// before anything applies it; its JSON form is the manifest's "transform".
 type Spec struct {
 	Resize  int       `json:"resize,omitempty"`   // shorter side to Resize (torchvision Resize(N))
 	Width   int       `json:"width,omitempty"`    // exact output size (--size WxH), with Height
 	Height  int       `json:"height,omitempty"`   //
 	MaxSize int       `json:"max_size,omitempty"` // longer side cap with Resize, as torchvision's max_size
-	Filter  string    `json:"filter,omitempty"`   // nearest|box|bilinear|hamming|bicubic|lanczos
+	Filter  Filter    `json:"filter,omitempty"`   // nearest|box|bilinear|hamming|bicubic|lanczos; zero: bilinear when resizing
 	CropW   int       `json:"crop_w,omitempty"`   // centre crop (torchvision CenterCrop), with CropH
 	CropH   int       `json:"crop_h,omitempty"`   //
-	Layout  string    `json:"layout"`             // "hwc" or "chw"
-	DType   string    `json:"dtype"`              // "uint8", "float16" or "float32"
+	Layout  Layout    `json:"layout"`             // "hwc" (the zero value) or "chw"
+	DType   DType     `json:"dtype"`              // "uint8" (the zero value), "float16" or "float32"
 	Mean    []float64 `json:"mean,omitempty"`     // per-channel mean (on the 0..1 scale)
 	Std     []float64 `json:"std,omitempty"`      // per-channel std
 	Fast    bool      `json:"fast,omitempty"`     // allow reduced-scale JPEG decoding
 }
 
-// Normalized returns the spec with defaults filled in: layout hwc, dtype uint8, and filter
-// bilinear (torchvision's default) when the spec resizes.
-func (s Spec) Normalized() Spec {
-	if s.Layout == "" {
-		s.Layout = "hwc"
-	}
-	if s.DType == "" {
-		s.DType = "uint8"
-	}
-	if s.Filter == "" && (s.Resize > 0 || s.Width > 0) {
-		s.Filter = "bilinear"
-	}
-	return s
-}
-
-// Identity reports whether the spec leaves frames unchanged: no resize or crop, uint8 HWC,
-// no normalisation. Worker.Apply then copies the source pixels, so a caller may decode
+// Identity reports whether the transform leaves frames unchanged: no resize or crop, uint8
+// HWC, no normalisation. Worker.Apply then copies the source pixels, so a caller may decode
 // straight into the destination instead.
-func (s Spec) Identity() bool {
-	s = s.Normalized()
+func (c Compiled) Identity() bool {
+	s := &c.s
 	return s.Resize == 0 && s.Width == 0 && s.Height == 0 && s.CropW == 0 && s.CropH == 0 &&
-		s.Layout == "hwc" && s.DType == "uint8" && len(s.Mean) == 0 && len(s.Std) == 0
-}
-
-// Validate reports whether the spec is usable.
-func (s Spec) Validate() error {
-	s = s.Normalized()
-	if s.Layout != "hwc" && s.Layout != "chw" {
-		return fmt.Errorf("transforms: unknown layout %q (want hwc or chw)", s.Layout)
-	}
-	switch s.DType {
-	case "uint8", "float16", "float32":
-	default:
-		return fmt.Errorf("transforms: unknown dtype %q (want uint8, float16 or float32)", s.DType)
-	}
-	if s.Filter != "" {
-		if _, err := ParseFilter(s.Filter); err != nil {
-			return err
-		}
-	}
-	if s.Resize < 0 || s.Width < 0 || s.Height < 0 || s.MaxSize < 0 || s.CropW < 0 || s.CropH < 0 {
-		return fmt.Errorf("transforms: sizes must not be negative")
-	}
-	if s.Resize > 0 && (s.Width > 0 || s.Height > 0) {
-		return fmt.Errorf("transforms: resize %d and size %dx%d are exclusive", s.Resize, s.Width, s.Height)
-	}
-	if (s.Width > 0) != (s.Height > 0) {
-		return fmt.Errorf("transforms: size needs both width and height, got %dx%d", s.Width, s.Height)
-	}
-	if s.MaxSize > 0 {
-		if s.Resize == 0 {
-			return fmt.Errorf("transforms: max size applies only with resize N (torchvision refuses it with an exact size)")
-		}
-		if s.MaxSize <= s.Resize {
-			return fmt.Errorf("transforms: max size %d must be larger than resize %d", s.MaxSize, s.Resize)
-		}
-	}
-	if (s.CropW > 0) != (s.CropH > 0) {
-		return fmt.Errorf("transforms: crop needs both width and height, got %dx%d", s.CropW, s.CropH)
-	}
-	for _, v := range []int{s.Resize, s.Width, s.Height, s.MaxSize, s.CropW, s.CropH} {
-		if v > MaxResampleSize {
-			return fmt.Errorf("transforms: size %d is too large (max %d)", v, MaxResampleSize)
-		}
-	}
-	if len(s.Mean) != len(s.Std) {
-		return fmt.Errorf("transforms: %d mean values but %d std values", len(s.Mean), len(s.Std))
-	}
-	if len(s.Mean) > 0 {
-		if s.DType == "uint8" {
-			return fmt.Errorf("transforms: mean/std normalisation needs a float dtype (float16 or float32)")
-		}
-		if len(s.Mean) != 1 && len(s.Mean) != 3 {
-			return fmt.Errorf("transforms: mean/std need 1 or 3 values, got %d", len(s.Mean))
-		}
-		for i := range s.Mean {
-			if float32(s.Std[i]) == 0 || math.IsNaN(s.Std[i]) || math.IsInf(s.Std[i], 0) ||
-				math.IsNaN(s.Mean[i]) || math.IsInf(s.Mean[i], 0) {
-				return fmt.Errorf("transforms: mean %v / std %v: std must be finite and non-zero", s.Mean[i], s.Std[i])
-			}
-		}
-	}
-	return nil
-}
-
-// filter returns the spec's filter (bilinear when unset).
-func (s Spec) filter() Filter {
-	f, err := ParseFilter(s.Filter)
-	if err != nil {
-		return Bilinear
-	}
-	return f
+		s.Layout == HWC && s.DType == Uint8 && len(s.Mean) == 0 && len(s.Std) == 0
 }
 
 // ResizedSize returns the size a w×h source has after the spec's resize step (the source size
 // when the spec does not resize).
-func (s Spec) ResizedSize(w, h int) (rw, rh int, err error) {
+func (c Compiled) ResizedSize(w, h int) (rw, rh int, err error) {
+	s := &c.s
 	switch {
 	case s.Resize > 0:
 		return ResizeOutputSize(w, h, s.Resize, s.MaxSize)
@@ -141,14 +57,15 @@ func (s Spec) ResizedSize(w, h int) (rw, rh int, err error) {
 
 // FrameSize returns the width and height of the output frame for a w×h source: the crop
 // size when the spec crops, otherwise the resized size.
-func (s Spec) FrameSize(w, h int) (fw, fh int, err error) {
-	g, err := s.geometry(w, h)
+func (c Compiled) FrameSize(w, h int) (fw, fh int, err error) {
+	g, err := c.geometry(w, h)
 	return g.ow, g.oh, err
 }
 
 // FixedSize reports the output frame size when it does not depend on the source size (the
 // spec crops, or resizes to an exact size).
-func (s Spec) FixedSize() (w, h int, ok bool) {
+func (c Compiled) FixedSize() (w, h int, ok bool) {
+	s := &c.s
 	switch {
 	case s.CropW > 0:
 		return s.CropW, s.CropH, true
@@ -158,11 +75,12 @@ func (s Spec) FixedSize() (w, h int, ok bool) {
 	return 0, 0, false
 }
 
-func (s Spec) geometry(w, h int) (geometry, error) {
+func (c Compiled) geometry(w, h int) (geometry, error) {
+	s := &c.s
 	if w < 1 || h < 1 {
 		return geometry{}, fmt.Errorf("transforms: empty image %dx%d", w, h)
 	}
-	rw, rh, err := s.ResizedSize(w, h)
+	rw, rh, err := c.ResizedSize(w, h)
 	if err != nil {
 		return geometry{}, err
 	}
@@ -207,8 +125,8 @@ func (p Plan) SourceRect() (x0, y0, x1, y1 int) {
 // Region is the source rectangle Plan(w, h) reads, in the form DecodeFileRegion takes: an
 // empty rectangle (decode everything) when the spec cannot be planned for that size, so that
 // Apply then reports why.
-func (s Spec) Region(w, h int) image.Rectangle {
-	p, err := s.Plan(w, h)
+func (c Compiled) Region(w, h int) image.Rectangle {
+	p, err := c.Plan(w, h)
 	if err != nil {
 		return image.Rectangle{}
 	}
@@ -217,13 +135,12 @@ func (s Spec) Region(w, h int) image.Rectangle {
 }
 
 // Plan returns the plan for a w×h source.
-func (s Spec) Plan(w, h int) (Plan, error) {
-	s = s.Normalized()
-	g, err := s.geometry(w, h)
+func (c Compiled) Plan(w, h int) (Plan, error) {
+	g, err := c.geometry(w, h)
 	if err != nil {
 		return Plan{}, err
 	}
-	f := s.filter()
+	f := c.ResampleFilter()
 	return Plan{SrcW: w, SrcH: h, ResizedW: g.rw, ResizedH: g.rh, OutW: g.ow, OutH: g.oh, OffX: g.ox, OffY: g.oy,
 		X: CachedWeights(w, g.rw, f), Y: CachedWeights(h, g.rh, f)}, nil
 }
@@ -231,36 +148,34 @@ func (s Spec) Plan(w, h int) (Plan, error) {
 // OutputSpec returns the spec of one transformed frame for a source image of w×h×c. When the
 // size is unusable (a resize that would produce an empty image), the shape has a zero
 // dimension, which shard.SampleSpec.Validate rejects and Apply reports as an error.
-func (s Spec) OutputSpec(w, h, c int) shard.SampleSpec {
-	s = s.Normalized()
-	fw, fh, err := s.FrameSize(w, h)
+func (t Compiled) OutputSpec(w, h, c int) shard.SampleSpec {
+	fw, fh, err := t.FrameSize(w, h)
 	if err != nil {
 		fw, fh = 0, 0
 	}
 	shape := []int{fh, fw, c}
-	if s.Layout == "chw" {
+	if t.s.Layout == CHW {
 		shape = []int{c, fh, fw}
 	}
-	return shard.SampleSpec{Shape: shape, DType: shard.DType(s.DType), Layout: s.Layout}
+	return shard.SampleSpec{Shape: shape, DType: t.s.DType.Sample(), Layout: t.s.Layout.String()}
 }
 
-// Worker applies a Spec. A Worker holds scratch buffers and is not safe for concurrent use;
+// Worker applies a compiled Spec. A Worker holds scratch buffers and is not safe for concurrent use;
 // give each goroutine its own. After the first images, Apply does not allocate (the
 // resampling weights come from a shared cache, computed once per size pair).
 type Worker struct {
-	spec   Spec
+	t      Compiled
 	filter Filter
 	rs     resampler
 	frame  []byte     // 8-bit HWC frame when dst is not one
 	luts   *frameLUTs // float outputs
 }
 
-// NewWorker returns a Worker for the spec, which must be valid.
-func (s Spec) NewWorker() *Worker {
-	s = s.Normalized()
-	w := &Worker{spec: s, filter: s.filter()}
-	if s.DType != "uint8" {
-		w.luts = makeFrameLUTs(s.Mean, s.Std)
+// NewWorker returns a Worker for the transform.
+func (c Compiled) NewWorker() *Worker {
+	w := &Worker{t: c, filter: c.ResampleFilter()}
+	if c.s.DType != Uint8 {
+		w.luts = makeFrameLUTs(c.s.Mean, c.s.Std)
 	}
 	return w
 }
@@ -282,12 +197,12 @@ func (w *Worker) ApplyWindow(src Image, x, y, fullW, fullH int, dst []byte) erro
 	if err := checkImage(src); err != nil {
 		return err
 	}
-	s := &w.spec
-	g, err := s.geometry(fullW, fullH)
+	s := &w.t.s
+	g, err := w.t.geometry(fullW, fullH)
 	if err != nil {
 		return err
 	}
-	if want := int64(g.ow) * int64(g.oh) * int64(src.C) * int64(shard.DType(s.DType).Size()); int64(len(dst)) != want {
+	if want := int64(g.ow) * int64(g.oh) * int64(src.C) * int64(s.DType.Size()); int64(len(dst)) != want {
 		return fmt.Errorf("transforms: destination is %d bytes, want %d", len(dst), want)
 	}
 	if len(s.Mean) > 1 && len(s.Mean) != src.C {
@@ -305,7 +220,7 @@ func (w *Worker) ApplyWindow(src Image, x, y, fullW, fullH int, dst []byte) erro
 	C := src.C
 	frameBytes := g.ow * g.oh * C
 	frame := dst
-	direct := s.DType == "uint8" && s.Layout == "hwc"
+	direct := s.DType == Uint8 && s.Layout == HWC
 	if !direct {
 		w.frame = growBytes(w.frame, frameBytes)
 		frame = w.frame
@@ -320,7 +235,7 @@ func (w *Worker) ApplyWindow(src Image, x, y, fullW, fullH int, dst []byte) erro
 			x0+g.ox, y0+g.oy, x1+g.ox, y1+g.oy)
 	}
 	if !direct {
-		writeFrame(dst, frame, g.ow, g.oh, C, s.Layout == "chw", s.DType, w.luts)
+		writeFrame(dst, frame, g.ow, g.oh, C, s.Layout == CHW, s.DType, w.luts)
 	}
 	return nil
 }

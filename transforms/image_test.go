@@ -9,12 +9,13 @@ import (
 
 func applySpec(t testing.TB, s Spec, src Image) []byte {
 	t.Helper()
-	if err := s.Validate(); err != nil {
+	c, err := s.Compile()
+	if err != nil {
 		t.Fatalf("%+v: %v", s, err)
 	}
-	out := s.OutputSpec(src.W, src.H, src.C)
+	out := c.OutputSpec(src.W, src.H, src.C)
 	dst := make([]byte, out.Size())
-	if err := s.NewWorker().Apply(src, dst); err != nil {
+	if err := c.NewWorker().Apply(src, dst); err != nil {
 		t.Fatalf("%+v on %dx%d: %v", s, src.W, src.H, err)
 	}
 	return dst
@@ -22,7 +23,7 @@ func applySpec(t testing.TB, s Spec, src Image) []byte {
 
 // pipelineJob is the torchvision pipeline of a Spec, for pillow_ref.py.
 func pipelineJob(s Spec) pipelineCase {
-	j := pillowJob{"op": "pipeline", "filter": int(s.Normalized().filter())}
+	j := pillowJob{"op": "pipeline", "filter": s.MustCompile().ResampleFilter().Pillow()}
 	if s.Resize > 0 {
 		j["resize"] = s.Resize
 		if s.MaxSize > 0 {
@@ -56,12 +57,12 @@ func checkPipeline(t *testing.T, cases []pipelineCase) {
 		name := fmt.Sprintf("%dx%dx%d %+v", c.src.W, c.src.H, c.src.C, c.spec)
 		if res[i].Error != "" {
 			// torchvision refuses it (an empty resize): packer must refuse it too.
-			if _, _, err := c.spec.FrameSize(c.src.W, c.src.H); err == nil {
+			if _, _, err := c.spec.MustCompile().FrameSize(c.src.W, c.src.H); err == nil {
 				t.Errorf("%s: torchvision fails (%s) but packer accepts it", name, res[i].Error)
 			}
 			continue
 		}
-		fw, fh, err := c.spec.FrameSize(c.src.W, c.src.H)
+		fw, fh, err := c.spec.MustCompile().FrameSize(c.src.W, c.src.H)
 		if err != nil || fw != res[i].W || fh != res[i].H {
 			t.Errorf("%s: frame %dx%d (%v), torchvision %dx%d", name, fw, fh, err, res[i].W, res[i].H)
 			continue
@@ -87,7 +88,7 @@ func TestPipelineMatchesTorchvisionPhotos(t *testing.T) {
 			if i >= 2 && f != Bilinear {
 				continue // bilinear (the default) on every photo, all filters on the first few
 			}
-			c := pipelineJob(Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f.String()})
+			c := pipelineJob(Spec{Resize: 256, CropW: 224, CropH: 224, Filter: f})
 			c.src = p
 			cases = append(cases, c)
 		}
@@ -105,20 +106,20 @@ func TestPipelineMatchesTorchvisionSynthetic(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	specs := []Spec{
 		{Resize: 256, CropW: 224, CropH: 224},
-		{Resize: 32, CropW: 17, CropH: 31, Filter: "bicubic"},
-		{Resize: 64, MaxSize: 80, CropW: 60, CropH: 60, Filter: "lanczos"},
+		{Resize: 32, CropW: 17, CropH: 31, Filter: Bicubic},
+		{Resize: 64, MaxSize: 80, CropW: 60, CropH: 60, Filter: Lanczos},
 		{Resize: 50, MaxSize: 51},
 		{Resize: 7},
-		{Width: 33, Height: 17, Filter: "hamming"},
-		{Width: 40, Height: 300, CropW: 41, CropH: 299, Filter: "box"},
-		{CropW: 10, CropH: 13},                                             // crop without resize
-		{CropW: 500, CropH: 7},                                             // pad one axis, crop the other
-		{CropW: 301, CropH: 302},                                           // pad both (odd and even padding)
-		{Resize: 20, CropW: 64, CropH: 64, Filter: "nearest"},              // pad after resize
-		{Resize: 1, CropW: 2, CropH: 3},                                    // 1-pixel short side
-		{Width: 1, Height: 1, CropW: 1, CropH: 1, Filter: "lanczos"},       //
-		{Resize: 100, CropW: 99, CropH: 98, Filter: "nearest"},             //
-		{Resize: 123, MaxSize: 200, CropW: 100, CropH: 101, Filter: "box"}, //
+		{Width: 33, Height: 17, Filter: Hamming},
+		{Width: 40, Height: 300, CropW: 41, CropH: 299, Filter: Box},
+		{CropW: 10, CropH: 13},                                           // crop without resize
+		{CropW: 500, CropH: 7},                                           // pad one axis, crop the other
+		{CropW: 301, CropH: 302},                                         // pad both (odd and even padding)
+		{Resize: 20, CropW: 64, CropH: 64, Filter: Nearest},              // pad after resize
+		{Resize: 1, CropW: 2, CropH: 3},                                  // 1-pixel short side
+		{Width: 1, Height: 1, CropW: 1, CropH: 1, Filter: Lanczos},       //
+		{Resize: 100, CropW: 99, CropH: 98, Filter: Nearest},             //
+		{Resize: 123, MaxSize: 200, CropW: 100, CropH: 101, Filter: Box}, //
 	}
 	sizes := [][2]int{{64, 48}, {48, 64}, {100, 100}, {3, 7}, {1, 1}, {301, 200}, {200, 301}, {4000, 20}, {20, 400}, {257, 256}}
 	var cases []pipelineCase
@@ -161,20 +162,20 @@ func TestResizeOutputSize(t *testing.T) {
 
 func TestSpecValidate(t *testing.T) {
 	bad := []Spec{
-		{Layout: "nhwc"}, {DType: "int8"}, {Filter: "cubic", Resize: 3}, {Resize: 3, Width: 4, Height: 4},
+		{Layout: 2}, {Layout: -1}, {DType: 3}, {Filter: 7, Resize: 3}, {Filter: -1, Resize: 3}, {Resize: 3, Width: 4, Height: 4},
 		{Width: 3}, {MaxSize: 10}, {Resize: 10, MaxSize: 10}, {CropW: 3}, {Resize: -1},
-		{DType: "float32", Mean: []float64{0.5}}, {DType: "float32", Mean: []float64{0.5}, Std: []float64{0}},
-		{DType: "uint8", Mean: []float64{0.5}, Std: []float64{0.5}}, {DType: "float32", Mean: []float64{1, 2}, Std: []float64{1, 2}},
+		{DType: Float32, Mean: []float64{0.5}}, {DType: Float32, Mean: []float64{0.5}, Std: []float64{0}},
+		{DType: Uint8, Mean: []float64{0.5}, Std: []float64{0.5}}, {DType: Float32, Mean: []float64{1, 2}, Std: []float64{1, 2}},
 	}
 	for _, s := range bad {
-		if s.Validate() == nil {
+		if _, err := s.Compile(); err == nil {
 			t.Errorf("%+v: accepted", s)
 		}
 	}
-	good := []Spec{{}, {Resize: 256, CropW: 224, CropH: 224}, {Width: 3, Height: 4, Layout: "chw", DType: "float16"},
-		{DType: "float32", Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}}
+	good := []Spec{{}, {Resize: 256, CropW: 224, CropH: 224}, {Width: 3, Height: 4, Layout: CHW, DType: Float16},
+		{DType: Float32, Mean: []float64{0.485, 0.456, 0.406}, Std: []float64{0.229, 0.224, 0.225}}}
 	for _, s := range good {
-		if err := s.Validate(); err != nil {
+		if _, err := s.Compile(); err != nil {
 			t.Errorf("%+v: %v", s, err)
 		}
 	}
@@ -188,12 +189,12 @@ func TestTensorMatchesTorchvision(t *testing.T) {
 	var jobs []pillowJob
 	var inputs, srcs []Image
 	var specs []Spec
-	for _, layout := range []string{"hwc", "chw"} {
-		for _, dt := range []string{"float32", "float16"} {
+	for _, layout := range []Layout{HWC, CHW} {
+		for _, dt := range []DType{Float32, Float16} {
 			for _, norm := range []bool{false, true} {
 				for _, c := range []int{3, 1} {
 					s := Spec{Resize: 40, CropW: 32, CropH: 30, Layout: layout, DType: dt}
-					j := pillowJob{"op": "tensor", "dtype": dt, "layout": layout}
+					j := pillowJob{"op": "tensor", "dtype": dt.String(), "layout": layout.String()}
 					if norm {
 						s.Mean, s.Std = imnetMean, imnetStd
 						if c == 1 {
@@ -227,7 +228,7 @@ func TestTensorMatchesTorchvision(t *testing.T) {
 func TestCHWUint8(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 9))
 	src := randomImage(r, 5, 4, 3)
-	got := applySpec(t, Spec{Layout: "chw"}, src)
+	got := applySpec(t, Spec{Layout: CHW}, src)
 	for ch := 0; ch < 3; ch++ {
 		for i := 0; i < 20; i++ {
 			if got[ch*20+i] != src.Pix[i*3+ch] {
@@ -239,17 +240,17 @@ func TestCHWUint8(t *testing.T) {
 
 func TestApplyErrors(t *testing.T) {
 	s := Spec{Resize: 256, MaxSize: 300}
-	w := s.NewWorker()
+	w := s.MustCompile().NewWorker()
 	if err := w.Apply(Image{W: 1, H: 100000, C: 1, Pix: make([]byte, 100000)}, nil); err == nil {
 		t.Error("empty resize accepted")
 	}
-	if sp := s.OutputSpec(1, 100000, 1); sp.Validate() == nil {
+	if sp := s.MustCompile().OutputSpec(1, 100000, 1); sp.Validate() == nil {
 		t.Error("OutputSpec of an empty resize validates")
 	}
 	if err := w.Apply(Image{W: 10, H: 10, C: 3, Pix: make([]byte, 299)}, nil); err == nil {
 		t.Error("short image accepted")
 	}
-	if err := (Spec{}).NewWorker().Apply(Image{W: 2, H: 2, C: 3, Pix: make([]byte, 12)}, make([]byte, 11)); err == nil {
+	if err := (Spec{}).MustCompile().NewWorker().Apply(Image{W: 2, H: 2, C: 3, Pix: make([]byte, 12)}, make([]byte, 11)); err == nil {
 		t.Error("short destination accepted")
 	}
 }
@@ -258,11 +259,11 @@ func TestApplyErrors(t *testing.T) {
 // before, and does not allocate on the hot path once warm.
 func TestWorkerReuse(t *testing.T) {
 	r := rand.New(rand.NewPCG(10, 10))
-	s := Spec{Resize: 64, CropW: 56, CropH: 56, DType: "float16", Layout: "chw", Mean: []float64{0.5}, Std: []float64{0.5}}
-	w := s.NewWorker()
+	s := Spec{Resize: 64, CropW: 56, CropH: 56, DType: Float16, Layout: CHW, Mean: []float64{0.5}, Std: []float64{0.5}}
+	w := s.MustCompile().NewWorker()
 	for i := 0; i < 30; i++ {
 		src := randomImage(r, 20+r.IntN(200), 20+r.IntN(200), 3)
-		dst := make([]byte, s.OutputSpec(src.W, src.H, 3).Size())
+		dst := make([]byte, s.MustCompile().OutputSpec(src.W, src.H, 3).Size())
 		if err := w.Apply(src, dst); err != nil {
 			t.Fatal(err)
 		}
@@ -272,8 +273,8 @@ func TestWorkerReuse(t *testing.T) {
 	}
 	src := randomImage(r, 500, 375, 3)
 	for _, s := range []Spec{{Resize: 256, CropW: 224, CropH: 224}, s} {
-		w := s.NewWorker()
-		dst := make([]byte, s.OutputSpec(src.W, src.H, 3).Size())
+		w := s.MustCompile().NewWorker()
+		dst := make([]byte, s.MustCompile().OutputSpec(src.W, src.H, 3).Size())
 		_ = w.Apply(src, dst)
 		if n := testing.AllocsPerRun(10, func() { _ = w.Apply(src, dst) }); n > 0 {
 			t.Errorf("%+v: Apply allocates %v times per image", s, n)
@@ -288,11 +289,11 @@ func TestPlanReproducesApply(t *testing.T) {
 	for i := 0; i < 60; i++ {
 		c := []int{1, 3}[i%2]
 		src := randomImage(r, 1+r.IntN(90), 1+r.IntN(90), c)
-		s := Spec{Resize: 1 + r.IntN(70), Filter: allFilters[i%6].String()}
+		s := Spec{Resize: 1 + r.IntN(70), Filter: allFilters[i%6]}
 		if i%3 != 0 {
 			s.CropW, s.CropH = 1+r.IntN(60), 1+r.IntN(60)
 		}
-		p, err := s.Plan(src.W, src.H)
+		p, err := s.MustCompile().Plan(src.W, src.H)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +338,7 @@ func TestApplyWindow(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		c := []int{1, 3}[i%2]
 		full := randomImage(r, 1+r.IntN(120), 1+r.IntN(120), c)
-		s := Spec{Resize: 1 + r.IntN(90), Filter: allFilters[i%6].String(), DType: []string{"uint8", "float32"}[i%4/3]}
+		s := Spec{Resize: 1 + r.IntN(90), Filter: allFilters[i%6], DType: []DType{Uint8, Float32}[i%4/3]}
 		switch i % 5 {
 		case 0:
 			s.Resize = 0
@@ -345,11 +346,11 @@ func TestApplyWindow(t *testing.T) {
 		case 1, 2, 3:
 			s.CropW, s.CropH = 1+r.IntN(80), 1+r.IntN(80)
 		}
-		if _, _, err := s.FrameSize(full.W, full.H); err != nil {
+		if _, _, err := s.MustCompile().FrameSize(full.W, full.H); err != nil {
 			continue
 		}
 		want := applySpec(t, s, full)
-		p, err := s.Plan(full.W, full.H)
+		p, err := s.MustCompile().Plan(full.W, full.H)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +366,7 @@ func TestApplyWindow(t *testing.T) {
 			copy(win.Pix[(y-wy0)*win.W*c:(y-wy0+1)*win.W*c], full.Pix[(y*full.W+wx0)*c:(y*full.W+wx1)*c])
 		}
 		got := make([]byte, len(want))
-		w := s.NewWorker()
+		w := s.MustCompile().NewWorker()
 		if err := w.ApplyWindow(win, wx0, wy0, full.W, full.H, got); err != nil {
 			t.Fatalf("%+v on %dx%d, window [%d,%d)x[%d,%d) of rect [%d,%d)x[%d,%d): %v", s, full.W, full.H, wx0, wx1, wy0, wy1, x0, x1, y0, y1, err)
 		}
@@ -385,7 +386,7 @@ func TestApplyWindow(t *testing.T) {
 func TestSourceRectSkipsWork(t *testing.T) {
 	// Resize(256) + CenterCrop(224) of a 500x375 landscape photo reads about 2/3 of the
 	// columns and 7/8 of the rows.
-	p, err := Spec{Resize: 256, CropW: 224, CropH: 224}.Plan(500, 375)
+	p, err := Spec{Resize: 256, CropW: 224, CropH: 224}.MustCompile().Plan(500, 375)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,18 +6,20 @@ import (
 	"sync"
 )
 
-// Filter is a resampling filter with Pillow's semantics. The numeric values are Pillow's own
-// (Image.Resampling), so they can be recorded and compared across languages.
+// Filter is a resampling filter with Pillow's semantics. Its zero value is no filter chosen:
+// a Spec that resizes with it gets Bilinear, torchvision's default (Spec.Compile). In text
+// (flags, manifests) a filter is its name, "bilinear" and so on; [Filter.Pillow] is Pillow's
+// own number for it (Image.Resampling), for comparisons across languages.
 type Filter int
 
-// The filters of Pillow's Image.resize.
+// The filters of Pillow's Image.resize, in the order of Pillow's numbers.
 const (
-	Nearest  Filter = 0 // Image.Resampling.NEAREST: affine nearest-neighbour mapping
-	Lanczos  Filter = 1 // Image.Resampling.LANCZOS: windowed sinc, a = 3
-	Bilinear Filter = 2 // Image.Resampling.BILINEAR: triangle, support 1
-	Bicubic  Filter = 3 // Image.Resampling.BICUBIC: Keys cubic, a = -0.5, support 2
-	Box      Filter = 4 // Image.Resampling.BOX: box, support 0.5
-	Hamming  Filter = 5 // Image.Resampling.HAMMING: Hamming-windowed sinc, support 1
+	Nearest  Filter = 1 + iota // Image.Resampling.NEAREST: affine nearest-neighbour mapping
+	Lanczos                    // Image.Resampling.LANCZOS: windowed sinc, a = 3
+	Bilinear                   // Image.Resampling.BILINEAR: triangle, support 1
+	Bicubic                    // Image.Resampling.BICUBIC: Keys cubic, a = -0.5, support 2
+	Box                        // Image.Resampling.BOX: box, support 0.5
+	Hamming                    // Image.Resampling.HAMMING: Hamming-windowed sinc, support 1
 )
 
 var filterNames = [...]string{
@@ -25,7 +27,7 @@ var filterNames = [...]string{
 	Bicubic: "bicubic", Box: "box", Hamming: "hamming",
 }
 
-// String returns the filter's flag name ("bilinear", ...).
+// String returns the filter's name ("bilinear", ...), the empty string for the zero Filter.
 func (f Filter) String() string {
 	if f >= 0 && int(f) < len(filterNames) {
 		return filterNames[f]
@@ -33,13 +35,44 @@ func (f Filter) String() string {
 	return fmt.Sprintf("Filter(%d)", int(f))
 }
 
-// Valid reports whether f is one of the six filters.
-func (f Filter) Valid() bool { return f >= 0 && int(f) < len(filterNames) }
+// Valid reports whether f is one of the six filters (not the zero Filter).
+func (f Filter) Valid() bool { return f >= Nearest && int(f) < len(filterNames) }
+
+// Pillow returns Pillow's number for the filter (Image.Resampling: NEAREST is 0, LANCZOS 1,
+// ...), or -1 when f is not valid.
+func (f Filter) Pillow() int {
+	if !f.Valid() {
+		return -1
+	}
+	return int(f - Nearest)
+}
+
+// MarshalText returns the filter's name; the zero Filter is the empty text.
+func (f Filter) MarshalText() ([]byte, error) {
+	if f != 0 && !f.Valid() {
+		return nil, fmt.Errorf("transforms: invalid filter %d", int(f))
+	}
+	return []byte(f.String()), nil
+}
+
+// UnmarshalText sets f from a filter name, as ParseFilter; the empty text is the zero Filter.
+func (f *Filter) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*f = 0
+		return nil
+	}
+	v, err := ParseFilter(string(text))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}
 
 // ParseFilter returns the filter named s (nearest|box|bilinear|hamming|bicubic|lanczos).
 func ParseFilter(s string) (Filter, error) {
 	for i, n := range filterNames {
-		if n == s {
+		if n == s && Filter(i).Valid() {
 			return Filter(i), nil
 		}
 	}
@@ -60,7 +93,7 @@ const PrecisionBits = 22
 // KSize, and the unused coefficients of a row are zero, so a kernel may also run MaxTaps (or
 // KSize) taps for every output when it clamps the source index (a zero coefficient adds
 // nothing). A tap count of 0 produces 0 (Pillow's NEAREST writes black where the mapping
-// falls outside the source). [Spec.Plan] gives the weights and crop geometry of a whole
+// falls outside the source). [Compiled.Plan] gives the weights and crop geometry of a whole
 // transform.
 //
 // The per-sample formula, for one channel, with 32-bit two's-complement integers:

@@ -24,9 +24,9 @@ func FuzzResize(f *testing.F) {
 		src := randomImage(r, W, H, C)
 		s := Spec{
 			Resize: int(resize % 700), CropW: int(cw % 600), CropH: int(ch % 600),
-			Filter: Filter(filt % 6).String(),
-			Layout: []string{"hwc", "chw"}[(mode>>1)&1],
-			DType:  []string{"uint8", "float16", "float32", "uint8"}[(mode>>2)&3],
+			Filter: Nearest + Filter(filt%6),
+			Layout: []Layout{HWC, CHW}[(mode>>1)&1],
+			DType:  []DType{Uint8, Float16, Float32, Uint8}[(mode>>2)&3],
 		}
 		if s.CropW == 0 || s.CropH == 0 {
 			s.CropW, s.CropH = 0, 0
@@ -34,29 +34,30 @@ func FuzzResize(f *testing.F) {
 		if mode&32 != 0 && s.Resize > 0 {
 			s.MaxSize = s.Resize + int(cw%300) + 1
 		}
-		if s.Validate() != nil {
-			return
-		}
-		fw, fh, err := s.FrameSize(W, H)
+		c, err := s.Compile()
 		if err != nil {
 			return
 		}
-		rw, rh, _ := s.ResizedSize(W, H)
+		fw, fh, err := c.FrameSize(W, H)
+		if err != nil {
+			return
+		}
+		rw, rh, _ := c.ResizedSize(W, H)
 		if fw*fh > 1<<20 || rw*rh > 1<<21 {
 			return // keep each run fast
 		}
-		out := s.OutputSpec(W, H, C)
+		out := c.OutputSpec(W, H, C)
 		dst := make([]byte, out.Size())
-		if err := s.NewWorker().Apply(src, dst); err != nil {
+		if err := c.NewWorker().Apply(src, dst); err != nil {
 			t.Fatalf("%+v on %dx%dx%d: %v", s, W, H, C, err)
 		}
-		if s.DType != "uint8" || s.Layout != "hwc" {
+		if s.DType != Uint8 || s.Layout != HWC {
 			return
 		}
 		// Reference: full resize, then torchvision-style pad and crop.
 		full := src
 		if rw != W || rh != H {
-			full, err = Resize(src, rw, rh, Filter(filt%6))
+			full, err = Resize(src, rw, rh, c.ResampleFilter())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,9 +91,9 @@ func BenchmarkResize(b *testing.B) {
 			b.Run(fmt.Sprintf("%v/%d", f, size), func(b *testing.B) {
 				src := srcs[size]
 				// Resize(size * 8/7) + CenterCrop(size): the ImageNet evaluation shape.
-				s := Spec{Resize: size * 8 / 7, CropW: size, CropH: size, Filter: f.String()}
-				w := s.NewWorker()
-				dst := make([]byte, s.OutputSpec(src.W, src.H, 3).Size())
+				s := Spec{Resize: size * 8 / 7, CropW: size, CropH: size, Filter: f}
+				w := s.MustCompile().NewWorker()
+				dst := make([]byte, s.MustCompile().OutputSpec(src.W, src.H, 3).Size())
 				b.SetBytes(int64(len(src.Pix)))
 				b.ReportAllocs()
 				if err := w.Apply(src, dst); err != nil {
@@ -113,9 +114,9 @@ func BenchmarkResizeFull(b *testing.B) {
 	src := randomImage(r, 500, 375, 3)
 	for _, f := range []Filter{Bilinear, Lanczos} {
 		b.Run(f.String(), func(b *testing.B) {
-			s := Spec{Resize: 256, Filter: f.String()}
-			w := s.NewWorker()
-			dst := make([]byte, s.OutputSpec(src.W, src.H, 3).Size())
+			s := Spec{Resize: 256, Filter: f}
+			w := s.MustCompile().NewWorker()
+			dst := make([]byte, s.MustCompile().OutputSpec(src.W, src.H, 3).Size())
 			b.SetBytes(int64(len(src.Pix)))
 			b.ReportAllocs()
 			_ = w.Apply(src, dst)

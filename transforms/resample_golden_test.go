@@ -55,9 +55,9 @@ func TestGoldenHashes(t *testing.T) {
 				h.Write(out.Pix)
 			}
 			for _, s := range []Spec{
-				{Resize: 40, CropW: 32, CropH: 32, Filter: f.String()},
-				{Resize: 20, CropW: 24, CropH: 30, Filter: f.String(), Layout: "chw", DType: "float16", Mean: []float64{0.5}, Std: []float64{0.2}},
-				{Width: 64, Height: 48, Filter: f.String(), DType: "float32", Mean: []float64{0.485, 0.456, 0.406}[:src.C], Std: []float64{0.229, 0.224, 0.225}[:src.C]},
+				{Resize: 40, CropW: 32, CropH: 32, Filter: f},
+				{Resize: 20, CropW: 24, CropH: 30, Filter: f, Layout: CHW, DType: Float16, Mean: []float64{0.5}, Std: []float64{0.2}},
+				{Width: 64, Height: 48, Filter: f, DType: Float32, Mean: []float64{0.485, 0.456, 0.406}[:src.C], Std: []float64{0.229, 0.224, 0.225}[:src.C]},
 			} {
 				h.Write(applySpec(t, s, src))
 			}
@@ -78,7 +78,7 @@ func TestGoldenInputsMatchPillow(t *testing.T) {
 			for _, sz := range [][2]int{{50, 33}, {150, 100}, {97, 20}, {13, 61}, {1, 1}} {
 				rc = append(rc, resizeCase{src, sz[0], sz[1], f})
 			}
-			c := pipelineJob(Spec{Resize: 40, CropW: 32, CropH: 32, Filter: f.String()})
+			c := pipelineJob(Spec{Resize: 40, CropW: 32, CropH: 32, Filter: f})
 			c.src = src
 			pc = append(pc, c)
 		}

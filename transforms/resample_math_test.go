@@ -155,7 +155,7 @@ func TestWeightsMatchPillowArithmetic(t *testing.T) {
 	}
 	var in bytes.Buffer
 	for _, p := range pairs {
-		fmt.Fprintf(&in, "%d %d %d\n", p.in, p.out, int(p.f))
+		fmt.Fprintf(&in, "%d %d %d\n", p.in, p.out, p.f.Pillow())
 	}
 	cmd := exec.Command(pythonPath, "-c", weightsScript)
 	cmd.Stdin = &in

@@ -47,7 +47,7 @@ func checkResizeCases(t *testing.T, cases []resizeCase) {
 	jobs := make([]pillowJob, len(cases))
 	inputs := make([]Image, len(cases))
 	for i, c := range cases {
-		jobs[i] = pillowJob{"op": "resize", "size": []int{c.w, c.h}, "filter": int(c.f)}
+		jobs[i] = pillowJob{"op": "resize", "size": []int{c.w, c.h}, "filter": c.f.Pillow()}
 		inputs[i] = c.src
 	}
 	res := runPillow(t, jobs, inputs)
@@ -235,7 +235,7 @@ func TestConcurrentWorkers(t *testing.T) {
 	}
 	var jobs []job
 	for i := 0; i < 64; i++ {
-		s := Spec{Resize: 8 + r.IntN(60), CropW: 1 + r.IntN(40), CropH: 1 + r.IntN(40), Filter: allFilters[i%6].String()}
+		s := Spec{Resize: 8 + r.IntN(60), CropW: 1 + r.IntN(40), CropH: 1 + r.IntN(40), Filter: allFilters[i%6]}
 		jobs = append(jobs, job{randomImage(r, 1+r.IntN(100), 1+r.IntN(100), []int{1, 3}[i%2]), s})
 	}
 	want := make([][]byte, len(jobs))
@@ -252,8 +252,8 @@ func TestConcurrentWorkers(t *testing.T) {
 				}
 				for i := g; i < len(jobs); i += 2 {
 					j := jobs[i]
-					w := j.spec.NewWorker()
-					dst := make([]byte, j.spec.OutputSpec(j.src.W, j.src.H, j.src.C).Size())
+					w := j.spec.MustCompile().NewWorker()
+					dst := make([]byte, j.spec.MustCompile().OutputSpec(j.src.W, j.src.H, j.src.C).Size())
 					if err := w.Apply(j.src, dst); err != nil {
 						errs <- err
 						return
@@ -295,7 +295,7 @@ func TestMatchesPillowRandom(t *testing.T) {
 	checkResizeCases(t, cases)
 	var pc []pipelineCase
 	for i := 0; i < n/2; i++ {
-		s := Spec{Resize: 1 + r.IntN(150), Filter: allFilters[i%6].String()}
+		s := Spec{Resize: 1 + r.IntN(150), Filter: allFilters[i%6]}
 		if i%3 == 0 {
 			s.MaxSize = s.Resize + 1 + r.IntN(100)
 		}
@@ -325,7 +325,7 @@ func TestAVX2MatchesGo(t *testing.T) {
 		t.Skip("no AVX2 passes in this build (no cgo, not amd64, or the purego tag)")
 	}
 	defer func(v bool) { useAVX2 = v }(useAVX2)
-	for f := Filter(0); f.Valid(); f++ {
+	for f := Nearest; f.Valid(); f++ {
 		if !ComputeWeights(500, 137, f).split16 || !ComputeWeights(137, 500, f).split16 {
 			t.Fatalf("%v: weights not marked for the AVX2 horizontal pass", f)
 		}
@@ -340,7 +340,7 @@ func TestAVX2MatchesGo(t *testing.T) {
 		C := []int{3, 3, 3, 1}[r.IntN(4)]
 		src := randomImage(r, W, H, C)
 		rw, rh := 1+r.IntN(2*W+2), 1+r.IntN(2*H+2)
-		f := Filter(r.IntN(6))
+		f := Nearest + Filter(r.IntN(6))
 		x0, y0 := r.IntN(rw), r.IntN(rh)
 		x1, y1 := x0+1+r.IntN(rw-x0), y0+1+r.IntN(rh-y0)
 		stride := (x1-x0)*C + r.IntN(3)*C

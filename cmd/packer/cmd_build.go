@@ -77,8 +77,8 @@ type buildOptions struct {
 	Shuffle bool   // --shuffle: write the records in a seeded permutation of the inputs
 	Seed    uint64 // --seed, with --shuffle
 
-	transform transforms.Spec
-	output    output.Entry // the --format entry of the outputs table, set by validate
+	transform transforms.Compiled // set by validate: the one parse and check of the transform flags
+	output    output.Entry        // the --format entry of the outputs table, set by validate
 	shardSize int64
 	classes   []string
 	part      *pipeline.Part       // set by validate from --part
@@ -319,36 +319,9 @@ func (o *buildOptions) validateTransform() error {
 	if o.Resize > 0 && o.Size != "" {
 		return errors.New("give --resize or --size, not both")
 	}
-	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Filter: o.Filter, Layout: o.Layout, DType: o.DType, Fast: o.Fast}
-	if o.Size != "" {
-		w, h, err := parseWxH(o.Size)
-		if err != nil {
-			return fmt.Errorf("--size: %w", err)
-		}
-		t.Width, t.Height = w, h
-	}
-	if o.Crop != "" {
-		w, h, err := parseWxH(o.Crop)
-		if err != nil {
-			return fmt.Errorf("--crop: %w", err)
-		}
-		t.CropW, t.CropH = w, h
-	}
 	var err error
-	if t.Mean, err = parseFloats(o.Mean); err != nil {
-		return fmt.Errorf("--mean: %w", err)
-	}
-	if t.Std, err = parseFloats(o.Std); err != nil {
-		return fmt.Errorf("--std: %w", err)
-	}
-	if o.Resize == 0 && o.Size == "" {
-		t.Filter = ""
-	}
-	if _, err := pipeline.CheckTransform(t); err != nil {
-		return err
-	}
-	o.transform = t
-	return nil
+	o.transform, err = o.compileTransform()
+	return err
 }
 
 // validateShardSize sets the shard byte budget.
@@ -420,6 +393,48 @@ func oneOf(flag, value string, want ...string) error {
 		choices = strings.Join(want[:len(want)-1], ", ") + " or " + choices
 	}
 	return fmt.Errorf("unknown --%s %q (want %s)", flag, value, choices)
+}
+
+// compileTransform parses the transform flags (the names by the typed values' UnmarshalText)
+// and compiles the spec: the one parse and check of a build's transform, made before the
+// source is listed so that a bad flag is reported first; the engine and the GPU path take the
+// compiled transform as it is.
+func (o *buildOptions) compileTransform() (transforms.Compiled, error) {
+	t := transforms.Spec{Resize: o.Resize, MaxSize: o.MaxSize, Fast: o.Fast}
+	if err := t.Filter.UnmarshalText([]byte(o.Filter)); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--filter: %w", err)
+	}
+	if err := t.Layout.UnmarshalText([]byte(o.Layout)); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--layout: %w", err)
+	}
+	if err := t.DType.UnmarshalText([]byte(o.DType)); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--dtype: %w", err)
+	}
+	if o.Size != "" {
+		w, h, err := parseWxH(o.Size)
+		if err != nil {
+			return transforms.Compiled{}, fmt.Errorf("--size: %w", err)
+		}
+		t.Width, t.Height = w, h
+	}
+	if o.Crop != "" {
+		w, h, err := parseWxH(o.Crop)
+		if err != nil {
+			return transforms.Compiled{}, fmt.Errorf("--crop: %w", err)
+		}
+		t.CropW, t.CropH = w, h
+	}
+	var err error
+	if t.Mean, err = parseFloats(o.Mean); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--mean: %w", err)
+	}
+	if t.Std, err = parseFloats(o.Std); err != nil {
+		return transforms.Compiled{}, fmt.Errorf("--std: %w", err)
+	}
+	if o.Resize == 0 && o.Size == "" {
+		t.Filter = 0 // the manifest records a filter only for a transform that resizes
+	}
+	return t.Compile()
 }
 
 // parseWxH parses "N" (square) or "WxH".

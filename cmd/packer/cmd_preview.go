@@ -25,6 +25,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/transforms"
 )
 
 type previewOptions struct {
@@ -213,7 +214,7 @@ func recordImage(m *shard.Manifest, shape []int, data []byte) (*image.RGBA, erro
 			v := float64(math.Float32frombits(le32(data[i*4:])))
 			return denorm(v, ch, mean, std)
 		case shard.Float16:
-			v := float64(half(uint16(data[i*2]) | uint16(data[i*2+1])<<8))
+			v := float64(transforms.Float16ToFloat32(uint16(data[i*2]) | uint16(data[i*2+1])<<8))
 			return denorm(v, ch, mean, std)
 		}
 		return 0
@@ -236,22 +237,6 @@ func recordImage(m *shard.Manifest, shape []int, data []byte) (*image.RGBA, erro
 
 func le32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
-}
-
-// half converts an IEEE binary16 value to float32.
-func half(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0 && frac == 0:
-		return math.Float32frombits(sign)
-	case exp == 0:
-		return float32(math.Copysign(float64(frac)*math.Pow(2, -24), float64(int32(sign)|1)))
-	case exp == 31:
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
 }
 
 func denorm(v float64, ch int, mean, std []float64) uint8 {

@@ -23,7 +23,7 @@ var selfCheckTimeout = gpu.DefaultSelfCheckTimeout
 // difference, error or timeout, auto falls back to the CPU with the reason in the summary and
 // gpu fails. The bytes of the output are the CPU's either way; the check keeps an unproven
 // device or driver from changing them.
-func openDevice(want string, spec transforms.Spec, verbose bool) (pipeline.BatchResizer, string, func(), error) {
+func openDevice(want string, spec transforms.Compiled, verbose bool) (pipeline.BatchResizer, string, func(), error) {
 	dev, summary, why, err := gpu.SelectWhy(want)
 	if err != nil {
 		return nil, "", func() {}, err

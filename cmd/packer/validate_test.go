@@ -30,7 +30,7 @@ func TestValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.output.Name != "shards" || o.transform.Resize != 256 || o.transform.CropW != 224 || o.shardSize != 1<<20 || !slices.Equal(o.classes, []string{"cat", "dog"}) {
+	if o.output.Name != "shards" || o.transform.Spec().Resize != 256 || o.transform.Spec().CropW != 224 || o.shardSize != 1<<20 || !slices.Equal(o.classes, []string{"cat", "dog"}) {
 		t.Errorf("output %q, transform %+v, shard size %d, classes %q", o.output.Name, o.transform, o.shardSize, o.classes)
 	}
 	for _, c := range []struct {

@@ -93,7 +93,7 @@ var _ source.PlannedSource = (*Source)(nil)
 // (source.Clip.Windows): the same output bytes, less decoding.
 func (s *Source) PlanDecode(p source.DecodePlan) {
 	s.plan = p
-	if s.opts.Decode.Draft == nil && p.Transform.Fast {
+	if s.opts.Decode.Draft == nil && p.Transform.Fast() {
 		s.opts.Decode.Draft = transforms.DraftSize(p.Transform, s.opts.FastGap)
 	}
 }
@@ -364,7 +364,7 @@ func (s *Source) Info() source.SourceInfo {
 	d := s.opts.Decode
 	spec["exif_orient"] = d.ExifOrient
 	spec["fast_decode"] = d.Draft != nil
-	if d.Draft != nil && s.plan.Transform.Fast {
+	if d.Draft != nil && s.plan.Transform.Fast() {
 		spec["fast_gap"] = s.opts.FastGap
 	}
 	mp := d.MaxPixels
@@ -438,15 +438,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	}
 	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	if err != nil {
-		var de *transforms.DecodeError
-		var pe *fs.PathError
-		switch {
-		case errors.As(err, &de):
-			err = de.Err
-		case errors.As(err, &pe):
-			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
-		}
-		return &source.InputError{Input: it.Name, Err: err}
+		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
 	c := source.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label, Meta: recordMeta(it.Name)}
 	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {

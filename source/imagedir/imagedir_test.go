@@ -282,7 +282,7 @@ func TestFastOption(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.PlanDecode(source.DecodePlan{Transform: spec})
+		s.PlanDecode(source.DecodePlan{Transform: spec.MustCompile()})
 		if got := s.Info().Spec["fast_decode"]; got != c.fast {
 			t.Errorf("fast %v: spec fast_decode %v", c.fast, got)
 		}
@@ -316,15 +316,15 @@ func TestWindowsMatchWholeFrames(t *testing.T) {
 	windowed := 0
 	for _, spec := range []transforms.Spec{
 		{Resize: 16, CropW: 12, CropH: 12},
-		{Resize: 40, CropW: 30, CropH: 20, Filter: "lanczos"},
-		{Width: 20, Height: 9, Filter: "bicubic", CropW: 50, CropH: 5},
+		{Resize: 40, CropW: 30, CropH: 20, Filter: transforms.Lanczos},
+		{Width: 20, Height: 9, Filter: transforms.Bicubic, CropW: 50, CropH: 5},
 	} {
 		run := func(windows bool) map[string]string {
 			s, err := OpenFolder(root, Options{Decode: transforms.DecodeOptions{MaxPixels: 1 << 26}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.PlanDecode(source.DecodePlan{Transform: spec, Windows: windows})
+			s.PlanDecode(source.DecodePlan{Transform: spec.MustCompile(), Windows: windows})
 			out := map[string]string{}
 			for _, it := range enumerate(t, s) {
 				err := s.Decode(context.Background(), it, func(c source.Clip) error {
@@ -336,8 +336,8 @@ func TestWindowsMatchWholeFrames(t *testing.T) {
 						x, y, fw, fh = w.X, w.Y, w.FullW, w.FullH
 						windowed++
 					}
-					dst := make([]byte, spec.OutputSpec(fw, fh, f.C).Size())
-					if err := spec.NewWorker().ApplyWindow(f, x, y, fw, fh, dst); err != nil {
+					dst := make([]byte, spec.MustCompile().OutputSpec(fw, fh, f.C).Size())
+					if err := spec.MustCompile().NewWorker().ApplyWindow(f, x, y, fw, fh, dst); err != nil {
 						return err
 					}
 					out[it.Name] = string(dst)

@@ -252,7 +252,7 @@ func TestBombChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: s, Transform: transforms.Spec{CropW: 8, CropH: 8}, Output: shards.Entry, Out: out, Workers: 1}); err != nil {
+	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: s, Transform: transforms.Spec{CropW: 8, CropH: 8}.MustCompile(), Output: shards.Entry, Out: out, Workers: 1}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := shard.OpenDataset(out)

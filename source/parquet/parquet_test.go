@@ -60,7 +60,7 @@ func writeParquet(t *testing.T, py, path string, spec map[string]any) {
 func build(t *testing.T, src source.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, m *shard.Manifest) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {
+	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec.MustCompile(), Output: shards.Entry, Out: out, Workers: 3}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := shard.OpenDataset(out)
@@ -113,7 +113,7 @@ func TestSameRecordsAsFolder(t *testing.T) {
 	writeParquet(t, py, filepath.Join(root, "hf", "train-00001-of-00002.parquet"), map[string]any{"rows": rows1, "names": names})
 	writeParquet(t, py, filepath.Join(root, "strings.parquet"), map[string]any{"rows": srows, "strings": true, "struct": false})
 
-	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Layout: "chw"}
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 20, Layout: transforms.CHW}
 	fsrc, err := imagedir.OpenFolder(filepath.Join(root, "folder"), imagedir.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -61,7 +61,7 @@ func writeTFRecord(t *testing.T, path string, recs []map[string]any) {
 func build(t *testing.T, src source.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {
+	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec.MustCompile(), Output: shards.Entry, Out: out, Workers: 3}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := shard.OpenDataset(out)
@@ -108,7 +108,7 @@ func TestSameRecordsAsFolder(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "tfr"), 0o755)
 	writeTFRecord(t, filepath.Join(root, "tfr", "train.tfrecord-00000-of-00002"), f0)
 	writeTFRecord(t, filepath.Join(root, "tfr", "train.tfrecord-00001-of-00002"), f1)
-	for _, spec := range []transforms.Spec{{CropW: 16, CropH: 16}, {Resize: 24, CropW: 20, CropH: 20, Layout: "chw", Filter: "bicubic"}} {
+	for _, spec := range []transforms.Spec{{CropW: 16, CropH: 16}, {Resize: 24, CropW: 20, CropH: 20, Layout: transforms.CHW, Filter: transforms.Bicubic}} {
 		fsrc, err := imagedir.OpenFolder(filepath.Join(root, "folder"), imagedir.Options{})
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@ func build(t *testing.T, src source.Source, spec transforms.Spec, workers int) s
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
 	_, err := pipeline.Build(context.Background(), pipeline.Options{
-		Source: src, Transform: spec, Output: shards.Entry,
+		Source: src, Transform: spec.MustCompile(), Output: shards.Entry,
 		Out: out, Workers: workers, ShardSize: 64 << 10,
 	})
 	if err != nil {
@@ -56,7 +56,7 @@ func TestBuildEndToEnd(t *testing.T) {
 		genVideo(t, filepath.Join(root, name), "testsrc2=size=64x48:rate=10", n, c.args...)
 		lens[name] = n
 	}
-	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 16, Layout: "chw", Filter: "bilinear"}
+	spec := transforms.Spec{Resize: 24, CropW: 20, CropH: 16, Layout: transforms.CHW, Filter: transforms.Bilinear}
 	opts := Options{ClipLen: 4, ClipStride: 2, Short: ShortPad, Timeout: 20 * time.Second}
 	var manifests [][]byte
 	var out string

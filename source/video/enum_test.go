@@ -29,7 +29,7 @@ func buildWithin(t *testing.T, src source.Source, limit time.Duration) (*shard.M
 	done := make(chan error, 1)
 	go func() {
 		_, err := pipeline.Build(context.Background(), pipeline.Options{
-			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}, Output: shards.Entry, Out: out, Workers: 2,
+			Source: src, Transform: transforms.Spec{CropW: 8, CropH: 8}.MustCompile(), Output: shards.Entry, Out: out, Workers: 2,
 		})
 		done <- err
 	}()

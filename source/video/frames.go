@@ -194,15 +194,7 @@ func (s *FramesSource) Decode(ctx context.Context, it source.Item, emit func(sou
 		if err != nil {
 			s.scratch.Put(sc)
 			c.releaseAll()
-			var de *transforms.DecodeError
-			var pe *fs.PathError
-			switch {
-			case errors.As(err, &de):
-				err = de.Err
-			case errors.As(err, &pe):
-				err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
-			}
-			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
+			return bad(fmt.Errorf("frame %d (%s): %w", i, name, transforms.DecodeReason(err)))
 		}
 		// A frame's size matters only where frames share a record: clips (--clip-len N)
 		// whose transform does not give every frame one size. Then every frame must come out

@@ -107,9 +107,9 @@ func items(t testing.TB, src source.Source) []source.Item {
 // applySpec transforms one rgb24 frame with spec, as the pipeline does.
 func applySpec(t testing.TB, spec transforms.Spec, pix []byte, w, h int) []byte {
 	t.Helper()
-	spec = spec.Normalized()
-	out := make([]byte, spec.OutputSpec(w, h, 3).Size())
-	if err := spec.NewWorker().Apply(transforms.Image{W: w, H: h, C: 3, Pix: pix}, out); err != nil {
+	c := spec.MustCompile()
+	out := make([]byte, c.OutputSpec(w, h, 3).Size())
+	if err := c.NewWorker().Apply(transforms.Image{W: w, H: h, C: 3, Pix: pix}, out); err != nil {
 		t.Fatal(err)
 	}
 	return out

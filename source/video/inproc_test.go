@@ -116,7 +116,7 @@ func TestLibavMatchesFFmpeg(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				src.PlanDecode(source.DecodePlan{Transform: tc.spec})
+				src.PlanDecode(source.DecodePlan{Transform: tc.spec.MustCompile()})
 				if src.libav != (dec == DecoderLibav) {
 					t.Fatalf("Decoder %s: libav = %v", dec, src.libav)
 				}

@@ -31,7 +31,7 @@ func TestFramesSizeChangeNotASkipReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.PlanDecode(source.DecodePlan{Transform: spec})
+		src.PlanDecode(source.DecodePlan{Transform: spec.MustCompile()})
 		its := items(t, src)
 		if len(its) != 1 {
 			t.Fatalf("%d items", len(its))
@@ -83,7 +83,7 @@ func TestVideoSizeChangeNotASkipReason(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.PlanDecode(source.DecodePlan{Transform: spec})
+		src.PlanDecode(source.DecodePlan{Transform: spec.MustCompile()})
 		its := items(t, src)
 		if len(its) != 1 {
 			t.Fatalf("%d items", len(its))

@@ -159,7 +159,7 @@ func TestSlideshowResize(t *testing.T) {
 	if want := (len(raw)-3)/2 + 1; len(recs) != want {
 		t.Fatalf("%d clips from %d frames, want %d", len(recs), len(raw), want)
 	}
-	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32, Filter: "bicubic"}
+	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32, Filter: transforms.Bicubic}
 	for k, r := range recs {
 		for j, f := range r.frames {
 			got := applySpec(t, spec, f, r.w, r.h)
@@ -228,14 +228,14 @@ func TestFramesWindows(t *testing.T) {
 	dir := filepath.Join(root, "cls", "vid")
 	os.MkdirAll(dir, 0o755)
 	ffmpeg(t, "-f", "lavfi", "-i", "testsrc2=size=160x90:rate=10", "-frames:v", "7", filepath.Join(dir, "f_%d.jpg"))
-	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32, Filter: "bicubic"}
+	spec := transforms.Spec{Resize: 40, CropW: 32, CropH: 32, Filter: transforms.Bicubic}
 	opts := Options{ClipLen: 4, ClipStride: 3, Short: ShortPad}
 	run := func(windows bool) (out [][]byte, windowed int) {
 		fs, err := OpenFrames(root, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs.PlanDecode(source.DecodePlan{Transform: spec, Windows: windows})
+		fs.PlanDecode(source.DecodePlan{Transform: spec.MustCompile(), Windows: windows})
 		err = fs.Decode(context.Background(), items(t, fs)[0], func(c source.Clip) error {
 			for i, f := range c.Frames {
 				x, y, w, h := 0, 0, f.W, f.H
@@ -246,8 +246,8 @@ func TestFramesWindows(t *testing.T) {
 						windowed++
 					}
 				}
-				dst := make([]byte, spec.OutputSpec(w, h, 3).Size())
-				if err := spec.NewWorker().ApplyWindow(f, x, y, w, h, dst); err != nil {
+				dst := make([]byte, spec.MustCompile().OutputSpec(w, h, 3).Size())
+				if err := spec.MustCompile().NewWorker().ApplyWindow(f, x, y, w, h, dst); err != nil {
 					return err
 				}
 				out = append(out, dst)

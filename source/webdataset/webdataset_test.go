@@ -64,7 +64,7 @@ if out.endswith(".gz"):
 func records(t *testing.T, src source.Source, spec transforms.Spec) (recs [][]byte, labels []int64, metas []string, skipped map[string]string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec, Output: shards.Entry, Out: out, Workers: 3}); err != nil {
+	if _, err := pipeline.Build(context.Background(), pipeline.Options{Source: src, Transform: spec.MustCompile(), Output: shards.Entry, Out: out, Workers: 3}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := shard.OpenDataset(out)
@@ -123,7 +123,7 @@ func TestSameRecordsAsFolder(t *testing.T) {
 	writeTar(t, filepath.Join(root, "wds", "shard-000000.tar"), m0)
 	writeTar(t, filepath.Join(root, "wds", "shard-000001.tar.gz"), m1)
 
-	for _, spec := range []transforms.Spec{{}, {Resize: 24, CropW: 20, CropH: 20, Layout: "chw"}} {
+	for _, spec := range []transforms.Spec{{}, {Resize: 24, CropW: 20, CropH: 20, Layout: transforms.CHW}} {
 		if spec.Resize == 0 {
 			spec.CropW, spec.CropH = 16, 16
 		}

@@ -6,7 +6,6 @@ package memdecode
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"sync"
 
@@ -30,7 +29,7 @@ type Decoder struct {
 // Plan takes the build's decode plan: with --fast, JPEGs are decoded at the reduced scale the
 // transform allows (transforms.DraftSize). Images decoded from memory are never windows.
 func (d *Decoder) Plan(p source.DecodePlan) {
-	if d.Opts.Draft == nil && p.Transform.Fast {
+	if d.Opts.Draft == nil && p.Transform.Fast() {
 		d.Opts.Draft = transforms.DraftSize(p.Transform, 1)
 	}
 }
@@ -60,11 +59,7 @@ func (d *Decoder) Decode(it source.Item, emit func(source.Clip) error) error {
 	defer d.scratch.Put(sc)
 	img, err := transforms.DecodeBytes(it.Raw, d.Opts, sc)
 	if err != nil {
-		var de *transforms.DecodeError
-		if errors.As(err, &de) {
-			err = de.Err
-		}
-		return &source.InputError{Input: it.Name, Err: err}
+		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
 	return emit(source.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta})
 }
