@@ -14,7 +14,8 @@
 # The log starts with the GPU's name, the driver version and the commit, then holds, in order:
 #   1. PACKER_REQUIRE_GPU=1 go test -count=1 -v -run 'Device|PTX|Cubin' ./gpu/
 #      (no test may skip for want of a GPU: the variable turns those skips into failures);
-#   2. the same package under the race detector;
+#   2. the same package under the race detector, and the driver binding's own tests
+#      (gpu/internal/cuda) under it;
 #   3. compute-sanitizer --tool memcheck on the device resize test, where a CUDA toolkit
 #      provides compute-sanitizer (else a line saying it was not run);
 #   4. the device benchmarks (BenchmarkDevice: kernel time against the memory-bandwidth bound);
@@ -35,6 +36,7 @@ if [ "${1:-}" = --prepare ]; then
   mkdir -p "$dir"
   go test -c -o "$dir/gpu.test" ./gpu/
   go test -race -c -o "$dir/gpu-race.test" ./gpu/
+  go test -race -c -o "$dir/cuda-race.test" ./gpu/internal/cuda/
   bash scripts/build-release.sh "$dir/packer" >/dev/null
   # The ptxas that made the checked-in cubins, for TestCubinsUpToDate (a CUDA toolkit's own
   # ptxas of another version makes other bytes).
@@ -106,6 +108,11 @@ else
 fi
 step "device tests" gotest -test.count=1 -test.v -test.run 'Device|PTX|Cubin'
 step "race" gotest -race -test.count=1
+if [ -n "$pre" ]; then
+  step "driver binding (race)" sh -c "cd gpu/internal/cuda && '$pre/cuda-race.test' -test.count=1 -test.v"
+else
+  step "driver binding (race)" go test -race -count=1 -v ./gpu/internal/cuda/
+fi
 if command -v compute-sanitizer >/dev/null 2>&1; then
   [ -n "$pre" ] || step "compile device test" go test -c -o "$work/gpu.test" ./gpu/
   step "memcheck" sh -c "cd gpu && compute-sanitizer --tool memcheck --error-exitcode 1 '$work/gpu.test' -test.run '^TestDeviceResize' -test.count=1"
