@@ -309,15 +309,54 @@ class PackerIterableDataset(IterableDataset):
         """The loader state of ORDER.md v2 after the batches this object's own iterator handed
         out (no DataLoader workers; with workers use the loader's, :meth:`PackerLoader.state_dict`,
         which counts in the trainer's process): the same on every rank, and loadable into a run
-        with any number of ranks and workers."""
+        with any number of ranks and workers. Called inside a DataLoader worker (as torchdata's
+        StatefulDataLoader does) it returns that worker's state instead, which only that worker
+        of the same number of workers can load."""
         if self.order_version != 2:
             raise ValueError("state_dict() needs order_version=2 (a version 1 position is per rank and worker)")
-        if get_worker_info() is not None or int(self._state[2]):
+        info = get_worker_info()
+        if info is not None:
+            return self._worker_state(info)
+        if int(self._state[2]):
             raise ValueError("PackerIterableDataset.state_dict(): the dataset is read by DataLoader worker "
                              "processes, so it cannot tell which batches the trainer consumed; take the state "
                              "from the DataLoader that loader() returns (loader(...).state_dict()), which counts "
                              "them in the trainer's process")
         return self._state_after(self._consumed, self._pass_start)
+
+    def _worker_state(self, info):
+        """state_dict() called inside a DataLoader worker, as torchdata's StatefulDataLoader does:
+        it snapshots each worker's dataset with the batches that worker sent, and hands each state
+        back to the same worker on resume. This worker's share of the pass (ORDER.md v2: batches
+        j = w, w + nw, ... of the pass started at `position`) is counted in `worker_batches`; the
+        epoch's global position is known only to the trainer's process (the loader's state)."""
+        from . import _order
+
+        epoch, seed, start, k0 = self.__dict__.get("_wpass") or (self.epoch, self.seed, self.start, 0)
+        return {"version": _order.STATE_VERSION, "order": 2, "seed": int(seed), "epoch": int(epoch),
+                "position": int(start), "worker": info.id, "num_workers": info.num_workers,
+                "worker_batches": int(k0 + (self._consumed if self.__dict__.get("_wpass") else 0))}
+
+    def _load_worker_state(self, state, info):
+        """load_state_dict() of a state from _worker_state, inside the worker it was taken in (the
+        same worker id of the same number of workers): this worker's next pass goes on after its
+        `worker_batches` batches of the pass that started at `position`."""
+        for key in ("worker", "num_workers", "worker_batches"):
+            if not isinstance(state.get(key), int) or state[key] < 0:
+                raise ValueError("worker loader state without a valid %r: %r" % (key, state))
+        if info is None:
+            raise ValueError("a DataLoader worker's loader state (worker %d of %d) is loaded by that worker "
+                             "(torchdata's StatefulDataLoader does); to continue an epoch here, load the "
+                             "loader's own state (loader(...).state_dict())" % (state["worker"], state["num_workers"]))
+        if (state["worker"], state["num_workers"]) != (info.id, info.num_workers):
+            raise ValueError("the loader state of worker %d of %d cannot resume worker %d of %d: resume with "
+                             "the same number of DataLoader workers" % (state["worker"], state["num_workers"],
+                                                                         info.id, info.num_workers))
+        pos = int(state["position"])
+        if not 0 <= pos <= self.count:
+            raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
+        # Kept in this worker's own copy, not in the shared state: every worker has its own.
+        self._wresume = (int(state["epoch"]), int(state["seed"]) & ((1 << 64) - 1), pos, int(state["worker_batches"]))
 
     def _state_after(self, consumed, start):
         """The state once `consumed` batches of a pass started at global position `start` are."""
@@ -343,6 +382,8 @@ class PackerIterableDataset(IterableDataset):
                              % (_order.STATE_VERSION, state))
         if self.order_version != 2:
             raise ValueError("load_state_dict() needs order_version=2")
+        if "worker" in state:
+            return self._load_worker_state(state, get_worker_info())
         pos = int(state["position"])
         if not 0 <= pos <= self.count:
             raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
@@ -428,16 +469,27 @@ class PackerIterableDataset(IterableDataset):
         yield from self._tensors(it, tensors, pin)
 
     def _batches_v2(self):
+        from . import _order
+
         # ORDER.md v2: this rank's batches from the global position; worker w of nw takes
         # batches w, w+nw, ... (the DataLoader asks the workers in turn, from worker 0).
         r, W, w, nw = self._split_v2()
-        epoch, start = self.epoch, self.start
+        epoch, seed, start = self.epoch, self.seed, self.start
         ds = self._dataset()
         in_worker = get_worker_info() is not None
+        if in_worker:
+            # A worker's own resume point (StatefulDataLoader), once; its state_dict() counts this
+            # worker's batches of the pass from here.
+            epoch, seed, start, k0 = self.__dict__.pop("_wresume", None) or (epoch, seed, start, 0)
+            self._wpass = (epoch, seed, start, k0)
+            if k0:
+                # Worker w's batch w + k0*nw of the pass from `start` is batch w of the pass
+                # from the position after k0*nw batches: the same batches, the same contents.
+                start = _order.Plan(self.count, start, self.batch_size, r, W, self.drop_last).position_after(k0 * nw)
         pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
         tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
         self._state[2] = 1 if in_worker else 0
-        it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch, rank=r,
+        it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=seed, epoch=epoch, rank=r,
                         world_size=W, drop_last=self.drop_last, start=start, copy=True, prefetch=self.prefetch,
                         alloc=tensors.alloc if tensors is not None else None, order_version=2,
                         worker=w, num_workers=nw)
