@@ -72,6 +72,9 @@ type StageOptions struct {
 	// Force replaces a dataset at the location (its files are deleted only once the new one
 	// is in place) and removes an interrupted build's leftovers there.
 	Force bool
+	// Formats, if set, are the format names a dataset Force replaces may have (the command's
+	// table of outputs): a dataset there of another format is refused, not replaced.
+	Formats []string
 	// Staging makes the local folder the dataset is written in before its upload; Discard
 	// removes it.
 	Staging func() (*Staging, error)

@@ -37,7 +37,8 @@ func openTarget(ctx context.Context, out string, force bool, errw io.Writer) (di
 	}
 	var bar *progress.Bar
 	stage, err := b.Stage(ctx, storage.StageOptions{
-		Force: force,
+		Force:   force,
+		Formats: outputNames(false),
 		Staging: func() (*storage.Staging, error) {
 			s, err := newStaging("packer-s3-build-*", errw)
 			if err != nil {

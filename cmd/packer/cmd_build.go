@@ -557,6 +557,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		Out:             out,
 		Inputs:          o.inputs(),
 		Force:           o.Force,
+		Formats:         outputNames(false),
 		Resume:          o.Resume,
 		CheckpointEvery: o.CheckpointEvery,
 		Shuffle:         o.shuffle(),

@@ -110,7 +110,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		return err
 	}
 	defer release()
-	parts, err := pipeline.ReadParts(dirs)
+	parts, err := pipeline.ReadParts(dirs, outputNames(false))
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	}
 	bar := progress.New(o.IO.Err, "merging", "records", total)
 	sum, err := pipeline.Merge(ctx, parts, pipeline.MergeOptions{
-		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force,
+		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force, Formats: outputNames(false),
 		Progress: func(records, _ int64) { bar.Set(records) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // TestUnknownFormatRefused: a dataset whose sealed manifest names a format no row of the
@@ -74,5 +81,41 @@ func TestUnknownFormatRefused(t *testing.T) {
 		if after, _ := os.ReadFile(manifest); string(after) != string(before) {
 			t.Errorf("%s replaced the dataset of an unknown format", strings.Join(args, " "))
 		}
+	}
+}
+
+// TestS3UnknownFormatRefused: in an object store too, a dataset whose manifest names a format
+// the output table lacks is a fault for verify and is never replaced by a build with --force
+// (its objects stay), the refusal naming the manifest and the format.
+func TestS3UnknownFormatRefused(t *testing.T) {
+	srv := s3Setup(t, "unk")
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	writePNGFolder(t, src, 2)
+	ds := filepath.Join(root, "ds")
+	mustRun(t, "build", src, "--from", "folder", "-o", ds)
+	editManifest(t, ds, func(m map[string]any) { m["format"] = "zarr" })
+	ents, err := os.ReadDir(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if _, err := srv.Client("").PutObject(context.Background(), &awss3.PutObjectInput{
+			Bucket: aws.String("unk"), Key: aws.String("ds/" + e.Name()), Body: bytes.NewReader(readFile(t, filepath.Join(ds, e.Name()))),
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := objects(t, srv, s3.URL{Bucket: "unk", Prefix: "ds"})
+	want := `manifest.json: invalid manifest: unknown format "zarr"`
+	if out, _, code := run(t, "verify", "s3://unk/ds"); code != exitCorrupt || !strings.Contains(out, want) {
+		t.Errorf("verify: exit %d, want %d saying %q:\n%s", code, exitCorrupt, want, out)
+	}
+	_, errs, code := run(t, "build", src, "--from", "folder", "-o", "s3://unk/ds", "--force")
+	if code != exitFailure || !strings.Contains(errs, "the dataset to replace: "+want) {
+		t.Errorf("build --force over it: exit %d, want %d saying %q:\n%s", code, exitFailure, want, errs)
+	}
+	if after := objects(t, srv, s3.URL{Bucket: "unk", Prefix: "ds"}); !mapsEqualBytes(after, before) {
+		t.Errorf("build --force changed the objects of the dataset of an unknown format")
 	}
 }
