@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -42,6 +43,7 @@ type Options struct {
 	Output    output.Entry                             // the output format (its New creates the Output)
 	Out       string                                   // output directory
 	Force     bool                                     // replace an existing OUT atomically
+	Formats   []string                                 // the output format names the caller knows (Force replaces a dataset of one); empty: Output's name
 	Workers   int                                      // decode/transform goroutines; 0 = GOMAXPROCS
 	OnError   string                                   // OnErrorSkip (default) or OnErrorFail
 	MaxErrors int                                      // abort when more inputs than this are skipped; 0 = no limit
@@ -179,7 +181,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	sum, err := intoOut(opts.Out, opts.Force, opts.Inputs, opts.Resume, func(paths outPaths, resuming bool) (*Summary, error) {
+	sum, err := intoOut(opts.Out, replacing{opts.Force, knownFormats(opts.Formats, opts.Output)}, opts.Inputs, opts.Resume, func(paths outPaths, resuming bool) (*Summary, error) {
 		info := opts.Source.Info()
 		// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 		// old-output name as they come (a link in the source may point into OUT).
@@ -218,7 +220,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 // removed unless it was published or the build was interrupted with a resume journal there. With resume, an interrupted
 // build's staging folder that holds a journal is kept and write is told so (resuming). The
 // summary gets OUT's path.
-func intoOut(out string, force bool, inputs []string, resume bool, write func(paths outPaths, resuming bool) (*Summary, error)) (*Summary, error) {
+func intoOut(out string, force replacing, inputs []string, resume bool, write func(paths outPaths, resuming bool) (*Summary, error)) (*Summary, error) {
 	paths, err := newOutPaths(out)
 	if err != nil {
 		return nil, err
@@ -284,9 +286,25 @@ func intoOut(out string, force bool, inputs []string, resume bool, write func(pa
 	return sum, nil
 }
 
+// replacing is what decides whether a build may replace a non-empty OUT: force (--force),
+// and the format names a packer dataset there may have (the command's table of outputs).
+type replacing struct {
+	force   bool
+	formats []string
+}
+
+// knownFormats are the format names a dataset that --force replaces may have: formats, or
+// where the caller gave none, the output's own.
+func knownFormats(formats []string, out output.Entry) []string {
+	if len(formats) == 0 {
+		return []string{out.Name}
+	}
+	return formats
+}
+
 // checkOut refuses to overwrite a non-empty output directory without force, and with force
 // one that holds no packer dataset; a file is refused either way.
-func checkOut(out string, force bool) error {
+func checkOut(out string, force replacing) error {
 	st, err := os.Stat(out)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -304,10 +322,10 @@ func checkOut(out string, force bool) error {
 	if len(ents) == 0 {
 		return nil
 	}
-	if !force {
+	if !force.force {
 		return fmt.Errorf("%s: %w", out, ErrOutputExists)
 	}
-	if why := notDataset(out); why != "" {
+	if why := notDataset(out, force.formats); why != "" {
 		return fmt.Errorf("%s: %w (%s); move or remove it yourself if it is to go", out, ErrOutputNotDataset, why)
 	}
 	return nil
@@ -315,11 +333,11 @@ func checkOut(out string, force bool) error {
 
 // notDataset says why the non-empty folder dir does not hold a packer dataset, or "" when it
 // does: its manifest.json is a regular file holding a JSON object with packer's own members (a
-// packer version, a known format, a list of files), and every other entry is a file the
+// packer version, one of the format names formats, a list of files), and every other entry is a file the
 // manifest lists or one a build writes (a shard, an npy column, the HDF5 file): --force never
 // deletes what packer did not write. The seal and the files' contents are not checked: a
 // damaged dataset may be replaced.
-func notDataset(dir string) string {
+func notDataset(dir string, formats []string) string {
 	p := filepath.Join(dir, shard.ManifestName)
 	st, err := os.Lstat(p)
 	switch {
@@ -344,7 +362,7 @@ func notDataset(dir string) string {
 		} `json:"files"`
 	}
 	if json.Unmarshal(data, &m) != nil || m.Packer == nil || *m.Packer == "" || m.Files == nil || m.Format == nil ||
-		(*m.Format != shard.FormatShards && *m.Format != shard.FormatNPY && *m.Format != shard.FormatHDF5) {
+		!slices.Contains(formats, *m.Format) {
 		return "its " + shard.ManifestName + " is not a packer manifest"
 	}
 	listed := map[string]bool{shard.ManifestName: true}

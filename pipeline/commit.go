@@ -343,10 +343,10 @@ func emptyTrash(p outPaths) error {
 // commitDir publishes the finished staging folder at OUT through the storage seam
 // (storage.LocalStage: an atomic rename for a new OUT, an atomic exchange or two renames with
 // recovery for an existing one; the parent folder synced after each rename), after checking
-// again, without force, that OUT is empty. swapped reports that staging no longer holds the
+// again, without force.force, that OUT is empty (with it, that OUT holds a packer dataset). swapped reports that staging no longer holds the
 // new build (it was renamed into place, or holds the old OUT), so the caller must not remove
 // it as a failed build's leftover.
-func commitDir(p outPaths, force bool) (swapped bool, err error) {
+func commitDir(p outPaths, force replacing) (swapped bool, err error) {
 	// Again, as the build may have taken long: OUT may have become something else.
 	if err := checkOut(p.out, force); err != nil {
 		return false, err

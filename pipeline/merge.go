@@ -26,6 +26,9 @@ type MergeOptions struct {
 	Output output.Entry // the merged dataset's format: the entry the parts name (ReadParts)
 	Out    string       // output directory
 	Force  bool         // replace an existing OUT atomically
+	// Formats are the output format names the caller knows: Force replaces a dataset of one
+	// of them (or a part). Empty: Output's name and shards.
+	Formats []string
 	// Progress is called after each part with the records written so far and the total.
 	Progress func(records, total int64)
 	// CheckPart checks the part in dir as packer verify does, reading each file the part's
@@ -52,10 +55,16 @@ func (p *Parts) Info() *shard.PartInfo { return p.Manifests[0].Part }
 // is a part, written by this packer version, one of each index 0..N-1 (a missing or duplicated
 // part is named), all of one source listing (its digest and size), one source and transform
 // spec, one sample and label spec, one set of merge options, and each covering the inputs that
-// follow the previous part's. It does not check the parts' data: Merge does, as it reads them.
-func ReadParts(dirs []string) (*Parts, error) {
+// follow the previous part's. formats are the output format names the caller knows: a part's
+// manifest that names another is invalid (a part is written as shards, and one that names
+// another known format is refused as unlike the others; empty: shards only). It does not check
+// the parts' data: Merge does, as it reads them.
+func ReadParts(dirs []string, formats []string) (*Parts, error) {
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("%w: no part given", ErrParts)
+	}
+	if len(formats) == 0 {
+		formats = []string{shard.FormatShards}
 	}
 	type part struct {
 		dir string
@@ -63,7 +72,7 @@ func ReadParts(dirs []string) (*Parts, error) {
 	}
 	parts := make([]part, 0, len(dirs))
 	for _, d := range dirs {
-		m, err := shard.ReadManifest(d)
+		m, err := shard.ReadManifestFormats(shard.DirFS(d), formats)
 		if err != nil {
 			return nil, fmt.Errorf("part %s: %w", d, err)
 		}
@@ -229,7 +238,11 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 			}
 		}
 	}
-	sum, err := intoOut(opts.Out, opts.Force, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
+	formats := opts.Formats
+	if len(formats) == 0 {
+		formats = []string{opts.Output.Name, shard.FormatShards}
+	}
+	sum, err := intoOut(opts.Out, replacing{opts.Force, formats}, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
 		return mergeInto(ctx, parts, paths.staging, opts)
 	})
 	if err != nil {

@@ -29,8 +29,8 @@
 //
 // Writing: NewWriter streams one shard to any io.Writer (Append* Close). Committing a written
 // file durably (temporary name, fsync, rename, directory fsync) is the writers' business, not
-// this package's: packer's outputs do it through the module's internal/fileutil. FormatShards,
-// FormatNPY and FormatHDF5 are the output format names.
+// this package's: packer's outputs do it through the module's internal/fileutil. FormatShards
+// and FormatNPY are the names of the two output formats this package reads.
 //
 // Reading: Open or NewReader give random access to one shard (Record, ReadRecords, Label, Aux,
 // RecordMeta, DataRange). OpenDataset opens a directory through its manifest, with random

@@ -11,19 +11,19 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 )
 
-// The output format names, the manifest's "format". shard, which validates manifests, knows the
-// names of every format packer writes and refuses any other at ReadManifest, so a dataset of a
-// format this packer cannot read fails early and by name. Of the formats it reads shards and
-// npy (Dataset reads images.npy as one shard); HDF5 is read by output/hdf5. The writers live in
-// output/shards, output/npy and output/hdf5, which take their names from here. These
-// constants are the one place each name is spelled.
+// The names of the formats this package reads, the manifest's "format": shards and npy
+// (Dataset reads images.npy as one shard). The other formats packer writes are named by their
+// own packages (output/hdf5), and which names a program knows is its own table's: shard reads
+// a manifest of any format (ReadManifest) and refuses, on request, one not among a list of
+// names (ReadManifestFormats); OpenDataset opens the two formats it reads. The writers of these
+// two live in output/shards and output/npy, which take their names from here.
 const (
 	FormatShards = "shards" // this package's shard files (FORMAT.md)
 	FormatNPY    = "npy"    // NumPy .npy columns (output/npy)
-	FormatHDF5   = "hdf5"   // one HDF5 file (output/hdf5)
 )
 
 // ManifestName is the file name of a dataset's manifest, written last by every build.
@@ -36,7 +36,7 @@ const MaxManifestSize = 1 << 30
 // SHA-256 of every data file. It is the root of trust for verify and the entry point of readers.
 type Manifest struct {
 	Packer        string         `json:"packer"`         // packer version that wrote the dataset
-	Format        string         `json:"format"`         // FormatShards, FormatNPY or FormatHDF5
+	Format        string         `json:"format"`         // the output format: FormatShards, FormatNPY, or another output's name
 	FormatVersion int            `json:"format_version"` // shard format version (FORMAT.md) for FormatShards
 	Count         int64          `json:"count"`          // number of records
 	Classes       []string       `json:"classes"`        // class names, indexed by label
@@ -192,12 +192,24 @@ func ReadManifestFS(fsys FS) (*Manifest, error) {
 	return &m, nil
 }
 
-func (m *Manifest) check() error {
-	switch m.Format {
-	case FormatShards, FormatNPY, FormatHDF5:
-	default:
-		return fmt.Errorf("unknown format %q", m.Format)
+// ReadManifestFormats is ReadManifestFS that also refuses, as an invalid manifest, a format
+// not among formats: the names of the output formats the caller knows (packer's command, its
+// table of outputs); with none, it is ReadManifestFS. The error names the manifest and the
+// format.
+func ReadManifestFormats(fsys FS, formats []string) (*Manifest, error) {
+	m, err := ReadManifestFS(fsys)
+	if err != nil {
+		return nil, err
 	}
+	if len(formats) > 0 && !slices.Contains(formats, m.Format) {
+		return nil, fmt.Errorf("%s: invalid manifest: unknown format %q", fsName(fsys, ManifestName), m.Format)
+	}
+	return m, nil
+}
+
+// check checks the manifest's structure. Its format may be any name: which formats exist is
+// not this package's to say (ReadManifestFormats).
+func (m *Manifest) check() error {
 	if m.Count < 0 {
 		return fmt.Errorf("negative count %d", m.Count)
 	}

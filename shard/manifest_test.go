@@ -156,3 +156,36 @@ func TestManifestBuildShuffle(t *testing.T) {
 		}
 	}
 }
+
+// TestReadManifestFormats: ReadManifest reads a manifest of any format name (which names exist
+// is the program's table, not this package's); ReadManifestFormats refuses one not among the
+// names it is given, as an invalid manifest naming the file and the format, and with no names
+// reads any.
+func TestReadManifestFormats(t *testing.T) {
+	dir := t.TempDir()
+	m := testManifest()
+	m.Format = "zarr"
+	data, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadManifest(dir); err != nil || got.Format != "zarr" {
+		t.Fatalf("ReadManifest of format zarr: %v, %v", got, err)
+	}
+	if got, err := ReadManifestFormats(DirFS(dir), nil); err != nil || got.Format != "zarr" {
+		t.Errorf("ReadManifestFormats with no names: %v, %v", got, err)
+	}
+	if got, err := ReadManifestFormats(DirFS(dir), []string{"zarr"}); err != nil || got.Format != "zarr" {
+		t.Errorf("ReadManifestFormats of a listed format: %v, %v", got, err)
+	}
+	want := filepath.Join(dir, ManifestName) + `: invalid manifest: unknown format "zarr"`
+	if _, err := ReadManifestFormats(DirFS(dir), []string{FormatShards, FormatNPY}); err == nil || err.Error() != want {
+		t.Errorf("ReadManifestFormats of an unlisted format: %v, want %s", err, want)
+	}
+	if _, err := OpenDataset(dir); err == nil || !strings.Contains(err.Error(), `"zarr"`) {
+		t.Errorf("OpenDataset of format zarr: %v, want a refusal naming it", err)
+	}
+}

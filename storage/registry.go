@@ -8,20 +8,36 @@ import (
 
 // A location names where a dataset or a source lives: a local path, or SCHEME://BUCKET/PREFIX
 // in a store that a package of its own implements (storage/s3 for s3://). A Registry maps each
-// scheme to its package's Location; the commands open every location through one table, so
-// that adding a store is its package plus one line in that table.
+// scheme to its package's Location, and every other location (a path) to the local file
+// system's (LocalLocation); the commands open every location through one table, so that adding
+// a store is its package plus one line in that table.
 
 // A Location is what a store's package registers: how its locations are recognised, checked
 // and opened.
 type Location struct {
-	// Scheme names the store's locations: "s3" for s3://bucket/prefix.
+	// Scheme names the store's locations: "s3" for s3://bucket/prefix. The local file system's
+	// is "": its locations are the paths, every location that starts with no registered
+	// SCHEME://.
 	Scheme string
 	// Parse checks loc (which starts with Scheme://) and returns it in its canonical form,
 	// SCHEME://BUCKET or SCHEME://BUCKET/PREFIX with no trailing slash. Its error names loc
 	// and is the command line's fault.
 	Parse func(loc string) (string, error)
-	// Open returns the store's backend of loc (a Parse-able location). It sends no request.
-	Open func(ctx context.Context, loc string, opts OpenOptions) (Remote, error)
+	// Open returns the store's backend of loc (a Parse-able location). It sends no request. A
+	// store other than the local file system returns a Remote.
+	Open func(ctx context.Context, loc string, opts OpenOptions) (Backend, error)
+}
+
+// LocalLocation is the local file system's entry in a Registry: a path, as it is, opened as
+// NewLocal(path). A dataset is published there by a LocalStage, which the build engine makes
+// itself (it holds the output's lock around its recovery, its resume and its publish).
+func LocalLocation() Location {
+	return Location{
+		Parse: func(loc string) (string, error) { return loc, nil },
+		Open: func(_ context.Context, loc string, _ OpenOptions) (Backend, error) {
+			return NewLocal(loc), nil
+		},
+	}
 }
 
 // OpenOptions tune a Remote backend; the zero value is the store's defaults.
@@ -56,6 +72,9 @@ type StageOptions struct {
 	// Force replaces a dataset at the location (its files are deleted only once the new one
 	// is in place) and removes an interrupted build's leftovers there.
 	Force bool
+	// Formats, if set, are the format names a dataset Force replaces may have (the command's
+	// table of outputs): a dataset there of another format is refused, not replaced.
+	Formats []string
 	// Staging makes the local folder the dataset is written in before its upload; Discard
 	// removes it.
 	Staging func() (*Staging, error)
@@ -100,7 +119,8 @@ type Mirror struct {
 }
 
 // A Registry maps location schemes to the stores that open them. A location that starts
-// with no registered SCHEME:// is a local path.
+// with no registered SCHEME:// is a local path, which the entry of scheme "" opens (the
+// local file system's, LocalLocation).
 type Registry struct {
 	locs []Location
 }
@@ -111,27 +131,38 @@ func NewRegistry(locs ...Location) *Registry {
 	return &Registry{locs: locs}
 }
 
-// Lookup returns the store loc lies in, or false for a local path.
+// Lookup returns the store loc lies in: the one whose SCHEME:// starts it, else the local
+// file system's entry (scheme ""). It returns false where no entry takes loc (a path, where
+// the registry has no local entry).
 func (r *Registry) Lookup(loc string) (Location, bool) {
 	for _, l := range r.locs {
-		if strings.HasPrefix(loc, l.Scheme+"://") {
+		if l.Scheme != "" && strings.HasPrefix(loc, l.Scheme+"://") {
+			return l, true
+		}
+	}
+	for _, l := range r.locs {
+		if l.Scheme == "" {
 			return l, true
 		}
 	}
 	return Location{}, false
 }
 
-// Remote reports whether loc lies in a registered store (it is not a local path).
+// Remote reports whether loc lies in a registered store other than the local file system (it
+// is not a local path).
 func (r *Registry) Remote(loc string) bool {
-	_, ok := r.Lookup(loc)
-	return ok
+	l, ok := r.Lookup(loc)
+	return ok && l.Scheme != ""
 }
 
-// Schemes lists the registered schemes, in the order they were registered.
+// Schemes lists the registered schemes of the stores other than the local file system, in
+// the order they were registered.
 func (r *Registry) Schemes() []string {
 	var s []string
 	for _, l := range r.locs {
-		s = append(s, l.Scheme)
+		if l.Scheme != "" {
+			s = append(s, l.Scheme)
+		}
 	}
 	return s
 }
@@ -140,7 +171,7 @@ func (r *Registry) Schemes() []string {
 // is returned as it is.
 func (r *Registry) Parse(loc string) (string, error) {
 	l, ok := r.Lookup(loc)
-	if !ok {
+	if !ok || l.Scheme == "" {
 		return loc, nil
 	}
 	c, err := l.Parse(loc)
@@ -151,6 +182,25 @@ func (r *Registry) Parse(loc string) (string, error) {
 		return "", fmt.Errorf("%s: the %s store parsed it as %q, not a location of its own", loc, l.Scheme, c)
 	}
 	return c, nil
+}
+
+// Open returns the backend of loc, opened by the store it lies in (Lookup) with opts, and loc
+// in its canonical form (Parse). A location that does not parse is the Parse error; one that
+// no entry takes is an error naming it.
+func (r *Registry) Open(ctx context.Context, loc string, opts OpenOptions) (Backend, string, error) {
+	l, ok := r.Lookup(loc)
+	if !ok {
+		return nil, "", fmt.Errorf("%s: no store of this registry opens it (%s)", loc, strings.Join(r.Schemes(), ", "))
+	}
+	c, err := r.Parse(loc)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := l.Open(ctx, loc, opts)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, c, nil
 }
 
 // Overlap reports whether a and b are valid locations of one store and one bucket of which

@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ func box(scheme string) storage.Location {
 			}
 			return storage.JoinLocation(scheme, bucket, prefix), nil
 		},
-		Open: func(ctx context.Context, loc string, opts storage.OpenOptions) (storage.Remote, error) {
+		Open: func(ctx context.Context, loc string, opts storage.OpenOptions) (storage.Backend, error) {
 			return nil, errors.New("box: not opened in this test")
 		},
 	}
@@ -98,5 +99,49 @@ func TestSplitLocation(t *testing.T) {
 		if s != "s3" || b != "b" || storage.JoinLocation(s, b, p) != loc {
 			t.Errorf("SplitLocation(%q) = %q, %q, %q", loc, s, b, p)
 		}
+	}
+}
+
+// TestRegistryLocalEntry: with the local file system's entry, a path resolves to it (scheme
+// "", not remote, parsed as it is) and opens as a storage.Local of that path; a store's
+// location still resolves to its store, wherever the local entry stands in the table.
+func TestRegistryLocalEntry(t *testing.T) {
+	ctx := context.Background()
+	for _, r := range []*storage.Registry{
+		storage.NewRegistry(storage.LocalLocation(), box("box")),
+		storage.NewRegistry(box("box"), storage.LocalLocation()),
+	} {
+		if got := strings.Join(r.Schemes(), ","); got != "box" {
+			t.Errorf("Schemes = %q, want only the store's", got)
+		}
+		dir := t.TempDir()
+		for _, loc := range []string{dir, "rel/dir/", "box:/a", "gs://a/b"} {
+			l, ok := r.Lookup(loc)
+			if !ok || l.Scheme != "" || r.Remote(loc) {
+				t.Errorf("Lookup(%q) = %q, %v, remote %v; want the local entry", loc, l.Scheme, ok, r.Remote(loc))
+			}
+			if c, err := r.Parse(loc); err != nil || c != loc {
+				t.Errorf("Parse(%q) = %q, %v; want it as it is", loc, c, err)
+			}
+		}
+		b, c, err := r.Open(ctx, dir, storage.OpenOptions{})
+		if err != nil || c != dir {
+			t.Fatalf("Open(%q) = %v, %q, %v", dir, b, c, err)
+		}
+		if l, ok := b.(*storage.Local); !ok || l.Path("x") != filepath.Join(dir, "x") {
+			t.Errorf("Open(%q) = %T, want the storage.Local of the path", dir, b)
+		}
+		if _, ok := b.(storage.Remote); ok {
+			t.Error("the local backend claims to be a Remote")
+		}
+		if l, ok := r.Lookup("box://a"); !ok || l.Scheme != "box" || !r.Remote("box://a") {
+			t.Errorf("Lookup(box://a) = %q, %v: the store's location went to the local entry", l.Scheme, ok)
+		}
+		if _, _, err := r.Open(ctx, "box://A", storage.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "box://A") {
+			t.Errorf("Open of a bad store location: %v; want the Parse error naming it", err)
+		}
+	}
+	if _, _, err := storage.NewRegistry(box("box")).Open(ctx, "some/dir", storage.OpenOptions{}); err == nil || !strings.Contains(err.Error(), "some/dir") {
+		t.Errorf("Open of a path in a registry with no local entry: %v; want an error naming it", err)
 	}
 }

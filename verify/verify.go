@@ -138,8 +138,10 @@ type Options struct {
 // arbitrary damage).
 type FormatChecker func(dir string, m *shard.Manifest) []error
 
-// Dir checks the dataset in dir. checkers maps a manifest format to its structural checker.
-// The returned error is for failures of the check itself (cancellation); faults in the data are
+// Dir checks the dataset in dir. checkers maps the name of every output format the caller
+// knows to its structural checker, nil for a format that has none; shards (shard.FormatShards,
+// which verify checks itself) need no entry. A manifest of a format that is neither is a fault
+// (an invalid manifest), never a dataset checked by its files' hashes alone. The returned error is for failures of the check itself (cancellation); faults in the data are
 // in the report.
 func Dir(ctx context.Context, dir string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
 	return check(ctx, storage.NewLocal(dir), dir, opts, checkers)
@@ -150,6 +152,15 @@ func Dir(ctx context.Context, dir string, opts Options, checkers map[string]Form
 // dataset of a format that has one gets a fault saying its structure was not checked.
 func Backend(ctx context.Context, b storage.Backend, name string, opts Options, checkers map[string]FormatChecker) (*Report, error) {
 	return check(ctx, b, name, opts, checkers)
+}
+
+// knownFormats are the format names a check accepts: shards and every format of checkers.
+func knownFormats(checkers map[string]FormatChecker) []string {
+	names := []string{shard.FormatShards}
+	for name := range checkers {
+		names = append(names, name)
+	}
+	return names
 }
 
 // store is the dataset's storage as verify reads it.
@@ -173,7 +184,7 @@ func check(ctx context.Context, b storage.Backend, dir string, opts Options, che
 		}
 		mu.Unlock()
 	}
-	m, err := shard.ReadManifestFS(st.fsys)
+	m, err := shard.ReadManifestFormats(st.fsys, knownFormats(checkers))
 	if err != nil && ctx.Err() != nil {
 		return nil, ctx.Err()
 	}

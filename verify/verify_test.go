@@ -83,7 +83,9 @@ func flip(t *testing.T, path string, off int64) {
 func run(t *testing.T, dir string) (*Report, int64) {
 	t.Helper()
 	var last atomic.Int64
-	rep, err := Dir(context.Background(), dir, Options{Progress: func(n int64) { last.Store(max(last.Load(), n)) }}, nil)
+	// The formats of this file's datasets: shards, and npy with no structure check here.
+	known := map[string]FormatChecker{"npy": nil}
+	rep, err := Dir(context.Background(), dir, Options{Progress: func(n int64) { last.Store(max(last.Load(), n)) }}, known)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +140,38 @@ func TestDirOtherFormat(t *testing.T) {
 	rep, _ = run(t, dir)
 	if len(rep.Faults) != 1 || rep.Faults[0].Kind != KindSHA256 || rep.Faults[0].File != "f3.npy" {
 		t.Fatalf("faults %v, want one SHA-256 fault in f3.npy", rep.Faults)
+	}
+}
+
+// TestDirUnknownFormat: a dataset whose manifest names a format that is neither shards nor one
+// of the checkers' formats is a manifest fault naming the manifest and the format, never a
+// dataset found OK by its files' hashes.
+func TestDirUnknownFormat(t *testing.T) {
+	dir := t.TempDir()
+	b := []byte("some bytes")
+	if err := os.WriteFile(filepath.Join(dir, "data.bin"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	for _, c := range []struct {
+		format   string
+		checkers map[string]FormatChecker
+	}{
+		{"zarr", map[string]FormatChecker{"npy": nil, "hdf5": nil}},
+		{"npy", nil},
+		{"", map[string]FormatChecker{"npy": nil}},
+	} {
+		m := &shard.Manifest{Packer: "test", Format: c.format, FormatVersion: 1, Sample: shard.SampleSpec{Shape: []int{4}, DType: shard.Uint8, Layout: "hwc"},
+			Label: shard.LabelSpec{DType: "int64", Aux: []string{}}, Files: []shard.FileEntry{{Path: "data.bin", Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}}}
+		writeManifest(t, dir, m)
+		rep, err := Dir(context.Background(), dir, Options{}, c.checkers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%s: invalid manifest: unknown format %q", filepath.Join(dir, shard.ManifestName), c.format)
+		if rep.OK || len(rep.Faults) != 1 || rep.Faults[0].Kind != KindManifest || rep.Faults[0].Message != want {
+			t.Errorf("format %q, checkers %v: ok=%v faults %v; want one manifest fault %q", c.format, c.checkers, rep.OK, rep.Faults, want)
+		}
 	}
 }
 

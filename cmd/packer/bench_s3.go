@@ -34,7 +34,7 @@ func runBenchRemote(ctx context.Context, o *benchOptions) error {
 	if err != nil {
 		return err
 	}
-	m, err := shard.ReadManifestFS(storage.ShardFS(ctx, b))
+	m, err := readManifest(storage.ShardFS(ctx, b))
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -11,41 +10,35 @@ import (
 	"github.com/packer-dev/packer/storage"
 )
 
-// runBuildRemote builds into an object store (-o s3://bucket/prefix): the dataset is built as
-// usual into the local folder of the store's stage (under a new folder in $TMPDIR, removed at
-// the end, or by the next object-store command if this one is killed: newStaging; the machine
-// needs room for the whole dataset there), then published by the stage (for s3,
-// s3.Backend.Publish: data objects first, each read back and checked against its SHA-256,
-// manifest.json last with a conditional write). --force removes an interrupted build's
-// leftovers under the prefix and replaces a dataset there: the new files go under a new
-// generation sub-prefix, the manifest is swapped on the condition that it is still the old
-// one, and the old files are deleted only then. A part (--part) is published the same way,
-// for a merge to read.
-func runBuildRemote(ctx context.Context, o *buildOptions) error {
-	if o.Resume {
-		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
+// openTarget opens OUT of a build or merge through its entry in the locations table and
+// returns the local folder the dataset is made in, publish, which makes the made dataset the
+// one at OUT, and done, which the caller calls when it ends.
+//
+// A local OUT is its own folder: the engine stages the dataset beside it and publishes it
+// itself (a storage.LocalStage that pipeline makes and publishes under OUT's lock, after its
+// recovery of an interrupted build and with its resume: docs/architecture.md), so publish is
+// nil. An object-store OUT is built as usual into the local folder of the store's stage (under
+// a new folder in $TMPDIR, removed at the end, or by the next object-store command if this one
+// is killed: newStaging; the machine needs room for the whole dataset there), then published
+// by the stage (for s3, s3.Backend.Publish: data objects first, each read back and checked
+// against its SHA-256, manifest.json last with a conditional write). Before any work the store
+// checks that OUT may be written: a prefix with a dataset is refused, an interrupted build's
+// leftovers too unless force; with force they are removed and a dataset there is replaced (the
+// new files go under a new generation sub-prefix, the manifest is swapped on the condition that
+// it is still the old one, and the old files are deleted only then). A part (--part) is
+// published the same way, for a merge to read. The upload's progress goes to errw.
+func openTarget(ctx context.Context, out string, force bool, errw io.Writer) (dir string, publish func(dir string) error, done func(), err error) {
+	if !remote(out) {
+		return out, nil, func() {}, nil
 	}
-	stage, publish, err := remoteTarget(ctx, o.Out, o.Force, o.IO.Err)
-	if err != nil {
-		return err
-	}
-	defer stage.Discard()
-	return runBuildTo(ctx, o, stage.Dir(), func(string) error { return publish() })
-}
-
-// remoteTarget opens the object-store OUT of a build or merge and its stage (Remote.Stage):
-// it checks, before any work, that OUT may be written (a prefix with a dataset is refused, an
-// interrupted build's leftovers too unless force), and makes the local staging folder the
-// dataset is made in first (newStaging: the caller Discards the stage). publish uploads the
-// staged dataset, with progress on errw.
-func remoteTarget(ctx context.Context, out string, force bool, errw io.Writer) (stage storage.UploadStage, publish func() error, err error) {
 	b, loc, err := openRemote(ctx, out, "")
 	if err != nil {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
 	var bar *progress.Bar
-	stage, err = b.Stage(ctx, storage.StageOptions{
-		Force: force,
+	stage, err := b.Stage(ctx, storage.StageOptions{
+		Force:   force,
+		Formats: outputNames(false),
 		Staging: func() (*storage.Staging, error) {
 			s, err := newStaging("packer-s3-build-*", errw)
 			if err != nil {
@@ -63,13 +56,13 @@ func remoteTarget(ctx context.Context, out string, force bool, errw io.Writer) (
 		PartSent: s3PartSentHook,
 	})
 	if err != nil {
-		return nil, nil, err
+		return "", nil, nil, err
 	}
-	return stage, func() error {
+	return stage.Dir(), func(string) error {
 		err := stage.Publish(ctx)
 		bar.Finish()
 		return err
-	}, nil
+	}, func() { stage.Discard() }, nil
 }
 
 // stagingPatterns name the local staging folders of the object-store commands in $TMPDIR: a

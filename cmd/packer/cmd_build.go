@@ -492,10 +492,15 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	}
-	if remote(o.Out) {
-		return runBuildRemote(ctx, o)
+	if o.Resume && remote(o.Out) {
+		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
 	}
-	return runBuildTo(ctx, o, o.Out, nil)
+	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.IO.Err)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return runBuildTo(ctx, o, dir, publish)
 }
 
 // runBuildTo builds into the local folder out; where publish is set (an object-store OUT) it
@@ -552,6 +557,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		Out:             out,
 		Inputs:          o.inputs(),
 		Force:           o.Force,
+		Formats:         outputNames(false),
 		Resume:          o.Resume,
 		CheckpointEvery: o.CheckpointEvery,
 		Shuffle:         o.shuffle(),

@@ -79,34 +79,30 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 			return usagef(fmt.Errorf("merge into %s: %w: it is the part %s, or lies in or around it", out, pipeline.ErrOutputOverlap, p))
 		}
 	}
-	var publish func(dir string) error
+	var tmp string
 	if slices.ContainsFunc(dirs, remote) || remote(out) {
 		mstage, terr := newStaging("packer-s3-merge-*", o.IO.Err)
 		if terr != nil {
 			return fmt.Errorf("the local staging folder: %w", terr)
 		}
 		defer mstage.Remove()
-		tmp := mstage.Dir
-		if remote(out) {
-			stage, upload, serr := remoteTarget(ctx, out, o.Force, o.IO.Err)
-			if serr != nil {
-				return serr
-			}
-			defer stage.Discard()
-			out = stage.Dir()
-			publish = func(string) error { return upload() }
+		tmp = mstage.Dir
+	}
+	out, publish, done, err := openTarget(ctx, out, o.Force, o.IO.Err)
+	if err != nil {
+		return err
+	}
+	defer done()
+	for i, p := range dirs {
+		if !remote(p) {
+			continue
 		}
-		for i, p := range dirs {
-			if !remote(p) {
-				continue
-			}
-			local := filepath.Join(tmp, fmt.Sprintf("part-%d", i))
-			if err := fetchDataset(ctx, p, local, o.IO.Err); err != nil {
-				return err
-			}
-			dirs[i] = local
-			defer func() { err = withURLNames(err, local, p) }()
+		local := filepath.Join(tmp, fmt.Sprintf("part-%d", i))
+		if err := fetchDataset(ctx, p, local, o.IO.Err); err != nil {
+			return err
 		}
+		dirs[i] = local
+		defer func() { err = withURLNames(err, local, p) }()
 	}
 	// No part may be rebuilt while it is checked and read.
 	release, err := pipeline.LockParts(dirs)
@@ -114,7 +110,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		return err
 	}
 	defer release()
-	parts, err := pipeline.ReadParts(dirs)
+	parts, err := pipeline.ReadParts(dirs, outputNames(false))
 	if err != nil {
 		return err
 	}
@@ -134,7 +130,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	}
 	bar := progress.New(o.IO.Err, "merging", "records", total)
 	sum, err := pipeline.Merge(ctx, parts, pipeline.MergeOptions{
-		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force,
+		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force, Formats: outputNames(false),
 		Progress: func(records, _ int64) { bar.Set(records) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the

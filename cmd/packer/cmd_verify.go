@@ -16,6 +16,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/output/hdf5"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/verify"
@@ -235,7 +236,7 @@ func holdsDataFiles(dir string) bool {
 // fileCount says how many data files of a format verify checked: "1 shard file", "8 shard
 // files", "2 npy files", "1 HDF5 file".
 func fileCount(n int, format string) string {
-	kind := map[string]string{shard.FormatShards: "shard", "hdf5": "HDF5"}[format]
+	kind := map[string]string{shard.FormatShards: "shard", hdf5.Format: "HDF5"}[format]
 	if kind == "" {
 		kind = format
 	}

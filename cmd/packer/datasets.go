@@ -23,13 +23,19 @@ func datasetFS(ctx context.Context, loc string) (shard.FS, error) {
 	return storage.ShardFS(ctx, b), nil
 }
 
-// readManifestAt reads the manifest of the dataset at loc.
+// readManifestAt reads the manifest of the dataset at loc (readManifest).
 func readManifestAt(ctx context.Context, loc string) (*shard.Manifest, error) {
 	fsys, err := datasetFS(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
-	return shard.ReadManifestFS(fsys)
+	return readManifest(fsys)
+}
+
+// readManifest reads the manifest of the dataset fsys holds, refusing a format that no row of
+// the table of outputs names (an invalid manifest, named with its path).
+func readManifest(fsys shard.FS) (*shard.Manifest, error) {
+	return shard.ReadManifestFormats(fsys, outputNames(false))
 }
 
 // openAny opens the dataset in dir through its manifest, whatever its format, with the reader
@@ -40,7 +46,7 @@ func openAny(dir string) (anyDataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := shard.ReadManifestFS(fsys)
+	m, err := readManifest(fsys)
 	if err != nil {
 		return nil, err
 	}

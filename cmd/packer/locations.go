@@ -11,11 +11,12 @@ import (
 	"github.com/packer-dev/packer/storage/s3"
 )
 
-// locations is the table every command resolves a location through: a path is local, and a
-// location that starts with a registered SCHEME:// is opened by its store's package (a
-// storage.Location whose backends implement storage.Remote). Adding an object store is its
-// package plus one line here.
+// locations is the table every command opens a location through: a location that starts with
+// a registered SCHEME:// is opened by its store's package (a storage.Location whose backends
+// implement storage.Remote), and a path by the local file system's entry. Adding an object
+// store is its package plus one line here.
 var locations = storage.NewRegistry(
+	storage.LocalLocation(),
 	s3.Location(),
 )
 
@@ -32,42 +33,47 @@ func remoteForms(suffix string) string {
 }
 
 // openStore opens the storage the commands that read a dataset (verify, inspect, preview,
-// bench) find it in: the object store of a remote location (openRemote), else the local
-// directory.
+// bench) find it in: the backend of loc's entry in the table (openLocation).
 func openStore(ctx context.Context, loc string) (storage.Backend, error) {
-	if !remote(loc) {
-		return storage.NewLocal(loc), nil
-	}
-	b, _, err := openRemote(ctx, loc, "")
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
+	b, _, err := openLocation(ctx, loc, "")
+	return b, err
 }
 
-// openRemote opens the object-store location loc through its store's registry entry, with
-// the tuning knobs of the environment (storeOptions) and, where cacheDir is set, a local cache
-// of the files read. A location that does not parse is a usage error. It returns the
-// location in its canonical form too (scheme://bucket/prefix, no trailing slash).
-func openRemote(ctx context.Context, loc, cacheDir string) (storage.Remote, string, error) {
-	l, ok := locations.Lookup(loc)
-	if !ok {
-		return nil, "", usagef(fmt.Errorf("%s: not an object-store location (%s)", loc, remoteForms("bucket/prefix")))
-	}
-	c, err := locations.Parse(loc)
-	if err != nil {
+// openLocation opens loc through its entry in the table: a local path as a storage.Local, an
+// object-store location with the tuning knobs of the environment (storeOptions, read only for
+// a store's location) and, where cacheDir is set, a local cache of the files read. A location
+// that does not parse is a usage error. It returns the location in its canonical form too
+// (scheme://bucket/prefix with no trailing slash; a path as it is).
+func openLocation(ctx context.Context, loc, cacheDir string) (storage.Backend, string, error) {
+	if _, err := locations.Parse(loc); err != nil {
 		return nil, "", usagef(err)
 	}
-	opts, err := storeOptions()
-	if err != nil {
-		return nil, "", err
+	var opts storage.OpenOptions
+	if remote(loc) {
+		var err error
+		if opts, err = storeOptions(); err != nil {
+			return nil, "", err
+		}
 	}
 	opts.CacheDir = cacheDir
-	b, err := l.Open(ctx, loc, opts)
+	return locations.Open(ctx, loc, opts)
+}
+
+// openRemote opens the object-store location loc (openLocation): the commands that upload to
+// it or download from it. A local path is a usage error.
+func openRemote(ctx context.Context, loc, cacheDir string) (storage.Remote, string, error) {
+	if !remote(loc) {
+		return nil, "", usagef(fmt.Errorf("%s: not an object-store location (%s)", loc, remoteForms("bucket/prefix")))
+	}
+	b, c, err := openLocation(ctx, loc, cacheDir)
 	if err != nil {
 		return nil, "", err
 	}
-	return b, c, nil
+	r, ok := b.(storage.Remote)
+	if !ok {
+		return nil, "", fmt.Errorf("%s: the %T of its store cannot upload or download", loc, b)
+	}
+	return r, c, nil
 }
 
 // storeOptions are the object store's tuning knobs from the environment: PACKER_S3_PART_SIZE

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/output/hdf5"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -37,7 +38,8 @@ func TestOutputTable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown --format "zip" (want shards, npy or hdf5)`) {
 		t.Errorf("outputFor(zip) = %v", err)
 	}
-	if c := formatCheckers(); len(c) != 2 || c[shard.FormatNPY] == nil || c[shard.FormatHDF5] == nil {
-		t.Errorf("verify's checkers %v, want npy and hdf5", c)
+	c := formatCheckers()
+	if _, ok := c[shard.FormatShards]; len(c) != 3 || !ok || c[shard.FormatNPY] == nil || c[hdf5.Format] == nil {
+		t.Errorf("verify's checkers %v, want every format of the table, with checks for npy and hdf5", c)
 	}
 }

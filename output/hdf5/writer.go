@@ -55,9 +55,12 @@ type strColumn struct {
 	written   int64
 }
 
+// Format is the format's name: --format hdf5, the manifest's "format".
+const Format = "hdf5"
+
 // Entry is the output format entry of --format hdf5, for the command's table of formats.
 var Entry = output.Entry{
-	Name:       shard.FormatHDF5,
+	Name:       Format,
 	New:        New,
 	Check:      CheckStructure,
 	FixedShape: true,
@@ -70,7 +73,7 @@ var Entry = output.Entry{
 func Version(shard.SampleSpec) int { return 1 }
 
 // Format reports the format name and version for the manifest.
-func (w *writer) Format() (string, int) { return shard.FormatHDF5, Version(w.cfg.Sample) }
+func (w *writer) Format() (string, int) { return Format, Version(w.cfg.Sample) }
 
 // New creates Dir/data.h5 (under a temporary name until Close) for records of cfg.Sample.
 // Samples must have a fixed shape: HDF5 datasets are rectangular.

@@ -18,14 +18,14 @@ func Location() storage.Location {
 			}
 			return u.String(), nil
 		},
-		Open: func(ctx context.Context, loc string, opts storage.OpenOptions) (storage.Remote, error) {
+		Open: func(ctx context.Context, loc string, opts storage.OpenOptions) (storage.Backend, error) {
 			u, err := ParseURL(loc)
 			if err != nil {
 				return nil, err
 			}
 			b, err := New(ctx, u, Options{PartSize: opts.PartSize, Parallel: opts.Parallel, CacheDir: opts.CacheDir})
 			if err != nil {
-				return nil, err // not a nil *Backend in a non-nil Remote
+				return nil, err // not a nil *Backend in a non-nil storage.Backend
 			}
 			return b, nil
 		},

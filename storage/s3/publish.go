@@ -34,6 +34,9 @@ type PublishOptions struct {
 	// generation sub-prefix (GenerationPrefix), the manifest is replaced with a conditional
 	// write on the old one's ETag, and only then are the old dataset's files deleted.
 	Replace bool
+	// Formats, if set, are the format names a dataset Replace replaces may have: a manifest
+	// there that names another is refused as invalid (not a packer dataset to delete).
+	Formats []string
 	// Warn, if set, is told what went wrong after the publish succeeded (an old file that
 	// could not be deleted).
 	Warn func(string)
@@ -78,7 +81,7 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 	if err != nil {
 		return err
 	}
-	old, err := b.prepare(ctx, opts.Clear, opts.Replace)
+	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats)
 	if err != nil {
 		return err
 	}
@@ -247,9 +250,10 @@ func isGeneration(s string) bool {
 // write (always), or the leftovers of an interrupted build (open uploads and data objects
 // under the names a build writes that no manifest lists) unless clear, which removes them. It
 // never removes the files of the dataset there. Publish calls it first; a build calls it
-// before building, to fail before the work.
-func (b *Backend) CheckPrefix(ctx context.Context, clear, replace bool) error {
-	_, err := b.prepare(ctx, clear, replace)
+// before building, to fail before the work. formats, if set, are the format names the dataset
+// there may have (PublishOptions.Formats).
+func (b *Backend) CheckPrefix(ctx context.Context, clear, replace bool, formats []string) error {
+	_, err := b.prepare(ctx, clear, replace, formats)
 	return err
 }
 
@@ -260,13 +264,13 @@ type oldDataset struct {
 }
 
 // prepare is CheckPrefix, returning the dataset to replace, if any.
-func (b *Backend) prepare(ctx context.Context, clear, replace bool) (*oldDataset, error) {
+func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []string) (*oldDataset, error) {
 	var old *oldDataset
 	if etag, err := b.etag(ctx, shard.ManifestName); err == nil {
 		if !replace {
 			return nil, fmt.Errorf("%s already holds a dataset (%s): %w; --force replaces it (its objects are deleted only once the new manifest is in place)", b.url, shard.ManifestName, ErrDatasetExists)
 		}
-		m, err := shard.ReadManifestFS(storage.ShardFS(ctx, b))
+		m, err := shard.ReadManifestFormats(storage.ShardFS(ctx, b), formats)
 		if err != nil {
 			return nil, fmt.Errorf("the dataset to replace: %w", err)
 		}
