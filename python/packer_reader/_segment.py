@@ -382,7 +382,6 @@ class _SegmentDataset(Dataset):
         fn = _aio_batch()
         rs = self.record_size
         al = _DIO_ALIGN[0]
-        n = sidx.size
         if fn is None or not rs or rs % al:
             return False
         base = np.frombuffer(out, dtype=np.uint8).ctypes.data
@@ -391,22 +390,33 @@ class _SegmentDataset(Dataset):
         firsts = np.asarray(self._firsts, dtype=np.int64)
         segs = np.searchsorted(firsts, sidx, side="right") - 1
         used = np.unique(segs).tolist()
-        fds = np.full(len(self._segs), -1, dtype=np.int32)
-        off0 = np.zeros(len(self._segs), dtype=np.int64)
+        off0 = np.zeros(len(self._segs), dtype=np.int64)  # file offset of each segment's record 0
         for s in used:
             seg = self._segs[s]
-            if seg.remote or seg.fd < 0 or getattr(seg, "var_size", False):
+            if seg.remote or getattr(seg, "var_size", False):
                 return False
             ver = getattr(seg, "_verified", None) if self.verify_crc else None
             if ver is not None and not ver[(sidx[segs == s] - self._firsts[s]) // seg.block_records].all():
                 return False
-            off0[s], _ = seg.range_span(0, 0)
+            off0[s] = seg.range_span(0, 0)[0]
             if off0[s] % al:
                 return False
-            with self._direct_fd(s) as fd:
+        # The O_DIRECT descriptors: kept ones, or (a dataset of many shards keeps none) opened
+        # for this batch, checked to be the files the dataset opened, and closed after it.
+        with contextlib.ExitStack() as opened:
+            fds = np.full(len(self._segs), -1, dtype=np.int32)
+            for s in used:
+                fd = opened.enter_context(self._direct_fd(s))
                 if fd is None:
                     return False
                 fds[s] = fd
+            return self._aio_reads(fn, sidx, order, out, segs, used, fds, off0, base)
+
+    def _aio_reads(self, fn, sidx, order, out, segs, used, fds, off0, base):
+        """_fill_direct_aio's reads, the descriptors fds (by segment) open."""
+        rs = self.record_size
+        n = sidx.size
+        firsts = np.asarray(self._firsts, dtype=np.int64)
         # Runs of neighbouring records of one segment, each at most maxrun records (one preadv).
         maxrun = max(1, min(_DIRECT_RUN_MAX // rs, IOV_MAX))
         cut = np.ones(n, dtype=bool)

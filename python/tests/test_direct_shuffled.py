@@ -150,11 +150,14 @@ def test_shuffled_direct_reads_in_flight(big_dir, monkeypatch):
     assert len(threads) > 1
 
 
-def test_shuffled_direct_reads_in_flight_aio(big_dir, monkeypatch):
+@pytest.mark.parametrize("many", [False, True])
+def test_shuffled_direct_reads_in_flight_aio(big_dir, monkeypatch, many):
     # with the C library, a batch (of sector-sized records, its blocks checked) is one call that
-    # keeps _DIRECT_DEPTH reads in flight
+    # keeps _DIRECT_DEPTH reads in flight; a dataset of many shards (no descriptor kept) too
     d, imgs = big_dir
     _needs_direct(d)
+    if many:
+        monkeypatch.setattr(_shards, "MAX_OPEN_SHARDS", 2)
     aio = _segment._aio_batch()
     if aio is None:
         pytest.skip("packer's C library with packer_pread_batch not built (scripts/build-crc.sh)")
@@ -166,8 +169,12 @@ def test_shuffled_direct_reads_in_flight_aio(big_dir, monkeypatch):
 
     monkeypatch.setattr(_segment, "_AIO", batch)
     with packer_reader.open(d, direct=True, verify_crc=False) as ds:
+        assert all(seg.fd < 0 for seg in ds._segs) == many
+        nfd = len(os.listdir("/proc/self/fd"))
         got = np.concatenate([x.copy() for x, _ in ds.batches(64, shuffle=True, seed=2, prefetch=0)])
         assert np.array_equal(got, imgs[ds.order(shuffle=True, seed=2)])
+        if many:  # the descriptors opened for a batch were closed after it
+            assert not ds._dfds and len(os.listdir("/proc/self/fd")) == nfd
     if imgs[0].nbytes % 512:
         assert not calls  # records off the sector alignment: through the threads' scratch
     else:
