@@ -19,7 +19,10 @@ process may (root: /proc/sys/vm/drop_caches), and the report says whether it cou
   cold first epoch, with the bytes it read from the disk and through read calls per data byte;
 - py qd1 / py qdD: the Python reader, direct=True, shuffle=True, verify_crc=False (fio checks
   nothing), with 1 and D O_DIRECT reads in flight (packer_reader._segment._DIRECT_DEPTH), its
-  ratio to fio at the same depth;
+  ratio to fio at the same depth (a batch's reads are one call of packer's C library, native
+  asynchronous I/O, where it is built: scripts/build-crc.sh);
+- py qdD thr: the same with the C library's batch reads turned off: D threads, each read a
+  Python call (the reader's path without the library);
 - py qdD crc: the same with the CRC check on (the default), the cache dropped first: the cold
   first epoch;
 - py cache crc: the Python reader without direct (through the page cache, one read at a time),
@@ -31,6 +34,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -81,19 +85,23 @@ def proc_io():
     return d
 
 
-def py_pass(d, batch, depth, crc, direct=True):
+def py_pass(d, batch, depth, crc, direct=True, aio=True):
     """One Python pass in a process of its own (the reader's read pool is per process)."""
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--py-pass", d, str(batch), str(depth), str(int(crc)), str(int(direct))],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--py-pass", d, str(batch), str(depth), str(int(crc)), str(int(direct)),
+                          str(int(aio))], capture_output=True, text=True, check=True).stdout
     r = json.loads(out)
     return r["gbps"], r["disk"], r["rchar"]
 
 
-def py_pass_here(d, batch, depth, crc, direct):
+def py_pass_here(d, batch, depth, crc, direct, aio):
     import packer_reader
     from packer_reader import _segment
 
     _segment._DIRECT_DEPTH = depth
+    if not aio:
+        _segment._AIO = None  # the thread pool, as without packer's C library
+    elif direct and _segment._aio_batch() is None:
+        sys.exit("bench_cold: packer's C library with packer_pread_batch not built (bash scripts/build-crc.sh)")
     io0 = proc_io()
     with packer_reader.open(d, direct=direct, verify_crc=crc) as ds:
         t = time.perf_counter()
@@ -107,8 +115,9 @@ def py_pass_here(d, batch, depth, crc, direct):
 
 
 def main():
-    if len(sys.argv) == 7 and sys.argv[1] == "--py-pass":
-        return py_pass_here(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6] == "1")
+    if len(sys.argv) == 8 and sys.argv[1] == "--py-pass":
+        return py_pass_here(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1", sys.argv[6] == "1",
+                            sys.argv[7] == "1")
     ap = argparse.ArgumentParser()
     ap.add_argument("--gb", type=float, default=1.0)
     ap.add_argument("--cifar-records", type=int, default=100000)
@@ -133,8 +142,9 @@ def main():
         " ".join(open("/proc/loadavg").read().split()[:3]), drop_caches()))
     sets = [("224x224x3", (224, 224, 3), int(a.gb * (1 << 30)) // (224 * 224 * 3)),
             ("32x32x3", (32, 32, 3), a.cifar_records)]
-    print("%-8s %-10s %-14s %8s %8s %10s %8s   (best of %d; disk/rchar: bytes read from the disk / "
-          "through read calls per record byte)" % ("reader", "records", "pass", "GB/s", "vs fio", "disk", "rchar", a.repeat))
+    print("%-8s %-10s %-14s %8s %8s %8s %10s %8s   (best of %d, its ratio to fio's best; median ratio: medians; "
+          "disk/rchar: bytes read from the disk / through read calls per record byte)" % (
+              "reader", "records", "pass", "GB/s", "vs fio", "median", "disk", "rchar", a.repeat))
     for name, shape, n in sets:
         d = os.path.join(a.bench_dir, name)
         bench_order.generate(d, shape, n)
@@ -154,6 +164,7 @@ def main():
             if not a.no_python:
                 for qd in (1, a.depth):
                     best.setdefault(("py", qd), []).append(py_pass(d, a.batch, qd, False))
+                best.setdefault(("pythr", a.depth), []).append(py_pass(d, a.batch, a.depth, False, aio=False))
                 drop_caches()
                 best.setdefault(("pycrc", a.depth), []).append(py_pass(d, a.batch, a.depth, True))
                 drop_caches()
@@ -162,13 +173,16 @@ def main():
             top = max(runs, key=lambda r: r[0])
             passes = " ".join("%.3f" % r[0] for r in runs)
             label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "py qd%d", "pycrc": "py qd%d crc",
-                     "pybuf": "py cache crc"}[kind] % ((qd,) if kind != "pybuf" else ())
+                     "pythr": "py qd%d thr", "pybuf": "py cache crc"}[kind] % ((qd,) if kind != "pybuf" else ())
             ref = max(r[0] for r in best[("fio", qd)])
             ratio = "" if kind == "fio" else "%.2f" % (top[0] / ref)
+            med = "" if kind == "fio" else "%.2f" % (statistics.median(r[0] for r in runs) /
+                                                     statistics.median(r[0] for r in best[("fio", qd)]))
             disk = "%.2f" % top[1] if len(top) > 1 else ""
             rchar = "%.2f" % top[2] if len(top) > 2 else ""
-            print("%-8s %-10s %-14s %8.3f %8s %10s %8s   passes %s" % (
-                kind.replace("crc", "").replace("buf", ""), name, label, top[0], ratio, disk, rchar, passes))
+            print("%-8s %-10s %-14s %8.3f %8s %8s %10s %8s   passes %s" % (
+                kind.replace("crc", "").replace("buf", "").replace("thr", ""), name, label, top[0], ratio, med, disk, rchar,
+                passes))
         sys.stdout.flush()
 
 

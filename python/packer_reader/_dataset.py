@@ -265,13 +265,17 @@ class Dataset:
         plan = _order.Plan(self.count, min(start, self.count), B, rank, world, drop_last)
         perm = _order.Permutation(self.count, seed, epoch) if shuffle else None
         items = []
+        need = []  # batches read by index (all of a shuffled epoch), their indices computed at once
         for j in range(worker, plan.batches(), num_workers):
             q = plan.batch_positions(j)
             if not shuffle and q.size and q[-1] < self.count:
                 items.append(("range", int(q[0]), int(q.size)))
             else:
-                # "spread": drawn from the whole dataset (a bucket dataset may read it sparsely)
-                items.append(("idx", _order.v2_batch_indices(plan, perm, shuffle, j), shuffle))
+                need.append((len(items), j))
+                items.append(None)
+        for (k, _), idx in zip(need, _order.v2_batches_indices(plan, perm, shuffle, [j for _, j in need])):
+            # "spread": drawn from the whole dataset (a bucket dataset may read it sparsely)
+            items[k] = ("idx", idx, shuffle)
         return items
 
     def _plan(self, B, shuffle, seed, epoch, rank, world, drop_last, buffer_size, start):

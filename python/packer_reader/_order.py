@@ -243,6 +243,34 @@ def v2_batch_indices(plan, perm, shuffle, j):
     return q
 
 
+_AT_CHUNK = 1 << 20  # positions per Permutation.at call in v2_batches_indices
+
+
+def v2_batches_indices(plan, perm, shuffle, js):
+    """[v2_batch_indices(plan, perm, shuffle, j) for j in js], the same arrays, computed with
+    one Permutation.at call per _AT_CHUNK positions instead of one per batch (for small batches
+    NumPy's cost per call outweighs the arithmetic: 100000 records in batches of 256 took 0.2 s
+    one batch at a time, 0.015 s at once)."""
+    js = list(js)
+    out = []
+    i = 0
+    while i < len(js):
+        qs = []
+        size = 0
+        while i < len(js) and (not qs or size < _AT_CHUNK):
+            q = plan.batch_positions(js[i])
+            qs.append(q)
+            size += q.size
+            i += 1
+        q = np.concatenate(qs)
+        n = plan.n
+        if q.size and q.max() >= n:
+            q = np.where(q >= n, (q - n) % max(n, 1), q)
+        x = perm.at(q) if shuffle else q
+        out.extend(np.split(x, np.cumsum([a.size for a in qs[:-1]], dtype=np.int64)))
+    return out
+
+
 def order_indices_v2(n, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world=1, drop_last=False, start=0):
     """Every record index this rank reads in the epoch under ORDER.md v2, in order (int64)."""
     plan = Plan(n, start, batch_size, rank, world, drop_last)

@@ -4,6 +4,7 @@ scattered records, CRC checks beside the reads, O_DIRECT reads, and ranged GETs 
 import bisect
 import concurrent.futures
 import contextlib
+import ctypes
 import errno
 import os
 import threading
@@ -14,7 +15,7 @@ from . import _crc32c, _s3
 from ._buffers import _aligned_empty
 from ._dataset import Dataset
 from ._errors import FormatError
-from ._io import open_direct, pread_into, preadv_into
+from ._io import IOV_MAX, open_direct, pread_into, preadv_into
 from ._shard import ALIGN, align_up, take_tail
 
 
@@ -28,9 +29,12 @@ _CHECKER_LOCK = threading.Lock()
 
 
 # Shuffled (and other index) batches of a dataset opened with direct=True: each run of
-# neighbouring records, or each checksum block not yet checked, is one O_DIRECT read into a
-# thread's aligned scratch buffer, _DIRECT_DEPTH of them in flight on a small thread pool
-# (os.preadv releases the GIL), and is copied into its batch slots from there.
+# neighbouring records, or each checksum block not yet checked, is one O_DIRECT read,
+# _DIRECT_DEPTH of them in flight. Where every record can go straight into its batch slot
+# (sector-aligned record size, no block left to check), a batch's reads are one call of packer's
+# C library (_direct_aio.c: Linux native asynchronous I/O, the GIL released); otherwise, or
+# without the library, they run on a small thread pool (os.preadv releases the GIL), into a
+# thread's aligned scratch buffer and copied into the batch slots from there where needed.
 _DIRECT_DEPTH = 8
 _DIRECT_RUN_MAX = 4 << 20  # bytes of one read of neighbouring records
 _DIRECT_POOL = None
@@ -63,6 +67,24 @@ def _direct_pool():
         return _DIRECT_POOL
 
 
+def _aio_batch():
+    """packer_pread_batch of packer's C library (_direct_aio.c: a batch's O_DIRECT reads through
+    Linux native asynchronous I/O in one call, the GIL released), or None where the library is
+    absent, older, or not 64-bit (the reads then go through the thread pool)."""
+    global _AIO
+    if _AIO is False:
+        lib = _crc32c._lib
+        f = getattr(lib, "packer_pread_batch", None) if lib is not None else None
+        if f is not None and ctypes.sizeof(ctypes.c_void_p) == 8 and ctypes.sizeof(ctypes.c_size_t) == 8:
+            f.restype = ctypes.c_int
+            f.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_void_p]
+        else:
+            f = None
+        _AIO = f
+    return _AIO
+
+
+_AIO = False  # not looked up yet
 _DSCRATCH = threading.local()
 
 
@@ -349,6 +371,84 @@ class _SegmentDataset(Dataset):
         for s in sorted(set(segs)):
             self._segs[s].check_unchanged()
 
+    def _fill_direct_aio(self, sidx, order, out):
+        """_fill_direct's common case in one call of the C library: every record goes straight
+        into its batch slot (record size, file offsets and slots on the O_DIRECT alignment), no
+        checksum block left to check, local files. A run of neighbouring records is one read
+        (one preadv into its slots), _DIRECT_DEPTH reads in flight. False where the case does
+        not apply or native asynchronous I/O is not available (nothing is read then): the
+        caller reads with _fill_direct. A read that fails or comes back short is read again
+        through the page cache (which names the file where it really is short)."""
+        fn = _aio_batch()
+        rs = self.record_size
+        al = _DIO_ALIGN[0]
+        if fn is None or not rs or rs % al:
+            return False
+        base = np.frombuffer(out, dtype=np.uint8).ctypes.data
+        if base % al:
+            return False
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        segs = np.searchsorted(firsts, sidx, side="right") - 1
+        used = np.unique(segs).tolist()
+        off0 = np.zeros(len(self._segs), dtype=np.int64)  # file offset of each segment's record 0
+        for s in used:
+            seg = self._segs[s]
+            if seg.remote or getattr(seg, "var_size", False):
+                return False
+            ver = getattr(seg, "_verified", None) if self.verify_crc else None
+            if ver is not None and not ver[(sidx[segs == s] - self._firsts[s]) // seg.block_records].all():
+                return False
+            off0[s] = seg.range_span(0, 0)[0]
+            if off0[s] % al:
+                return False
+        # The O_DIRECT descriptors: kept ones, or (a dataset of many shards keeps none) opened
+        # for this batch, checked to be the files the dataset opened, and closed after it.
+        with contextlib.ExitStack() as opened:
+            fds = np.full(len(self._segs), -1, dtype=np.int32)
+            for s in used:
+                fd = opened.enter_context(self._direct_fd(s))
+                if fd is None:
+                    return False
+                fds[s] = fd
+            return self._aio_reads(fn, sidx, order, out, segs, used, fds, off0, base)
+
+    def _aio_reads(self, fn, sidx, order, out, segs, used, fds, off0, base):
+        """_fill_direct_aio's reads, the descriptors fds (by segment) open."""
+        rs = self.record_size
+        n = sidx.size
+        firsts = np.asarray(self._firsts, dtype=np.int64)
+        # Runs of neighbouring records of one segment, each at most maxrun records (one preadv).
+        maxrun = max(1, min(_DIRECT_RUN_MAX // rs, IOV_MAX))
+        cut = np.ones(n, dtype=bool)
+        cut[1:] = (np.diff(sidx) != 1) | (np.diff(segs) != 0)
+        runstart = np.nonzero(cut)[0]
+        k = np.arange(n) - runstart[np.cumsum(cut) - 1]
+        cut |= k % maxrun == 0
+        starts = np.nonzero(cut)[0]
+        niov = np.diff(np.append(starts, n)).astype(np.int32)
+        js = segs[starts]
+        jfd = fds[js]
+        joff = off0[js] + (sidx[starts] - firsts[js]) * rs
+        iov = np.empty((n, 2), dtype=np.uint64)  # struct iovec: base, length
+        iov[:, 0] = base + order.astype(np.uint64) * np.uint64(rs)
+        iov[:, 1] = rs
+        status = np.zeros(starts.size, dtype=np.int8)
+        bad = fn(int(starts.size), jfd.ctypes.data, joff.ctypes.data, niov.ctypes.data, iov.ctypes.data,
+                 max(1, _DIRECT_DEPTH), status.ctypes.data)
+        if bad < 0:
+            return False
+        if bad:
+            ol = order.tolist()
+            for q in np.nonzero(status)[0].tolist():
+                seg = self._segs[int(js[q])]
+                a = int(starts[q])
+                views = [out[p * rs:(p + 1) * rs] for p in ol[a:a + int(niov[q])]]
+                with seg.opened() as fd:
+                    preadv_into(fd, views, int(joff[q]), seg.path)
+        for s in used:
+            self._segs[s].check_unchanged()
+        return True
+
     def _direct_copy(self, s, dst, off, ln):
         """Read file bytes [off, off+ln) of segment s with O_DIRECT (through this thread's
         aligned scratch) into dst; False where O_DIRECT is refused or the read is short."""
@@ -512,7 +612,8 @@ class _SegmentDataset(Dataset):
                 return
             self._prefetch(sidx)
         elif self.direct:
-            self._fill_direct(sidx, order, out)
+            if not self._fill_direct_aio(sidx, order, out):
+                self._fill_direct(sidx, order, out)
             return
         # Runs of consecutive records of one segment (the indices are sorted, so a segment's
         # runs are together): each run is one preadv straight into its batch slots, and a

@@ -1,6 +1,9 @@
 """open(path, direct=True): shuffled batches are read with O_DIRECT, several reads in flight,
-and give the same bytes as reads through the page cache, with the same CRC and file checks."""
+and give the same bytes as reads through the page cache, with the same CRC and file checks.
+Reads straight into batch slots go through packer's C library (native asynchronous I/O, one
+call per batch) where it is built, else through a thread pool: both paths are tested."""
 
+import ctypes
 import fcntl
 import os
 import shutil
@@ -11,8 +14,8 @@ import pytest
 import packer_reader
 import shardwriter
 from conftest import CLASSES, make_images, make_labels
-from packer_reader import CorruptionError, PackerError
-from packer_reader import _shards
+from packer_reader import CorruptionError, FormatError, PackerError
+from packer_reader import _buffers, _segment, _shards
 from packer_reader._io import open_direct
 
 # 3000-byte records (not a multiple of the 512-byte sector nor of 4096), 3 per checksum block,
@@ -48,13 +51,34 @@ def _needs_direct(d):
     os.close(fd)
 
 
+def _aio_or_skip():
+    """packer_pread_batch of packer's C library; scripts/test.sh (PACKER_REQUIRE_CRC_HW=1) builds
+    the library, so there a missing function fails instead of testing the threads twice."""
+    aio = _segment._aio_batch()
+    if aio is None:
+        if os.environ.get("PACKER_REQUIRE_CRC_HW") == "1":
+            pytest.fail("packer's C library without packer_pread_batch (bash scripts/build-crc.sh)")
+        pytest.skip("packer's C library with packer_pread_batch not built (scripts/build-crc.sh)")
+    return aio
+
+
+@pytest.fixture(params=["aio", "threads"])
+def read_path(request, monkeypatch):
+    """Which way aligned O_DIRECT reads go: the C library's one call per batch, or the threads."""
+    if request.param == "threads":
+        monkeypatch.setattr(_segment, "_AIO", None)
+    else:
+        _aio_or_skip()
+    return request.param
+
+
 def _all(ds, **kw):
     return [(x.copy(), y.copy()) for x, y in ds.batches(**kw)]
 
 
 @pytest.mark.parametrize("crc", [True, False])
 @pytest.mark.parametrize("batch,rank,world", [(1, 0, 1), (7, 0, 1), (32, 1, 2), (64, 2, 3), (256, 0, 1)])
-def test_shuffled_direct_equals_page_cache(big_dir, crc, batch, rank, world):
+def test_shuffled_direct_equals_page_cache(big_dir, read_path, crc, batch, rank, world):
     d, imgs = big_dir
     _needs_direct(d)
     kw = dict(batch_size=batch, shuffle=True, seed=5, epoch=1, rank=rank, world_size=world, prefetch=0)
@@ -70,21 +94,39 @@ def test_shuffled_direct_equals_page_cache(big_dir, crc, batch, rank, world):
     assert np.array_equal(np.concatenate([x for x, _ in want]), imgs[order])
 
 
+def _is_direct(fd):
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT)
+
+
 def _watch_reads(monkeypatch):
-    """Every os.preadv from now on, as (descriptor opened with O_DIRECT, bytes asked)."""
+    """Every os.preadv, and every read handed to the C library's packer_pread_batch, from now
+    on, as (descriptor opened with O_DIRECT, bytes asked)."""
     seen = []
     real = os.preadv
 
     def preadv(fd, bufs, offset, *a):
-        seen.append((bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT), sum(len(memoryview(b)) for b in bufs)))
+        seen.append((_is_direct(fd), sum(len(memoryview(b)) for b in bufs)))
         return real(fd, bufs, offset, *a)
 
     monkeypatch.setattr(os, "preadv", preadv)
+    aio = _segment._aio_batch()
+    if aio is not None:
+        def batch(n, fds, offs, niov, iov, depth, status):
+            fdl = list((ctypes.c_int32 * n).from_address(fds))
+            nv = list((ctypes.c_int32 * n).from_address(niov))
+            lens = list((ctypes.c_uint64 * (2 * sum(nv))).from_address(iov))[1::2]
+            at = 0
+            for fd, k in zip(fdl, nv):
+                seen.append((_is_direct(fd), sum(lens[at:at + k])))
+                at += k
+            return aio(n, fds, offs, niov, iov, depth, status)
+
+        monkeypatch.setattr(_segment, "_AIO", batch)
     return seen
 
 
 @pytest.mark.parametrize("crc", [True, False])
-def test_shuffled_direct_reads_are_o_direct(big_dir, monkeypatch, crc):
+def test_shuffled_direct_reads_are_o_direct(big_dir, read_path, monkeypatch, crc):
     d, imgs = big_dir
     _needs_direct(d)
     with packer_reader.open(d, verify_crc=crc, direct=True) as ds:
@@ -99,11 +141,12 @@ def test_shuffled_direct_reads_are_o_direct(big_dir, monkeypatch, crc):
 
 
 def test_shuffled_direct_reads_in_flight(big_dir, monkeypatch):
-    # the reads of one batch are issued from several threads at once
+    # the reads of one batch are issued from several threads at once (the C library not used)
     import threading
 
     d, _ = big_dir
     _needs_direct(d)
+    monkeypatch.setattr(_segment, "_AIO", None)
     threads = set()
     real = os.preadv
 
@@ -116,6 +159,88 @@ def test_shuffled_direct_reads_in_flight(big_dir, monkeypatch):
         for _ in ds.batches(64, shuffle=True, seed=2, prefetch=0):
             pass
     assert len(threads) > 1
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_shuffled_direct_reads_in_flight_aio(big_dir, monkeypatch, many):
+    # with the C library, a batch (of sector-sized records, its blocks checked) is one call that
+    # keeps _DIRECT_DEPTH reads in flight; a dataset of many shards (no descriptor kept) too
+    d, imgs = big_dir
+    _needs_direct(d)
+    if many:
+        monkeypatch.setattr(_shards, "MAX_OPEN_SHARDS", 2)
+    aio = _aio_or_skip()
+    calls = []
+
+    def batch(n, fds, offs, niov, iov, depth, status):
+        calls.append((n, depth))
+        return aio(n, fds, offs, niov, iov, depth, status)
+
+    monkeypatch.setattr(_segment, "_AIO", batch)
+    with packer_reader.open(d, direct=True, verify_crc=False) as ds:
+        assert all(seg.fd < 0 for seg in ds._segs) == many
+        nfd = len(os.listdir("/proc/self/fd"))
+        got = np.concatenate([x.copy() for x, _ in ds.batches(64, shuffle=True, seed=2, prefetch=0)])
+        assert np.array_equal(got, imgs[ds.order(shuffle=True, seed=2)])
+        if many:  # the descriptors opened for a batch were closed after it
+            assert not ds._dfds and len(os.listdir("/proc/self/fd")) == nfd
+    if imgs[0].nbytes % 512:
+        assert not calls  # records off the sector alignment: through the threads' scratch
+    else:
+        assert len(calls) == -(-N // 64) and all(n > 1 and depth == _segment._DIRECT_DEPTH for n, depth in calls)
+
+
+def test_pread_batch(tmp_path):
+    # the C function itself: scattered buffers, a read past the end (short), a bad descriptor;
+    # the failed jobs are reported, the others read
+    aio = _aio_or_skip()
+    p = str(tmp_path / "f")
+    data = np.random.default_rng(3).integers(0, 256, 64 << 10, dtype=np.uint8)
+    data.tofile(p)
+    fd = open_direct(p)
+    if fd is None:
+        pytest.skip("O_DIRECT not offered by the file system of %s" % p)
+    try:
+        buf = _buffers._aligned_empty(8 << 12)
+        buf[:] = 0
+        base = buf.ctypes.data
+        fds = np.array([fd, fd, -1, fd], dtype=np.int32)
+        offs = np.array([4096, 60 << 10, 0, 0], dtype=np.int64)
+        niov = np.array([2, 1, 1, 1], dtype=np.int32)
+        iov = np.array([[base + 4096, 4096], [base, 4096],  # job 0: file [4096, 12288) into slots 1, 0
+                        [base + 2 * 4096, 8192],  # job 1: 8192 bytes from 60 KiB: 4096 short
+                        [base + 4 * 4096, 4096],  # job 2: no descriptor
+                        [base + 5 * 4096, 512]], dtype=np.uint64)  # job 3: file [0, 512)
+        status = np.full(4, 7, dtype=np.int8)
+        for depth in (1, 2, 8):
+            assert aio(4, fds.ctypes.data, offs.ctypes.data, niov.ctypes.data, iov.ctypes.data, depth,
+                       status.ctypes.data) == 2
+            assert status.tolist() == [0, 1, 1, 0]
+            assert np.array_equal(buf[4096:8192], data[4096:8192])
+            assert np.array_equal(buf[:4096], data[8192:12288])
+            assert np.array_equal(buf[5 * 4096:5 * 4096 + 512], data[:512])
+            assert not buf[4 * 4096:5 * 4096].any()
+    finally:
+        os.close(fd)
+
+
+def test_truncated_while_reading_direct_shuffled(tmp_path, read_path):
+    # a shard cut short after the dataset opened it: the reads past its new end come back short
+    # and are read again through the page cache, which names the file
+    d = str(tmp_path / "d")
+    _write(d, shape=SHAPE_SECTORS)
+    _needs_direct(d)
+    with packer_reader.open(d, direct=True, verify_crc=False) as ds:
+        it = ds.batches(64, shuffle=True, seed=1, prefetch=0)
+        next(it)  # the O_DIRECT descriptors are open
+        sp = os.path.join(d, "shard-00003.pks")
+        off, _ = ds._segs[3].range_span(1, 1)
+        os.truncate(sp, off)
+        with pytest.raises(FormatError) as ei:
+            for _ in it:
+                pass
+    # the short read itself is reported (not only the file's changed size, found after the reads)
+    assert "shard-00003.pks" in str(ei.value) and "file ends at" in str(ei.value), ei.value
 
 
 @pytest.mark.parametrize("batch", [1, 16, 230])

@@ -412,3 +412,22 @@ def test_len_after_a_restored_position(ids_sets):
                 assert len(obj) == full[r] == sum(1 for _ in obj), case + ("again",)
                 obj.set_epoch(epoch + 1)
                 assert len(obj) == full[r] == sum(1 for _ in obj), case + ("next epoch",)
+
+
+def test_batches_indices_at_once_equal_one_by_one(monkeypatch):
+    # the reader computes many batches' indices in one Permutation.at call (v2_batches_indices);
+    # they are the arrays v2_batch_indices gives batch by batch, tails and padding included
+    rng = np.random.default_rng(24)
+    for it in range(200):
+        n = int(rng.integers(0, 2000))
+        B, world = int(rng.integers(1, 200)), int(rng.integers(1, 5))
+        rank, drop = int(rng.integers(0, world)), bool(rng.integers(0, 2))
+        shuffle = bool(rng.integers(0, 2))
+        p = _order.Plan(n, int(rng.integers(0, n + 1)), B, rank, world, drop)
+        perm = _order.Permutation(n, int(rng.integers(0, 1 << 62)), it)
+        js = list(range(int(rng.integers(0, 3)), p.batches(), int(rng.integers(1, 4))))
+        monkeypatch.setattr(_order, "_AT_CHUNK", int(rng.integers(1, 3000)))
+        got = _order.v2_batches_indices(p, perm, shuffle, js)
+        want = [_order.v2_batch_indices(p, perm, shuffle, j) for j in js]
+        assert len(got) == len(want), it
+        assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(got, want)), it
