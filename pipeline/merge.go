@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
@@ -346,7 +347,7 @@ type PartError struct {
 }
 
 func (e *PartError) Error() string {
-	return fmt.Sprintf("part %s: %d faults; rebuild that part", e.Dir, len(e.Faults))
+	return fmt.Sprintf("part %s: %s; rebuild that part", e.Dir, humanize.Count(len(e.Faults), "fault"))
 }
 
 // runWriter is the bulk path of an Output that can copy runs of a shard's records as they are

@@ -361,8 +361,21 @@ func TestSummaryCounts(t *testing.T) {
 			t.Errorf("build summary lacks %q:\n%s", want, text)
 		}
 	}
-	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 record in 1 shard file (") {
+	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 record in 1 shard file (12.0 KiB) matches the manifest\n") {
 		t.Errorf("verify summary: %s", text)
+	}
+	if text := mustRun(t, "inspect", "--records", "5", out); !strings.Contains(text, "\nfirst 1 record:\n") || !strings.Contains(text, "  record 0\n") {
+		t.Errorf("inspect lacks %q and %q:\n%s", "first 1 record:", "record 0", text)
+	}
+	plan := filepath.Join(t.TempDir(), "plan.txt")
+	if text := mustRun(t, "plan", src, "-o", plan); !strings.Contains(text, "planned 1 input of ") {
+		t.Errorf("plan summary: %s", text)
+	}
+	if err := os.WriteFile(filepath.Join(out, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 file the manifest does not list (") {
+		t.Errorf("verify of a dataset with one unlisted file: %s", text)
 	}
 	src2 := t.TempDir()
 	writePNGFolder(t, src2, 2) // two classes of two
