@@ -63,14 +63,15 @@ type Fault struct {
 }
 
 // String formats the fault for the text report: dataset-wide record numbers first, then, for a
-// shard, the same range inside the shard ("records 1200-1299 (shard-00003.pks records 200-299)").
+// shard, the same range inside the shard ("records 1200-1299 (shard-00003.pks records 200-299)")
+// where the two numberings differ (in the first shard they agree, and the range is given once).
 func (f Fault) String() string {
 	var b strings.Builder
 	b.WriteString(f.File)
 	if f.First >= 0 {
 		b.WriteString(": ")
 		b.WriteString(recordRange(f.First, f.Count))
-		if strings.HasSuffix(f.File, ".pks") && f.ShardFirst >= 0 {
+		if strings.HasSuffix(f.File, ".pks") && f.ShardFirst >= 0 && f.ShardFirst != f.First {
 			fmt.Fprintf(&b, " (%s %s)", f.File, recordRange(f.ShardFirst, f.Count))
 		}
 	}
