@@ -21,6 +21,18 @@ func TestUnknownCommandIsUsage(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errs, `unknown command "buidl"`) || !strings.Contains(errs, "did you mean build") {
 		t.Fatalf("exit %d, stderr %q: want exit %d naming the command and suggesting build", code, errs, exitUsage)
 	}
+	// Flags after a mistyped command are the command's, not the root's: the answer is still
+	// the unknown command and the suggestion, not an unknown flag.
+	for _, args := range [][]string{{"biuld", "src", "-o", "out"}, {"biuld", "src", "--out", "out"}, {"biuld", "--workers", "2", "src"}} {
+		_, errs, code := run(t, args...)
+		if code != exitUsage || !strings.Contains(errs, `unknown command "biuld"`) || !strings.Contains(errs, "did you mean build") {
+			t.Errorf("%q: exit %d, stderr %q: want exit %d naming the command and suggesting build", args, code, errs, exitUsage)
+		}
+	}
+	// A flag the root does not know, with no command, is still an unknown flag.
+	if _, errs, code := run(t, "--verison"); code != exitUsage || !strings.Contains(errs, "unknown flag: --verison") {
+		t.Errorf("--verison: exit %d, stderr %q: want exit %d and an unknown flag", code, errs, exitUsage)
+	}
 }
 
 func TestVersionFlag(t *testing.T) {
