@@ -119,7 +119,7 @@ func ReadParts(dirs []string, formats []string) (*Parts, error) {
 		out.Manifests = append(out.Manifests, p.m)
 	}
 	if next != first.Part.TotalInputs {
-		return nil, fmt.Errorf("%w: the parts hold %d inputs, the source %d", ErrParts, next, first.Part.TotalInputs)
+		return nil, fmt.Errorf("%w: the parts hold %s, the source %d", ErrParts, humanize.Count(next, "input"), first.Part.TotalInputs)
 	}
 	return out, nil
 }
@@ -311,7 +311,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 		}
 	}
 	if sum.Records != total {
-		return nil, fmt.Errorf("%w: the parts' manifests count %d records, their shards hold %d", ErrParts, total, sum.Records)
+		return nil, fmt.Errorf("%w: the parts' manifests count %s, their shards hold %d", ErrParts, humanize.Count(total, "record"), sum.Records)
 	}
 	files, err := out.Close()
 	finished = true

@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 )
@@ -231,7 +232,7 @@ func check(ctx context.Context, b storage.Backend, dir string, opts Options, che
 	}
 	if m.Format == shard.FormatShards && recordsSeen.Load() >= 0 && len(rep.Faults) == 0 && recordsSeen.Load() != m.Count {
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
-			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
+			Message: fmt.Sprintf("count is %d but the shards hold %s", m.Count, humanize.Count(recordsSeen.Load(), "record"))})
 	}
 	if m.Format == shard.FormatShards && !dataDamaged(rep.Faults) {
 		// every shard was read whole and intact: the labels and versions are all known
@@ -377,7 +378,7 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		}
 	}
 	if m.Format == shard.FormatShards && next != m.Count {
-		bad("files hold %d records but count is %d", next, m.Count)
+		bad("files hold %s but count is %d", humanize.Count(next, "record"), m.Count)
 	}
 	checkInputs(m, bad)
 	if _, _, err := m.BuildShuffle(); err != nil {
