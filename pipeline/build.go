@@ -125,6 +125,24 @@ type Summary struct {
 // ErrTooManyErrors is returned when more inputs than Options.MaxErrors were skipped.
 var ErrTooManyErrors = errors.New("too many bad inputs")
 
+// CheckpointKeptError is the error of an interrupted build that kept its last checkpoint in
+// Staging for a run of the same build with --resume; Err is why it stopped.
+type CheckpointKeptError struct {
+	Err     error
+	Staging string
+}
+
+func (e *CheckpointKeptError) Error() string {
+	return fmt.Sprintf("%v (%s)", e.Err, e.Advice())
+}
+
+// Advice says where the checkpoint is and how to go on from it.
+func (e *CheckpointKeptError) Advice() string {
+	return fmt.Sprintf("its last checkpoint is kept in %s: run the same build with --resume to continue from it", e.Staging)
+}
+
+func (e *CheckpointKeptError) Unwrap() error { return e.Err }
+
 // ErrOutputExists is returned when OUT exists, is not empty and Force is not set.
 var ErrOutputExists = errors.New("output directory exists (use --force to replace it)")
 
@@ -269,7 +287,7 @@ func intoOut(out string, force replacing, inputs []string, resume bool, write fu
 		if (interrupted || errors.Is(err, ErrResume)) && exists(filepath.Join(paths.staging, JournalName)) {
 			keep = true
 			if interrupted {
-				return nil, fmt.Errorf("%w (its last checkpoint is kept in %s: run the same build with --resume to continue from it)", err, paths.staging)
+				return nil, &CheckpointKeptError{Err: err, Staging: paths.staging}
 			}
 		}
 		return nil, err

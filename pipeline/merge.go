@@ -16,6 +16,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
@@ -118,7 +119,7 @@ func ReadParts(dirs []string, formats []string) (*Parts, error) {
 		out.Manifests = append(out.Manifests, p.m)
 	}
 	if next != first.Part.TotalInputs {
-		return nil, fmt.Errorf("%w: the parts hold %d inputs, the source %d", ErrParts, next, first.Part.TotalInputs)
+		return nil, fmt.Errorf("%w: the parts hold %s, the source %d", ErrParts, humanize.Count(next, "input"), first.Part.TotalInputs)
 	}
 	return out, nil
 }
@@ -310,7 +311,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 		}
 	}
 	if sum.Records != total {
-		return nil, fmt.Errorf("%w: the parts' manifests count %d records, their shards hold %d", ErrParts, total, sum.Records)
+		return nil, fmt.Errorf("%w: the parts' manifests count %s, their shards hold %d", ErrParts, humanize.Count(total, "record"), sum.Records)
 	}
 	files, err := out.Close()
 	finished = true
@@ -346,7 +347,7 @@ type PartError struct {
 }
 
 func (e *PartError) Error() string {
-	return fmt.Sprintf("part %s: %d faults; rebuild that part", e.Dir, len(e.Faults))
+	return fmt.Sprintf("part %s: %s; rebuild that part", e.Dir, humanize.Count(len(e.Faults), "fault"))
 }
 
 // runWriter is the bulk path of an Output that can copy runs of a shard's records as they are

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -177,7 +178,7 @@ func (r *partRange) done() error {
 		return r.changed
 	}
 	if r.list.n != r.total {
-		return fmt.Errorf("part %d/%d: %w: %d inputs enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, r.list.n, r.total)
+		return fmt.Errorf("part %d/%d: %w: %s enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, humanize.Count(r.list.n, "input"), r.total)
 	}
 	return nil
 }

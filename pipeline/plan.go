@@ -19,6 +19,7 @@ import (
 	"slices"
 
 	"github.com/packer-dev/packer/internal/fileutil"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/source"
 )
 
@@ -433,7 +434,7 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item
 	}
 	err := p.src.Enumerate(ctx, func(it source.Item) error {
 		if n >= p.h.Count {
-			return changed(fmt.Sprintf("more than %d inputs", p.h.Count))
+			return changed("more than " + humanize.Count(p.h.Count, "input"))
 		}
 		lh.add(it.Name, it.Label, it.Aux)
 		ch.add(it, itemStamp(it))
@@ -444,7 +445,7 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item
 		return err
 	}
 	if n != p.h.Count {
-		return changed(fmt.Sprintf("%d inputs, the plan %d", n, p.h.Count))
+		return changed(fmt.Sprintf("%s, the plan %d", humanize.Count(n, "input"), p.h.Count))
 	}
 	if got := lh.sum(); got != p.h.Listing {
 		return changed(fmt.Sprintf("listing_sha256 %s, the plan %s", got, p.h.Listing))

@@ -25,3 +25,12 @@ func TestShortReasonKeepsNumbersWhole(t *testing.T) {
 }
 
 func validUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestPartErrorCountsFaults: a part with one fault says "1 fault", with more the plural.
+func TestPartErrorCountsFaults(t *testing.T) {
+	for n, want := range map[int]string{1: "part p: 1 fault; rebuild that part", 3: "part p: 3 faults; rebuild that part"} {
+		if got := (&PartError{Dir: "p", Faults: make([]string, n)}).Error(); got != want {
+			t.Errorf("%d faults: %q, want %q", n, got, want)
+		}
+	}
+}

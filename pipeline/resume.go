@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/packer-dev/packer/internal/fileutil"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -441,8 +442,8 @@ func readSourceModified(ins []string, started int64) error {
 // done checks, once the source is enumerated, that it held every input the checkpoint covers.
 func (r *resumeSkip) done(n int64) error {
 	if n < r.j.Inputs {
-		return fmt.Errorf("%w: the source now lists %d inputs, fewer than the %d the checkpoint covers (the source changed); build without --resume to start over",
-			ErrResume, n, r.j.Inputs)
+		return fmt.Errorf("%w: the source now lists %s, fewer than the %d the checkpoint covers (the source changed); build without --resume to start over",
+			ErrResume, humanize.Count(n, "input"), r.j.Inputs)
 	}
 	return nil
 }

@@ -11,6 +11,11 @@
 #   bash scripts/s3-server.sh stop          stop the server started by start
 #   bash scripts/s3-server.sh path          print the binary's path
 #
+# Each start is an instance of its own: its pid, log and folder are kept in a new state folder
+# (under $TMPDIR, on the node it runs on), whose path start prints as PACKER_S3_SERVER with the
+# rest of the environment. bucket and stop act on the instance $PACKER_S3_SERVER names, so two
+# jobs of one user, sharing the cache folder, each start, use and stop their own server.
+#
 # The Go tests do not need start: they run the binary themselves (storage/s3/s3test), each on a
 # port of its own, and stop it when they end. The account is a test account of this server
 # only, printed on purpose.
@@ -19,7 +24,7 @@ VERSITYGW_VERSION=v1.8.0  # keep in step with storage/s3/s3test.Version
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/packer"
 DIR="$CACHE/versitygw-$VERSITYGW_VERSION"
 BIN="$DIR/versitygw"
-STATE="$CACHE/s3-server"
+STATE="${PACKER_S3_SERVER:-}"
 ACCESS=packer-test-access
 SECRET=packer-test-secret-9f3c1a7e
 
@@ -38,11 +43,12 @@ start() {
   if [ -z "$root" ]; then
     root=$(mktemp -d "${TMPDIR:-/tmp}/packer-s3.XXXXXX")
   fi
-  mkdir -p "$root" "$STATE"
-  if [ -f "$STATE/pid" ] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; then
-    echo "s3-server: already running (pid $(cat "$STATE/pid")); stop it first" >&2
+  if [ -n "$STATE" ] && [ -f "$STATE/pid" ] && kill -0 "$(cat "$STATE/pid")" 2>/dev/null; then
+    echo "s3-server: the server of PACKER_S3_SERVER=$STATE is running (pid $(cat "$STATE/pid")); stop it first, or unset PACKER_S3_SERVER to start another" >&2
     exit 1
   fi
+  mkdir -p "$root"
+  STATE=$(mktemp -d "${TMPDIR:-/tmp}/packer-s3-server.XXXXXX")
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$BIN" --access "$ACCESS" --secret "$SECRET" --region us-east-1 --port "127.0.0.1:$port" \
@@ -56,6 +62,7 @@ start() {
     if ! kill -0 "$(cat "$STATE/pid")" 2>/dev/null; then
       echo "s3-server: versitygw exited:" >&2
       cat "$STATE/log" >&2
+      rm -rf "$STATE"
       exit 1
     fi
     sleep 0.1
@@ -65,18 +72,33 @@ start() {
   echo "export AWS_ACCESS_KEY_ID=$ACCESS"
   echo "export AWS_SECRET_ACCESS_KEY=$SECRET"
   echo "export AWS_REGION=us-east-1"
+  echo "export PACKER_S3_SERVER=$STATE"
+}
+
+# started fails, saying why, unless PACKER_S3_SERVER names the state folder of a start.
+started() {
+  if [ -z "$STATE" ]; then
+    echo "s3-server: PACKER_S3_SERVER is not set: run eval \"\$(bash $0 start)\" first (it sets it)" >&2
+    exit 1
+  fi
+  [ -f "$STATE/root" ] || { echo "s3-server: $STATE (PACKER_S3_SERVER) is not the state folder of a started server" >&2; exit 1; }
 }
 
 bucket() {
-  [ -f "$STATE/root" ] || { echo "s3-server: not started" >&2; exit 1; }
+  started
   mkdir -p "$(cat "$STATE/root")/$1"
 }
 
+# stop stops the instance PACKER_S3_SERVER names and removes its state folder; with none set,
+# or one already stopped, it does nothing.
 stop() {
+  if [ -z "$STATE" ] || [ ! -f "$STATE/root" ]; then
+    return
+  fi
   if [ -f "$STATE/pid" ]; then
     kill "$(cat "$STATE/pid")" 2>/dev/null || true
-    rm -f "$STATE/pid"
   fi
+  rm -rf "$STATE"
 }
 
 case "${1:-}" in

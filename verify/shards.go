@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -59,7 +60,7 @@ func scanShard(ctx context.Context, s *store, fe shard.FileEntry, m *shard.Manif
 			r.IndexSHA256(), fe.IndexSHA256)})
 	}
 	if int64(r.Len()) != fe.Records {
-		bad("shard holds %d records, manifest says %d", r.Len(), fe.Records)
+		bad("shard holds %s, manifest says %d", humanize.Count(r.Len(), "record"), fe.Records)
 	}
 	if !reflect.DeepEqual(r.Spec(), m.Sample) {
 		bad("shard sample spec %+v differs from the manifest's %+v", r.Spec(), m.Sample)

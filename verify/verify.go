@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 )
@@ -63,14 +64,15 @@ type Fault struct {
 }
 
 // String formats the fault for the text report: dataset-wide record numbers first, then, for a
-// shard, the same range inside the shard ("records 1200-1299 (shard-00003.pks records 200-299)").
+// shard, the same range inside the shard ("records 1200-1299 (shard-00003.pks records 200-299)")
+// where the two numberings differ (in the first shard they agree, and the range is given once).
 func (f Fault) String() string {
 	var b strings.Builder
 	b.WriteString(f.File)
 	if f.First >= 0 {
 		b.WriteString(": ")
 		b.WriteString(recordRange(f.First, f.Count))
-		if strings.HasSuffix(f.File, ".pks") && f.ShardFirst >= 0 {
+		if strings.HasSuffix(f.File, ".pks") && f.ShardFirst >= 0 && f.ShardFirst != f.First {
 			fmt.Fprintf(&b, " (%s %s)", f.File, recordRange(f.ShardFirst, f.Count))
 		}
 	}
@@ -230,7 +232,7 @@ func check(ctx context.Context, b storage.Backend, dir string, opts Options, che
 	}
 	if m.Format == shard.FormatShards && recordsSeen.Load() >= 0 && len(rep.Faults) == 0 && recordsSeen.Load() != m.Count {
 		add(Fault{File: shard.ManifestName, Kind: KindManifest, First: -1, Offset: -1,
-			Message: fmt.Sprintf("count is %d but the shards hold %d records", m.Count, recordsSeen.Load())})
+			Message: fmt.Sprintf("count is %d but the shards hold %s", m.Count, humanize.Count(recordsSeen.Load(), "record"))})
 	}
 	if m.Format == shard.FormatShards && !dataDamaged(rep.Faults) {
 		// every shard was read whole and intact: the labels and versions are all known
@@ -376,7 +378,7 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		}
 	}
 	if m.Format == shard.FormatShards && next != m.Count {
-		bad("files hold %d records but count is %d", next, m.Count)
+		bad("files hold %s but count is %d", humanize.Count(next, "record"), m.Count)
 	}
 	checkInputs(m, bad)
 	if _, _, err := m.BuildShuffle(); err != nil {

@@ -21,6 +21,18 @@ func TestUnknownCommandIsUsage(t *testing.T) {
 	if code != exitUsage || !strings.Contains(errs, `unknown command "buidl"`) || !strings.Contains(errs, "did you mean build") {
 		t.Fatalf("exit %d, stderr %q: want exit %d naming the command and suggesting build", code, errs, exitUsage)
 	}
+	// Flags after a mistyped command are the command's, not the root's: the answer is still
+	// the unknown command and the suggestion, not an unknown flag.
+	for _, args := range [][]string{{"biuld", "src", "-o", "out"}, {"biuld", "src", "--out", "out"}, {"biuld", "--workers", "2", "src"}} {
+		_, errs, code := run(t, args...)
+		if code != exitUsage || !strings.Contains(errs, `unknown command "biuld"`) || !strings.Contains(errs, "did you mean build") {
+			t.Errorf("%q: exit %d, stderr %q: want exit %d naming the command and suggesting build", args, code, errs, exitUsage)
+		}
+	}
+	// A flag the root does not know, with no command, is still an unknown flag.
+	if _, errs, code := run(t, "--verison"); code != exitUsage || !strings.Contains(errs, "unknown flag: --verison") {
+		t.Errorf("--verison: exit %d, stderr %q: want exit %d and an unknown flag", code, errs, exitUsage)
+	}
 }
 
 func TestVersionFlag(t *testing.T) {
@@ -361,8 +373,21 @@ func TestSummaryCounts(t *testing.T) {
 			t.Errorf("build summary lacks %q:\n%s", want, text)
 		}
 	}
-	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 record in 1 shard file (") {
+	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 record in 1 shard file (12.0 KiB) matches the manifest\n") {
 		t.Errorf("verify summary: %s", text)
+	}
+	if text := mustRun(t, "inspect", "--records", "5", out); !strings.Contains(text, "\nfirst 1 record:\n") || !strings.Contains(text, "  record 0\n") {
+		t.Errorf("inspect lacks %q and %q:\n%s", "first 1 record:", "record 0", text)
+	}
+	plan := filepath.Join(t.TempDir(), "plan.txt")
+	if text := mustRun(t, "plan", src, "-o", plan); !strings.Contains(text, "planned 1 input of ") {
+		t.Errorf("plan summary: %s", text)
+	}
+	if err := os.WriteFile(filepath.Join(out, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if text := mustRun(t, "verify", out); !strings.Contains(text, ": 1 file the manifest does not list (") {
+		t.Errorf("verify of a dataset with one unlisted file: %s", text)
 	}
 	src2 := t.TempDir()
 	writePNGFolder(t, src2, 2) // two classes of two

@@ -176,7 +176,10 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 			break
 		}
 		fmt.Fprintf(o.IO.Out, "  %-20s %10s", f.Path, byteSize(f.Size))
-		if f.Records > 0 {
+		switch {
+		case f.Records == 1:
+			fmt.Fprintf(o.IO.Out, "  record %d", f.FirstRecord)
+		case f.Records > 1:
 			fmt.Fprintf(o.IO.Out, "  records %d-%d", f.FirstRecord, f.FirstRecord+f.Records-1)
 		}
 		fmt.Fprintln(o.IO.Out)
@@ -191,7 +194,7 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 		fmt.Fprintf(o.IO.Out, "  %6d  %s\n", s.Reasons[k], k)
 	}
 	if len(s.Records) > 0 {
-		fmt.Fprintf(o.IO.Out, "\nfirst %d records:\n", len(s.Records))
+		fmt.Fprintf(o.IO.Out, "\nfirst %s:\n", humanize.Count(len(s.Records), "record"))
 		for _, r := range s.Records {
 			name := ""
 			if r.Label >= 0 && int(r.Label) < len(m.Classes) {

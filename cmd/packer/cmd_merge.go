@@ -153,7 +153,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		for _, f := range pe.Faults {
 			fmt.Fprintln(o.IO.Err, f)
 		}
-		return fmt.Errorf("%w: part %s: %d faults (see above); rebuild that part", errCorrupt, pe.Dir, len(pe.Faults))
+		return fmt.Errorf("%w: part %s: %s (see above); rebuild that part", errCorrupt, pe.Dir, humanize.Count(len(pe.Faults), "fault"))
 	}
 	if err != nil {
 		err = fmt.Errorf("merge into %s: %w", o.Out, err)

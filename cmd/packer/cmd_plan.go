@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
 )
 
@@ -126,7 +127,7 @@ func runPlan(ctx context.Context, o *buildOptions) error {
 	if !h.Items {
 		what = "count and listing digest only: each part lists the source and checks it"
 	}
-	fmt.Fprintf(o.IO.Out, "planned %d inputs of %s (%s) into %s [%s]\nlisting_sha256 %s\ncontent_sha256 %s\n", h.Count, abs, kind, o.Out, what, h.Listing, h.Content)
+	fmt.Fprintf(o.IO.Out, "planned %s of %s (%s) into %s [%s]\nlisting_sha256 %s\ncontent_sha256 %s\n", humanize.Count(h.Count, "input"), abs, kind, o.Out, what, h.Listing, h.Content)
 	if o.Shuffle {
 		fmt.Fprintf(o.IO.Out, "record order: --shuffle --seed %d (every part built from the plan takes it)\n", o.Seed)
 	}

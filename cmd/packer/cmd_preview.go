@@ -24,6 +24,7 @@ import (
 	"golang.org/x/image/math/fixed"
 
 	"github.com/packer-dev/packer/internal/fileutil"
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -173,7 +174,7 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 	if err := writeFileReplacing(o.Out, buf.Bytes()); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.IO.Out, "wrote %s: %d records of %s in a %dx%d grid\n", o.Out, k, o.Dir, cols, rows)
+	fmt.Fprintf(o.IO.Out, "wrote %s: %s of %s in a %dx%d grid\n", o.Out, humanize.Count(k, "record"), o.Dir, cols, rows)
 	return nil
 }
 

@@ -136,21 +136,25 @@ func runVerify(ctx context.Context, o *verifyOptions) error {
 			fmt.Fprintln(o.IO.Out, "warning: "+f.String())
 		}
 		if len(rep.Warnings) > 0 {
-			fmt.Fprintf(o.IO.Out, "%s: %d files the manifest does not list (no reader opens them; --strict makes them faults)\n", o.Dir, len(rep.Warnings))
+			fmt.Fprintf(o.IO.Out, "%s: %s the manifest does not list (no reader opens them; --strict makes them faults)\n", o.Dir, humanize.Count(len(rep.Warnings), "file"))
 		}
 		if rep.OK {
 			order := ""
 			if rep.ShuffleSeed != nil {
 				order = fmt.Sprintf(", written in the order of --shuffle --seed %d", *rep.ShuffleSeed)
 			}
-			fmt.Fprintf(o.IO.Out, "ok: %s: %s in %s (%s) match the manifest%s\n",
-				o.Dir, humanize.Count(rep.Count, "record"), fileCount(rep.Files, rep.Format), humanize.Bytes(rep.Bytes), order)
+			match := "match"
+			if rep.Count == 1 {
+				match = "matches"
+			}
+			fmt.Fprintf(o.IO.Out, "ok: %s: %s in %s (%s) %s the manifest%s\n",
+				o.Dir, humanize.Count(rep.Count, "record"), fileCount(rep.Files, rep.Format), humanize.Bytes(rep.Bytes), match, order)
 		} else {
-			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %d faults\n", o.Dir, len(rep.Faults))
+			fmt.Fprintf(o.IO.Out, "CORRUPT: %s: %s\n", o.Dir, humanize.Count(len(rep.Faults), "fault"))
 		}
 	}
 	if !rep.OK {
-		return fmt.Errorf("%w: %s: %d faults%s", errCorrupt, o.Dir, len(rep.Faults), map[bool]string{true: "", false: " (see above)"}[o.JSON])
+		return fmt.Errorf("%w: %s: %s%s", errCorrupt, o.Dir, humanize.Count(len(rep.Faults), "fault"), map[bool]string{true: "", false: " (see above)"}[o.JSON])
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source/cifar"
 )
 
@@ -73,6 +74,11 @@ func TestInterruptRerun(t *testing.T) {
 					t.Logf("%v at %d entries, force %v: the build finished first", sig, when, force)
 				case errors.As(err, &ee) && ee.ExitCode() == exitInterrupted:
 					interrupted++
+					// A build that kept its checkpoint says so, and how to go on from it.
+					if _, err := os.Stat(filepath.Join(out+".packer-partial", pipeline.JournalName)); err == nil &&
+						!strings.Contains(stderr.String(), "--resume") {
+						t.Errorf("%v at %d entries: the checkpoint is kept but stderr does not say to use --resume: %s", sig, when, stderr.String())
+					}
 					if force {
 						if got := treeSum(t, out); got != oldSum {
 							t.Fatalf("%v, force: OUT is no longer the old dataset", sig)

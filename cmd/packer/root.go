@@ -95,11 +95,7 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 			if len(args) == 0 {
 				return nil
 			}
-			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
-			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-				msg += "; did you mean " + strings.Join(s, " or ") + "?"
-			}
-			return usagef(errors.New(msg))
+			return unknownCommand(c, args[0])
 		},
 		RunE: func(c *cobra.Command, args []string) error { return c.Help() },
 	}
@@ -150,7 +146,15 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 	}
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usagef(suggestFlag(c, err)) })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// A mistyped command followed by its flags ("packer biuld SRC -o OUT") reaches the root,
+		// whose flags the command's are not: the unknown command, met before the flag, is the
+		// error to report.
+		if !c.HasParent() && len(c.Flags().Args()) > 0 {
+			return unknownCommand(c, c.Flags().Arg(0))
+		}
+		return usagef(suggestFlag(c, err))
+	})
 	root.AddCommand(
 		newBuildCommand(io, nil),
 		newVerifyCommand(io, nil),
@@ -161,6 +165,16 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 		newPlanCommand(io, nil),
 	)
 	return root
+}
+
+// unknownCommand is the usage error for a command name the root does not know, with the
+// commands within two edits of it.
+func unknownCommand(root *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, root.CommandPath())
+	if s := root.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usagef(errors.New(msg))
 }
 
 // argsUsage wraps a cobra positional-argument validator so its errors are usage errors.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/packer-dev/packer/pipeline"
 )
 
 // TestS3RefusedCredentialsOfADataset: for a dataset that exists, an unknown access key id
@@ -104,5 +107,29 @@ func TestExitCodeInterrupted(t *testing.T) {
 	}
 	if got := exitCode(ctx, nil); got != exitOK {
 		t.Errorf("exitCode of success after a late signal = %d, want 0", got)
+	}
+}
+
+// TestReportInterruptedKeepsCheckpoint: the last line of an interrupted build that kept its
+// checkpoint says where it is and to rerun with --resume; without a checkpoint it says
+// nothing was committed, and a failure prints its error.
+func TestReportInterruptedKeepsCheckpoint(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	kept := fmt.Errorf("build: %w", &pipeline.CheckpointKeptError{Err: context.Canceled, Staging: "/d/out.packer-partial"})
+	for _, c := range []struct {
+		ctx  context.Context
+		err  error
+		code int
+		want string
+	}{
+		{ctx, kept, exitInterrupted, "packer: interrupted; nothing was committed; its last checkpoint is kept in /d/out.packer-partial: run the same build with --resume to continue from it\n"},
+		{ctx, context.Canceled, exitInterrupted, "packer: interrupted; nothing was committed\n"},
+		{context.Background(), errors.New("x: broken"), exitFailure, "packer: x: broken\n"},
+	} {
+		var w bytes.Buffer
+		if code := report(c.ctx, &w, c.err); code != c.code || w.String() != c.want {
+			t.Errorf("report(%v) = %d, %q; want %d, %q", c.err, code, w.String(), c.code, c.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/storage"
@@ -65,7 +66,7 @@ func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (
 		return "", nil, nil, fmt.Errorf("the source %s: %w", loc, err)
 	}
 	if cache != "" {
-		fmt.Fprintf(errw, "source %s: %d objects in %s (%d fetched, %d unchanged)\n", from, m.Objects, cache, m.Fetched, m.Reused)
+		fmt.Fprintf(errw, "source %s: %s in %s (%d fetched, %d unchanged)\n", from, humanize.Count(m.Objects, "object"), cache, m.Fetched, m.Reused)
 	}
 	p := m.Path
 	if list != "" {
