@@ -151,7 +151,7 @@ func sameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error
 	case pa.Count != pb.Count:
 		return diff("their part count")
 	case pa != pb:
-		return diff("their merge options (--format, --shard-size, --max-errors)")
+		return diff("their merge options (--format, --shard-size, --checksum-block, --max-errors)")
 	case !reflect.DeepEqual(a.Source, b.Source):
 		return diff("their source options")
 	case !reflect.DeepEqual(a.Transform, b.Transform):
@@ -281,7 +281,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 	}
 	out, err := opts.Output.New(output.Config{
 		Dir: dir, Sample: first.Sample, Label: first.Label, Classes: first.Classes, HasMeta: hasMeta,
-		ShardSize: parts.Info().ShardSize,
+		ShardSize: parts.Info().ShardSize, ChecksumBlock: parts.Info().ChecksumBlock,
 		Meta: map[string]any{
 			"packer": first.Packer, "source": first.Source, "transform": first.Transform, "classes": nonNil(first.Classes),
 		},

@@ -111,6 +111,10 @@ func (b *builder) journalOptions() (map[string]json.RawMessage, error) {
 		"has_meta":    b.info.HasMeta,
 		"sample":      b.spec,
 	}
+	if b.opts.ChecksumBlock > 0 {
+		// Absent at the default, so that a checkpoint of an earlier packer still matches.
+		o["checksum_block"] = b.opts.ChecksumBlock
+	}
 	if p := b.part; p != nil {
 		o["part"] = map[string]any{"index": p.p.Index, "count": p.p.Count, "final": p.p.Final.Name,
 			"final_shard_size": p.p.FinalShardSize, "first_input": p.lo, "end_input": p.hi, "total_inputs": p.total}

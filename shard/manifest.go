@@ -73,6 +73,9 @@ type PartInfo struct {
 	Format    string `json:"format"`     // output format of the merged dataset
 	ShardSize int64  `json:"shard_size"` // shard byte budget of the merged dataset; 0: the default
 	MaxErrors int    `json:"max_errors"` // --max-errors, checked over all parts by the merge; 0: none
+	// ChecksumBlock is the checksum block byte target of the parts and of the merged dataset
+	// (--checksum-block); 0 (absent): the format's default.
+	ChecksumBlock int64 `json:"checksum_block,omitempty"`
 }
 
 // FileEntry is one data file of a dataset.

@@ -40,6 +40,11 @@ type WriterOptions struct {
 	// Writer then writes to it directly, without a buffer of its own, which saves a copy of
 	// every record. Without it, writes go through a buffer of about 4 MiB.
 	Unbuffered bool
+	// BlockTarget is the byte size the writer aims for per checksum block of fixed-size
+	// records: k = max(1, floor(BlockTarget / record size)) records a block. 0 means the
+	// package's BlockTarget (1 MiB). Smaller blocks cost a random reader with the check on
+	// less read amplification (docs/decisions.md); readers accept any k.
+	BlockTarget int64
 }
 
 // flushWriter is what a Writer writes through: a bufio.Writer, or the caller's writer itself
@@ -114,7 +119,11 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	version := uint16(1)
 	if opts.Sample.Fixed() {
 		sw.recordSize = opts.Sample.Size()
-		sw.k = max(1, BlockTarget/sw.recordSize)
+		target := opts.BlockTarget
+		if target <= 0 {
+			target = BlockTarget
+		}
+		sw.k = max(1, target/sw.recordSize)
 	} else {
 		sw.flags |= FlagVarSize
 		sw.k = 1

@@ -50,6 +50,7 @@ type buildOptions struct {
 	OnError     string
 	MaxErrors   int
 	ShardSize   string
+	CheckBlock  string
 	Force       bool
 
 	// video
@@ -77,13 +78,14 @@ type buildOptions struct {
 	Shuffle bool   // --shuffle: write the records in a seeded permutation of the inputs
 	Seed    uint64 // --seed, with --shuffle
 
-	transform transforms.Compiled // set by validate: the one parse and check of the transform flags
-	output    output.Entry        // the --format entry of the outputs table, set by validate
-	shardSize int64
-	classes   []string
-	part      *pipeline.Part       // set by validate from --part
-	flags     *pflag.FlagSet       // the command's flags, for a plan (usePlan)
-	plan      *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
+	transform  transforms.Compiled // set by validate: the one parse and check of the transform flags
+	output     output.Entry        // the --format entry of the outputs table, set by validate
+	shardSize  int64
+	checkBlock int64 // --checksum-block in bytes; 0: the format's default
+	classes    []string
+	part       *pipeline.Part       // set by validate from --part
+	flags      *pflag.FlagSet       // the command's flags, for a plan (usePlan)
+	plan       *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -212,6 +214,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.OnError, "on-error", "skip", "bad input policy: skip (list in manifest) | fail")
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
+	f.StringVar(&o.CheckBlock, "checksum-block", defaultChecksumBlock, "shards: byte size aimed for per CRC-32C checksum block (e.g. 4KiB for shuffled reads from a cold disk or a bucket with the check on)")
 	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
 	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, or @FILE with one per line, for sources that lack them (idx, lists labelled by integers, webdataset, tfrecord, parquet)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
@@ -243,7 +246,7 @@ func (o *buildOptions) validate() error {
 		o.validatePart,      // --part, --parts, --resume, --shuffle, --seed
 		o.validateRun,       // --split, --device, --workers, the counts
 		o.validateTransform, // --resize, --size, --max-size, --crop, --filter, --layout, --dtype, --mean, --std, --fast
-		o.validateShardSize, // --shard-size
+		o.validateShardSize, // --shard-size, --checksum-block
 		o.validateInputs,    // --classes, --on-error, --short
 	} {
 		if err := check(); err != nil {
@@ -324,11 +327,26 @@ func (o *buildOptions) validateTransform() error {
 	return err
 }
 
-// validateShardSize sets the shard byte budget.
+// defaultChecksumBlock is --checksum-block's default, the format's shard.BlockTarget.
+const defaultChecksumBlock = "1MiB"
+
+// validateShardSize sets the shard byte budget and the checksum block target.
 func (o *buildOptions) validateShardSize() error {
 	var err error
 	if o.shardSize, err = parseBytes(o.ShardSize); err != nil {
 		return fmt.Errorf("--shard-size: %w", err)
+	}
+	// --checksum-block means something to shards only: a value other than the default is
+	// refused for the other formats, as is one that is not a size.
+	if o.CheckBlock != defaultChecksumBlock && o.Format != shard.FormatShards {
+		return fmt.Errorf("--checksum-block: only --format shards has checksum blocks, not --format %s", o.Format)
+	}
+	n, err := parseBytes(o.CheckBlock)
+	if err != nil {
+		return fmt.Errorf("--checksum-block: %w", err)
+	}
+	if n != shard.BlockTarget {
+		o.checkBlock = n
 	}
 	return nil
 }
@@ -565,6 +583,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		OnError:         o.OnError,
 		MaxErrors:       o.MaxErrors,
 		ShardSize:       o.shardSize,
+		ChecksumBlock:   o.checkBlock,
 		Device:          device,
 		Resizer:         resizer,
 		Progress: func(items, total, records, bytes int64) {

@@ -102,7 +102,7 @@ func (o *shardOutput) open() error {
 	o.sink = sk
 	o.w, err = shard.NewWriter(sk, shard.WriterOptions{
 		Sample: o.cfg.Sample, Label: o.cfg.Label, ShardIndex: k, HasMeta: o.cfg.HasMeta,
-		Meta: map[string]any{"dataset": o.cfg.Meta}, Unbuffered: true,
+		Meta: map[string]any{"dataset": o.cfg.Meta}, Unbuffered: true, BlockTarget: o.cfg.ChecksumBlock,
 	})
 	return err
 }
