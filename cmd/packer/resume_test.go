@@ -229,6 +229,7 @@ func TestResumeRefuses(t *testing.T) {
 	}{
 		{"other transform", []string{"--crop", "6"}, "transform: was", 1},
 		{"other shard size", []string{"--shard-size", "700"}, "shard_size: was", 1},
+		{"other checksum block", []string{"--checksum-block", "4KiB"}, "checksum_block: was none, now 4096", 1},
 		{"format without checkpoints", []string{"--format", "npy"}, "writes no checkpoints", exitUsage},
 	} {
 		a := append(append([]string{}, args...), c.args...)
