@@ -5,6 +5,7 @@ and what the CRC-32C check of each ~1 MiB checksum block costs a cold shuffled f
 
     scripts/bench_cold.sh [--gb 1] [--cifar-records 100000] [--repeat 2] [--batch 256]
                           [--depth 8] [--bench-dir /tmp/packer-bench-order] [--no-go] [--no-python]
+                          [--checksum-block BYTES]
 
 Needs fio (Debian: apt-get install fio). The datasets are the ones scripts/bench_order.sh
 generates (generated here if missing). Every pass reads the whole dataset once, shuffled, in a
@@ -27,7 +28,10 @@ process may (root: /proc/sys/vm/drop_caches), and the report says whether it cou
   first epoch;
 - py cache crc: the Python reader without direct (through the page cache, one read at a time),
   CRC on, the cache dropped first: each checksum block read brings the block's other records
-  into the page cache (for a dataset that fits in memory).
+  into the page cache (for a dataset that fits in memory);
+- go qdD crc cbN (with --checksum-block N): "go qdD crc" on a copy of the dataset written with
+  checksum blocks of max(1, floor(N / record size)) records (packer build --checksum-block N),
+  run in the same rounds.
 """
 
 import argparse
@@ -127,6 +131,8 @@ def main():
     ap.add_argument("--bench-dir", default="/tmp/packer-bench-order")
     ap.add_argument("--no-python", action="store_true")
     ap.add_argument("--no-go", action="store_true")
+    ap.add_argument("--checksum-block", type=int, default=0,
+                    help="also time the cold CRC-checked Go pass on a copy written with checksum blocks of this many bytes")
     a = ap.parse_args()
     if shutil.which("fio") is None:
         sys.exit("bench_cold: fio not found (Debian: apt-get install fio)")
@@ -151,6 +157,10 @@ def main():
         rs = shape[0] * shape[1] * shape[2]
         nbytes = rs * n
         best = {}
+        small = None
+        if a.checksum_block and not a.no_go:
+            small = "%s-cb%d" % (d, a.checksum_block)
+            bench_order.generate(small, shape, n, block_records=max(1, a.checksum_block // rs))
         for _ in range(a.repeat):
             for qd in (1, a.depth):
                 # No cache drop before these two: both read with O_DIRECT, and a drop makes the
@@ -161,6 +171,9 @@ def main():
             if not a.no_go:
                 drop_caches()
                 best.setdefault(("gocrc", a.depth), []).append(go_pass(tool, d, a.batch, a.depth, True))
+                if small:
+                    drop_caches()
+                    best.setdefault(("gocrcsmall", a.depth), []).append(go_pass(tool, small, a.batch, a.depth, True))
             if not a.no_python:
                 for qd in (1, a.depth):
                     best.setdefault(("py", qd), []).append(py_pass(d, a.batch, qd, False))
@@ -173,7 +186,8 @@ def main():
             top = max(runs, key=lambda r: r[0])
             passes = " ".join("%.3f" % r[0] for r in runs)
             label = {"fio": "fio qd%d", "go": "go qd%d", "gocrc": "go qd%d crc", "py": "py qd%d", "pycrc": "py qd%d crc",
-                     "pythr": "py qd%d thr", "pybuf": "py cache crc"}[kind] % ((qd,) if kind != "pybuf" else ())
+                     "pythr": "py qd%d thr", "pybuf": "py cache crc",
+                     "gocrcsmall": "go qd%d crc cb" + str(a.checksum_block)}[kind] % ((qd,) if kind != "pybuf" else ())
             ref = max(r[0] for r in best[("fio", qd)])
             ratio = "" if kind == "fio" else "%.2f" % (top[0] / ref)
             med = "" if kind == "fio" else "%.2f" % (statistics.median(r[0] for r in runs) /
@@ -181,7 +195,7 @@ def main():
             disk = "%.2f" % top[1] if len(top) > 1 else ""
             rchar = "%.2f" % top[2] if len(top) > 2 else ""
             print("%-8s %-10s %-14s %8.3f %8s %8s %10s %8s   passes %s" % (
-                kind.replace("crc", "").replace("buf", "").replace("thr", ""), name, label, top[0], ratio, med, disk, rchar,
+                kind.replace("crcsmall", "").replace("crc", "").replace("buf", "").replace("thr", ""), name, label, top[0], ratio, med, disk, rchar,
                 passes))
         sys.stdout.flush()
 

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
 
 
-def generate(d, shape, n):
+def generate(d, shape, n, block_records=None):
     import numpy as np
 
     import packer_reader._crc32c as fast
@@ -46,7 +46,7 @@ def generate(d, shape, n):
         recs = rng.integers(0, 256, (k,) + tuple(shape), dtype=np.uint8)
         lab = (np.arange(first, first + k) % 10).tolist()
         rel = "shard-%05d.pks" % s
-        w.write_shard(os.path.join(d, rel), recs, lab, spec, shard_index=s)
+        w.write_shard(os.path.join(d, rel), recs, lab, spec, shard_index=s, block_records=block_records)
         files.append(w._file_entry(d, rel, k, first))
         labels += lab
         first += k
