@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // blockRecords returns the block_records of every shard of the dataset in dir.
@@ -85,4 +86,24 @@ func TestChecksumBlock(t *testing.T) {
 			t.Errorf("build %v: exit %d, stderr %q; want exit %d naming --checksum-block, nothing written", args, code, stderr, exitUsage)
 		}
 	}
+}
+
+// TestS3BuildChecksumBlock: a build to a bucket with --checksum-block writes exactly the objects
+// of the same build to a local folder, whose shards have the small blocks.
+func TestS3BuildChecksumBlock(t *testing.T) {
+	srv := s3Setup(t, "data")
+	local := filepath.Join(t.TempDir(), "local")
+	args := []string{"build", fmnist, "--split", "test", "--shard-size", "2MiB", "--checksum-block", "4KiB"}
+	mustRun(t, append(args, "-o", local)...)
+	for _, k := range blockRecords(t, local) {
+		if k != 5 { // 28×28 = 784-byte records
+			t.Fatalf("block_records %d, want 5", k)
+		}
+	}
+	mustRun(t, append(args, "-o", "s3://data/fm/cb")...)
+	want := localFiles(t, local)
+	if got := objects(t, srv, s3.URL{Bucket: "data", Prefix: "fm/cb"}); !mapsEqualBytes(got, want) {
+		t.Errorf("the bucket's objects (%d) differ from the local build's files (%d)", len(got), len(want))
+	}
+	mustRun(t, "verify", "s3://data/fm/cb")
 }
