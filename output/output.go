@@ -50,10 +50,11 @@ type Config struct {
 	Classes   []string         // class names
 	HasMeta   bool             // records carry metadata
 	ShardSize int64            // byte budget per shard (shards only)
+	Meta      map[string]any   // dataset description stored in each file (source and transform spec)
+
 	// ChecksumBlock is the byte size aimed for per checksum block (shards only); 0: the
 	// format's default, shard.BlockTarget.
 	ChecksumBlock int64
-	Meta          map[string]any // dataset description stored in each file (source and transform spec)
 }
 
 // Entry is what an output format package exports for the command's table of formats.

@@ -38,19 +38,23 @@ const StagingSuffix = ".packer-partial"
 
 // Options configures a build. The zero value of every optional field is a documented default.
 type Options struct {
-	Source        source.Source
-	Transform     transforms.Compiled
-	Output        output.Entry                             // the output format (its New creates the Output)
-	Out           string                                   // output directory
-	Force         bool                                     // replace an existing OUT atomically
-	Formats       []string                                 // the output format names the caller knows (Force replaces a dataset of one); empty: Output's name
-	Workers       int                                      // decode/transform goroutines; 0 = GOMAXPROCS
-	OnError       string                                   // OnErrorSkip (default) or OnErrorFail
-	MaxErrors     int                                      // abort when more inputs than this are skipped; 0 = no limit
-	ShardSize     int64                                    // shard byte budget (output.Config.ShardSize); 0 = the format's default
-	ChecksumBlock int64                                    // checksum block byte target (output.Config.ChecksumBlock); 0 = the format's default
-	Progress      func(items, total, records, bytes int64) // called from the writer goroutine after each item
-	Device        string                                   // recorded in the summary only
+	Source    source.Source
+	Transform transforms.Compiled
+	Output    output.Entry                             // the output format (its New creates the Output)
+	Out       string                                   // output directory
+	Force     bool                                     // replace an existing OUT atomically
+	Formats   []string                                 // the output format names the caller knows (Force replaces a dataset of one); empty: Output's name
+	Workers   int                                      // decode/transform goroutines; 0 = GOMAXPROCS
+	OnError   string                                   // OnErrorSkip (default) or OnErrorFail
+	MaxErrors int                                      // abort when more inputs than this are skipped; 0 = no limit
+	ShardSize int64                                    // shard byte budget (output.Config.ShardSize); 0 = the format's default
+	Progress  func(items, total, records, bytes int64) // called from the writer goroutine after each item
+	Device    string                                   // recorded in the summary only
+
+	// ChecksumBlock is the checksum block byte target of shards (output.Config.ChecksumBlock,
+	// shard.WriterOptions.BlockTarget); 0 = the format's default.
+	ChecksumBlock int64
+
 	// Resizer, when set, transforms frames in batches (on a GPU) instead of each worker's
 	// transforms.Worker; it must produce the same bytes (the gpu package guarantees it).
 	Resizer BatchResizer

@@ -184,16 +184,15 @@ func (r *partRange) done() error {
 }
 
 // info is the part's record in its manifest.
-func (r *partRange) info(maxErrors int, checksumBlock int64) *shard.PartInfo {
+func (r *partRange) info(maxErrors int) *shard.PartInfo {
 	return &shard.PartInfo{
 		Index: r.p.Index, Count: r.p.Count,
 		FirstInput: r.lo, TotalInputs: r.total,
-		Listing:       r.list.sum(),
-		Content:       r.content.sum(),
-		Source:        r.p.Source,
-		Format:        r.p.Final.Name,
-		ShardSize:     r.p.FinalShardSize,
-		ChecksumBlock: checksumBlock,
-		MaxErrors:     maxErrors,
+		Listing:   r.list.sum(),
+		Content:   r.content.sum(),
+		Source:    r.p.Source,
+		Format:    r.p.Final.Name,
+		ShardSize: r.p.FinalShardSize,
+		MaxErrors: maxErrors,
 	}
 }

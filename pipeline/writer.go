@@ -336,7 +336,8 @@ func (w *recordWriter) manifest(files []shard.FileEntry) *shard.Manifest {
 		Inputs:        w.items,
 	}
 	if b.part != nil {
-		m.Part = b.part.info(b.opts.MaxErrors, b.opts.ChecksumBlock)
+		m.Part = b.part.info(b.opts.MaxErrors)
+		m.Part.ChecksumBlock = b.opts.ChecksumBlock
 	}
 	return m
 }
@@ -381,12 +382,13 @@ func (b *builder) datasetMeta() map[string]any {
 func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 	return output.Config{
 		Dir: b.staging, Sample: spec,
-		Label:         shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
-		Classes:       b.info.Classes,
-		HasMeta:       b.info.HasMeta,
-		ShardSize:     b.opts.ShardSize,
+		Label:     shard.LabelSpec{DType: "int64", Aux: nonNil(b.info.AuxNames)},
+		Classes:   b.info.Classes,
+		HasMeta:   b.info.HasMeta,
+		ShardSize: b.opts.ShardSize,
+		Meta:      b.datasetMeta(),
+
 		ChecksumBlock: b.opts.ChecksumBlock,
-		Meta:          b.datasetMeta(),
 	}
 }
 

@@ -78,14 +78,15 @@ type buildOptions struct {
 	Shuffle bool   // --shuffle: write the records in a seeded permutation of the inputs
 	Seed    uint64 // --seed, with --shuffle
 
-	transform  transforms.Compiled // set by validate: the one parse and check of the transform flags
-	output     output.Entry        // the --format entry of the outputs table, set by validate
-	shardSize  int64
+	transform transforms.Compiled // set by validate: the one parse and check of the transform flags
+	output    output.Entry        // the --format entry of the outputs table, set by validate
+	shardSize int64
+	classes   []string
+	part      *pipeline.Part       // set by validate from --part
+	flags     *pflag.FlagSet       // the command's flags, for a plan (usePlan)
+	plan      *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
+
 	checkBlock int64 // --checksum-block in bytes; 0: the format's default
-	classes    []string
-	part       *pipeline.Part       // set by validate from --part
-	flags      *pflag.FlagSet       // the command's flags, for a plan (usePlan)
-	plan       *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
