@@ -101,13 +101,7 @@ func putDataset(t *testing.T, b storage.Backend, n, per int) int64 {
 // whole once, where its CRC is checked) and 1.3 times in later ones, with batches equal to
 // the local dataset's.
 func TestShuffledEpochsLargerThanTheCache(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.Bucket(t, "big")
-	base := srv.Client("")
-	cc := &countingClient{next: base.Options().HTTPClient}
-	cc.limit.Store(1 << 62)
-	client := awss3.New(base.Options(), func(o *awss3.Options) { o.HTTPClient = cc })
-	b := s3.NewWithClient(client, s3.URL{Bucket: "big", Prefix: "ds"}, s3.Options{ChunkCache: 2 << 20})
+	cc, b := countedBucket(t, "big", s3.Options{ChunkCache: 2 << 20})
 	dataBytes := putDataset(t, b, 12000, 3500) // 9.2 MB of data: 4.4 times the cache
 	local := storage.NewLocal(t.TempDir())
 	putDataset(t, local, 12000, 3500)
@@ -217,13 +211,7 @@ func TestShuffledRangeReadsCheckCRCs(t *testing.T) {
 // TestOpenShardFetchesLittle: opening the shards of a bucket dataset (header, footer, index)
 // fetches a small part of them, not the chunks of the cache and their read-ahead.
 func TestOpenShardFetchesLittle(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.Bucket(t, "open")
-	base := srv.Client("")
-	cc := &countingClient{next: base.Options().HTTPClient}
-	cc.limit.Store(1 << 62)
-	client := awss3.New(base.Options(), func(o *awss3.Options) { o.HTTPClient = cc })
-	b := s3.NewWithClient(client, s3.URL{Bucket: "open", Prefix: "ds"}, s3.Options{})
+	cc, b := countedBucket(t, "open", s3.Options{})
 	dataBytes := putDataset(t, b, 24000, 12000) // two shards of 9.2 MB
 	before := cc.got.Load()
 	d, err := shard.OpenDatasetFS(storage.ShardFS(context.Background(), b), shard.ReaderOptions{})
@@ -246,13 +234,7 @@ func TestOpenShardFetchesLittle(t *testing.T) {
 // its read-ahead per record; with the CRC check each checksum block is fetched whole once, at
 // its first record, and checked. The records equal the local dataset's.
 func TestRecordReadsAreExact(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.Bucket(t, "rec")
-	base := srv.Client("")
-	cc := &countingClient{next: base.Options().HTTPClient}
-	cc.limit.Store(1 << 62)
-	client := awss3.New(base.Options(), func(o *awss3.Options) { o.HTTPClient = cc })
-	b := s3.NewWithClient(client, s3.URL{Bucket: "rec", Prefix: "ds"}, s3.Options{ChunkCache: 2 << 20})
+	cc, b := countedBucket(t, "rec", s3.Options{ChunkCache: 2 << 20})
 	dataBytes := putDataset(t, b, 12000, 3500) // 9.2 MB of data: 4.4 times the cache
 	local := storage.NewLocal(t.TempDir())
 	putDataset(t, local, 12000, 3500)
@@ -337,4 +319,17 @@ func TestRecordExactReadsCheckCRCs(t *testing.T) {
 	if bad == 0 {
 		t.Error("no record of the damaged shard was refused")
 	}
+}
+
+// countedBucket starts the test server with a bucket and returns a backend on its prefix "ds"
+// whose HTTP client counts the bytes fetched.
+func countedBucket(t *testing.T, bucket string, o s3.Options) (*countingClient, *s3.Backend) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.Bucket(t, bucket)
+	base := srv.Client("")
+	cc := &countingClient{next: base.Options().HTTPClient}
+	cc.limit.Store(1 << 62)
+	client := awss3.New(base.Options(), func(o *awss3.Options) { o.HTTPClient = cc })
+	return cc, s3.NewWithClient(client, s3.URL{Bucket: bucket, Prefix: "ds"}, o)
 }
