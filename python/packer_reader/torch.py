@@ -335,7 +335,7 @@ class PackerIterableDataset(IterableDataset):
         epoch, seed, start, k0 = self.__dict__.get("_wpass") or (self.epoch, self.seed, self.start, 0)
         return {"version": _order.STATE_VERSION, "order": 2, "seed": int(seed), "epoch": int(epoch),
                 "position": int(start), "worker": info.id, "num_workers": info.num_workers,
-                "worker_batches": int(k0 + (self._consumed if self.__dict__.get("_wpass") else 0))}
+                "worker_batches": int(k0 + self._consumed)}
 
     def _load_worker_state(self, state, info):
         """load_state_dict() of a state from _worker_state, inside the worker it was taken in (the
