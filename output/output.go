@@ -29,6 +29,9 @@ type Record struct {
 	// Shape is the record's own shape when the dataset's sample shape varies (a -1 dimension);
 	// nil for a fixed-size dataset.
 	Shape []int
+	// Fields are the record's values of Config.Fields, in that order, after the transform
+	// (masks resized and cropped, boxes mapped): raw little-endian bytes, one slice per field.
+	Fields [][]byte
 }
 
 // An Output writes records to one output format. Write is called from one goroutine, in record
@@ -55,6 +58,10 @@ type Config struct {
 	// ChecksumBlock is the byte size aimed for per checksum block (shards only); 0: the
 	// format's default, shard.BlockTarget.
 	ChecksumBlock int64
+	// Fields is the sample schema beyond the sample and labels (shard.Field); empty for an
+	// image-only dataset, which is written exactly as before. An output that cannot hold a
+	// field refuses the build in Entry.CheckFields, before anything is decoded.
+	Fields []shard.Field
 }
 
 // Entry is what an output format package exports for the command's table of formats.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -37,6 +38,23 @@ type Clip struct {
 	Label   int64
 	Aux     []int64
 	Meta    []byte
+	// Fields are the record's values of SourceInfo.Fields, in that order (nil when the source
+	// declares none). See FieldValue.
+	Fields []FieldValue
+}
+
+// FieldValue is one field's value of a record, as a source decodes it, before the build's
+// transform.
+type FieldValue struct {
+	// Bytes is the raw value of a text, bytes, json or ndarray field (little-endian elements).
+	// A boxes field (shard.GeometryBoxes) holds float32 x0, y0, x1, y1 rows in the pixel
+	// coordinates of the full decoded frame (not of a window); the pipeline maps them through
+	// the transform and drops boxes left with no area, with the same rows of the fields whose
+	// RowsOf names the boxes field.
+	Bytes []byte
+	// Image is a mask field's value (shard.GeometryMask): decoded at the frame's full size,
+	// never a window; the pipeline resizes it nearest-neighbour and crops it with the frame.
+	Image *transforms.Image
 }
 
 // Window places a frame in its full image: the frame's pixels are [X, X+W) × [Y, Y+H) of a
@@ -59,6 +77,10 @@ type SourceInfo struct {
 	// (CIFAR, IDX) and 0 when they vary; C is the channel count, 0 meaning 3 (RGB: what image
 	// and video decoding give).
 	Frame FrameShape
+	// Fields is the sample schema beyond the frame and the integer labels (format version 3):
+	// every Clip's Fields holds one value per entry, in this order. Empty for image-only
+	// sources, whose datasets keep their bytes.
+	Fields []shard.Field
 }
 
 // FrameShape is the width, height and channel count of decoded frames (see SourceInfo.Frame).
