@@ -4,6 +4,11 @@ package shard
 // FORMAT.md, "Fields"). This file holds the schema types that the sources, the pipeline, the
 // outputs and the readers share. The wire format is defined in FORMAT.md.
 
+import (
+	"errors"
+	"fmt"
+)
+
 // FieldKind says what a field's value is.
 type FieldKind string
 
@@ -60,3 +65,17 @@ var FieldDTypes = map[string]int{
 	"float32": 4,
 	"float64": 8,
 }
+
+// AppendFields adds one record with its field values (fields[k] is the raw value of
+// WriterOptions.Fields[k]); see AppendShape for the other arguments.
+func (w *Writer) AppendFields(data []byte, shape []int, label int64, aux []int64, meta []byte, fields [][]byte) error {
+	if len(fields) != len(w.fields) {
+		return fmt.Errorf("shard: %d field values for a schema of %d fields", len(fields), len(w.fields))
+	}
+	if len(fields) > 0 {
+		return errFieldsNotBuilt
+	}
+	return w.AppendShape(data, shape, label, aux, meta)
+}
+
+var errFieldsNotBuilt = errors.New("shard: writing fields (format version 3) is not built yet")

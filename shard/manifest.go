@@ -53,6 +53,12 @@ type Manifest struct {
 	// Part is set in the manifest of one part of a build split in parts (packer build --part),
 	// which packer merge joins; absent in a whole dataset.
 	Part *PartInfo `json:"part,omitempty"`
+	// Fields is the sample schema beyond the sample and labels (FORMAT.md "Fields"); absent
+	// for an image-only dataset, whose manifest keeps its bytes.
+	Fields []Field `json:"fields,omitempty"`
+	// BoxesDropped counts, per boxes field, the boxes the transform's crop left with no area
+	// (dropped with their rows of the fields that follow them); absent when none was dropped.
+	BoxesDropped map[string]int64 `json:"boxes_dropped,omitempty"`
 }
 
 // PartInfo describes one part of a build split in parts: which contiguous range of the source's

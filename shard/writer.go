@@ -45,6 +45,9 @@ type WriterOptions struct {
 	// package's BlockTarget (1 MiB). Smaller blocks cost a random reader with the check on
 	// less read amplification (docs/decisions.md); readers accept any k.
 	BlockTarget int64
+	// Fields is the sample schema beyond the sample and labels (FORMAT.md "Fields"). A
+	// non-empty schema makes a version-3 shard; records are then added with AppendFields.
+	Fields []Field
 }
 
 // flushWriter is what a Writer writes through: a bufio.Writer, or the caller's writer itself
@@ -72,6 +75,7 @@ type Writer struct {
 	recordSize int64 // 0 for variable-size records
 	k          int64 // block_records
 	naux       int
+	fields     []Field // the schema (WriterOptions.Fields)
 	spec       SampleSpec
 	v          int // -1 dimensions of the sample shape
 	dataOffset int64
@@ -115,7 +119,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if opts.ShardIndex < 0 {
 		return nil, fmt.Errorf("shard: negative shard index %d", opts.ShardIndex)
 	}
-	sw := &Writer{naux: len(opts.Label.Aux), spec: opts.Sample, v: int(varDims(opts.Sample.Shape))}
+	sw := &Writer{naux: len(opts.Label.Aux), fields: opts.Fields, spec: opts.Sample, v: int(varDims(opts.Sample.Shape))}
 	version := uint16(1)
 	if opts.Sample.Fixed() {
 		sw.recordSize = opts.Sample.Size()
