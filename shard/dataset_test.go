@@ -19,7 +19,7 @@ import (
 func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []int) string {
 	t.Helper()
 	dir := t.TempDir()
-	m := &Manifest{Packer: "test", Format: "shards", FormatVersion: Version, Sample: opts.Sample, Label: opts.Label}
+	m := &Manifest{Packer: "test", Format: "shards", FormatVersion: DatasetVersion(opts.Sample, opts.Fields), Sample: opts.Sample, Label: opts.Label}
 	next := 0
 	for s, c := range counts {
 		o := opts
