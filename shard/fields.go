@@ -79,6 +79,24 @@ func (f Field) Equal(g Field) bool {
 		f.Encoding == g.Encoding && f.Geometry == g.Geometry && f.RowsOf == g.RowsOf
 }
 
+// schemaString describes a schema in errors: its fields as name:kind, "none" when empty.
+func schemaString(fields []Field) string {
+	if len(fields) == 0 {
+		return "none"
+	}
+	var b []byte
+	for k, f := range fields {
+		if k > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "%s:%s", f.Name, f.Kind)
+		if f.DType != "" {
+			b = fmt.Appendf(b, " %s%v", f.DType, f.Shape)
+		}
+	}
+	return "[" + string(b) + "]"
+}
+
 // FieldsEqual reports whether two schemas are the same, field by field.
 func FieldsEqual(a, b []Field) bool { return slices.EqualFunc(a, b, Field.Equal) }
 

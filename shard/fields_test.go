@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -315,3 +317,174 @@ func TestFieldsVersionByteIdentity(t *testing.T) {
 }
 
 var _ = errors.Is
+
+// TestFieldsAppendFrom: records of shards with fields appended in runs (AppendFrom, as merge
+// does) give the bytes of one writer given every record; through the record-by-record path
+// (a writer with metadata) the fields come along too; another schema is refused.
+func TestFieldsAppendFrom(t *testing.T) {
+	opts := fieldsOpts(true)
+	recs := testFieldsRecords(11, true)
+	want := buildFieldsShard(t, opts, recs)
+	var srcs []*Reader
+	for _, part := range [][]fieldsRecord{recs[:4], recs[4:]} {
+		b := buildFieldsShard(t, opts, part)
+		r, err := NewReader(bytes.NewReader(b), int64(len(b)), "part.pks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcs = append(srcs, r)
+	}
+	appendAll := func(opts WriterOptions, step int) ([]byte, error) {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range srcs {
+			for i := 0; i < r.Len(); i += step {
+				j := min(r.Len(), i+step)
+				_, n := r.DataRange(i, j)
+				data, err := r.ReadRecords(i, j, make([]byte, n))
+				if err != nil {
+					return nil, err
+				}
+				if err := w.AppendFrom(r, i, j, data); err != nil {
+					return nil, err
+				}
+			}
+		}
+		err = w.Close()
+		return buf.Bytes(), err
+	}
+	for _, step := range []int{1, 3, 100} {
+		got, err := appendAll(opts, step)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("runs of %d: other bytes than one writer (%v)", step, err)
+		}
+	}
+	withMeta := opts
+	withMeta.HasMeta = true
+	got, err := appendAll(withMeta, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFieldsRecords(t, got, recs)
+	other := opts
+	other.Fields = slices.Clone(opts.Fields)
+	other.Fields[0].Name = "text"
+	if _, err := appendAll(other, 2); err == nil || !strings.Contains(err.Error(), "fields [caption:text") {
+		t.Fatalf("another schema: %v", err)
+	}
+}
+
+// buildFieldsDataset writes recs into a dataset of shards of the given record counts.
+func buildFieldsDataset(t *testing.T, opts WriterOptions, recs []fieldsRecord, counts []int) string {
+	return buildDatasetWith(t, opts, counts, func(w *Writer, i int) error {
+		r := recs[i]
+		return w.AppendFields(r.data, r.shape, r.label, nil, nil, r.fields)
+	})
+}
+
+// TestFieldsDatasetLoader: a dataset with fields gives each record's sample and field values
+// through Dataset.RecordFields and through the Loader's batches (by field name), in order and
+// shuffled, for fixed and variable sample shapes.
+func TestFieldsDatasetLoader(t *testing.T) {
+	for _, varShape := range []bool{false, true} {
+		opts := fieldsOpts(varShape)
+		opts.Label = LabelSpec{DType: "int64"}
+		recs := testFieldsRecords(23, varShape)
+		dir := buildFieldsDataset(t, opts, recs, []int{10, 13})
+		d, err := OpenDataset(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !FieldsEqual(d.Fields(), testSchema()) {
+			t.Fatalf("Dataset.Fields %+v", d.Fields())
+		}
+		for i, want := range recs {
+			sample, fields, err := d.RecordFields(int64(i))
+			if err != nil || !bytes.Equal(sample, want.data) || !bytes.Equal(fields[6], want.fields[6]) {
+				t.Fatalf("record %d: %v", i, err)
+			}
+		}
+		for _, shuffle := range []bool{false, true} {
+			l, err := d.NewLoader(LoaderOptions{BatchSize: 4, ReadSize: 1, Shuffle: shuffle, Seed: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := 0
+			for l.Next() {
+				b := l.Batch()
+				if b.BatchShape() != nil {
+					t.Fatal("BatchShape of records with fields")
+				}
+				if _, err := b.Uint8(); err == nil {
+					t.Fatal("a uint8 view of records with fields")
+				}
+				captions, err := b.FieldValues("caption")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k := range b.Len() {
+					want := recs[b.Indices[k]]
+					if !bytes.Equal(b.Sample(k), want.data) || !slices.Equal(b.Shape(k), want.shape) || b.Labels[k] != want.label {
+						t.Fatalf("record %d: sample or shape %v differs", b.Indices[k], b.Shape(k))
+					}
+					for f, fd := range testSchema() {
+						v, err := b.Field(k, fd.Name)
+						if err != nil || !bytes.Equal(v, want.fields[f]) {
+							t.Fatalf("record %d field %q: %q, want %q (%v)", b.Indices[k], fd.Name, v, want.fields[f], err)
+						}
+					}
+					if string(captions[k]) != string(want.fields[0]) {
+						t.Fatalf("record %d: caption %q", b.Indices[k], captions[k])
+					}
+					seen++
+				}
+				if _, err := b.Field(0, "nope"); err == nil {
+					t.Fatal("an unknown field name accepted")
+				}
+			}
+			if err := l.Close(); err != nil || l.Err() != nil || seen != len(recs) {
+				t.Fatalf("read %d records: %v %v", seen, l.Err(), err)
+			}
+		}
+		d.Close()
+	}
+}
+
+// TestFieldsDatasetSchemaMismatch: a shard whose schema differs from the manifest's is
+// refused, the error naming the shard and both schemas.
+func TestFieldsDatasetSchemaMismatch(t *testing.T) {
+	opts := fieldsOpts(true)
+	dir := buildFieldsDataset(t, opts, testFieldsRecords(4, true), []int{2, 2})
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, edit := range []func(m *Manifest){
+		func(m *Manifest) { m.Fields[2].DType = "int32" },
+		func(m *Manifest) { m.Fields = m.Fields[:6] },
+		func(m *Manifest) { m.Fields = nil },
+	} {
+		mm := *m
+		mm.Fields = slices.Clone(m.Fields)
+		edit(&mm)
+		b, err := mm.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		d, err := OpenDataset(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Record(0)
+		d.Close()
+		if err == nil || !strings.Contains(err.Error(), "shard-00000.pks: fields [caption:text") || !strings.Contains(err.Error(), "the manifest says") {
+			t.Fatalf("Record(0) = %v, want the schema mismatch naming the shard", err)
+		}
+	}
+}
