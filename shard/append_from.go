@@ -38,7 +38,7 @@ func (w *Writer) AppendFrom(src *Reader, i, j int, data []byte) error {
 		return fmt.Errorf("shard: %s: sample or label spec differs from the shard being written", src.name)
 	}
 	if !FieldsEqual(src.h.schema, w.fields) {
-		return fmt.Errorf("shard: %s: fields %s differ from the shard being written's %s", src.name, schemaString(src.h.schema), schemaString(w.fields))
+		return fmt.Errorf("shard: %s: fields %s differ from the shard being written's %s", src.name, FieldsString(src.h.schema), FieldsString(w.fields))
 	}
 	if sl.varSize != (w.flags&FlagVarSize != 0) || sl.shapes != (w.flags&FlagShapes != 0) || sl.hasMeta != (w.flags&FlagMeta != 0) {
 		return w.appendEach(src, i, j, data)

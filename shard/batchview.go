@@ -95,7 +95,7 @@ func (b *Batch) record(k int) []byte {
 func (b *Batch) Field(k int, name string) ([]byte, error) {
 	f := slices.IndexFunc(b.fields, func(f Field) bool { return f.Name == name })
 	if f < 0 {
-		return nil, fmt.Errorf("shard: the batch has no field %q (fields %s)", name, schemaString(b.fields))
+		return nil, fmt.Errorf("shard: the batch has no field %q (fields %s)", name, FieldsString(b.fields))
 	}
 	return b.fieldAt(k, f), nil
 }
@@ -105,7 +105,7 @@ func (b *Batch) Field(k int, name string) ([]byte, error) {
 func (b *Batch) FieldValues(name string) ([][]byte, error) {
 	f := slices.IndexFunc(b.fields, func(f Field) bool { return f.Name == name })
 	if f < 0 {
-		return nil, fmt.Errorf("shard: the batch has no field %q (fields %s)", name, schemaString(b.fields))
+		return nil, fmt.Errorf("shard: the batch has no field %q (fields %s)", name, FieldsString(b.fields))
 	}
 	out := make([][]byte, b.Len())
 	for k := range out {

@@ -232,7 +232,7 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 	case !slices.Equal(r.LabelSpec().Aux, d.m.Label.Aux) && len(r.LabelSpec().Aux)+len(d.m.Label.Aux) > 0:
 		bad = fmt.Sprintf("aux columns %q, the manifest says %q", r.LabelSpec().Aux, d.m.Label.Aux)
 	case !d.npy && !FieldsEqual(r.h.schema, d.m.Fields):
-		bad = fmt.Sprintf("fields %s, the manifest says %s (a shard of a dataset with another schema)", schemaString(r.h.schema), schemaString(d.m.Fields))
+		bad = fmt.Sprintf("fields %s, the manifest says %s (a shard of a dataset with another schema)", FieldsString(r.h.schema), FieldsString(d.m.Fields))
 	case r.Version() > d.m.FormatVersion:
 		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:

@@ -79,8 +79,9 @@ func (f Field) Equal(g Field) bool {
 		f.Encoding == g.Encoding && f.Geometry == g.Geometry && f.RowsOf == g.RowsOf
 }
 
-// schemaString describes a schema in errors: its fields as name:kind, "none" when empty.
-func schemaString(fields []Field) string {
+// FieldsString describes a schema in errors: its fields as name:kind (and dtype and shape),
+// "none" when empty.
+func FieldsString(fields []Field) string {
 	if len(fields) == 0 {
 		return "none"
 	}

@@ -65,3 +65,49 @@ func (r *Reader) Field(name string) (Field, int, bool) {
 	}
 	return r.h.schema[k], k, true
 }
+
+// CheckFieldValues checks the contents of every record's text and json values: text is UTF-8,
+// json one valid JSON value (FORMAT.md "Fields"; the lengths were checked at open). It reads
+// only the bytes of those values, from the first text or json field to the last, one read a
+// record, and does not check the block CRCs (a verifier checks them as it scans the file).
+// Each bad value is passed to report, as a *CorruptionError naming the record and the field;
+// an I/O error ends the check and is returned.
+func (r *Reader) CheckFieldValues(report func(*CorruptionError)) error {
+	first, last := -1, -1
+	for k, f := range r.h.schema {
+		if f.Kind == KindText || f.Kind == KindJSON {
+			if first < 0 {
+				first = k
+			}
+			last = k
+		}
+	}
+	if first < 0 {
+		return nil
+	}
+	var buf []byte
+	for i := range r.Len() {
+		// The span of fields first..last is at the record's end less the later fields.
+		end := r.off(int64(i) + 1)
+		for k := last + 1; k < int(r.l.nf); k++ {
+			end -= r.fieldLen(i, k)
+		}
+		start := end
+		for k := first; k <= last; k++ {
+			start -= r.fieldLen(i, k)
+		}
+		buf = slices.Grow(buf[:0], int(end-start))[:end-start]
+		if err := readFull(r.r, buf, r.ft.dataOffset+start, r.name); err != nil {
+			return err
+		}
+		at := start
+		for k := first; k <= last; k++ {
+			f, n := r.h.schema[k], r.fieldLen(i, k)
+			if err := f.checkValue(buf[at-start : at-start+n]); err != nil {
+				report(corruptRecords(r.name, int64(i), 1, r.ft.dataOffset+at, ErrFormat, "record %d: field %q: %v", i, f.Name, err))
+			}
+			at += n
+		}
+	}
+	return nil
+}
