@@ -290,8 +290,15 @@ func (d *Dataset) checkRecord(i int64) error {
 }
 
 // Fields returns the dataset's schema from its manifest (FORMAT.md "Fields"), nil for a dataset
-// without fields. Every shard's schema is checked against it when the shard is opened.
-func (d *Dataset) Fields() []Field { return slices.Clone(d.m.Fields) }
+// without fields. Every shard's schema is checked against it when the shard is opened. An npy
+// dataset keeps its fields in files of their own, which this package does not read: Fields is
+// nil for it, and its records are samples only.
+func (d *Dataset) Fields() []Field {
+	if d.npy {
+		return nil
+	}
+	return slices.Clone(d.m.Fields)
+}
 
 // RecordFields returns record i's sample value and its field values in schema order (see
 // Reader.SplitFields); fields is nil for a dataset without fields.

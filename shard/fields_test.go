@@ -488,3 +488,47 @@ func TestFieldsDatasetSchemaMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestFieldsNpyDataset: an npy dataset with fields (kept in files of their own) reads as
+// samples only: Fields is nil and the Loader's records are the images.
+func TestFieldsNpyDataset(t *testing.T) {
+	dir := writeNpyDataset(t, nil)
+	m, err := ReadManifest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Fields = []Field{{Name: "caption", Kind: KindText, Encoding: EncodingRaw}}
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ManifestName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Fields() != nil {
+		t.Fatalf("Fields of an npy dataset: %v", d.Fields())
+	}
+	l, err := d.NewLoader(LoaderOptions{BatchSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := 0
+	for l.Next() {
+		b := l.Batch()
+		for k := range b.Len() {
+			if len(b.Sample(k)) != 4 {
+				t.Fatalf("record %d: sample of %d bytes", b.Indices[k], len(b.Sample(k)))
+			}
+			n++
+		}
+	}
+	if l.Err() != nil || n != 3 {
+		t.Fatalf("read %d records: %v", n, l.Err())
+	}
+}
