@@ -97,10 +97,10 @@ func TestPairs(t *testing.T) {
 		t.Fatalf("order %q\nwant  %q", strings.Join(order, " "), wantOrder)
 	}
 	good := map[string]string{
-		"2007_000032.jpg":                     "2007_000032.png",
-		"training/ADE_1.jpg":                  "training/ADE_1.png",
+		"2007_000032.jpg":                      "2007_000032.png",
+		"training/ADE_1.jpg":                   "training/ADE_1.png",
 		"aachen_000000_000019_leftImg8bit.png": "aachen_000000_000019_gtFine_labelIds.png",
-		"flat.jpg":                            "flat.png",
+		"flat.jpg":                             "flat.png",
 	}
 	for img, m := range good {
 		r := got[img]
