@@ -38,6 +38,9 @@ type Options struct {
 	Timeout    time.Duration // ffprobe/ffmpeg wait bound (video); 0 = the default
 	ImageKey   string        // the feature (tfrecord) or column (parquet) holding the image; "" = the default
 	LabelKey   string        // the feature (tfrecord) or column (parquet) holding the label; "" = the default
+	Fields     []string      // further members, columns or keys to carry as fields (--fields)
+	Images     string        // the folder holding a COCO annotation file's images (--images); "" = the file's folder
+	Masks      string        // the folder holding the masks of a pairs source (--masks)
 }
 
 // Entry is what a source package exports for the command's table of source kinds.

@@ -66,6 +66,10 @@ type buildOptions struct {
 	ImageKey string // --image-key (tfrecord)
 	LabelKey string // --label-key (tfrecord)
 
+	Fields string // --fields: further members, columns or keys to carry (comma separated)
+	Images string // --images (coco)
+	Masks  string // --masks (pairs)
+
 	JSON    bool // --json: the final summary as JSON
 	Verbose bool // -v: details in the summary (why --device auto chose the CPU)
 
@@ -111,6 +115,11 @@ Sources (--from; detected from SOURCE when omitted):
                      a folder of *.tfrecord* or *-of-* files, or one
   parquet            Parquet files (Hugging Face layout: image {bytes, path} or binary,
                      label int or string): a folder of *.parquet files, or one
+  coco               (--from coco) a COCO detection annotation file; each image a record
+                     with fields boxes, category, iscrowd, area (--images DIR: where the
+                     images are, default the file's folder)
+  pairs              (--from pairs) an images folder and --masks DIR matched by file stem
+                     (VOC, ADE20K, Cityscapes); each image a record with field mask
 Detection refuses a folder it could misread (the parent of train/ and val/, train2017/ and
 val2017/, train_set/ and test_set/, ...; one folder wrapping the class folders, images beside
 class folders, a single class folder, images mixed with videos) with exit status 2, saying
@@ -196,7 +205,7 @@ tfrecord and parquet sources read each input's bytes from a stream as they list 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
 	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: the local folder its objects are copied to and kept in, so that later builds fetch only what changed (default: a temporary folder under $TMPDIR, removed after the build)")
-	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet (default: detect)")
+	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet|coco|pairs (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
 	f.IntVar(&o.Resize, "resize", 0, "resize the shorter side to N (torchvision Resize(N))")
@@ -227,6 +236,9 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.ImageKey, "image-key", "", "tfrecord: the bytes feature holding the image (default image/encoded); webdataset: image member extensions, by preference (default jpg,jpeg,png,...)")
 	f.StringVar(&o.LabelKey, "label-key", "", "tfrecord: the int64 feature holding the label (default image/class/label); webdataset: a field of the .json member (default: the .cls member)")
 	f.StringVar(&o.ImageKey, "image-column", "", "parquet: the image column, binary or {bytes, path} (default image, else img)")
+	f.StringVar(&o.Fields, "fields", "", "further members (webdataset: extensions), columns (parquet) or keys (jsonl/csv lists) to carry with each sample, comma separated")
+	f.StringVar(&o.Images, "images", "", "coco: the folder the annotation file's image file names are relative to (default: the file's folder)")
+	f.StringVar(&o.Masks, "masks", "", "pairs: the folder of the masks, matched to the images by file stem")
 	f.StringVar(&o.LabelKey, "label-column", "", "parquet: the label column, integer or string (default label)")
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say more in the summary (why --device auto chose the CPU)")
 	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")

@@ -8,8 +8,10 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/cifar"
+	"github.com/packer-dev/packer/source/coco"
 	"github.com/packer-dev/packer/source/idx"
 	"github.com/packer-dev/packer/source/imagedir"
+	"github.com/packer-dev/packer/source/pairs"
 	"github.com/packer-dev/packer/source/parquet"
 	"github.com/packer-dev/packer/source/tfrecord"
 	"github.com/packer-dev/packer/source/video"
@@ -30,6 +32,19 @@ var sources = []source.Entry{
 	webdataset.Entry,
 	tfrecord.Entry,
 	parquet.Entry,
+	coco.Entry,
+	pairs.Entry,
+}
+
+// splitList splits a comma-separated flag value, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // sourceEntry returns the table's entry for kind.
@@ -93,7 +108,7 @@ func (o *buildOptions) sourceOptions() source.Options {
 	return source.Options{
 		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
 		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
-		ImageKey: o.ImageKey, LabelKey: o.LabelKey,
+		ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: splitList(o.Fields), Images: o.Images, Masks: o.Masks,
 	}
 }
 

@@ -1,6 +1,7 @@
 package imagedir
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/packer-dev/packer/source"
@@ -14,6 +15,9 @@ var (
 		Help:  "class subfolders holding " + strings.Join(Extensions, ", ") + " images",
 		Sniff: source.Sniffer{ClassExts: Extensions},
 		Open: func(p string, o source.Options) (source.Source, error) {
+			if len(o.Fields) > 0 {
+				return nil, fmt.Errorf("imagedir: --fields does not apply to a folder of images (a list's keys or columns, a WebDataset's members or a Parquet file's columns carry fields)")
+			}
 			return OpenFolder(p, options(o))
 		},
 		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
@@ -37,5 +41,5 @@ var (
 )
 
 func options(o source.Options) Options {
-	return Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes}
+	return Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes, Fields: o.Fields}
 }

@@ -55,6 +55,9 @@ type Options struct {
 	// Classes[i], and every label must be below len(Classes). A list labelled by names, or a
 	// folder, takes its class names from the data and refuses Classes.
 	Classes []string
+	// Fields names further keys (JSON Lines) or columns (CSV) of a list to carry as fields
+	// (--fields); see listfields.go. With fields a line may have no label (label -1).
+	Fields []string
 }
 
 // DefaultFastGap is the fast-mode gap: 1, Pillow's draft(mode, size) with the target size
@@ -82,7 +85,8 @@ type Source struct {
 	opts    Options
 	scratch sync.Pool // *transforms.DecodeScratch, one per worker at a time
 	plan    source.DecodePlan
-	replay  bool // opened by ReplayFolder: it decodes, and lists nothing
+	replay  bool        // opened by ReplayFolder: it decodes, and lists nothing
+	fields  []listField // the list's fields (Options.Fields), their kinds inferred at open
 }
 
 var _ source.PlannedSource = (*Source)(nil)
@@ -378,6 +382,7 @@ func (s *Source) Info() source.SourceInfo {
 		Spec:    spec,
 		Count:   s.count,
 		HasMeta: true, // {"path": ...}: see recordMeta
+		Fields:  listSchema(s.fields),
 	}
 }
 
@@ -392,6 +397,9 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 	if s.kind == KindList {
 		return s.readList(ctx, func(e listEntry) error {
 			it := source.Item{Seq: seq, Name: fsentry.Name(e.path), Path: s.resolve(e.path), Label: e.label}
+			if len(s.fields) > 0 {
+				it.Note = s.fieldNote(e.fields)
+			}
 			seq++
 			return emit(it)
 		})
@@ -441,6 +449,12 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
 	c := source.Clip{Frames: []transforms.Image{d.Image}, Label: it.Label, Meta: recordMeta(it.Name)}
+	if vals, ok := it.Note.(fieldNote); ok {
+		if vals.err != nil {
+			return &source.InputError{Input: it.Name, Err: vals.err}
+		}
+		c.Fields = vals.values
+	}
 	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
 		c.Windows = []source.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
 	}

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
 
@@ -31,9 +32,10 @@ const maxListLine = 1 << 20
 
 // listEntry is one line of a list: a path and its label (the class index once resolved).
 type listEntry struct {
-	path  string
-	name  string // class name, for lists labelled by name
-	label int64
+	path   string
+	name   string // class name, for lists labelled by name
+	label  int64
+	fields []json.RawMessage // the requested fields' values as JSON (nil where missing)
 }
 
 // OpenList opens a list of images: a CSV file with a header naming the columns "path" and
@@ -61,9 +63,22 @@ func OpenList(list string, opts Options) (*Source, error) {
 	allInt := true
 	maxLabel, maxLine := int64(-1), 0
 	var hashes []uint64 // of every entry's file, to find a file listed twice
-	err = parseList(context.Background(), f, s.listFmt, list, func(e rawEntry) error {
+	if _, err := source.CheckFieldNames(opts.Fields); err != nil {
+		return nil, fmt.Errorf("imagedir: %s: --fields: %w", list, err)
+	}
+	for _, k := range opts.Fields {
+		if k == "path" || k == "label" {
+			return nil, fmt.Errorf("imagedir: %s: --fields %s: that key is the sample's path or label", list, k)
+		}
+	}
+	inf := newFieldInference(opts.Fields)
+	err = parseList(context.Background(), f, s.listFmt, list, opts.Fields, func(e rawEntry) error {
 		s.count++
 		hashes = append(hashes, pathHash(s.resolve(e.path)))
+		inf.add(e.fields)
+		if e.noLabel {
+			return nil
+		}
 		if !e.isInt {
 			allInt = false
 		} else if v, err := strconv.ParseInt(e.label, 10, 64); err == nil && v > maxLabel {
@@ -82,6 +97,7 @@ func OpenList(list string, opts Options) (*Source, error) {
 		return nil, err
 	}
 	s.named = !allInt
+	s.fields = inf.fields()
 	switch {
 	case s.named && len(opts.Classes) > 0:
 		return nil, fmt.Errorf("%s: %w", list, FormatError("--classes names the classes of integer labels; this list's labels are class names already"))
@@ -134,13 +150,15 @@ func listFormat(name string, f *os.File) (string, error) {
 type rawEntry struct {
 	line     int
 	path     string
-	label    string // the label as text
-	isInt    bool   // label is a non-negative decimal integer (CSV) or JSON integer
-	isString bool   // label was a JSON string
+	label    string            // the label as text
+	isInt    bool              // label is a non-negative decimal integer (CSV) or JSON integer
+	isString bool              // label was a JSON string
+	noLabel  bool              // the line has no label (allowed with fields: label -1)
+	fields   []json.RawMessage // the requested keys' values, as JSON; nil where absent or null
 }
 
 // parseList reads a list in format fmt and calls fn for every entry, in order.
-func parseList(ctx context.Context, r io.Reader, format, name string, fn func(rawEntry) error) error {
+func parseList(ctx context.Context, r io.Reader, format, name string, fields []string, fn func(rawEntry) error) error {
 	bad := func(line int, msg string, args ...any) error {
 		return fmt.Errorf("%s:%d: %w", name, line, FormatError(fmt.Sprintf(msg, args...)))
 	}
@@ -168,12 +186,27 @@ func parseList(ctx context.Context, r io.Reader, format, name string, fn func(ra
 			if err := json.Unmarshal(b, &obj); err != nil {
 				return bad(line, "%v", err)
 			}
+			var extra []json.RawMessage
+			if len(fields) > 0 {
+				var all map[string]json.RawMessage
+				if err := json.Unmarshal(b, &all); err != nil {
+					return bad(line, "%v", err)
+				}
+				extra = make([]json.RawMessage, len(fields))
+				for i, k := range fields {
+					if v := bytes.TrimSpace(all[k]); len(v) > 0 && string(v) != "null" {
+						extra[i] = v
+					}
+				}
+			}
 			if obj.Path == nil || *obj.Path == "" {
 				return bad(line, "no \"path\"")
 			}
-			e := rawEntry{line: line, path: *obj.Path}
+			e := rawEntry{line: line, path: *obj.Path, fields: extra}
 			lab := bytes.TrimSpace(obj.Label)
 			switch {
+			case (len(lab) == 0 || string(lab) == "null") && len(fields) > 0:
+				e.noLabel = true
 			case len(lab) == 0 || string(lab) == "null":
 				return bad(line, "no \"label\"")
 			case lab[0] == '"':
@@ -219,16 +252,34 @@ func parseList(ctx context.Context, r io.Reader, format, name string, fn func(ra
 		return bad(1, "%v", err)
 	}
 	pathCol, labelCol := -1, -1
+	fieldCols := make([]int, len(fields))
+	for i := range fieldCols {
+		fieldCols[i] = -1
+	}
 	for i, h := range header {
-		h = strings.ToLower(strings.TrimSpace(strings.TrimPrefix(h, "\ufeff")))
+		raw := strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))
+		h = strings.ToLower(raw)
 		switch h {
 		case "path":
 			pathCol = i
 		case "label":
 			labelCol = i
 		}
+		for k, f := range fields {
+			if f == raw && fieldCols[k] < 0 {
+				fieldCols[k] = i
+			}
+		}
 	}
-	if pathCol < 0 || labelCol < 0 {
+	for k, c := range fieldCols {
+		if c < 0 {
+			return bad(1, "header %q has no column %q (--fields)", strings.Join(header, ","), fields[k])
+		}
+	}
+	if labelCol < 0 && len(fields) > 0 {
+		labelCol = -2 // no label column: every label is -1
+	}
+	if pathCol < 0 || labelCol == -1 {
 		return bad(1, "header %q lacks a path or label column (want path,label)", strings.Join(header, ","))
 	}
 	for {
@@ -250,17 +301,32 @@ func parseList(ctx context.Context, r io.Reader, format, name string, fn func(ra
 		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
 			continue
 		}
-		if pathCol >= len(rec) || labelCol >= len(rec) {
-			return bad(line, "%d fields, want at least %d", len(rec), max(pathCol, labelCol)+1)
+		need := max(pathCol, labelCol)
+		for _, c := range fieldCols {
+			need = max(need, c)
 		}
-		e := rawEntry{line: line, path: strings.TrimSpace(rec[pathCol]), label: strings.TrimSpace(rec[labelCol])}
+		if need >= len(rec) {
+			return bad(line, "%d fields, want at least %d", len(rec), need+1)
+		}
+		e := rawEntry{line: line, path: strings.TrimSpace(rec[pathCol])}
+		if labelCol >= 0 {
+			e.label = strings.TrimSpace(rec[labelCol])
+		}
+		if len(fields) > 0 {
+			e.fields = make([]json.RawMessage, len(fields))
+			for k, c := range fieldCols {
+				e.fields[k], _ = json.Marshal(rec[c]) // a CSV cell is text
+			}
+		}
 		if e.path == "" {
 			return bad(line, "empty path")
 		}
-		if e.label == "" {
+		if e.label == "" && len(fields) > 0 {
+			e.noLabel = true
+		} else if e.label == "" {
 			return bad(line, "empty label")
 		}
-		if v, err := strconv.ParseInt(e.label, 10, 64); err == nil && v >= 0 && e.label[0] != '+' {
+		if v, err := strconv.ParseInt(e.label, 10, 64); !e.noLabel && err == nil && v >= 0 && e.label[0] != '+' {
 			e.isInt = true
 		}
 		if err := fn(e); err != nil {
@@ -276,8 +342,12 @@ func (s *Source) readList(ctx context.Context, fn func(listEntry) error) error {
 		return fmt.Errorf("imagedir: %s: %w", s.list, err)
 	}
 	defer f.Close()
-	return parseList(ctx, f, s.listFmt, s.list, func(e rawEntry) error {
-		le := listEntry{path: e.path}
+	return parseList(ctx, f, s.listFmt, s.list, s.opts.Fields, func(e rawEntry) error {
+		le := listEntry{path: e.path, fields: e.fields}
+		if e.noLabel {
+			le.label = -1
+			return fn(le)
+		}
 		if s.named {
 			idx, ok := s.index[e.label]
 			if !ok {
@@ -323,7 +393,7 @@ func (s *Source) checkDuplicates(f *os.File, hashes []uint64) error {
 		return fmt.Errorf("imagedir: %s: %w", s.list, err)
 	}
 	seen := map[string]int{} // cleaned path -> first line
-	return parseList(context.Background(), f, s.listFmt, s.list, func(e rawEntry) error {
+	return parseList(context.Background(), f, s.listFmt, s.list, s.opts.Fields, func(e rawEntry) error {
 		p := filepath.Clean(s.resolve(e.path))
 		if !dup[pathHash(p)] {
 			return nil

@@ -51,19 +51,23 @@ type Options struct {
 	ImageColumn, LabelColumn string
 	// Classes names the labels (--classes): label i is Classes[i].
 	Classes []string
+	// Fields names further columns to carry as fields (--fields); see fields.go.
+	Fields []string
 }
 
 // Source is a source.Source over Parquet files.
 type Source struct {
-	root      string
-	files     []string
-	opts      Options
-	imagePath []string // leaf path of the image bytes
-	labelPath []string
-	strLabels bool             // the label column holds strings
-	index     map[string]int64 // string label -> class index
-	classes   []string
-	dec       memdecode.Decoder
+	root       string
+	files      []string
+	opts       Options
+	imagePath  []string // leaf path of the image bytes
+	labelPath  []string
+	strLabels  bool             // the label column holds strings
+	index      map[string]int64 // string label -> class index
+	classes    []string
+	dec        memdecode.Decoder
+	pqFields   []pqField // the requested fields (Options.Fields)
+	labelGiven bool      // --label-column was given (so it must exist)
 }
 
 var _ source.PlannedSource = (*Source)(nil)
@@ -71,13 +75,14 @@ var _ source.PlannedSource = (*Source)(nil)
 // Open opens one Parquet file or a folder of them, checks their columns, and for string labels
 // reads every file's label column to list the classes.
 func Open(p string, opts Options) (*Source, error) {
+	labelGiven := opts.LabelColumn != ""
 	if opts.LabelColumn == "" {
 		opts.LabelColumn = DefaultLabelColumn
 	}
 	if err := fsentry.CheckClasses(opts.Classes); err != nil {
 		return nil, fmt.Errorf("parquet: --classes: %w", err)
 	}
-	s := &Source{opts: opts, dec: memdecode.Decoder{Opts: opts.Decode}}
+	s := &Source{opts: opts, dec: memdecode.Decoder{Opts: opts.Decode}, labelGiven: labelGiven}
 	fi, err := os.Stat(p)
 	if err != nil && strings.ContainsAny(filepath.Base(p), "*?[") && !strings.ContainsAny(filepath.Dir(p), "*?[") {
 		// A glob in the file name: its matches, sorted.
@@ -244,6 +249,14 @@ func (s *Source) inspect() error {
 		return fmt.Errorf("parquet: %s: %w", s.files[0], err)
 	}
 	leaf, ok := schema.Lookup(s.opts.LabelColumn)
+	if !ok && len(s.opts.Fields) > 0 && !s.labelGiven {
+		// A dataset of captions or boxes has no class column: every label is -1.
+		if err := s.resolveFields(schema); err != nil {
+			return err
+		}
+		s.classes = s.opts.Classes
+		return nil
+	}
 	if !ok {
 		return fmt.Errorf("parquet: %s: no label column %q; the columns are %s; name it with --label-column", s.files[0], s.opts.LabelColumn, strings.Join(leaves, ", "))
 	}
@@ -254,6 +267,11 @@ func (s *Source) inspect() error {
 		s.strLabels = true
 	default:
 		return fmt.Errorf("parquet: %s: label column %q is %s, want an integer or a string", s.files[0], s.opts.LabelColumn, leaf.Node.Type())
+	}
+	if len(s.opts.Fields) > 0 {
+		if err := s.resolveFields(schema); err != nil {
+			return err
+		}
 	}
 	s.classes = s.opts.Classes
 	if s.strLabels {
@@ -489,6 +507,7 @@ func (s *Source) Info() source.SourceInfo {
 		}),
 		HasMeta: true,
 		Count:   -1,
+		Fields:  s.fieldSchema(),
 	}
 }
 
@@ -534,21 +553,41 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 			}
 			// The labels and the images page by page, side by side: memory holds one page of
 			// each, whatever the row group's row count.
-			lcol, err := s.column(pf, f, rgi, rg, s.labelPath)
-			if err != nil {
-				return err
+			var labels *cursor
+			if s.labelPath != nil {
+				lcol, err := s.column(pf, f, rgi, rg, s.labelPath)
+				if err != nil {
+					return err
+				}
+				labels = &cursor{pages: lcol}
+				defer labels.close()
 			}
-			labels := &cursor{pages: lcol}
-			defer labels.close()
 			icol, err := s.column(pf, f, rgi, rg, s.imagePath)
 			if err != nil {
 				return err
 			}
 			images := &cursor{pages: icol}
 			defer images.close()
+			var frows [][]*rowReader
+			for _, fld := range s.pqFields {
+				var rs []*rowReader
+				for _, l := range fld.leaves {
+					col, err := s.column(pf, f, rgi, rg, l.path)
+					if err != nil {
+						return err
+					}
+					c := &cursor{pages: col}
+					defer c.close()
+					rs = append(rs, &rowReader{c: c, leaf: l})
+				}
+				frows = append(frows, rs)
+			}
 			for i := 0; ; i++ {
 				v, err := images.next()
 				if err == io.EOF {
+					if labels == nil {
+						return nil
+					}
 					if _, err := labels.next(); err != io.EOF {
 						return fmt.Errorf("the image column has %d rows, the label column more", i)
 					}
@@ -561,23 +600,49 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 				if !v.IsNull() {
 					raw = append([]byte(nil), v.ByteArray()...)
 				}
-				lv, err := labels.next()
-				if err == io.EOF {
-					return fmt.Errorf("the image column has more rows than the label column (%d)", i)
-				}
-				if err != nil {
-					return err
+				var lv pq.Value
+				if labels != nil {
+					lv, err = labels.next()
+					if err == io.EOF {
+						return fmt.Errorf("the image column has more rows than the label column (%d)", i)
+					}
+					if err != nil {
+						return err
+					}
 				}
 				it := source.Item{Name: fmt.Sprintf("%s#%d", fname, row)}
 				meta, _ := json.Marshal(map[string]any{"file": fname, "row": row})
-				label, lerr := s.label(lv)
+				label, lerr := int64(-1), error(nil)
+				if labels != nil {
+					label, lerr = s.label(lv)
+				}
+				var values []source.FieldValue
+				var ferr error
+				if len(frows) > 0 {
+					rows := make([][][]pq.Value, len(frows))
+					for k, rs := range frows {
+						for _, r := range rs {
+							vals, err := r.next()
+							if err == io.EOF {
+								return fmt.Errorf("the image column has more rows than the column %s (%d)", strings.Join(r.leaf.path, "."), i)
+							}
+							if err != nil {
+								return err
+							}
+							rows[k] = append(rows[k], vals)
+						}
+					}
+					values, ferr = s.fieldValues(rows)
+				}
 				switch {
 				case v.IsNull():
 					it.Note = memdecode.Note{Err: ErrNullImage}
 				case lerr != nil:
 					it.Note = memdecode.Note{Err: lerr}
+				case ferr != nil:
+					it.Note = memdecode.Note{Err: ferr}
 				default:
-					it.Raw, it.Label, it.Note = raw, label, memdecode.Note{Meta: meta}
+					it.Raw, it.Label, it.Note = raw, label, memdecode.Note{Meta: meta, Fields: values}
 				}
 				row++
 				if err := send(it); err != nil {

@@ -34,7 +34,7 @@ var Entry = source.Entry{
 	},
 	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes,
-			ImageKey: o.ImageKey, LabelKey: o.LabelKey})
+			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: o.Fields})
 	},
 }
 

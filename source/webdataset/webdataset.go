@@ -14,9 +14,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 	"github.com/packer-dev/packer/source/internal/memdecode"
@@ -44,6 +46,7 @@ var (
 	ErrTooLarge  = errors.New("member larger than the limit")
 	ErrTruncated = errors.New("shard unreadable from here on")
 	ErrDuplicate = errors.New("duplicate member")
+	ErrField     = errors.New("bad field")
 )
 
 // MaxSampleMembers bounds the members of one sample: each is remembered (its extension) to
@@ -63,6 +66,10 @@ type Options struct {
 	// LabelKey names the field of the sample's .json member holding the label (an integer);
 	// "" or "cls" means the .cls member.
 	LabelKey string
+	// Fields lists further member extensions to carry as fields (--fields txt,json): txt,
+	// text and caption become text fields, json a json field, any other extension a bytes
+	// field. With fields, a sample without a .cls member is packed with label -1.
+	Fields []string
 }
 
 // Source is a source.Source over WebDataset tar shards.
@@ -72,6 +79,8 @@ type Source struct {
 	imageExts []string // member extensions taken as the image, in order of preference
 	opts      Options
 	dec       memdecode.Decoder
+	fields    []shard.Field // the schema of Options.Fields
+	fieldExts []string      // lower-case member extension of each field
 }
 
 var _ source.PlannedSource = (*Source)(nil)
@@ -95,6 +104,11 @@ func Open(p string, opts Options) (*Source, error) {
 		}
 		if len(s.imageExts) == 0 {
 			return nil, fmt.Errorf("webdataset: --image-key %q names no extension", opts.ImageKey)
+		}
+	}
+	if len(opts.Fields) > 0 {
+		if err := s.setFields(opts.Fields); err != nil {
+			return nil, err
 		}
 	}
 	if opts.LabelKey == "cls" {
@@ -203,7 +217,42 @@ func (s *Source) Info() source.SourceInfo {
 		}),
 		HasMeta: true,
 		Count:   -1,
+		Fields:  append([]shard.Field(nil), s.fields...),
 	}
+}
+
+// setFields makes the schema of the requested member extensions.
+func (s *Source) setFields(exts []string) error {
+	names, err := source.CheckFieldNames(exts)
+	if err != nil {
+		return fmt.Errorf("webdataset: --fields: %w", err)
+	}
+	for i, e := range exts {
+		le := strings.ToLower(strings.TrimPrefix(e, "."))
+		if le == "cls" && s.opts.LabelKey == "" || s.imageRank(le) >= 0 {
+			return fmt.Errorf("webdataset: --fields %s: that member is the sample's label or image", e)
+		}
+		kind := shard.KindBytes
+		switch le {
+		case "txt", "text", "caption":
+			kind = shard.KindText
+		case "json":
+			kind = shard.KindJSON
+		}
+		s.fields = append(s.fields, source.ScalarField(names[i], kind))
+		s.fieldExts = append(s.fieldExts, le)
+	}
+	return nil
+}
+
+// fieldIndex is the position of a member extension among the fields, -1 if none.
+func (s *Source) fieldIndex(lext string) int {
+	for i, e := range s.fieldExts {
+		if e == lext {
+			return i
+		}
+	}
+	return -1
 }
 
 // sample is one group of members with the same key.
@@ -214,6 +263,7 @@ type sample struct {
 	imageRank int // position of the image's extension in the preference list
 	label     []byte
 	hasLabel  bool
+	fields    [][]byte          // values of the source's fields, nil where the member is missing
 	exts      map[string]string // lower-case extension -> the member name that had it
 	err       error
 }
@@ -302,7 +352,8 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 		cur.exts[lext] = h.Name
 		rank := s.imageRank(ext)
 		isLabel := !cur.hasLabel && (s.opts.LabelKey == "" && strings.EqualFold(ext, "cls") || s.opts.LabelKey != "" && strings.EqualFold(ext, "json"))
-		if rank < 0 && !isLabel || rank >= 0 && cur.image != nil && rank >= cur.imageRank {
+		field := s.fieldIndex(lext)
+		if rank < 0 && !isLabel && field < 0 || rank >= 0 && cur.image != nil && rank >= cur.imageRank {
 			continue
 		}
 		if h.Size > MaxMemberSize {
@@ -315,9 +366,16 @@ func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, em
 			cur = nil
 			return s.emitBad(seq, where, fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 		}
-		if rank >= 0 {
+		if field >= 0 {
+			if cur.fields == nil {
+				cur.fields = make([][]byte, len(s.fields))
+			}
+			cur.fields[field] = data
+		}
+		switch {
+		case rank >= 0:
 			cur.image, cur.imageMem, cur.imageRank = data, h.Name, rank
-		} else {
+		case isLabel:
 			cur.label, cur.hasLabel = data, true
 		}
 	}
@@ -361,18 +419,51 @@ func (s *Source) emitSample(seq *int64, shardName string, smp *sample, emit func
 		err = ErrNoImage
 	case !smp.hasLabel && s.opts.LabelKey != "":
 		err = fmt.Errorf("%w: no .json member (--label-key %s)", ErrNoLabel, s.opts.LabelKey)
+	case !smp.hasLabel && len(s.fields) > 0:
+		label = -1 // a sample of a captioned dataset: no class
 	case !smp.hasLabel:
 		err = fmt.Errorf("%w: no .cls member", ErrNoLabel)
 	default:
 		label, err = s.parseLabel(smp.label)
 	}
+	var values []source.FieldValue
+	if err == nil && len(s.fields) > 0 {
+		values, err = s.fieldValues(smp)
+	}
 	if err != nil {
 		return s.emitBad(seq, name, err, emit)
 	}
 	meta, _ := json.Marshal(map[string]string{"shard": shardName, "key": fsentry.Name(smp.key), "image": fsentry.Name(smp.imageMem)})
-	it := source.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: memdecode.Note{Meta: meta}}
+	it := source.Item{Seq: *seq, Name: name, Raw: smp.image, Label: label, Note: memdecode.Note{Meta: meta, Fields: values}}
 	*seq++
 	return emit(it)
+}
+
+// fieldValues checks a sample's field members: each must be there, text UTF-8 and json one
+// JSON value.
+func (s *Source) fieldValues(smp *sample) ([]source.FieldValue, error) {
+	values := make([]source.FieldValue, len(s.fields))
+	for i, f := range s.fields {
+		var b []byte
+		if smp.fields != nil {
+			b = smp.fields[i]
+		}
+		if b == nil {
+			return nil, fmt.Errorf("%w: no .%s member (--fields)", ErrField, s.fieldExts[i])
+		}
+		switch f.Kind {
+		case shard.KindText:
+			if !utf8.Valid(b) {
+				return nil, fmt.Errorf("%w: the .%s member is not UTF-8 text", ErrField, s.fieldExts[i])
+			}
+		case shard.KindJSON:
+			if !json.Valid(b) {
+				return nil, fmt.Errorf("%w: the .%s member is not one JSON value", ErrField, s.fieldExts[i])
+			}
+		}
+		values[i] = source.FieldValue{Bytes: b}
+	}
+	return values, nil
 }
 
 func (s *Source) parseLabel(b []byte) (int64, error) {

@@ -16,8 +16,9 @@ import (
 // Note is what an enumerator hands Decode in source.Item.Note: the record's per-record
 // metadata (its provenance), or the fault that makes the item a bad input.
 type Note struct {
-	Meta []byte
-	Err  error
+	Meta   []byte
+	Err    error
+	Fields []source.FieldValue // the record's field values (source.Clip.Fields)
 }
 
 // Decoder decodes the images of a record-format source, one scratch buffer per worker.
@@ -61,7 +62,7 @@ func (d *Decoder) Decode(it source.Item, emit func(source.Clip) error) error {
 	if err != nil {
 		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
-	return emit(source.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta})
+	return emit(source.Clip{Frames: []transforms.Image{img}, Label: it.Label, Meta: nt.Meta, Fields: nt.Fields})
 }
 
 // ReadN reads exactly n bytes of r. The buffer grows with what arrives, so a header that claims

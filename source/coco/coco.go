@@ -1,0 +1,507 @@
+// Package coco is the source kind coco: a COCO object-detection annotation file (the
+// instances_*.json layout: images, annotations, categories) and the images it names. Each
+// image is one record with four fields whose rows are its annotations: boxes (float32 [k, 4],
+// x0, y0, x1, y1 in the image's pixels, from COCO's x, y, width, height), category (int64 [k],
+// COCO's category ids), iscrowd (int64 [k]) and area (float32 [k], as the file gives it, in
+// source pixels: it is not rescaled with the image). The manifest's class names are indexed by
+// category id ("" where an id is unused), so classes[category] names a box's class. Records
+// have no class of their own: their label is -1.
+//
+// The file is read as a stream of tokens, one element at a time, so only the tables the
+// records need are held (an image's file name, size and its annotations' numbers), not the
+// file's segmentation polygons. Images are packed in ascending image id. An image without
+// annotations is packed with 0 rows. Inputs that cannot be packed are reported in the
+// manifest's skipped list (or fail the build with --on-error fail): an image whose file is
+// missing or unreadable, whose decoded size differs from the size the file gives for it,
+// or one of whose annotations has a bbox that is not four numbers with a width and height of
+// at least 0; and, as one input each, the annotations naming an image id the file does not
+// list.
+package coco
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"math"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/internal/fsentry"
+	"github.com/packer-dev/packer/transforms"
+)
+
+// Kind is the source kind's --from name.
+const Kind = "coco"
+
+// Fields is the schema of a coco record's fields, in order.
+var Fields = []shard.Field{
+	{Name: "boxes", Kind: shard.KindNDArray, DType: "float32", Shape: []int{-1, 4}, Encoding: shard.EncodingRaw, Geometry: shard.GeometryBoxes},
+	{Name: "category", Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, Encoding: shard.EncodingRaw, RowsOf: "boxes"},
+	{Name: "iscrowd", Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, Encoding: shard.EncodingRaw, RowsOf: "boxes"},
+	{Name: "area", Kind: shard.KindNDArray, DType: "float32", Shape: []int{-1}, Encoding: shard.EncodingRaw, RowsOf: "boxes"},
+}
+
+// maxCategoryID bounds category ids, which index the class list.
+const maxCategoryID = 1 << 20
+
+// FormatError is an annotation file that does not follow the COCO layout.
+type FormatError struct {
+	File string
+	Msg  string
+}
+
+func (e *FormatError) Error() string { return fmt.Sprintf("coco: %s: %s", e.File, e.Msg) }
+
+// Options configure a coco source.
+type Options struct {
+	Images string                   // folder the file names are relative to; "" = the annotation file's folder
+	Decode transforms.DecodeOptions // image decoding
+}
+
+// annotation is what a record keeps of one annotation.
+type annotation struct {
+	id       int64
+	box      [4]float32 // x0, y0, x1, y1
+	category int64
+	iscrowd  int64
+	area     float32
+}
+
+// imageEntry is one image of the file with its annotations.
+type imageEntry struct {
+	id     int64
+	file   string
+	w, h   int
+	anns   []annotation
+	reason string // why the image is a bad input, found while reading its annotations
+}
+
+// orphan is the annotations naming one image id the file does not list.
+type orphan struct {
+	image  int64
+	reason string
+}
+
+// note is what Enumerate hands Decode about an item.
+type note struct {
+	img    *imageEntry
+	orphan string // the item is annotations naming an unknown image: why
+}
+
+// Source is a source.Source over a COCO annotation file.
+type Source struct {
+	file    string
+	images  string
+	list    []*imageEntry // ascending id
+	orphans []orphan      // one per unknown image id, ascending
+	classes []string
+	opts    Options
+	plan    source.DecodePlan
+	scratch sync.Pool
+}
+
+var _ source.PlannedSource = (*Source)(nil)
+
+// Open reads the annotation file's tables.
+func Open(file string, opts Options) (*Source, error) {
+	f, err := fsentry.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s := &Source{file: file, images: opts.Images, opts: opts}
+	if s.images == "" {
+		s.images = filepath.Dir(file)
+	}
+	if err := fsentry.CheckDir(s.images); err != nil {
+		return nil, fmt.Errorf("coco: images folder: %w", err)
+	}
+	if err := s.read(f); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// tables is the file's three arrays as read.
+type tables struct {
+	images     map[int64]*imageEntry
+	anns       []rawAnnotation
+	categories map[int64]string
+	seen       map[string]bool
+}
+
+type rawImage struct {
+	ID       *int64  `json:"id"`
+	FileName *string `json:"file_name"`
+	Width    int     `json:"width"`
+	Height   int     `json:"height"`
+}
+
+type rawAnnotation struct {
+	ID       int64           `json:"id"`
+	ImageID  *int64          `json:"image_id"`
+	BBox     json.RawMessage `json:"bbox"`
+	Category int64           `json:"category_id"`
+	IsCrowd  int64           `json:"iscrowd"`
+	Area     float64         `json:"area"`
+}
+
+type rawCategory struct {
+	ID   *int64 `json:"id"`
+	Name string `json:"name"`
+}
+
+func (s *Source) formatErr(format string, a ...any) error {
+	return &FormatError{File: s.file, Msg: fmt.Sprintf(format, a...)}
+}
+
+// read parses the file as a stream: the top-level object's members one by one, and in the
+// arrays that matter one element at a time.
+func (s *Source) read(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	dec.UseNumber()
+	t := &tables{images: map[int64]*imageEntry{}, categories: map[int64]string{}, seen: map[string]bool{}}
+	if err := s.expectDelim(dec, '{', "the file"); err != nil {
+		return err
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return s.formatErr("after offset %d: %v", dec.InputOffset(), err)
+		}
+		key, _ := tok.(string)
+		switch key {
+		case "images":
+			err = s.eachElement(dec, key, func() error { return s.readImage(dec, t) })
+		case "annotations":
+			err = s.eachElement(dec, key, func() error {
+				var a rawAnnotation
+				if err := dec.Decode(&a); err != nil {
+					return s.formatErr("annotations[%d]: %v", len(t.anns), err)
+				}
+				if a.ImageID == nil {
+					return s.formatErr("annotation %d has no image_id", a.ID)
+				}
+				t.anns = append(t.anns, a)
+				return nil
+			})
+		case "categories":
+			err = s.eachElement(dec, key, func() error {
+				var c rawCategory
+				if err := dec.Decode(&c); err != nil {
+					return s.formatErr("categories[%d]: %v", len(t.categories), err)
+				}
+				if c.ID == nil || *c.ID < 0 || *c.ID > maxCategoryID {
+					return s.formatErr("category %q: id missing or outside [0, %d]", c.Name, maxCategoryID)
+				}
+				if _, dup := t.categories[*c.ID]; dup {
+					return s.formatErr("category id %d is listed twice", *c.ID)
+				}
+				t.categories[*c.ID] = c.Name
+				return nil
+			})
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+			if err != nil {
+				err = s.formatErr("member %q: %v", key, err)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return s.formatErr("unterminated object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return s.formatErr("data after the top-level object")
+	}
+	return s.assemble(t)
+}
+
+func (s *Source) expectDelim(dec *json.Decoder, d json.Delim, what string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return s.formatErr("%s: %v", what, err)
+	}
+	if tok != d {
+		return s.formatErr("%s: want %q, found %v", what, d, tok)
+	}
+	return nil
+}
+
+func (s *Source) eachElement(dec *json.Decoder, key string, fn func() error) error {
+	if err := s.expectDelim(dec, '[', fmt.Sprintf("member %q", key)); err != nil {
+		return err
+	}
+	for dec.More() {
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token()
+	if err != nil {
+		return s.formatErr("member %q: %v", key, err)
+	}
+	return nil
+}
+
+func (s *Source) readImage(dec *json.Decoder, t *tables) error {
+	var im rawImage
+	if err := dec.Decode(&im); err != nil {
+		return s.formatErr("images[%d]: %v", len(t.images), err)
+	}
+	if im.ID == nil || im.FileName == nil || *im.FileName == "" {
+		return s.formatErr("images[%d]: an image needs an id and a file_name", len(t.images))
+	}
+	if _, dup := t.images[*im.ID]; dup {
+		return s.formatErr("image id %d is listed twice", *im.ID)
+	}
+	name := filepath.ToSlash(*im.FileName)
+	if filepath.IsAbs(*im.FileName) || strings.HasPrefix(name, "../") || strings.Contains(name, "/../") || name == ".." {
+		return s.formatErr("image %d: file_name %q leaves the images folder", *im.ID, *im.FileName)
+	}
+	if t.seen[name] {
+		return s.formatErr("image %d: file_name %q is named by another image too", *im.ID, name)
+	}
+	t.seen[name] = true
+	t.images[*im.ID] = &imageEntry{id: *im.ID, file: name, w: im.Width, h: im.Height}
+	return nil
+}
+
+// assemble groups the annotations by image (in the file's order within an image) and orders
+// the images by id.
+func (s *Source) assemble(t *tables) error {
+	orphans := map[int64][]int64{}
+	for _, a := range t.anns {
+		img := t.images[*a.ImageID]
+		if img == nil {
+			orphans[*a.ImageID] = append(orphans[*a.ImageID], a.ID)
+			continue
+		}
+		if img.reason != "" {
+			continue
+		}
+		ann, reason := convert(a)
+		if reason != "" {
+			img.reason = reason
+			img.anns = nil
+			continue
+		}
+		if _, ok := t.categories[a.Category]; !ok && len(t.categories) > 0 {
+			img.reason = fmt.Sprintf("annotation %d: category_id %d is not among the file's categories", a.ID, a.Category)
+			img.anns = nil
+			continue
+		}
+		img.anns = append(img.anns, ann)
+	}
+	for _, img := range t.images {
+		s.list = append(s.list, img)
+	}
+	sort.Slice(s.list, func(i, j int) bool { return s.list[i].id < s.list[j].id })
+	var ids []int64
+	for id := range orphans {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		s.orphans = append(s.orphans, orphan{image: id, reason: fmt.Sprintf("annotations %s name image id %d, which the file does not list", joinIDs(orphans[id]), id)})
+	}
+	var maxID int64 = -1
+	for id := range t.categories {
+		maxID = max(maxID, id)
+	}
+	s.classes = make([]string, maxID+1)
+	for id, name := range t.categories {
+		s.classes[id] = name
+	}
+	return nil
+}
+
+func joinIDs(ids []int64) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i == 8 {
+			fmt.Fprintf(&b, " and %d more", len(ids)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, id)
+	}
+	return b.String()
+}
+
+// convert checks one annotation's bbox and returns the record's row, or why the image cannot
+// be packed.
+func convert(a rawAnnotation) (annotation, string) {
+	var bb []float64
+	if err := json.Unmarshal(a.BBox, &bb); err != nil || len(bb) != 4 {
+		return annotation{}, fmt.Sprintf("annotation %d: bbox %s is not four numbers", a.ID, abbreviate(a.BBox))
+	}
+	for _, v := range bb {
+		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
+			return annotation{}, fmt.Sprintf("annotation %d: bbox %v holds a number out of range", a.ID, bb)
+		}
+	}
+	if bb[2] < 0 || bb[3] < 0 {
+		return annotation{}, fmt.Sprintf("annotation %d: bbox %v has a negative width or height", a.ID, bb)
+	}
+	if math.IsNaN(a.Area) || math.IsInf(a.Area, 0) || math.Abs(a.Area) > math.MaxFloat32 {
+		return annotation{}, fmt.Sprintf("annotation %d: area %v is out of range", a.ID, a.Area)
+	}
+	return annotation{
+		id:       a.ID,
+		box:      [4]float32{float32(bb[0]), float32(bb[1]), float32(bb[0] + bb[2]), float32(bb[1] + bb[3])},
+		category: a.Category,
+		iscrowd:  a.IsCrowd,
+		area:     float32(a.Area),
+	}, ""
+}
+
+func abbreviate(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "..."
+	}
+	return string(b)
+}
+
+// PlanDecode takes the build's transform (windows: only the rectangle the transform reads is
+// decoded; the boxes stay in the full image's coordinates, which the engine maps).
+func (s *Source) PlanDecode(p source.DecodePlan) { s.plan = p }
+
+// Info describes the source.
+func (s *Source) Info() source.SourceInfo {
+	d := s.opts.Decode
+	mp := d.MaxPixels
+	if mp == 0 {
+		mp = transforms.DefaultMaxPixels
+	}
+	return source.SourceInfo{
+		Kind:    Kind,
+		Classes: append([]string(nil), s.classes...),
+		Spec: map[string]any{
+			"kind": Kind, "annotations": filepath.Base(s.file), "order": "image id",
+			"classes": "indexed by category id", "exif_orient": d.ExifOrient, "max_pixels": mp,
+		},
+		Count:   int64(len(s.list) + len(s.orphans)),
+		HasMeta: true,
+		Fields:  append([]shard.Field(nil), Fields...),
+	}
+}
+
+// Enumerate emits the images in ascending id, then one item per unknown image id its
+// annotations name (each a reported skip).
+func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
+	var seq int64
+	for _, img := range s.list {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		it := source.Item{Seq: seq, Name: fsentry.Name(img.file), Path: filepath.Join(s.images, filepath.FromSlash(img.file)), Label: -1, Note: note{img: img}}
+		if err := emit(it); err != nil {
+			return err
+		}
+		seq++
+	}
+	for _, o := range s.orphans {
+		name := fmt.Sprintf("%s#image_id=%d", fsentry.Name(filepath.Base(s.file)), o.image)
+		if err := emit(source.Item{Seq: seq, Name: name, Label: -1, Note: note{orphan: o.reason}}); err != nil {
+			return err
+		}
+		seq++
+	}
+	return nil
+}
+
+// Decode decodes one image and returns it with its annotations as fields.
+func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
+	n, _ := it.Note.(note)
+	if n.orphan != "" {
+		return &source.InputError{Input: it.Name, Err: errors.New(n.orphan)}
+	}
+	img := n.img
+	if img == nil {
+		return fmt.Errorf("coco: item %s was not listed by this source", it.Name)
+	}
+	if img.reason != "" {
+		return &source.InputError{Input: it.Name, Err: errors.New(img.reason)}
+	}
+	if err := fsentry.Check(it.Path); err != nil {
+		return &source.InputError{Input: it.Name, Err: err}
+	}
+	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
+	if sc == nil {
+		sc = new(transforms.DecodeScratch)
+	}
+	defer s.scratch.Put(sc)
+	var region func(w, h int) image.Rectangle
+	if s.plan.Windows {
+		region = s.plan.Transform.Region
+	}
+	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
+	if err != nil {
+		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
+	}
+	if (img.w != 0 || img.h != 0) && (d.Full.X != img.w || d.Full.Y != img.h) {
+		return &source.InputError{Input: it.Name, Err: fmt.Errorf("the image is %dx%d, the annotation file says %dx%d (image id %d): its boxes would not fit", d.Full.X, d.Full.Y, img.w, img.h, img.id)}
+	}
+	meta, _ := json.Marshal(struct {
+		ImageID int64  `json:"image_id"`
+		Path    string `json:"path"`
+	}{img.id, it.Name})
+	c := source.Clip{Frames: []transforms.Image{d.Image}, Label: -1, Meta: meta, Fields: rows(img.anns)}
+	if d.At != (image.Point{}) || d.Full != image.Pt(d.W, d.H) {
+		c.Windows = []source.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
+	}
+	return emit(c)
+}
+
+// rows encodes the annotations as the four fields' values.
+func rows(anns []annotation) []source.FieldValue {
+	k := len(anns)
+	boxes := make([]byte, 16*k)
+	cats := make([]byte, 8*k)
+	crowd := make([]byte, 8*k)
+	area := make([]byte, 4*k)
+	le := binary.LittleEndian
+	for i, a := range anns {
+		for j, v := range a.box {
+			le.PutUint32(boxes[16*i+4*j:], math.Float32bits(v))
+		}
+		le.PutUint64(cats[8*i:], uint64(a.category))
+		le.PutUint64(crowd[8*i:], uint64(a.iscrowd))
+		le.PutUint32(area[4*i:], math.Float32bits(a.area))
+	}
+	return []source.FieldValue{{Bytes: boxes}, {Bytes: cats}, {Bytes: crowd}, {Bytes: area}}
+}
+
+// Entry is the source kind coco, for the command's table.
+var Entry = source.Entry{
+	Kind: Kind,
+	Help: "a COCO annotation file (instances_*.json; give --from coco)",
+	Open: func(p string, o source.Options) (source.Source, error) {
+		if len(o.Fields) > 0 {
+			return nil, fmt.Errorf("coco: --fields does not apply: a coco record's fields are always %s", fieldNames())
+		}
+		return Open(p, Options{Images: o.Images, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}})
+	},
+}
+
+func fieldNames() string {
+	var n []string
+	for _, f := range Fields {
+		n = append(n, f.Name)
+	}
+	return strings.Join(n, ", ")
+}
