@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _s3, _staging
 from ._errors import CorruptionError, FormatError, PackerError
+from ._fields import Schema
 from ._hdf5 import _h5_json_attr
 from ._manifest import MANIFEST, _canon, _listed, dataset_meta_diff, load_manifest
 from ._npy import read_npy_header
@@ -223,7 +224,7 @@ def verify(path, strict=False):
     return rep
 
 
-KNOWN_VERSIONS = (1, 2)  # shard format versions (shard/FORMAT.md) verify accepts
+KNOWN_VERSIONS = (1, 2, 3)  # shard format versions (shard/FORMAT.md) verify accepts
 
 
 def _check_manifest(rep, m, mpath):
@@ -249,6 +250,13 @@ def _check_manifest(rep, m, mpath):
     if m.get("format_version") not in KNOWN_VERSIONS or isinstance(m.get("format_version"), bool):
         rep.add("manifest", mpath, "format_version %r is not a known shard format version %r" % (
             m.get("format_version"), KNOWN_VERSIONS))
+    try:
+        schema = Schema(m.get("fields"), mpath, m["sample"])
+    except FormatError as e:
+        rep.add("manifest", mpath, e.reason)
+        schema = None
+    if m.get("format_version") == 3 and (m["format"] != "shards" or not schema):
+        rep.add("manifest", mpath, "format_version 3 is a shards dataset with fields (shard/FORMAT.md \"Fields\")")
     paths = collections.Counter(fe.get("path") for fe in m.get("files") or [])
     for p in sorted(p for p, k in paths.items() if k > 1):
         rep.add("manifest", mpath, "file %s is listed twice" % p)
@@ -335,6 +343,10 @@ def _verify_shards(rep, m, root, present, listed):
             if (sf.shape, sf.dtype) != (shape, dtype) or _canon(sf.meta.get("sample")) != _canon(m["sample"]):
                 rep.add("shape", full, "sample %s, manifest says %s" % (
                     json.dumps(sf.meta.get("sample")), json.dumps(m["sample"])))
+            if _canon(sf.meta.get("fields")) != _canon(m.get("fields")):
+                rep.add("manifest", full, "shard fields schema %s differs from the manifest's %s" % (
+                    json.dumps(sf.meta.get("fields")), json.dumps(m.get("fields"))))
+            _check_shard_values(rep, sf, full, declared_first)
             hl = sf.meta.get("label") if isinstance(sf.meta.get("label"), dict) else {}
             ml = m.get("label") or {}
             if hl.get("dtype") != ml.get("dtype") or list(hl.get("aux") or []) != list(ml.get("aux") or []):
@@ -377,6 +389,33 @@ def _verify_shards(rep, m, root, present, listed):
         rep.add("manifest", os.path.join(root, "manifest.json"), "format_version is %r but the newest shard is version %d"
                 % (m.get("format_version"), max(versions)))
     return np.concatenate(all_labels) if all_labels else np.zeros(0, np.int64)
+
+
+def _check_values(rep, schema, path, first, n, raw_of, rec_shape=None):
+    """Text fields are UTF-8 and json fields one JSON value (FORMAT.md "Fields": checked by a
+    verifier) in each of n records; raw_of(i, k) gives record i's field k's bytes (and a path
+    to name, when not ``path``). Other kinds' lengths are the structure checks'."""
+    ks = [k for k, f in enumerate(schema.fields) if f.kind in ("text", "json")]
+    for i in range(n):
+        for k in ks:
+            raw, where = raw_of(i, k)
+            try:
+                schema.decode_one(schema.fields[k], raw, rec_shape, where or path, first + i)
+            except FormatError as e:
+                rep.add("structure", e.path, e.reason, (first + i, first + i + 1))
+
+
+def _check_shard_values(rep, sf, full, first):
+    if not sf.schema or not any(f.kind in ("text", "json") for f in sf.schema.fields):
+        return
+    cache = {}
+
+    def raw_of(i, k):
+        if cache.get("i") != i:
+            cache["i"], cache["v"] = i, sf.split_fields(i, sf.read_record(i))[1]
+        return cache["v"][k], None
+
+    _check_values(rep, sf.schema, full, first, sf.n, raw_of)
 
 
 def _verify_npy(rep, m, root, present):
