@@ -242,3 +242,46 @@ def test_schema_mismatch_manifest_and_shards(tmp_path, fixed_ds):
     shardwriter.write_manifest(os.path.join(d, "manifest.json"), m)
     with pytest.raises(FormatError, match="fields schema"):
         packer_reader.open(d)
+
+
+# -- torch -------------------------------------------------------------------------------------
+
+def test_torch_loader_dicts_and_detection_collate(var_ds, fixed_ds):
+    from conftest import require_torch
+
+    torch = require_torch()
+    from packer_reader.torch import PackerIterableDataset, collate_detection, loader
+
+    d, images, labels, values = var_ds
+    train = loader(d, batch_size=5, device="cpu")
+    assert train.fields == SCHEMA
+    got = 0
+    for b in train:
+        n = len(b["image"])
+        assert all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in b["image"])
+        assert b["label"].dtype == torch.int64 and b["label"].tolist() == labels[got:got + n].tolist()
+        assert b["caption"] == [values[i]["caption"] for i in range(got, got + n)]
+        assert b["info"] == [values[i]["info"] for i in range(got, got + n)]
+        assert b["emb"].dtype == torch.float64 and b["emb"].shape == (n, 2, 3)
+        imgs, targets = collate_detection(b, train.fields)
+        for j, t in enumerate(targets):
+            v = values[got + j]
+            assert t["boxes"].dtype == torch.float32 and torch.equal(t["boxes"], torch.from_numpy(v["boxes"]))
+            assert t["labels"].dtype == torch.int64 and t["labels"].tolist() == v["category"].tolist()
+            assert torch.equal(imgs[j], torch.from_numpy(images[got + j]))
+        got += n
+    assert got == len(images)
+
+    # padded batches through worker processes give the same targets
+    train = loader(d, batch_size=4, device="cpu", pad=True, num_workers=2, shuffle=True, seed=5)
+    order = list(PackerIterableDataset(d, 4, shuffle=True, seed=5)._dataset().order(shuffle=True, seed=5))
+    seen = []
+    for b in train:
+        assert b["boxes"].dim() == 3 and b["boxes_lengths"].dtype == torch.int64
+        _, targets = collate_detection(b, train.fields)
+        seen += [t["labels"].tolist() for t in targets]
+    assert sorted(map(tuple, seen)) == sorted(tuple(values[i]["category"].tolist()) for i in order)
+
+    d = fixed_ds[0]
+    b = next(iter(loader(d, batch_size=3, device="cpu")))
+    assert b["image"].shape == (3, 4, 5, 3) and b["mask"].shape == (3, 4, 5, 1)
