@@ -11,7 +11,7 @@ import numpy as np
 from . import _s3, _staging
 from ._errors import CorruptionError, FormatError, PackerError
 from ._fields import Schema
-from ._hdf5 import _h5_json_attr
+from ._hdf5 import _h5_json_attr, field_dataset, field_raw
 from ._manifest import MANIFEST, _canon, _listed, dataset_meta_diff, load_manifest
 from ._npy import read_npy_header
 from ._shard import ShardFile, parse_sample_spec
@@ -391,16 +391,17 @@ def _verify_shards(rep, m, root, present, listed):
     return np.concatenate(all_labels) if all_labels else np.zeros(0, np.int64)
 
 
-def _check_values(rep, schema, path, first, n, raw_of, rec_shape=None):
+def _check_values(rep, schema, path, first, n, raw_of, only=None):
     """Text fields are UTF-8 and json fields one JSON value (FORMAT.md "Fields": checked by a
     verifier) in each of n records; raw_of(i, k) gives record i's field k's bytes (and a path
-    to name, when not ``path``). Other kinds' lengths are the structure checks'."""
-    ks = [k for k, f in enumerate(schema.fields) if f.kind in ("text", "json")]
+    to name, when not ``path``); ``only``: that field's index alone. Other kinds' lengths are
+    the structure checks'."""
+    ks = [k for k, f in enumerate(schema.fields) if f.kind in ("text", "json") and only in (None, k)]
     for i in range(n):
         for k in ks:
             raw, where = raw_of(i, k)
             try:
-                schema.decode_one(schema.fields[k], raw, rec_shape, where or path, first + i)
+                schema.decode_one(schema.fields[k], raw, None, where or path, first + i)
             except FormatError as e:
                 rep.add("structure", e.path, e.reason, (first + i, first + i + 1))
 
@@ -453,6 +454,7 @@ def _verify_npy(rep, m, root, present):
             labels = np.fromfile(full, dtype=want_dtype, offset=off, count=n).astype(np.int64)
     mrel = _listed(m, "meta.jsonl")
     order = [_listed(m, c[0]) for c in cols] + ([mrel] if mrel in [fe["path"] for fe in m.get("files") or []] else [])
+    order += _verify_npy_fields(rep, m, root, present, n, shape)
     got = [fe["path"] for fe in m.get("files") or []]
     if got != order:
         rep.add("manifest", os.path.join(root, "manifest.json"), "files are listed as %s; an npy dataset lists %s" % (got, order))
@@ -471,6 +473,52 @@ def _verify_npy(rep, m, root, present):
                 rep.add("structure", mj, "line %d is not JSON" % (i + 1), (i, i + 1))
                 break
     return labels
+
+
+def _verify_npy_fields(rep, m, root, present, n, shape):
+    """The files of each field (FORMAT.md "Fields", npy layout) and the values of text and json
+    fields; returns their manifest paths in the order an npy dataset lists them."""
+    try:
+        schema = Schema(m.get("fields"), os.path.join(root, MANIFEST), m["sample"])
+    except FormatError:
+        return []  # a manifest fault already
+    from ._npy import _NpyField
+
+    class _Local:  # what _NpyField opens files through: this folder, the manifest's paths
+        pass
+
+    loc = _Local()
+    loc.manifest, loc._store, loc.path, loc.schema, loc.shape = m, None, root, schema, shape
+    order = []
+    for f in schema.fields:
+        names = [f.name + ".npy"] if not f.variable else [f.name + ".values.npy", f.name + ".offsets.npy"]
+        order += [_listed(m, x) for x in names]
+        try:
+            nf = _NpyField(loc, f, n)
+        except (FormatError, OSError) as e:
+            rep.add_error(e if isinstance(e, FormatError) else FormatError(root, str(e)), "shape")
+            continue
+        try:
+            _check_values(rep, schema, nf.values.where, 0, n, lambda i, k: (nf.raw(i), None),
+                          schema.fields.index(f))
+        finally:
+            nf.close()
+    return order
+
+
+def _verify_h5_fields(rep, m, full, f, n, shape):
+    """Each field's dataset (FORMAT.md "Fields", hdf5 layout) and the values of text and json."""
+    try:
+        schema = Schema(m.get("fields"), full, m["sample"])
+    except FormatError:
+        return  # a manifest fault already
+    for k, fd in enumerate(schema.fields):
+        try:
+            d = field_dataset(f, full, schema, shape, fd, n)
+        except FormatError as e:
+            rep.add("shape", full, e.reason)
+            continue
+        _check_values(rep, schema, full, 0, n, lambda i, _: (field_raw(d, i), None), k)
 
 
 def _check_h5_attrs(rep, m, full, f):
@@ -560,6 +608,7 @@ def _verify_hdf5(rep, m, root, present):
         for a in (m.get("label") or {}).get("aux") or []:
             if not any(k in f for k in ("aux/" + a, "aux_" + a, a)):
                 rep.add("structure", full, "missing aux column %r" % a)
+        _verify_h5_fields(rep, m, full, f, n, shape)
         group = f.get("aux")
         if group is not None and hasattr(group, "keys"):
             extra = sorted(set(group.keys()) - set((m.get("label") or {}).get("aux") or []))

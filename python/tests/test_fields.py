@@ -285,3 +285,126 @@ def test_torch_loader_dicts_and_detection_collate(var_ds, fixed_ds):
     d = fixed_ds[0]
     b = next(iter(loader(d, batch_size=3, device="cpu")))
     assert b["image"].shape == (3, 4, 5, 3) and b["mask"].shape == (3, 4, 5, 1)
+
+
+# -- npy and hdf5 field layouts (written here with numpy and h5py, as the layouts say) ----------
+
+def _add_files(d, m, rels):
+    m["files"] += [shardwriter._file_entry(d, r) for r in rels]
+    m["fields"] = SCHEMA
+    shardwriter.write_manifest(os.path.join(d, "manifest.json"), m)
+
+
+def write_npy_fields(d, images, labels, values):
+    m = shardwriter.write_npy_dataset(d, np.stack(images), labels, CLASSES, spec())
+    rels = []
+    for f in SCHEMA:
+        name, vals = f["name"], [v[f["name"]] for v in values]
+        if f["kind"] == "image" or f.get("shape", [-1])[0] != -1:
+            np.save(os.path.join(d, name + ".npy"), np.stack(vals))
+            rels.append(name + ".npy")
+            continue
+        if f["kind"] == "ndarray":
+            flat = np.concatenate(vals)
+            counts = [len(v) for v in vals]
+        else:
+            raw = [v.encode() if f["kind"] == "text" else json.dumps(v).encode() if f["kind"] == "json" else v
+                   for v in vals]
+            flat = np.frombuffer(b"".join(raw), dtype=np.uint8)
+            counts = [len(r) for r in raw]
+        np.save(os.path.join(d, name + ".values.npy"), flat)
+        np.save(os.path.join(d, name + ".offsets.npy"), np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+        rels += [name + ".values.npy", name + ".offsets.npy"]
+    _add_files(d, m, rels)
+
+
+def write_h5_fields(d, images, labels, values):
+    import h5py
+
+    m = shardwriter.write_h5_dataset(d, np.stack(images), labels, CLASSES, spec())
+    with h5py.File(os.path.join(d, "data.h5"), "a") as h:
+        for f in SCHEMA:
+            name, vals = f["name"], [v[f["name"]] for v in values]
+            if f["kind"] == "image" or f.get("shape", [-1])[0] != -1:
+                h.create_dataset(name, data=np.stack(vals))
+            elif f["kind"] == "ndarray":
+                ds = h.create_dataset(name, (len(vals),), dtype=h5py.vlen_dtype(np.dtype(f["dtype"])))
+                for i, v in enumerate(vals):
+                    ds[i] = v.reshape(-1)
+                ds.attrs["shape"] = np.asarray(f["shape"], dtype=np.int64)
+            elif f["kind"] == "bytes":
+                ds = h.create_dataset(name, (len(vals),), dtype=h5py.vlen_dtype(np.uint8))
+                for i, v in enumerate(vals):
+                    ds[i] = np.frombuffer(v, dtype=np.uint8)
+            else:
+                strs = [v if f["kind"] == "text" else json.dumps(v) for v in vals]
+                h.create_dataset(name, data=strs, dtype=h5py.string_dtype("utf-8"))
+            h[name].attrs["kind"] = f["kind"]
+    m["files"] = []
+    _add_files(d, m, ["data.h5"])
+
+
+@pytest.mark.parametrize("fmt", ["npy", "hdf5"])
+def test_npy_hdf5_field_layouts(tmp_path, fmt):
+    if fmt == "hdf5":
+        pytest.importorskip("h5py")
+    d = str(tmp_path / fmt)
+    images, labels, values, _ = make_records(9)
+    (write_npy_fields if fmt == "npy" else write_h5_fields)(d, images, labels, values)
+    with packer_reader.open(d) as ds:
+        assert ds.format == fmt and ds.fields == SCHEMA
+        for i in range(len(ds)):
+            same_record(ds[i], images[i], int(labels[i]), values[i])
+        b = next(iter(ds.batches(4, pad=True)))
+        assert b["image"].shape == (4, 4, 5, 3) and b["mask"].shape == (4, 4, 5, 1)
+        assert b["boxes_lengths"].tolist() == [len(values[i]["boxes"]) for i in range(4)]
+    rep = packer_reader.verify(d)
+    assert rep.ok, rep
+
+
+def test_npy_field_files_checked(tmp_path):
+    d = str(tmp_path / "npy")
+    images, labels, values, _ = make_records(6)
+    write_npy_fields(d, images, labels, values)
+    with open(os.path.join(d, "manifest.json")) as f:
+        m = json.load(f)
+    # an offsets file whose offsets run backwards
+    np.save(os.path.join(d, "caption.offsets.npy"), np.array([0, 5, 3, 9, 12, 14, 20], dtype=np.int64))
+    m["files"] = [fe if fe["path"] != "caption.offsets.npy" else shardwriter._file_entry(d, fe["path"])
+                  for fe in m["files"]]
+    shardwriter.write_manifest(os.path.join(d, "manifest.json"), m)
+    with pytest.raises(FormatError, match="offsets") as ei:
+        packer_reader.open(d)
+    assert ei.value.path.endswith("caption.offsets.npy")
+    assert not packer_reader.verify(d).ok
+
+
+def test_verify_reports_bad_values(tmp_path):
+    images, labels, values, raws = make_records(8)
+    raws[3][0] = b"\xff\xfe caption"
+    raws[5][1] = b"{not json"
+    d = str(tmp_path / "ds")
+    shardwriter.write_dataset(d, images, labels, CLASSES, spec(), fields=SCHEMA, field_values=raws, shard_size=4 * 60)
+    rep = packer_reader.verify(d)
+    bad = sorted((f.record_range, f.path.endswith("shard-00001.pks")) for f in rep.faults)
+    assert bad == [((3, 4), False), ((5, 6), True)], rep
+    assert "not UTF-8" in str(rep) and "not one JSON value" in str(rep)
+
+
+def test_h5_missing_field_dataset(tmp_path):
+    pytest.importorskip("h5py")
+    import h5py
+
+    d = str(tmp_path / "h5")
+    images, labels, values, _ = make_records(5)
+    write_h5_fields(d, images, labels, values)
+    with h5py.File(os.path.join(d, "data.h5"), "a") as h:
+        del h["category"]
+    with open(os.path.join(d, "manifest.json")) as f:
+        m = json.load(f)
+    m["files"] = [shardwriter._file_entry(d, "data.h5")]
+    shardwriter.write_manifest(os.path.join(d, "manifest.json"), m)
+    with pytest.raises(FormatError, match="missing dataset /category"):
+        packer_reader.open(d)
+    rep = packer_reader.verify(d)
+    assert any("/category" in f.reason for f in rep.faults), rep
