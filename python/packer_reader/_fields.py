@@ -59,8 +59,6 @@ class Field:
                     or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
                 bad("shape %r must be a list of 1 to 8 integers" % (shape,))
             self.shape = tuple(shape)
-        elif spec.get("dtype") is not None or spec.get("shape") is not None:
-            bad("a %s field has no dtype or shape" % kind)
         if kind == "ndarray":
             if any(d < 1 and not (d == -1 and j == 0) for j, d in enumerate(self.shape)):
                 bad("shape %r: dimensions are >= 1, and only the first may be -1" % (list(self.shape),))

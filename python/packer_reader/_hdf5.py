@@ -95,6 +95,13 @@ class HDF5Dataset(Dataset):
         self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)
         self._meta_ds = f["meta"] if "meta" in f else None
         self.schema = Schema(self.manifest.get("fields"), _join(self.path, MANIFEST), self.sample_spec)
+        if "fields" in f.attrs:  # the schema the writer stored
+            try:
+                stored = _h5_json_attr(f, "fields")
+            except ValueError as e:
+                raise FormatError(self.h5path, "root attribute 'fields': %s" % e)
+            if json.dumps(stored, sort_keys=True) != json.dumps(self.manifest.get("fields"), sort_keys=True):
+                raise FormatError(self.h5path, "root attribute 'fields' differs from the manifest's fields schema")
         self._field_ds = [field_dataset(f, self.h5path, self.schema, self.shape, fd, n) for fd in self.schema.fields]
 
     def _field_raws(self, i):

@@ -13,7 +13,7 @@ from ._errors import CorruptionError, FormatError, PackerError
 from ._fields import Schema
 from ._hdf5 import _h5_json_attr, field_dataset, field_raw
 from ._manifest import MANIFEST, _canon, _listed, dataset_meta_diff, load_manifest
-from ._npy import read_npy_header
+from ._npy import _NpyField, read_npy_header
 from ._shard import ShardFile, parse_sample_spec
 
 CHUNK = 8 << 20
@@ -482,7 +482,6 @@ def _verify_npy_fields(rep, m, root, present, n, shape):
         schema = Schema(m.get("fields"), os.path.join(root, MANIFEST), m["sample"])
     except FormatError:
         return []  # a manifest fault already
-    from ._npy import _NpyField
 
     class _Local:  # what _NpyField opens files through: this folder, the manifest's paths
         pass
@@ -512,6 +511,14 @@ def _verify_h5_fields(rep, m, full, f, n, shape):
         schema = Schema(m.get("fields"), full, m["sample"])
     except FormatError:
         return  # a manifest fault already
+    if "fields" in f.attrs:  # packer writes the schema there too
+        try:
+            got = _h5_json_attr(f, "fields")
+        except Exception as e:
+            got = "unreadable (%s)" % e
+        if _canon(got) != _canon(m.get("fields")):
+            rep.add("manifest", full, "root attribute 'fields' is %s, the manifest says %s" % (
+                json.dumps(got), json.dumps(m.get("fields"))))
     for k, fd in enumerate(schema.fields):
         try:
             d = field_dataset(f, full, schema, shape, fd, n)

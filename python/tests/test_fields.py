@@ -340,6 +340,7 @@ def write_h5_fields(d, images, labels, values):
                 strs = [v if f["kind"] == "text" else json.dumps(v) for v in vals]
                 h.create_dataset(name, data=strs, dtype=h5py.string_dtype("utf-8"))
             h[name].attrs["kind"] = f["kind"]
+        h.attrs["fields"] = json.dumps(SCHEMA)
     m["files"] = []
     _add_files(d, m, ["data.h5"])
 
@@ -408,3 +409,25 @@ def test_h5_missing_field_dataset(tmp_path):
         packer_reader.open(d)
     rep = packer_reader.verify(d)
     assert any("/category" in f.reason for f in rep.faults), rep
+
+
+def test_dict_key_collisions(tmp_path):
+    schema = [{"name": "image", "kind": "text", "encoding": "raw"},
+              {"name": "b", "kind": "ndarray", "dtype": "int32", "shape": [-1], "encoding": "raw"},
+              {"name": "b_lengths", "kind": "text", "encoding": "raw"}]
+    images = list(np.zeros((2, 4, 5, 3), np.uint8))
+    raws = [[b"x", struct.pack("<i", 7), b"y"], [b"z", b"", b"w"]]
+    p = str(tmp_path / "c.pks")
+    shardwriter.write_shard(p, images, [0, 1], spec(), fields=schema, field_values=raws)
+    with packer_reader.open(p) as ds:
+        assert ds.field(1, "image") == "z" and ds.field(0, "b").tolist() == [7]
+        with pytest.raises(FormatError, match="field 'image' has the name"):
+            ds[0]
+        with pytest.raises(FormatError, match="field 'image' has the name"):
+            next(iter(ds.batches(2)))
+    schema[0]["name"] = "a"
+    shardwriter.write_shard(p, images, [0, 1], spec(), fields=schema, field_values=raws)
+    with packer_reader.open(p) as ds:
+        assert ds[1]["a"] == "z" and next(iter(ds.batches(2)))["b_lengths"] == ["y", "w"]
+        with pytest.raises(ValueError, match="pad=True"):
+            next(iter(ds.batches(2, pad=True)))
