@@ -431,3 +431,12 @@ def test_dict_key_collisions(tmp_path):
         assert ds[1]["a"] == "z" and next(iter(ds.batches(2)))["b_lengths"] == ["y", "w"]
         with pytest.raises(ValueError, match="pad=True"):
             next(iter(ds.batches(2, pad=True)))
+
+
+def test_cli_inspect_shows_fields(fixed_ds):
+    from test_cli import run
+
+    r = run("inspect", fixed_ds[0])
+    assert r.returncode == 0, r.stderr
+    assert 'field boxes: {"dtype": "float32", "encoding": "raw", "geometry": "boxes", "kind": "ndarray", ' \
+           '"shape": [-1, 4]}' in r.stdout and "field caption: " in r.stdout
