@@ -54,10 +54,12 @@ class Field:
             self.dtype = DTYPES.get(spec.get("dtype")) if isinstance(spec.get("dtype"), str) else None
             if self.dtype is None:
                 bad("dtype %r is not one of %s" % (spec.get("dtype"), ", ".join(DTYPES)))
-            shape = spec.get("shape")
-            if (not isinstance(shape, list) or not 1 <= len(shape) <= 8
+            shape = spec.get("shape", [])  # absent: a scalar (the Go writer omits an empty shape)
+            if shape is None:
+                shape = []
+            if (not isinstance(shape, list) or not len(shape) <= 8
                     or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
-                bad("shape %r must be a list of 1 to 8 integers" % (shape,))
+                bad("shape %r must be a list of at most 8 integers" % (shape,))
             self.shape = tuple(shape)
         if kind == "ndarray":
             if any(d < 1 and not (d == -1 and j == 0) for j, d in enumerate(self.shape)):
@@ -71,17 +73,17 @@ class Field:
             bad("geometry boxes is for a float32 [-1, 4] ndarray field")
         if self.geometry not in ("", "mask", "boxes"):
             bad("unknown geometry %r" % (self.geometry,))
-        if self.rows_of and (kind != "ndarray" or self.shape[0] != -1):
+        if self.rows_of and (kind != "ndarray" or self.shape[:1] != (-1,)):
             bad("rows_of is for an ndarray field of a variable row count")
         # variable: the value's size varies between records (not an image field: its size follows
         # the sample's height and width, fixed where the sample's is)
-        self.variable = kind in ("text", "bytes", "json") or (kind == "ndarray" and self.shape[0] == -1)
+        self.variable = kind in ("text", "bytes", "json") or (kind == "ndarray" and self.shape[:1] == (-1,))
         self.row_size = 1
         if kind == "ndarray":
             self.row_size = self.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64))
         self.size = None  # bytes of a fixed ndarray
         if kind == "ndarray" and not self.variable:
-            self.size = self.row_size * self.shape[0]
+            self.size = self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
 
     def _image_layout(self, layout, bad):
         """An image field's shape is in the sample's layout (its frame: without "t") with -1 for

@@ -197,6 +197,7 @@ def field_raw(d, i):
     v = d[i]
     if isinstance(v, str):
         return v.encode("utf-8", "surrogateescape")
-    if isinstance(v, np.ndarray):
-        return np.ascontiguousarray(v).astype(v.dtype.newbyteorder("<"), copy=False).tobytes()
+    if isinstance(v, (np.ndarray, np.generic)):  # a scalar field's value is a NumPy scalar
+        v = np.ascontiguousarray(v)
+        return v.astype(v.dtype.newbyteorder("<"), copy=False).tobytes()
     return bytes(v)

@@ -22,6 +22,7 @@ SCHEMA = [
     {"name": "category", "kind": "ndarray", "dtype": "int64", "shape": [-1], "encoding": "raw", "rows_of": "boxes"},
     {"name": "emb", "kind": "ndarray", "dtype": "float64", "shape": [2, 3], "encoding": "raw"},
     {"name": "mask", "kind": "image", "dtype": "uint8", "shape": [-1, -1, 1], "encoding": "raw", "geometry": "mask"},
+    {"name": "flag", "kind": "ndarray", "dtype": "uint8", "encoding": "raw"},  # a scalar: the Go writer omits shape []
 ]
 
 
@@ -39,11 +40,11 @@ def make_records(n, var=False, seed=0):
         mask = rng.integers(0, 4, (h, w, 1), dtype=np.uint8)
         v = {"caption": "record %d: caf\u00e9 \u2603" % i, "info": {"i": i, "tags": ["a", "b"][:i % 3], "x": None},
              "blob": bytes(rng.integers(0, 256, i % 5, dtype=np.uint8)), "boxes": boxes, "category": cat,
-             "emb": emb, "mask": mask}
+             "emb": emb, "mask": mask, "flag": np.array(200 + i, dtype=np.uint8)}
         images.append(img)
         values.append(v)
         raws.append([v["caption"].encode(), json.dumps(v["info"]).encode(), v["blob"], boxes.astype("<f4").tobytes(),
-                     cat.astype("<i8").tobytes(), emb.astype("<f8").tobytes(), mask.tobytes()])
+                     cat.astype("<i8").tobytes(), emb.astype("<f8").tobytes(), mask.tobytes(), bytes([200 + i])])
     labels = (np.arange(n) * 3) % len(CLASSES)
     return images, labels, values, raws
 
@@ -300,7 +301,7 @@ def write_npy_fields(d, images, labels, values):
     rels = []
     for f in SCHEMA:
         name, vals = f["name"], [v[f["name"]] for v in values]
-        if f["kind"] == "image" or f.get("shape", [-1])[0] != -1:
+        if f["kind"] == "image" or (f["kind"] == "ndarray" and f.get("shape", [])[:1] != [-1]):
             np.save(os.path.join(d, name + ".npy"), np.stack(vals))
             rels.append(name + ".npy")
             continue
@@ -325,7 +326,7 @@ def write_h5_fields(d, images, labels, values):
     with h5py.File(os.path.join(d, "data.h5"), "a") as h:
         for f in SCHEMA:
             name, vals = f["name"], [v[f["name"]] for v in values]
-            if f["kind"] == "image" or f.get("shape", [-1])[0] != -1:
+            if f["kind"] == "image" or (f["kind"] == "ndarray" and f.get("shape", [])[:1] != [-1]):
                 h.create_dataset(name, data=np.stack(vals))
             elif f["kind"] == "ndarray":
                 ds = h.create_dataset(name, (len(vals),), dtype=h5py.vlen_dtype(np.dtype(f["dtype"])))
