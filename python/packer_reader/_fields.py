@@ -135,6 +135,10 @@ class Schema:
                     raise FormatError(where, "field %r: rows_of %r is not a boxes field of the schema"
                                       % (fd.name, fd.rows_of))
         self.by_name = seen
+        if any(f.kind == "image" for f in self.fields) and (
+                len(self.sample_shape) != len(self.layout) or len(self.sample_shape) < 3):
+            raise FormatError(where, "an image field needs a sample of shape %s to follow its layout %r"
+                              % (list(self.sample_shape), self.layout))
         hw = [self.layout.replace("t", "").find(x) for x in "hw"]
         # where a record's height and width are in its shape (the sample's, t first for clips)
         off = len(self.sample_shape) - 3
