@@ -15,6 +15,8 @@ KINDS = ("image", "ndarray", "text", "bytes", "json")
 DTYPES = {"uint8": np.dtype("u1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
           "float32": np.dtype("<f4"), "float64": np.dtype("<f8")}
 ENCODING_RAW = "raw"
+MEMBERS = ("name", "kind", "encoding", "dtype", "shape", "geometry", "rows_of")
+MAX_VALUE = 1 << 30  # MaxRecordSize: a fixed part of an ndarray value is at most this
 _NAME = re.compile(r"[a-z0-9_]{1,64}")
 # Keys of the record dict besides the fields' own names: a field of one of these names would
 # hide the image or the label, so such a schema is refused with a reason (FORMAT.md reserves
@@ -34,6 +36,9 @@ class Field:
         if not isinstance(spec, dict):
             bad("a schema element is not an object")
         self.spec = spec
+        unknown = sorted(set(spec) - set(MEMBERS))
+        if unknown:  # FORMAT.md: a reader must reject a member it does not know
+            bad("unknown member(s) %s" % ", ".join(unknown))
         name = spec.get("name")
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             bad("the name must be 1 to 64 characters of a-z, 0-9 and _")
@@ -54,30 +59,32 @@ class Field:
             self.dtype = DTYPES.get(spec.get("dtype")) if isinstance(spec.get("dtype"), str) else None
             if self.dtype is None:
                 bad("dtype %r is not one of %s" % (spec.get("dtype"), ", ".join(DTYPES)))
-            shape = spec.get("shape", [])  # absent: a scalar (the Go writer omits an empty shape)
-            if shape is None:
-                shape = []
-            if (not isinstance(shape, list) or not len(shape) <= 8
+            shape = spec.get("shape")
+            if (not isinstance(shape, list) or not 1 <= len(shape) <= 8
                     or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)):
-                bad("shape %r must be a list of at most 8 integers" % (shape,))
+                bad("shape %r must be a list of 1 to 8 integers" % (shape,))
             self.shape = tuple(shape)
+        elif any(spec.get(k) not in (None, "") for k in ("dtype", "shape", "geometry", "rows_of")):
+            bad("a %s field has no dtype, shape, geometry or rows_of" % kind)
         if kind == "ndarray":
             if any(d < 1 and not (d == -1 and j == 0) for j, d in enumerate(self.shape)):
                 bad("shape %r: dimensions are >= 1, and only the first may be -1" % (list(self.shape),))
+            if self.dtype.itemsize * int(np.prod([d for d in self.shape if d > 0], dtype=object)) > MAX_VALUE:
+                bad("shape %r is more than the record size limit" % (list(self.shape),))
         if kind == "image":
             self._image_layout(layout, bad)
         if self.geometry == "mask" and kind != "image":
             bad("geometry mask is for an image field")
         if self.geometry == "boxes" and (kind != "ndarray" or self.dtype != DTYPES["float32"]
-                                         or self.shape != (-1, 4)):
-            bad("geometry boxes is for a float32 [-1, 4] ndarray field")
+                                         or self.shape != (-1, 4) or self.rows_of):
+            bad("geometry boxes is for a float32 [-1, 4] ndarray field without rows_of")
         if self.geometry not in ("", "mask", "boxes"):
             bad("unknown geometry %r" % (self.geometry,))
-        if self.rows_of and (kind != "ndarray" or self.shape[:1] != (-1,)):
+        if self.rows_of and (kind != "ndarray" or self.shape[0] != -1):
             bad("rows_of is for an ndarray field of a variable row count")
         # variable: the value's size varies between records (not an image field: its size follows
         # the sample's height and width, fixed where the sample's is)
-        self.variable = kind in ("text", "bytes", "json") or (kind == "ndarray" and self.shape[:1] == (-1,))
+        self.variable = kind in ("text", "bytes", "json") or (kind == "ndarray" and self.shape[0] == -1)
         self.row_size = 1
         if kind == "ndarray":
             self.row_size = self.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64))
@@ -86,16 +93,21 @@ class Field:
             self.size = self.dtype.itemsize * int(np.prod(self.shape, dtype=np.int64))
 
     def _image_layout(self, layout, bad):
-        """An image field's shape is in the sample's layout (its frame: without "t") with -1 for
-        height and width: [-1, -1, C] for hwc, [C, -1, -1] for chw."""
-        frame = (layout or "hwc").replace("t", "")
+        """An image field's shape is in the sample's layout with -1 for height and width:
+        [-1, -1, C] for hwc, [C, -1, -1] for chw (1 <= C <= 4096); no other layout has image
+        fields."""
+        frame = layout or "hwc"
         if self.dtype != DTYPES["uint8"]:
             bad("an image field is uint8")
-        if sorted(frame) != ["c", "h", "w"] or len(self.shape) != 3:
+        if frame not in ("hwc", "chw"):
+            bad("an image field needs an hwc or chw sample, not %r" % (layout,))
+        if len(self.shape) != 3:
             bad("shape %r is not an image's in the sample layout %r" % (list(self.shape), layout))
         self.hwc_pos = (frame.index("h"), frame.index("w"), frame.index("c"))
         h, w, c = (self.shape[j] for j in self.hwc_pos)
-        if h != -1 or w != -1 or c < 1:
+        if self.rows_of:
+            bad("rows_of is for an ndarray field")
+        if h != -1 or w != -1 or not 1 <= c <= 4096:
             bad("shape %r: an image field has -1 for height and width, in the sample layout %r"
                 % (list(self.shape), layout))
         self.channels = c

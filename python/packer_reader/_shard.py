@@ -247,9 +247,9 @@ class ShardFile:
             self._fail("%d aux columns exceed the limit %d" % (len(aux), MAX_AUX))
         self.aux_names = list(aux)
         a = len(aux)
-        self.schema = Schema(meta.get("fields") if self.has_fields else None, p, meta.get("sample"))
-        if not self.has_fields and "fields" in meta:
-            self._fail("meta has a fields schema but FlagFields is not set", 10)
+        # the schema of a version-3 shard; below version 3 "fields" is just another meta key
+        self.fields_meta = meta.get("fields") if self.has_fields else None
+        self.schema = Schema(self.fields_meta, p, meta.get("sample"))
         nf = len(self.schema)
 
         if data_offset != align_up(HEADER_FIXED + meta_len):

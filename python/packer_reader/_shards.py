@@ -78,13 +78,13 @@ class ShardDataset(_SegmentDataset):
             raise FormatError(self.path, "no sample spec (empty dataset without manifest)")
         self._init_spec(spec, self.path)
         m = self.manifest
-        fields = m.get("fields") if m else (segs[0].meta.get("fields") if segs else None)
+        fields = m.get("fields") if m else (segs[0].fields_meta if segs else None)
         try:
             self.schema = Schema(fields, os.path.join(self.path, MANIFEST) if m else self.path, spec)
             for s in segs:
-                if _canon(s.meta.get("fields")) != _canon(fields):
+                if _canon(s.fields_meta) != _canon(fields):
                     raise FormatError(s.path, "fields schema %s differs from the %s's %s" % (
-                        _schema_names(s.meta.get("fields")), "manifest" if m else "first shard", _schema_names(fields)))
+                        _schema_names(s.fields_meta), "manifest" if m else "first shard", _schema_names(fields)))
         except BaseException:
             self.close()
             raise

@@ -343,9 +343,9 @@ def _verify_shards(rep, m, root, present, listed):
             if (sf.shape, sf.dtype) != (shape, dtype) or _canon(sf.meta.get("sample")) != _canon(m["sample"]):
                 rep.add("shape", full, "sample %s, manifest says %s" % (
                     json.dumps(sf.meta.get("sample")), json.dumps(m["sample"])))
-            if _canon(sf.meta.get("fields")) != _canon(m.get("fields")):
+            if _canon(sf.fields_meta) != _canon(m.get("fields")):
                 rep.add("manifest", full, "shard fields schema %s differs from the manifest's %s" % (
-                    json.dumps(sf.meta.get("fields")), json.dumps(m.get("fields"))))
+                    json.dumps(sf.fields_meta), json.dumps(m.get("fields"))))
             _check_shard_values(rep, sf, full, declared_first)
             hl = sf.meta.get("label") if isinstance(sf.meta.get("label"), dict) else {}
             ml = m.get("label") or {}

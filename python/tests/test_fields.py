@@ -22,7 +22,7 @@ SCHEMA = [
     {"name": "category", "kind": "ndarray", "dtype": "int64", "shape": [-1], "encoding": "raw", "rows_of": "boxes"},
     {"name": "emb", "kind": "ndarray", "dtype": "float64", "shape": [2, 3], "encoding": "raw"},
     {"name": "mask", "kind": "image", "dtype": "uint8", "shape": [-1, -1, 1], "encoding": "raw", "geometry": "mask"},
-    {"name": "flag", "kind": "ndarray", "dtype": "uint8", "encoding": "raw"},  # a scalar: the Go writer omits shape []
+    {"name": "flag", "kind": "ndarray", "dtype": "uint8", "shape": [1], "encoding": "raw"},
 ]
 
 
@@ -40,7 +40,7 @@ def make_records(n, var=False, seed=0):
         mask = rng.integers(0, 4, (h, w, 1), dtype=np.uint8)
         v = {"caption": "record %d: caf\u00e9 \u2603" % i, "info": {"i": i, "tags": ["a", "b"][:i % 3], "x": None},
              "blob": bytes(rng.integers(0, 256, i % 5, dtype=np.uint8)), "boxes": boxes, "category": cat,
-             "emb": emb, "mask": mask, "flag": np.array(200 + i, dtype=np.uint8)}
+             "emb": emb, "mask": mask, "flag": np.array([200 + i], dtype=np.uint8)}
         images.append(img)
         values.append(v)
         raws.append([v["caption"].encode(), json.dumps(v["info"]).encode(), v["blob"], boxes.astype("<f4").tobytes(),
@@ -206,6 +206,11 @@ def test_field_length_not_its_kind(tmp_path):
     (lambda s: s[6].update(shape=[1, -1, -1]), "height and width"),
     (lambda s: s[1].update(name="caption"), "used twice"),
     (lambda s: s[1].update(name="label"), "reserved"),
+    (lambda s: s[0].update(lang="en"), "unknown member"),
+    (lambda s: s[0].update(dtype="uint8"), "a text field has no dtype"),
+    (lambda s: s[7].pop("shape"), "1 to 8 integers"),
+    (lambda s: s[3].update(rows_of="boxes"), "without rows_of"),
+    (lambda s: s[6].update(shape=[-1, -1, 5000]), "height and width"),
 ])
 def test_bad_schema_refused(tmp_path, edit, match):
     schema = json.loads(json.dumps(SCHEMA))
@@ -224,6 +229,10 @@ def test_versions_and_flags(tmp_path):
     shardwriter.write_shard(p, imgs, [0, 1, 2], spec(), var_size=True, version=3)  # no FlagFields
     with pytest.raises(FormatError, match="version 3 shard needs FlagFields"):
         packer_reader.open(p)
+    # below version 3 "fields" is any meta key, not a schema
+    shardwriter.write_shard(p, imgs, [0, 1, 2], spec(), extra_meta={"fields": "not a schema"})
+    with packer_reader.open(p) as ds:
+        assert ds.fields == [] and ds[2][1] == 2
 
 
 def test_schema_mismatch_manifest_and_shards(tmp_path, fixed_ds):
