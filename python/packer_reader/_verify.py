@@ -289,7 +289,10 @@ def _check_inputs(rep, m, mpath):
 def _check_labels(rep, m, mpath, labels):
     classes = m.get("classes") or []
     if labels.size:
-        bad = np.flatnonzero((labels < 0) | (labels >= len(classes))) if classes else np.flatnonzero(labels < 0)
+        bad = (labels < 0) | (labels >= len(classes)) if classes else labels < 0
+        if m.get("fields"):  # a dataset with fields: -1 is the label of a record without a class
+            bad &= labels != -1
+        bad = np.flatnonzero(bad)
         if bad.size:
             rng = "outside [0, %d)" % len(classes) if classes else "negative"
             rep.add("labels", mpath, "%d label(s) %s, first at record %d" % (

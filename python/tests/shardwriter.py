@@ -187,7 +187,7 @@ def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files, form
         "format_version": format_version,
         "count": int(n),
         "classes": list(classes),
-        "class_counts": np.bincount(labels, minlength=len(classes)).tolist() if classes else [],
+        "class_counts": np.bincount(labels[labels >= 0], minlength=len(classes)).tolist() if classes else [],
         "sample": sample,
         "label": {"dtype": "int64", "aux": list(aux_names)},
         "source": {"kind": "test"},

@@ -450,3 +450,13 @@ def test_cli_inspect_shows_fields(fixed_ds):
     assert r.returncode == 0, r.stderr
     assert 'field boxes: {"dtype": "float32", "encoding": "raw", "geometry": "boxes", "kind": "ndarray", ' \
            '"shape": [-1, 4]}' in r.stdout and "field caption: " in r.stdout
+
+
+def test_verify_label_minus_one_means_no_class(tmp_path):
+    images, labels, values, raws = make_records(4)
+    d = str(tmp_path / "ds")
+    labels = [-1, 2, -2, -1]  # -1: a record without a class (COCO, captions); -2 is no label
+    shardwriter.write_dataset(d, images, labels, CLASSES, spec(), fields=SCHEMA, field_values=raws)
+    rep = packer_reader.verify(d)
+    assert [(f.kind, f.record_range) for f in rep.faults] == [("labels", (2, 3))], rep
+    assert packer_reader.open(d)[0]["label"] == -1
