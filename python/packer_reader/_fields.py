@@ -96,7 +96,7 @@ class Field:
         """An image field's shape is in the sample's layout with -1 for height and width:
         [-1, -1, C] for hwc, [C, -1, -1] for chw (1 <= C <= 4096); no other layout has image
         fields."""
-        frame = layout or "hwc"
+        frame = layout
         if self.dtype != DTYPES["uint8"]:
             bad("an image field is uint8")
         if frame not in ("hwc", "chw"):
@@ -124,9 +124,11 @@ class Schema:
 
     def __init__(self, fields, where, sample_spec=None):
         spec = sample_spec if isinstance(sample_spec, dict) else {}
-        self.layout = spec.get("layout") or "hwc"
+        self.layout = spec.get("layout") if isinstance(spec.get("layout"), str) else ""
         self.sample_shape = tuple(spec.get("shape") or ())
         self.fields = []
+        self.by_name = {}
+        self.hw_index = (0, 1)
         if fields is None:
             return
         if not isinstance(fields, list) or not fields:
@@ -147,14 +149,12 @@ class Schema:
                     raise FormatError(where, "field %r: rows_of %r is not a boxes field of the schema"
                                       % (fd.name, fd.rows_of))
         self.by_name = seen
-        if any(f.kind == "image" for f in self.fields) and (
-                len(self.sample_shape) != len(self.layout) or len(self.sample_shape) < 3):
-            raise FormatError(where, "an image field needs a sample of shape %s to follow its layout %r"
-                              % (list(self.sample_shape), self.layout))
-        hw = [self.layout.replace("t", "").find(x) for x in "hw"]
-        # where a record's height and width are in its shape (the sample's, t first for clips)
-        off = len(self.sample_shape) - 3
-        self.hw_index = (hw[0] + off, hw[1] + off)
+        if any(f.kind == "image" for f in self.fields):
+            # image fields are only for hwc and chw samples (Field checks the layout)
+            if len(self.sample_shape) != 3:
+                raise FormatError(where, "an image field needs a sample of shape %s to follow its layout %r"
+                                  % (list(self.sample_shape), self.layout))
+            self.hw_index = (self.layout.index("h"), self.layout.index("w"))
 
     def __bool__(self):
         return bool(self.fields)

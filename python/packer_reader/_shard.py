@@ -396,7 +396,7 @@ class ShardFile:
             rec[:, self.var_dims] = self.shapes
         else:
             rec = np.tile(np.asarray(self.shape, dtype=np.int64), (n, 1))
-        hi, wi = sch.hw_index if any(f.kind == "image" for f in sch.fields) else (0, 0)
+        hi, wi = sch.hw_index
         for k, f in enumerate(sch.fields):
             ln = self.fieldlens[:, k]
             if f.kind == "image":
