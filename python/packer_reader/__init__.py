@@ -6,6 +6,10 @@
     for images, labels in ds.batches(256, shuffle=True, seed=1, epoch=0):
         ...                                     # [B, ...] array (its own; copy=False: reused views), [B] int64
 
+A dataset packed with fields (captions, JSON, boxes, masks: ``ds.fields``, shard/FORMAT.md
+"Fields") gives dicts instead: ``ds[i] -> {"image", "label", NAME: value, ...}`` and batches as
+dicts (python/README.md, "Samples with fields").
+
 Order of records (shuffle, rank/world split, resume) follows shard/ORDER.md exactly, like the
 Go reader. Shards are parsed as shard/FORMAT.md specifies: magic, version, flags, limits and the
 header, footer and index CRC-32C are checked when a dataset is opened, and each shard against the

@@ -60,6 +60,9 @@ def main(argv=None):
             print("sample: %s" % json.dumps(ds.sample_spec))
             if ds.aux_names:
                 print("aux: %s" % ds.aux_names)
+            for f in ds.fields:  # format version 3: one line per field
+                print("field %s: %s" % (f["name"], json.dumps({k: v for k, v in f.items() if k != "name"},
+                                                               sort_keys=True)))
             print("order: %s" % _describe_order(ds.manifest))
     except packer_reader.FormatError as e:
         print("error: %s" % e, file=sys.stderr)

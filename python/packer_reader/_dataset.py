@@ -10,6 +10,7 @@ import numpy as np
 
 from . import _order
 from ._buffers import _POOL_LOCK, _Buf, _Pool, _aligned_empty
+from ._fields import Schema
 from ._shard import ALIGN, parse_sample_spec
 
 
@@ -45,7 +46,9 @@ def _alias(value, alias, default, name, alias_name):
 # -- base class -----------------------------------------------------------------------------
 
 class Dataset:
-    """A packed dataset. ``len(ds)``, ``ds[i] -> (image, label)``; see the package docs.
+    """A packed dataset. ``len(ds)``, ``ds[i] -> (image, label)``; see the package docs. A dataset
+    with fields (``ds.fields``, shard/FORMAT.md "Fields") gives dicts instead: ``ds[i] ->
+    {"image", "label", NAME: value, ...}`` and batches as dicts (see ``batches``).
 
     Attributes: ``path``, ``format`` ("shards", "npy" or "hdf5"), ``manifest`` (dict),
     ``classes`` (list of names indexed by label), ``class_counts``, ``sample_spec`` (dict with
@@ -68,6 +71,7 @@ class Dataset:
         self.verify_crc = bool(verify_crc)
         self.direct = bool(direct)
         self._closed = False
+        self.schema = Schema(None, self.path)  # the formats set the dataset's own
 
     def _init_spec(self, spec, where):
         self.sample_spec = dict(spec)
@@ -91,11 +95,87 @@ class Dataset:
 
     def __getitem__(self, i):
         """``ds[i] -> (image, label)``; ``ds[a:b]`` or ``ds[[i, j, ...]]`` -> ``(images [n, ...],
-        labels [n])`` in fresh arrays (a slice with step 1 is one contiguous read)."""
-        if isinstance(i, slice) or (not isinstance(i, (int, np.integer, str, bytes)) and np.ndim(i) == 1):
+        labels [n])`` in fresh arrays (a slice with step 1 is one contiguous read). With fields:
+        ``ds[i]`` is :meth:`record`'s dict, ``ds[a:b]`` a batch dict as ``batches`` yields."""
+        many = isinstance(i, slice) or (not isinstance(i, (int, np.integer, str, bytes)) and np.ndim(i) == 1)
+        if self.schema:
+            if many:
+                return self._field_batch(self._indices(i), False)
+            return self.record(i)
+        if many:
             return self._read_many(i)
         i = self._index(i)
         return self._read_one(i), int(self.labels[i])
+
+    # -- fields ----------------------------------------------------------------------------
+    @property
+    def fields(self):
+        """The schema of the fields each record carries besides its image and labels (a list of
+        dicts: name, kind, dtype, shape, encoding, geometry, rows_of; shard/FORMAT.md
+        "Fields"), ``[]`` for a dataset without fields."""
+        return self.schema.specs()
+
+    def record(self, i):
+        """Record i as a dict: ``{"image": ndarray, "label": int, NAME: value, ...}``, a value per
+        field in schema order: text -> str, json -> the parsed value, bytes -> bytes, ndarray and
+        image (mask) -> ndarray. Text that is not UTF-8 or json that is not one JSON value is a
+        FormatError naming the file and the record."""
+        i = self._index(i)
+        d = {"image": None, "label": int(self.labels[i])}
+        if not self.schema:
+            d["image"] = self._read_one(i)
+            return d
+        self.schema.check_keys(self.path)
+        img, raws, where = self._read_record(i)
+        d["image"] = img
+        d.update(self.schema.decode(raws, img.shape, where, i))
+        return d
+
+    def field(self, i, name):
+        """The value of field ``name`` of record i (as in :meth:`record`)."""
+        i = self._index(i)
+        f = self.schema.by_name.get(name) if self.schema else None
+        if f is None:
+            raise KeyError("no field %r (the fields are %s)" % (name, self.schema.names()))
+        img, raws, where = self._read_record(i)
+        k = self.schema.fields.index(f)
+        return self.schema.decode_one(f, raws[k], img.shape, where[k] if isinstance(where, list) else where, i)
+
+    def _field_batch(self, idx, pad):
+        recs = [self.record(j) for j in idx]
+        return self.schema.collate([r["image"] for r in recs], self.labels[np.asarray(idx, dtype=np.int64)],
+                                   recs, self.fixed, pad, self.dtype)
+
+    def _field_batches(self, plan, pad):
+        self.schema.check_keys(self.path, pad)
+        for item in plan:
+            idx = list(range(item[1], item[1] + item[2])) if item[0] == "range" else item[1].tolist()
+            yield self._field_batch(idx, pad)
+
+    def _read_record(self, i):
+        """(sample array, each field's raw bytes in schema order, the file(s) they are in)."""
+        return self._read_one(i), self._field_raws(i), self._field_paths()
+
+    def _field_raws(self, i):
+        raise NotImplementedError
+
+    def _field_paths(self):
+        return self.path
+
+    def _indices(self, key):
+        """The record indices a slice, integer array or boolean mask selects (int64 array)."""
+        if isinstance(key, slice):
+            return np.arange(*key.indices(self.count), dtype=np.int64)
+        idx = np.asarray(key)
+        if idx.dtype == np.bool_:
+            if idx.shape != (self.count,):
+                raise IndexError("boolean mask of %d entries for %d records" % (idx.size, self.count))
+            return np.flatnonzero(idx)
+        if idx.size == 0:
+            return np.zeros(0, np.int64)
+        if idx.dtype.kind not in "iu":
+            raise TypeError("record indices of type %s are not integers" % idx.dtype)
+        return np.asarray([self._index(int(j)) for j in idx], dtype=np.int64)
 
     def _read_many(self, key):
         if isinstance(key, slice):
@@ -204,7 +284,7 @@ class Dataset:
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
                 drop_last=False, buffer_size=4096, start=0, copy=True, prefetch=None, alloc=None,
-                world=None, buffer=None, order_version=2, worker=0, num_workers=1):
+                world=None, buffer=None, order_version=2, worker=0, num_workers=1, pad=False):
         """Yield ``(images, labels)``: arrays ``[B, *shape]`` and ``[B]`` int64, in ORDER.md order.
 
         ``order_version=2`` (the default): a keyed permutation of all records when
@@ -234,7 +314,15 @@ class Dataset:
 
         ``alloc(nbytes)``, when given, provides the memory of every image buffer: it must return a
         writable 1-D uint8 array of at least nbytes (for example the ``.numpy()`` of a pinned or
-        shared-memory torch tensor), and records are read straight into it."""
+        shared-memory torch tensor), and records are read straight into it.
+
+        A dataset with fields yields dicts: ``"image"`` (``[B, ...]``, a list for variable-size
+        samples), ``"label"`` (int64 ``[B]``), and each field by its name: fixed-size ndarrays
+        and masks of fixed-size samples stacked ``[B, ...]``; variable ndarrays (boxes,
+        multi-labels) a list of arrays, or with ``pad=True`` one zero-padded
+        ``[B, max rows, ...]`` array and ``NAME_lengths`` (int64 ``[B]``); text a list of str,
+        json a list of parsed values, bytes a list of bytes. ``copy``, ``prefetch`` and
+        ``alloc`` do not apply (each record is read and split on its own)."""
         world_size = _alias(world_size, world, 1, "world_size", "world")
         buffer_size = _alias(buffer_size, buffer, 4096, "buffer_size", "buffer")
         B = int(batch_size)
@@ -255,6 +343,8 @@ class Dataset:
         else:
             _check_order_version(order_version)
             plan = self._plan_v2(B, shuffle, seed, epoch, rank, world_size, drop_last, start, worker, num_workers)
+        if self.schema:
+            return self._field_batches(plan, pad)
         if not self.fixed:
             return self._var_batches(plan, copy)
         return self._fixed_batches(plan, B, copy, prefetch, alloc)

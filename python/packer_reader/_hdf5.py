@@ -1,5 +1,5 @@
-"""Format "hdf5": data.h5 with /images, /labels and aux columns, read through h5py (imported on
-first use)."""
+"""Format "hdf5": data.h5 with /images, /labels and aux columns, and a dataset per field
+(variable-length where the value's length varies), read through h5py (imported on first use)."""
 
 import json
 
@@ -7,6 +7,7 @@ import numpy as np
 
 from ._dataset import Dataset
 from ._errors import FormatError, PackerError
+from ._fields import Schema
 from ._manifest import MANIFEST, _check_listed_size, _entry, _join, dataset_meta_diff
 
 
@@ -93,6 +94,21 @@ class HDF5Dataset(Dataset):
             cols.append(np.asarray(ds[...], dtype=np.int64).reshape(n))
         self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)
         self._meta_ds = f["meta"] if "meta" in f else None
+        self.schema = Schema(self.manifest.get("fields"), _join(self.path, MANIFEST), self.sample_spec)
+        if "fields" in f.attrs:  # the schema the writer stored
+            try:
+                stored = _h5_json_attr(f, "fields")
+            except ValueError as e:
+                raise FormatError(self.h5path, "root attribute 'fields': %s" % e)
+            if json.dumps(stored, sort_keys=True) != json.dumps(self.manifest.get("fields"), sort_keys=True):
+                raise FormatError(self.h5path, "root attribute 'fields' differs from the manifest's fields schema")
+        self._field_ds = [field_dataset(f, self.h5path, self.schema, self.shape, fd, n) for fd in self.schema.fields]
+
+    def _field_raws(self, i):
+        return [field_raw(d, i) for d in self._field_ds]
+
+    def _field_paths(self):
+        return self.h5path
 
     def close(self):
         if not self._closed:
@@ -145,3 +161,43 @@ def _h5_json_attr(f, name):
     if isinstance(v, bytes):
         v = v.decode("utf-8")
     return json.loads(str(v))
+
+
+def field_dataset(f, h5path, schema, sample_shape, fd, n):
+    """The dataset /NAME of field fd in the open file f, checked against the layout (FORMAT.md
+    "Fields"): [N, ...shape] of the dtype when fixed (an image field at the sample's size), else
+    [N] variable-length: sequences of the dtype (ndarray, rows flattened), of uint8 (bytes),
+    strings (text, json)."""
+    h5py = _import_h5py()
+    d = f.get(fd.name)
+    if d is None or not hasattr(d, "shape"):
+        raise FormatError(h5path, "missing dataset /%s of field %r" % (fd.name, fd.name))
+    if not fd.variable:
+        shape = fd.image_shape(*schema.record_hw(sample_shape)) if fd.kind == "image" else fd.shape
+        if tuple(d.shape) != (n,) + tuple(shape) or d.dtype.str.lstrip("<|") != fd.dtype.str.lstrip("<|"):
+            raise FormatError(h5path, "/%s is %s %s, field %r needs %s %s" % (
+                fd.name, list(d.shape), d.dtype, fd.name, [n] + list(shape), fd.dtype))
+        return d
+    if fd.kind in ("text", "json"):
+        ok = h5py.check_string_dtype(d.dtype) is not None
+        want = "variable-length strings"
+    else:
+        base = h5py.check_vlen_dtype(d.dtype)
+        elem = fd.dtype if fd.kind == "ndarray" else np.dtype("u1")
+        ok = base is not None and np.dtype(base).str.lstrip("<|") == elem.str.lstrip("<|")
+        want = "variable-length sequences of %s" % elem
+    if tuple(d.shape) != (n,) or not ok:
+        raise FormatError(h5path, "/%s is %s %s, field %r needs [%d] %s" % (
+            fd.name, list(d.shape), d.dtype, fd.name, n, want))
+    return d
+
+
+def field_raw(d, i):
+    """Record i's value of a field's dataset d as raw little-endian bytes (a string's UTF-8)."""
+    v = d[i]
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogateescape")
+    if isinstance(v, (np.ndarray, np.generic)):  # a scalar field's value is a NumPy scalar
+        v = np.ascontiguousarray(v)
+        return v.astype(v.dtype.newbyteorder("<"), copy=False).tobytes()
+    return bytes(v)

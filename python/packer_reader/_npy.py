@@ -1,5 +1,6 @@
-"""Format "npy": images.npy, labels.npy, aux_<name>.npy and meta.jsonl, read without NumPy's
-loader (headers parsed, records read as byte ranges, local or in a bucket)."""
+"""Format "npy": images.npy, labels.npy, aux_<name>.npy and meta.jsonl, and per field NAME.npy
+(fixed size) or NAME.values.npy + NAME.offsets.npy (variable), read without NumPy's loader
+(headers parsed, records read as byte ranges, local or in a bucket)."""
 
 import contextlib
 import io
@@ -9,6 +10,7 @@ import os
 import numpy as np
 
 from ._errors import FormatError
+from ._fields import Schema
 from ._io import open_ro, pread_into
 from ._manifest import MANIFEST, _check_listed_size, _entry, _join, _listed
 from ._segment import _SegmentDataset
@@ -120,6 +122,97 @@ def load_npy_column(path, n, what, obj=None):
     return arr.astype(np.int64, copy=False)
 
 
+class _NpyFile:
+    """One .npy file of a field, its header parsed: ``shape``, ``dtype``, ``fortran``, ``off``
+    (where its data starts), ``size``; ``read(offset, n)`` gives n bytes of its data."""
+
+    def __init__(self, path, obj, where):
+        self.path, self.obj, self.where = path, obj, where
+        self.shape, self.dtype, self.fortran, self.off = read_npy_header(path, obj)
+        self.size = obj.size if obj is not None else os.stat(path).st_size
+        self.fd = open_ro(path) if obj is None else -1
+
+    def read(self, offset, n):
+        buf = bytearray(n)
+        if n:
+            if self.obj is not None:
+                self.obj.pread_into(memoryview(buf), self.off + offset)
+            else:
+                pread_into(self.fd, memoryview(buf), self.off + offset, self.where)
+        return buf
+
+    def close(self):
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _same_dtype(a, b):
+    return a.str.lstrip("<|") == b.str.lstrip("<|")
+
+
+class _NpyField:
+    """The files of one field (FORMAT.md "Fields", npy layout): NAME.npy [N, ...shape] of a
+    fixed-size field, NAME.values.npy and NAME.offsets.npy (int64 [N+1], in rows of an ndarray,
+    bytes of text, bytes and json) of a variable one; every header, size and offset checked."""
+
+    def __init__(self, ds, f, n):
+        self.f = f
+        self.files = []
+        self.offsets = None
+        try:
+            self._open_all(ds, f, n)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_all(self, ds, f, n):
+        if not f.variable:  # a fixed ndarray, or an image field at the fixed sample's size
+            shape = f.image_shape(*ds.schema.record_hw(ds.shape)) if f.kind == "image" else f.shape
+            vals = self._open(ds, f.name + ".npy", (n,) + tuple(shape), f.dtype)
+            self.row = vals.dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            self.values = vals
+            return
+        dt = f.dtype if f.kind == "ndarray" else np.dtype("u1")
+        offs = self._open(ds, f.name + ".offsets.npy", (n + 1,), np.dtype("<i8"))
+        o = np.frombuffer(offs.read(0, 8 * (n + 1)), dtype="<i8").astype(np.int64)
+        total = int(o[-1])
+        if o[0] != 0 or (n and np.any(np.diff(o) < 0)):
+            raise FormatError(offs.where, "offsets are not 0, then non-decreasing")
+        rows = (total,) + tuple(f.shape[1:]) if f.kind == "ndarray" else (total,)
+        self.values = self._open(ds, f.name + ".values.npy", rows, dt)
+        self.row = dt.itemsize * int(np.prod(rows[1:], dtype=np.int64))
+        self.offsets = o
+
+    def _open(self, ds, name, shape, dtype):
+        m, store = ds.manifest, ds._store
+        rel = _listed(m, name)
+        path, obj = _join(ds.path, rel), None
+        if store is not None:
+            obj = store.head(rel, _entry(m, rel).get("size"))
+            if store.cache_dir:
+                path, obj = store.local_copy(obj, _entry(m, rel).get("sha256")), None
+        nf = _NpyFile(path, obj, obj.url if obj is not None else path)
+        self.files.append(nf)
+        if nf.fortran or nf.shape != shape or not _same_dtype(nf.dtype, dtype):
+            raise FormatError(nf.where, "array is %s %s%s, field %r needs %s %s" % (
+                list(nf.shape), nf.dtype, " (Fortran order)" if nf.fortran else "", self.f.name, list(shape), dtype))
+        want = nf.off + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nf.size != want:
+            raise FormatError(nf.where, "file is %d bytes, expected %d" % (nf.size, want))
+        return nf
+
+    def raw(self, i):
+        if self.offsets is None:
+            return self.values.read(i * self.row, self.row)
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        return self.values.read(a * self.row, (b - a) * self.row)
+
+    def close(self):
+        for nf in self.files:
+            nf.close()
+
+
 class NpyDataset(_SegmentDataset):
     """A directory with images.npy, labels.npy, aux_<name>.npy and optional meta.jsonl."""
 
@@ -172,6 +265,10 @@ class NpyDataset(_SegmentDataset):
         self.aux_names = list((m.get("label") or {}).get("aux") or [])
         cols = [column("aux_%s.npy" % a, "aux column " + a) for a in self.aux_names]
         self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)
+        self.schema = Schema(m.get("fields"), _join(self.path, MANIFEST), m["sample"])
+        self._fields = []
+        for f in self.schema.fields:
+            self._fields.append(_NpyField(self, f, n))
         self._meta_lines = None
         self._meta_rel = _listed(m, "meta.jsonl")
         self._meta_path = _join(self.path, self._meta_rel)
@@ -182,6 +279,17 @@ class NpyDataset(_SegmentDataset):
                 buf = bytearray(mo.size)
                 mo.pread_into(memoryview(buf), 0)
                 self._meta_lines = bytes(buf).split(b"\n")
+
+    def _field_raws(self, i):
+        return [nf.raw(i) for nf in self._fields]
+
+    def _field_paths(self):
+        return [nf.values.where for nf in self._fields]
+
+    def close(self):
+        for nf in getattr(self, "_fields", []):
+            nf.close()
+        super().close()
 
     def _meta(self, i):
         if self._meta_lines is None:

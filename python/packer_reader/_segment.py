@@ -502,14 +502,27 @@ class _SegmentDataset(Dataset):
         super().close()
 
     def _read_one(self, i):
+        return self._read_split(i)[0]
+
+    def _read_split(self, i):
+        """(sample array, each field's raw bytes or None) of record i, its block checked."""
         s, li = self._locate(i)
         seg = self._segs[s]
         raw = seg.read_record(li)
         if self.verify_crc:
             seg.check_records(li, li + 1, memoryview(raw))
         seg.check_unchanged()
+        fields = None
+        if getattr(seg, "fieldlens", None) is not None:  # format version 3
+            raw, fields = seg.split_fields(li, raw)
         arr = np.frombuffer(raw, dtype=self.dtype)
-        return arr.reshape(self._record_shape(seg, li, arr.size))
+        return arr.reshape(self._record_shape(seg, li, arr.size)), fields
+
+    def _read_record(self, i):
+        img, fields = self._read_split(i)
+        if fields is None:  # npy: the fields' own files
+            return img, self._field_raws(i), self._field_paths()
+        return img, fields, self._segs[self._locate(i)[0]].path
 
     def _record_shape(self, seg, li, size):
         if self.fixed:

@@ -1,5 +1,6 @@
-"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 and 2;
-version 2 adds FlagShapes, the per-record shapes of variable-size records)."""
+"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 to 3;
+version 2 adds FlagShapes, the per-record shapes of variable-size records; version 3 FlagFields,
+the values a record carries besides its sample, with the index part fieldlens)."""
 
 import contextlib
 import hashlib
@@ -12,18 +13,21 @@ import numpy as np
 
 from . import _crc32c
 from ._errors import CorruptionError, FormatError
+from ._fields import Schema
 from ._io import open_ro, pread, pread_into, preadv_into
 
 HEADER_MAGIC = b"PKSHARD\x00"
 FOOTER_MAGIC = b"PKS1"
-VERSION = 2  # newest version known; versions 1 and 2 are read
+VERSION = 3  # newest version known; versions 1 to 3 are read
 ALIGN = 4096
 HEADER_FIXED = 32
 FOOTER_SIZE = 64
 FLAG_VAR_SIZE = 1 << 0
 FLAG_META = 1 << 1
 FLAG_SHAPES = 1 << 2  # version 2: index part "shapes" (values of the sample shape's -1 dims)
-KNOWN_FLAGS = {1: FLAG_VAR_SIZE | FLAG_META, 2: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES}
+FLAG_FIELDS = 1 << 3  # version 3: the meta's "fields" schema and index part "fieldlens"
+KNOWN_FLAGS = {1: FLAG_VAR_SIZE | FLAG_META, 2: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES,
+               3: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES | FLAG_FIELDS}
 BLOCK_TARGET = 1 << 20
 MAX_META_LEN = 1 << 20
 MAX_RECORDS = (1 << 32) - 1
@@ -192,6 +196,10 @@ class ShardFile:
             self._fail("unknown flags 0x%04x in a version-%d shard" % (flags & ~KNOWN_FLAGS[version], version), 10)
         if flags & FLAG_SHAPES and not flags & FLAG_VAR_SIZE:
             self._fail("FlagShapes is set without FlagVarSize", 10)
+        if version == 3 and flags & (FLAG_FIELDS | FLAG_VAR_SIZE) != FLAG_FIELDS | FLAG_VAR_SIZE:
+            # FORMAT.md "Fields": a shard with fields is version 3 with FlagFields, always with
+            # FlagVarSize; a shard without fields is written as version 1 or 2
+            self._fail("a version 3 shard needs FlagFields and FlagVarSize (flags 0x%04x)" % flags, 10)
         if meta_len > MAX_META_LEN:
             self._fail("meta length %d exceeds the limit %d" % (meta_len, MAX_META_LEN), 12)
         if HEADER_FIXED + meta_len + FOOTER_SIZE > size:
@@ -204,6 +212,7 @@ class ShardFile:
         self.meta_len = meta_len
         self.var_size = bool(flags & FLAG_VAR_SIZE)
         self.has_meta = bool(flags & FLAG_META)
+        self.has_fields = bool(flags & FLAG_FIELDS)
 
         # footer (its CRC is checked before any of its fields is used)
         if size < FOOTER_SIZE or size % ALIGN:
@@ -238,6 +247,10 @@ class ShardFile:
             self._fail("%d aux columns exceed the limit %d" % (len(aux), MAX_AUX))
         self.aux_names = list(aux)
         a = len(aux)
+        # the schema of a version-3 shard; below version 3 "fields" is just another meta key
+        self.fields_meta = meta.get("fields") if self.has_fields else None
+        self.schema = Schema(self.fields_meta, p, meta.get("sample"))
+        nf = len(self.schema)
 
         if data_offset != align_up(HEADER_FIXED + meta_len):
             self._fail("data_offset %d, expected %d" % (data_offset, align_up(HEADER_FIXED + meta_len)), foot_off + 16)
@@ -246,6 +259,9 @@ class ShardFile:
         mk = meta.get("block_records")
         if mk is not None and mk != k:
             self._fail("block_records %r in meta differs from %d in footer" % (mk, k))
+        if self.has_fields and self.has_shapes != (fixed_size is None):
+            self._fail("FlagShapes must be set if and only if the sample shape %s has a -1 in a version 3 shard"
+                       % (list(self.shape),), 10)
         if self.var_size:
             if record_size != 0:
                 self._fail("record_size %d must be 0 for variable-size records" % record_size, foot_off + 8)
@@ -266,7 +282,8 @@ class ShardFile:
         var_dims = [j for j, d in enumerate(self.shape) if d < 0]
         v = len(var_dims)
         fixed_part = (n * 8 + n * a * 8 + nb * 4 + ((n + 1) * 8 if self.var_size else 0)
-                      + (n * v * 4 if self.has_shapes else 0) + ((n + 1) * 8 if self.has_meta else 0))
+                      + (n * v * 4 if self.has_shapes else 0) + ((n + 1) * 8 if self.has_meta else 0)
+                      + n * nf * 4)
         if self.has_meta:
             if index_len < fixed_part:
                 self._fail("index_len %d is smaller than its fixed parts (%d bytes)" % (index_len, fixed_part), foot_off + 40)
@@ -307,9 +324,29 @@ class ShardFile:
         self.var_dims = var_dims
         if self.has_shapes:
             self.shapes = take(n * v, np.dtype("<u4")).astype(np.int64).reshape(n, v)
-            self._check_shapes(index_offset + (n + 1) * 8)
         self.labels = take(n, i64).astype(np.int64)
         self.aux = take(n * a, i64).astype(np.int64).reshape(n, a)
+        self.fieldlens = None
+        self.sample_lens = np.diff(self.offsets) if self.var_size else None  # a record's bytes less its fields'
+        if self.has_fields:
+            fl_offset = index_offset + pos
+            self.fieldlens = take(n * nf, np.dtype("<u4")).astype(np.int64).reshape(n, nf)
+            self.sample_lens = self.sample_lens - self.fieldlens.sum(axis=1)
+            if n and self.sample_lens.min() < 0:
+                i = int(np.flatnonzero(self.sample_lens < 0)[0])
+                self._fail("record %d (dataset record %d): its field lengths add up to %d bytes, past the record's %d"
+                           % (i, self.first + i, int(self.fieldlens[i].sum()), int(self.offsets[i + 1] - self.offsets[i])),
+                           fl_offset + i * nf * 4)
+        if self.has_shapes:
+            self._check_shapes(index_offset + (n + 1) * 8)
+        elif self.has_fields:
+            bad = self.sample_lens != fixed_size
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                self._fail("record %d (dataset record %d): the sample value is %d bytes (record less fields), the "
+                           "sample spec gives %d" % (i, self.first + i, int(self.sample_lens[i]), fixed_size), fl_offset)
+        if self.has_fields:
+            self._check_fieldlens(fl_offset)
         self.metaoffs = None
         self.metablob = None
         if self.has_meta:
@@ -337,13 +374,64 @@ class ShardFile:
                 size = np.minimum(size * d, limit)
         for j in range(v):  # each factor <= 2**32 and size <= 2**30 + 1: no overflow
             size = np.minimum(size * np.minimum(self.shapes[:, j], limit), limit)
-        bad |= size != np.diff(self.offsets)
+        bad |= size != self.sample_lens
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             shape = self._shape_of(i)
-            self._fail("record %d (dataset record %d): shape %s in the shapes table gives %d bytes, the record "
+            self._fail("record %d (dataset record %d): shape %s in the shapes table gives %d bytes, the %s "
                        "has %d" % (i, self.first + i, list(shape), int(size[i]) if size[i] < limit else -1,
-                                   int(self.offsets[i + 1] - self.offsets[i])), part_offset + i * v * 4)
+                                   "sample value (record less fields)" if self.has_fields else "record",
+                                   int(self.sample_lens[i])), part_offset + i * v * 4)
+
+    def _check_fieldlens(self, part_offset):
+        """Every field's length fits its kind in every record (FORMAT.md "Fields"): a fixed
+        ndarray's size, whole rows of a variable one (as many as its rows_of boxes field has),
+        an image the record's height x width x channels."""
+        n, nf = self.fieldlens.shape
+        if not n:
+            return
+        sch = self.schema
+        if self.has_shapes:
+            rec = np.tile(np.asarray([max(d, 0) for d in self.shape], dtype=np.int64), (n, 1))
+            rec[:, self.var_dims] = self.shapes
+        else:
+            rec = np.tile(np.asarray(self.shape, dtype=np.int64), (n, 1))
+        hi, wi = sch.hw_index
+        for k, f in enumerate(sch.fields):
+            ln = self.fieldlens[:, k]
+            if f.kind == "image":
+                want = rec[:, hi] * rec[:, wi] * f.channels
+                bad = ln != want
+                why = "an image of the record's height and width is %d bytes"
+            elif f.kind == "ndarray" and not f.variable:
+                want = np.full(n, f.size, dtype=np.int64)
+                bad = ln != want
+                why = "the field's shape gives %d bytes"
+            elif f.kind == "ndarray":
+                want = np.full(n, f.row_size, dtype=np.int64)
+                bad = ln % f.row_size != 0
+                why = "not a whole number of %d-byte rows"
+                if f.rows_of:
+                    b = sch.names().index(f.rows_of)
+                    rows_b = self.fieldlens[:, b] // 16
+                    bad |= (ln // f.row_size) != rows_b
+                    why = "not %%d-byte rows as many as the rows of %r" % f.rows_of
+            else:
+                continue
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                self._fail("record %d (dataset record %d): field %r is %d bytes; %s" % (
+                    i, self.first + i, f.name, int(ln[i]), why % int(want[i])), part_offset + (i * nf + k) * 4)
+
+    def split_fields(self, i, raw):
+        """(sample bytes, [each field's bytes]) of local record i, raw holding its bytes."""
+        mv = memoryview(raw)
+        a = int(self.sample_lens[i])
+        out = []
+        for ln in self.fieldlens[i].tolist():
+            out.append(mv[a:a + ln])
+            a += ln
+        return mv[:int(self.sample_lens[i])], out
 
     def _shape_of(self, i):
         sh = list(self.shape)

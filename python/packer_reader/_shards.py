@@ -8,7 +8,8 @@ import numpy as np
 
 from . import _crc32c
 from ._errors import FormatError
-from ._manifest import MANIFEST, _join, dataset_meta_diff
+from ._fields import Schema
+from ._manifest import MANIFEST, _canon, _join, dataset_meta_diff
 from ._segment import _SegmentDataset
 from ._shard import ShardFile
 
@@ -77,6 +78,16 @@ class ShardDataset(_SegmentDataset):
             raise FormatError(self.path, "no sample spec (empty dataset without manifest)")
         self._init_spec(spec, self.path)
         m = self.manifest
+        fields = m.get("fields") if m else (segs[0].fields_meta if segs else None)
+        try:
+            self.schema = Schema(fields, os.path.join(self.path, MANIFEST) if m else self.path, spec)
+            for s in segs:
+                if _canon(s.fields_meta) != _canon(fields):
+                    raise FormatError(s.path, "fields schema %s differs from the %s's %s" % (
+                        _schema_names(s.fields_meta), "manifest" if m else "first shard", _schema_names(fields)))
+        except BaseException:
+            self.close()
+            raise
         if m and m.get("count") != self.count:
             self.close()
             raise FormatError(os.path.join(self.path, MANIFEST),
@@ -139,3 +150,11 @@ class ShardDataset(_SegmentDataset):
     def _meta(self, i):
         s, li = self._locate(i)
         return self._segs[s].record_meta(li)
+
+
+def _schema_names(fields):
+    """A schema, short, for messages: its fields' names and kinds, or "none"."""
+    if not isinstance(fields, list) or not fields:
+        return "none"
+    return "[%s]" % ", ".join("%s %s" % (f.get("name"), f.get("kind")) if isinstance(f, dict) else repr(f)
+                               for f in fields)

@@ -10,9 +10,10 @@ import numpy as np
 
 from . import _s3, _staging
 from ._errors import CorruptionError, FormatError, PackerError
-from ._hdf5 import _h5_json_attr
+from ._fields import Schema
+from ._hdf5 import _h5_json_attr, field_dataset, field_raw
 from ._manifest import MANIFEST, _canon, _listed, dataset_meta_diff, load_manifest
-from ._npy import read_npy_header
+from ._npy import _NpyField, read_npy_header
 from ._shard import ShardFile, parse_sample_spec
 
 CHUNK = 8 << 20
@@ -223,7 +224,7 @@ def verify(path, strict=False):
     return rep
 
 
-KNOWN_VERSIONS = (1, 2)  # shard format versions (shard/FORMAT.md) verify accepts
+KNOWN_VERSIONS = (1, 2, 3)  # shard format versions (shard/FORMAT.md) verify accepts
 
 
 def _check_manifest(rep, m, mpath):
@@ -249,6 +250,13 @@ def _check_manifest(rep, m, mpath):
     if m.get("format_version") not in KNOWN_VERSIONS or isinstance(m.get("format_version"), bool):
         rep.add("manifest", mpath, "format_version %r is not a known shard format version %r" % (
             m.get("format_version"), KNOWN_VERSIONS))
+    try:
+        schema = Schema(m.get("fields"), mpath, m["sample"])
+    except FormatError as e:
+        rep.add("manifest", mpath, e.reason)
+        schema = None
+    if m.get("format_version") == 3 and (m["format"] != "shards" or not schema):
+        rep.add("manifest", mpath, "format_version 3 is a shards dataset with fields (shard/FORMAT.md \"Fields\")")
     paths = collections.Counter(fe.get("path") for fe in m.get("files") or [])
     for p in sorted(p for p, k in paths.items() if k > 1):
         rep.add("manifest", mpath, "file %s is listed twice" % p)
@@ -281,7 +289,10 @@ def _check_inputs(rep, m, mpath):
 def _check_labels(rep, m, mpath, labels):
     classes = m.get("classes") or []
     if labels.size:
-        bad = np.flatnonzero((labels < 0) | (labels >= len(classes))) if classes else np.flatnonzero(labels < 0)
+        bad = (labels < 0) | (labels >= len(classes)) if classes else labels < 0
+        if m.get("fields"):  # a dataset with fields: -1 is the label of a record without a class
+            bad &= labels != -1
+        bad = np.flatnonzero(bad)
         if bad.size:
             rng = "outside [0, %d)" % len(classes) if classes else "negative"
             rep.add("labels", mpath, "%d label(s) %s, first at record %d" % (
@@ -335,6 +346,10 @@ def _verify_shards(rep, m, root, present, listed):
             if (sf.shape, sf.dtype) != (shape, dtype) or _canon(sf.meta.get("sample")) != _canon(m["sample"]):
                 rep.add("shape", full, "sample %s, manifest says %s" % (
                     json.dumps(sf.meta.get("sample")), json.dumps(m["sample"])))
+            if _canon(sf.fields_meta) != _canon(m.get("fields")):
+                rep.add("manifest", full, "shard fields schema %s differs from the manifest's %s" % (
+                    json.dumps(sf.fields_meta), json.dumps(m.get("fields"))))
+            _check_shard_values(rep, sf, full, declared_first)
             hl = sf.meta.get("label") if isinstance(sf.meta.get("label"), dict) else {}
             ml = m.get("label") or {}
             if hl.get("dtype") != ml.get("dtype") or list(hl.get("aux") or []) != list(ml.get("aux") or []):
@@ -379,6 +394,34 @@ def _verify_shards(rep, m, root, present, listed):
     return np.concatenate(all_labels) if all_labels else np.zeros(0, np.int64)
 
 
+def _check_values(rep, schema, path, first, n, raw_of, only=None):
+    """Text fields are UTF-8 and json fields one JSON value (FORMAT.md "Fields": checked by a
+    verifier) in each of n records; raw_of(i, k) gives record i's field k's bytes (and a path
+    to name, when not ``path``); ``only``: that field's index alone. Other kinds' lengths are
+    the structure checks'."""
+    ks = [k for k, f in enumerate(schema.fields) if f.kind in ("text", "json") and only in (None, k)]
+    for i in range(n):
+        for k in ks:
+            raw, where = raw_of(i, k)
+            try:
+                schema.decode_one(schema.fields[k], raw, None, where or path, first + i)
+            except FormatError as e:
+                rep.add("structure", e.path, e.reason, (first + i, first + i + 1))
+
+
+def _check_shard_values(rep, sf, full, first):
+    if not sf.schema or not any(f.kind in ("text", "json") for f in sf.schema.fields):
+        return
+    cache = {}
+
+    def raw_of(i, k):
+        if cache.get("i") != i:
+            cache["i"], cache["v"] = i, sf.split_fields(i, sf.read_record(i))[1]
+        return cache["v"][k], None
+
+    _check_values(rep, sf.schema, full, first, sf.n, raw_of)
+
+
 def _verify_npy(rep, m, root, present):
     n = m["count"]
     shape, dtype, rs = parse_sample_spec(m["sample"], os.path.join(root, "manifest.json"))
@@ -414,6 +457,7 @@ def _verify_npy(rep, m, root, present):
             labels = np.fromfile(full, dtype=want_dtype, offset=off, count=n).astype(np.int64)
     mrel = _listed(m, "meta.jsonl")
     order = [_listed(m, c[0]) for c in cols] + ([mrel] if mrel in [fe["path"] for fe in m.get("files") or []] else [])
+    order += _verify_npy_fields(rep, m, root, present, n, shape)
     got = [fe["path"] for fe in m.get("files") or []]
     if got != order:
         rep.add("manifest", os.path.join(root, "manifest.json"), "files are listed as %s; an npy dataset lists %s" % (got, order))
@@ -432,6 +476,59 @@ def _verify_npy(rep, m, root, present):
                 rep.add("structure", mj, "line %d is not JSON" % (i + 1), (i, i + 1))
                 break
     return labels
+
+
+def _verify_npy_fields(rep, m, root, present, n, shape):
+    """The files of each field (FORMAT.md "Fields", npy layout) and the values of text and json
+    fields; returns their manifest paths in the order an npy dataset lists them."""
+    try:
+        schema = Schema(m.get("fields"), os.path.join(root, MANIFEST), m["sample"])
+    except FormatError:
+        return []  # a manifest fault already
+
+    class _Local:  # what _NpyField opens files through: this folder, the manifest's paths
+        pass
+
+    loc = _Local()
+    loc.manifest, loc._store, loc.path, loc.schema, loc.shape = m, None, root, schema, shape
+    order = []
+    for f in schema.fields:
+        names = [f.name + ".npy"] if not f.variable else [f.name + ".values.npy", f.name + ".offsets.npy"]
+        order += [_listed(m, x) for x in names]
+        try:
+            nf = _NpyField(loc, f, n)
+        except (FormatError, OSError) as e:
+            rep.add_error(e if isinstance(e, FormatError) else FormatError(root, str(e)), "shape")
+            continue
+        try:
+            _check_values(rep, schema, nf.values.where, 0, n, lambda i, k: (nf.raw(i), None),
+                          schema.fields.index(f))
+        finally:
+            nf.close()
+    return order
+
+
+def _verify_h5_fields(rep, m, full, f, n, shape):
+    """Each field's dataset (FORMAT.md "Fields", hdf5 layout) and the values of text and json."""
+    try:
+        schema = Schema(m.get("fields"), full, m["sample"])
+    except FormatError:
+        return  # a manifest fault already
+    if "fields" in f.attrs:  # packer writes the schema there too
+        try:
+            got = _h5_json_attr(f, "fields")
+        except Exception as e:
+            got = "unreadable (%s)" % e
+        if _canon(got) != _canon(m.get("fields")):
+            rep.add("manifest", full, "root attribute 'fields' is %s, the manifest says %s" % (
+                json.dumps(got), json.dumps(m.get("fields"))))
+    for k, fd in enumerate(schema.fields):
+        try:
+            d = field_dataset(f, full, schema, shape, fd, n)
+        except FormatError as e:
+            rep.add("shape", full, e.reason)
+            continue
+        _check_values(rep, schema, full, 0, n, lambda i, _: (field_raw(d, i), None), k)
 
 
 def _check_h5_attrs(rep, m, full, f):
@@ -521,6 +618,7 @@ def _verify_hdf5(rep, m, root, present):
         for a in (m.get("label") or {}).get("aux") or []:
             if not any(k in f for k in ("aux/" + a, "aux_" + a, a)):
                 rep.add("structure", full, "missing aux column %r" % a)
+        _verify_h5_fields(rep, m, full, f, n, shape)
         group = f.get("aux")
         if group is not None and hasattr(group, "keys"):
             extra = sorted(set(group.keys()) - set((m.get("label") or {}).get("aux") or []))

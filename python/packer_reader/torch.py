@@ -86,7 +86,7 @@ from ._errors import FormatError
 from ._formats import open_dataset
 
 __all__ = ["loader", "PackerLoader", "PackerIterableDataset", "random_resized_crop_flip", "split_for_worker",
-           "resolve_rank"]
+           "resolve_rank", "collate_detection"]
 
 
 def resolve_rank(rank=None, world_size=None):
@@ -160,12 +160,18 @@ class PackerIterableDataset(IterableDataset):
     ``packer_reader.open``), ``num_workers`` (the DataLoader's worker count, for ``len()``, since
     each worker has its own last batch; a DataLoader with another count is refused at the first
     batch; order_version=1 only), ``order_version`` (2, the default, or 1: shard/ORDER.md; under 2
-    ``start`` is the global position of :meth:`state_dict` and ``buffer_size`` is unused)."""
+    ``start`` is the global position of :meth:`state_dict` and ``buffer_size`` is unused),
+    ``pad`` (a dataset with fields: variable ndarray fields padded, as ``Dataset.batches``).
+
+    A dataset with fields yields dicts of tensors (``Dataset.batches``'s dicts, every array a
+    tensor; text, json and bytes stay Python lists)."""
 
     def __init__(self, path, batch_size, shuffle=False, seed=0, epoch=0, drop_last=False, buffer_size=4096,
                  rank=None, world_size=None, pin_memory=False, start=0, verify_crc=True, prefetch=None,
-                 direct=False, num_workers=None, world=None, buffer=None, cache_dir=None, order_version=2):
+                 direct=False, num_workers=None, world=None, buffer=None, cache_dir=None, order_version=2,
+                 pad=False):
         super().__init__()
+        self.pad = bool(pad)
         if order_version not in (1, 2):
             raise ValueError("order_version=%r: the reading orders are 1 and 2 (shard/ORDER.md)" % (order_version,))
         self.order_version = order_version
@@ -211,6 +217,7 @@ class PackerIterableDataset(IterableDataset):
         self._pin = (ds.manifest or {}).get("manifest_sha256")
         self.classes = ds.classes
         self.sample_spec = ds.sample_spec
+        self.fields = ds.fields
         self.count = len(ds)
         ds.close()  # workers open their own (h5py handles must not cross a fork)
         self._ds = None
@@ -461,11 +468,12 @@ class PackerIterableDataset(IterableDataset):
         start_records = self._worker_batches(v, nw, start) * self.batch_size
         in_worker = get_worker_info() is not None
         pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
-        tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
+        tensors = (_TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed and not ds.schema
+                   else None)
         it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=self.seed, epoch=epoch, rank=rp,
                         world_size=wp, drop_last=self.drop_last, buffer_size=self.buffer_size,
                         start=start_records, copy=True, prefetch=self.prefetch,
-                        alloc=tensors.alloc if tensors is not None else None, order_version=1)
+                        alloc=tensors.alloc if tensors is not None else None, order_version=1, pad=self.pad)
         yield from self._tensors(it, tensors, pin)
 
     def _batches_v2(self):
@@ -487,12 +495,13 @@ class PackerIterableDataset(IterableDataset):
                 # from the position after k0*nw batches: the same batches, the same contents.
                 start = _order.Plan(self.count, start, self.batch_size, r, W, self.drop_last).position_after(k0 * nw)
         pin = self.pin_memory and not in_worker and _torch.cuda.is_available()
-        tensors = _TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed else None
+        tensors = (_TensorBuffers(shared=in_worker, pinned=pin) if (in_worker or pin) and ds.fixed and not ds.schema
+                   else None)
         self._state[2] = 1 if in_worker else 0
         it = ds.batches(self.batch_size, shuffle=self.shuffle, seed=seed, epoch=epoch, rank=r,
                         world_size=W, drop_last=self.drop_last, start=start, copy=True, prefetch=self.prefetch,
                         alloc=tensors.alloc if tensors is not None else None, order_version=2,
-                        worker=w, num_workers=nw)
+                        worker=w, num_workers=nw, pad=self.pad)
         self._consumed, self._pass_start = 0, start
         for batch in self._tensors(it, tensors, pin):
             self._consumed += 1  # handed out: counted before the caller sees it
@@ -509,7 +518,11 @@ class PackerIterableDataset(IterableDataset):
         return r, W, w, nw
 
     def _tensors(self, it, tensors, pin):
-        for images, labels in it:
+        for batch in it:
+            if isinstance(batch, dict):  # a dataset with fields
+                yield _map_arrays(batch, lambda a: _torch.from_numpy(a).pin_memory() if pin else _torch.from_numpy(a))
+                continue
+            images, labels = batch
             if isinstance(images, list):
                 x = [_torch.from_numpy(a) for a in images]
                 if pin:
@@ -525,6 +538,22 @@ class PackerIterableDataset(IterableDataset):
 
 
 _TORCH_DTYPES = {"uint8": _torch.uint8, "float16": _torch.float16, "float32": _torch.float32}
+
+
+def _map_arrays(batch, fn):
+    """The batch dict with fn applied to every array, in lists too (per-record arrays); str,
+    bytes and parsed json values stay as they are."""
+    import numpy as np
+
+    out = {}
+    for k, v in batch.items():
+        if isinstance(v, (np.ndarray, _torch.Tensor)):
+            out[k] = fn(v)
+        elif isinstance(v, list) and v and all(isinstance(x, (np.ndarray, _torch.Tensor)) for x in v):
+            out[k] = [fn(x) for x in v]
+        else:
+            out[k] = v
+    return out
 
 
 class _TensorBuffers:
@@ -617,12 +646,22 @@ class PackerLoader(DataLoader):
     def classes(self):
         return self.dataset.classes
 
+    @property
+    def fields(self):
+        """The dataset's fields schema (``[]`` without fields; see :func:`collate_detection`)."""
+        return self.dataset.fields
+
     def __iter__(self):
         dev = self.device
         blocking = dev.type != "cuda"
         self._consumed, self._pass_start = 0, self.dataset.start
-        for x, y in super().__iter__():
+        for x in super().__iter__():
             self._consumed += 1
+            if isinstance(x, dict):  # a dataset with fields: every tensor to the device
+                x = _map_arrays(x, lambda t: t.to(dev, non_blocking=not blocking))
+                yield self.transform(x) if self.transform is not None else x
+                continue
+            x, y = x
             if isinstance(x, list):  # variable-size records: one tensor each
                 x = [t.to(dev, non_blocking=not blocking) for t in x]
             else:
@@ -638,7 +677,7 @@ class PackerLoader(DataLoader):
 def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None, num_workers=0,
            transform=None, rank=None, world_size=None, epoch=0, buffer_size=4096, verify_crc=True,
            prefetch=None, direct=False, persistent_workers=None, world=None, buffer=None, cache_dir=None,
-           order_version=2, **dataloader_kwargs):
+           order_version=2, pad=False, **dataloader_kwargs):
     """A DataLoader over the packer dataset at ``path``, configured so the usual mistakes cannot
     be made. Yields ``(images, labels)`` on ``device`` (default: CUDA when available, else CPU):
     images ``[B, *shape]`` in the stored dtype (a list of tensors for variable-size records),
@@ -653,6 +692,12 @@ def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None
       (``persistent_workers`` defaults to True when ``num_workers > 0``);
     - ``len(loader)`` is the number of batches this rank yields per epoch (PyTorch's unit for
       schedulers); ``loader.num_records()`` is records, the unit of Go's ``Loader.Len``.
+
+    A dataset with fields (``loader.fields``) yields dicts instead, as ``Dataset.batches`` does,
+    with every array a tensor on ``device`` (lists of per-record tensors for variable fields;
+    text, json and bytes stay Python lists), and ``transform`` receives the whole dict; pass
+    ``pad=True`` for padded variable fields. :func:`collate_detection` turns a batch into
+    torchvision's detection inputs.
 
     ``device="cuda"`` (and the default on a CUDA machine) is the current CUDA device: in
     multi-GPU training call ``torch.cuda.set_device(local_rank)`` first, or pass
@@ -673,7 +718,7 @@ def loader(path, batch_size, shuffle=False, seed=0, drop_last=False, device=None
                                  buffer_size=buffer_size, rank=rank, world_size=world_size,
                                  pin_memory=cuda and num_workers == 0, verify_crc=verify_crc,
                                  prefetch=prefetch, direct=direct, num_workers=num_workers, world=world,
-                                 buffer=buffer, cache_dir=cache_dir, order_version=order_version)
+                                 buffer=buffer, cache_dir=cache_dir, order_version=order_version, pad=pad)
     if persistent_workers is None:
         persistent_workers = num_workers > 0
     kw = dict(num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,
@@ -693,7 +738,11 @@ def random_resized_crop_flip(size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), flip
     ratio in ``ratio`` (log-uniform; ten tries, else the largest centred crop that fits the
     ratio range), resized bilinearly to ``size`` x ``size``, flipped left-right with probability
     ``flip``. The crop boxes are drawn on the CPU from ``generator`` (a ``torch.Generator``;
-    seed it for reproducible crops), so the same seed gives the same boxes on any device."""
+    seed it for reproducible crops), so the same seed gives the same boxes on any device.
+
+    Given a batch dict (a dataset with fields) it transforms ``batch["image"]`` and returns the
+    dict with it replaced: the other fields stay as they are, so use it where they do not
+    follow the pixels (captions, labels), not with boxes or masks."""
     import math
 
     import torch.nn.functional as F
@@ -724,6 +773,8 @@ def random_resized_crop_flip(size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), flip
         return (h - ch) // 2, (w - cw) // 2, ch, cw
 
     def transform(images):
+        if isinstance(images, dict):  # a batch with fields: its image only (boxes and masks stay)
+            return dict(images, image=transform(images["image"]))
         outs = []
         for img in images:  # [H, W, C] each, on the device
             h, w = int(img.shape[0]), int(img.shape[1])
@@ -743,3 +794,43 @@ def random_resized_crop_flip(size, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3), flip
         return x
 
     return transform
+
+
+def collate_detection(batch, fields, boxes=None, labels=None):
+    """``(images, targets)`` of a batch dict for torchvision's detection models: ``images`` a
+    list of the batch's image tensors (``[H, W, C]`` or as stored; a stacked batch is split),
+    ``targets`` a list of one dict per image: ``"boxes"`` (float32 ``[k, 4]``, x0, y0, x1, y1 in
+    the image's pixels), ``"labels"`` (int64 ``[k]``, from the ``labels`` field) and every other
+    field whose rows follow the boxes (``rows_of``, for example ``iscrowd``) by its name.
+
+    ``fields`` is the schema (``loader(...).fields`` or ``ds.fields``); ``boxes`` names the boxes
+    field (default: the schema's one field of geometry boxes); ``labels`` the field that becomes
+    ``"labels"`` (default: the first integer field with rows_of the boxes field). Works on batches
+    read with or without ``pad=True`` (padded rows are cut off by ``NAME_lengths``)."""
+    bf = [f for f in fields if f.get("geometry") == "boxes" and (boxes is None or f["name"] == boxes)]
+    if len(bf) != 1:
+        raise ValueError("collate_detection: %s; name one with boxes=" % (
+            "no boxes field %r in the schema" % boxes if boxes else
+            "%d fields of geometry boxes in the schema" % len(bf)))
+    bname = bf[0]["name"]
+    rows = [f for f in fields if f.get("rows_of") == bname]
+    if labels is None:
+        ints = [f["name"] for f in rows if f.get("dtype") in ("int32", "int64")]
+        labels = ints[0] if ints else None
+    elif labels not in [f["name"] for f in rows]:
+        raise ValueError("collate_detection: %r is not a field with rows_of %r" % (labels, bname))
+
+    def per_image(name):
+        v = batch[name]
+        if name + "_lengths" in batch:  # padded: cut each row back to its length
+            n = batch[name + "_lengths"].tolist()
+            return [v[j, :n[j]] for j in range(len(n))]
+        return list(v)
+
+    images = list(batch["image"])
+    cols = {"boxes": per_image(bname)}
+    for f in rows:
+        key = "labels" if f["name"] == labels else f["name"]
+        cols[key] = [t.long() if key == "labels" else t for t in per_image(f["name"])]
+    targets = [{k: v[j] for k, v in cols.items()} for j in range(len(images))]
+    return images, targets

@@ -14,6 +14,7 @@ BLOCK_TARGET = 1 << 20
 FLAG_VAR_SIZE = 1
 FLAG_META = 2
 FLAG_SHAPES = 4  # format version 2: per-record values of the -1 dimensions
+FLAG_FIELDS = 8  # format version 3: the meta's "fields" and the index part "fieldlens"
 ITEMSIZE = {"uint8": 1, "float16": 2, "float32": 4}
 
 
@@ -52,17 +53,30 @@ def _as_bytes(r):
 
 
 def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=None, shard_index=0,
-                block_records=None, var_size=None, extra_meta=None, shapes=None, version=None):
+                block_records=None, var_size=None, extra_meta=None, shapes=None, version=None, fields=None,
+                field_values=None, fieldlens=None):
     """Write one shard. records: list of bytes/ndarrays (or an [n, ...] array); labels: n ints;
     aux: [n, a] ints; metas: list of dicts/bytes (per-record metadata) or None.
 
     shapes: the full shape of every record (format version 2, FlagShapes): the values of the
     sample shape's -1 dimensions are stored in the index part "shapes" right after the offsets.
     shapes=True takes them from the records (ndarrays). version: the header's version (default:
-    2 with shapes, else 1; tests pass others to check they are refused)."""
+    2 with shapes, else 1; tests pass others to check they are refused).
+
+    fields: a schema (list of dicts, FORMAT.md "Fields") and field_values, per record the raw
+    bytes of each field in schema order: a version-3 shard, each record's bytes its sample's
+    followed by its fields', and the index part fieldlens after aux (fieldlens: other lengths to
+    store, for hostile cases). FlagVarSize is set; FlagShapes when the sample shape has a -1."""
     if shapes is True:
         shapes = [r.shape for r in records]
     recs = [_as_bytes(r) for r in records]
+    if fields is not None:
+        var_size = True
+        if fieldlens is None:
+            fieldlens = [[len(v) for v in vals] for vals in field_values]
+        recs = [r + b"".join(bytes(v) for v in vals) for r, vals in zip(recs, field_values)]
+        if shapes is None and any(d < 0 for d in sample["shape"]):
+            shapes = [r.shape for r in records]
     n = len(recs)
     sizes = [len(r) for r in recs]
     if var_size is None:
@@ -79,11 +93,15 @@ def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=Non
     flags = (FLAG_VAR_SIZE if var_size else 0) | (FLAG_META if metas is not None else 0)
     if shapes is not None:
         flags |= FLAG_SHAPES
+    if fields is not None:
+        flags |= FLAG_FIELDS
     if version is None:
-        version = 2 if shapes is not None else 1
+        version = 3 if fields is not None else 2 if shapes is not None else 1
     var_dims = [k for k, d in enumerate(sample["shape"]) if d < 0]
     meta = {"sample": sample, "label": {"dtype": "int64", "aux": list(aux_names)},
             "shard": {"index": shard_index}, "block_records": k}
+    if fields is not None:
+        meta["fields"] = fields
     if extra_meta:
         meta.update(extra_meta)
     mj = canon(meta)
@@ -108,6 +126,8 @@ def write_shard(path, records, labels, sample, aux_names=(), aux=None, metas=Non
     if a:
         flat = np.asarray(aux, dtype=np.int64).reshape(n, a)
         idx += flat.astype("<i8").tobytes()
+    if fields is not None:
+        idx += np.asarray(fieldlens, dtype="<u4").reshape(n, len(fields)).tobytes()
     if metas is not None:
         blobs = [m if isinstance(m, (bytes, bytearray)) else (canon(m) if m is not None else b"") for m in metas]
         moff = [0]
@@ -167,7 +187,7 @@ def _manifest(directory, fmt, n, classes, labels, sample, aux_names, files, form
         "format_version": format_version,
         "count": int(n),
         "classes": list(classes),
-        "class_counts": np.bincount(labels, minlength=len(classes)).tolist() if classes else [],
+        "class_counts": np.bincount(labels[labels >= 0], minlength=len(classes)).tolist() if classes else [],
         "sample": sample,
         "label": {"dtype": "int64", "aux": list(aux_names)},
         "source": {"kind": "test"},
@@ -198,11 +218,12 @@ def write_manifest(path, m):
 
 
 def write_dataset(directory, records, labels, classes, sample, aux=None, metas=None, shard_size=1 << 28,
-                  block_records=None, shapes=None):
+                  block_records=None, shapes=None, fields=None, field_values=None):
     """Write a shards dataset. aux: dict name -> list of n ints. Shards split by data bytes.
-    shapes: as write_shard (True: from the record arrays), giving a version-2 dataset."""
+    shapes: as write_shard (True: from the record arrays), giving a version-2 dataset.
+    fields, field_values: as write_shard, giving a version-3 dataset (the schema in the manifest)."""
     os.makedirs(directory, exist_ok=True)
-    if shapes is True:
+    if shapes is True or (shapes is None and fields is not None and any(d < 0 for d in sample["shape"])):
         shapes = [r.shape for r in records]
     recs = [_as_bytes(r) for r in records]
     n = len(recs)
@@ -226,13 +247,18 @@ def write_dataset(directory, records, labels, classes, sample, aux=None, metas=N
         write_shard(os.path.join(directory, rel), [recs[i] for i in g], [labels[i] for i in g], sample,
                     aux_names, aux_arr[g] if aux_arr is not None else None,
                     [metas[i] for i in g] if metas is not None else None, shard_index=s,
-                    block_records=block_records, shapes=[shapes[i] for i in g] if shapes is not None else None)
+                    block_records=block_records, shapes=[shapes[i] for i in g] if shapes is not None else None,
+                    fields=fields, field_values=[field_values[i] for i in g] if fields is not None else None)
         fe = _file_entry(directory, rel, len(g), first)
         fe["index_sha256"] = index_sha256(os.path.join(directory, rel))
         files.append(fe)
         first += len(g)
-    return _manifest(directory, "shards", n, classes, labels, sample, aux_names, files,
-                     format_version=2 if shapes is not None else 1)
+    m = _manifest(directory, "shards", n, classes, labels, sample, aux_names, files,
+                  format_version=3 if fields is not None else 2 if shapes is not None else 1)
+    if fields is not None:
+        m["fields"] = fields
+        write_manifest(os.path.join(directory, "manifest.json"), m)
+    return m
 
 
 def write_npy_dataset(directory, images, labels, classes, sample, aux=None, metas=None):
