@@ -39,6 +39,12 @@ func recordedPart(dir string) *shard.PartInfo {
 	if err != nil {
 		return nil
 	}
+	return ManifestPart(data)
+}
+
+// ManifestPart is the part a manifest's bytes record, or nil (not a part, not JSON). The seal is
+// not checked, as for recordedPart.
+func ManifestPart(data []byte) *shard.PartInfo {
 	var m struct {
 		Part *shard.PartInfo `json:"part"`
 	}
@@ -112,11 +118,37 @@ func checkStagedPart(staging string, p *Part) error {
 // otherwise replace) unless p is the same part: the same index and count here, the same
 // listing when the enumeration ends (partRange.replacing).
 func checkReplacedPart(out string, p *Part) error {
-	old := recordedPart(out)
+	return CheckPartReplace(out, recordedPart(out), p)
+}
+
+// CheckPartReplace refuses to replace old, the part recorded at at (nil: none), unless p is the
+// same part by index and count (nil: a whole dataset, which replaces no part). The listing and
+// content are CheckSamePart's, once known. An object-store OUT is checked with it by the
+// command, which reads the manifest there.
+func CheckPartReplace(at string, old *shard.PartInfo, p *Part) error {
 	if old == nil || p != nil && p.Index == old.Index && p.Count == old.Count {
 		return nil
 	}
-	return fmt.Errorf("%s holds %s; %s: %w; %s", out, describePart(old), describeBuild(p), ErrPartIdentity, partKept(out, old.Index, old.Count))
+	return fmt.Errorf("%s holds %s; %s: %w; %s", at, describePart(old), describeBuild(p), ErrPartIdentity, partKept(at, old.Index, old.Count))
+}
+
+// CheckSamePart refuses to replace old, the part recorded at at, by built, a part of another
+// listing (by size; by digest where built has one) or content (where both record one).
+func CheckSamePart(at string, old, built *shard.PartInfo) error {
+	var this string
+	switch {
+	case built.TotalInputs != old.TotalInputs || built.Listing != "" && built.Listing != old.Listing:
+		this = "of a listing of " + humanize.Count(built.TotalInputs, "input")
+		if built.Listing != "" {
+			this += fmt.Sprintf(" (listing_sha256 %s)", built.Listing)
+		}
+	case built.Content != "" && old.Content != "" && built.Content != old.Content:
+		this = fmt.Sprintf("of the same listing with other input files (content_sha256 %s; the part at %s has %s: the source was copied or changed since)", built.Content, at, old.Content)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s holds %s; this build is part %d/%d %s: %w; %s",
+		at, describePart(old), built.Index, built.Count, this, ErrPartIdentity, partKept(at, old.Index, old.Count))
 }
 
 // replacing makes the part check, as it sees the listing, that it is the part old recorded at
@@ -125,28 +157,13 @@ func checkReplacedPart(out string, p *Part) error {
 // is published.
 func (r *partRange) replacing(out string, old *shard.PartInfo) error {
 	r.old, r.oldAt = old, out
-	if old.TotalInputs != r.total {
-		return r.notOld(fmt.Sprintf("of a listing of %s", humanize.Count(r.total, "input")))
-	}
-	return nil
+	return CheckSamePart(out, old, &shard.PartInfo{Index: r.p.Index, Count: r.p.Count, TotalInputs: r.total})
 }
 
 // checkOld is done's check against the part it replaces, if any.
 func (r *partRange) checkOld() error {
-	old := r.old
-	if old == nil {
+	if r.old == nil {
 		return nil
 	}
-	if l := r.list.sum(); l != old.Listing {
-		return r.notOld(fmt.Sprintf("of a listing of %s (listing_sha256 %s)", humanize.Count(r.total, "input"), l))
-	}
-	if c := r.content.sum(); old.Content != "" && c != old.Content {
-		return r.notOld(fmt.Sprintf("of the same listing with other input files (content_sha256 %s; the part at %s has %s: the source was copied or changed since)", c, r.oldAt, old.Content))
-	}
-	return nil
-}
-
-func (r *partRange) notOld(this string) error {
-	return fmt.Errorf("%s holds %s; this build is part %d/%d %s: %w; %s",
-		r.oldAt, describePart(r.old), r.p.Index, r.p.Count, this, ErrPartIdentity, partKept(r.oldAt, r.old.Index, r.old.Count))
+	return CheckSamePart(r.oldAt, r.old, r.info(0))
 }

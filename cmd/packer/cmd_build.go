@@ -514,7 +514,7 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	if o.Resume && remote(o.Out) {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
 	}
-	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.IO.Err)
+	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.part, o.IO.Err)
 	if err != nil {
 		return err
 	}

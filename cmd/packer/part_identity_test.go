@@ -1,13 +1,17 @@
 package main
 
 import (
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // TestForceReplacesOnlyTheSamePart: --force over a finished part replaces it only with a build
@@ -162,4 +166,74 @@ func TestPartCheckpointKept(t *testing.T) {
 	}
 	sameTree(t, full, out)
 	checkOnlyOut(t, out)
+}
+
+// TestS3ForceReplacesOnlyTheSamePart: a part published to an object store is replaced only by
+// the same part, as a local one: another count, a whole build and a merge are refused before
+// any work, a part of a longer listing before its publish; every object stays as it was. The
+// same part replaces it with the same bytes.
+func TestS3ForceReplacesOnlyTheSamePart(t *testing.T) {
+	srv := s3Setup(t, "parts")
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	writePNGFolder(t, src, 3)
+	out := "s3://parts/run/part-1"
+	build := func(extra ...string) []string {
+		return append([]string{"build", src, "--from", "folder", "-o", out, "--crop", "2"}, extra...)
+	}
+	mustRun(t, build("--part", "1/3")...)
+	before := objects(t, srv, s3.URL{Bucket: "parts"})
+	p0 := filepath.Join(root, "p0")
+	mustRun(t, "build", src, "--from", "folder", "-o", p0, "--crop", "2", "--part", "0/1")
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"another count", build("--part", "1/2", "--force"), "this build is part 1/2"},
+		{"a whole build", build("--force"), "this command writes a whole dataset"},
+		{"a merge", []string{"merge", "-o", out, "--force", p0}, "this command writes a whole dataset"},
+	} {
+		_, errs, code := run(t, c.args...)
+		for _, w := range []string{out + " holds part 1/3 of a listing of 6 inputs", c.want, "a part is replaced only by a build of the same part"} {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%s: exit %d, stderr lacks %q:\n%s", c.name, code, w, errs)
+			}
+		}
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want %d", c.name, code, exitUsage)
+		}
+	}
+	extra := filepath.Join(src, "dog", "zzz.png")
+	writeTinyPNG(t, extra, 99)
+	_, errs, code := run(t, build("--part", "1/3", "--force")...)
+	if code != exitUsage || !strings.Contains(errs, "this build is part 1/3 of a listing of 7 inputs (listing_sha256 ") {
+		t.Errorf("a longer listing: exit %d, want %d refusing it:\n%s", code, exitUsage, errs)
+	}
+	if after := objects(t, srv, s3.URL{Bucket: "parts"}); !maps.EqualFunc(before, after, func(a, b []byte) bool { return string(a) == string(b) }) {
+		t.Fatalf("the refused builds changed the bucket: %d objects before, %d after", len(before), len(after))
+	}
+	os.Remove(extra)
+	mustRun(t, build("--part", "1/3", "--force")...)
+	// The replacement (under a new generation prefix) holds the same files, by SHA-256.
+	sums := func(m []byte) []string {
+		var man struct {
+			Files []struct {
+				SHA256 string `json:"sha256"`
+			} `json:"files"`
+		}
+		if err := json.Unmarshal(m, &man); err != nil || len(man.Files) == 0 {
+			t.Fatalf("manifest: %v\n%s", err, m)
+		}
+		var out []string
+		for _, f := range man.Files {
+			out = append(out, f.SHA256)
+		}
+		return out
+	}
+	after := objects(t, srv, s3.URL{Bucket: "parts"})
+	if a, b := sums(before["run/part-1/manifest.json"]), sums(after["run/part-1/manifest.json"]); !slices.Equal(a, b) {
+		t.Errorf("the same part replaced itself with other files: %v, then %v", a, b)
+	}
+	mustRun(t, "verify", out)
 }
