@@ -13,7 +13,7 @@ import (
 
 // TestS3Faults: with a fault proxy between packer and the store (bursts of 500 and 503
 // SlowDown, GET bodies cut short), a build to s3:// publishes the bytes of the local build and
-// verify passes; with every upload refused (500), the build fails naming the attempts made
+// verify passes, and so do two parts built into the bucket and merged there; with every upload refused (500), the build fails naming the attempts made
 // and publishes nothing at its prefix.
 func TestS3Faults(t *testing.T) {
 	srv := s3Setup(t, "faults")
@@ -32,6 +32,18 @@ func TestS3Faults(t *testing.T) {
 	for name, data := range want {
 		if !bytes.Equal(got[name], data) {
 			t.Errorf("%s: the published object differs from the local build's file", name)
+		}
+	}
+	// Parts built into the bucket and merged there, through the proxy: the local build's bytes.
+	for _, p := range []string{"0/2", "1/2"} {
+		mustRun(t, append([]string{"build", fmnist, "-o", "s3://faults/parts/p" + p[:1], "--part", p}, args...)...)
+	}
+	mustRun(t, "merge", "-o", "s3://faults/merged", "s3://faults/parts/p0", "s3://faults/parts/p1")
+	mustRun(t, "verify", "s3://faults/merged")
+	merged := objects(t, srv, s3.URL{Bucket: "faults", Prefix: "merged"})
+	for name, data := range want {
+		if !bytes.Equal(merged[name], data) {
+			t.Errorf("merged %s: differs from the local build's file", name)
 		}
 	}
 	t.Logf("faults injected: %s", px.Summary())
