@@ -7,8 +7,8 @@ package pipeline
 // part: the same index and count, checked before anything is touched, and the same listing and
 // content, checked when the enumeration ends, before the new part is published. Anything else is
 // refused with ErrPartIdentity, naming both parts, and the part at OUT is left as it was: a
-// retry with a wrong index or count (an array task whose count came from the array it was
-// resubmitted in) cannot destroy finished work.
+// retry given a wrong index or count, or run over a changed source, cannot destroy finished
+// work.
 
 import (
 	"bytes"
