@@ -204,7 +204,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 			return nil, err
 		}
 	}
-	sum, err := intoOut(opts.Out, replacing{opts.Force, knownFormats(opts.Formats, opts.Output)}, opts.Inputs, opts.Resume, func(paths outPaths, resuming bool) (*Summary, error) {
+	sum, err := intoOut(opts.Out, replacing{force: opts.Force, formats: knownFormats(opts.Formats, opts.Output), part: opts.Part}, opts.Inputs, opts.Resume, func(paths outPaths, resuming bool) (*Summary, error) {
 		info := opts.Source.Info()
 		// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 		// old-output name as they come (a link in the source may point into OUT).
@@ -219,6 +219,12 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 				}
 			}
 			b.part = newPartRange(*opts.Part, total)
+			if old := recordedPart(paths.out); old != nil {
+				// --force over the same part (intoOut checked its index and count).
+				if err := b.part.replacing(paths.out, old); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if resuming {
 			j, err := b.loadJournal(paths.staging)
@@ -262,6 +268,9 @@ func intoOut(out string, force replacing, inputs []string, resume bool, write fu
 		return nil, err
 	}
 	defer lock.release()
+	if err := checkStagedPart(paths.staging, force.part); err != nil {
+		return nil, err
+	}
 	resuming := resume && exists(filepath.Join(paths.staging, JournalName))
 	if resuming {
 		if err := checkStaging(paths.staging); err != nil {
@@ -310,10 +319,13 @@ func intoOut(out string, force replacing, inputs []string, resume bool, write fu
 }
 
 // replacing is what decides whether a build may replace a non-empty OUT: force (--force),
-// and the format names a packer dataset there may have (the command's table of outputs).
+// the format names a packer dataset there may have (the command's table of outputs), and the
+// part the build writes (nil: a whole dataset), which alone may replace a part at OUT or its
+// checkpoint (partid.go).
 type replacing struct {
 	force   bool
 	formats []string
+	part    *Part
 }
 
 // knownFormats are the format names a dataset that --force replaces may have: formats, or
@@ -351,7 +363,7 @@ func checkOut(out string, force replacing) error {
 	if why := notDataset(out, force.formats); why != "" {
 		return fmt.Errorf("%s: %w (%s); move or remove it yourself if it is to go", out, ErrOutputNotDataset, why)
 	}
-	return nil
+	return checkReplacedPart(out, force.part)
 }
 
 // notDataset says why the non-empty folder dir does not hold a packer dataset, or "" when it

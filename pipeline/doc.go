@@ -85,7 +85,8 @@
 // and an OUT that is a mount point (ErrOutputMount). It then takes an exclusive lock on
 // OUT.packer-lock for the whole build (ErrOutputLocked names the holder's pid), restores or
 // clears what an interrupted build left beside OUT, and refuses a non-empty OUT without Force
-// (ErrOutputExists). Records are written into OUT.packer-partial. After the Output's Close the
+// (ErrOutputExists), and a part at OUT or its checkpoint beside it unless this build is the same
+// part (ErrPartIdentity). Records are written into OUT.packer-partial. After the Output's Close the
 // manifest is written there last (WriteManifest: sealed with its own SHA-256 by
 // shard.Manifest.Marshal, through a synced temporary file and a rename), and the staging
 // directory becomes OUT in one step, published through the storage seam (storage.LocalStage,
@@ -106,7 +107,8 @@
 //   - commit.go and commit_*.go: overlap and mount checks, the lock, recovery, the exchange.
 //   - part.go and merge.go: builds in parts (Options.Part: a contiguous slice of the one
 //     enumeration, the listing digest) and Merge, which joins the parts into the bytes one
-//     build writes.
+//     build writes; partid.go: what may replace a part at OUT or its checkpoint (only the
+//     same part: ErrPartIdentity).
 //   - resume.go: checkpoints (a journal in the staging folder, taken when the output says its
 //     records are durable: output.Checkpointer) and Options.Resume, which goes on from one.
 package pipeline

@@ -243,7 +243,7 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 	if len(formats) == 0 {
 		formats = []string{opts.Output.Name, shard.FormatShards}
 	}
-	sum, err := intoOut(opts.Out, replacing{opts.Force, formats}, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
+	sum, err := intoOut(opts.Out, replacing{force: opts.Force, formats: formats}, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
 		return mergeInto(ctx, parts, paths.staging, opts)
 	})
 	if err != nil {

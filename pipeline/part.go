@@ -50,6 +50,10 @@ type partRange struct {
 	list    listingHash
 	content contentHash
 	changed error // the first of the part's inputs not as its plan recorded it (done reports it)
+	// old is the part recorded at OUT (oldAt) that this one replaces, if any: done refuses
+	// another listing or content (partid.go).
+	old   *shard.PartInfo
+	oldAt string
 }
 
 func newPartRange(p Part, total int64) *partRange {
@@ -180,7 +184,7 @@ func (r *partRange) done() error {
 	if r.list.n != r.total {
 		return fmt.Errorf("part %d/%d: %w: %s enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, humanize.Count(r.list.n, "input"), r.total)
 	}
-	return nil
+	return r.checkOld()
 }
 
 // info is the part's record in its manifest.

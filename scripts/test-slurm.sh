@@ -1,10 +1,18 @@
 #!/usr/bin/env bash
-# scripts/test-slurm.sh: the real cluster test of builds in parts. It installs Slurm and munge
-# from Debian's packages, starts a single-node Slurm cluster on this machine (munged, slurmctld
-# and slurmd as children of this script, listening on loopback only, state in a temporary
-# folder), submits with scripts/slurm/submit.sh a 4-task array building 4 parts of Debian's
-# Fashion-MNIST test split plus the dependent merge job, waits for the merged dataset, compares
-# it byte for byte with a one-machine build, and stops every daemon it started.
+# scripts/test-slurm.sh: the real cluster test of builds in parts. It installs Slurm, munge and
+# strace from Debian's packages, starts a single-node Slurm cluster on this machine (munged,
+# slurmctld and slurmd as children of this script, listening on loopback only, state in a
+# temporary folder), and, with scripts/slurm/submit.sh, builds Debian's Fashion-MNIST test split
+# as 4 parts and merges it twice:
+#   1. a 4-task array plus the dependent merge job; the merged dataset is compared byte for byte
+#      with a one-machine build;
+#   2. the documented retry: a 4-task array in which task 2 is killed (SIGKILL at its first
+#      rename, injected by strace), so the merge job never runs; a resubmission of index 1 with
+#      another part count (sbatch --array=1, PACKER_PARTS=3) is refused and leaves every part as
+#      it was; the resubmission of index 2 alone (PACKER_ARRAY=2 submit.sh: sbatch --array=2)
+#      builds part 2 of 4, leaves parts 0, 1 and 3 as they were, and its merge job writes the
+#      one-machine build's bytes.
+# It stops every daemon it started.
 #
 #   bash scripts/test-slurm.sh            # needs root (apt, daemons); about 30 s
 set -euo pipefail
@@ -12,7 +20,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 need=()
-for p in slurmctld slurmd slurm-client munge; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in slurmctld slurmd slurm-client munge strace; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
@@ -72,6 +80,8 @@ AccountingStorageType=accounting_storage/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
+# Start jobs as they come (the default defers each scheduling pass by up to 3 s).
+SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 MailProg=/bin/true
 ReturnToService=2
 NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
@@ -92,15 +102,22 @@ done
 [ "$state" = idle ] || fail "the node did not come up (state '$state')"
 echo "test-slurm: Slurm $(slurmctld -V | awk '{print $2}') single-node cluster up on $host (port $port)"
 
-# The one-machine reference, then the cluster build: 4 parts as an array, then the merge.
+# wait_jobs waits until the queue is empty (Slurm forgets a job soon after it ends).
+wait_jobs() {
+  for i in $(seq 600); do
+    [ -z "$(squeue -h 2>/dev/null)" ] && return 0
+    sleep 0.2
+  done
+  fail "jobs still queued after 120 s: $(squeue -h)"
+}
+# sums DIR...: the SHA-256 of every file under the folders, to show that they did not change.
+sums() { find "$@" -type f -print0 | sort -z | xargs -0 sha256sum; }
+
+# 1. The one-machine reference, then the cluster build: 4 parts as an array, then the merge.
 args=(--split test --resize 20 --crop 16 --format npy)
 bin/packer build "$src" -o "$d/work/ref" "${args[@]}" >/dev/null
 PACKER="$repo/bin/packer" bash scripts/slurm/submit.sh "$src" "$d/work/out" 4 "${args[@]}"
-for i in $(seq 600); do
-  [ -z "$(squeue -h 2>/dev/null)" ] && break
-  sleep 0.2
-done
-[ -z "$(squeue -h)" ] || fail "jobs still queued after 120 s: $(squeue -h)"
+wait_jobs
 # Judge by packer's own manifests, not by Slurm's memory of the jobs.
 for p in 0 1 2 3; do
   [ -f "$d/work/out.parts/part-$p/manifest.json" ] || fail "part $p has no manifest"
@@ -109,3 +126,44 @@ done
 diff -r "$d/work/ref" "$d/work/out" || fail "the merged dataset differs from the one-machine build"
 bin/packer verify "$d/work/out" >/dev/null || fail "verify of the merged dataset"
 echo "test-slurm: ok: 4 array tasks + 1 dependent merge job; OUT byte-identical to the one-machine build ($(ls "$d/work/out" | tr '\n' ' '))"
+
+# 2. A task killed part-way, then the retry recipe of docs/cluster.md. The packer of task 2 is
+# SIGKILLed at its first rename (before it can publish anything); the other tasks are plain.
+renames=$(for s in rename renameat renameat2; do strace -qq -o /dev/null -e trace="$s" true 2>/dev/null && echo "$s"; done | paste -sd, -)
+[ -n "$renames" ] || fail "strace knows no rename syscall"
+cat > "$d/killer" <<KILLER
+#!/usr/bin/env bash
+if [ "\${SLURM_ARRAY_TASK_ID:-}" = 2 ]; then
+  exec strace -f -qq -o /dev/null -e inject=$renames:signal=KILL:when=1 "$repo/bin/packer" "\$@"
+fi
+exec "$repo/bin/packer" "\$@"
+KILLER
+chmod +x "$d/killer"
+out="$d/work/retry"
+PACKER="$d/killer" bash scripts/slurm/submit.sh "$src" "$out" 4 "${args[@]}" >/dev/null
+wait_jobs
+for p in 0 1 3; do
+  [ -f "$out.parts/part-$p/manifest.json" ] || fail "part $p has no manifest"
+done
+[ ! -e "$out.parts/part-2/manifest.json" ] || fail "task 2 was not killed before it published part 2"
+[ ! -e "$out" ] || fail "the merge job ran although task 2 failed"
+before=$(sums "$out.parts"/part-[013])
+# A resubmission with another part count (here by hand, as docs/cluster.md shows) is refused
+# by packer, naming both parts, and changes nothing.
+sbatch --parsable --chdir="$out.parts" --array=1 --output="$out.parts/wrong-count-%a.out" \
+  --export=ALL,PACKER="$repo/bin/packer",PACKER_SRC="$src",PACKER_PARTS_DIR="$out.parts",PACKER_PARTS=3,PACKER_ARGS="${args[*]}" \
+  scripts/slurm/build-parts.sbatch >/dev/null
+wait_jobs
+grep -q "holds part 1/4 .*this build is part 1/3: a part is replaced only by a build of the same part" "$out.parts/wrong-count-1.out" ||
+  fail "the resubmission with another count was not refused as such: $(cat "$out.parts/wrong-count-1.out")"
+[ "$(sums "$out.parts"/part-[013])" = "$before" ] || fail "the refused resubmission changed a finished part"
+# The retry: the same command with the failed index alone (sbatch --array=2), then the merge.
+PACKER="$repo/bin/packer" PACKER_ARRAY=2 bash scripts/slurm/submit.sh "$src" "$out" 4 "${args[@]}" >/dev/null
+wait_jobs
+[ -f "$out.parts/part-2/manifest.json" ] || fail "the retry of task 2 wrote no part 2"
+grep -q '"index": 2,' "$out.parts/part-2/manifest.json" && grep -q '"count": 4,' "$out.parts/part-2/manifest.json" ||
+  fail "the retry did not build part 2/4: $(grep -A3 '"part"' "$out.parts/part-2/manifest.json")"
+[ "$(sums "$out.parts"/part-[013])" = "$before" ] || fail "the retry of task 2 changed another part"
+[ -f "$out/manifest.json" ] || fail "the merge job after the retry wrote no dataset"
+diff -r "$d/work/ref" "$out" || fail "the dataset merged after the retry differs from the one-machine build"
+echo "test-slurm: ok: task 2 of 4 killed, the merge held back; a resubmission of index 1 as a part of 3 refused with every part unchanged; index 2 resubmitted alone rebuilt part 2/4 only, and the merge is byte-identical to the one-machine build"

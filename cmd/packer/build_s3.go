@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
 )
 
@@ -26,14 +32,26 @@ import (
 // leftovers too unless force; with force they are removed and a dataset there is replaced (the
 // new files go under a new generation sub-prefix, the manifest is swapped on the condition that
 // it is still the old one, and the old files are deleted only then). A part (--part) is
-// published the same way, for a merge to read. The upload's progress goes to errw.
-func openTarget(ctx context.Context, out string, force bool, errw io.Writer) (dir string, publish func(dir string) error, done func(), err error) {
+// published the same way, for a merge to read. part is the part a build writes (nil: a whole
+// dataset): with force, a part at OUT is replaced only by the same part, as locally
+// (pipeline.CheckPartReplace before any work, pipeline.CheckSamePart before the publish). The
+// upload's progress goes to errw.
+func openTarget(ctx context.Context, out string, force bool, part *pipeline.Part, errw io.Writer) (dir string, publish func(dir string) error, done func(), err error) {
 	if !remote(out) {
 		return out, nil, func() {}, nil
 	}
 	b, loc, err := openRemote(ctx, out, "")
 	if err != nil {
 		return "", nil, nil, err
+	}
+	var old *shard.PartInfo
+	if force {
+		if old, err = remotePart(ctx, b, out); err != nil {
+			return "", nil, nil, err
+		}
+		if err := pipeline.CheckPartReplace(out, old, part); err != nil {
+			return "", nil, nil, err
+		}
 	}
 	var bar *progress.Bar
 	stage, err := b.Stage(ctx, storage.StageOptions{
@@ -58,7 +76,18 @@ func openTarget(ctx context.Context, out string, force bool, errw io.Writer) (di
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return stage.Dir(), func(string) error {
+	return stage.Dir(), func(dir string) error {
+		if old != nil {
+			data, err := os.ReadFile(filepath.Join(dir, shard.ManifestName))
+			if err != nil {
+				return err
+			}
+			if built := pipeline.ManifestPart(data); built != nil {
+				if err := pipeline.CheckSamePart(out, old, built); err != nil {
+					return err
+				}
+			}
+		}
 		err := stage.Publish(ctx)
 		bar.Finish()
 		return err
@@ -90,3 +119,24 @@ func newStaging(pattern string, errw io.Writer) (*storage.Staging, error) {
 // s3PartSentHook is called after each part of a multipart upload is sent; the crash-test
 // binary sets it (s3_crashtest.go).
 var s3PartSentHook func(ctx context.Context, key string, part int32)
+
+// remotePart is the part recorded by the manifest at the object-store location b (out), or nil
+// when there is no manifest there or it records no part.
+func remotePart(ctx context.Context, b storage.Backend, out string) (*shard.PartInfo, error) {
+	r, err := b.Open(ctx, shard.ManifestName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: read its %s: %w", out, shard.ManifestName, err)
+	}
+	defer r.Close()
+	if r.Size() > shard.MaxManifestSize {
+		return nil, nil // not a manifest packer wrote: the stage refuses it
+	}
+	data := make([]byte, r.Size())
+	if _, err := r.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: read its %s: %w", out, shard.ManifestName, err)
+	}
+	return pipeline.ManifestPart(data), nil
+}

@@ -74,7 +74,7 @@ type buildOptions struct {
 	Verbose bool // -v: details in the summary (why --device auto chose the CPU)
 
 	Part   string // --part I/N or auto
-	Parts  int    // --parts N, with --part auto in a Kubernetes Indexed Job
+	Parts  int    // --parts N, with --part auto (or PACKER_PARTS): the part count
 	Resume bool   // --resume: go on from an interrupted build's last checkpoint
 
 	CheckpointEvery time.Duration // --checkpoint-every
@@ -243,7 +243,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say more in the summary (why --device auto chose the CPU)")
 	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
-	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (a Kubernetes Indexed Job's completions)")
+	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (or PACKER_PARTS; one of them is required: the array task id is only the index)")
 	f.DurationVar(&o.CheckpointEvery, "checkpoint-every", 10*time.Second, "the least time between two checkpoints of the build (taken when a shard is complete; 0: at every shard): at most about this much work is redone by --resume after an interruption")
 	f.BoolVar(&o.Shuffle, "shuffle", false, "write the records in a seeded permutation of the inputs instead of source order (recorded in the manifest's source as \"shuffle\": {\"seed\": S}; not for webdataset, tfrecord or parquet sources)")
 	f.Uint64Var(&o.Seed, "seed", 0, "with --shuffle: the permutation's seed (0 to 2^64-1); the same seed gives the same order, with any --workers, in parts or resumed")
@@ -526,7 +526,7 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	if o.Resume && remote(o.Out) {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
 	}
-	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.IO.Err)
+	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.part, o.IO.Err)
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		defer mstage.Remove()
 		tmp = mstage.Dir
 	}
-	out, publish, done, err := openTarget(ctx, out, o.Force, o.IO.Err)
+	out, publish, done, err := openTarget(ctx, out, o.Force, nil, o.IO.Err)
 	if err != nil {
 		return err
 	}
@@ -179,11 +179,12 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	return nil
 }
 
-// parsePart parses --part: "I/N" (0 <= I < N), or "auto", which takes the part from the job
-// array the process runs in: a Slurm array task (SLURM_ARRAY_TASK_ID minus
-// SLURM_ARRAY_TASK_MIN, of SLURM_ARRAY_TASK_COUNT tasks, or MAX-MIN+1) or a Kubernetes
-// Indexed Job (JOB_COMPLETION_INDEX, of --parts N or PACKER_PARTS parts). parts is --parts
-// (0 when not given); when given it must agree with the array's size.
+// parsePart parses --part: "I/N" (0 <= I < N), or "auto", which takes the index from the job
+// array the process runs in, as it is: a Slurm array task's SLURM_ARRAY_TASK_ID, or a
+// Kubernetes Indexed Job's JOB_COMPLETION_INDEX. The count never comes from the array (a
+// resubmission of one task, sbatch --array=2, is an array of one): it is parts (--parts N; 0
+// when not given), else PACKER_PARTS, else the part is refused. An index not below the count is
+// refused.
 func parsePart(s string, parts int, getenv func(string) string) (index, count int, err error) {
 	if s != "auto" {
 		a, b, ok := strings.Cut(s, "/")
@@ -208,62 +209,33 @@ func parsePart(s string, parts int, getenv func(string) string) (index, count in
 		}
 		return n, true, nil
 	}
-	if id, ok, err := num("SLURM_ARRAY_TASK_ID"); err != nil {
-		return 0, 0, err
-	} else if ok {
-		lo, _, err := num("SLURM_ARRAY_TASK_MIN")
+	var from string
+	for _, name := range []string{"SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX"} {
+		i, ok, err := num(name)
 		if err != nil {
 			return 0, 0, err
 		}
-		n, hasN, err := num("SLURM_ARRAY_TASK_COUNT")
-		if err != nil {
-			return 0, 0, err
+		if ok {
+			index, from = i, fmt.Sprintf("%s=%d", name, i)
+			break
 		}
-		if !hasN {
-			hi, hasHi, err := num("SLURM_ARRAY_TASK_MAX")
-			if err != nil || !hasHi {
-				return 0, 0, fmt.Errorf("--part auto: SLURM_ARRAY_TASK_ID is set but neither SLURM_ARRAY_TASK_COUNT nor SLURM_ARRAY_TASK_MAX")
-			}
-			n = hi - lo + 1
-		}
-		// An array with a step (--array=0-30:10) or a list has COUNT tasks whose ids are not
-		// MIN..MIN+COUNT-1: refuse rather than build a wrong slice, in every task (a task whose
-		// id happens to fall in MIN..MIN+COUNT-1 would build a part of the wrong index).
-		step, hasStep, err := num("SLURM_ARRAY_TASK_STEP")
-		if err != nil {
-			return 0, 0, err
-		}
-		if hasStep && step != 1 {
-			return 0, 0, fmt.Errorf("--part auto: the Slurm array has a step (SLURM_ARRAY_TASK_STEP=%d): give the array as a plain range (--array=0-%d)", step, n-1)
-		}
-		if hi, hasHi, err := num("SLURM_ARRAY_TASK_MAX"); err != nil {
-			return 0, 0, err
-		} else if hasHi && hi-lo+1 != n {
-			return 0, 0, fmt.Errorf("--part auto: the Slurm array's task ids are not a plain range: SLURM_ARRAY_TASK_MAX-MIN+1 = %d, SLURM_ARRAY_TASK_COUNT = %d (a step or a list of indices): give the array as a plain range (--array=0-%d)", hi-lo+1, n, n-1)
-		}
-		if id < lo || id-lo >= n {
-			return 0, 0, fmt.Errorf("--part auto: Slurm array task %d is not in %d..%d: give the array as a plain range (--array=0-%d)", id, lo, lo+n-1, n-1)
-		}
-		if parts != 0 && parts != n {
-			return 0, 0, fmt.Errorf("--part auto: the Slurm array has %d tasks, --parts says %d", n, parts)
-		}
-		return id - lo, n, nil
 	}
-	if idx, ok, err := num("JOB_COMPLETION_INDEX"); err != nil {
-		return 0, 0, err
-	} else if ok {
-		n := parts
-		if n == 0 {
-			pn, has, err := num("PACKER_PARTS")
-			if err != nil || !has || pn < 1 {
-				return 0, 0, fmt.Errorf("--part auto in a Kubernetes Indexed Job (JOB_COMPLETION_INDEX=%d): give the part count with --parts N or PACKER_PARTS (the Job's completions)", idx)
-			}
-			n = pn
-		}
-		if idx >= n {
-			return 0, 0, fmt.Errorf("--part auto: JOB_COMPLETION_INDEX %d is not below the part count %d", idx, n)
-		}
-		return idx, n, nil
+	if from == "" {
+		return 0, 0, errors.New("--part auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set; give --part I/N")
 	}
-	return 0, 0, errors.New("--part auto: neither SLURM_ARRAY_TASK_ID (a Slurm job array) nor JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) is set; give --part I/N")
+	count = parts
+	if count == 0 {
+		n, ok, err := num("PACKER_PARTS")
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok || n < 1 {
+			return 0, 0, fmt.Errorf("--part auto (%s): the part count is missing: give --parts N or set PACKER_PARTS=N (the array task id is the part's index, and the array's own size is not the part count: a resubmitted task runs in an array of one)", from)
+		}
+		count = n
+	}
+	if index >= count {
+		return 0, 0, fmt.Errorf("--part auto: %s is not below the part count %d (parts are numbered 0 to %d: submit the array as --array=0-%d)", from, count, count-1, count-1)
+	}
+	return index, count, nil
 }

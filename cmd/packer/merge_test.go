@@ -369,20 +369,21 @@ func TestParsePart(t *testing.T) {
 		{"-1/5", 0, env(), 0, 0, "want I/N"},
 		{"1/0", 0, env(), 0, 0, "want I/N"},
 		{"1/4", 3, env(), 0, 0, "disagree"},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "7", "SLURM_ARRAY_TASK_MIN", "5", "SLURM_ARRAY_TASK_COUNT", "4"), 2, 4, ""},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "3", "SLURM_ARRAY_TASK_MIN", "1", "SLURM_ARRAY_TASK_MAX", "8"), 2, 8, ""},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "20", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_COUNT", "3"), 0, 0, "plain range"},
-		{"auto", 5, env("SLURM_ARRAY_TASK_ID", "1", "SLURM_ARRAY_TASK_COUNT", "4"), 0, 0, "--parts says 5"},
-		// A stepped array (--array=0-6:2: tasks 0, 2, 4, 6) or a list (--array=0,2,4,6): every
-		// task is refused, not only those whose id falls past MIN+COUNT-1.
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "6", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_STEP", "2"), 0, 0, "SLURM_ARRAY_TASK_STEP=2"},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "0", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "6", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_STEP", "2"), 0, 0, "plain range"},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "0", "SLURM_ARRAY_TASK_MAX", "6", "SLURM_ARRAY_TASK_COUNT", "4"), 0, 0, "MAX-MIN+1 = 7"},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "5", "SLURM_ARRAY_TASK_COUNT", "4", "SLURM_ARRAY_TASK_STEP", "1"), 2, 4, ""},
-		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "5", "SLURM_ARRAY_TASK_STEP", "x"), 0, 0, "not a number"},
+		// A Slurm array task's id is the index as it is; the count is --parts or PACKER_PARTS,
+		// never the array's size: a resubmitted task (sbatch --array=2, or --array=2,5) is
+		// part 2 of the count given, and without a count it is refused.
+		{"auto", 4, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_COUNT", "1"), 2, 4, ""},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "5", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_MAX", "5", "SLURM_ARRAY_TASK_COUNT", "2", "PACKER_PARTS", "8"), 5, 8, ""},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_MIN", "2", "SLURM_ARRAY_TASK_COUNT", "1"), 0, 0, "the part count is missing: give --parts N or set PACKER_PARTS"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "2", "SLURM_ARRAY_TASK_COUNT", "4"), 0, 0, "SLURM_ARRAY_TASK_ID=2): the part count is missing"},
+		{"auto", 4, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_COUNT", "5"), 0, 0, "SLURM_ARRAY_TASK_ID=4 is not below the part count 4"},
+		{"auto", 6, env("SLURM_ARRAY_TASK_ID", "4", "SLURM_ARRAY_TASK_STEP", "2", "PACKER_PARTS", "9"), 4, 6, ""}, // --parts wins
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "x", "PACKER_PARTS", "4"), 0, 0, "not a number"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "1", "PACKER_PARTS", "four"), 0, 0, "PACKER_PARTS=\"four\" is not a number"},
+		{"auto", 0, env("SLURM_ARRAY_TASK_ID", "0", "PACKER_PARTS", "0"), 0, 0, "the part count is missing"},
 		{"auto", 4, env("JOB_COMPLETION_INDEX", "3"), 3, 4, ""},
 		{"auto", 0, env("JOB_COMPLETION_INDEX", "1", "PACKER_PARTS", "2"), 1, 2, ""},
-		{"auto", 0, env("JOB_COMPLETION_INDEX", "1"), 0, 0, "--parts N or PACKER_PARTS"},
+		{"auto", 0, env("JOB_COMPLETION_INDEX", "1"), 0, 0, "JOB_COMPLETION_INDEX=1): the part count is missing"},
 		{"auto", 2, env("JOB_COMPLETION_INDEX", "2"), 0, 0, "not below"},
 		{"auto", 0, env(), 0, 0, "neither SLURM_ARRAY_TASK_ID"},
 	} {

@@ -574,9 +574,9 @@ func waitStopped(t *testing.T, pid int) {
 	}
 }
 
-// TestForceReplacesOnlyDatasets: --force replaces a packer dataset (or a part, or an empty
-// folder), never a folder of something else, for build and merge; an OUT that is a file is
-// refused saying so (not "use --force").
+// TestForceReplacesOnlyDatasets: --force replaces a packer dataset or an empty folder, never a
+// folder of something else, nor a part (only a build of the same part replaces one), for build
+// and merge; an OUT that is a file is refused saying so (not "use --force").
 func TestForceReplacesOnlyDatasets(t *testing.T) {
 	root := t.TempDir()
 	src := filepath.Join(root, "src")
@@ -609,11 +609,15 @@ func TestForceReplacesOnlyDatasets(t *testing.T) {
 			mixed := filepath.Join(dir, "mixed")
 			mustRun(t, "build", src, "--from", "folder", "-o", mixed)
 			os.WriteFile(filepath.Join(mixed, "notes.txt"), []byte("mine"), 0o644)
+			// A part: only a build of the same part replaces it (TestForceReplacesOnlyTheSamePart).
+			part := filepath.Join(dir, "part")
+			mustRun(t, "build", src, "--from", "folder", "-o", part, "--part", "1/3")
 			for _, c := range []struct{ out, want string }{
 				{thesis, "not a packer dataset"},
 				{notOurs, "not a packer dataset"},
 				{file, "is a file"},
 				{mixed, "notes.txt, which packer did not write"},
+				{part, "a part is replaced only by a build of the same part"},
 			} {
 				before := noLocks(treeSum(t, dir))
 				_, errs, code := run(t, cmd.args(c.out)...)
@@ -625,14 +629,12 @@ func TestForceReplacesOnlyDatasets(t *testing.T) {
 					t.Errorf("%s -o %s --force changed the tree:\nbefore:\n%s\nafter:\n%s", cmd.name, c.out, before, after)
 				}
 			}
-			// Replaced: an empty folder, a dataset, a part.
+			// Replaced: an empty folder, a dataset.
 			empty := filepath.Join(dir, "empty")
 			os.MkdirAll(empty, 0o755)
 			dataset := filepath.Join(dir, "dataset")
 			mustRun(t, "build", src, "--from", "folder", "-o", dataset, "--format", "npy", "--crop", "2")
-			part := filepath.Join(dir, "part")
-			mustRun(t, "build", src, "--from", "folder", "-o", part, "--part", "1/3")
-			for _, out := range []string{empty, dataset, part} {
+			for _, out := range []string{empty, dataset} {
 				mustRun(t, cmd.args(out)...)
 				if m, err := shard.ReadManifest(out); err != nil || m.Part != nil {
 					t.Errorf("%s -o %s --force: %v (part %v)", cmd.name, out, err, m != nil && m.Part != nil)

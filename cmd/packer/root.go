@@ -63,7 +63,8 @@ func exitCode(ctx context.Context, err error) int {
 	case errors.Is(err, errCorrupt):
 		return exitCorrupt
 	case errors.As(err, &ue), errors.Is(err, pipeline.ErrOutputExists),
-		errors.Is(err, pipeline.ErrOutputNotDataset), errors.Is(err, pipeline.ErrOutputFile):
+		errors.Is(err, pipeline.ErrOutputNotDataset), errors.Is(err, pipeline.ErrOutputFile),
+		errors.Is(err, pipeline.ErrPartIdentity):
 		return exitUsage
 	}
 	return exitFailure

@@ -7,6 +7,10 @@
 # for both jobs (partition, time, CPUs) go in SBATCH_OPTS, for example
 #   SBATCH_OPTS="--partition=cpu --cpus-per-task=16 --time=4:00:00" scripts/slurm/submit.sh ...
 # PACKER names the packer binary the jobs run (default: packer on PATH).
+#
+# To retry parts that failed, run the same command with PACKER_ARRAY set to their indices
+# (PACKER_ARRAY=3,17 scripts/slurm/submit.sh SRC OUT N [flags]): it submits only those tasks,
+# still as parts of N, and the merge after them.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 SRC OUT N [packer build flags...]" >&2
@@ -16,11 +20,12 @@ src=$(realpath "$1"); out=$(realpath -m "$2"); n=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 parts="$out.parts"
 mkdir -p "$parts"
-export PACKER_SRC="$src" PACKER_PARTS_DIR="$parts" PACKER_OUT="$out" PACKER_ARGS="$*"
+array=${PACKER_ARRAY:-0-$((n - 1))}
+export PACKER_SRC="$src" PACKER_PARTS_DIR="$parts" PACKER_OUT="$out" PACKER_PARTS="$n" PACKER_ARGS="$*"
 export PACKER="${PACKER:-$(command -v packer || echo packer)}"
 # shellcheck disable=SC2086
-array=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --array="0-$((n - 1))" --export=ALL "$here/build-parts.sbatch")
-array=${array%%;*}
+job=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --array="$array" --export=ALL "$here/build-parts.sbatch")
+job=${job%%;*}
 # shellcheck disable=SC2086
-merge=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --dependency="afterok:$array" --kill-on-invalid-dep=yes --export=ALL "$here/merge.sbatch")
-echo "parts: job $array (array 0-$((n - 1))), merge: job ${merge%%;*}"
+merge=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --dependency="afterok:$job" --kill-on-invalid-dep=yes --export=ALL "$here/merge.sbatch")
+echo "parts: job $job (array $array of $n parts), merge: job ${merge%%;*}"

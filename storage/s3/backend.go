@@ -76,6 +76,7 @@ func New(ctx context.Context, u URL, opts Options) (*Backend, error) {
 		config.WithDefaultRegion("us-east-1"),
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
+		config.WithRetryer(newRetryer),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%s: loading the AWS configuration: %w", u, err)
@@ -255,27 +256,33 @@ func (r *reader) ReadRangeAt(p []byte, off int64) (int, error) {
 // CacheBytes is the budget of the chunk cache that ReadAt serves small reads from.
 func (r *reader) CacheBytes() int64 { return int64(r.b.chunks.budget) }
 
+// get reads p from off with ranged GETs: a body cut short is asked again for the bytes still
+// missing (bodyRetry), pinned to the ETag the object was opened with.
 func (r *reader) get(p []byte, off int64) error {
-	in := &awss3.GetObjectInput{
-		Bucket: aws.String(r.b.url.Bucket),
-		Key:    aws.String(r.key),
-		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+int64(len(p))-1)),
-	}
-	if r.etag != "" {
-		in.IfMatch = aws.String(r.etag)
-	}
-	out, err := r.b.client.GetObject(r.ctx, in)
-	if err != nil {
-		return r.b.wrap("GetObject", r.b.objURL(r.key), err)
-	}
-	defer out.Body.Close()
-	if _, err := io.ReadFull(out.Body, p); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			err = fmt.Errorf("the store sent fewer bytes than asked for at offset %d", off)
+	done := 0
+	err := bodyRetry(r.ctx, func() (bool, error) {
+		at := off + int64(done)
+		in := &awss3.GetObjectInput{
+			Bucket: aws.String(r.b.url.Bucket),
+			Key:    aws.String(r.key),
+			Range:  aws.String(fmt.Sprintf("bytes=%d-%d", at, off+int64(len(p))-1)),
 		}
-		return r.b.wrap("GetObject", r.b.objURL(r.key), err)
-	}
-	return nil
+		if r.etag != "" {
+			in.IfMatch = aws.String(r.etag)
+		}
+		out, err := r.b.client.GetObject(r.ctx, in)
+		if err != nil {
+			return false, err
+		}
+		defer out.Body.Close()
+		n, err := io.ReadFull(out.Body, p[done:])
+		done += n
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: %d of the %d bytes at offset %d", errShortBody, n, len(p)-(done-n), at)
+		}
+		return true, err
+	})
+	return r.b.wrap("GetObject", r.b.objURL(r.key), err)
 }
 
 // Remove is a HEAD (S3 reports no error for deleting a missing object) and a DELETE.

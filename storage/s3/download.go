@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -222,22 +223,15 @@ func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject,
 	return objs, base, nil
 }
 
-// fetch copies one object to dst through a temporary file in dst's folder.
+// fetch copies one object to dst through a temporary file in dst's folder. A body cut short
+// is asked again for the bytes still missing (bodyRetry; from the start where the listing gave
+// no ETag to pin the rest to).
 func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 	key := o.Key
 	u := b.objURL(key)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	in := &awss3.GetObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)}
-	if o.ETag != "" {
-		in.IfMatch = aws.String(o.ETag)
-	}
-	out, err := b.client.GetObject(ctx, in)
-	if err != nil {
-		return b.wrap("GetObject", u, err)
-	}
-	defer out.Body.Close()
 	f, err := os.CreateTemp(filepath.Dir(dst), fetchTempPattern)
 	if err != nil {
 		return err
@@ -249,7 +243,38 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 		return err
 	}
 	defer lock.Close()
-	n, err := io.Copy(f, out.Body)
+	var n int64
+	var modified *time.Time
+	err = bodyRetry(ctx, func() (bool, error) {
+		in := &awss3.GetObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)}
+		if o.ETag != "" {
+			in.IfMatch = aws.String(o.ETag)
+			if n > 0 {
+				in.Range = aws.String(fmt.Sprintf("bytes=%d-", n))
+			}
+		} else if n > 0 {
+			if err := f.Truncate(0); err != nil {
+				return false, err
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return false, err
+			}
+			n = 0
+		}
+		out, err := b.client.GetObject(ctx, in)
+		if err != nil {
+			return false, err
+		}
+		defer out.Body.Close()
+		modified = out.LastModified
+		m, err := io.Copy(f, out.Body)
+		n += m
+		if err == nil && n < o.Size {
+			// a body that ended at a Content-Length shorter than the object
+			err = fmt.Errorf("%w: %d of the object's %d bytes", errShortBody, n, o.Size)
+		}
+		return true, err
+	})
 	if err == nil {
 		err = f.Chmod(0o644)
 	}
@@ -258,11 +283,11 @@ func (b *Backend) fetch(ctx context.Context, o mirrorObject, dst string) error {
 	} else if err != nil {
 		err = b.wrap("GetObject", u, err)
 	}
-	if err == nil && out.LastModified != nil {
+	if err == nil && modified != nil {
 		// The copy carries the object's time, not the time of the copy: what identifies an
 		// input's content (its size and modification time, which parts record) is then the
 		// same in every copy of one object, on every machine.
-		err = os.Chtimes(f.Name(), *out.LastModified, *out.LastModified)
+		err = os.Chtimes(f.Name(), *modified, *modified)
 	}
 	if err == nil {
 		// fsync, close, rename: a copy the mirror's record lists survives a crash whole.

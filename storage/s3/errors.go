@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -34,7 +35,10 @@ type Error struct {
 	Status int    // the HTTP status, 0 when no response came
 	Code   string // the store's error code (NoSuchKey, AccessDenied, ...), if any
 	Msg    string // what went wrong, secret-free
-	kind   error  // fs.ErrNotExist, fs.ErrExist, ErrChanged, ErrAccess, a context error, or nil
+	// Attempts is the number of tries made before giving up, where the request (or the read of
+	// its body) was retried; 0 where it was not.
+	Attempts int
+	kind     error // fs.ErrNotExist, fs.ErrExist, ErrChanged, ErrAccess, a context error, or nil
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s: %s", e.URL, e.Op, e.Msg) }
@@ -83,7 +87,7 @@ func (b *Backend) wrap(op string, u URL, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &Error{Op: op, URL: u}
+	e := &Error{Op: op, URL: u, Attempts: attempts(err)}
 	var re *awshttp.ResponseError
 	region := ""
 	if errors.As(err, &re) {
@@ -98,6 +102,10 @@ func (b *Backend) wrap(op string, u URL, err error) error {
 	}
 	storeSays := func() string {
 		if api == nil {
+			var ma *retry.MaxAttemptsError
+			if errors.As(err, &ma) {
+				return ma.Err.Error() // the count goes at the end of the message
+			}
 			return err.Error()
 		}
 		if m := api.ErrorMessage(); m != "" && m != e.Code {
@@ -145,7 +153,7 @@ func (b *Backend) wrap(op string, u URL, err error) error {
 			e.Msg += fmt.Sprintf(" (HTTP %d)", e.Status)
 		}
 	}
-	e.Msg = b.scrub(e.Msg)
+	e.Msg = b.scrub(e.Msg) + afterAttempts(e.Attempts)
 	return e
 }
 
