@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,6 +73,9 @@ func TestFieldsRoundTrip(t *testing.T) {
 	}
 	defer ds.Close()
 	fieldtest.CheckDataset(t, ds, recs)
+	if again := writeFields(t, t.TempDir(), recs); !slices.Equal(again.Files, m.Files) {
+		t.Fatalf("the same records written twice differ:\n%v\n%v", m.Files, again.Files)
+	}
 
 	script := fieldtest.PyLine + `
 import json, os, sys
