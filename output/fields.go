@@ -147,9 +147,6 @@ func FieldLayoutOf(f shard.Field, s shard.SampleSpec) (FieldLayout, error) {
 	return l, nil
 }
 
-// Variable reports whether the field's values vary in length (stored with offsets).
-func (l FieldLayout) Variable() bool { return !l.Fixed }
-
 // Check checks a record's value of the field: a fixed value's size, a variable ndarray's whole
 // rows, valid UTF-8 text, one JSON value.
 func (l FieldLayout) Check(b []byte) error {

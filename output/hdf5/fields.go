@@ -11,6 +11,7 @@ package hdf5
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -264,7 +265,7 @@ func (w *writer) checkFieldValues(r output.Record) error {
 	return nil
 }
 
-// readFields opens the datasets of the schema in the root attribute "fields", if any; it runs
+// openFields opens the datasets of the schema in the root attribute "fields", if any; it runs
 // inside lib.
 func (r *Reader) openFields() error {
 	if !attrExists(r.f, FieldsAttr) {
@@ -326,17 +327,10 @@ func checkFieldDataset(ds *handle, l output.FieldLayout, n int64) error {
 	default:
 		bt, err := vlenBaseType(ds)
 		if t.class != classVlen || err != nil || !fieldTypeOK(l.Field.DType, bt) {
-			return fmt.Errorf("/%s: element type is not a variable-length sequence of %s: %w", name, cmpOr(l.Field.DType, "uint8"), ErrFormat)
+			return fmt.Errorf("/%s: element type is not a variable-length sequence of %s: %w", name, cmp.Or(l.Field.DType, "uint8"), ErrFormat)
 		}
 	}
 	return nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // readField reads record i's value of field k; it runs inside lib.
