@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // withFields is a source that declares fields besides a real source's images (the sources that
@@ -72,5 +76,29 @@ func TestBuildRefusesFields(t *testing.T) {
 			t.Errorf("--format %s: %s exists after the refusal (%v)", c.format, out, err)
 		}
 		sources = saved
+	}
+}
+
+// TestS3DatasetWithFields: an npy dataset with fields in a bucket is previewed through the
+// storage seam (the fields' files read from the bucket), and a build with --force replaces it:
+// the files its manifest lists, named by its schema, are the dataset's, not foreign objects.
+func TestS3DatasetWithFields(t *testing.T) {
+	srv := s3Setup(t, "mine")
+	dir := t.TempDir()
+	writeFieldsNPY(t, dir)
+	u := s3.URL{Bucket: "mine", Prefix: "ds"}
+	if err := s3.NewWithClient(srv.Client(""), u, s3.Options{}).Publish(context.Background(), dir, s3.PublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := objects(t, srv, u)["caption.values.npy"]; !ok {
+		t.Fatal("caption.values.npy not published")
+	}
+	mustRun(t, "preview", "s3://mine/ds", "-o", filepath.Join(t.TempDir(), "s.png"), "--count", "1")
+	src := t.TempDir()
+	writePNGFolder(t, src, 1)
+	mustRun(t, "build", src, "-o", "s3://mine/ds", "--force", "--format", "npy", "--crop", "2")
+	got := objects(t, srv, u)
+	if _, ok := got["caption.values.npy"]; ok || len(got) != 4 {
+		t.Fatalf("objects after the replacement: %v", slices.Sorted(maps.Keys(got)))
 	}
 }
