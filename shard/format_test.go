@@ -241,7 +241,7 @@ func TestFormatDoc(t *testing.T) {
 	}
 
 	// Flags table: | bit | `Name` | meaning |.
-	flags := map[string]int{"`FlagVarSize`": FlagVarSize, "`FlagMeta`": FlagMeta, "`FlagShapes`": FlagShapes}
+	flags := map[string]int{"`FlagVarSize`": FlagVarSize, "`FlagMeta`": FlagMeta, "`FlagShapes`": FlagShapes, "`FlagFields`": FlagFields}
 	nflags := 0
 	for _, row := range rows(section("Header")) {
 		if want, ok := flags[row[1]]; ok {
@@ -251,12 +251,35 @@ func TestFormatDoc(t *testing.T) {
 			}
 		}
 	}
-	if nflags != len(flags) || knownFlags != FlagVarSize|FlagMeta|FlagShapes || knownFlagsV1 != FlagVarSize|FlagMeta {
+	if nflags != len(flags) || knownFlags != FlagVarSize|FlagMeta|FlagShapes|FlagFields || knownFlagsV2 != FlagVarSize|FlagMeta|FlagShapes || knownFlagsV1 != FlagVarSize|FlagMeta {
 		t.Errorf("FORMAT.md's flags table does not match the code")
 	}
 
+	// Fields (version 3): the index part fieldlens, the kinds, dtypes with their sizes and
+	// encodings the schema table names are the code's.
+	fields := section("Fields")
+	if !strings.Contains(section("Index"), "| fieldlens | n × F × 4       | `FlagFields`   |") {
+		t.Errorf("FORMAT.md's index table has no fieldlens part present with FlagFields")
+	}
+	for _, k := range []FieldKind{KindImage, KindNDArray, KindText, KindBytes, KindJSON} {
+		if !strings.Contains(fields, "`"+string(k)+"`") {
+			t.Errorf("FORMAT.md's Fields section does not name the kind %q", k)
+		}
+	}
+	var dtypes, sizes []string
+	for _, d := range []string{"uint8", "int32", "int64", "float32", "float64"} {
+		dtypes, sizes = append(dtypes, "`"+d+"`"), append(sizes, strconv.Itoa(FieldDTypes[d]))
+	}
+	if len(FieldDTypes) != 5 || !strings.Contains(fields, strings.Join(dtypes[:4], ", ")+" or "+dtypes[4]+" (sizes "+strings.Join(sizes[:4], ", ")+", "+sizes[4]+" bytes)") {
+		t.Errorf("FORMAT.md's Fields section does not list the field dtypes %v with sizes %v", dtypes, sizes)
+	}
+	if !strings.Contains(fields, "version 3 defines only `"+EncodingRaw+"`") || !strings.Contains(fields, "`MaxFields` ("+strconv.Itoa(MaxFields)+")") ||
+		!strings.Contains(fields, "1 to 64 bytes") || maxFieldName != 64 {
+		t.Errorf("FORMAT.md's Fields section does not give the encoding %q, MaxFields %d and the name length %d", EncodingRaw, MaxFields, maxFieldName)
+	}
+
 	// Limits table: | `Name` | value |, values as "1 MiB", "2^32 - 1", "16".
-	limits := map[string]int64{"`MaxMetaLen`": MaxMetaLen, "`MaxRecords`": MaxRecords, "`MaxRecordSize`": MaxRecordSize, "`MaxAux`": MaxAux}
+	limits := map[string]int64{"`MaxMetaLen`": MaxMetaLen, "`MaxRecords`": MaxRecords, "`MaxRecordSize`": MaxRecordSize, "`MaxAux`": MaxAux, "`MaxFields`": MaxFields}
 	units := map[string]int64{"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 	valueRE := regexp.MustCompile(`^(\d+)(?:\^(\d+))?(?: - (\d+))? ?(KiB|MiB|GiB)?$`)
 	nlimits := 0

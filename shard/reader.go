@@ -424,10 +424,10 @@ func (r *Reader) auxInto(i int, dst []int64) {
 	}
 }
 
-// Version returns the shard's format version (1 or 2).
+// Version returns the shard's format version (1, 2, or 3 for a shard with fields).
 func (r *Reader) Version() int { return int(r.h.version) }
 
-// HasShapes reports whether the shard stores each record's shape (FlagShapes, version 2).
+// HasShapes reports whether the shard stores each record's shape (FlagShapes, versions 2 and 3).
 func (r *Reader) HasShapes() bool { return r.l.shapes }
 
 // ErrShapeUnknown is returned by RecordShape for a record of a version-1 variable-size shard
