@@ -20,10 +20,11 @@ import (
 var ErrFieldNotHeld = errors.New("field cannot be stored")
 
 // CheckFields refuses a schema the format cannot hold, naming the field and the format: a
-// malformed field (an unknown kind or dtype, an encoding other than raw, a -1 outside an
-// ndarray's first dimension, an image field that is not uint8 with -1 for its height and
-// width), then whatever the format's FieldCheck refuses. A format without FieldCheck holds no
-// fields. An empty schema is always accepted.
+// malformed one (shard.ValidateFields: names, kinds, dtypes, shapes, encodings, geometries,
+// rows_of), then whatever the format's FieldCheck refuses. A format without FieldCheck holds no
+// fields. An empty schema is always accepted. The sample's layout is not known yet: image fields
+// are checked against the layout their own shape gives ([-1, -1, C]: hwc); the build checks it
+// against the sample's.
 func (e Entry) CheckFields(fields []shard.Field) error {
 	if len(fields) == 0 {
 		return nil
@@ -31,67 +32,37 @@ func (e Entry) CheckFields(fields []shard.Field) error {
 	if e.FieldCheck == nil {
 		return fmt.Errorf("--format %s: field %q: %w: the format stores no fields beside the sample and its labels", e.Name, fields[0].Name, ErrFieldNotHeld)
 	}
-	seen := map[string]bool{}
+	spec := schemaSpec(fields)
 	for _, f := range fields {
-		err := checkField(f)
-		if err == nil && seen[f.Name] {
-			err = errors.New("the name is used twice")
-		}
+		alone := f
+		alone.RowsOf = "" // the field it names is checked with the whole schema, below
+		err := shard.ValidateFields([]shard.Field{alone}, spec)
 		if err == nil {
 			err = e.FieldCheck(f)
 		}
 		if err != nil {
-			return fmt.Errorf("--format %s: field %q: %w: %v", e.Name, f.Name, ErrFieldNotHeld, err)
+			msg := err.Error()
+			for _, p := range []string{"shard: ", "field 0: ", fmt.Sprintf("field %q: ", f.Name)} {
+				msg = strings.TrimPrefix(msg, p)
+			}
+			return fmt.Errorf("--format %s: field %q: %w: %s", e.Name, f.Name, ErrFieldNotHeld, msg)
 		}
-		seen[f.Name] = true
+	}
+	if err := shard.ValidateFields(fields, spec); err != nil { // the schema as a whole: names once, rows_of
+		return fmt.Errorf("--format %s: %w: %s", e.Name, ErrFieldNotHeld, strings.TrimPrefix(err.Error(), "shard: "))
 	}
 	return nil
 }
 
-// checkField checks what every output relies on in one field's description.
-func checkField(f shard.Field) error {
-	if f.Name == "" || len(f.Name) > 64 || strings.Trim(f.Name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
-		return errors.New("a name must be 1 to 64 characters of a-z, 0-9 and _")
-	}
-	if f.Name == "sample" || f.Name == "label" {
-		return errors.New("the name is reserved")
-	}
-	if f.Encoding != shard.EncodingRaw {
-		return fmt.Errorf("encoding %q (want %q)", f.Encoding, shard.EncodingRaw)
-	}
-	switch f.Kind {
-	case shard.KindText, shard.KindBytes, shard.KindJSON:
-		return nil
-	case shard.KindNDArray:
-		if shard.FieldDTypes[f.DType] == 0 {
-			return fmt.Errorf("dtype %q (want one of uint8, int32, int64, float32, float64)", f.DType)
-		}
-		for i, d := range f.Shape {
-			if d < -1 || d == -1 && i > 0 {
-				return fmt.Errorf("shape %v: only the first dimension may be -1", f.Shape)
-			}
-		}
-		return nil
-	case shard.KindImage:
-		if f.DType != "uint8" {
-			return fmt.Errorf("an image field is uint8, not %q", f.DType)
-		}
-		if len(f.Shape) != 3 || countVar(f.Shape) != 2 || slices.Min(f.Shape) < -1 || slices.Max(f.Shape) < 1 {
-			return fmt.Errorf("an image field's shape is [-1, -1, C] or [C, -1, -1], not %v", f.Shape)
-		}
-		return nil
-	}
-	return fmt.Errorf("unknown kind %q", f.Kind)
-}
-
-func countVar(shape []int) int {
-	n := 0
-	for _, d := range shape {
-		if d == -1 {
-			n++
+// schemaSpec is a sample spec whose layout suits the schema's image fields: chw when the first
+// one's shape is [C, -1, -1], else hwc.
+func schemaSpec(fields []shard.Field) shard.SampleSpec {
+	for _, f := range fields {
+		if f.Kind == shard.KindImage && len(f.Shape) == 3 && f.Shape[0] > 0 {
+			return shard.SampleSpec{Layout: "chw"}
 		}
 	}
-	return n
+	return shard.SampleSpec{Layout: "hwc"}
 }
 
 // FieldLayout is how one field's values are stored by a format of fixed sample shape.

@@ -23,18 +23,18 @@ func TestCheckFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := map[string]shard.Field{
-		"a name must be":                       {Name: "Caption", Kind: shard.KindText, Encoding: raw},
-		"the name is reserved":                 {Name: "label", Kind: shard.KindText, Encoding: raw},
-		`unknown kind "tensor"`:                {Name: "t", Kind: "tensor", Encoding: raw},
-		`dtype "float16"`:                      {Name: "t", Kind: shard.KindNDArray, DType: "float16", Shape: []int{2}, Encoding: raw},
-		`an image field is uint8, not "int32"`: {Name: "m", Kind: shard.KindImage, DType: "int32", Shape: []int{-1, -1, 1}, Encoding: raw},
-		"an image field's shape":               {Name: "m", Kind: shard.KindImage, DType: "uint8", Shape: []int{-1, 4, 1}, Encoding: raw},
-		"the name is used twice":               ok,
-		"not here":                             {Name: "no", Kind: shard.KindBytes, Encoding: raw},
+		`name "Caption": only a-z, 0-9 and _`:    {Name: "Caption", Kind: shard.KindText, Encoding: raw},
+		`name "label" is reserved`:               {Name: "label", Kind: shard.KindText, Encoding: raw},
+		`unknown kind "tensor"`:                  {Name: "t", Kind: "tensor", Encoding: raw},
+		`dtype "float16"`:                        {Name: "t", Kind: shard.KindNDArray, DType: "float16", Shape: []int{2}, Encoding: raw},
+		`dtype "int32": an image field is uint8`: {Name: "m", Kind: shard.KindImage, DType: "int32", Shape: []int{-1, -1, 1}, Encoding: raw},
+		"shape [-1 4 1]: want [C, -1, -1]":       {Name: "m", Kind: shard.KindImage, DType: "uint8", Shape: []int{-1, 4, 1}, Encoding: raw},
+		`field "mask": named twice`:              ok,
+		"not here":                               {Name: "no", Kind: shard.KindBytes, Encoding: raw},
 	}
 	for want, f := range cases {
 		err := e.CheckFields([]shard.Field{ok, f})
-		if !errors.Is(err, ErrFieldNotHeld) || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), `--format x: field "`+f.Name+`"`) {
+		if !errors.Is(err, ErrFieldNotHeld) || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "--format x: ") || !strings.Contains(err.Error(), `field "`+f.Name+`"`) {
 			t.Errorf("%+v: %v, want %q", f, err, want)
 		}
 	}

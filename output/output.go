@@ -99,7 +99,7 @@ type Entry struct {
 type Dataset interface {
 	Manifest() *shard.Manifest
 	Len() int64
-	// Record returns a new slice holding the bytes of record i.
+	// Record returns a new slice holding the bytes of record i's sample (not its fields).
 	Record(i int64) ([]byte, error)
 	// RecordShape returns record i's own shape (the sample shape for fixed-size records).
 	RecordShape(i int64) ([]int, error)
@@ -126,11 +126,14 @@ func OpenShardDataset(loc string, fsys shard.FS, m *shard.Manifest) (Dataset, er
 	if err != nil {
 		return nil, err
 	}
-	return shardDataset{d}, nil
+	return shardDataset{d, len(d.Fields()) > 0}, nil
 }
 
 // shardDataset is a shard.Dataset as a Dataset.
-type shardDataset struct{ *shard.Dataset }
+type shardDataset struct {
+	*shard.Dataset
+	fields bool // the records carry fields
+}
 
 func (d shardDataset) Info(i int64) (RecordInfo, error) {
 	if i < 0 || i >= d.Len() {
@@ -144,16 +147,27 @@ func (d shardDataset) Info(i int64) (RecordInfo, error) {
 	return RecordInfo{Label: r.Label(j), Aux: r.Aux(j), Meta: r.RecordMeta(j)}, nil
 }
 
-// Fields gives nil for a dataset without fields. Reading a shard's field values
-// (shard.Reader.RecordFields) is not in this build yet: a dataset with fields reports so.
-func (d shardDataset) Fields(i int64) ([][]byte, error) {
-	if i < 0 || i >= d.Len() {
-		return nil, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+// Record gives the sample's bytes: in a dataset with fields a shard record holds the field
+// values after them (FORMAT.md, "Fields"), which Fields gives.
+func (d shardDataset) Record(i int64) ([]byte, error) {
+	if !d.fields {
+		return d.Dataset.Record(i)
 	}
-	if len(d.Manifest().Fields) == 0 {
+	sample, _, err := d.RecordFields(i)
+	return sample, err
+}
+
+// Fields gives record i's field values (shard.Dataset.RecordFields); nil for a dataset without
+// fields (an npy dataset's are in files of their own, which output/npy reads).
+func (d shardDataset) Fields(i int64) ([][]byte, error) {
+	if !d.fields {
+		if i < 0 || i >= d.Len() {
+			return nil, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+		}
 		return nil, nil
 	}
-	return nil, errors.New("reading the fields of a shard is not in this build")
+	_, fields, err := d.RecordFields(i)
+	return fields, err
 }
 
 // EngineFilePrefix starts the name of every file the build engine itself keeps in an output's

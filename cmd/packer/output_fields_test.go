@@ -61,8 +61,8 @@ func TestBuildRefusesFields(t *testing.T) {
 	}{
 		{"npy", shard.Field{Name: "labels", Kind: shard.KindText, Encoding: raw}, `--format npy: field "labels": field cannot be stored: its file labels.npy would be the dataset's own labels.npy`},
 		{"hdf5", shard.Field{Name: "meta", Kind: shard.KindJSON, Encoding: raw}, `--format hdf5: field "meta": field cannot be stored: data.h5 has its own /meta`},
-		{"shards", shard.Field{Name: "boxes", Kind: shard.KindNDArray, DType: "float32", Shape: []int{4, -1}, Encoding: raw}, `--format shards: field "boxes": field cannot be stored: shape [4 -1]: only the first dimension may be -1`},
-		{"shards", shard.Field{Name: "caption", Kind: shard.KindText, Encoding: "zstd"}, `field "caption": field cannot be stored: encoding "zstd" (want "raw")`},
+		{"shards", shard.Field{Name: "boxes", Kind: shard.KindNDArray, DType: "float32", Shape: []int{4, -1}, Encoding: raw}, `--format shards: field "boxes": field cannot be stored: shape [4 -1]: dimension 1 is -1 (only the first may be -1`},
+		{"shards", shard.Field{Name: "caption", Kind: shard.KindText, Encoding: "zstd"}, `--format shards: field "caption": field cannot be stored: encoding "zstd"`},
 	}
 	for _, c := range cases {
 		out := filepath.Join(t.TempDir(), "out")

@@ -28,22 +28,10 @@ const FieldsAttr = "fields"
 var reservedNames = []string{ImagesName, LabelsName, AuxGroup, MetaName}
 
 // checkField is Entry's FieldCheck: every kind is held; a field may not take the name of a
-// dataset the file has anyway, a fixed field must have bytes (HDF5 chunks have no empty
-// dimension), and a variable ndarray's rows must have elements (a sequence counts elements).
+// dataset the file has anyway.
 func checkField(f shard.Field) error {
 	if slices.Contains(reservedNames, f.Name) {
 		return fmt.Errorf("data.h5 has its own /%s", f.Name)
-	}
-	if f.Kind != shard.KindNDArray {
-		return nil
-	}
-	for i, d := range f.Shape {
-		if d == 0 && (i > 0 || f.Shape[0] != -1) {
-			return fmt.Errorf("shape %v: a dimension of 0 cannot be stored in an HDF5 dataset", f.Shape)
-		}
-		if d == 0 {
-			return fmt.Errorf("shape %v: a row of no elements cannot be counted in a variable-length sequence", f.Shape)
-		}
 	}
 	return nil
 }
@@ -165,6 +153,9 @@ func (fc *fieldColumn) dataset() **handle {
 func (w *writer) createFields() error {
 	if len(w.cfg.Fields) == 0 {
 		return nil
+	}
+	if err := shard.ValidateFields(w.cfg.Fields, w.cfg.Sample); err != nil {
+		return fmt.Errorf("hdf5: %w", err)
 	}
 	layouts, err := output.FieldLayouts(w.cfg.Fields, w.cfg.Sample)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/packer-dev/packer/internal/fileutil"
@@ -81,14 +80,10 @@ func fieldFiles(l output.FieldLayout) []string {
 }
 
 // checkField is Entry's FieldCheck: every kind is held (an image field at the fixed sample's
-// height and width); a field may not take the name of the sample's or the labels' file, and a
-// variable ndarray's rows must have elements (the offsets count rows).
+// height and width); a field may not take the name of the sample's or the labels' file.
 func checkField(f shard.Field) error {
 	if f.Name == "images" || f.Name == "labels" {
 		return fmt.Errorf("its file %s would be the dataset's own %s", FieldFile(f.Name), FieldFile(f.Name))
-	}
-	if f.Kind == shard.KindNDArray && len(f.Shape) > 0 && f.Shape[0] == -1 && slices.Contains(f.Shape[1:], 0) {
-		return fmt.Errorf("shape %v: a row of no elements cannot be counted in %s", f.Shape, FieldOffsetsFile(f.Name))
 	}
 	return nil
 }
@@ -339,6 +334,12 @@ func NewWriter(cfg output.Config) (*Writer, error) {
 // createFields creates the files of cfg.Fields; aux holds the aux columns' names, whose files a
 // field's may not take.
 func (w *Writer) createFields(aux map[string]bool) error {
+	if len(w.cfg.Fields) == 0 {
+		return nil
+	}
+	if err := shard.ValidateFields(w.cfg.Fields, w.cfg.Sample); err != nil {
+		return fmt.Errorf("npy: %w", err)
+	}
 	layouts, err := output.FieldLayouts(w.cfg.Fields, w.cfg.Sample)
 	if err != nil {
 		return fmt.Errorf("npy: %w", err)

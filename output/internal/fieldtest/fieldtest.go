@@ -22,7 +22,7 @@ import (
 var Sample = shard.SampleSpec{Shape: []int{4, 6, 3}, DType: shard.Uint8, Layout: "hwc"}
 
 // Schema has a field of every kind: text, json, bytes, variable ndarrays (boxes, the boxes'
-// categories, int32 tags), fixed ndarrays (float64 [2, 3], a uint8 scalar) and a mask.
+// categories, int32 tags), fixed ndarrays (float64 [2, 3], uint8 [1]) and a mask.
 func Schema() []shard.Field {
 	raw := shard.EncodingRaw
 	return []shard.Field{
@@ -33,7 +33,7 @@ func Schema() []shard.Field {
 		{Name: "category", Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, Encoding: raw, RowsOf: "boxes"},
 		{Name: "tags", Kind: shard.KindNDArray, DType: "int32", Shape: []int{-1}, Encoding: raw},
 		{Name: "emb", Kind: shard.KindNDArray, DType: "float64", Shape: []int{2, 3}, Encoding: raw},
-		{Name: "flag", Kind: shard.KindNDArray, DType: "uint8", Shape: []int{}, Encoding: raw},
+		{Name: "flag", Kind: shard.KindNDArray, DType: "uint8", Shape: []int{1}, Encoding: raw},
 		{Name: "mask", Kind: shard.KindImage, DType: "uint8", Shape: []int{-1, -1, 1}, Encoding: raw, Geometry: shard.GeometryMask},
 	}
 }
