@@ -21,6 +21,7 @@ import (
 func TestPreviewDrawsFields(t *testing.T) {
 	dir := t.TempDir()
 	writeFieldsNPY(t, dir)
+	mustRun(t, "verify", dir) // the fields' files checked by npy's structure check
 
 	sheetPath := filepath.Join(t.TempDir(), "s.png")
 	mustRun(t, "preview", dir, "-o", sheetPath, "--count", "1", "--tile", "64")
@@ -97,7 +98,7 @@ func writeFieldsNPY(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &shard.Manifest{Format: shard.FormatNPY, FormatVersion: 1, Count: 1, Sample: cfg.Sample, Label: cfg.Label, Files: files, Fields: cfg.Fields}
+	m := &shard.Manifest{Format: shard.FormatNPY, FormatVersion: 1, Count: 1, Inputs: 1, Sample: cfg.Sample, Label: cfg.Label, Files: files, Fields: cfg.Fields}
 	b, err := m.Marshal()
 	if err != nil {
 		t.Fatal(err)
