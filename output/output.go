@@ -88,6 +88,10 @@ type Entry struct {
 	// (its manifest m already read; loc is the dataset's location, for messages) for random
 	// access, as packer inspect and preview read it. nil: the format cannot be opened so.
 	Open func(loc string, fsys shard.FS, m *shard.Manifest) (Dataset, error)
+	// FieldCheck refuses a field of the schema (Config.Fields) the format cannot hold, saying
+	// why; CheckFields calls it for each field after the checks every format shares. nil: the
+	// format holds no fields.
+	FieldCheck func(f shard.Field) error
 }
 
 // Dataset is random access to the records of a dataset of any format, what Entry.Open returns.
@@ -95,12 +99,15 @@ type Entry struct {
 type Dataset interface {
 	Manifest() *shard.Manifest
 	Len() int64
-	// Record returns a new slice holding the bytes of record i.
+	// Record returns a new slice holding the bytes of record i's sample (not its fields).
 	Record(i int64) ([]byte, error)
 	// RecordShape returns record i's own shape (the sample shape for fixed-size records).
 	RecordShape(i int64) ([]int, error)
 	// Info returns record i's label, auxiliary labels and metadata.
 	Info(i int64) (RecordInfo, error)
+	// Fields returns record i's values of the manifest's fields (shard.Manifest.Fields), in
+	// schema order, as raw little-endian bytes (new slices); nil for a dataset without fields.
+	Fields(i int64) ([][]byte, error)
 	Close() error
 }
 
@@ -119,11 +126,14 @@ func OpenShardDataset(loc string, fsys shard.FS, m *shard.Manifest) (Dataset, er
 	if err != nil {
 		return nil, err
 	}
-	return shardDataset{d}, nil
+	return shardDataset{d, len(d.Fields()) > 0}, nil
 }
 
 // shardDataset is a shard.Dataset as a Dataset.
-type shardDataset struct{ *shard.Dataset }
+type shardDataset struct {
+	*shard.Dataset
+	fields bool // the records carry fields
+}
 
 func (d shardDataset) Info(i int64) (RecordInfo, error) {
 	if i < 0 || i >= d.Len() {
@@ -135,6 +145,29 @@ func (d shardDataset) Info(i int64) (RecordInfo, error) {
 		return RecordInfo{}, err
 	}
 	return RecordInfo{Label: r.Label(j), Aux: r.Aux(j), Meta: r.RecordMeta(j)}, nil
+}
+
+// Record gives the sample's bytes: in a dataset with fields a shard record holds the field
+// values after them (FORMAT.md, "Fields"), which Fields gives.
+func (d shardDataset) Record(i int64) ([]byte, error) {
+	if !d.fields {
+		return d.Dataset.Record(i)
+	}
+	sample, _, err := d.RecordFields(i)
+	return sample, err
+}
+
+// Fields gives record i's field values (shard.Dataset.RecordFields); nil for a dataset without
+// fields (an npy dataset's are in files of their own, which output/npy reads).
+func (d shardDataset) Fields(i int64) ([][]byte, error) {
+	if !d.fields {
+		if i < 0 || i >= d.Len() {
+			return nil, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+		}
+		return nil, nil
+	}
+	_, fields, err := d.RecordFields(i)
+	return fields, err
 }
 
 // EngineFilePrefix starts the name of every file the build engine itself keeps in an output's
