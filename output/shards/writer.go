@@ -103,6 +103,7 @@ func (o *shardOutput) open() error {
 	o.w, err = shard.NewWriter(sk, shard.WriterOptions{
 		Sample: o.cfg.Sample, Label: o.cfg.Label, ShardIndex: k, HasMeta: o.cfg.HasMeta,
 		Meta: map[string]any{"dataset": o.cfg.Meta}, Unbuffered: true, BlockTarget: o.cfg.ChecksumBlock,
+		Fields: o.cfg.Fields,
 	})
 	return err
 }
@@ -194,14 +195,29 @@ func commitShard(p *fileutil.Pending, name string, n int64) error {
 	})
 }
 
-// Format reports the format name and the version of its shards (Version).
-func (o *shardOutput) Format() (string, int) { return shard.FormatShards, Version(o.cfg.Sample) }
+// fieldsVersion is the shard format version of a dataset with fields (FORMAT.md, "Fields").
+const fieldsVersion = 3
+
+// Format reports the format name and the version of its shards: fieldsVersion with fields,
+// else Version.
+func (o *shardOutput) Format() (string, int) {
+	if len(o.cfg.Fields) > 0 {
+		return shard.FormatShards, fieldsVersion
+	}
+	return shard.FormatShards, Version(o.cfg.Sample)
+}
 
 func (o *shardOutput) Write(r output.Record) error {
 	if o.err != nil {
 		return o.err
 	}
-	if o.w != nil && o.w.Len() > 0 && o.w.DataSize()+int64(len(r.Data)) > o.cfg.ShardSize {
+	// A record's bytes are its sample's and its fields' (FORMAT.md, "Fields"), as WriteFrom
+	// counts them, so a merge splits shards where the build does.
+	n := int64(len(r.Data))
+	for _, f := range r.Fields {
+		n += int64(len(f))
+	}
+	if o.w != nil && o.w.Len() > 0 && o.w.DataSize()+n > o.cfg.ShardSize {
 		if o.err = o.finish(); o.err != nil {
 			return o.err
 		}
@@ -216,7 +232,11 @@ func (o *shardOutput) Write(r output.Record) error {
 			return o.err
 		}
 	}
-	o.err = o.w.AppendShape(r.Data, r.Shape, r.Label, r.Aux, r.Meta)
+	if len(o.cfg.Fields) > 0 {
+		o.err = o.w.AppendFields(r.Data, r.Shape, r.Label, r.Aux, r.Meta, r.Fields)
+	} else {
+		o.err = o.w.AppendShape(r.Data, r.Shape, r.Label, r.Aux, r.Meta)
+	}
 	return o.err
 }
 
