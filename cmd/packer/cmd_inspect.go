@@ -68,6 +68,10 @@ type inspectSummary struct {
 	Skipped   int               `json:"skipped"`
 	Reasons   map[string]int    `json:"skipped_by_reason"`
 	Records   []recordInfo      `json:"records,omitempty"`
+	// Fields is the sample schema beyond the sample and labels, and BoxesDropped the boxes
+	// the transform dropped per boxes field (the manifest's fields and boxes_dropped).
+	Fields       []shard.Field    `json:"fields,omitempty"`
+	BoxesDropped map[string]int64 `json:"boxes_dropped,omitempty"`
 	// ShapeRange is, for a dataset of variable-size records, the smallest and largest value of
 	// each dimension over all records (fixed dimensions included).
 	ShapeRange *shapeRange `json:"shape_range,omitempty"`
@@ -98,7 +102,8 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 		return err
 	}
 	s := inspectSummary{Dir: o.Dir, Packer: m.Packer, Format: m.Format, Count: m.Count, Sample: m.Sample, Label: m.Label,
-		Source: m.Source, Transform: m.Transform, Files: m.Files, Skipped: len(m.Skipped), Reasons: map[string]int{}}
+		Source: m.Source, Transform: m.Transform, Files: m.Files, Skipped: len(m.Skipped), Reasons: map[string]int{},
+		Fields: m.Fields, BoxesDropped: m.BoxesDropped}
 	for i, name := range m.Classes {
 		var n int64
 		if i < len(m.ClassCounts) {
@@ -163,6 +168,16 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 	}
 	fmt.Fprintf(w, "files\t%d, %s\n", len(m.Files), byteSize(s.Bytes))
 	w.Flush()
+	if len(m.Fields) > 0 {
+		fmt.Fprintf(o.IO.Out, "\nfields (%d):\n", len(m.Fields))
+		for _, f := range m.Fields {
+			fmt.Fprintf(o.IO.Out, "  %-16s %s", f.Name, describeField(f))
+			if n := m.BoxesDropped[f.Name]; n > 0 {
+				fmt.Fprintf(o.IO.Out, " (%d dropped by the transform: no area left)", n)
+			}
+			fmt.Fprintln(o.IO.Out)
+		}
+	}
 	if len(s.Classes) > 0 {
 		fmt.Fprintf(o.IO.Out, "\nclasses (%d):\n", len(s.Classes))
 		for _, c := range s.Classes {
