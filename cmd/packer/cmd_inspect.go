@@ -94,6 +94,8 @@ type recordInfo struct {
 	Aux   []int64         `json:"aux,omitempty"`
 	Meta  json.RawMessage `json:"meta,omitempty"`
 	Shape []int           `json:"shape,omitempty"` // the record's own shape (variable-size datasets)
+	// Fields are the record's field values, short (fieldValue), in schema order.
+	Fields recordFields `json:"fields,omitempty"`
 }
 
 func runInspect(ctx context.Context, o *inspectOptions) error {
@@ -133,6 +135,9 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 				if ri.Shape, err = ds.RecordShape(i); err != nil {
 					return err
 				}
+			}
+			if ri.Fields, err = fieldsOf(ds, m, i); err != nil {
+				return fmt.Errorf("%s: %w", o.Dir, err)
 			}
 			s.Records = append(s.Records, ri)
 		}
@@ -226,6 +231,9 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 				fmt.Fprintf(o.IO.Out, "  %s", r.Meta)
 			}
 			fmt.Fprintln(o.IO.Out)
+			for _, f := range r.Fields {
+				fmt.Fprintf(o.IO.Out, "          %-16s %s\n", f.Name, f.Value)
+			}
 		}
 	}
 	return nil

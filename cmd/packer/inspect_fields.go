@@ -217,3 +217,66 @@ func finite(f float64) any {
 	}
 	return f
 }
+
+// recordFields are a record's field values as inspect shows them, in schema order; as JSON,
+// an object with one member per field, in that order.
+type recordFields []namedValue
+
+type namedValue struct {
+	Name  string
+	Value fieldValue
+}
+
+func (r recordFields) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, nv := range r {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(nv.Name)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(nv.Value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+// fieldsReader is the field access of a dataset reader (output.Dataset.Fields).
+type fieldsReader interface {
+	Fields(i int64) ([][]byte, error)
+}
+
+// fieldsOf returns record i's field values as inspect shows them (schema m.Fields): nil for a
+// dataset without fields.
+func fieldsOf(ds anyDataset, m *shard.Manifest, i int64) (recordFields, error) {
+	if len(m.Fields) == 0 {
+		return nil, nil
+	}
+	fr, ok := ds.(fieldsReader)
+	if !ok {
+		return nil, fmt.Errorf("the %s reader cannot read fields", m.Format)
+	}
+	vals, err := fr.Fields(i)
+	if err != nil {
+		return nil, err
+	}
+	if len(vals) != len(m.Fields) {
+		return nil, fmt.Errorf("record %d has %d field values, the schema %d fields", i, len(vals), len(m.Fields))
+	}
+	shape, err := ds.RecordShape(i)
+	if err != nil {
+		return nil, err
+	}
+	sample := m.Sample
+	sample.Shape = shape
+	out := make(recordFields, len(vals))
+	for k, f := range m.Fields {
+		out[k] = namedValue{f.Name, valueOf(f, vals[k], sample)}
+	}
+	return out, nil
+}

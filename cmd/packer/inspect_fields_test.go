@@ -55,4 +55,8 @@ func TestInspectFieldValues(t *testing.T) {
 	if got := describeField(shard.Field{Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, RowsOf: "boxes"}); got != "ndarray int64 [-1], rows of boxes" {
 		t.Errorf("describeField: %s", got)
 	}
+	rf := recordFields{{"zeta", valueOf(shard.Field{Kind: shard.KindText}, []byte("z"), hwc)}, {"alpha", valueOf(shard.Field{Kind: shard.KindJSON}, []byte("[1]"), hwc)}}
+	if b, err := json.Marshal(rf); err != nil || string(b) != `{"zeta":{"text":"z","bytes":1},"alpha":{"json":[1],"bytes":3}}` {
+		t.Errorf("record fields as JSON: %s, %v", b, err)
+	}
 }
