@@ -37,6 +37,9 @@ func (w *Writer) AppendFrom(src *Reader, i, j int, data []byte) error {
 	if src.h.spec.DType != w.spec.DType || src.h.spec.Layout != w.spec.Layout || !slices.Equal(src.h.spec.Shape, w.spec.Shape) || sl.naux != int64(w.naux) {
 		return fmt.Errorf("shard: %s: sample or label spec differs from the shard being written", src.name)
 	}
+	if !FieldsEqual(src.h.schema, w.fields) {
+		return fmt.Errorf("shard: %s: fields %s differ from the shard being written's %s", src.name, FieldsString(src.h.schema), FieldsString(w.fields))
+	}
 	if sl.varSize != (w.flags&FlagVarSize != 0) || sl.shapes != (w.flags&FlagShapes != 0) || sl.hasMeta != (w.flags&FlagMeta != 0) {
 		return w.appendEach(src, i, j, data)
 	}
@@ -82,6 +85,7 @@ func (w *Writer) AppendFrom(src *Reader, i, j int, data []byte) error {
 		if w.flags&FlagShapes != 0 {
 			w.shapes = append(w.shapes, idx[sl.shapesOff+a*sl.v*4:sl.shapesOff+b*sl.v*4]...)
 		}
+		w.flens = append(w.flens, idx[sl.fieldLens+a*sl.nf*4:sl.fieldLens+b*sl.nf*4]...)
 	}
 	w.n += n
 	w.dataLen += int64(len(data))
@@ -115,7 +119,11 @@ func (w *Writer) appendEach(src *Reader, i, j int, data []byte) error {
 		if src.l.hasMeta {
 			meta = src.RecordMeta(r)
 		}
-		if err := w.AppendShape(data[off-base:off-base+n], shape, src.Label(r), src.Aux(r), meta); err != nil {
+		sample, fields, err := src.SplitFields(r, data[off-base:off-base+n])
+		if err != nil {
+			return err
+		}
+		if err := w.AppendFields(sample, shape, src.Label(r), src.Aux(r), meta, fields); err != nil {
 			return err
 		}
 	}

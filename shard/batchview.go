@@ -2,7 +2,9 @@ package shard
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 )
 
@@ -15,18 +17,23 @@ import (
 func (b *Batch) DType() DType { return b.dtype }
 
 // BatchShape returns the shape of the whole batch as one array, [B, sample shape...], for
-// fixed-size records; for variable-size records (whose shapes differ: see Shape) it returns nil.
+// fixed-size records; for variable-size records (whose shapes differ: see Shape) and records
+// with fields it returns nil.
 func (b *Batch) BatchShape() []int {
-	if b.Dims != nil || b.v > 0 {
+	if b.Dims != nil || b.v > 0 || b.fields != nil {
 		return nil
 	}
 	return append([]int{b.Len()}, b.sample...)
 }
 
-// Uint8 returns Data as uint8 elements; it fails unless the dtype is uint8.
+// Uint8 returns Data as uint8 elements; it fails unless the dtype is uint8, and for records
+// with fields (whose Data is not an array: see Sample).
 func (b *Batch) Uint8() ([]uint8, error) {
 	if b.dtype != Uint8 {
 		return nil, b.wrongType(Uint8)
+	}
+	if b.fields != nil {
+		return nil, errFieldsView
 	}
 	return b.Data, nil
 }
@@ -37,6 +44,9 @@ func (b *Batch) Float16Bits() ([]uint16, error) {
 	if b.dtype != Float16 {
 		return nil, b.wrongType(Float16)
 	}
+	if b.fields != nil {
+		return nil, errFieldsView
+	}
 	return view[uint16](b.Data)
 }
 
@@ -45,7 +55,76 @@ func (b *Batch) Float32() ([]float32, error) {
 	if b.dtype != Float32 {
 		return nil, b.wrongType(Float32)
 	}
+	if b.fields != nil {
+		return nil, errFieldsView
+	}
 	return view[float32](b.Data)
+}
+
+// errFieldsView refuses a typed view of the Data of records with fields.
+var errFieldsView = errors.New("shard: the batch's records carry fields after their samples, so Data is not one array: read each record's sample with Sample")
+
+// Fields returns the dataset's schema (nil for a dataset without fields). The caller must not
+// modify it.
+func (b *Batch) Fields() []Field { return b.fields }
+
+// Sample returns the sample value of record k of the batch: its bytes without its field values
+// (the whole record in a dataset without fields). It is a view into Data.
+func (b *Batch) Sample(k int) []byte {
+	rec := b.record(k)
+	nf := len(b.fields)
+	end := len(rec)
+	for _, n := range b.fieldLens[k*nf : (k+1)*nf] {
+		end -= int(n)
+	}
+	return rec[:end:end]
+}
+
+// record returns the bytes of record k of the batch.
+func (b *Batch) record(k int) []byte {
+	if b.Offsets == nil {
+		n := len(b.Data) / b.Len()
+		return b.Data[k*n : (k+1)*n : (k+1)*n]
+	}
+	return b.Data[b.Offsets[k]:b.Offsets[k+1]:b.Offsets[k+1]]
+}
+
+// Field returns the value of field name of record k of the batch, a view into Data; decode it
+// with FieldText, FieldInt64s, FieldFloat32s and the like. It fails for a name the schema does
+// not have.
+func (b *Batch) Field(k int, name string) ([]byte, error) {
+	f := slices.IndexFunc(b.fields, func(f Field) bool { return f.Name == name })
+	if f < 0 {
+		return nil, fmt.Errorf("shard: the batch has no field %q (fields %s)", name, FieldsString(b.fields))
+	}
+	return b.fieldAt(k, f), nil
+}
+
+// FieldValues returns the values of field name for every record of the batch, in order
+// (views into Data).
+func (b *Batch) FieldValues(name string) ([][]byte, error) {
+	f := slices.IndexFunc(b.fields, func(f Field) bool { return f.Name == name })
+	if f < 0 {
+		return nil, fmt.Errorf("shard: the batch has no field %q (fields %s)", name, FieldsString(b.fields))
+	}
+	out := make([][]byte, b.Len())
+	for k := range out {
+		out[k] = b.fieldAt(k, f)
+	}
+	return out, nil
+}
+
+// fieldAt returns the value of field f of record k.
+func (b *Batch) fieldAt(k, f int) []byte {
+	rec := b.record(k)
+	nf := len(b.fields)
+	lens := b.fieldLens[k*nf : (k+1)*nf]
+	end := len(rec)
+	for _, n := range lens[f+1:] {
+		end -= int(n)
+	}
+	start := end - int(lens[f])
+	return rec[start:end:end]
 }
 
 func (b *Batch) wrongType(want DType) error {

@@ -83,6 +83,14 @@ func openDataset(fsys FS, dir string, opts ReaderOptions) (d *Dataset, err error
 	if m.FormatVersion < MinVersion || m.FormatVersion > Version {
 		return nil, fmt.Errorf("%s: shard format version %d: %w", dir, m.FormatVersion, ErrVersion)
 	}
+	if len(m.Fields) > 0 {
+		if err := ValidateFields(m.Fields, m.Sample); err != nil {
+			return nil, fmt.Errorf("%s: manifest: %w", dir, err)
+		}
+		if m.Format == FormatShards && m.FormatVersion < 3 {
+			return nil, fmt.Errorf("%s: the manifest lists fields with format_version %d (fields are version 3)", dir, m.FormatVersion)
+		}
+	}
 	d = &Dataset{dir: dir, fsys: fsys, pin: pin, m: m, opts: opts, npy: m.Format == FormatNPY}
 	for _, f := range m.Files {
 		if d.npy && f.Path == npyImages || !d.npy && strings.HasSuffix(f.Path, ".pks") {
@@ -223,6 +231,8 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 		bad = fmt.Sprintf("sample spec %v %s %s, the manifest says %v %s %s", spec.Shape, spec.DType, spec.Layout, want.Shape, want.DType, want.Layout)
 	case !slices.Equal(r.LabelSpec().Aux, d.m.Label.Aux) && len(r.LabelSpec().Aux)+len(d.m.Label.Aux) > 0:
 		bad = fmt.Sprintf("aux columns %q, the manifest says %q", r.LabelSpec().Aux, d.m.Label.Aux)
+	case !d.npy && !FieldsEqual(r.h.schema, d.m.Fields):
+		bad = fmt.Sprintf("fields %s, the manifest says %s (a shard of a dataset with another schema)", FieldsString(r.h.schema), FieldsString(d.m.Fields))
 	case r.Version() > d.m.FormatVersion:
 		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
 	case r.ShardIndex() != s:
@@ -279,7 +289,27 @@ func (d *Dataset) checkRecord(i int64) error {
 	return nil
 }
 
-// Record returns a new slice holding the bytes of record i (numbered across shards).
+// Fields returns the dataset's schema from its manifest (FORMAT.md "Fields"), nil for a dataset
+// without fields. Every shard's schema is checked against it when the shard is opened.
+func (d *Dataset) Fields() []Field { return slices.Clone(d.m.Fields) }
+
+// RecordFields returns record i's sample value and its field values in schema order (see
+// Reader.SplitFields); fields is nil for a dataset without fields.
+func (d *Dataset) RecordFields(i int64) (sample []byte, fields [][]byte, err error) {
+	rec, err := d.Record(i)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, j := d.Locate(i)
+	r, err := d.Shard(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r.SplitFields(j, rec)
+}
+
+// Record returns a new slice holding the bytes of record i (numbered across shards). In a
+// dataset with fields the record's field values follow its sample value: see RecordFields.
 func (d *Dataset) Record(i int64) ([]byte, error) {
 	if err := d.checkRecord(i); err != nil {
 		return nil, err

@@ -18,8 +18,17 @@ import (
 // a manifest, and returns the directory.
 func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []int) string {
 	t.Helper()
+	return buildDatasetWith(t, opts, counts, func(w *Writer, i int) error {
+		r := recs[i]
+		return w.AppendShape(r.data, r.shape, r.label, r.aux, r.meta)
+	})
+}
+
+// buildDatasetWith is buildDataset with a function that appends record i.
+func buildDatasetWith(t testing.TB, opts WriterOptions, counts []int, appendRec func(w *Writer, i int) error) string {
+	t.Helper()
 	dir := t.TempDir()
-	m := &Manifest{Packer: "test", Format: "shards", FormatVersion: Version, Sample: opts.Sample, Label: opts.Label}
+	m := &Manifest{Packer: "test", Format: "shards", FormatVersion: DatasetVersion(opts.Sample, opts.Fields), Sample: opts.Sample, Label: opts.Label, Fields: opts.Fields}
 	next := 0
 	for s, c := range counts {
 		o := opts
@@ -30,8 +39,8 @@ func buildDataset(t testing.TB, opts WriterOptions, recs []testRecord, counts []
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range recs[next : next+c] {
-			if err := w.AppendShape(r.data, r.shape, r.label, r.aux, r.meta); err != nil {
+		for i := next; i < next+c; i++ {
+			if err := appendRec(w, i); err != nil {
 				t.Fatal(err)
 			}
 		}

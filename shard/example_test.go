@@ -102,7 +102,7 @@ func ExampleDataset_NewLoader() {
 	dir, _ := os.MkdirTemp("", "shard-example")
 	defer os.RemoveAll(dir)
 	spec := shard.SampleSpec{Shape: []int{1}, DType: shard.Uint8, Layout: "hwc"}
-	m := &shard.Manifest{Packer: "example", Format: "shards", FormatVersion: shard.Version, Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
+	m := &shard.Manifest{Packer: "example", Format: "shards", FormatVersion: shard.DatasetVersion(spec, nil), Sample: spec, Label: shard.LabelSpec{DType: "int64", Aux: []string{}}}
 	for s := 0; s < 2; s++ {
 		name := fmt.Sprintf("shard-%05d.pks", s)
 		f, _ := os.Create(filepath.Join(dir, name))

@@ -12,9 +12,10 @@ const (
 	HeaderMagic = "PKSHARD\x00"
 	// FooterMagic closes every shard file.
 	FooterMagic = "PKS1"
-	// Version is the newest shard format version this package knows. It reads versions 1 and
-	// Version; it writes the lowest version a shard needs (1 unless FlagShapes is set).
-	Version = 2
+	// Version is the newest shard format version this package knows. It reads versions 1 to
+	// Version; it writes the lowest version a shard needs (1 unless FlagShapes is set, 2 with
+	// FlagShapes, 3 only when the shard has fields).
+	Version = 3
 	// MinVersion is the oldest shard format version this package reads.
 	MinVersion = 1
 
@@ -32,10 +33,15 @@ const (
 	// FlagShapes marks variable-size shards whose index stores each record's shape (the values
 	// of the sample shape's -1 dimensions). Defined in version 2.
 	FlagShapes = 1 << 2
+	// FlagFields marks shards whose records carry fields besides the sample (the meta key
+	// "fields" and the index part fieldlens). Defined in version 3.
+	FlagFields = 1 << 3
 	// knownFlagsV1 is every flag version 1 defines.
 	knownFlagsV1 = FlagVarSize | FlagMeta
-	// knownFlags is every flag version 2 defines.
-	knownFlags = FlagVarSize | FlagMeta | FlagShapes
+	// knownFlagsV2 is every flag version 2 defines.
+	knownFlagsV2 = FlagVarSize | FlagMeta | FlagShapes
+	// knownFlags is every flag version 3 defines.
+	knownFlags = FlagVarSize | FlagMeta | FlagShapes | FlagFields
 
 	// BlockTarget is the byte size the writer aims for per checksum block.
 	BlockTarget = 1 << 20
@@ -48,6 +54,8 @@ const (
 	MaxRecordSize = 1 << 30
 	// MaxAux bounds the number of auxiliary label columns.
 	MaxAux = 16
+	// MaxFields bounds the number of fields of a sample schema (version 3).
+	MaxFields = 64
 )
 
 // Header field offsets (bytes from the start of the file).

@@ -241,7 +241,7 @@ func TestFormatDoc(t *testing.T) {
 	}
 
 	// Flags table: | bit | `Name` | meaning |.
-	flags := map[string]int{"`FlagVarSize`": FlagVarSize, "`FlagMeta`": FlagMeta, "`FlagShapes`": FlagShapes}
+	flags := map[string]int{"`FlagVarSize`": FlagVarSize, "`FlagMeta`": FlagMeta, "`FlagShapes`": FlagShapes, "`FlagFields`": FlagFields}
 	nflags := 0
 	for _, row := range rows(section("Header")) {
 		if want, ok := flags[row[1]]; ok {
@@ -251,12 +251,12 @@ func TestFormatDoc(t *testing.T) {
 			}
 		}
 	}
-	if nflags != len(flags) || knownFlags != FlagVarSize|FlagMeta|FlagShapes || knownFlagsV1 != FlagVarSize|FlagMeta {
+	if nflags != len(flags) || knownFlags != FlagVarSize|FlagMeta|FlagShapes|FlagFields || knownFlagsV2 != FlagVarSize|FlagMeta|FlagShapes || knownFlagsV1 != FlagVarSize|FlagMeta {
 		t.Errorf("FORMAT.md's flags table does not match the code")
 	}
 
 	// Limits table: | `Name` | value |, values as "1 MiB", "2^32 - 1", "16".
-	limits := map[string]int64{"`MaxMetaLen`": MaxMetaLen, "`MaxRecords`": MaxRecords, "`MaxRecordSize`": MaxRecordSize, "`MaxAux`": MaxAux}
+	limits := map[string]int64{"`MaxMetaLen`": MaxMetaLen, "`MaxRecords`": MaxRecords, "`MaxRecordSize`": MaxRecordSize, "`MaxAux`": MaxAux, "`MaxFields`": MaxFields}
 	units := map[string]int64{"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 	valueRE := regexp.MustCompile(`^(\d+)(?:\^(\d+))?(?: - (\d+))? ?(KiB|MiB|GiB)?$`)
 	nlimits := 0

@@ -1,6 +1,9 @@
 package shard
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // indexLayout locates the parts of a shard's index (FORMAT.md, Index). Offsets are relative to
 // index_offset; a part that is absent has length zero.
@@ -9,7 +12,8 @@ type indexLayout struct {
 	k               int64 // block_records
 	varSize         bool
 	hasMeta         bool
-	shapes          bool // FlagShapes: the shapes part is present
+	shapes          bool  // FlagShapes: the shapes part is present
+	nf              int64 // fields of the schema (FlagFields): the fieldlens part holds nf values a record
 
 	// v is the number of -1 dimensions of the sample shape; dims are the shape's dimensions
 	// and elem the dtype size (set by setShape, used to check and expand record shapes).
@@ -17,10 +21,18 @@ type indexLayout struct {
 	dims []int
 	elem int64
 
+	// The schema of a version-3 shard (set by setFields): its fields, the sample layout, the
+	// position of each field's rows_of field (-1 for none) and whether any field is an image.
+	schema []Field
+	layout string
+	rowsOf []int
+	images bool
+
 	offs      int64 // offsets table, (n+1)*8 bytes when varSize
 	shapesOff int64 // shapes part, n*v*4 bytes when shapes
 	labels    int64 // n*8 bytes
 	aux       int64 // n*naux*8 bytes
+	fieldLens int64 // n*nf*4 bytes when nf > 0
 	metaOffs  int64 // (n+1)*8 bytes when hasMeta
 	blob      int64 // metablob, blobLen bytes
 	blobLen   int64
@@ -46,7 +58,17 @@ func newIndexLayout(n, naux, k int64, flags uint16, blobLen int64) indexLayout {
 // newIndexLayoutV is newIndexLayout for a sample shape with v dimensions of -1 (the shapes
 // part, when FlagShapes is set, holds v values per record).
 func newIndexLayoutV(n, naux, k int64, flags uint16, blobLen, v int64) indexLayout {
+	return newIndexLayoutF(n, naux, k, flags, blobLen, v, 0)
+}
+
+// newIndexLayoutF is newIndexLayoutV for a version-3 shard with nf fields (FlagFields; the
+// fieldlens part holds nf values per record). nf is ignored without FlagFields.
+func newIndexLayoutF(n, naux, k int64, flags uint16, blobLen, v, nf int64) indexLayout {
 	l := indexLayout{n: n, naux: naux, blocks: numBlocks(n, k), k: k, varSize: flags&FlagVarSize != 0, hasMeta: flags&FlagMeta != 0, shapes: flags&FlagShapes != 0}
+	if flags&FlagFields == 0 {
+		nf = 0
+	}
+	l.nf = nf
 	var p int64
 	l.offs = p
 	if l.varSize {
@@ -61,6 +83,8 @@ func newIndexLayoutV(n, naux, k int64, flags uint16, blobLen, v int64) indexLayo
 	p += n * 8
 	l.aux = p
 	p += n * naux * 8
+	l.fieldLens = p
+	p += n * nf * 4
 	l.metaOffs = p
 	if l.hasMeta {
 		p += (n + 1) * 8
@@ -98,9 +122,15 @@ func varDims(shape []int) int64 {
 func (l *indexLayout) setShape(spec SampleSpec, flags uint16) {
 	v := varDims(spec.Shape)
 	if flags&FlagShapes != 0 && l.v != v {
-		*l = newIndexLayoutV(l.n, l.naux, l.k, flags, l.blobLen, v)
+		*l = newIndexLayoutF(l.n, l.naux, l.k, flags, l.blobLen, v, l.nf)
 	}
 	l.v, l.dims, l.elem = v, spec.Shape, int64(spec.DType.Size())
+}
+
+// setFields records a version-3 shard's schema in l, for checkFieldLens.
+func (l *indexLayout) setFields(schema []Field, layout string) {
+	l.schema, l.layout, l.rowsOf = schema, layout, rowsOfIndex(schema)
+	l.images = slices.ContainsFunc(schema, func(f Field) bool { return f.Kind == KindImage })
 }
 
 // checkShape checks record i's stored shape values (each ≥ 1) against its size in bytes.

@@ -129,7 +129,9 @@ type LoaderOptions struct {
 // valid until the next call to Next or Close; copy what must outlive that.
 type Batch struct {
 	// Data holds the batch's records back to back. For fixed-size records it is a [B, ...]
-	// array of the dataset's sample spec, ready to be wrapped as a tensor.
+	// array of the dataset's sample spec, ready to be wrapped as a tensor. In a dataset with
+	// fields (format version 3) a record is its sample value followed by its field values:
+	// read them with Sample and Field.
 	Data []byte
 	// Offsets is nil for fixed-size records; for variable-size records, record k of the batch
 	// is Data[Offsets[k]:Offsets[k+1]].
@@ -152,6 +154,9 @@ type Batch struct {
 	sample []int // the dataset's sample shape
 	v      int   // number of -1 dimensions in sample
 	dtype  DType // the dataset's element type
+
+	fields    []Field  // the dataset's schema; nil without fields
+	fieldLens []uint32 // [B, len(fields)] field value lengths, row-major
 }
 
 // Len returns the number of records in the batch.
@@ -201,6 +206,7 @@ type Loader struct {
 	unlocked   atomic.Int64               // buffers of the ring not locked in memory
 	recordSize int64
 	naux       int
+	fields     []Field // the dataset's schema (version 3); nil without fields
 	sample     []int   // the dataset's sample shape
 	v          int     // number of -1 dimensions in sample
 	order      []int64 // this rank's epoch sequence when shuffling or under v2; nil otherwise
@@ -247,7 +253,8 @@ type slot struct {
 	labels []int64
 	aux    []int64
 	idx    []int64
-	dims   []int // [n, v] record shape values, variable-size records only
+	dims   []int    // [n, v] record shape values, variable-size records only
+	flens  []uint32 // [n, F] field value lengths, datasets with fields only
 	parts  []part
 	pos    int64 // position of the first record
 	n      int   // number of records
@@ -317,7 +324,7 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 			opts.ReadSize = DefaultRemoteReadSize
 		}
 	}
-	l := &Loader{ds: d, opts: opts, rangeDepth: rangeDepth, claims: map[[2]int64]chan struct{}{}, fetch: opts.Fetch, alloc: opts.Alloc, naux: len(d.m.Label.Aux), sample: d.m.Sample.Shape, v: int(varDims(d.m.Sample.Shape))}
+	l := &Loader{ds: d, opts: opts, rangeDepth: rangeDepth, claims: map[[2]int64]chan struct{}{}, fetch: opts.Fetch, alloc: opts.Alloc, naux: len(d.m.Label.Aux), fields: d.Fields(), sample: d.m.Sample.Shape, v: int(varDims(d.m.Sample.Shape))}
 	switch opts.Order {
 	case 0, OrderV2:
 		l.v2 = true
@@ -352,6 +359,9 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 	// Size the buffers from the record size (the average one for variable-size records).
 	avg := d.m.Sample.Size()
 	l.recordSize = max(avg, 0)
+	if len(l.fields) > 0 {
+		avg, l.recordSize = -1, 0 // the records' sizes vary with their fields
+	}
 	if avg < 0 {
 		avg = 1
 		if d.NumShards() > 0 {
@@ -385,6 +395,9 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 			aux: make([]int64, perSlot*int64(l.naux)), idx: make([]int64, perSlot)}
 		if l.recordSize == 0 {
 			s.dims = make([]int, perSlot*int64(l.v))
+		}
+		if len(l.fields) > 0 {
+			s.flens = make([]uint32, perSlot*int64(len(l.fields)))
 		}
 		if err := l.allocBuf(s, bufSize); err != nil {
 			l.Close()
@@ -549,6 +562,10 @@ func (l *Loader) setBatch() {
 		}
 		l.batch.Offsets = l.boffs
 		l.batch.Dims = s.dims[a*l.v : b*l.v : b*l.v]
+	}
+	if nf := len(l.fields); nf > 0 {
+		l.batch.fields = l.fields
+		l.batch.fieldLens = s.flens[a*nf : b*nf : b*nf]
 	}
 	l.pos = s.pos + int64(b)
 }
@@ -856,6 +873,11 @@ func (l *Loader) partMeta(s *slot, p *part, at int64) error {
 		s.labels[k] = p.r.Label(rec)
 		if l.naux > 0 {
 			p.r.auxInto(rec, s.aux[k*l.naux:(k+1)*l.naux])
+		}
+		if nf := len(l.fields); nf > 0 {
+			for f := range nf {
+				s.flens[k*nf+f] = uint32(p.r.fieldLen(rec, f))
+			}
 		}
 		if s.dims != nil {
 			dst := s.dims[k*l.v : (k+1)*l.v]

@@ -19,6 +19,7 @@ type headerInfo struct {
 	index   int
 	k       int64 // block_records from the meta JSON
 	fields  map[string]any
+	schema  []Field // meta "fields" (version 3), nil below
 }
 
 // dataOffset is where the header says the data section starts.
@@ -54,8 +55,11 @@ func parseHeaderFixed(b []byte, name string) (version, flags uint16, metaLen int
 		return 0, 0, 0, corrupt(name, hdrVersionOff, ErrVersion, "version %d (this reader knows versions %d to %d)", version, MinVersion, Version)
 	}
 	known := uint16(knownFlags)
-	if version == 1 {
+	switch version {
+	case 1:
 		known = knownFlagsV1
+	case 2:
+		known = knownFlagsV2
 	}
 	flags = le.Uint16(b[hdrFlagsOff:])
 	if flags&^known != 0 {
@@ -63,6 +67,9 @@ func parseHeaderFixed(b []byte, name string) (version, flags uint16, metaLen int
 	}
 	if flags&FlagShapes != 0 && flags&FlagVarSize == 0 {
 		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "shapes flag without the variable-size flag")
+	}
+	if version >= 3 && flags&(FlagFields|FlagVarSize) != FlagFields|FlagVarSize {
+		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "version %d shard without the fields and variable-size flags (flags %#04x)", version, flags)
 	}
 	metaLen = int64(le.Uint32(b[hdrMetaLenOff:]))
 	if metaLen > MaxMetaLen {
@@ -78,7 +85,8 @@ type metaJSON struct {
 	Shard  *struct {
 		Index *int `json:"index"`
 	} `json:"shard"`
-	BlockRecords *int64 `json:"block_records"`
+	BlockRecords *int64          `json:"block_records"`
+	Fields       json.RawMessage `json:"fields"`
 }
 
 // parseMeta decodes and checks the meta JSON.
@@ -116,8 +124,43 @@ func parseMeta(h *headerInfo, name string) error {
 	if m.Label.Aux == nil {
 		m.Label.Aux = []string{}
 	}
+	if h.version >= 3 {
+		// A version-1 or -2 shard may carry any key, "fields" included: it is not a schema.
+		schema, err := parseFields(m.Fields, *m.Sample)
+		if err != nil {
+			return bad("%v", err)
+		}
+		h.schema = schema
+	}
 	h.spec, h.label, h.index, h.k = *m.Sample, *m.Label, *m.Shard.Index, *m.BlockRecords
 	return nil
+}
+
+// parseFields decodes and checks a version-3 shard's meta "fields": a non-empty schema that
+// ValidateFields accepts, with no member the format does not define.
+func parseFields(raw json.RawMessage, spec SampleSpec) ([]Field, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, errors.New("version 3 shard without fields")
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil, fmt.Errorf("fields: %v", err)
+	}
+	if len(elems) == 0 || len(elems) > MaxFields {
+		return nil, fmt.Errorf("fields: %d fields, want 1 to %d", len(elems), MaxFields)
+	}
+	out := make([]Field, len(elems))
+	for k, e := range elems {
+		dec := json.NewDecoder(bytes.NewReader(e))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&out[k]); err != nil {
+			return nil, fmt.Errorf("fields: field %d: %v", k, err)
+		}
+	}
+	if err := ValidateFields(out, spec); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // readHeader reads and checks the header: magic, version, flags, meta length, CRC, reserved
@@ -231,25 +274,31 @@ func checkHeaderFooter(h *headerInfo, f *footerInfo, name string, size int64) (i
 	if f.k != h.k {
 		return indexLayout{}, bad("block_records %d, the header says %d", f.k, h.k)
 	}
-	if h.version >= 2 && h.flags&FlagVarSize != 0 && h.flags&FlagShapes == 0 {
+	if h.version == 2 && h.flags&FlagVarSize != 0 && h.flags&FlagShapes == 0 {
 		return indexLayout{}, corrupt(name, hdrFlagsOff, ErrFormat, "version %d variable-size shard without the shapes flag", h.version)
 	}
+	if h.version >= 3 && (h.flags&FlagShapes != 0) == h.spec.Fixed() {
+		return indexLayout{}, corrupt(name, hdrFlagsOff, ErrFormat, "version %d shard: shapes flag %v with sample shape %v", h.version, h.flags&FlagShapes != 0, h.spec.Shape)
+	}
 	if h.flags&FlagVarSize != 0 {
-		if h.spec.Fixed() || f.recordSize != 0 {
+		// A version-3 shard's records vary in size with their fields, whatever the sample shape.
+		if (h.spec.Fixed() && h.version < 3) || f.recordSize != 0 {
 			return indexLayout{}, bad("variable-size flag with record size %d and sample shape %v", f.recordSize, h.spec.Shape)
 		}
 	} else if !h.spec.Fixed() || f.recordSize != h.spec.Size() {
 		return indexLayout{}, bad("record size %d, sample spec %v %s", f.recordSize, h.spec.Shape, h.spec.DType)
 	}
-	l := newIndexLayout(f.n, int64(len(h.label.Aux)), f.k, h.flags, 0)
+	nf := int64(len(h.schema))
+	l := newIndexLayoutF(f.n, int64(len(h.label.Aux)), f.k, h.flags, 0, 0, nf)
 	l.setShape(h.spec, h.flags)
 	if h.flags&FlagMeta != 0 {
 		if f.indexLen < l.size {
 			return indexLayout{}, bad("index length %d, want at least %d", f.indexLen, l.size)
 		}
-		l = newIndexLayout(f.n, int64(len(h.label.Aux)), f.k, h.flags, f.indexLen-l.size)
+		l = newIndexLayoutF(f.n, int64(len(h.label.Aux)), f.k, h.flags, f.indexLen-l.size, 0, nf)
 		l.setShape(h.spec, h.flags)
 	}
+	l.setFields(h.schema, h.spec.Layout)
 	if f.indexLen != l.size {
 		return indexLayout{}, bad("index length %d, want %d", f.indexLen, l.size)
 	}
@@ -286,6 +335,9 @@ func checkIndex(index []byte, l indexLayout, dataLen int64, name string, indexOf
 // checkShapes checks the shapes part (FlagShapes) of an index whose offsets table is valid:
 // every value ≥ 1 and every record's shape consistent with its size.
 func checkShapes(index []byte, l indexLayout, name string, indexOffset int64) error {
+	if l.nf > 0 {
+		return checkFieldLens(index, l, name, indexOffset)
+	}
 	if !l.shapes {
 		return nil
 	}
@@ -293,6 +345,63 @@ func checkShapes(index []byte, l indexLayout, name string, indexOffset int64) er
 		size := le.Uint64(index[l.offs+(i+1)*8:]) - le.Uint64(index[l.offs+i*8:])
 		if err := l.checkShape(index, i, size); err != nil {
 			return corruptRecords(name, i, 1, indexOffset+l.shapesOff+i*l.v*4, ErrFormat, "record %d: %v", i, err)
+		}
+	}
+	return nil
+}
+
+// checkFieldLens checks the fieldlens part (FlagFields) of an index whose offsets table is
+// valid, with the shapes part: for every record, the field lengths sum to at most the record's
+// size, the rest (the sample value) is the size of the record's shape, each length fits its
+// field's kind and shape, and a field with rows_of has as many rows as its boxes field.
+func checkFieldLens(index []byte, l indexLayout, name string, indexOffset int64) error {
+	fixed := int64(-1) // the sample value's size when the sample shape has no -1
+	if !l.shapes {
+		fixed = l.elem
+		for _, d := range l.dims {
+			fixed *= int64(d)
+		}
+	}
+	lens := make([]int64, l.nf)
+	for i := int64(0); i < l.n; i++ {
+		size := int64(le.Uint64(index[l.offs+(i+1)*8:]) - le.Uint64(index[l.offs+i*8:]))
+		at := indexOffset + l.fieldLens + i*l.nf*4
+		var sum int64
+		for k := range lens {
+			lens[k] = int64(le.Uint32(index[l.fieldLens+(i*l.nf+int64(k))*4:]))
+			sum += lens[k]
+		}
+		if sum > size {
+			return corruptRecords(name, i, 1, at, ErrFormat, "record %d: field lengths sum to %d bytes, the record has %d", i, sum, size)
+		}
+		sample := size - sum
+		var err error
+		rec := l.dims
+		switch {
+		case l.shapes:
+			if err = l.checkShape(index, i, uint64(sample)); err == nil && l.images {
+				rec = l.expand(index, i)
+			}
+		case sample != fixed:
+			err = fmt.Errorf("the sample value has %d bytes, its shape %v has %d", sample, l.dims, fixed)
+		}
+		if err != nil {
+			return corruptRecords(name, i, 1, at, ErrFormat, "record %d: %v", i, err)
+		}
+		h, w := sampleHW(l.layout, rec)
+		for k, f := range l.schema {
+			if err := f.checkLen(lens[k], h, w); err != nil {
+				return corruptRecords(name, i, 1, at, ErrFormat, "record %d: field %q: %v", i, f.Name, err)
+			}
+		}
+		for k, j := range l.rowsOf {
+			if j < 0 {
+				continue
+			}
+			f, g := l.schema[k], l.schema[j]
+			if a, b := lens[k]/f.rowBytes(), lens[j]/g.rowBytes(); a != b {
+				return corruptRecords(name, i, 1, at, ErrFormat, "record %d: field %q has %d rows, its rows_of field %q has %d", i, f.Name, a, g.Name, b)
+			}
 		}
 	}
 	return nil

@@ -474,7 +474,7 @@ func (s *scanner) decide(hdrOK bool, l indexLayout) {
 			} else {
 				// A bad shapes part does not stop the data checks: the offsets locate the blocks.
 				lo := l
-				lo.shapes = false
+				lo.shapes, lo.nf = false, 0
 				if s.idxErr = checkIndex(s.index, lo, ft.dataLen, s.name, ft.indexOffset); s.idxErr != nil {
 					blocksOK = false
 				} else {

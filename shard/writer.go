@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // writeBufferSize is the size of the writer's data buffer: records reach the file in writes of
@@ -73,9 +74,11 @@ type Writer struct {
 	out        io.Writer // what bw writes to (AppendFrom writes large runs straight to it)
 	flags      uint16
 	recordSize int64 // 0 for variable-size records
+	sampleSize int64 // the size of every record's sample value, 0 when the sample shape has a -1
 	k          int64 // block_records
 	naux       int
 	fields     []Field // the schema (WriterOptions.Fields)
+	rowsOf     []int   // rowsOfIndex(fields)
 	spec       SampleSpec
 	v          int // -1 dimensions of the sample shape
 	dataOffset int64
@@ -90,6 +93,7 @@ type Writer struct {
 	shapes   []byte
 	labels   []byte
 	aux      []byte
+	flens    []byte // the fieldlens part (version 3)
 	metaOffs []byte
 	blob     []byte
 	crcs     []byte
@@ -119,9 +123,29 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if opts.ShardIndex < 0 {
 		return nil, fmt.Errorf("shard: negative shard index %d", opts.ShardIndex)
 	}
-	sw := &Writer{naux: len(opts.Label.Aux), fields: opts.Fields, spec: opts.Sample, v: int(varDims(opts.Sample.Shape))}
+	if len(opts.Fields) > 0 {
+		if err := ValidateFields(opts.Fields, opts.Sample); err != nil {
+			return nil, err
+		}
+		if opts.NoShapes {
+			return nil, errors.New("shard: a shard with fields is format version 3, which always stores shapes (NoShapes is for version 1)")
+		}
+	}
+	sw := &Writer{naux: len(opts.Label.Aux), fields: slices.Clone(opts.Fields), rowsOf: rowsOfIndex(opts.Fields), spec: opts.Sample, v: int(varDims(opts.Sample.Shape))}
 	version := uint16(1)
 	if opts.Sample.Fixed() {
+		sw.sampleSize = opts.Sample.Size()
+	}
+	if len(opts.Fields) > 0 {
+		// Version 3: the records' sizes vary with their fields' values.
+		sw.flags |= FlagVarSize | FlagFields
+		sw.k = 1
+		sw.offs = le.AppendUint64(nil, 0)
+		if !opts.Sample.Fixed() {
+			sw.flags |= FlagShapes
+		}
+		version = 3
+	} else if opts.Sample.Fixed() {
 		sw.recordSize = opts.Sample.Size()
 		target := opts.BlockTarget
 		if target <= 0 {
@@ -172,7 +196,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 }
 
 // reservedMetaKeys are the meta JSON keys FORMAT.md defines.
-var reservedMetaKeys = []string{"sample", "label", "shard", "block_records"}
+var reservedMetaKeys = []string{"sample", "label", "shard", "block_records", "fields"}
 
 // headerMeta builds the canonical meta JSON: sorted keys, no insignificant whitespace.
 func headerMeta(opts WriterOptions, k int64) ([]byte, error) {
@@ -202,11 +226,37 @@ func headerMeta(opts WriterOptions, k int64) ([]byte, error) {
 	m["label"] = map[string]any{"dtype": "int64", "aux": aux}
 	m["shard"] = map[string]any{"index": opts.ShardIndex}
 	m["block_records"] = k
+	if len(opts.Fields) > 0 {
+		m["fields"] = fieldsMeta(opts.Fields)
+	}
 	out, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("shard: encode meta: %w", err)
 	}
 	return out, nil
+}
+
+// fieldsMeta is the meta JSON's "fields" value: one object per field, without the members a
+// field leaves empty (json.Marshal sorts the keys of the maps).
+func fieldsMeta(fields []Field) []map[string]any {
+	out := make([]map[string]any, len(fields))
+	for k, f := range fields {
+		m := map[string]any{"name": f.Name, "kind": f.Kind, "encoding": f.Encoding}
+		if f.DType != "" {
+			m["dtype"] = f.DType
+		}
+		if f.Shape != nil {
+			m["shape"] = f.Shape
+		}
+		if f.Geometry != "" {
+			m["geometry"] = f.Geometry
+		}
+		if f.RowsOf != "" {
+			m["rows_of"] = f.RowsOf
+		}
+		out[k] = m
+	}
+	return out
 }
 
 // Append adds one record with its label, its aux values (exactly one per aux column of the
@@ -224,6 +274,69 @@ func (w *Writer) Append(data []byte, label int64, aux []int64, meta []byte) erro
 // this record's value (each ≥ 1), whose product times the dtype size must be len(data). A nil
 // shape asks the Writer to derive it (see Append).
 func (w *Writer) AppendShape(data []byte, shape []int, label int64, aux []int64, meta []byte) error {
+	if len(w.fields) > 0 && w.err == nil && !w.closed {
+		return fmt.Errorf("shard: record %d: the schema has %d fields: use AppendFields", w.n, len(w.fields))
+	}
+	return w.appendRecord(data, shape, label, aux, meta, nil)
+}
+
+// AppendFields adds one record with its field values (fields[k] is the raw value of
+// WriterOptions.Fields[k], FORMAT.md "Fields"); see AppendShape for the other arguments. Each
+// value is checked against its field: the length against the kind and shape (an image field
+// has the record's height and width), text as UTF-8, json as one valid JSON value, and a field
+// with rows_of has as many rows as its boxes field. Errors name the record and the field and
+// leave the Writer usable.
+func (w *Writer) AppendFields(data []byte, shape []int, label int64, aux []int64, meta []byte, fields [][]byte) error {
+	if len(fields) != len(w.fields) {
+		return fmt.Errorf("shard: record %d: %d field values for a schema of %d fields", w.n, len(fields), len(w.fields))
+	}
+	if len(fields) == 0 {
+		return w.AppendShape(data, shape, label, aux, meta)
+	}
+	return w.appendRecord(data, shape, label, aux, meta, fields)
+}
+
+// checkFields checks a record's field values (see AppendFields); vals are the values of the
+// sample shape's -1 dimensions, and the record's total size is returned.
+func (w *Writer) checkFields(data []byte, vals []int, fields [][]byte) (int64, error) {
+	total := int64(len(data))
+	rec := w.spec.Shape
+	if len(vals) > 0 {
+		rec = expandShape(w.spec.Shape, vals)
+	}
+	for k, f := range w.fields {
+		b := fields[k]
+		if total += int64(len(b)); total > MaxRecordSize {
+			return 0, fmt.Errorf("shard: record %d: more than the record size limit %d with field %q", w.n, MaxRecordSize, f.Name)
+		}
+		if err := CheckFieldValue(f, w.spec, rec, b); err != nil {
+			return 0, fmt.Errorf("shard: record %d: field %q: %w", w.n, f.Name, err)
+		}
+		if j := w.rowsOf[k]; j >= 0 {
+			if a, b := f.Rows(b), w.fields[j].Rows(fields[j]); a != b {
+				return 0, fmt.Errorf("shard: record %d: field %q has %d rows, its rows_of field %q has %d", w.n, f.Name, a, w.fields[j].Name, b)
+			}
+		}
+	}
+	return total, nil
+}
+
+// expandShape returns the sample shape with its -1 dimensions replaced by vals, in order.
+func expandShape(shape, vals []int) []int {
+	out := slices.Clone(shape)
+	j := 0
+	for i, d := range out {
+		if d < 0 {
+			out[i] = vals[j]
+			j++
+		}
+	}
+	return out
+}
+
+// appendRecord adds one record: data is its sample value, fields its field values (nil in a
+// shard without fields).
+func (w *Writer) appendRecord(data []byte, shape []int, label int64, aux []int64, meta []byte, fields [][]byte) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -233,9 +346,9 @@ func (w *Writer) AppendShape(data []byte, shape []int, label int64, aux []int64,
 	if len(aux) != w.naux {
 		return fmt.Errorf("shard: record %d: %d aux values, want %d", w.n, len(aux), w.naux)
 	}
-	if w.flags&FlagVarSize == 0 {
-		if int64(len(data)) != w.recordSize {
-			return fmt.Errorf("shard: record %d: %d bytes, want %d", w.n, len(data), w.recordSize)
+	if w.sampleSize > 0 {
+		if int64(len(data)) != w.sampleSize {
+			return fmt.Errorf("shard: record %d: %d bytes, want %d", w.n, len(data), w.sampleSize)
 		}
 	} else if len(data) > MaxRecordSize {
 		return fmt.Errorf("shard: record %d: %d bytes, more than the limit %d", w.n, len(data), MaxRecordSize)
@@ -243,6 +356,12 @@ func (w *Writer) AppendShape(data []byte, shape []int, label int64, aux []int64,
 	vals, err := w.recordShape(data, shape)
 	if err != nil {
 		return err
+	}
+	size := int64(len(data))
+	if len(w.fields) > 0 {
+		if size, err = w.checkFields(data, vals, fields); err != nil {
+			return err
+		}
 	}
 	if meta != nil && w.flags&FlagMeta == 0 {
 		return fmt.Errorf("shard: record %d: per-record metadata given but WriterOptions.HasMeta is false", w.n)
@@ -254,9 +373,17 @@ func (w *Writer) AppendShape(data []byte, shape []int, label int64, aux []int64,
 		w.err = fmt.Errorf("write shard record %d: %w", w.n, err)
 		return w.err
 	}
-	w.n++
-	w.dataLen += int64(len(data))
 	w.blockCRC = crc32cUpdate(w.blockCRC, data)
+	for _, b := range fields {
+		if _, err := w.bw.Write(b); err != nil {
+			w.err = fmt.Errorf("write shard record %d: %w", w.n, err)
+			return w.err
+		}
+		w.blockCRC = crc32cUpdate(w.blockCRC, b)
+		w.flens = le.AppendUint32(w.flens, uint32(len(b)))
+	}
+	w.n++
+	w.dataLen += size
 	w.blockN++
 	if w.blockN == w.k {
 		w.crcs = le.AppendUint32(w.crcs, w.blockCRC)
@@ -301,7 +428,7 @@ func (w *Writer) Close() error {
 	}
 	dataEnd := w.dataOffset + w.dataLen
 	indexOffset := alignUp(dataEnd)
-	l := newIndexLayoutV(w.n, int64(w.naux), w.k, w.flags, int64(len(w.blob)), int64(w.v))
+	l := newIndexLayoutF(w.n, int64(w.naux), w.k, w.flags, int64(len(w.blob)), int64(w.v), int64(len(w.fields)))
 	crc := uint32(0)
 	sum := sha256.New()
 	write := func(p []byte) {
@@ -316,6 +443,7 @@ func (w *Writer) Close() error {
 		write(w.shapes)
 		write(w.labels)
 		write(w.aux)
+		write(w.flens)
 		write(w.metaOffs)
 		write(w.blob)
 		write(w.crcs)
@@ -350,7 +478,7 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	w.size = size
-	w.offs, w.shapes, w.labels, w.aux, w.metaOffs, w.blob, w.crcs = nil, nil, nil, nil, nil, nil, nil
+	w.offs, w.shapes, w.labels, w.aux, w.flens, w.metaOffs, w.blob, w.crcs = nil, nil, nil, nil, nil, nil, nil, nil
 	return nil
 }
 

@@ -68,6 +68,17 @@ func scanShard(ctx context.Context, s *store, fe shard.FileEntry, m *shard.Manif
 	if ls, ml := r.LabelSpec(), m.Label; ls.DType != ml.DType || !slices.Equal(ls.Aux, ml.Aux) && len(ls.Aux)+len(ml.Aux) > 0 {
 		bad("shard label spec (dtype %q, aux %q) differs from the manifest's (dtype %q, aux %q)", ls.DType, ls.Aux, ml.DType, ml.Aux)
 	}
+	if !shard.FieldsEqual(r.Fields(), m.Fields) {
+		bad("shard fields %s differ from the manifest's %s", shard.FieldsString(r.Fields()), shard.FieldsString(m.Fields))
+	}
+	// Text and json values: their lengths are checked with the index, their contents here.
+	if err := r.CheckFieldValues(func(ce *shard.CorruptionError) {
+		add(Fault{File: fe.Path, Kind: KindStructure, First: fe.FirstRecord + ce.Record, Count: ce.Records, ShardFirst: ce.Record,
+			Offset: ce.Offset, Message: ce.Err.Error()})
+	}); err != nil {
+		add(Fault{File: fe.Path, Kind: KindIO, First: -1, Offset: -1, Message: err.Error()})
+		return true
+	}
 	if ds, ok := r.Meta()["dataset"].(map[string]any); ok {
 		if diff := shard.DatasetMetaDiff(ds, m); len(diff) > 0 {
 			bad("shard header's dataset %s differ from the manifest's", strings.Join(diff, ", "))

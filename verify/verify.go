@@ -357,6 +357,14 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 	if !knownVersion(m.FormatVersion) {
 		bad("format_version %d is not a known shard format version (%v)", m.FormatVersion, knownVersions)
 	}
+	if len(m.Fields) > 0 {
+		if err := shard.ValidateFields(m.Fields, m.Sample); err != nil {
+			bad("fields: %v", err)
+		}
+		if m.Format == shard.FormatShards && m.FormatVersion < 3 {
+			bad("fields listed with format_version %d (fields are format version 3)", m.FormatVersion)
+		}
+	}
 	seen := map[string]bool{}
 	var next int64
 	for _, f := range m.Files {
@@ -405,7 +413,7 @@ func checkInputs(m *shard.Manifest, bad func(string, ...any)) {
 }
 
 // knownVersions are the shard format versions (FORMAT.md) verify accepts.
-var knownVersions = []int{1, 2}
+var knownVersions = []int{1, 2, 3}
 
 func knownVersion(v int) bool { return slices.Contains(knownVersions, v) }
 

@@ -39,12 +39,7 @@ func ShardName(k int) string { return fmt.Sprintf("shard-%05d.pks", k) }
 // Version is the manifest's format_version of a dataset of sample spec spec: the highest shard
 // format version among its shards (FORMAT.md, Versioning). Shards of a variable-size spec are
 // version 2, all others version 1.
-func Version(spec shard.SampleSpec) int {
-	if spec.Fixed() {
-		return 1
-	}
-	return shard.Version
-}
+func Version(spec shard.SampleSpec) int { return shard.DatasetVersion(spec, nil) }
 
 // shardOutput writes the native shard format, starting a new shard when the next record would
 // take the current shard's data section past the byte budget.
