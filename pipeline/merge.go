@@ -552,7 +552,13 @@ func (c *partCopy) emit(i, j int, data []byte) {
 		base, _ := r.DataRange(i, j)
 		for k := i; k < j; k++ {
 			off, n := r.DataRange(k, k+1)
-			rec := output.Record{Data: data[off-base : off-base+n], Label: r.Label(k), Aux: r.Aux(k), Meta: r.RecordMeta(k)}
+			// A record of a shard with fields is its sample's bytes and then its fields'.
+			sample, fields, err := r.SplitFields(k, data[off-base:off-base+n])
+			if err != nil {
+				c.fail(fmt.Errorf("%s record %d: %w", c.name, k, err))
+				return
+			}
+			rec := output.Record{Data: sample, Label: r.Label(k), Aux: r.Aux(k), Meta: r.RecordMeta(k), Fields: fields}
 			if !c.fixed {
 				shape, err := r.RecordShape(k)
 				if err != nil {

@@ -190,16 +190,10 @@ func commitShard(p *fileutil.Pending, name string, n int64) error {
 	})
 }
 
-// fieldsVersion is the shard format version of a dataset with fields (FORMAT.md, "Fields").
-const fieldsVersion = 3
-
-// Format reports the format name and the version of its shards: fieldsVersion with fields,
-// else Version.
+// Format reports the format name and the version of its shards (shard.DatasetVersion: 3 with
+// fields).
 func (o *shardOutput) Format() (string, int) {
-	if len(o.cfg.Fields) > 0 {
-		return shard.FormatShards, fieldsVersion
-	}
-	return shard.FormatShards, Version(o.cfg.Sample)
+	return shard.FormatShards, shard.DatasetVersion(o.cfg.Sample, o.cfg.Fields)
 }
 
 func (o *shardOutput) Write(r output.Record) error {

@@ -1,0 +1,216 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/output/shards"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/transforms"
+	"github.com/packer-dev/packer/verify"
+)
+
+// readFields returns every record of the shard dataset in dir: its sample bytes and field
+// values.
+func readFields(t *testing.T, dir string) (samples [][]byte, fields [][][]byte) {
+	t.Helper()
+	ds, err := shard.OpenDataset(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	for i := int64(0); i < ds.Len(); i++ {
+		s, j := ds.Locate(i)
+		r, err := ds.Shard(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sample, vals, err := r.RecordFields(j)
+		if err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		samples = append(samples, sample)
+		fields = append(fields, vals)
+	}
+	return samples, fields
+}
+
+// TestBuildFields: a source's fields reach the shards and the manifest (format_version 3, the
+// schema), each record's values as the source gave them when the transform does not move
+// pixels, whatever the workers or the device path (a BatchResizer); an input whose mask is not
+// its image's size is skipped with a reason naming the field.
+func TestBuildFields(t *testing.T) {
+	tmp := t.TempDir()
+	src := func() *fieldSource { return &fieldSource{n: 30, bad: map[int]bool{7: true}, badMask: map[int]bool{11: true}} }
+	var outs []string
+	for _, c := range []struct {
+		name    string
+		workers int
+		batched bool
+	}{{"w1", 1, false}, {"w3", 3, false}, {"batch", 2, true}} {
+		out := filepath.Join(tmp, c.name)
+		sum, err := build(t, src(), out, func(o *Options) {
+			o.Workers, o.ShardSize = c.workers, 1500
+			o.Transform = transforms.Spec{DType: transforms.Float32}.MustCompile()
+			if c.batched {
+				o.Resizer = &cpuBatch{spec: o.Transform}
+			}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		outs = append(outs, out)
+		m := sum.Manifest
+		if m.FormatVersion != 3 || !reflect.DeepEqual(m.Fields, fieldSchema) || m.Count != 28 || len(m.Files) < 2 || m.BoxesDropped != nil {
+			t.Fatalf("%s: format_version %d, fields %+v, %d records, %d files, boxes_dropped %v", c.name, m.FormatVersion, m.Fields, m.Count, len(m.Files), m.BoxesDropped)
+		}
+		if len(m.Skipped) != 2 || m.Skipped[1].Input != "img-011" || !strings.Contains(m.Skipped[1].Reason, "field mask") {
+			t.Fatalf("%s: skipped %+v", c.name, m.Skipped)
+		}
+	}
+	for _, o := range outs[1:] {
+		if err := sameTree(outs[0], o); err != nil {
+			t.Fatalf("%s: %v", filepath.Base(o), err)
+		}
+	}
+	samples, fields := readFields(t, outs[0])
+	k := 0
+	for i := 0; i < 30; i++ {
+		if i == 7 || i == 11 {
+			continue
+		}
+		w, h, vals := fieldValues(i)
+		if len(samples[k]) != w*h*3*4 {
+			t.Fatalf("record %d: %d sample bytes for %dx%d float32", k, len(samples[k]), w, h)
+		}
+		for f, v := range vals {
+			want := v.Bytes
+			if v.Image != nil {
+				want = v.Image.Pix
+			}
+			if !bytes.Equal(fields[k][f], want) {
+				t.Fatalf("record %d (img-%03d) field %s: %v, want %v", k, i, fieldSchema[f].Name, fields[k][f], want)
+			}
+		}
+		k++
+	}
+}
+
+// TestBuildFieldsClipsRefused: a source of clips with fields is refused before anything is
+// written.
+func TestBuildFieldsClipsRefused(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	_, err := build(t, clipFieldSource{&fieldSource{n: 2}}, out, nil)
+	if !errors.Is(err, ErrFieldsClips) {
+		t.Fatalf("err = %v, want ErrFieldsClips", err)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused build left %s: %v", out, err)
+	}
+}
+
+// clipFieldSource declares clips of two frames, with fields.
+type clipFieldSource struct{ *fieldSource }
+
+func (s clipFieldSource) Info() source.SourceInfo {
+	info := s.fieldSource.Info()
+	info.ClipLen = 2
+	return info
+}
+
+// TestBuildFieldsResumed: a build with fields interrupted after some shards were checkpointed
+// and resumed writes the bytes of the uninterrupted build.
+func TestBuildFieldsResumed(t *testing.T) {
+	tmp := t.TempDir()
+	whole := filepath.Join(tmp, "whole")
+	mod := func(o *Options) { o.Workers, o.ShardSize = 2, 1200 }
+	if _, err := build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, whole, mod); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := Options{Source: &fieldSource{n: 40, badMask: map[int]bool{3: true}}, Output: shards.Entry, Out: out}
+	mod(&opts)
+	opts.Progress = func(items, _, _, _ int64) {
+		if items == 25 {
+			cancel()
+		}
+	}
+	var kept *CheckpointKeptError
+	if _, err := Build(ctx, opts); !errors.As(err, &kept) {
+		t.Fatalf("interrupted build: %v, want a kept checkpoint", err)
+	}
+	sum, err := build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, out, func(o *Options) { mod(o); o.Resume = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Resumed == nil || sum.Resumed.Records == 0 {
+		t.Fatalf("the build did not resume from a checkpoint: %+v", sum.Resumed)
+	}
+	if err := sameTree(whole, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mergeFields builds src in n parts and merges them into a folder of tmp, returning it.
+func mergeFields(t *testing.T, tmp string, n int, newSrc func() source.Source, mod func(*Options)) string {
+	t.Helper()
+	var dirs []string
+	for i := 0; i < n; i++ {
+		d := filepath.Join(tmp, fmt.Sprintf("part%d", i))
+		if _, err := build(t, newSrc(), d, func(o *Options) {
+			mod(o)
+			o.Part = &Part{Index: i, Count: n, Final: shards.Entry, FinalShardSize: o.ShardSize}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	parts, err := ReadParts(dirs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged := filepath.Join(tmp, "merged")
+	_, err = Merge(context.Background(), parts, MergeOptions{Output: shards.Entry, Out: merged,
+		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
+			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Strict: true}, nil)
+			if err != nil {
+				return nil, err
+			}
+			var faults []string
+			for _, f := range rep.Faults {
+				faults = append(faults, f.String())
+			}
+			return faults, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return merged
+}
+
+// TestPartsMergeFields: a build with fields in parts, merged, is byte for byte the one-machine
+// build.
+func TestPartsMergeFields(t *testing.T) {
+	tmp := t.TempDir()
+	newSrc := func() source.Source { return &fieldSource{n: 25, bad: map[int]bool{4: true}, badMask: map[int]bool{20: true}} }
+	mod := func(o *Options) { o.Workers, o.ShardSize = 2, 900 }
+	whole := filepath.Join(tmp, "whole")
+	if _, err := build(t, newSrc(), whole, mod); err != nil {
+		t.Fatal(err)
+	}
+	merged := mergeFields(t, tmp, 3, newSrc, mod)
+	if err := sameTree(whole, merged); err != nil {
+		t.Fatal(err)
+	}
+}
