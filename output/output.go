@@ -88,6 +88,10 @@ type Entry struct {
 	// (its manifest m already read; loc is the dataset's location, for messages) for random
 	// access, as packer inspect and preview read it. nil: the format cannot be opened so.
 	Open func(loc string, fsys shard.FS, m *shard.Manifest) (Dataset, error)
+	// FieldCheck refuses a field of the schema (Config.Fields) the format cannot hold, saying
+	// why; CheckFields calls it for each field after the checks every format shares. nil: the
+	// format holds no fields.
+	FieldCheck func(f shard.Field) error
 }
 
 // Dataset is random access to the records of a dataset of any format, what Entry.Open returns.
@@ -101,6 +105,9 @@ type Dataset interface {
 	RecordShape(i int64) ([]int, error)
 	// Info returns record i's label, auxiliary labels and metadata.
 	Info(i int64) (RecordInfo, error)
+	// Fields returns record i's values of the manifest's fields (shard.Manifest.Fields), in
+	// schema order, as raw little-endian bytes (new slices); nil for a dataset without fields.
+	Fields(i int64) ([][]byte, error)
 	Close() error
 }
 
@@ -135,6 +142,18 @@ func (d shardDataset) Info(i int64) (RecordInfo, error) {
 		return RecordInfo{}, err
 	}
 	return RecordInfo{Label: r.Label(j), Aux: r.Aux(j), Meta: r.RecordMeta(j)}, nil
+}
+
+// Fields gives nil for a dataset without fields. Reading a shard's field values
+// (shard.Reader.RecordFields) is not in this build yet: a dataset with fields reports so.
+func (d shardDataset) Fields(i int64) ([][]byte, error) {
+	if i < 0 || i >= d.Len() {
+		return nil, fmt.Errorf("record %d out of range [0, %d)", i, d.Len())
+	}
+	if len(d.Manifest().Fields) == 0 {
+		return nil, nil
+	}
+	return nil, errors.New("reading the fields of a shard is not in this build")
 }
 
 // EngineFilePrefix starts the name of every file the build engine itself keeps in an output's

@@ -540,6 +540,10 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	if err := o.output.CheckSpec(pipeline.DatasetSpec(src, o.transform)); err != nil {
 		return usagef(err)
 	}
+	// An output that cannot hold a field of the source's is refused before decoding too.
+	if err := o.output.CheckFields(src.Info().Fields); err != nil {
+		return usagef(fmt.Errorf("build %s: %w", o.Source, err))
+	}
 	resizer, device, release, err := openDevice(o.Device, o.transform, o.Verbose)
 	if err != nil {
 		return err

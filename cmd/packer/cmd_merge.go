@@ -124,6 +124,13 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("the parts name --format %s: %w", info.Format, err)
 	}
+	// A field the format cannot hold is refused before anything is merged, as a build refuses
+	// it: exit 2.
+	for _, m := range parts.Manifests {
+		if err := entry.CheckFields(m.Fields); err != nil {
+			return usagef(fmt.Errorf("merge into %s: the parts name %w", o.Out, err))
+		}
+	}
 	var total int64
 	for _, m := range parts.Manifests {
 		total += m.Count

@@ -47,7 +47,8 @@ func newPreviewCommand(io *iostreams, runF func(context.Context, *previewOptions
 draws them as a grid in a PNG or JPEG (by the name of --out), each captioned with its record index and class name, so you
 can look at what was packed (colour order, orientation, crops) instead of trusting numbers.
 Float records are mapped back to pixels with the dataset's mean and std; clips show their
-first frame.
+first frame. A dataset's fields are drawn on the tiles: boxes outlined, masks overlaid in a
+colour per class value, and the start of the first text field (a caption) under the tile.
 ` + exitStatusHelp,
 		Example: `  packer preview fmnist -o fmnist.png
   packer preview in224 -o sheet.png --count 100 --seed 7`,
@@ -110,14 +111,26 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 	cols := int(math.Ceil(math.Sqrt(float64(k))))
 	rows := (int(k) + cols - 1) / cols
 	infos := make([]recordInfo, len(idx))
-	caption := 16
+	fields := make([][][]byte, len(idx)) // the records' field values; nil without fields
+	caption, pathLine, textLine := 16, false, false
 	for p, i := range idx {
 		if infos[p], err = infoOf(ds, i); err != nil {
 			return err
 		}
-		if recordPath(infos[p]) != "" {
-			caption = 30 // a second line: the record's source path
+		pathLine = pathLine || recordPath(infos[p]) != "" // a second line: the record's source path
+		if len(m.Fields) > 0 {
+			if fields[p], err = ds.Fields(i); err != nil {
+				return err
+			}
+			textLine = textLine || captionOf(m, fields[p]) != "" // a line of the record's text
 		}
+	}
+	textY := o.Tile + 26
+	if pathLine {
+		caption, textY = 30, o.Tile+40
+	}
+	if textLine {
+		caption += 14
 	}
 	tw, th := o.Tile, o.Tile+caption
 	sheet := image.NewRGBA(image.Rect(0, 0, cols*tw, rows*th))
@@ -140,7 +153,10 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 			return err
 		}
 		x0, y0 := (p%cols)*tw, (p/cols)*th
-		drawScaled(sheet, image.Rect(x0+2, y0+2, x0+tw-2, y0+o.Tile-2), img)
+		place := drawScaled(sheet, image.Rect(x0+2, y0+2, x0+tw-2, y0+o.Tile-2), img)
+		if fields[p] != nil {
+			drawFields(sheet, place, m, shape, fields[p])
+		}
 		name := fmt.Sprint(ri.Label)
 		if ri.Label >= 0 && int(ri.Label) < len(m.Classes) {
 			name = m.Classes[ri.Label]
@@ -159,6 +175,14 @@ func runPreview(ctx context.Context, o *previewOptions) error {
 			d = font.Drawer{Dst: sheet, Src: image.NewUniform(color.RGBA{180, 180, 180, 255}), Face: basicfont.Face7x13,
 				Dot: fixed.P(x0+3, y0+o.Tile+26)}
 			d.DrawString(path)
+		}
+		if text := captionOf(m, fields[p]); text != "" {
+			if max := (tw - 4) / 7; len([]rune(text)) > max && max > 1 {
+				text = string([]rune(text)[:max-1]) + "~"
+			}
+			d = font.Drawer{Dst: sheet, Src: image.NewUniform(color.RGBA{255, 230, 140, 255}), Face: basicfont.Face7x13,
+				Dot: fixed.P(x0+3, y0+textY)}
+			d.DrawString(text)
 		}
 	}
 	var buf bytes.Buffer
@@ -268,20 +292,21 @@ func floatsOf(v any) []float64 {
 	return out
 }
 
-// drawScaled draws src into r of dst, scaled by nearest neighbour to fit, keeping aspect.
-func drawScaled(dst *image.RGBA, r image.Rectangle, src *image.RGBA) {
+// drawScaled draws src into r of dst, scaled by nearest neighbour to fit, keeping aspect, and
+// returns where (for the fields drawn over it).
+func drawScaled(dst *image.RGBA, r image.Rectangle, src *image.RGBA) placement {
 	sw, sh := src.Bounds().Dx(), src.Bounds().Dy()
 	scale := math.Min(float64(r.Dx())/float64(sw), float64(r.Dy())/float64(sh))
 	// At least one pixel each way: a 64x12800 strip still shows as a line.
 	w, h := max(1, int(float64(sw)*scale)), max(1, int(float64(sh)*scale))
-	x0, y0 := r.Min.X+(r.Dx()-w)/2, r.Min.Y+(r.Dy()-h)/2
-	for y := 0; y < h; y++ {
-		sy := min(int(float64(y)/scale), sh-1)
-		for x := 0; x < w; x++ {
-			sx := min(int(float64(x)/scale), sw-1)
-			dst.SetRGBA(x0+x, y0+y, src.RGBAAt(sx, sy))
+	p := placement{x: r.Min.X + (r.Dx()-w)/2, y: r.Min.Y + (r.Dy()-h)/2, w: w, h: h, scale: scale, sw: sw, sh: sh}
+	for dy := 0; dy < h; dy++ {
+		for dx := 0; dx < w; dx++ {
+			sx, sy := p.src(dx, dy)
+			dst.SetRGBA(p.x+dx, p.y+dy, src.RGBAAt(sx, sy))
 		}
 	}
+	return p
 }
 
 // insideDir reports whether the file path p would lie in dir or below it, comparing directories

@@ -33,6 +33,8 @@ type expect struct {
 	// m, when set, is the manifest the attributes (classes, label, spec) and the labels (range,
 	// class_counts) must agree with
 	m *shard.Manifest
+	// fields is the schema: a dataset per field, and the root attribute "fields"
+	fields []shard.Field
 }
 
 // Check checks dir/data.h5 against the manifest and reports every fault found, each naming the
@@ -58,7 +60,7 @@ func Check(dir string, m *shard.Manifest) []error {
 	if errs := checkBytes(path, *entry); len(errs) > 0 {
 		return errs
 	}
-	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux, m: m})
+	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux, m: m, fields: m.Fields})
 }
 
 // CheckStructure is step 3 of Check alone. The caller must already know that data.h5 has the
@@ -68,7 +70,7 @@ func CheckStructure(dir string, m *shard.Manifest) []error {
 	if errs != nil {
 		return errs
 	}
-	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux, m: m})
+	return checkFile(path, expect{count: m.Count, sample: m.Sample, aux: m.Label.Aux, m: m, fields: m.Fields})
 }
 
 // listed returns data.h5's path and manifest entry, or the error saying why it cannot be checked.
@@ -235,6 +237,7 @@ func checkFile(path string, exp expect) []error {
 				ds.Close()
 			}
 		}
+		checkFields(f, exp, fail)
 		return nil
 	})
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package hdf5 writes packer datasets as one HDF5 file (--format hdf5) and checks and reads them
 // back, through libhdf5's C API, called from a small cgo shim (shim.c): files, datasets, types,
 // property lists, plus dataset extension (H5Dset_extent), object time tracking, library version
-// bounds, a float16 type, variable-length strings and per-thread error silencing.
+// bounds, a float16 type, variable-length strings and sequences and per-thread error silencing.
 //
 // # Loading libhdf5
 //
@@ -41,9 +41,18 @@
 //	/meta     [N]                   variable-length UTF-8 strings (per-record metadata JSON),
 //	                                only when the records carry metadata
 //
+//	/NAME     one dataset per field (shard.Field) of a dataset with fields, in schema order:
+//	          [N, ...shape] of the dtype for a fixed-size one (a fixed ndarray; an image field
+//	          such as a mask, at the sample's height and width), [N] variable-length sequences
+//	          of the dtype for a variable ndarray (each record's rows flattened; int64 attribute
+//	          "shape", the field's shape with -1 first), [N] sequences of uint8 for bytes, [N]
+//	          variable-length UTF-8 strings for text and json; each with the string attribute
+//	          "kind" (fields.go)
+//
 // and these scalar variable-length UTF-8 string attributes on the root group: "format"
 // (FormatName), "classes" (JSON array of class names), "sample" (JSON sample spec), "label"
-// (JSON label spec) and "spec" (JSON dataset description: source and transform spec).
+// (JSON label spec) and "spec" (JSON dataset description: source and transform spec), and, only
+// in a dataset with fields, "fields" (the schema, JSON).
 //
 // HDF5 1.10 has no predefined half-precision type. float16 is stored as a copy of
 // H5T_IEEE_F32LE reshaped with H5Tset_fields(15, 10, 5, 0, 10), H5Tset_size(2) and
@@ -73,7 +82,8 @@
 // # Limits
 //
 // Samples must have a fixed shape (at most 1 GiB each). Per-record metadata must not contain NUL
-// bytes. libhdf5 does not survive arbitrary damage: random bit flips in a small data.h5 made
+// bytes, nor a text field's values (an HDF5 string ends at NUL: such a record fails the build,
+// naming it). libhdf5 does not survive arbitrary damage: random bit flips in a small data.h5 made
 // 1.10.8 crash with SIGSEGV or loop forever in 3 of 400 trials. Check therefore compares the
 // file's size and SHA-256 with the manifest before libhdf5 sees it, and reports a damaged file
 // without parsing it: it names the file and what differs (size, signature, SHA-256), not which

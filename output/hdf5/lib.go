@@ -193,3 +193,67 @@ func readString(ds *handle, i int64) ([]byte, error) {
 	defer C.pk_free(unsafe.Pointer(out))
 	return C.GoBytes(unsafe.Pointer(out), C.int(C.strlen(out))), nil
 }
+
+// createVlenType makes a variable-length sequence type of base; the caller closes it.
+func createVlenType(base *handle) (*handle, error) {
+	return newHandle(C.pk_vlen_create(hid(base.ID())), closeType)
+}
+
+// writeVlen grows the vlen dataset ds to start+n rows and writes n sequences at row start: row
+// i has lens[i] elements, packed one after another in data.
+func writeVlen(ds *handle, start int64, lens []uint64, data []byte) error {
+	if len(lens) == 0 {
+		return nil
+	}
+	p := unsafe.Pointer(nil)
+	if len(data) > 0 {
+		p = unsafe.Pointer(&data[0])
+	}
+	n := int64(len(lens))
+	rc := C.pk_write_vlen(hid(ds.ID()), C.hsize_t(start), C.hsize_t(n), (*C.uint64_t)(unsafe.Pointer(&lens[0])), p, C.size_t(len(data)))
+	return herr(rc, fmt.Sprintf("write sequences %d-%d", start, start+n-1))
+}
+
+// readVlen reads sequence i of a vlen dataset: its elements' bytes.
+func readVlen(ds *handle, i int64) ([]byte, error) {
+	var out unsafe.Pointer
+	var n C.size_t
+	if err := herr(C.pk_read_vlen(hid(ds.ID()), C.hsize_t(i), &out, &n), fmt.Sprintf("read sequence %d", i)); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return []byte{}, nil
+	}
+	defer C.pk_free(out)
+	return C.GoBytes(out, C.int(n)), nil
+}
+
+// vlenBaseType describes the element type of a vlen dataset's sequences.
+func vlenBaseType(ds *handle) (typeInfo, error) {
+	var cls, sign, order C.int
+	var size C.size_t
+	if C.pk_vlen_base_info(hid(ds.ID()), &cls, &size, &sign, &order) < 0 {
+		return typeInfo{}, h5error("read sequence type", nil)
+	}
+	return typeInfo{class: int(cls), size: int(size), signed: sign == C.H5T_SGN_2, order: int(order)}, nil
+}
+
+// setInt64sAttr attaches the 1-D int64 attribute name=v to the object id.
+func setInt64sAttr(id int64, name string, v []int64) error {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	p := (*C.int64_t)(nil)
+	if len(v) > 0 {
+		p = (*C.int64_t)(unsafe.Pointer(&v[0]))
+	}
+	return herr(C.pk_set_i64s_attr(hid(id), cn, C.int(len(v)), p), "write attribute "+name)
+}
+
+const classVlen = int(C.H5T_VLEN)
+
+// attrExists reports whether the object has the attribute name.
+func attrExists(obj *handle, name string) bool {
+	cn := C.CString(name)
+	defer C.free(unsafe.Pointer(cn))
+	return C.pk_attr_exists(hid(obj.ID()), cn) > 0
+}

@@ -98,6 +98,8 @@ const (
 	typeI64LE = int(C.PK_T_STD_I64LE)
 	typeF32LE = int(C.PK_T_IEEE_F32LE)
 	typeCS1   = int(C.PK_T_C_S1)
+	typeI32LE = int(C.PK_T_STD_I32LE)
+	typeF64LE = int(C.PK_T_IEEE_F64LE)
 	plistDCPL = int(C.PK_P_DATASET_CREATE)
 	plistDAPL = int(C.PK_P_DATASET_ACCESS)
 	maxRank   = 32

@@ -59,3 +59,6 @@ func (d *dataset) Info(i int64) (output.RecordInfo, error) {
 	}
 	return ri, nil
 }
+
+// Fields gives record i's field values (Reader.Fields).
+func (d *dataset) Fields(i int64) ([][]byte, error) { return d.r.Fields(i) }

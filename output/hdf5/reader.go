@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -26,6 +27,8 @@ type Reader struct {
 	rec     int64 // bytes per record
 	sample  shard.SampleSpec
 	classes []string
+	layouts []output.FieldLayout // the fields of the root attribute "fields"; nil for none
+	fields  []*handle            // their datasets
 }
 
 // Open opens dir/data.h5. When dir/manifest.json lists data.h5, a file of another size is
@@ -149,7 +152,7 @@ func (r *Reader) open() error {
 	if s, err := strAttr(r.f.ID(), "classes"); err == nil {
 		_ = json.Unmarshal([]byte(s), &r.classes)
 	}
-	return nil
+	return r.openFields()
 }
 
 func (r *Reader) dataset(name string, dapl *handle) (*handle, error) {
@@ -328,7 +331,11 @@ func (r *Reader) Close() error {
 
 func (r *Reader) closeHandles() error {
 	var errs []error
-	for _, ds := range []**handle{&r.images, &r.labels, &r.meta} {
+	dss := []**handle{&r.images, &r.labels, &r.meta}
+	for k := range r.fields {
+		dss = append(dss, &r.fields[k])
+	}
+	for _, ds := range dss {
 		if *ds != nil {
 			if err := (*ds).Close(); err != nil {
 				errs = append(errs, h5error("close dataset", err))

@@ -17,9 +17,9 @@
 	X(H5Gcreate2) X(H5Gclose) X(H5Lexists) \
 	X(H5Dcreate2) X(H5Dopen2) X(H5Dclose) X(H5Dget_space) X(H5Dget_type) X(H5Dset_extent) X(H5Dread) X(H5Dwrite) \
 	X(H5Screate) X(H5Screate_simple) X(H5Sclose) X(H5Sget_simple_extent_dims) X(H5Sget_simple_extent_ndims) X(H5Sget_simple_extent_type) X(H5Sselect_hyperslab) \
-	X(H5Tcopy) X(H5Tclose) X(H5Tget_size) X(H5Tset_size) X(H5Tset_fields) X(H5Tset_ebias) X(H5Tset_cset) X(H5Tget_class) X(H5Tget_sign) X(H5Tget_order) X(H5Tis_variable_str) \
+	X(H5Tcopy) X(H5Tclose) X(H5Tget_size) X(H5Tset_size) X(H5Tset_fields) X(H5Tset_ebias) X(H5Tset_cset) X(H5Tget_class) X(H5Tget_sign) X(H5Tget_order) X(H5Tis_variable_str) X(H5Tvlen_create) X(H5Tget_super) \
 	X(H5Pcreate) X(H5Pclose) X(H5Pset_chunk) X(H5Pset_chunk_cache) X(H5Pset_obj_track_times) X(H5Pset_fill_value) X(H5Pset_fill_time) \
-	X(H5Acreate2) X(H5Aopen) X(H5Aclose) X(H5Awrite) X(H5Aread) X(H5Aget_type) X(H5Aget_space)
+	X(H5Acreate2) X(H5Aopen) X(H5Aclose) X(H5Awrite) X(H5Aread) X(H5Aget_type) X(H5Aget_space) X(H5Aexists)
 
 #define PK_FN_PTR(f) static __typeof__(f) *pkp_##f;
 PK_H5_FUNCS(PK_FN_PTR)
@@ -64,6 +64,8 @@ PK_H5_FUNCS(PK_FN_PTR)
 #define H5Tget_sign (*pkp_H5Tget_sign)
 #define H5Tget_order (*pkp_H5Tget_order)
 #define H5Tis_variable_str (*pkp_H5Tis_variable_str)
+#define H5Tvlen_create (*pkp_H5Tvlen_create)
+#define H5Tget_super (*pkp_H5Tget_super)
 #define H5Pcreate (*pkp_H5Pcreate)
 #define H5Pclose (*pkp_H5Pclose)
 #define H5Pset_chunk (*pkp_H5Pset_chunk)
@@ -78,12 +80,14 @@ PK_H5_FUNCS(PK_FN_PTR)
 #define H5Aread (*pkp_H5Aread)
 #define H5Aget_type (*pkp_H5Aget_type)
 #define H5Aget_space (*pkp_H5Aget_space)
+#define H5Aexists (*pkp_H5Aexists)
 
 // The predefined types and property list classes the package uses. In libhdf5 they are global
 // hid_t variables (H5T_C_S1_g, ...) that H5open initialises; hdf5.h's H5T_C_S1 and friends
 // read them. pk_load copies them after H5open.
 #define PK_H5_GLOBALS(X) \
 	X(H5T_C_S1_g) X(H5T_STD_U8LE_g) X(H5T_STD_I64LE_g) X(H5T_IEEE_F32LE_g) \
+	X(H5T_STD_I32LE_g) X(H5T_IEEE_F64LE_g) \
 	X(H5P_CLS_GROUP_CREATE_ID_g) X(H5P_CLS_DATASET_CREATE_ID_g) X(H5P_CLS_DATASET_ACCESS_ID_g)
 
 #define PK_GLOBAL_VAR(g) static hid_t pkg_##g = H5I_INVALID_HID;
@@ -619,6 +623,10 @@ hid_t pk_type_copy(int which) {
 		return H5Tcopy(pkg_H5T_IEEE_F32LE_g);
 	case PK_T_C_S1:
 		return H5Tcopy(pkg_H5T_C_S1_g);
+	case PK_T_STD_I32LE:
+		return H5Tcopy(pkg_H5T_STD_I32LE_g);
+	case PK_T_IEEE_F64LE:
+		return H5Tcopy(pkg_H5T_IEEE_F64LE_g);
 	}
 	return H5I_INVALID_HID;
 }
@@ -648,3 +656,178 @@ hid_t pk_dcreate(hid_t loc, const char *name, hid_t type, hid_t space, hid_t dcp
 }
 
 hid_t pk_dopen(hid_t loc, const char *name, hid_t dapl) { return H5Dopen2(loc, name, dapl); }
+
+// Variable-length sequences (fields of varying length: a variable ndarray's rows flattened,
+// bytes). In memory each element is an hvl_t {len, p}; the dataset's own type is used as the
+// memory type, as for fixed rows, so the elements are the file's little-endian ones.
+
+hid_t pk_vlen_create(hid_t base) { return H5Tvlen_create(base); }
+
+// pk_write_vlen grows the 1-D vlen dataset dset to start+n rows and writes n sequences: row i has
+// lens[i] elements, taken one after another from data (len bytes in all).
+herr_t pk_write_vlen(hid_t dset, hsize_t start, hsize_t n, const uint64_t *lens, const void *data, size_t len) {
+	hsize_t dims[1];
+	hid_t space, fspace, mspace, type, super;
+	hvl_t *seq;
+	size_t off = 0, esize;
+	hsize_t i;
+	herr_t rc;
+	hid_t st;
+	if (n == 0) {
+		return 0;
+	}
+	space = H5Dget_space(dset);
+	if (space < 0) {
+		return -1;
+	}
+	if (H5Sget_simple_extent_ndims(space) != 1) {
+		H5Sclose(space);
+		return -1;
+	}
+	H5Sget_simple_extent_dims(space, dims, NULL);
+	H5Sclose(space);
+	type = H5Dget_type(dset);
+	if (type < 0) {
+		return -1;
+	}
+	super = H5Tget_super(type);
+	if (super < 0) {
+		H5Tclose(type);
+		return -1;
+	}
+	esize = H5Tget_size(super);
+	H5Tclose(super);
+	seq = (hvl_t *)malloc((size_t)n * sizeof *seq);
+	if (seq == NULL || esize == 0) {
+		free(seq);
+		H5Tclose(type);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		size_t b = (size_t)lens[i] * esize;
+		if (b > len - off) {
+			free(seq);
+			H5Tclose(type);
+			return -1;
+		}
+		seq[i].len = (size_t)lens[i];
+		seq[i].p = (void *)((const char *)data + off);
+		off += b;
+	}
+	if (off != len) {
+		free(seq);
+		H5Tclose(type);
+		return -1;
+	}
+	if (dims[0] < start + n) {
+		dims[0] = start + n;
+		if (H5Dset_extent(dset, dims) < 0) {
+			free(seq);
+			H5Tclose(type);
+			return -1;
+		}
+	}
+	if (pk_select(dset, start, n, &fspace, &mspace) < 0) {
+		free(seq);
+		H5Tclose(type);
+		return -1;
+	}
+	rc = H5Dwrite(dset, type, mspace, fspace, H5P_DEFAULT, seq);
+	st = pk_save_stack(rc);
+	H5Sclose(mspace);
+	H5Sclose(fspace);
+	H5Tclose(type);
+	free(seq);
+	pk_restore_stack(st);
+	return rc;
+}
+
+// pk_read_vlen reads sequence i of a 1-D vlen dataset: *out holds *bytes bytes (its elements,
+// each of the base type's size) and must be released with pk_free; NULL for an empty one.
+herr_t pk_read_vlen(hid_t dset, hsize_t i, void **out, size_t *bytes) {
+	hid_t fspace, mspace, type, super;
+	hvl_t seq;
+	herr_t rc;
+	hid_t st;
+	size_t esize;
+	*out = NULL;
+	*bytes = 0;
+	type = H5Dget_type(dset);
+	if (type < 0) {
+		return -1;
+	}
+	if (H5Tget_class(type) != H5T_VLEN) {
+		H5Tclose(type);
+		return -1;
+	}
+	super = H5Tget_super(type);
+	if (super < 0) {
+		H5Tclose(type);
+		return -1;
+	}
+	esize = H5Tget_size(super);
+	H5Tclose(super);
+	if (pk_select(dset, i, 1, &fspace, &mspace) < 0) {
+		H5Tclose(type);
+		return -1;
+	}
+	seq.len = 0;
+	seq.p = NULL;
+	rc = H5Dread(dset, type, mspace, fspace, H5P_DEFAULT, &seq);
+	st = pk_save_stack(rc);
+	H5Sclose(mspace);
+	H5Sclose(fspace);
+	H5Tclose(type);
+	pk_restore_stack(st);
+	if (rc >= 0) {
+		*out = seq.p;
+		*bytes = seq.len * esize;
+	}
+	return rc;
+}
+
+// pk_vlen_base_info describes the base type of dset's vlen type (as pk_type_info a dataset's).
+herr_t pk_vlen_base_info(hid_t dset, int *cls, size_t *size, int *sign, int *order) {
+	hid_t type = H5Dget_type(dset), super;
+	if (type < 0) {
+		return -1;
+	}
+	if (H5Tget_class(type) != H5T_VLEN) {
+		H5Tclose(type);
+		return -1;
+	}
+	super = H5Tget_super(type);
+	H5Tclose(type);
+	if (super < 0) {
+		return -1;
+	}
+	*cls = (int)H5Tget_class(super);
+	*size = H5Tget_size(super);
+	*sign = *cls == H5T_INTEGER ? (int)H5Tget_sign(super) : -1;
+	*order = (*cls == H5T_INTEGER || *cls == H5T_FLOAT) ? (int)H5Tget_order(super) : -1;
+	H5Tclose(super);
+	return 0;
+}
+
+// pk_set_i64s_attr attaches a 1-D int64 attribute of n values to obj.
+herr_t pk_set_i64s_attr(hid_t obj, const char *name, int n, const int64_t *v) {
+	hsize_t d[1];
+	hid_t space, attr;
+	herr_t rc = -1;
+	d[0] = (hsize_t)n;
+	space = H5Screate_simple(1, d, NULL);
+	if (space < 0) {
+		return -1;
+	}
+	attr = H5Acreate2(obj, name, pkg_H5T_STD_I64LE_g, space, H5P_DEFAULT, H5P_DEFAULT);
+	if (attr >= 0) {
+		rc = H5Awrite(attr, pkg_H5T_STD_I64LE_g, v);
+		if (H5Aclose(attr) < 0) {
+			rc = -1;
+		}
+	}
+	H5Sclose(space);
+	return rc;
+}
+
+int pk_attr_exists(hid_t obj, const char *name) { return (int)H5Aexists(obj, name); }

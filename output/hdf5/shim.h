@@ -1,6 +1,7 @@
 // The package's whole interface to libhdf5: the C API calls it makes (files, datasets, types,
 // property lists), and helpers for dataset extension (H5Dset_extent), object time tracking,
-// library version bounds, a 16-bit float type, variable-length strings, and the error stack.
+// library version bounds, a 16-bit float type, variable-length strings and sequences, and the
+// error stack.
 // libhdf5 is loaded at run time by pk_load; no other function may be called before it succeeds.
 #ifndef PACKER_HDF5_SHIM_H
 #define PACKER_HDF5_SHIM_H
@@ -11,7 +12,7 @@
 
 int pk_load(const char *path, char *err, size_t n);
 
-enum { PK_T_STD_U8LE, PK_T_STD_I64LE, PK_T_IEEE_F32LE, PK_T_C_S1 };
+enum { PK_T_STD_U8LE, PK_T_STD_I64LE, PK_T_IEEE_F32LE, PK_T_C_S1, PK_T_STD_I32LE, PK_T_IEEE_F64LE };
 enum { PK_P_DATASET_CREATE, PK_P_DATASET_ACCESS };
 
 hid_t pk_fcreate(const char *name);
@@ -52,5 +53,12 @@ herr_t pk_get_str_attr(hid_t obj, const char *name, char **out);
 int pk_dims(hid_t dset, hsize_t *dims, hsize_t *maxdims, int max);
 herr_t pk_type_info(hid_t dset, int *cls, size_t *size, int *sign, int *order, int *vlenstr);
 int pk_link_exists(hid_t loc, const char *name);
+
+hid_t pk_vlen_create(hid_t base);
+herr_t pk_write_vlen(hid_t dset, hsize_t start, hsize_t n, const uint64_t *lens, const void *data, size_t len);
+herr_t pk_read_vlen(hid_t dset, hsize_t i, void **out, size_t *bytes);
+herr_t pk_vlen_base_info(hid_t dset, int *cls, size_t *size, int *sign, int *order);
+int pk_attr_exists(hid_t obj, const char *name);
+herr_t pk_set_i64s_attr(hid_t obj, const char *name, int n, const int64_t *v);
 
 #endif

@@ -29,31 +29,47 @@ type writer struct {
 	labels *column
 	aux    []*column
 	meta   *strColumn
+	fields []*fieldColumn // cfg.Fields, in schema order
 
 	n      int64 // records written
 	err    error // first error; returned by every later call
 	closed bool
 }
 
-// column buffers whole chunks of rows of one fixed-size dataset and writes each as one hyperslab.
-type column struct {
+// rowBuffer is what a column buffers between the writes of its dataset: rows rows in buf, and
+// the rows already in the file.
+type rowBuffer struct {
 	name      string
-	ds        *handle
-	rowBytes  int
-	chunkRows int
-	buf       []byte // up to chunkRows rows
-	rows      int    // rows in buf
-	written   int64  // rows already in the file
-}
-
-// strColumn buffers variable-length strings (record metadata) NUL-terminated, back to back.
-type strColumn struct {
 	ds        *handle
 	chunkRows int
 	buf       []byte
-	rows      int
-	written   int64
+	rows      int   // rows in buf
+	written   int64 // rows already in the file
 }
+
+// flushWith writes the buffered rows with write (writeRows, writeStrings) and empties the buffer.
+func (c *rowBuffer) flushWith(write func(ds *handle, start, n int64, buf []byte) error) error {
+	if c.rows == 0 {
+		return nil
+	}
+	if err := write(c.ds, c.written, int64(c.rows), c.buf); err != nil {
+		return fmt.Errorf("/%s: %w", c.name, err)
+	}
+	c.written += int64(c.rows)
+	c.rows = 0
+	c.buf = c.buf[:0]
+	return nil
+}
+
+// column buffers whole chunks of rows of one fixed-size dataset and writes each as one hyperslab.
+type column struct {
+	rowBuffer
+	rowBytes int
+}
+
+// strColumn buffers variable-length strings (record metadata, text and json fields)
+// NUL-terminated, back to back.
+type strColumn struct{ rowBuffer }
 
 // Format is the format's name: --format hdf5, the manifest's "format".
 const Format = "hdf5"
@@ -66,6 +82,7 @@ var Entry = output.Entry{
 	FixedShape: true,
 	Version:    Version,
 	Open:       open,
+	FieldCheck: checkField,
 }
 
 // Version is the manifest's format_version of an HDF5 dataset: 1, whatever the spec (an HDF5
@@ -219,9 +236,9 @@ func (w *writer) create() error {
 		if err != nil {
 			return err
 		}
-		w.meta = &strColumn{ds: ds, chunkRows: metaChunkRows}
+		w.meta = &strColumn{rowBuffer{name: MetaName, ds: ds, chunkRows: metaChunkRows}}
 	}
-	return nil
+	return w.createFields()
 }
 
 // imageType returns the HDF5 file type for a sample dtype; the caller closes it.
@@ -286,7 +303,7 @@ func (w *writer) newColumn(name string, t *handle, shape []uint64, rowBytes, chu
 	if err != nil {
 		return nil, err
 	}
-	return &column{name: name, ds: ds, rowBytes: rowBytes, chunkRows: chunkRows}, nil
+	return &column{rowBuffer{name: name, ds: ds, chunkRows: chunkRows}, rowBytes}, nil
 }
 
 // add appends one row; the caller flushes when full reports true.
@@ -299,18 +316,7 @@ func (c *column) add(row []byte) (full bool) {
 	return c.rows == c.chunkRows
 }
 
-func (c *column) flush() error {
-	if c.rows == 0 {
-		return nil
-	}
-	if err := writeRows(c.ds, c.written, int64(c.rows), c.buf); err != nil {
-		return fmt.Errorf("/%s: %w", c.name, err)
-	}
-	c.written += int64(c.rows)
-	c.rows = 0
-	c.buf = c.buf[:0]
-	return nil
-}
+func (c *column) flush() error { return c.flushWith(writeRows) }
 
 func (c *strColumn) add(s []byte) (full bool) {
 	c.buf = append(c.buf, s...)
@@ -319,18 +325,7 @@ func (c *strColumn) add(s []byte) (full bool) {
 	return c.rows == c.chunkRows
 }
 
-func (c *strColumn) flush() error {
-	if c.rows == 0 {
-		return nil
-	}
-	if err := writeStrings(c.ds, c.written, int64(c.rows), c.buf); err != nil {
-		return fmt.Errorf("/%s: %w", MetaName, err)
-	}
-	c.written += int64(c.rows)
-	c.rows = 0
-	c.buf = c.buf[:0]
-	return nil
-}
+func (c *strColumn) flush() error { return c.flushWith(writeStrings) }
 
 // Write appends one record. Records are buffered and written a whole chunk at a time.
 func (w *writer) Write(r output.Record) error {
@@ -351,6 +346,11 @@ func (w *writer) Write(r output.Record) error {
 	}
 	if w.meta != nil && bytes.IndexByte(r.Meta, 0) >= 0 {
 		return fmt.Errorf("hdf5: record %d: metadata contains a NUL byte", w.n)
+	}
+	if len(w.fields) > 0 || len(r.Fields) > 0 {
+		if err := w.checkFieldValues(r); err != nil {
+			return fmt.Errorf("hdf5: record %d: %w", w.n, err)
+		}
 	}
 	w.err = lib(func() error {
 		if w.images.add(r.Data) {
@@ -374,7 +374,14 @@ func (w *writer) Write(r output.Record) error {
 			}
 		}
 		if w.meta != nil && w.meta.add(r.Meta) {
-			return w.meta.flush()
+			if err := w.meta.flush(); err != nil {
+				return err
+			}
+		}
+		for k, fc := range w.fields {
+			if err := fc.add(r.Fields[k]); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -405,6 +412,9 @@ func (w *writer) Close() ([]shard.FileEntry, error) {
 		if w.meta != nil {
 			errs = append(errs, w.meta.flush())
 		}
+		for _, fc := range w.fields {
+			errs = append(errs, fc.flush())
+		}
 		return errors.Join(append(errs, w.closeHandles())...)
 	})
 	if err != nil {
@@ -412,7 +422,7 @@ func (w *writer) Close() ([]shard.FileEntry, error) {
 		w.Abort()
 		return nil, w.err
 	}
-	exp := expect{count: w.n, sample: w.cfg.Sample, aux: w.cfg.Label.Aux, meta: w.cfg.HasMeta}
+	exp := expect{count: w.n, sample: w.cfg.Sample, aux: w.cfg.Label.Aux, meta: w.cfg.HasMeta, fields: w.cfg.Fields}
 	if errs := checkFile(w.tmp, exp); len(errs) > 0 {
 		w.err = fmt.Errorf("hdf5: file just written fails its check: %w", errors.Join(errs...))
 		w.Abort()
@@ -445,6 +455,14 @@ func (w *writer) closeHandles() error {
 			errs = append(errs, h5error("close /"+MetaName, err))
 		}
 		w.meta.ds = nil
+	}
+	for _, fc := range w.fields {
+		if ds := fc.dataset(); *ds != nil {
+			if err := (*ds).Close(); err != nil {
+				errs = append(errs, h5error("close /"+fc.l.Field.Name, err))
+			}
+			*ds = nil
+		}
 	}
 	if w.f != nil {
 		if err := w.f.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 )
 
@@ -23,6 +24,8 @@ type expectedFile struct {
 	name  string
 	descr string
 	shape []int64
+	// valuesOf, for a variable field's offsets, names the file of the values they index
+	valuesOf string
 }
 
 func expected(m *shard.Manifest) ([]expectedFile, error) {
@@ -37,12 +40,35 @@ func expected(m *shard.Manifest) ([]expectedFile, error) {
 	for _, d := range m.Sample.Shape {
 		shape = append(shape, int64(d))
 	}
-	files := []expectedFile{{ImagesFile, descr, shape}, {LabelsFile, LabelDescr, []int64{m.Count}}}
+	files := []expectedFile{{name: ImagesFile, descr: descr, shape: shape}, {name: LabelsFile, descr: LabelDescr, shape: []int64{m.Count}}}
 	for _, a := range m.Label.Aux {
 		if err := checkAuxName(a); err != nil {
 			return nil, fmt.Errorf("%s: %v: %w", shard.ManifestName, err, ErrFormat)
 		}
-		files = append(files, expectedFile{AuxFile(a), LabelDescr, []int64{m.Count}})
+		files = append(files, expectedFile{name: AuxFile(a), descr: LabelDescr, shape: []int64{m.Count}})
+	}
+	return files, nil
+}
+
+// expectedFields returns the files of m's fields, in the order the manifest lists them. The
+// row count of a variable field's values is -1 (any): its offsets give it.
+func expectedFields(m *shard.Manifest) ([]expectedFile, error) {
+	layouts, err := output.FieldLayouts(m.Fields, m.Sample)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v: %w", shard.ManifestName, err, ErrFormat)
+	}
+	var files []expectedFile
+	for _, l := range layouts {
+		names := fieldFiles(l)
+		if l.Fixed {
+			files = append(files, expectedFile{name: names[0], descr: fieldDescr(l.Field), shape: append([]int64{m.Count}, toInt64(l.Shape)...)})
+			continue
+		}
+		values := expectedFile{name: names[0], descr: fieldDescr(l.Field), shape: []int64{-1}}
+		if len(l.Shape) > 0 {
+			values.shape = append(values.shape, toInt64(l.Shape[1:])...)
+		}
+		files = append(files, values, expectedFile{name: names[1], descr: LabelDescr, shape: []int64{m.Count + 1}, valuesOf: names[0]})
 	}
 	return files, nil
 }
@@ -60,6 +86,10 @@ func Check(dir string, m *shard.Manifest) []error {
 		return []error{fmt.Errorf("%s: no manifest to check against: %w", shard.ManifestName, ErrFormat)}
 	}
 	files, err := expected(m)
+	if err != nil {
+		return []error{err}
+	}
+	ffiles, err := expectedFields(m)
 	if err != nil {
 		return []error{err}
 	}
@@ -86,6 +116,19 @@ func Check(dir string, m *shard.Manifest) []error {
 	if fe, ok := listed[MetaFile]; ok {
 		order = append(order, MetaFile)
 		errs = append(errs, checkMeta(dir, fe, m.Count)...)
+	}
+	for _, ef := range ffiles {
+		known[ef.name] = true
+		order = append(order, ef.name)
+		fe, ok := listed[ef.name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s: not listed in the manifest: %w", ef.name, ErrFormat))
+		}
+		aerrs := checkArray(dir, ef, fe, ok)
+		errs = append(errs, aerrs...)
+		if ef.valuesOf != "" && len(aerrs) == 0 {
+			errs = append(errs, checkOffsets(dir, ef.valuesOf, ef.name)...)
+		}
 	}
 	var got []string
 	for _, fe := range m.Files {
@@ -184,7 +227,54 @@ func checkLabels(dir string, m *shard.Manifest) []error {
 	return errs
 }
 
-func sameShape(a []int, b []int64) bool { return equalShape(a, b) }
+// sameShape compares a header's shape with the one expected, whose first dimension may be -1
+// (any).
+func sameShape(a []int, b []int64) bool {
+	if len(a) > 0 && len(b) > 0 && b[0] == -1 {
+		return equalShape(a[1:], b[1:])
+	}
+	return equalShape(a, b)
+}
+
+// checkOffsets checks a variable field's offsets (whose header checkArray has accepted): 0
+// first, never decreasing, and last the row count of the values' header.
+func checkOffsets(dir, values, offsets string) []error {
+	vf, err := os.Open(filepath.Join(dir, values))
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", values, unwrapPath(err))}
+	}
+	defer vf.Close()
+	vh, _, err := ReadHeader(bufio.NewReader(vf))
+	if err != nil || len(vh.Shape) == 0 {
+		return nil // checkArray reported it
+	}
+	f, err := os.Open(filepath.Join(dir, offsets))
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", offsets, unwrapPath(err))}
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(f, 1<<20)
+	h, _, err := ReadHeader(br)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %w", offsets, err)}
+	}
+	var b [8]byte
+	prev := int64(0)
+	for i := 0; i < h.Shape[0]; i++ {
+		if _, err := io.ReadFull(br, b[:]); err != nil {
+			return []error{fmt.Errorf("%s: entry %d: %w", offsets, i, err)}
+		}
+		v := int64(binary.LittleEndian.Uint64(b[:]))
+		if i == 0 && v != 0 || v < prev {
+			return []error{fmt.Errorf("%s: entry %d is %d after %d (want 0 first, then never decreasing): %w", offsets, i, v, prev, ErrFormat)}
+		}
+		prev = v
+	}
+	if prev != int64(vh.Shape[0]) {
+		return []error{fmt.Errorf("%s: the last offset is %d, %s holds %d rows: %w", offsets, prev, values, vh.Shape[0], ErrFormat)}
+	}
+	return nil
+}
 
 // unwrapPath drops the directory from an *os.PathError so messages name the dataset file.
 func unwrapPath(err error) error {

@@ -79,14 +79,6 @@ for name, a, v in cases:
 	}
 }
 
-func toInt64(d []int) []int64 {
-	out := make([]int64, len(d))
-	for i, x := range d {
-		out[i] = int64(x)
-	}
-	return out
-}
-
 func TestBadHeaders(t *testing.T) {
 	v1 := func(dict string) []byte {
 		b := []byte(Magic + "\x01\x00")

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/output"
@@ -44,6 +46,60 @@ func Descr(d shard.DType) string {
 
 // AuxFile returns the file name of an auxiliary label column.
 func AuxFile(name string) string { return AuxPrefix + name + ".npy" }
+
+// The files of a field (shard.Field): a fixed-size field's values in FieldFile ([N, ...shape]);
+// a variable one's (an ndarray with a -1 first dimension, text, bytes, json) concatenated in
+// FieldValuesFile ([total rows, ...shape[1:]] of an ndarray; the bytes, uint8, of the others)
+// with FieldOffsetsFile (int64, N+1 entries, record i's values are rows offsets[i] to
+// offsets[i+1]; in rows for an ndarray, in bytes otherwise; offsets[0] = 0).
+func FieldFile(name string) string        { return name + ".npy" }
+func FieldValuesFile(name string) string  { return name + ".values.npy" }
+func FieldOffsetsFile(name string) string { return name + ".offsets.npy" }
+
+// fieldDescr returns the NumPy type string of a field's elements: its dtype for an ndarray or
+// image field, |u1 for the bytes of text, bytes and json.
+func fieldDescr(f shard.Field) string {
+	switch f.DType {
+	case "int32":
+		return "<i4"
+	case "int64":
+		return "<i8"
+	case "float32":
+		return "<f4"
+	case "float64":
+		return "<f8"
+	}
+	return "|u1"
+}
+
+// fieldFiles returns the file names of a field's layout, values first.
+func fieldFiles(l output.FieldLayout) []string {
+	if l.Fixed {
+		return []string{FieldFile(l.Field.Name)}
+	}
+	return []string{FieldValuesFile(l.Field.Name), FieldOffsetsFile(l.Field.Name)}
+}
+
+// checkField is Entry's FieldCheck: every kind is held (an image field at the fixed sample's
+// height and width); a field may not take the name of the sample's or the labels' file, and a
+// variable ndarray's rows must have elements (the offsets count rows).
+func checkField(f shard.Field) error {
+	if f.Name == "images" || f.Name == "labels" {
+		return fmt.Errorf("its file %s would be the dataset's own %s", FieldFile(f.Name), FieldFile(f.Name))
+	}
+	if f.Kind == shard.KindNDArray && len(f.Shape) > 0 && f.Shape[0] == -1 && slices.Contains(f.Shape[1:], 0) {
+		return fmt.Errorf("shape %v: a row of no elements cannot be counted in %s", f.Shape, FieldOffsetsFile(f.Name))
+	}
+	return nil
+}
+
+// fieldColumns is one field's files being written.
+type fieldColumns struct {
+	l       output.FieldLayout
+	values  *column // FieldFile or FieldValuesFile
+	offsets *column // FieldOffsetsFile; nil for a fixed field
+	rows    int64   // rows in values (variable fields)
+}
 
 // checkAuxName accepts names that make safe, portable file names.
 func checkAuxName(a string) error {
@@ -186,6 +242,7 @@ type Writer struct {
 	labels  *column
 	aux     []*column
 	meta    *column // meta.jsonl: no header, but the same temp-then-rename life
+	fields  []*fieldColumns
 	metaBuf bytes.Buffer
 	n       int64
 	err     error
@@ -203,6 +260,7 @@ var Entry = output.Entry{
 	FixedShape: true,
 	Version:    Version,
 	Open:       open,
+	FieldCheck: checkField,
 }
 
 // Version is the manifest's format_version of an npy dataset: 1, whatever the spec (an npy
@@ -272,7 +330,74 @@ func NewWriter(cfg output.Config) (*Writer, error) {
 		c.w = bufio.NewWriterSize(c.f, 256<<10)
 		w.meta = c
 	}
+	if err := w.createFields(seen); err != nil {
+		return fail(err)
+	}
 	return w, nil
+}
+
+// createFields creates the files of cfg.Fields; aux holds the aux columns' names, whose files a
+// field's may not take.
+func (w *Writer) createFields(aux map[string]bool) error {
+	layouts, err := output.FieldLayouts(w.cfg.Fields, w.cfg.Sample)
+	if err != nil {
+		return fmt.Errorf("npy: %w", err)
+	}
+	for _, l := range layouts {
+		if err := checkField(l.Field); err != nil {
+			return fmt.Errorf("npy: field %q: %w", l.Field.Name, err)
+		}
+		if a, ok := strings.CutPrefix(l.Field.Name, AuxPrefix); ok && aux[a] {
+			return fmt.Errorf("npy: field %q: its file %s is the aux column %q's", l.Field.Name, FieldFile(l.Field.Name), a)
+		}
+		fc := &fieldColumns{l: l}
+		w.fields = append(w.fields, fc)
+		descr := fieldDescr(l.Field)
+		if l.Fixed {
+			fc.values, err = newColumn(w.cfg.Dir, FieldFile(l.Field.Name), descr, l.Shape)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var row []int // a row's shape: shape[1:] of an ndarray, one byte of the others
+		if len(l.Shape) > 0 {
+			row = l.Shape[1:]
+		}
+		if fc.values, err = newColumn(w.cfg.Dir, FieldValuesFile(l.Field.Name), descr, row); err != nil {
+			return err
+		}
+		if fc.offsets, err = newColumn(w.cfg.Dir, FieldOffsetsFile(l.Field.Name), LabelDescr, nil); err != nil {
+			return err
+		}
+		if err := w.putInt(fc.offsets, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFields appends record r's field values.
+func (w *Writer) writeFields(r output.Record) error {
+	if len(r.Fields) != len(w.fields) {
+		return fmt.Errorf("npy: record %d has %d field values, want %d", w.n, len(r.Fields), len(w.fields))
+	}
+	for k, fc := range w.fields {
+		v := r.Fields[k]
+		if err := fc.l.Check(v); err != nil {
+			return fmt.Errorf("npy: record %d: %w", w.n, err)
+		}
+		if _, err := fc.values.w.Write(v); err != nil {
+			return fmt.Errorf("npy: %s: %w", fc.values.name, err)
+		}
+		if fc.offsets != nil {
+			fc.rows += int64(len(v) / fc.l.RowBytes)
+			if err := w.putInt(fc.offsets, fc.rows); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Write appends one record. r.Data is not kept after Write returns.
@@ -315,6 +440,11 @@ func (w *Writer) Write(r output.Record) error {
 			return w.fail(fmt.Errorf("npy: %s: %w", MetaFile, err))
 		}
 	}
+	if len(w.fields) > 0 || len(r.Fields) > 0 {
+		if err := w.writeFields(r); err != nil {
+			return w.fail(err)
+		}
+	}
 	w.n++
 	return nil
 }
@@ -339,7 +469,8 @@ func (w *Writer) Len() int64 { return w.n }
 
 // Close finishes every file: final header, sync, read back for the SHA-256, rename to the
 // final name, then a sync of the directory. It returns the files in the order images.npy,
-// labels.npy, aux_<name>.npy (in column order), meta.jsonl. On error, everything written is
+// labels.npy, aux_<name>.npy (in column order), meta.jsonl, then the fields' files in schema
+// order (NAME.npy, or NAME.values.npy and NAME.offsets.npy). On error, everything written is
 // removed.
 func (w *Writer) Close() ([]shard.FileEntry, error) {
 	if w.done {
@@ -368,6 +499,21 @@ func (w *Writer) Close() ([]shard.FileEntry, error) {
 			return nil, err
 		}
 		files = append(files, fe)
+	}
+	for _, fc := range w.fields {
+		counts := []int64{w.n}
+		if fc.offsets != nil {
+			counts = []int64{fc.rows, w.n + 1}
+		}
+		for j, c := range []*column{fc.values, fc.offsets}[:len(counts)] {
+			fe, err := c.finish(counts[j])
+			if err != nil {
+				w.err = err
+				w.Abort()
+				return nil, err
+			}
+			files = append(files, fe)
+		}
 	}
 	if err := fileutil.SyncDir(w.cfg.Dir); err != nil {
 		w.err = fmt.Errorf("npy: %w", err)
@@ -408,7 +554,11 @@ func (w *Writer) Abort() {
 		return
 	}
 	w.done = true
-	for _, c := range append([]*column{w.images, w.labels, w.meta}, w.aux...) {
+	cols := append([]*column{w.images, w.labels, w.meta}, w.aux...)
+	for _, fc := range w.fields {
+		cols = append(cols, fc.values, fc.offsets)
+	}
+	for _, c := range cols {
 		if c != nil {
 			c.abort()
 		}

@@ -28,6 +28,9 @@ var Entry = output.Entry{
 	Version: Version,
 	Resume:  Resume,
 	Open:    output.OpenShardDataset,
+	// A shard holds every kind of field (FORMAT.md, "Fields"): only what every format checks
+	// (Entry.CheckFields) is refused.
+	FieldCheck: func(shard.Field) error { return nil },
 }
 
 // DefaultShardSize is the default byte budget of one shard's data section.

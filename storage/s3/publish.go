@@ -286,12 +286,15 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 	}
 	var objects, foreign []string
 	if err := b.List(ctx, func(fi storage.FileInfo) error {
-		if !DatasetFileName(fi.Name) {
-			foreign = append(foreign, fi.Name)
-		}
 		key := b.url.keyPrefix() + fi.Name
 		if old != nil && (fi.Name == shard.ManifestName || slices.Contains(old.files, key)) {
-			return nil // the dataset being replaced: kept until the new one is in place
+			// The dataset being replaced (its manifest lists the file, whatever its name: the
+			// files of its fields, NAME.npy, are named by the schema): kept until the new one
+			// is in place.
+			return nil
+		}
+		if !DatasetFileName(fi.Name) {
+			foreign = append(foreign, fi.Name)
 		}
 		objects = append(objects, key)
 		return nil
