@@ -50,7 +50,9 @@ func readFields(t *testing.T, dir string) (samples [][]byte, fields [][][]byte) 
 // its image's size is skipped with a reason naming the field.
 func TestBuildFields(t *testing.T) {
 	tmp := t.TempDir()
-	src := func() *fieldSource { return &fieldSource{n: 30, bad: map[int]bool{7: true}, badMask: map[int]bool{11: true}} }
+	src := func() *fieldSource {
+		return &fieldSource{n: 30, bad: map[int]bool{7: true}, badMask: map[int]bool{11: true}}
+	}
 	var outs []string
 	for _, c := range []struct {
 		name    string
@@ -203,7 +205,9 @@ func mergeFields(t *testing.T, tmp string, n int, newSrc func() source.Source, m
 // build.
 func TestPartsMergeFields(t *testing.T) {
 	tmp := t.TempDir()
-	newSrc := func() source.Source { return &fieldSource{n: 25, bad: map[int]bool{4: true}, badMask: map[int]bool{20: true}} }
+	newSrc := func() source.Source {
+		return &fieldSource{n: 25, bad: map[int]bool{4: true}, badMask: map[int]bool{20: true}}
+	}
 	mod := func(o *Options) { o.Workers, o.ShardSize = 2, 900 }
 	whole := filepath.Join(tmp, "whole")
 	if _, err := build(t, newSrc(), whole, mod); err != nil {

@@ -246,22 +246,13 @@ func (r recordFields) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// fieldsReader is the field access of a dataset reader (output.Dataset.Fields).
-type fieldsReader interface {
-	Fields(i int64) ([][]byte, error)
-}
-
 // fieldsOf returns record i's field values as inspect shows them (schema m.Fields): nil for a
 // dataset without fields.
 func fieldsOf(ds anyDataset, m *shard.Manifest, i int64) (recordFields, error) {
 	if len(m.Fields) == 0 {
 		return nil, nil
 	}
-	fr, ok := ds.(fieldsReader)
-	if !ok {
-		return nil, fmt.Errorf("the %s reader cannot read fields", m.Format)
-	}
-	vals, err := fr.Fields(i)
+	vals, err := ds.Fields(i)
 	if err != nil {
 		return nil, err
 	}
