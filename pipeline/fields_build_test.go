@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/output"
+	"github.com/packer-dev/packer/output/npy"
 	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -134,9 +136,13 @@ func (s clipFieldSource) Info() source.SourceInfo {
 func TestBuildFieldsResumed(t *testing.T) {
 	tmp := t.TempDir()
 	whole := filepath.Join(tmp, "whole")
-	mod := func(o *Options) { o.Workers, o.ShardSize = 2, 1200 }
-	if _, err := build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, whole, mod); err != nil {
+	mod := func(o *Options) { o.Workers, o.ShardSize, o.Transform = 2, 1200, cropSpec.MustCompile() }
+	sum, err := build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, whole, mod)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if sum.Manifest.BoxesDropped["boxes"] == 0 {
+		t.Fatal("no box dropped: the test needs some before and after the checkpoint")
 	}
 	out := filepath.Join(tmp, "out")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,7 +158,7 @@ func TestBuildFieldsResumed(t *testing.T) {
 	if _, err := Build(ctx, opts); !errors.As(err, &kept) {
 		t.Fatalf("interrupted build: %v, want a kept checkpoint", err)
 	}
-	sum, err := build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, out, func(o *Options) { mod(o); o.Resume = true })
+	sum, err = build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, out, func(o *Options) { mod(o); o.Resume = true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,15 +170,16 @@ func TestBuildFieldsResumed(t *testing.T) {
 	}
 }
 
-// mergeFields builds src in n parts and merges them into a folder of tmp, returning it.
-func mergeFields(t *testing.T, tmp string, n int, newSrc func() source.Source, mod func(*Options)) string {
+// mergeFields builds src in n parts for the final format final and merges them into a folder
+// of tmp, returning it.
+func mergeFields(t *testing.T, tmp string, n int, final output.Entry, newSrc func() source.Source, mod func(*Options)) string {
 	t.Helper()
 	var dirs []string
 	for i := 0; i < n; i++ {
 		d := filepath.Join(tmp, fmt.Sprintf("part%d", i))
 		if _, err := build(t, newSrc(), d, func(o *Options) {
 			mod(o)
-			o.Part = &Part{Index: i, Count: n, Final: shards.Entry, FinalShardSize: o.ShardSize}
+			o.Part = &Part{Index: i, Count: n, Final: final, FinalShardSize: o.ShardSize}
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +190,7 @@ func mergeFields(t *testing.T, tmp string, n int, newSrc func() source.Source, m
 		t.Fatal(err)
 	}
 	merged := filepath.Join(tmp, "merged")
-	_, err = Merge(context.Background(), parts, MergeOptions{Output: shards.Entry, Out: merged,
+	_, err = Merge(context.Background(), parts, MergeOptions{Output: final, Out: merged,
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			rep, err := verify.Dir(ctx, dir, verify.Options{Tee: tee, Strict: true}, nil)
 			if err != nil {
@@ -202,19 +209,97 @@ func mergeFields(t *testing.T, tmp string, n int, newSrc func() source.Source, m
 }
 
 // TestPartsMergeFields: a build with fields in parts, merged, is byte for byte the one-machine
-// build.
+// build, manifest included (boxes_dropped summed over the parts), as shards and as npy (whose
+// records the merge writes one by one, their fields split from the part's records).
 func TestPartsMergeFields(t *testing.T) {
+	for _, final := range []output.Entry{shards.Entry, npy.Entry} {
+		tmp := t.TempDir()
+		newSrc := func() source.Source {
+			return &fieldSource{n: 25, bad: map[int]bool{4: true}, badMask: map[int]bool{20: true}}
+		}
+		mod := func(o *Options) { o.Workers, o.ShardSize, o.Transform = 2, 900, cropSpec.MustCompile() }
+		whole := filepath.Join(tmp, "whole")
+		sum, err := build(t, newSrc(), whole, func(o *Options) { mod(o); o.Output = final })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Manifest.BoxesDropped["boxes"] == 0 || len(sum.Manifest.Fields) == 0 {
+			t.Fatalf("%s: fields %v, boxes_dropped %v", final.Name, sum.Manifest.Fields, sum.Manifest.BoxesDropped)
+		}
+		merged := mergeFields(t, tmp, 3, final, newSrc, mod)
+		if err := sameTree(whole, merged); err != nil {
+			t.Fatalf("%s: %v", final.Name, err)
+		}
+	}
+}
+
+// cropSpec resizes the shorter side to 8 and crops 6×5: fieldSource's boxes near the edges
+// are left with no area and dropped.
+var cropSpec = transforms.Spec{Resize: 8, CropW: 6, CropH: 5}
+
+// TestBuildFieldsMapped: with a resize and crop, each record's boxes are MapBoxes of the
+// source's, its categories the rows of the boxes kept, its mask MapMask of the source's, and
+// every other value the source's; the manifest counts the boxes dropped. The device path (a
+// BatchResizer) maps them the same, on the CPU.
+func TestBuildFieldsMapped(t *testing.T) {
 	tmp := t.TempDir()
-	newSrc := func() source.Source {
-		return &fieldSource{n: 25, bad: map[int]bool{4: true}, badMask: map[int]bool{20: true}}
+	tc := cropSpec.MustCompile()
+	var outs []string
+	for _, batched := range []bool{false, true} {
+		out := filepath.Join(tmp, fmt.Sprint(batched))
+		sum, err := build(t, &fieldSource{n: 24}, out, func(o *Options) {
+			o.Workers, o.ShardSize, o.Transform = 2, 2000, tc
+			if batched {
+				o.Resizer = &cpuBatch{spec: tc}
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+		if sum.Manifest.Count != 24 {
+			t.Fatalf("%d records, skipped %+v", sum.Manifest.Count, sum.Manifest.Skipped)
+		}
 	}
-	mod := func(o *Options) { o.Workers, o.ShardSize = 2, 900 }
-	whole := filepath.Join(tmp, "whole")
-	if _, err := build(t, newSrc(), whole, mod); err != nil {
+	if err := sameTree(outs[0], outs[1]); err != nil {
+		t.Fatalf("the BatchResizer path: %v", err)
+	}
+	m, err := shard.ReadManifest(outs[0])
+	if err != nil {
 		t.Fatal(err)
 	}
-	merged := mergeFields(t, tmp, 3, newSrc, mod)
-	if err := sameTree(whole, merged); err != nil {
-		t.Fatal(err)
+	_, fields := readFields(t, outs[0])
+	var dropped int64
+	for i := 0; i < 24; i++ {
+		w, h, vals := fieldValues(i)
+		in := shard.FieldFloat32s(vals[4].Bytes)
+		boxes, kept, err := tc.MapBoxes(in, w, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropped += int64(len(in)/4 - len(kept))
+		if got := shard.FieldFloat32s(fields[i][4]); !reflect.DeepEqual(got, boxes) && len(got)+len(boxes) > 0 {
+			t.Fatalf("record %d boxes %v, want %v", i, got, boxes)
+		}
+		cats := shard.FieldInt64s(vals[3].Bytes)
+		var want []int64
+		for _, k := range kept {
+			want = append(want, cats[k])
+		}
+		if got := shard.FieldInt64s(fields[i][3]); !reflect.DeepEqual(got, want) && len(got)+len(want) > 0 {
+			t.Fatalf("record %d categories %v, want %v (kept rows %v)", i, got, want, kept)
+		}
+		mask, mw, mh, err := tc.MapMask(*vals[5].Image)
+		if err != nil || mw != 6 || mh != 5 || !bytes.Equal(fields[i][5], mask) {
+			t.Fatalf("record %d mask %v, want %v (%dx%d, %v)", i, fields[i][5], mask, mw, mh, err)
+		}
+		for _, k := range []int{0, 1, 2, 6} {
+			if !bytes.Equal(fields[i][k], vals[k].Bytes) {
+				t.Fatalf("record %d field %s changed: %v, want %v", i, fieldSchema[k].Name, fields[i][k], vals[k].Bytes)
+			}
+		}
+	}
+	if dropped == 0 || !reflect.DeepEqual(m.BoxesDropped, map[string]int64{"boxes": dropped}) {
+		t.Fatalf("boxes_dropped %v, want %d (the test needs some)", m.BoxesDropped, dropped)
 	}
 }

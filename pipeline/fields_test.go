@@ -22,7 +22,7 @@ import (
 var fieldSchema = []shard.Field{
 	{Name: "caption", Kind: shard.KindText, Encoding: shard.EncodingRaw},
 	{Name: "info", Kind: shard.KindJSON, Encoding: shard.EncodingRaw},
-	{Name: "labels", Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, Encoding: shard.EncodingRaw},
+	{Name: "multilabel", Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, Encoding: shard.EncodingRaw},
 	{Name: "category", Kind: shard.KindNDArray, DType: "int64", Shape: []int{-1}, Encoding: shard.EncodingRaw, RowsOf: "boxes"},
 	{Name: "boxes", Kind: shard.KindNDArray, DType: "float32", Shape: []int{-1, 4}, Encoding: shard.EncodingRaw, Geometry: shard.GeometryBoxes},
 	{Name: "mask", Kind: shard.KindImage, DType: "uint8", Shape: []int{-1, -1, 1}, Encoding: shard.EncodingRaw, Geometry: shard.GeometryMask},
