@@ -131,42 +131,87 @@ func (s clipFieldSource) Info() source.SourceInfo {
 	return info
 }
 
-// TestBuildFieldsResumed: a build with fields interrupted after some shards were checkpointed
-// and resumed writes the bytes of the uninterrupted build.
+// TestBuildFieldsResumed: a build with fields stopped after some shards were checkpointed
+// and resumed writes the bytes of the uninterrupted build, boxes_dropped included (the journal
+// carries it): stopped by an interruption (its output aborted, the checkpoint kept), or killed
+// (the staging folder as it was at that moment, copied while the writer waits, put back).
 func TestBuildFieldsResumed(t *testing.T) {
 	tmp := t.TempDir()
 	whole := filepath.Join(tmp, "whole")
+	newSrc := func() *fieldSource { return &fieldSource{n: 40, badMask: map[int]bool{3: true}} }
 	mod := func(o *Options) { o.Workers, o.ShardSize, o.Transform = 2, 1200, cropSpec.MustCompile() }
-	sum, err := build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, whole, mod)
+	sum, err := build(t, newSrc(), whole, mod)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sum.Manifest.BoxesDropped["boxes"] == 0 {
 		t.Fatal("no box dropped: the test needs some before and after the checkpoint")
 	}
-	out := filepath.Join(tmp, "out")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := Options{Source: &fieldSource{n: 40, badMask: map[int]bool{3: true}}, Output: shards.Entry, Out: out}
-	mod(&opts)
-	opts.Progress = func(items, _, _, _ int64) {
-		if items == 25 {
+	for _, killed := range []bool{false, true} {
+		out := filepath.Join(tmp, fmt.Sprint("out-", killed))
+		staging, snap := out+StagingSuffix, filepath.Join(tmp, fmt.Sprint("snap-", killed))
+		ctx, cancel := context.WithCancel(context.Background())
+		opts := Options{Source: newSrc(), Output: shards.Entry, Out: out}
+		mod(&opts)
+		opts.Progress = func(items, _, _, _ int64) {
+			if items != 25 {
+				return
+			}
+			if killed {
+				copyDir(t, staging, snap)
+			}
 			cancel()
 		}
+		var kept *CheckpointKeptError
+		_, err := Build(ctx, opts)
+		cancel()
+		if !errors.As(err, &kept) {
+			t.Fatalf("interrupted build: %v, want a kept checkpoint", err)
+		}
+		if killed {
+			if err := os.RemoveAll(staging); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(snap, staging); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sum, err = build(t, newSrc(), out, func(o *Options) { mod(o); o.Resume = true })
+		if err != nil {
+			t.Fatalf("killed %v: %v", killed, err)
+		}
+		if sum.Resumed == nil || sum.Resumed.Records == 0 {
+			t.Fatalf("killed %v: the build did not resume from a checkpoint: %+v", killed, sum.Resumed)
+		}
+		if err := sameTree(whole, out); err != nil {
+			t.Fatalf("killed %v: %v", killed, err)
+		}
 	}
-	var kept *CheckpointKeptError
-	if _, err := Build(ctx, opts); !errors.As(err, &kept) {
-		t.Fatalf("interrupted build: %v, want a kept checkpoint", err)
+}
+
+// copyDir copies the regular files of the folder src into a new folder dst, leaving out the
+// ones that are gone by the time they are read (renamed or removed meanwhile, as a kill finds
+// them).
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	sum, err = build(t, &fieldSource{n: 40, badMask: map[int]bool{3: true}}, out, func(o *Options) { mod(o); o.Resume = true })
+	ents, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Resumed == nil || sum.Resumed.Records == 0 {
-		t.Fatalf("the build did not resume from a checkpoint: %+v", sum.Resumed)
-	}
-	if err := sameTree(whole, out); err != nil {
-		t.Fatal(err)
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
