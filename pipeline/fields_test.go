@@ -39,7 +39,6 @@ type fieldSource struct {
 	n       int
 	bad     map[int]bool
 	badMask map[int]bool
-	scratch []byte
 }
 
 func (s *fieldSource) Info() source.SourceInfo {
