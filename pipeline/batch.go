@@ -13,9 +13,18 @@ import (
 
 // decoded is one item's decode outcome, held until its group's frames are transformed.
 type decoded struct {
-	name  string
-	clips []source.Clip
-	err   error
+	name   string
+	clips  []source.Clip
+	fields []mappedFields // per clip, when the dataset has fields
+	err    error
+}
+
+// mappedFields is a clip's field values mapped for its record (builder.clipFields), or why
+// they could not be.
+type mappedFields struct {
+	vals    [][]byte
+	dropped []int64
+	err     error
 }
 
 // batchWorker decodes a whole job (up to deviceGroup items), transforms every frame of it with
@@ -70,6 +79,15 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 			if c.Windows != nil {
 				c.Windows = append([]source.Window(nil), c.Windows...)
 			}
+			if b.fplan != nil {
+				// Mapped now, on the CPU: the values are copied before the source may reuse
+				// them, and an error is the clip's when its record is laid out (below), as on
+				// the per-worker path.
+				var m mappedFields
+				m.vals, m.dropped, m.err = b.clipFields(&c)
+				items[k].fields = append(items[k].fields, m)
+				c.Fields = nil
+			}
 			items[k].clips = append(items[k].clips, c)
 			return nil
 		})
@@ -85,6 +103,13 @@ func (b *builder) batchJob(ctx context.Context, j job) error {
 	for k := range items {
 		for q, c := range items[k].clips {
 			r, err := b.layout(c)
+			if err == nil && b.fplan != nil {
+				m := items[k].fields[q]
+				r.rec.Fields, r.dropped, err = m.vals, m.dropped, m.err
+				if err != nil {
+					b.pool.Put(r.buf)
+				}
+			}
 			if err != nil {
 				items[k].err = err
 				items[k].clips = items[k].clips[:q]

@@ -193,6 +193,11 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 	if err := opts.Output.CheckSpec(spec); err != nil {
 		return nil, err
 	}
+	info0 := opts.Source.Info()
+	if len(info0.Fields) > 0 && info0.ClipLen > 0 {
+		return nil, ErrFieldsClips
+	}
+	fields := datasetFields(info0, tspec)
 	if p := opts.Part; p != nil {
 		if p.Count < 1 || p.Index < 0 || p.Index >= p.Count {
 			return nil, fmt.Errorf("part %d/%d: want 0 <= I < N", p.Index, p.Count)
@@ -208,7 +213,8 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 		info := opts.Source.Info()
 		// Enumerated inputs are checked against OUT, the staging folder (now existing) and the
 		// old-output name as they come (a link in the source may point into OUT).
-		b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, staging: paths.staging, guard: newGuard(paths), started: start}
+		b := &builder{opts: opts, info: info, tspec: tspec, spec: spec, fields: fields, fplan: newFieldPlan(fields, tspec),
+			staging: paths.staging, guard: newGuard(paths), started: start}
 		if opts.Part != nil {
 			total := info.Count
 			if total < 0 {
@@ -467,6 +473,8 @@ type builder struct {
 	info    source.SourceInfo
 	tspec   transforms.Compiled
 	spec    shard.SampleSpec // every record's spec, decided before the build (DatasetSpec)
+	fields  []shard.Field    // the dataset's fields (datasetFields); nil for none
+	fplan   *fieldPlan       // how workers map the fields' values; nil for none
 	staging string
 	guard   *guard // refuses enumerated inputs inside the output names
 

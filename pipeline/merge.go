@@ -156,7 +156,7 @@ func sameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error
 		return diff("their source options")
 	case !reflect.DeepEqual(a.Transform, b.Transform):
 		return diff("their transform options")
-	case !reflect.DeepEqual(a.Sample, b.Sample) || !reflect.DeepEqual(a.Label, b.Label):
+	case !reflect.DeepEqual(a.Sample, b.Sample) || !reflect.DeepEqual(a.Label, b.Label) || !reflect.DeepEqual(a.Fields, b.Fields):
 		return diff("their record spec")
 	case !reflect.DeepEqual(a.Classes, b.Classes):
 		return diff("their class names")
@@ -281,7 +281,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 	}
 	out, err := opts.Output.New(output.Config{
 		Dir: dir, Sample: first.Sample, Label: first.Label, Classes: first.Classes, HasMeta: hasMeta,
-		ShardSize: parts.Info().ShardSize, ChecksumBlock: parts.Info().ChecksumBlock,
+		ShardSize: parts.Info().ShardSize, ChecksumBlock: parts.Info().ChecksumBlock, Fields: first.Fields,
 		Meta: map[string]any{
 			"packer": first.Packer, "source": first.Source, "transform": first.Transform, "classes": nonNil(first.Classes),
 		},
@@ -299,6 +299,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 	counts := make([]int64, len(first.Classes))
 	var skipped []shard.Skipped
 	var inputs int64
+	var dropped map[string]int64
 	for k, d := range parts.Dirs {
 		if err := copyPart(ctx, d, first.Sample.Fixed(), out, counts, sum, opts.CheckPart); err != nil {
 			return nil, err
@@ -306,6 +307,12 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 		m := parts.Manifests[k]
 		skipped = append(skipped, m.Skipped...)
 		inputs += m.Inputs
+		for name, n := range m.BoxesDropped {
+			if dropped == nil {
+				dropped = map[string]int64{}
+			}
+			dropped[name] += n
+		}
 		if opts.Progress != nil {
 			opts.Progress(sum.Records, total)
 		}
@@ -324,6 +331,7 @@ func mergeInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions)
 		Count: sum.Records, Classes: nonNil(first.Classes), ClassCounts: counts,
 		Sample: first.Sample, Label: first.Label, Source: first.Source, Transform: first.Transform,
 		Files: files, Skipped: nonNil(skipped), Inputs: inputs,
+		Fields: first.Fields, BoxesDropped: dropped,
 	}
 	if err := WriteManifest(dir, m); err != nil {
 		return nil, err
@@ -544,7 +552,13 @@ func (c *partCopy) emit(i, j int, data []byte) {
 		base, _ := r.DataRange(i, j)
 		for k := i; k < j; k++ {
 			off, n := r.DataRange(k, k+1)
-			rec := output.Record{Data: data[off-base : off-base+n], Label: r.Label(k), Aux: r.Aux(k), Meta: r.RecordMeta(k)}
+			// A record of a shard with fields is its sample's bytes and then its fields'.
+			sample, fields, err := r.SplitFields(k, data[off-base:off-base+n])
+			if err != nil {
+				c.fail(fmt.Errorf("%s record %d: %w", c.name, k, err))
+				return
+			}
+			rec := output.Record{Data: sample, Label: r.Label(k), Aux: r.Aux(k), Meta: r.RecordMeta(k), Fields: fields}
 			if !c.fixed {
 				shape, err := r.RecordShape(k)
 				if err != nil {

@@ -86,6 +86,8 @@ type journal struct {
 	Counts  []int64         `json:"counts"`
 	Skipped []shard.Skipped `json:"skipped"`
 	Reasons map[string]int  `json:"reasons"`
+	// BoxesDropped is the manifest's boxes_dropped so far (a dataset with fields).
+	BoxesDropped map[string]int64 `json:"boxes_dropped,omitempty"`
 	// Listing is the digest (listingHash) of the first Inputs inputs; ListingState the hash's
 	// state, to go on from.
 	Listing      string          `json:"listing_sha256"`
@@ -114,6 +116,10 @@ func (b *builder) journalOptions() (map[string]json.RawMessage, error) {
 	if b.opts.ChecksumBlock > 0 {
 		// Absent at the default, so that a checkpoint of an earlier packer still matches.
 		o["checksum_block"] = b.opts.ChecksumBlock
+	}
+	if len(b.fields) > 0 {
+		// Absent without fields, so that a checkpoint of an earlier packer still matches.
+		o["fields"] = b.fields
 	}
 	if p := b.part; p != nil {
 		o["part"] = map[string]any{"index": p.p.Index, "count": p.p.Count, "final": p.p.Final.Name,

@@ -35,6 +35,7 @@ type result struct {
 	frameDsts [][]byte // per-frame slices of buf (batch worker only)
 	done      bool
 	err       error
+	dropped   []int64 // boxes dropped per field (mapFields); nil when none was
 	count     int     // records produced, with done
 	label     int64   // the item's labels, with done (for the resume journal's listing digest)
 	aux       []int64 //
@@ -124,11 +125,17 @@ func (b *builder) decodeDirect(ctx context.Context, snd *sender, it source.Item)
 		return ctx.Err()
 	}
 	n := 0
+	var fields [][]byte
+	var dropped []int64
+	if err == nil && b.fplan != nil {
+		w, h, _ := b.direct.FrameShape()
+		fields, dropped, err = b.fplan.mapFields(b.tspec, c.Fields, w, h, w, h)
+	}
 	if err != nil {
 		b.pool.Put(buf)
 	} else {
 		n = 1
-		r := result{rec: output.Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta}, spec: b.directSpec, buf: buf, name: it.Name}
+		r := result{rec: output.Record{Data: *buf, Label: c.Label, Aux: c.Aux, Meta: c.Meta, Fields: fields}, spec: b.directSpec, buf: buf, name: it.Name, dropped: dropped}
 		if err := snd.send(ctx, r); err != nil {
 			return err
 		}
@@ -196,6 +203,12 @@ func (b *builder) transform(tw *transforms.Worker, c source.Clip) (result, error
 	if err != nil {
 		return result{}, err
 	}
+	if b.fplan != nil {
+		if r.rec.Fields, r.dropped, err = b.clipFields(&c); err != nil {
+			b.pool.Put(r.buf)
+			return result{}, err
+		}
+	}
 	for i, f := range c.Frames {
 		var err error
 		if c.Windows != nil {
@@ -211,4 +224,15 @@ func (b *builder) transform(tw *transforms.Worker, c source.Clip) (result, error
 	}
 	r.frameDsts = nil
 	return r, nil
+}
+
+// clipFields maps clip c's field values for its record (fieldPlan.mapFields), for its first
+// frame's geometry: the pixels of its full image, and the transform's output size for it.
+func (b *builder) clipFields(c *source.Clip) ([][]byte, []int64, error) {
+	fw, fh := fullSize(c, 0)
+	ow, oh, err := b.tspec.FrameSize(fw, fh)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.fplan.mapFields(b.tspec, c.Fields, fw, fh, ow, oh)
 }

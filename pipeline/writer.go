@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
@@ -75,6 +76,7 @@ type recordWriter struct {
 	out     output.Output // nil until open
 	sum     *Summary      // Records, Bytes and Reasons as they grow
 	counts  []int64       // records per class
+	dropped []int64       // boxes dropped per field (the manifest's boxes_dropped); nil without fields
 	skipped []shard.Skipped
 	items   int64 // inputs done (packed or skipped)
 	packed  int64 // inputs that yielded records and were not skipped
@@ -89,9 +91,19 @@ type recordWriter struct {
 // checkpoint (b.resume).
 func newRecordWriter(b *builder) (*recordWriter, error) {
 	w := &recordWriter{b: b, sum: &Summary{Reasons: map[string]int{}}, counts: make([]int64, len(b.info.Classes)), list: newListingHash()}
+	if len(b.fields) > 0 {
+		w.dropped = make([]int64, len(b.fields))
+	}
 	j := b.resume
 	if j == nil {
 		return w, nil
+	}
+	for name, n := range j.BoxesDropped {
+		k := slices.IndexFunc(b.fields, func(f shard.Field) bool { return f.Name == name })
+		if k < 0 || n < 0 {
+			return nil, fmt.Errorf("%w: the journal counts boxes dropped in %s, not a boxes field of this build (build without --resume to start over)", ErrResume, name)
+		}
+		w.dropped[k] = n
 	}
 	w.items, w.packed, w.skipped, w.sum.Reasons = j.Inputs, j.Packed, j.Skipped, j.Reasons
 	w.counts = append(w.counts[:0], j.Counts...)
@@ -193,11 +205,17 @@ func (w *recordWriter) record(r *result) error {
 		return fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
 	}
 	w.inItem++
+	for k, n := range r.dropped {
+		w.dropped[k] += n
+	}
 	if r.rec.Label >= 0 && r.rec.Label < int64(len(w.counts)) {
 		w.counts[r.rec.Label]++
 	}
 	w.sum.Records++
 	w.sum.Bytes += int64(len(r.rec.Data))
+	for _, f := range r.rec.Fields {
+		w.sum.Bytes += int64(len(f))
+	}
 	b.pool.Put(r.buf)
 	return nil
 }
@@ -265,7 +283,7 @@ func (w *recordWriter) skip(name string, err error) error {
 func (w *recordWriter) checkpoint(state []byte) error {
 	b := w.b
 	j := &journal{Packer: Version, Started: b.started.UnixNano(), Inputs: w.items, Drop: w.inItem, Packed: w.packed, Records: w.sum.Records, Bytes: w.sum.Bytes,
-		Counts: w.counts, Skipped: nonNil(w.skipped), Reasons: w.sum.Reasons, Output: state}
+		Counts: w.counts, Skipped: nonNil(w.skipped), Reasons: w.sum.Reasons, BoxesDropped: w.boxesDropped(), Output: state}
 	if w.inItem > 0 {
 		j.Next = w.curName
 	}
@@ -334,10 +352,27 @@ func (w *recordWriter) manifest(files []shard.FileEntry) *shard.Manifest {
 		Files:         files,
 		Skipped:       nonNil(w.skipped),
 		Inputs:        w.items,
+		Fields:        b.fields,
+		BoxesDropped:  w.boxesDropped(),
 	}
 	if b.part != nil {
 		m.Part = b.part.info(b.opts.MaxErrors)
 		m.Part.ChecksumBlock = b.opts.ChecksumBlock
+	}
+	return m
+}
+
+// boxesDropped is the manifest's boxes_dropped: the boxes dropped so far by field name, the
+// fields that dropped none left out; nil when none was dropped.
+func (w *recordWriter) boxesDropped() map[string]int64 {
+	var m map[string]int64
+	for k, n := range w.dropped {
+		if n > 0 {
+			if m == nil {
+				m = map[string]int64{}
+			}
+			m[w.b.fields[k].Name] = n
+		}
 	}
 	return m
 }
@@ -389,6 +424,7 @@ func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 		Meta:      b.datasetMeta(),
 
 		ChecksumBlock: b.opts.ChecksumBlock,
+		Fields:        b.fields,
 	}
 }
 

@@ -293,11 +293,13 @@ func canonJSON(v any) any {
 }
 
 // LabelTally checks a dataset's labels against its manifest: every label must be >= 0 and, when
-// the manifest names classes, below their number; the labels per class must be the manifest's
-// class_counts. Feed it every label with Add (in any order, records numbered dataset-wide), then
+// the manifest names classes, below their number (in a dataset with fields a label may also be
+// -1, a record without a class: COCO images, captioned images); the labels per class must be
+// the manifest's class_counts. Feed it every label with Add (in any order, records numbered dataset-wide), then
 // call Faults.
 type LabelTally struct {
 	classes  int
+	noClass  bool // -1 is a record without a class (a dataset with fields)
 	counts   []int64
 	n        int64
 	bad      int64
@@ -307,7 +309,7 @@ type LabelTally struct {
 
 // NewLabelTally returns an empty tally for the manifest's classes.
 func NewLabelTally(m *Manifest) *LabelTally {
-	return &LabelTally{classes: len(m.Classes), counts: make([]int64, len(m.Classes)), firstBad: -1}
+	return &LabelTally{classes: len(m.Classes), noClass: len(m.Fields) > 0, counts: make([]int64, len(m.Classes)), firstBad: -1}
 }
 
 // Add counts the labels of records first, first+1, ...
@@ -318,6 +320,9 @@ func (t *LabelTally) Add(first int64, labels []int64) {
 			if t.classes > 0 {
 				t.counts[l]++
 			}
+			continue
+		}
+		if l == -1 && t.noClass {
 			continue
 		}
 		t.bad++

@@ -617,7 +617,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	bar.Finish()
 	if err != nil {
 		err = fmt.Errorf("build %s: %w", o.Source, err)
-		if errors.Is(err, pipeline.ErrOutputOverlap) || errors.Is(err, pipeline.ErrOutputMount) {
+		if errors.Is(err, pipeline.ErrOutputOverlap) || errors.Is(err, pipeline.ErrOutputMount) || errors.Is(err, pipeline.ErrFieldsClips) {
 			return usagef(err) // fix the command line: exit 2
 		}
 		return err

@@ -68,6 +68,10 @@ type inspectSummary struct {
 	Skipped   int               `json:"skipped"`
 	Reasons   map[string]int    `json:"skipped_by_reason"`
 	Records   []recordInfo      `json:"records,omitempty"`
+	// Fields is the sample schema beyond the sample and labels, and BoxesDropped the boxes
+	// the transform dropped per boxes field (the manifest's fields and boxes_dropped).
+	Fields       []shard.Field    `json:"fields,omitempty"`
+	BoxesDropped map[string]int64 `json:"boxes_dropped,omitempty"`
 	// ShapeRange is, for a dataset of variable-size records, the smallest and largest value of
 	// each dimension over all records (fixed dimensions included).
 	ShapeRange *shapeRange `json:"shape_range,omitempty"`
@@ -90,6 +94,8 @@ type recordInfo struct {
 	Aux   []int64         `json:"aux,omitempty"`
 	Meta  json.RawMessage `json:"meta,omitempty"`
 	Shape []int           `json:"shape,omitempty"` // the record's own shape (variable-size datasets)
+	// Fields are the record's field values, short (fieldValue), in schema order.
+	Fields recordFields `json:"fields,omitempty"`
 }
 
 func runInspect(ctx context.Context, o *inspectOptions) error {
@@ -98,7 +104,8 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 		return err
 	}
 	s := inspectSummary{Dir: o.Dir, Packer: m.Packer, Format: m.Format, Count: m.Count, Sample: m.Sample, Label: m.Label,
-		Source: m.Source, Transform: m.Transform, Files: m.Files, Skipped: len(m.Skipped), Reasons: map[string]int{}}
+		Source: m.Source, Transform: m.Transform, Files: m.Files, Skipped: len(m.Skipped), Reasons: map[string]int{},
+		Fields: m.Fields, BoxesDropped: m.BoxesDropped}
 	for i, name := range m.Classes {
 		var n int64
 		if i < len(m.ClassCounts) {
@@ -128,6 +135,9 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 				if ri.Shape, err = ds.RecordShape(i); err != nil {
 					return err
 				}
+			}
+			if ri.Fields, err = fieldsOf(ds, m, i); err != nil {
+				return fmt.Errorf("%s: %w", o.Dir, err)
 			}
 			s.Records = append(s.Records, ri)
 		}
@@ -163,6 +173,16 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 	}
 	fmt.Fprintf(w, "files\t%d, %s\n", len(m.Files), byteSize(s.Bytes))
 	w.Flush()
+	if len(m.Fields) > 0 {
+		fmt.Fprintf(o.IO.Out, "\nfields (%d):\n", len(m.Fields))
+		for _, f := range m.Fields {
+			fmt.Fprintf(o.IO.Out, "  %-16s %s", f.Name, describeField(f))
+			if n := m.BoxesDropped[f.Name]; n > 0 {
+				fmt.Fprintf(o.IO.Out, " (%d dropped by the transform: no area left)", n)
+			}
+			fmt.Fprintln(o.IO.Out)
+		}
+	}
 	if len(s.Classes) > 0 {
 		fmt.Fprintf(o.IO.Out, "\nclasses (%d):\n", len(s.Classes))
 		for _, c := range s.Classes {
@@ -211,6 +231,9 @@ func runInspect(ctx context.Context, o *inspectOptions) error {
 				fmt.Fprintf(o.IO.Out, "  %s", r.Meta)
 			}
 			fmt.Fprintln(o.IO.Out)
+			for _, f := range r.Fields {
+				fmt.Fprintf(o.IO.Out, "          %-16s %s\n", f.Name, f.Value)
+			}
 		}
 	}
 	return nil

@@ -101,6 +101,7 @@ func (o *shardOutput) open() error {
 	o.w, err = shard.NewWriter(sk, shard.WriterOptions{
 		Sample: o.cfg.Sample, Label: o.cfg.Label, ShardIndex: k, HasMeta: o.cfg.HasMeta,
 		Meta: map[string]any{"dataset": o.cfg.Meta}, Unbuffered: true, BlockTarget: o.cfg.ChecksumBlock,
+		Fields: o.cfg.Fields,
 	})
 	return err
 }
@@ -192,14 +193,23 @@ func commitShard(p *fileutil.Pending, name string, n int64) error {
 	})
 }
 
-// Format reports the format name and the version of its shards (Version).
-func (o *shardOutput) Format() (string, int) { return shard.FormatShards, Version(o.cfg.Sample) }
+// Format reports the format name and the version of its shards (shard.DatasetVersion: 3 with
+// fields).
+func (o *shardOutput) Format() (string, int) {
+	return shard.FormatShards, shard.DatasetVersion(o.cfg.Sample, o.cfg.Fields)
+}
 
 func (o *shardOutput) Write(r output.Record) error {
 	if o.err != nil {
 		return o.err
 	}
-	if o.w != nil && o.w.Len() > 0 && o.w.DataSize()+int64(len(r.Data)) > o.cfg.ShardSize {
+	// A record's bytes are its sample's and its fields' (FORMAT.md, "Fields"), as WriteFrom
+	// counts them, so a merge splits shards where the build does.
+	n := int64(len(r.Data))
+	for _, f := range r.Fields {
+		n += int64(len(f))
+	}
+	if o.w != nil && o.w.Len() > 0 && o.w.DataSize()+n > o.cfg.ShardSize {
 		if o.err = o.finish(); o.err != nil {
 			return o.err
 		}
@@ -214,7 +224,11 @@ func (o *shardOutput) Write(r output.Record) error {
 			return o.err
 		}
 	}
-	o.err = o.w.AppendShape(r.Data, r.Shape, r.Label, r.Aux, r.Meta)
+	if len(o.cfg.Fields) > 0 {
+		o.err = o.w.AppendFields(r.Data, r.Shape, r.Label, r.Aux, r.Meta, r.Fields)
+	} else {
+		o.err = o.w.AppendShape(r.Data, r.Shape, r.Label, r.Aux, r.Meta)
+	}
 	return o.err
 }
 
