@@ -134,20 +134,15 @@ func (p *fieldPlan) mapFields(t transforms.Compiled, vals []source.FieldValue, f
 	return out, dropped, nil
 }
 
-// mapBoxes maps a boxes field's value (float32 x0, y0, x1, y1 rows in the full frame's pixels):
-// unchanged (a copy) when the transform does not move pixels, else through MapBoxes.
+// mapBoxes maps a boxes field's value (float32 x0, y0, x1, y1 rows in the full frame's pixels)
+// through MapBoxes, also when the transform does not move pixels: a box is then clipped to the
+// image and dropped when left with no area, as under a crop, so every packed box lies in its
+// record's image whatever the options.
 func (p *fieldPlan) mapBoxes(t transforms.Compiled, f shard.Field, b []byte, fullW, fullH int) ([]byte, []int, error) {
 	if len(b)%16 != 0 {
 		return nil, nil, fmt.Errorf("field %s: %d bytes, not rows of 4 float32 boxes", f.Name, len(b))
 	}
 	n := len(b) / 16
-	if p.geomIdentity {
-		kept := make([]int, n)
-		for i := range kept {
-			kept[i] = i
-		}
-		return append([]byte{}, b...), kept, nil
-	}
 	in := make([]float32, 4*n)
 	for i := range in {
 		in[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))

@@ -72,7 +72,7 @@ func fieldValues(i int) (w, h int, vals []source.FieldValue) {
 	var boxes []byte
 	var cats []int64
 	for k := 0; k < i%4; k++ {
-		x0 := float32((i + 2*k) % w)
+		x0 := float32((i + 2*k) % (w - 3)) // inside the image: kept as it is without a resize
 		y0 := float32(k)
 		for _, v := range []float32{x0, y0, x0 + 2.5, y0 + 1.5} {
 			boxes = binary.LittleEndian.AppendUint32(boxes, math.Float32bits(v))
@@ -123,8 +123,9 @@ func (s *fieldSource) Decode(ctx context.Context, it source.Item, emit func(sour
 }
 
 // TestMapFieldsIdentity: without a resize or crop every value is carried as the source gave
-// it, copied (the source may reuse its buffers), boxes and masks included, with no box
-// dropped; a mask of another size than its image is an error naming the field.
+// it, copied (the source may reuse its buffers), boxes (inside their image) and masks
+// included, with no box dropped; a mask of another size than its image is an error naming
+// the field.
 func TestMapFieldsIdentity(t *testing.T) {
 	for _, spec := range []transforms.Spec{{}, {DType: transforms.Float32}, {Layout: transforms.CHW}} {
 		tc := spec.MustCompile()
@@ -187,5 +188,32 @@ func TestKeepRows(t *testing.T) {
 	}
 	if _, err := keepRows(f, b, 2, []int{0}, 3); err == nil || !strings.Contains(err.Error(), "category") {
 		t.Fatalf("rows unlike the boxes': %v", err)
+	}
+}
+
+// TestMapFieldsIdentityClipsBoxes: without a resize or crop a box reaching past its image is
+// clipped to it, and one wholly outside is dropped with its rows, as under a crop.
+func TestMapFieldsIdentityClipsBoxes(t *testing.T) {
+	tc := transforms.Spec{}.MustCompile()
+	p := newFieldPlan(datasetFields(source.SourceInfo{Fields: fieldSchema}, tc), tc)
+	w, h, vals := fieldValues(3) // three boxes, three categories
+	var boxes []byte
+	for _, v := range []float32{1, 1, float32(w) + 5, 2, float32(w) + 1, 0, float32(w) + 3, 1, 0, 0, 1, 1} {
+		boxes = binary.LittleEndian.AppendUint32(boxes, math.Float32bits(v))
+	}
+	vals[4].Bytes = boxes
+	got, dropped, err := p.mapFields(tc, vals, w, h, w, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float32
+	for i := 0; i+4 <= len(got[4]); i += 4 {
+		out = append(out, math.Float32frombits(binary.LittleEndian.Uint32(got[4][i:])))
+	}
+	if fmt.Sprint(out) != fmt.Sprint([]float32{1, 1, float32(w), 2, 0, 0, 1, 1}) || dropped == nil || dropped[4] != 1 {
+		t.Fatalf("boxes %v, dropped %v", out, dropped)
+	}
+	if cats := got[3]; len(cats) != 16 || binary.LittleEndian.Uint64(cats[8:]) != 102 {
+		t.Fatalf("categories of the kept boxes: %v", cats)
 	}
 }
