@@ -79,11 +79,6 @@ func requireNumPy(t testing.TB) {
 func TestMapBoxesAgainstNumPy(t *testing.T) {
 	requireNumPy(t)
 	r := rand.New(rand.NewPCG(26, 3))
-	type job struct {
-		W, H, RW, RH, OW, OH int
-		Crop                 bool
-		Boxes                []float32
-	}
 	var jobs []map[string]any
 	var cases []fieldCase
 	var inputs [][]float32
