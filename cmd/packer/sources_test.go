@@ -16,7 +16,7 @@ import (
 // in (the same as source/detect_test.go's copy), every row can open and explain itself, and
 // the build command's help and --from error name every kind.
 func TestSourceTable(t *testing.T) {
-	want := []string{"folder", "list", "cifar10", "cifar100", "idx", "frames", "video", "webdataset", "tfrecord", "parquet"}
+	want := []string{"folder", "list", "cifar10", "cifar100", "idx", "frames", "video", "webdataset", "tfrecord", "parquet", "coco", "pairs"}
 	var got []string
 	for _, e := range sources {
 		got = append(got, e.Kind)
@@ -30,7 +30,7 @@ func TestSourceTable(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("source kinds %v, want %v", got, want)
 	}
-	if got := sourceKinds(); got != "folder, list, cifar10, cifar100, idx, frames, video, webdataset, tfrecord or parquet" {
+	if got := sourceKinds(); got != "folder, list, cifar10, cifar100, idx, frames, video, webdataset, tfrecord, parquet, coco or pairs" {
 		t.Errorf("sourceKinds() = %q", got)
 	}
 	help := newBuildCommand(&iostreams{}, nil).Long
@@ -40,7 +40,7 @@ func TestSourceTable(t *testing.T) {
 		}
 	}
 	_, _, err := openSource(&buildOptions{Source: t.TempDir(), From: "lance"})
-	if err == nil || !strings.Contains(err.Error(), "want folder, list, cifar10, cifar100, idx, frames, video, webdataset, tfrecord or parquet") {
+	if err == nil || !strings.Contains(err.Error(), "want folder, list, cifar10, cifar100, idx, frames, video, webdataset, tfrecord, parquet, coco or pairs") {
 		t.Errorf("unknown --from: %v", err)
 	}
 }
