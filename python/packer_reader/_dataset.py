@@ -142,7 +142,18 @@ class Dataset:
         return self.schema.decode_one(f, raws[k], img.shape, where[k] if isinstance(where, list) else where, i)
 
     def _field_batch(self, idx, pad):
-        recs = [self.record(j) for j in idx]
+        idx = [int(j) for j in idx]
+        run = None
+        if idx and idx == list(range(idx[0], idx[0] + len(idx))):
+            run = self._read_run(idx[0], len(idx))  # consecutive records: one read a shard
+        if run is None:
+            recs = [self.record(j) for j in idx]
+        else:
+            recs = []
+            for j, (img, raws, where) in zip(idx, run):
+                d = {"image": img, "label": int(self.labels[j])}
+                d.update(self.schema.decode(raws, img.shape, where, j))
+                recs.append(d)
         return self.schema.collate([r["image"] for r in recs], self.labels[np.asarray(idx, dtype=np.int64)],
                                    recs, self.fixed, pad, self.dtype)
 
@@ -158,6 +169,10 @@ class Dataset:
 
     def _field_raws(self, i):
         raise NotImplementedError
+
+    def _read_run(self, first, n):
+        """Records first..first+n-1 read together (see _SegmentDataset), or None: one by one."""
+        return None
 
     def _field_paths(self):
         return self.path

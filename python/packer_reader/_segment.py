@@ -518,6 +518,35 @@ class _SegmentDataset(Dataset):
         arr = np.frombuffer(raw, dtype=self.dtype)
         return arr.reshape(self._record_shape(seg, li, arr.size)), fields
 
+    def _read_run(self, first, n):
+        """[(sample array, each field's raw bytes, the file)] of records first..first+n-1 of a
+        dataset with fields stored in shards: each shard's share read in one call, its blocks
+        checked over the very bytes read (as _read_split checks one record), then split. None
+        where the records are not in version-3 shards (npy keeps fields in files of their own)."""
+        out = []
+        i, end = first, first + n
+        while i < end:
+            s, lo = self._locate(i)
+            seg = self._segs[s]
+            if getattr(seg, "fieldlens", None) is None or getattr(seg, "remote", False):
+                return None
+            hi = min(seg.n, lo + (end - i))
+            off, ln = seg.range_span(lo, hi)
+            buf = bytearray(ln)
+            seg.read_range_into(lo, hi, memoryview(buf))
+            mv = memoryview(buf)
+            if self.verify_crc:
+                seg.check_records(lo, hi, mv)
+            seg.check_unchanged()
+            base = int(seg.offsets[lo])
+            for li in range(lo, hi):
+                a = int(seg.offsets[li]) - base
+                raw, fields = seg.split_fields(li, mv[a:a + int(seg.offsets[li + 1]) - int(seg.offsets[li])])
+                arr = np.frombuffer(raw, dtype=self.dtype)
+                out.append((arr.reshape(self._record_shape(seg, li, arr.size)), fields, seg.path))
+            i += hi - lo
+        return out
+
     def _read_record(self, i):
         img, fields = self._read_split(i)
         if fields is None:  # npy: the fields' own files
