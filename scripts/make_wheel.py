@@ -1,7 +1,8 @@
-"""Writes the packer wheel: the packer_reader package from python/, the packer binary as
-packer_reader/_bin/packer, the CRC-32C library (scripts/build-crc.sh) as
-packer_reader/_lib/libpackercrc.so when given, and a `packer` console entry point
-(packer_reader._launcher:main).
+"""Writes the packer wheel: the packer_reader package from python/, the packer binary as the
+wheel's script `packer` (PKG-VERSION.data/scripts/packer, which pip installs as bin/packer
+itself: the command is the binary, with no Python start-up in front of it), and the CRC-32C
+library (scripts/build-crc.sh) as packer_reader/_lib/libpackercrc.so when given. The metadata
+(version, requirements, extras) is read from python/pyproject.toml, its one source.
 
 usage: make_wheel.py BINARY PLATFORM_TAG OUT_DIR [CRC_LIBRARY]
 
@@ -11,8 +12,8 @@ library and the same inputs give the same wheel bytes (fixed timestamps, sorted 
 import base64
 import hashlib
 import os
-import re
 import sys
+import tomllib
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,9 +21,20 @@ PKG = "packer_reader"
 STAMP = (2020, 1, 1, 0, 0, 0)
 
 
-def project_version():
-    text = open(os.path.join(ROOT, "python", "pyproject.toml")).read()
-    return re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+def project():
+    """The [project] table of python/pyproject.toml."""
+    with open(os.path.join(ROOT, "python", "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]
+
+
+def requirements(proj):
+    """The METADATA lines of the dependencies and of every extra, as pyproject.toml lists them."""
+    lines = ["Requires-Python: %s" % proj["requires-python"]]
+    lines += ["Requires-Dist: %s" % d for d in proj.get("dependencies", [])]
+    for extra, deps in sorted(proj.get("optional-dependencies", {}).items()):
+        lines.append("Provides-Extra: %s" % extra)
+        lines += ['Requires-Dist: %s; extra == "%s"' % (d, extra) for d in deps]
+    return lines
 
 
 def record_line(name, data):
@@ -32,7 +44,8 @@ def record_line(name, data):
 
 def main():
     binary, plat, out_dir = sys.argv[1:4]
-    version = project_version()
+    proj = project()
+    version = proj["version"]
     dist = "%s-%s" % (PKG, version)
     info = dist + ".dist-info"
     files = []  # (name in the wheel, bytes, executable)
@@ -42,7 +55,7 @@ def main():
             with open(os.path.join(src, name), "rb") as f:
                 files.append(("%s/%s" % (PKG, name), f.read(), False))
     with open(binary, "rb") as f:
-        files.append(("%s/_bin/packer" % PKG, f.read(), True))
+        files.append(("%s.data/scripts/packer" % dist, f.read(), True))
     if len(sys.argv) > 4:
         with open(sys.argv[4], "rb") as f:
             files.append(("%s/_lib/libpackercrc.so" % PKG, f.read(), False))
@@ -52,23 +65,14 @@ def main():
         "Name: %s" % PKG,
         "Version: %s" % version,
         "Summary: packer (pack image/video datasets into shards) and its NumPy/PyTorch reader",
-        "Requires-Python: >=3.8",
-        "Requires-Dist: numpy",
-        "Provides-Extra: torch",
-        'Requires-Dist: torch; extra == "torch"',
-        "Provides-Extra: hdf5",
-        'Requires-Dist: h5py; extra == "hdf5"',
-        "Provides-Extra: crc",
-        'Requires-Dist: crc32c; extra == "crc"',
+        *requirements(proj),
         "Description-Content-Type: text/markdown",
         "",
         readme,
     ])
     wheel = "\n".join(["Wheel-Version: 1.0", "Generator: packer scripts/make_wheel.py", "Root-Is-Purelib: false",
                        "Tag: py3-none-%s" % plat, ""])
-    entry = "[console_scripts]\npacker = packer_reader._launcher:main\n"
     files += [(info + "/METADATA", metadata.encode(), False), (info + "/WHEEL", wheel.encode(), False),
-              (info + "/entry_points.txt", entry.encode(), False),
               (info + "/top_level.txt", (PKG + "\n").encode(), False)]
     record = [record_line(n, d) for n, d, _ in files] + [info + "/RECORD,,"]
     files.append((info + "/RECORD", ("\n".join(record) + "\n").encode(), False))

@@ -24,6 +24,28 @@ esac
 export PATH="$tmp/venv/bin:$PATH"
 hash -r
 [ "$(command -v packer)" = "$tmp/venv/bin/packer" ] || { echo "test-wheel: FAILED: packer is not the venv's"; exit 1; }
+# The command is the binary itself (the wheel's script), not a Python launcher in front of it.
+[ "$(head -c 4 "$tmp/venv/bin/packer" | od -An -c | tr -d ' ')" = "177ELF" ] || { echo "test-wheel: FAILED: bin/packer is not the binary"; exit 1; }
+# The installed metadata lists what python/pyproject.toml lists (its one source), every extra.
+"$tmp/venv/bin/python" - "$PWD/python/pyproject.toml" <<'PYEOF'
+import sys, tomllib
+from importlib.metadata import metadata
+proj = tomllib.load(open(sys.argv[1], "rb"))["project"]
+md = metadata("packer_reader")
+want = set(proj["dependencies"]) | {'%s; extra == "%s"' % (d, e) for e, ds in proj["optional-dependencies"].items() for d in ds}
+assert set(md.get_all("Requires-Dist")) == want, (md.get_all("Requires-Dist"), want)
+assert set(md.get_all("Provides-Extra")) == set(proj["optional-dependencies"]), md.get_all("Provides-Extra")
+assert md["Version"] == proj["version"]
+PYEOF
+# The documented extras resolve (s3: boto3, hdf5: h5py, crc: crc32c; torch is the multi-gigabyte
+# CUDA build on PyPI: its line is checked in METADATA above, not downloaded).
+"$tmp/venv/bin/python" -m pip install --dry-run --quiet --disable-pip-version-check --report "$tmp/extras.json" "$wheel[s3,hdf5,crc]" >/dev/null
+"$tmp/venv/bin/python" - "$tmp/extras.json" <<'PYEOF'
+import json, sys
+names = {i["metadata"]["name"].lower() for i in json.load(open(sys.argv[1]))["install"]}
+missing = {"boto3", "h5py", "crc32c"} - names
+assert not missing, "extras did not resolve: %s (resolved %s)" % (missing, sorted(names))
+PYEOF
 version=$(packer --version)
 echo "test-wheel: $version"
 [ "$version" = "packer $(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)" ]

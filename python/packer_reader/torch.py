@@ -78,8 +78,12 @@ into pinned memory; with ``num_workers > 0`` use the DataLoader's own ``pin_memo
 import os
 import sys
 
-import torch as _torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+try:
+    import torch as _torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+except ImportError as _e:  # say what to install instead of a bare ModuleNotFoundError
+    raise ImportError("packer_reader.torch needs PyTorch: pip install \"packer_reader[torch]\" "
+                      "(or apt install python3-torch, or the build for your CUDA from pytorch.org)") from _e
 
 from ._dataset import _alias
 from ._errors import FormatError

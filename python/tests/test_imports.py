@@ -76,7 +76,7 @@ def test_no_import_cycle():
 
 
 def test_the_package_is_imported_by_no_module_of_it():
-    """Only the entry points (__main__, the wheel's launcher) may import the package itself:
+    """Only the entry point (__main__) may import the package itself:
     a module that __init__ imports and that imports __init__ back is a cycle by another name."""
     graph = import_graph(PKG)
     assert sorted(m for m, deps in graph.items() if "__init__" in deps) == ["__main__"]
@@ -94,3 +94,15 @@ def test_a_cycle_through_a_lazy_import_is_found(tmp_path):
     assert find_cycle(graph) == ["_a", "_b", "_a"]
     (pkg / "_b.py").write_text("def helper():\n    return 2\n")
     assert find_cycle(import_graph(str(pkg))) is None
+
+
+def test_torch_module_without_torch_says_what_to_install():
+    """Without PyTorch, packer_reader.torch names the install command instead of a bare
+    ModuleNotFoundError."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "try:\n    import packer_reader.torch\nexcept ImportError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(PKG)).stdout
+    assert 'pip install "packer_reader[torch]"' in out, out
