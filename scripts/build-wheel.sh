@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds the packer wheel into dist/ (or $1): the packer command as a bundled binary with a
-# `packer` console entry point, plus the packer_reader package with its hardware CRC-32C library
-# (packer_reader/_lib/libpackercrc.so, scripts/build-crc.sh). NumPy is its only requirement;
-# torch, h5py and crc32c are the extras [torch], [hdf5] and [crc].
+# Builds the packer wheel into dist/ (or $1): the packer binary as the wheel's `packer` script
+# (installed as bin/packer itself), plus the packer_reader package with its hardware CRC-32C
+# library (packer_reader/_lib/libpackercrc.so, scripts/build-crc.sh). NumPy is its only
+# requirement; the extras [s3], [torch], [hdf5] and [crc] come from python/pyproject.toml.
 #
 #   bash scripts/build-wheel.sh            # dist/packer_reader-<version>-py3-none-manylinux_2_34_x86_64.whl
 #   pip install dist/packer_reader-*.whl   # then: packer --version; python -c "import packer_reader"
