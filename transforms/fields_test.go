@@ -217,8 +217,20 @@ func TestMapMaskAgainstPillow(t *testing.T) {
 	var jobs []map[string]any
 	var cases []fieldCase
 	var masks []Image
+	// One-pixel edges first (sources, resizes and crops of 1), then random cases.
+	edges := []fieldCase{
+		{W: 1, H: 1, Spec: Spec{CropW: 1, CropH: 1}},
+		{W: 1, H: 7, Spec: Spec{Resize: 1}},
+		{W: 7, H: 1, Spec: Spec{Resize: 3, CropW: 1, CropH: 9}},
+		{W: 60, H: 1, Spec: Spec{CropW: 1, CropH: 1}},
+		{W: 300, H: 5, Spec: Spec{Width: 1, Height: 1}},
+		{W: 2, H: 3, Spec: Spec{Resize: 1, CropW: 1, CropH: 1, Layout: CHW}},
+	}
 	for len(cases) < 150 {
 		fc := randomFieldCase(r)
+		if len(cases) < len(edges) {
+			fc = edges[len(cases)]
+		}
 		c := mustCompile(t, fc.Spec)
 		rw, rh, err := c.ResizedSize(fc.W, fc.H)
 		if err != nil {
