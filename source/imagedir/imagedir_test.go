@@ -238,6 +238,8 @@ func FuzzList(f *testing.F) {
 	f.Add([]byte("path,label\na.jpg,1\nb.jpg,cat\n"), false)
 	f.Add([]byte("{\"path\": \"a.jpg\", \"label\": 3}\n{\"path\": \"b\", \"label\": 1}\n"), true)
 	f.Add([]byte("label,path\n\"x\"\"y\",\"p,q\"\n"), false)
+	f.Add([]byte("{\"path\": \"a.jpg\", \"caption\": \"c\", \"tags\": [1, 2]}\n{\"path\": \"b\", \"label\": 1, \"tags\": [0.5]}\n"), true)
+	f.Add([]byte("path,caption,label\na.jpg,\"x, y\",\nb.jpg,z,2\n"), false)
 	f.Fuzz(func(t *testing.T, data []byte, jsonl bool) {
 		dir := t.TempDir()
 		name := "list.csv"
@@ -248,22 +250,29 @@ func FuzzList(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		s, err := OpenList(p, Options{})
-		if err != nil {
-			return
-		}
-		n := int64(0)
-		if err := s.Enumerate(context.Background(), func(it source.Item) error {
-			n++
-			if it.Label < 0 || (s.named && it.Label >= int64(len(s.classes))) {
-				t.Fatalf("label %d out of range", it.Label)
+		for _, fields := range [][]string{nil, {"caption", "tags"}} {
+			s, err := OpenList(p, Options{Fields: fields})
+			if err != nil {
+				continue
 			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if n != s.count {
-			t.Fatalf("enumerated %d, counted %d", n, s.count)
+			n := int64(0)
+			if err := s.Enumerate(context.Background(), func(it source.Item) error {
+				n++
+				if it.Label < -1 || it.Label == -1 && fields == nil || (s.named && it.Label >= int64(len(s.classes))) {
+					t.Fatalf("label %d out of range", it.Label)
+				}
+				if fields != nil {
+					if fn, ok := it.Note.(fieldNote); !ok || fn.err == nil && len(fn.values) != len(fields) {
+						t.Fatalf("item %s: field note %#v", it.Name, it.Note)
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if n != s.count {
+				t.Fatalf("enumerated %d, counted %d", n, s.count)
+			}
 		}
 	})
 }

@@ -44,6 +44,27 @@ func FuzzParquet(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b.Bytes())
+	// Rows with fields (--fields caption,labels,objects): a string, a list of integers and the
+	// Hugging Face object-detection struct, read from their repetition levels.
+	type objects struct {
+		Bbox     [][]float32 `parquet:"bbox,list"`
+		Category []int64     `parquet:"category,list"`
+	}
+	type withFields struct {
+		Image   []byte  `parquet:"image"`
+		Caption string  `parquet:"caption"`
+		Labels  []int64 `parquet:"labels,list"`
+		Objects objects `parquet:"objects"`
+	}
+	b.Reset()
+	if err := pq.Write(&b, []withFields{
+		{jpg, "a cat", []int64{1, 2}, objects{[][]float32{{1, 2, 3, 4}, {0, 0, 1, 1}}, []int64{7, 8}}},
+		{jpg, "", nil, objects{nil, nil}},
+		{jpg, "x", []int64{3}, objects{[][]float32{{1, 2, 3}}, []int64{1}}},
+	}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
 	f.Add([]byte("PAR1not parquetPAR1"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 1<<16 {
@@ -53,17 +74,24 @@ func FuzzParquet(f *testing.F) {
 		if err := os.WriteFile(p, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		src, err := Open(p, Options{})
-		if err != nil {
-			return
-		}
-		var items []source.Item
-		_ = src.Enumerate(context.Background(), func(it source.Item) error {
-			items = append(items, it)
-			return nil
-		})
-		for _, it := range items {
-			_ = src.Decode(context.Background(), it, func(source.Clip) error { return nil })
+		for _, opts := range []Options{{}, {Fields: []string{"caption", "labels", "objects"}}} {
+			src, err := Open(p, opts)
+			if err != nil {
+				continue
+			}
+			var items []source.Item
+			_ = src.Enumerate(context.Background(), func(it source.Item) error {
+				items = append(items, it)
+				return nil
+			})
+			for _, it := range items {
+				_ = src.Decode(context.Background(), it, func(c source.Clip) error {
+					if len(c.Fields) != len(src.Info().Fields) {
+						t.Fatalf("%d field values for a schema of %d", len(c.Fields), len(src.Info().Fields))
+					}
+					return nil
+				})
+			}
 		}
 	})
 }
