@@ -494,6 +494,11 @@ var Entry = source.Entry{
 		if len(o.Fields) > 0 {
 			return nil, fmt.Errorf("coco: --fields does not apply: a coco record's fields are always %s", fieldNames())
 		}
+		if o.ExifOrient {
+			// The annotations are in the stored pixels' coordinates: a rotated image would keep
+			// its size under 180 degrees and carry boxes that no longer fit it.
+			return nil, errors.New("coco: --exif-orient does not apply: the annotations are in the coordinates of the image as stored")
+		}
 		return Open(p, Options{Images: o.Images, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}})
 	},
 }

@@ -234,3 +234,10 @@ func FuzzCOCO(f *testing.F) {
 		})
 	})
 }
+
+func TestCOCORefusesExifOrient(t *testing.T) {
+	dir := writeFixture(t)
+	if _, err := Entry.Open(filepath.Join(dir, "instances.json"), source.Options{ExifOrient: true}); err == nil || !strings.Contains(err.Error(), "--exif-orient") {
+		t.Fatalf("--exif-orient: %v", err)
+	}
+}

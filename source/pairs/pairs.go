@@ -287,6 +287,11 @@ var Entry = source.Entry{
 		if len(o.Fields) > 0 {
 			return nil, errors.New("pairs: --fields does not apply: a pairs record's one field is its mask")
 		}
+		if o.ExifOrient {
+			// Masks are not rotated: under 180 degrees the size still matches and the classes
+			// would land on the wrong pixels.
+			return nil, errors.New("pairs: --exif-orient does not apply: masks are in the coordinates of the image as stored")
+		}
 		return Open(p, Options{Masks: o.Masks, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}})
 	},
 }

@@ -146,6 +146,9 @@ func TestPairsRefuses(t *testing.T) {
 	if _, err := Entry.Open(filepath.Join(dir, "images"), source.Options{Masks: filepath.Join(dir, "masks"), Fields: []string{"x"}}); err == nil {
 		t.Fatal("--fields was accepted")
 	}
+	if _, err := Entry.Open(filepath.Join(dir, "images"), source.Options{Masks: filepath.Join(dir, "masks"), ExifOrient: true}); err == nil {
+		t.Fatal("--exif-orient was accepted")
+	}
 }
 
 // FuzzReadMask: a mask file's bytes never panic the reader.
