@@ -112,6 +112,9 @@ fi
 echo "== builds in parts on a real single-node Slurm cluster (scripts/test-slurm.sh)"
 timeout 600 bash scripts/test-slurm.sh
 
+echo "== the container image (reproducible) and the Kubernetes manifests (schemas; their pods in podman) (scripts/test-k8s.sh)"
+timeout 600 bash scripts/test-k8s.sh
+
 echo "== python reader (pytest)"
 bash scripts/build-crc.sh  # the reader's hardware CRC-32C; the tests fail without it
 (cd python && PACKER_REQUIRE_CRC_HW=1 $PY -m pytest -q tests)

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# scripts/k8s/render.sh WHAT: prints the Kubernetes manifests of a packer build in parts, with
+# every value filled in from one place (the environment below), for kubectl apply -f -.
+# WHAT is pvc (the output volume), parts (the Indexed Job of the parts) or merge (the merge Job).
+#
+#   export PACKER_IMAGE=registry.example/packer@sha256:...   # the image (scripts/build-oci.sh)
+#   export PACKER_NAME=in224 PACKER_PARTS=64                 # the dataset's name, the part count
+#   export PACKER_SRC_CLAIM=imagenet PACKER_SRC=/data/train  # source claim (mounted read-only at /data)
+#   export PACKER_STORAGE_CLASS=nfs-client PACKER_OUT_SIZE=200Gi   # a ReadWriteMany class
+#   export PACKER_BUILD_ARGS="--resize 256 --crop 224"
+#   scripts/k8s/render.sh pvc | kubectl apply -f -
+#   scripts/k8s/render.sh parts | kubectl apply -f -
+#   kubectl wait --for=condition=complete --timeout=24h job/in224-parts
+#   scripts/k8s/render.sh merge | kubectl apply -f -
+#
+# Optional: PACKER_OUT_CLAIM (default packer-out), PACKER_PARALLELISM (default PACKER_PARTS),
+# PACKER_CPU (default 4), PACKER_MEMORY (default 8Gi), PACKER_MERGE_MEMORY (default 1Gi),
+# PACKER_RETRIES (default 2: retries of each part, and of the merge).
+# The part count is written once here into both the Job's completions and the pods'
+# PACKER_PARTS; the output is checked with check.py (they agree, nothing left unfilled) before
+# it is printed. Manifests changed afterwards (kustomize, an editor) can be checked the same way:
+#   python3 scripts/k8s/check.py FILE...
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+what=${1:-}
+case "$what" in
+pvc) tmpl=output-pvc.yaml ;;
+parts) tmpl=parts-job.yaml ;;
+merge) tmpl=merge-job.yaml ;;
+*) echo "usage: $0 pvc|parts|merge (values from the environment: see the header)" >&2; exit 2 ;;
+esac
+# need VAR WHY: VAR's value, which must be set; opt VAR DEFAULT: VAR's value or DEFAULT.
+# Values are written into the YAML as they are, or double-quoted: no quotes, backslashes, spaces
+# or | (sed's delimiter) in them.
+need() {
+  local v=${!1:-}
+  [ -n "$v" ] || { echo "render: set $1 ($2)" >&2; exit 2; }
+  word "$1" "$v"
+}
+opt() { word "$1" "${!1:-$2}"; }
+word() {
+  case "$2" in *[\"\\\'\|[:space:]]*)
+    echo "render: $1=$2: quotes, backslashes, spaces and | are not allowed" >&2; exit 2 ;;
+  esac
+  printf '%s' "$2"
+}
+name=$(need PACKER_NAME "the dataset's name: Job names, /out/NAME")
+out_claim=$(opt PACKER_OUT_CLAIM packer-out)
+retries=$(opt PACKER_RETRIES 2)
+case "$what" in
+pvc)
+  class=$(need PACKER_STORAGE_CLASS "a storage class whose volumes are ReadWriteMany")
+  size=$(need PACKER_OUT_SIZE "the output volume's size: parts plus the merged dataset, about twice the dataset") ;;
+*)
+  image=$(need PACKER_IMAGE "the image, best by digest: registry/packer@sha256:...")
+  parts=$(need PACKER_PARTS "the number of parts")
+  [[ "$parts" =~ ^[1-9][0-9]*$ ]] || { echo "render: PACKER_PARTS=$parts: want a positive number" >&2; exit 2; }
+  parallelism=$(opt PACKER_PARALLELISM "$parts")
+  cpu=$(opt PACKER_CPU 4)
+  memory=$(opt PACKER_MEMORY 8Gi)
+  merge_memory=$(opt PACKER_MERGE_MEMORY 1Gi)
+  ;;
+esac
+if [ "$what" = parts ]; then
+  src=$(need PACKER_SRC "the source's path in the pod (a folder, a file or a plan): under /data, where PACKER_SRC_CLAIM is mounted")
+  src_claim=$(need PACKER_SRC_CLAIM "the claim of the source's volume")
+  case "$src" in /data | /data/*) ;; *) echo "render: PACKER_SRC=$src: want a path under /data" >&2; exit 2 ;; esac
+  build_args=
+  for w in ${PACKER_BUILD_ARGS:-}; do
+    build_args+=", \"$(word PACKER_BUILD_ARGS "$w")\""
+  done
+fi
+merge_parts=
+if [ "$what" = merge ]; then
+  for ((i = 0; i < parts; i++)); do merge_parts+=", /out/$name.parts/part-$i"; done
+fi
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+sed -e "s|@NAME@|$name|g" -e "s|@OUT_CLAIM@|$out_claim|g" \
+  -e "s|@STORAGE_CLASS@|${class:-}|g" -e "s|@OUT_SIZE@|${size:-}|g" \
+  -e "s|@IMAGE@|${image:-}|g" -e "s|@PARTS@|${parts:-}|g" -e "s|@LAST@|$((${parts:-1} - 1))|g" \
+  -e "s|@PARALLELISM@|${parallelism:-}|g" -e "s|@RETRIES@|$retries|g" \
+  -e "s|@CPU@|${cpu:-}|g" -e "s|@MEMORY@|${memory:-}|g" -e "s|@MERGE_MEMORY@|${merge_memory:-}|g" \
+  -e "s|@SRC@|${src:-}|g" -e "s|@SRC_CLAIM@|${src_claim:-}|g" \
+  -e "s|@BUILD_ARGS@|${build_args:-}|g" -e "s|@MERGE_PARTS@|$merge_parts|g" \
+  "$here/$tmpl" >"$out"
+python3 "$here/check.py" "$out" >&2
+cat "$out"
