@@ -28,8 +28,9 @@ type buildOptions struct {
 	IO *iostreams
 
 	Source      string
-	SourceCache string // --source-cache: the kept local copy of an s3:// SRC
-	srcPath     string // the local path the source is read from (a copy of an s3:// SRC), if not Source
+	SourceCache string       // --source-cache: the kept local copy of an s3:// SRC
+	srcPath     string       // the local path the source is read from (a copy or view of an s3:// SRC), if not Source
+	files       source.Files // serves the bytes of the view of an s3:// SRC (streamSource), or nil
 	Out         string
 	From        string
 	Format      string
@@ -506,7 +507,19 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		return usagef(fmt.Errorf("build %s: %w: %s is the source, or lies in or around it", o.Source, pipeline.ErrOutputOverlap, o.Out))
 	}
 	if remote(o.Source) {
-		p, rename, cleanup, merr := mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
+		var p string
+		var rename func(error) error
+		var cleanup func()
+		var merr error
+		if o.SourceCache == "" {
+			var files *viewFiles
+			if p, files, rename, cleanup, merr = streamSource(ctx, o.Source, o.From, o.IO.Err); files != nil {
+				o.files = files
+			}
+		}
+		if merr == nil && o.files == nil {
+			p, rename, cleanup, merr = mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
+		}
 		if merr != nil {
 			return merr
 		}
@@ -522,6 +535,14 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		}()
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
+	} else if o.plan != nil && remote(o.plan.Source) {
+		p, files, rename, cleanup, verr := plannedView(ctx, o.plan.Source, o.plan.Kind, o.plan.Items, o.IO.Err)
+		if verr != nil {
+			return verr
+		}
+		defer cleanup()
+		o.srcPath, o.files = p, files
+		defer func() { err = rename(err) }()
 	}
 	if o.Resume && remote(o.Out) {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))

@@ -91,22 +91,40 @@ or content digest differs from the plan's. See docs/cluster.md.
 	return cmd
 }
 
-func runPlan(ctx context.Context, o *buildOptions) error {
-	if remote(o.Source) {
-		// A plan names its source by path, and the builds that use it read that path.
-		return usagef(fmt.Errorf("plan lists a local source; for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
-	}
-	abs, err := filepath.Abs(o.Source)
-	if err != nil {
-		return err
+func runPlan(ctx context.Context, o *buildOptions) (err error) {
+	abs := o.Source
+	if !remote(o.Source) {
+		if abs, err = filepath.Abs(o.Source); err != nil {
+			return err
+		}
 	}
 	o.Source = abs
 	if err := checkPlanOut(o.Out, abs, o.Force); err != nil {
 		return err
 	}
+	var view *viewFiles
+	if remote(o.Source) {
+		// An s3:// source is listed once, into a view (streamSource); the plan names it by
+		// URL, and its item lines name each object by URL with its size, time and ETag.
+		var rename func(error) error
+		var cleanup func()
+		o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		if err != nil {
+			return err
+		}
+		if view == nil {
+			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+		}
+		defer cleanup()
+		defer func() { err = rename(err) }()
+		o.files = view
+	}
 	src, kind, err := openSource(o)
 	if err != nil {
 		return err
+	}
+	if view != nil {
+		src = planView{Source: src, v: view.v}
 	}
 	e, _ := sourceEntry(kind)
 	if o.Shuffle {
