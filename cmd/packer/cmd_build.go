@@ -624,6 +624,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		ChecksumBlock:   o.checkBlock,
 		Device:          device,
 		Resizer:         resizer,
+		Prefetch:        o.prefetch(ctx),
 		Progress: func(items, total, records, bytes int64) {
 			if firstProgress {
 				// A resumed build starts past the inputs its checkpoint covers.

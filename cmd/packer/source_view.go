@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
@@ -108,12 +110,115 @@ func plannedView(ctx context.Context, src, kind string, items bool, errw progres
 	return p, files, rename, cleanup, err
 }
 
-// viewFiles serves the bytes of a view's files (source.Files): each opened from the store.
+// viewFiles serves the bytes of a view's files (source.Files): each opened from the store, or
+// taken from what Prefetch fetched ahead.
 type viewFiles struct {
 	v storage.View
+
+	mu      sync.Mutex
+	pending map[string]*prefetched // by path
+	slots   chan struct{}          // one per fetch ahead in flight or not yet taken
+}
+
+// Bounds of the fetches ahead: at most prefetchAhead objects at once, in flight or fetched and
+// not yet decoded, each of at most prefetchMax bytes (a larger one is fetched by its decode).
+// They bound the memory the fetches ahead hold to 16 × 8 MiB, whatever the source.
+const (
+	prefetchAhead = 16
+	prefetchMax   = 8 << 20
+)
+
+// prefetched is an object fetched ahead: its bytes once done is closed.
+type prefetched struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+// prefetch is the build's Prefetch hook (pipeline.Options.Prefetch) for a source read through
+// a view, or nil.
+func (o *buildOptions) prefetch(ctx context.Context) func(source.Item) {
+	f, ok := o.files.(*viewFiles)
+	if !ok {
+		return nil
+	}
+	return func(it source.Item) { f.prefetch(ctx, it) }
+}
+
+// prefetch starts fetching the object of an input the build will decode (an image: an input
+// with a path and no bytes of its own), where a slot is free: the images of a part are thus
+// fetched prefetchAhead at a time, ahead of the workers that decode them, so that the
+// store's latency is not paid once per image by each worker in turn.
+func (f *viewFiles) prefetch(ctx context.Context, it source.Item) {
+	if it.Path == "" || it.Raw != nil || it.Note != nil {
+		return
+	}
+	etag, size := "", int64(-1)
+	if it.Stamp != nil {
+		etag, size = it.Stamp.ETag, it.Stamp.Size
+	} else if o, ok := f.v.Object(it.Path); ok {
+		size = o.Size
+	}
+	if size < 0 || size > prefetchMax {
+		return
+	}
+	f.mu.Lock()
+	if f.slots == nil {
+		f.slots, f.pending = make(chan struct{}, prefetchAhead), map[string]*prefetched{}
+	}
+	if _, dup := f.pending[it.Path]; dup {
+		f.mu.Unlock()
+		return
+	}
+	select {
+	case f.slots <- struct{}{}:
+	default:
+		f.mu.Unlock()
+		return // as many ahead as allowed: the decode fetches this one itself
+	}
+	p := &prefetched{done: make(chan struct{})}
+	f.pending[it.Path] = p
+	f.mu.Unlock()
+	go func() {
+		defer close(p.done)
+		r, _, err := f.v.Open(ctx, it.Path, etag, size)
+		if err != nil {
+			p.err = err
+			return
+		}
+		defer r.Close()
+		b := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+		_, p.err = b.ReadFrom(r)
+		p.data = b.Bytes()
+	}()
+}
+
+// take is the object fetched ahead for path, if Prefetch started one; its slot is freed.
+func (f *viewFiles) take(ctx context.Context, path string) (*prefetched, bool) {
+	f.mu.Lock()
+	p, ok := f.pending[path]
+	delete(f.pending, path)
+	f.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		go func() { <-p.done; <-f.slots }()
+		return &prefetched{err: ctx.Err()}, true
+	}
+	<-f.slots
+	return p, true
 }
 
 func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.ReadCloser, int64, error) {
+	if got, ok := f.take(ctx, p); ok {
+		if got.err != nil {
+			return nil, 0, fmt.Errorf("%w: %w", source.ErrFetch, got.err)
+		}
+		return io.NopCloser(bytes.NewReader(got.data)), int64(len(got.data)), nil
+	}
 	etag, size := "", int64(-1)
 	if st != nil {
 		etag, size = st.ETag, st.Size
