@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"image"
 	"image/png"
 	"io/fs"
@@ -21,7 +23,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 )
 
@@ -87,6 +91,48 @@ func writeShardTars(t *testing.T, imgs, dir string, per int) {
 	}
 }
 
+// writeTFRecordFiles writes the images of imgs (as writeNoisePNGs writes them) as TFRecord
+// files in dir, per records a file: tf.train.Examples of image/encoded and image/class/label
+// (0 for cat, 1 for dog), the label a packed int64 list.
+func writeTFRecordFiles(t *testing.T, imgs, dir string, per int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	table := crc32.MakeTable(crc32.Castagnoli)
+	mask := func(b []byte) uint32 { c := crc32.Checksum(b, table); return (c>>15 | c<<17) + 0xa282ead8 }
+	// field is a length-delimited protobuf field: its tag, its length, its bytes.
+	field := func(num protowire.Number, b []byte) []byte {
+		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), b)
+	}
+	// feature is an entry of the feature map: the key, and a Feature holding a list (kind 1:
+	// bytes_list, 3: int64_list) whose field 1 is value.
+	feature := func(key string, kind protowire.Number, value []byte) []byte {
+		return field(1, append(field(1, []byte(key)), field(2, field(kind, field(1, value)))...))
+	}
+	var names []string
+	for _, cls := range []string{"cat", "dog"} {
+		m, _ := filepath.Glob(filepath.Join(imgs, cls, "*.png"))
+		names = append(names, m...)
+	}
+	for f := 0; f*per < len(names); f++ {
+		var out []byte
+		for _, p := range names[f*per : min(len(names), (f+1)*per)] {
+			label := uint64(0)
+			if strings.Contains(p, "dog") {
+				label = 1
+			}
+			ex := field(1, append(feature("image/encoded", 1, readFile(t, p)), feature("image/class/label", 3, protowire.AppendVarint(nil, label))...))
+			n := binary.LittleEndian.AppendUint64(nil, uint64(len(ex)))
+			out = binary.LittleEndian.AppendUint32(append(out, n...), mask(n))
+			out = binary.LittleEndian.AppendUint32(append(out, ex...), mask(ex))
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("train-%05d-of-%05d", f, (len(names)+per-1)/per)), out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // diskWatch samples the bytes allocated on disk below root (st_blocks, so a sparse file counts
 // for what it holds) until stop, and returns the most it saw.
 func diskWatch(root string) (stop func() int64) {
@@ -145,7 +191,7 @@ func (g *getCounter) take() map[string]int {
 }
 
 // TestS3SourceStreamed: a build from a bucket reads the objects where they are, never a copy
-// of the prefix: an image folder, an image list and WebDataset shards built from s3:// (whole,
+// of the prefix: an image folder, an image list, WebDataset shards and TFRecord files built from s3:// (whole,
 // and in 3 parts merged; from a plan of the bucket too) give the bytes of the same builds from
 // the local files; a part of an image folder GETs only its own images; nothing the build
 // writes to $TMPDIR holds more than a few KiB, where the images are near 1 MiB (and a copy made
@@ -164,8 +210,11 @@ func TestS3SourceStreamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeShardTars(t, imgs, wds, 5)
+	tfr := filepath.Join(root, "tfr")
+	writeTFRecordFiles(t, imgs, tfr, 7)
 	putTree(t, srv, "raw", "photos", imgs)
 	putTree(t, srv, "raw", "wds", wds)
+	putTree(t, srv, "raw", "tfr", tfr)
 	tmp := filepath.Join(root, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -186,15 +235,20 @@ func TestS3SourceStreamed(t *testing.T) {
 	for _, c := range []struct {
 		name, src, local string
 		args             []string
+		records          int64
 	}{
-		{"folder", "s3://raw/photos", imgs, []string{"--resize", "20", "--crop", "16"}},
-		{"list", "s3://raw/photos/train.csv", filepath.Join(imgs, "train.csv"), []string{"--crop", "16"}},
-		{"webdataset", "s3://raw/wds", wds, []string{"--crop", "16", "--classes", "cat,dog"}},
+		{"folder", "s3://raw/photos", imgs, []string{"--resize", "20", "--crop", "16"}, 24},
+		{"list", "s3://raw/photos/train.csv", filepath.Join(imgs, "train.csv"), []string{"--crop", "16"}, 4},
+		{"webdataset", "s3://raw/wds", wds, []string{"--crop", "16", "--classes", "cat,dog"}, 24},
+		{"tfrecord", "s3://raw/tfr", tfr, []string{"--crop", "16", "--classes", "cat,dog"}, 24},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(root, c.name)
 			whole := filepath.Join(dir, "local")
 			mustRun(t, append([]string{"build", c.local, "-o", whole, "--shard-size", "2KiB"}, c.args...)...)
+			if m, err := shard.ReadManifest(whole); err != nil || m.Count != c.records || len(m.Skipped) != 0 {
+				t.Fatalf("the local build: %v; want %d records, none skipped", err, c.records)
+			}
 			build(append([]string{"build", c.src, "-o", filepath.Join(dir, "s3"), "--shard-size", "2KiB"}, c.args...)...)
 			sameTree(t, whole, filepath.Join(dir, "s3"))
 			counter.take()
