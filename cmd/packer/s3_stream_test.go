@@ -197,7 +197,8 @@ func (g *getCounter) take() map[string]int {
 // writes to $TMPDIR holds more than a few KiB, where the images are near 1 MiB (and a copy made
 // with --source-cache there is seen whole, so the watch can fail); through a proxy that cuts
 // bodies and answers 500 and 503, the bytes are the same; an object replaced after the plan is
-// refused by the part that reads it, naming it, while the other parts still build.
+// refused by the part that reads it, naming it, while the other parts still build; one deleted
+// since is a skipped input.
 func TestS3SourceStreamed(t *testing.T) {
 	srv := s3Setup(t, "raw")
 	counter := &getCounter{gets: map[string]int{}}
@@ -340,6 +341,15 @@ func TestS3SourceStreamed(t *testing.T) {
 	}
 	mustRun(t, "build", plan, "-o", filepath.Join(root, "planned", "q2"), "--part", "2/3", "--shard-size", "2KiB", "--resize", "20", "--crop", "16")
 	sameTree(t, parts[2], filepath.Join(root, "planned", "q2"))
+	// An object deleted since the plan is a missing input, skipped as a file gone from a folder.
+	if _, err := srv.Client("").DeleteObject(context.Background(), &awss3.DeleteObjectInput{Bucket: aws.String("raw"), Key: aws.String("photos/dog/000.png")}); err != nil {
+		t.Fatal(err)
+	}
+	q1 := filepath.Join(root, "planned", "q1")
+	mustRun(t, "build", plan, "-o", q1, "--part", "1/3", "--shard-size", "2KiB", "--resize", "20", "--crop", "16")
+	if m, err := shard.ReadManifest(q1); err != nil || m.Count != 7 || len(m.Skipped) != 1 || m.Skipped[0].Input != "dog/000.png" {
+		t.Errorf("a part with an object deleted since the plan: %v, %+v; want 7 records and dog/000.png skipped", err, m)
+	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("$TMPDIR holds %d entries after the builds", len(ents))
 	}

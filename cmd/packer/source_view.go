@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -215,7 +217,7 @@ func (f *viewFiles) take(ctx context.Context, path string) (*prefetched, bool) {
 func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.ReadCloser, int64, error) {
 	if got, ok := f.take(ctx, p); ok {
 		if got.err != nil {
-			return nil, 0, fmt.Errorf("%w: %w", source.ErrFetch, got.err)
+			return nil, 0, fetchError(got.err)
 		}
 		return io.NopCloser(bytes.NewReader(got.data)), int64(len(got.data)), nil
 	}
@@ -225,9 +227,19 @@ func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.Re
 	}
 	r, n, err := f.v.Open(ctx, p, etag, size)
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", source.ErrFetch, err)
+		return nil, 0, fetchError(err)
 	}
 	return fetchReader{r}, n, nil
+}
+
+// fetchError marks err as the store's failure (source.ErrFetch), which stops the build; an
+// object deleted since it was listed or planned is a missing input, skipped as a file gone
+// from a folder is.
+func fetchError(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", source.ErrFetch, err)
 }
 
 // fetchReader marks the errors of an object's read as the store's (source.ErrFetch): a body
