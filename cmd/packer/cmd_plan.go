@@ -55,7 +55,12 @@ even when files were added or removed since (a removed one is a skipped input), 
 build when one of its own inputs is there with another size or modification time. CIFAR, IDX, WebDataset, TFRecord and Parquet
 sources read their inputs' bytes while listing them: their plan holds only the count and the
 listing and content digests, and each part lists the source and is refused when its listing
-or content digest differs from the plan's. See docs/cluster.md.
+or content digest differs from the plan's.
+
+SOURCE may be an s3://bucket/prefix of an image folder or list, WebDataset or TFRecord files:
+the plan names each object by URL with its size and ETag, and a part reads only its own
+objects, each pinned to its planned ETag (an object replaced since fails the part, naming it).
+See docs/cluster.md.
 ` + exitStatusHelp,
 		Example: `  packer plan ~/imagenet/train -o train.plan
   packer build train.plan -o parts/p3 --part 3/8 --resize 256 --crop 224`,
