@@ -59,6 +59,16 @@ type Files interface {
 	// recorded of it: a read of an object that is no longer the one planned fails (its ETag).
 	// Errors wrap ErrFetch.
 	Open(ctx context.Context, path string, st *Stamp) (io.ReadCloser, int64, error)
+	// OpenAt opens the file at path for reads at any offset (ranged reads of an object,
+	// pinned to its ETag as Open's), and returns its size. Errors, the reads' too, wrap
+	// ErrFetch.
+	OpenAt(ctx context.Context, path string, st *Stamp) (ReadAtCloser, int64, error)
+}
+
+// ReadAtCloser is a file opened by Files.OpenAt.
+type ReadAtCloser interface {
+	io.ReaderAt
+	io.Closer
 }
 
 // OpenInput opens the input file at path for one sequential read: through files where it is
@@ -102,7 +112,7 @@ type Entry struct {
 	// cheaply and fetched again later.
 	NoShuffle string
 	// Streams is set for kinds that read every input's bytes through Options.Files when it is
-	// set (image folders and lists, WebDataset, TFRecord): an s3:// source of such a kind is
+	// set (image folders and lists, WebDataset, TFRecord, Parquet): an s3:// source of such a kind is
 	// read from a view of its listing, each input fetched when it is read, never copied whole.
 	Streams bool
 }

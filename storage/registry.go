@@ -95,6 +95,9 @@ type View interface {
 	// an error naming it, never a mix of two versions. size is the object's size where path
 	// is a URL (-1: unknown, asked of the store).
 	Open(ctx context.Context, path, etag string, size int64) (io.ReadCloser, int64, error)
+	// OpenAt is Open for reads at any offset: each a ranged GET (small ones through the
+	// backend's chunk cache), pinned as Open's reads are.
+	OpenAt(ctx context.Context, path, etag string, size int64) (Reader, error)
 }
 
 // ViewObject is what a listing says of one object.

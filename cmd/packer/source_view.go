@@ -21,13 +21,13 @@ import (
 
 // streamSource makes an object-store SRC readable without a copy, for the kinds that read
 // their inputs' bytes through source.Options.Files (Entry.Streams: image folders and lists,
-// WebDataset, TFRecord): the prefix is listed once into a view (storage.Remote.View), a local
+// WebDataset, TFRecord, Parquet): the prefix is listed once into a view (storage.Remote.View), a local
 // folder of one sparse file per object, of its name, size and time but holding no data, under
 // $TMPDIR and removed by the returned cleanup. The source lists the view as it lists any
 // folder, and each input is fetched when it is read: an image whole into memory, a tar or
-// TFRecord file as a stream, each pinned to the ETag it was listed with. A build in parts thus
-// fetches only its own share of the inputs (WebDataset and TFRecord parts stream every file,
-// as their listing is in the files' bytes), and nothing of the data is written to local disk.
+// TFRecord file as a stream, a Parquet file by ranged reads, each pinned to the ETag it was
+// listed with. A build in parts thus fetches only its own share of the inputs (WebDataset,
+// TFRecord and Parquet parts read every file, as their listing is in the files' bytes), and nothing of the data is written to local disk.
 // Only list files (.csv, .jsonl, .json, .txt), which a source reads when it opens, are copied
 // whole into the view.
 //
@@ -230,6 +230,29 @@ func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.Re
 		return nil, 0, fetchError(err)
 	}
 	return fetchReader{r}, n, nil
+}
+
+func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (source.ReadAtCloser, int64, error) {
+	etag, size := "", int64(-1)
+	if st != nil {
+		etag, size = st.ETag, st.Size
+	}
+	r, err := f.v.OpenAt(ctx, p, etag, size)
+	if err != nil {
+		return nil, 0, fetchError(err)
+	}
+	return fetchReaderAt{r}, r.Size(), nil
+}
+
+// fetchReaderAt is fetchReader for ranged reads.
+type fetchReaderAt struct{ storage.Reader }
+
+func (r fetchReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.Reader.ReadAt(p, off)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("%w: %w", source.ErrFetch, err)
+	}
+	return n, err
 }
 
 // fetchError marks err as the store's failure (source.ErrFetch), which stops the build; an

@@ -88,29 +88,48 @@ func (v *view) Object(path string) (storage.ViewObject, bool) {
 }
 
 func (v *view) Open(ctx context.Context, path, etag string, size int64) (io.ReadCloser, int64, error) {
+	u, etag, size, err := v.resolve(ctx, path, etag, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &objectReader{ctx: ctx, b: v.b, u: u, etag: etag, size: size}, size, nil
+}
+
+func (v *view) OpenAt(ctx context.Context, path, etag string, size int64) (storage.Reader, error) {
+	u, etag, size, err := v.resolve(ctx, path, etag, size)
+	if err != nil {
+		return nil, err
+	}
+	return &reader{b: v.b, ctx: ctx, key: u.Prefix, size: size, etag: etag}, nil
+}
+
+// resolve is the object that path stands for (a file of the view, or a URL of the view's
+// bucket), with the ETag its reads are pinned to and its size: the listing's, those given, or
+// where none was given the store's (a HEAD request).
+func (v *view) resolve(ctx context.Context, path, etag string, size int64) (URL, string, int64, error) {
 	o, ok := v.files[path]
 	if !ok {
 		u, err := ParseURL(path)
-		if err != nil || u.Bucket != v.b.url.Bucket {
-			return nil, 0, fmt.Errorf("%s: not a file of the view of %s", path, v.b.url)
+		if err != nil || u.Bucket != v.b.url.Bucket || u.Prefix == "" {
+			return URL{}, "", 0, fmt.Errorf("%s: not a file of the view of %s", path, v.b.url)
 		}
 		o = storage.ViewObject{URL: u.String(), Size: size, ETag: etag}
 	} else if etag != "" && etag != o.ETag {
-		return nil, 0, &Error{Op: "GetObject", URL: mustURL(o.URL), Msg: fmt.Sprintf("the object changed since it was planned: its ETag is %s, the plan recorded %s", o.ETag, etag), kind: ErrChanged}
+		return URL{}, "", 0, &Error{Op: "GetObject", URL: mustURL(o.URL), Msg: fmt.Sprintf("the object changed since it was planned: its ETag is %s, the plan recorded %s", o.ETag, etag), kind: ErrChanged}
 	}
-	r := &objectReader{ctx: ctx, b: v.b, u: mustURL(o.URL), etag: o.ETag, size: o.Size}
-	if r.size < 0 || r.etag == "" {
+	u := mustURL(o.URL)
+	if o.Size < 0 || o.ETag == "" {
 		// Ask the store for what the listing did not say; the reads are then pinned to it.
-		out, err := v.b.head(ctx, r.u.Prefix)
+		out, err := v.b.head(ctx, u.Prefix)
 		if err != nil {
-			return nil, 0, err
+			return URL{}, "", 0, err
 		}
-		if r.etag == "" {
-			r.etag = aws.ToString(out.ETag)
+		if o.ETag == "" {
+			o.ETag = aws.ToString(out.ETag)
 		}
-		r.size = aws.ToInt64(out.ContentLength)
+		o.Size = aws.ToInt64(out.ContentLength)
 	}
-	return r, r.size, nil
+	return u, o.ETag, o.Size, nil
 }
 
 // mustURL parses a URL the view made.
