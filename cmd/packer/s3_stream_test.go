@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/packer-dev/packer/internal/testfix"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 )
@@ -191,7 +193,7 @@ func (g *getCounter) take() map[string]int {
 }
 
 // TestS3SourceStreamed: a build from a bucket reads the objects where they are, never a copy
-// of the prefix: an image folder, an image list, WebDataset shards and TFRecord files built from s3:// (whole,
+// of the prefix: an image folder, an image list, WebDataset shards, TFRecord and Parquet files built from s3:// (whole,
 // and in 3 parts merged; from a plan of the bucket too) give the bytes of the same builds from
 // the local files; a part of an image folder GETs only its own images; nothing the build
 // writes to $TMPDIR holds more than a few KiB, where the images are near 1 MiB (and a copy made
@@ -207,6 +209,16 @@ func TestS3SourceStreamed(t *testing.T) {
 	root := t.TempDir()
 	imgs, wds := filepath.Join(root, "imgs"), filepath.Join(root, "wds")
 	writeNoisePNGs(t, imgs, 12)
+	// The images as Parquet files too, written by pyarrow (scripts/make_record_sources.py).
+	rec := filepath.Join(root, "rec")
+	withParquet := os.Getenv("PACKER_NO_FIXTURE_PYTHON") != "1"
+	if withParquet {
+		script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "make_record_sources.py"))
+		if out, err := exec.Command(testfix.FixturePython(), script, imgs, rec).CombinedOutput(); err != nil {
+			t.Fatalf("make_record_sources.py (run scripts/setup.sh, or PACKER_NO_FIXTURE_PYTHON=1 to leave Parquet out): %v\n%s", err, out)
+		}
+		putTree(t, srv, "raw", "pq", filepath.Join(rec, "parquet"))
+	}
 	if err := os.WriteFile(filepath.Join(imgs, "train.csv"), []byte("path,label\ncat/001.png,3\ndog/004.png,1\ncat/000.png,0\ndog/011.png,2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +254,11 @@ func TestS3SourceStreamed(t *testing.T) {
 		{"list", "s3://raw/photos/train.csv", filepath.Join(imgs, "train.csv"), []string{"--crop", "16"}, 4},
 		{"webdataset", "s3://raw/wds", wds, []string{"--crop", "16", "--classes", "cat,dog"}, 24},
 		{"tfrecord", "s3://raw/tfr", tfr, []string{"--crop", "16", "--classes", "cat,dog"}, 24},
+		{"parquet", "s3://raw/pq", filepath.Join(rec, "parquet"), []string{"--crop", "16", "--classes", "cat,dog"}, 24},
 	} {
+		if c.name == "parquet" && !withParquet {
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(root, c.name)
 			whole := filepath.Join(dir, "local")
@@ -295,12 +311,17 @@ func TestS3SourceStreamed(t *testing.T) {
 	// (Copies of the objects, whose requests the proxy has not seen yet.)
 	putTree(t, srv, "raw", "f/photos", imgs)
 	putTree(t, srv, "raw", "f/wds", wds)
+	faulty := [][2]string{{"s3://raw/f/photos", "folder"}, {"s3://raw/f/wds", "webdataset"}}
+	if withParquet {
+		putTree(t, srv, "raw", "f/pq", filepath.Join(rec, "parquet"))
+		faulty = append(faulty, [2]string{"s3://raw/f/pq", "parquet"})
+	}
 	px.SetPlan(s3test.Bursts)
-	for _, c := range [][2]string{{"s3://raw/f/photos", "folder"}, {"s3://raw/f/wds", "webdataset"}} {
+	for _, c := range faulty {
 		out := filepath.Join(root, c[1], "faults")
-		args := []string{"--resize", "20", "--crop", "16"}
-		if c[1] == "webdataset" {
-			args = []string{"--crop", "16", "--classes", "cat,dog"}
+		args := []string{"--crop", "16", "--classes", "cat,dog"}
+		if c[1] == "folder" {
+			args = []string{"--resize", "20", "--crop", "16"}
 		}
 		mustRun(t, append([]string{"build", c[0], "-o", out, "--shard-size", "2KiB"}, args...)...)
 		sameTree(t, filepath.Join(root, c[1], "local"), out)
