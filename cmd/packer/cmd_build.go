@@ -205,7 +205,7 @@ tfrecord and parquet sources read each input's bytes from a stream as they list 
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
-	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: copy its objects to this local folder and keep them, so that later builds fetch only what changed (default: an image folder or list, WebDataset or TFRecord SRC is read from the bucket without a copy, fetching only the inputs built; other kinds are copied to a temporary folder under $TMPDIR, removed after the build)")
+	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: copy its objects to this local folder and keep them, so that later builds fetch only what changed (default: an image folder or list, WebDataset, TFRecord or Parquet SRC is read from the bucket without a copy, fetching only the inputs built; other kinds are copied to a temporary folder under $TMPDIR, removed after the build)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet|coco|pairs (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")

@@ -57,7 +57,7 @@ sources read their inputs' bytes while listing them: their plan holds only the c
 listing and content digests, and each part lists the source and is refused when its listing
 or content digest differs from the plan's.
 
-SOURCE may be an s3://bucket/prefix of an image folder or list, WebDataset or TFRecord files:
+SOURCE may be an s3://bucket/prefix of an image folder or list, WebDataset, TFRecord or Parquet files:
 the plan names each object by URL with its size and ETag, and a part reads only its own
 objects, each pinned to its planned ETag (an object replaced since fails the part, naming it).
 See docs/cluster.md.
@@ -118,7 +118,7 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 			return err
 		}
 		if view == nil {
-			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord, parquet); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
 		}
 		defer cleanup()
 		defer func() { err = rename(err) }()

@@ -21,15 +21,15 @@ import (
 
 // streamSource makes an object-store SRC readable without a copy, for the kinds that read
 // their inputs' bytes through source.Options.Files (Entry.Streams: image folders and lists,
-// WebDataset, TFRecord, Parquet): the prefix is listed once into a view (storage.Remote.View), a local
-// folder of one sparse file per object, of its name, size and time but holding no data, under
-// $TMPDIR and removed by the returned cleanup. The source lists the view as it lists any
-// folder, and each input is fetched when it is read: an image whole into memory, a tar or
-// TFRecord file as a stream, a Parquet file by ranged reads, each pinned to the ETag it was
-// listed with. A build in parts thus fetches only its own share of the inputs (WebDataset,
-// TFRecord and Parquet parts read every file, as their listing is in the files' bytes), and nothing of the data is written to local disk.
-// Only list files (.csv, .jsonl, .json, .txt), which a source reads when it opens, are copied
-// whole into the view.
+// WebDataset, TFRecord, Parquet): the prefix is listed once into a view (storage.Remote.View),
+// a local folder of one sparse file per object, of its name, size and time but holding no
+// data, under $TMPDIR and removed by the returned cleanup. The source lists the view as it
+// lists any folder, and each input is fetched when it is read: an image whole into memory, a
+// tar or TFRecord file as a stream, a Parquet file by ranged reads, each pinned to the ETag it
+// was listed with. A build in parts thus fetches only its own share of the images (WebDataset,
+// TFRecord and Parquet parts read every file, as their listing is in the files' bytes), and
+// nothing of the data is written to local disk. Only list files (.csv, .jsonl, .json, .txt),
+// which a source reads when it opens, are copied whole into the view.
 //
 // It returns files nil, and no error, for a kind that reads local files itself (or a source
 // whose kind the view cannot tell): the caller copies the prefix instead (mirrorSource).
@@ -92,7 +92,8 @@ func wholeInView(name string) bool {
 // plannedView opens the object-store source a plan records (src, of kind): a plan with item
 // lines of an image folder names every input by URL, with its size and ETag, and the part
 // opens only those, listing nothing; any other plan's source is viewed as streamSource views
-// it (a list's own file, or the listing of a WebDataset or TFRecord prefix, is needed again).
+// it (a list's own file, or the listing of a WebDataset, TFRecord or Parquet prefix, is needed
+// again).
 func plannedView(ctx context.Context, src, kind string, items bool, errw progressWriter) (string, *viewFiles, func(error) error, func(), error) {
 	if items && kind == imagedir.KindFolder {
 		b, _, err := openRemote(ctx, src, "")
