@@ -400,6 +400,29 @@ func (s *Source) Info() source.SourceInfo {
 	}
 }
 
+// key is what the annotation file says of the image, encoded canonically (Item.Extra): its id,
+// size, why it is refused if it is, and each annotation's id, box, category, crowd flag and
+// area. Parts of one build and a resumed build compare it through the listing digest, so
+// records from two versions of the annotation file are never mixed in one dataset.
+func (img *imageEntry) key() []byte {
+	b := make([]byte, 0, 24+len(img.reason)+len(img.anns)*40)
+	b = binary.LittleEndian.AppendUint64(b, uint64(img.id))
+	b = binary.LittleEndian.AppendUint64(b, uint64(img.w))
+	b = binary.LittleEndian.AppendUint64(b, uint64(img.h))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(img.reason)))
+	b = append(b, img.reason...)
+	for _, a := range img.anns {
+		b = binary.LittleEndian.AppendUint64(b, uint64(a.id))
+		for _, v := range a.box {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		b = binary.LittleEndian.AppendUint64(b, uint64(a.category))
+		b = binary.LittleEndian.AppendUint64(b, uint64(a.iscrowd))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(a.area))
+	}
+	return b
+}
+
 // Enumerate emits the images in ascending id, then one item per unknown image id its
 // annotations name (each a reported skip).
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
@@ -408,7 +431,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := source.Item{Seq: seq, Name: fsentry.Name(img.file), Path: filepath.Join(s.images, filepath.FromSlash(img.file)), Label: -1, Note: note{img: img}}
+		it := source.Item{Seq: seq, Name: fsentry.Name(img.file), Path: filepath.Join(s.images, filepath.FromSlash(img.file)), Label: -1, Note: note{img: img}, Extra: img.key()}
 		if err := emit(it); err != nil {
 			return err
 		}
@@ -416,7 +439,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 	}
 	for _, o := range s.orphans {
 		name := fmt.Sprintf("%s#image_id=%d", fsentry.Name(filepath.Base(s.file)), o.image)
-		if err := emit(source.Item{Seq: seq, Name: name, Label: -1, Note: note{orphan: o.reason}}); err != nil {
+		if err := emit(source.Item{Seq: seq, Name: name, Label: -1, Note: note{orphan: o.reason}, Extra: []byte(o.reason)}); err != nil {
 			return err
 		}
 		seq++

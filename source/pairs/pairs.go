@@ -142,12 +142,22 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := source.Item{Seq: int64(i), Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: -1}
+		it := source.Item{Seq: int64(i), Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: -1, Side: s.sidePath(rel)}
 		if err := emit(it); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sidePath is the mask file of the image rel as listed (Item.Side, whose size and modification
+// time join the content digest, so parts never mix masks of two versions), or, when it has none
+// yet, its first candidate: a mask added later then changes the digest too.
+func (s *Source) sidePath(rel string) string {
+	if p, _, err := s.findMask(rel); err == nil {
+		return p
+	}
+	return filepath.Join(s.masks, filepath.FromSlash(s.maskCandidates(rel)[0]))
 }
 
 // maskCandidates are the masks an image may have, by preference.
