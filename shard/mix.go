@@ -408,3 +408,79 @@ func (m *Mixture) Restore(s MixState) (epoch uint64, start int64, err error) {
 	}
 	return s.Epoch, s.Position, nil
 }
+
+// MixSourceSummary is one source's line of a MixSummary.
+type MixSourceSummary struct {
+	Records  int64   `json:"records"`
+	Weight   float64 `json:"weight"`
+	Units    uint64  `json:"units"`
+	Share    float64 `json:"share"`    // Units / ΣUnits
+	Depth    int     `json:"depth"`    // deviation bound in any window of consecutive positions
+	Drawn    int64   `json:"drawn"`    // records drawn from the source in the epoch
+	Fraction float64 `json:"fraction"` // Drawn / EpochSize
+	Passes   float64 `json:"passes"`   // Drawn / Records
+	BatchMin *int    `json:"batch_min,omitempty"`
+	BatchMax *int    `json:"batch_max,omitempty"`
+}
+
+// MixSummary is the realised mixture of one epoch (ORDER.md "Introspection"): what
+// `packer mix-plan` prints. With a batch size, BatchMin and BatchMax of each source are the
+// fewest and most of its records in one whole batch of any rank.
+type MixSummary struct {
+	Epoch          uint64             `json:"epoch"`
+	EpochSize      int64              `json:"epoch_size"`
+	Seed           uint64             `json:"seed"`
+	Replacement    bool               `json:"replacement"`
+	Shuffle        bool               `json:"shuffle"`
+	Sources        []MixSourceSummary `json:"sources"`
+	BatchSize      int                `json:"batch_size,omitempty"`
+	WorldSize      int                `json:"world_size,omitempty"`
+	BatchesPerRank *int64             `json:"batches_per_rank,omitempty"`
+}
+
+// Summary returns the realised mixture of epoch; batchSize 0 leaves out the per-batch counts.
+func (m *Mixture) Summary(epoch uint64, batchSize, world int, dropLast bool) (MixSummary, error) {
+	x0, err := m.base(epoch)
+	if err != nil {
+		return MixSummary{}, err
+	}
+	s := MixSummary{Epoch: epoch, EpochSize: m.size, Seed: m.opts.Seed, Replacement: m.opts.Replacement, Shuffle: m.opts.Shuffle}
+	x1 := x0 + uint64(m.size)
+	for k, c := range m.counts {
+		drawn := int64(m.count(k, x1) - m.count(k, x0))
+		s.Sources = append(s.Sources, MixSourceSummary{Records: c, Weight: m.opts.Weights[k], Units: m.units[k],
+			Share: float64(m.units[k]) / float64(m.total), Depth: m.Depth(k), Drawn: drawn,
+			Fraction: float64(drawn) / float64(m.size), Passes: float64(drawn) / float64(c)})
+	}
+	if batchSize == 0 {
+		return s, nil
+	}
+	plan, err := NewPlanV2(m.size, 0, batchSize, 0, world, dropLast)
+	if err != nil {
+		return MixSummary{}, err
+	}
+	nb := plan.Batches()
+	s.BatchSize, s.WorldSize, s.BatchesPerRank = batchSize, plan.World, &nb
+	if plan.Full == 0 {
+		return s, nil
+	}
+	lo, hi := make([]int, len(m.counts)), make([]int, len(m.counts))
+	for k := range lo {
+		lo[k] = batchSize
+	}
+	n := make([]int, len(m.counts))
+	full := uint64(plan.Full) * uint64(batchSize) * uint64(plan.World)
+	for p := range full { // every rank's whole batches: runs of batchSize positions
+		k, _ := m.choose(x0 + p)
+		n[k]++
+		if (p+1)%uint64(batchSize) == 0 {
+			for k := range n {
+				lo[k], hi[k], n[k] = min(lo[k], n[k]), max(hi[k], n[k]), 0
+			}
+		}
+	}
+	for k := range s.Sources {
+		s.Sources[k].BatchMin, s.Sources[k].BatchMax = &lo[k], &hi[k]
+	}
+	return s, nil
+}

@@ -302,7 +302,8 @@ class Mixture:
                     lo[k], hi[k] = int(c.min()), int(c.max())
             out.update(batch_size=B, world_size=W, batches_per_rank=plan.batches())
             for k, s in enumerate(out["sources"]):
-                s["batch_min"], s["batch_max"] = (lo[k], hi[k]) if full else (None, None)
+                if full:
+                    s["batch_min"], s["batch_max"] = lo[k], hi[k]
         return out
 
     def describe(self, epoch=0, batch_size=None, world_size=1, drop_last=False, names=None):
@@ -327,7 +328,7 @@ def format_summary(s, names=None):
         line = "%-24s %12d %8.4g %8.5f %12d %9.5f %8.3f" % (name, r["records"], r["weight"], r["share"], r["drawn"],
                                                           r["fraction"], r["passes"])
         if "batch_size" in s:
-            line += "  %s" % ("%d-%d" % (r["batch_min"], r["batch_max"]) if r["batch_min"] is not None else "-")
+            line += "  %s" % ("%d-%d" % (r["batch_min"], r["batch_max"]) if "batch_min" in r else "-")
         lines.append(line)
     return "\n".join(lines)
 
