@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from . import _order
+from ._formats import open_dataset
 
 UNIT_BITS = 20
 MAX_POSITIONS = 1 << 40
@@ -335,7 +336,6 @@ def format_summary(s, names=None):
 
 def _open(src):
     if isinstance(src, (str, bytes)) or hasattr(src, "__fspath__"):
-        from . import open as open_dataset
         return open_dataset(str(src))
     return src
 
