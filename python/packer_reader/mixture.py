@@ -295,12 +295,14 @@ class Mixture:
             full = plan.full * B * W
             lo = [B] * len(self.counts)
             hi = [0] * len(self.counts)
-            if full:
-                src, _ = self.choose(np.arange(full, dtype=np.uint64) + np.uint64(x0))
+            step = B * max(1, (1 << 22) // B)  # whole batches at a time, a few MiB of positions
+            for a in range(0, full, step):
+                b = min(full, a + step)
+                src, _ = self.choose(np.arange(a, b, dtype=np.uint64) + np.uint64(x0))
                 per = src.reshape(-1, B)  # every rank's whole batches, in position order
                 for k in range(len(self.counts)):
                     c = (per == k).sum(axis=1)
-                    lo[k], hi[k] = int(c.min()), int(c.max())
+                    lo[k], hi[k] = min(lo[k], int(c.min())), max(hi[k], int(c.max()))
             out.update(batch_size=B, world_size=W, batches_per_rank=plan.batches())
             for k, s in enumerate(out["sources"]):
                 if full:
