@@ -69,7 +69,7 @@ func newPartRange(p Part, total int64) *partRange {
 func (r *partRange) see(it source.Item) bool {
 	n := r.list.n
 	mine := n >= r.lo && n < r.hi
-	r.list.add(it.Name, it.Label, it.Aux)
+	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
 	st := it.Stamp
 	if it.Path != "" && (st == nil || mine) {
 		now := StatStamp(it.Path)
@@ -113,7 +113,8 @@ func StatStamp(path string) source.Stamp {
 // reading them (content_sha256): for each input, in order, its position and either its file's
 // stamp (Item.Path: size and modification time), or, for an input whose bytes the enumerator
 // read (Item.Raw), their length and CRC-32C, or nothing (an input the enumerator found
-// faulty, which the listing names). It stays out of every dataset's files and manifest: it
+// faulty, which the listing names), then, for an input read from a second file (Item.Side:
+// pairs' masks), that file's stamp. It stays out of every dataset's files and manifest: it
 // changes when a source is copied without its times, which changes no record.
 type contentHash struct {
 	h   hash.Hash
@@ -140,6 +141,13 @@ func (c *contentHash) add(it source.Item, st *source.Stamp) {
 	default:
 		b = append(b, '-')
 	}
+	if it.Side != "" {
+		// Only sources with a second file per input (pairs) add this: others keep their digest.
+		s := StatStamp(it.Side)
+		b = append(b, 's')
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.Size))
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.ModTime))
+	}
 	c.buf = b
 	c.h.Write(b)
 }
@@ -158,7 +166,7 @@ type listingHash struct {
 
 func newListingHash() listingHash { return listingHash{h: sha256.New()} }
 
-func (l *listingHash) add(name string, label int64, aux []int64) {
+func (l *listingHash) add(name string, label int64, aux []int64, extra []byte) {
 	binary.LittleEndian.PutUint64(l.num[:], uint64(l.n))
 	l.n++
 	l.h.Write(l.num[:])
@@ -169,6 +177,13 @@ func (l *listingHash) add(name string, label int64, aux []int64) {
 	for _, a := range aux {
 		l.h.Write([]byte{','})
 		l.h.Write(strconv.AppendInt(l.num[:0], a, 10))
+	}
+	if extra != nil {
+		// Only sources that have an Extra (coco) add this, so other listings keep their digest.
+		l.h.Write([]byte{';'})
+		binary.LittleEndian.PutUint64(l.num[:], uint64(len(extra)))
+		l.h.Write(l.num[:])
+		l.h.Write(extra)
 	}
 	l.h.Write([]byte{'\n'})
 }

@@ -368,7 +368,7 @@ func (r *resumeSkip) skip(n int64, it source.Item) (bool, error) {
 		// records: decoded again, its records up to Drop dropped (the writer checks its name).
 		return false, nil
 	}
-	r.list.add(it.Name, it.Label, it.Aux)
+	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
 	if n == r.j.Inputs-1 && r.list.sum() != r.j.Listing {
 		return true, fmt.Errorf("%w: the source no longer lists the same first %d inputs as when the build was interrupted (the source changed); build without --resume to start over",
 			ErrResume, r.j.Inputs)

@@ -229,7 +229,7 @@ func (w *recordWriter) inputDone(r *result) error {
 		return fmt.Errorf("%w: %s now yields fewer records than the %d the checkpoint holds (the source changed); build without --resume to start over",
 			ErrResume, r.name, b.resume.Drop)
 	}
-	w.list.add(r.name, r.label, r.aux)
+	w.list.add(r.name, r.label, r.aux, r.extra)
 	w.inItem = 0
 	err := r.err
 	if err == nil && r.count == 0 {

@@ -21,6 +21,8 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/coco"
+	"github.com/packer-dev/packer/source/pairs"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -377,7 +379,32 @@ func (o *buildOptions) validateInputs() error {
 	if err := oneOf("on-error", o.OnError, pipeline.OnErrorSkip, pipeline.OnErrorFail); err != nil {
 		return err
 	}
+	if err := o.validateKindFlags(); err != nil {
+		return err
+	}
 	return oneOf("short", o.ShortClip, "skip", "pad")
+}
+
+// validateKindFlags refuses, where --from names the kind, the flags of another source kind:
+// --images is coco's and --masks pairs'; and for coco and pairs, whose fields are fixed and
+// whose boxes and masks are in the stored pixels' coordinates, --fields and --exif-orient (an
+// EXIF rotation would turn the image away from them).
+func (o *buildOptions) validateKindFlags() error {
+	switch {
+	case o.From == "":
+		return nil
+	case o.Images != "" && o.From != coco.Kind:
+		return fmt.Errorf("--images is for --from %s", coco.Kind)
+	case o.Masks != "" && o.From != pairs.Kind:
+		return fmt.Errorf("--masks is for --from %s", pairs.Kind)
+	case o.From != coco.Kind && o.From != pairs.Kind:
+		return nil
+	case o.Fields != "":
+		return fmt.Errorf("--fields does not apply to --from %s: its records' fields are always the same (docs/fields.md)", o.From)
+	case o.ExifOrien:
+		return fmt.Errorf("--exif-orient does not apply to --from %s: its annotations are in the stored pixels' coordinates, which an EXIF rotation would turn the image away from", o.From)
+	}
+	return nil
 }
 
 // parseClasses parses --classes: names separated by commas, or @FILE, a file with one name per

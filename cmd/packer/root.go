@@ -164,6 +164,7 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 		newPreviewCommand(io, nil),
 		newMergeCommand(io, nil),
 		newPlanCommand(io, nil),
+		newMixPlanCommand(io, nil),
 		newClusterCommand(io),
 	)
 	return root
