@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -241,7 +242,11 @@ func (w *recordWriter) inputDone(r *result) error {
 			if ie, ok := err.(*source.InputError); ok && ie.Input == r.name {
 				err = ie.Err
 			}
-			err = fmt.Errorf("%w (after %d records were packed)", err, r.count)
+			verb := "were"
+			if r.count == 1 {
+				verb = "was"
+			}
+			err = fmt.Errorf("%w (after %s %s packed)", err, humanize.Count(r.count, "record"), verb)
 		}
 		if err := w.skip(r.name, err); err != nil {
 			return err

@@ -104,4 +104,6 @@
 // shuffling or under reading order 2 (the default), and under order 1 the shuffle buffer.
 //
 // This package uses the standard library only, so trainers can embed it without cgo.
+// It is a module of its own, github.com/packer-dev/packer/shard, whose go.mod states the oldest
+// Go it builds with (go 1.24), tagged shard/vX.Y.Z with each packer release vX.Y.Z.
 package shard
