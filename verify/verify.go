@@ -413,7 +413,7 @@ func checkInputs(m *shard.Manifest, bad func(string, ...any)) {
 }
 
 // knownVersions are the shard format versions (FORMAT.md) verify accepts.
-var knownVersions = []int{1, 2, 3}
+var knownVersions = []int{1, 2, 3, 4}
 
 func knownVersion(v int) bool { return slices.Contains(knownVersions, v) }
 
