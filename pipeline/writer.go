@@ -201,6 +201,10 @@ func (w *recordWriter) record(r *result) error {
 		}
 	}
 	w.curName = r.name
+	r.rec.Input = w.items
+	if b.part != nil {
+		r.rec.Input += b.part.lo
+	}
 	if err := w.out.Write(r.rec); err != nil {
 		return fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
 	}
@@ -354,6 +358,7 @@ func (w *recordWriter) manifest(files []shard.FileEntry) *shard.Manifest {
 		Inputs:        w.items,
 		Fields:        b.fields,
 		BoxesDropped:  w.boxesDropped(),
+		CutInputs:     b.opts.CutInputs,
 	}
 	if b.part != nil {
 		m.Part = b.part.info(b.opts.MaxErrors)
@@ -425,6 +430,7 @@ func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 
 		ChecksumBlock: b.opts.ChecksumBlock,
 		Fields:        b.fields,
+		CutInputs:     b.opts.CutInputs,
 	}
 }
 
