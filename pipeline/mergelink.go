@@ -191,11 +191,18 @@ func copyShard(src, partDir string, fe shard.FileEntry, dir string) error {
 // RemovePart removes the part folder dir after a merge published the dataset made of it
 // (merge --remove-parts): only a folder whose manifest records a part is removed.
 func RemovePart(dir string) error {
+	dir = filepath.Clean(dir)
 	if recordedPart(dir) == nil {
 		return fmt.Errorf("%s: not a part (its manifest records none): left as it is", dir)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove part %s: %w", dir, err)
+	}
+	// Its lock file (held by the merge until it ends) goes with it.
+	if p, err := newOutPaths(dir); err == nil {
+		if err := os.Remove(p.lock); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove part %s: %w", dir, err)
+		}
 	}
 	return fileutil.SyncDir(filepath.Dir(dir))
 }

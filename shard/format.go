@@ -17,6 +17,9 @@ const (
 	// FlagShapes, 3 only when the shard has fields, 4 only for a shard of a dataset cut at fixed
 	// input positions, whose header names its chunk and piece: WriterOptions.Cut).
 	Version = 4
+	// CutVersion is the version of every shard of a dataset cut at fixed input positions
+	// (WriterOptions.Cut), whatever its layout version.
+	CutVersion = 4
 	// MinVersion is the oldest shard format version this package reads.
 	MinVersion = 1
 

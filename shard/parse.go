@@ -130,7 +130,7 @@ func parseMeta(h *headerInfo, name string) error {
 		return bad("missing sample, label, shard or block_records")
 	}
 	h.index = -1
-	if h.version >= 4 {
+	if h.version >= CutVersion {
 		// Version 4: the shard's chunk and piece, and nothing else (FORMAT.md, Meta).
 		s := m.Shard
 		if s.Index != nil || s.Chunk == nil || s.Piece == nil {

@@ -173,7 +173,7 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 		sw.metaOffs = le.AppendUint64(nil, 0)
 	}
 	if opts.Cut != nil {
-		version = 4
+		version = CutVersion
 	}
 	meta, err := headerMeta(opts, sw.k)
 	if err != nil {

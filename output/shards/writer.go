@@ -211,7 +211,7 @@ func commitShard(p *fileutil.Pending, name string, n int64) error {
 // fields).
 func (o *shardOutput) Format() (string, int) {
 	if o.cfg.CutInputs > 0 {
-		return shard.FormatShards, shard.Version // every shard is version 4
+		return shard.FormatShards, shard.CutVersion // every shard names its chunk and piece
 	}
 	return shard.FormatShards, shard.DatasetVersion(o.cfg.Sample, o.cfg.Fields)
 }
