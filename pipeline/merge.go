@@ -40,7 +40,7 @@ type MergeOptions struct {
 	CheckPart func(ctx context.Context, dir string, tee func(fe shard.FileEntry) io.Writer) (faults []string, err error)
 	// ShardName is the file name of shard k of the merged dataset (output/shards.ShardName):
 	// parts built with --cut-inputs are merged by linking their shards into place under it
-	// (mergelink.go). Required.
+	// (mergelink.go). Required for such parts.
 	ShardName func(k int) string
 	// VerifyParts, with parts built with --cut-inputs, checks each part with CheckPart (every
 	// byte read, as packer verify does) before its shards are linked; without it they are
@@ -221,10 +221,10 @@ func LockParts(dirs []string) (release func(), err error) {
 // damaged part fails the merge with a *PartError, and nothing is published.
 func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, error) {
 	start := time.Now()
-	if opts.Output.New == nil || opts.CheckPart == nil || opts.ShardName == nil {
-		panic("pipeline: Merge needs an Output entry, CheckPart and ShardName")
-	}
 	info := parts.Info()
+	if opts.Output.New == nil || opts.CheckPart == nil || info.CutInputs > 0 && opts.ShardName == nil {
+		panic("pipeline: Merge needs an Output entry and CheckPart, and ShardName for parts built with CutInputs")
+	}
 	if opts.Output.Name != info.Format {
 		return nil, fmt.Errorf("%w: the parts were built for --format %s, not %s", ErrParts, info.Format, opts.Output.Name)
 	}
