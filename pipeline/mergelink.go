@@ -40,14 +40,23 @@ func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 	}
 	for k, d := range parts.Dirs {
 		pm := parts.Manifests[k]
+		// Each file is looked at before it is checked, and its link must be that file.
+		before := make([]os.FileInfo, len(pm.Files))
+		for i, fe := range pm.Files {
+			st, err := os.Lstat(filepath.Join(d, filepath.FromSlash(fe.Path)))
+			if err != nil {
+				return nil, &PartError{Dir: d, Faults: []string{err.Error()}}
+			}
+			before[i] = st
+		}
 		bytes, err := checkLinkPart(d, pm)
 		if err != nil {
 			return nil, err
 		}
-		for _, orig := range pm.Files {
+		for i, orig := range pm.Files {
 			fe := orig
 			fe.Path, fe.FirstRecord = opts.ShardName(len(m.Files)), m.Count
-			if err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), d, fe, dir); err != nil {
+			if err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), before[i], d, fe, dir); err != nil {
 				return nil, err
 			}
 			m.Files = append(m.Files, fe)
@@ -135,19 +144,15 @@ func cutString(c *shard.ShardCut) string {
 }
 
 // linkShard makes src, a shard of the part in partDir that its manifest lists as fe (but for
-// fe's Path and FirstRecord, the merged dataset's), the file fe.Path in dir: a hard link to the same file, after checking that src is
-// still the file checked; where dir is on another file system, a copy whose SHA-256 must be the
-// entry's.
-func linkShard(src, partDir string, fe shard.FileEntry, dir string) error {
+// fe's Path and FirstRecord, the merged dataset's), the file fe.Path in dir: a hard link, which
+// must be the file before describes (src as it was before the part was checked); where dir is
+// on another file system, a copy whose SHA-256 must be the entry's.
+func linkShard(src string, before os.FileInfo, partDir string, fe shard.FileEntry, dir string) error {
 	dst := filepath.Join(dir, filepath.FromSlash(fe.Path))
-	before, err := os.Lstat(src)
-	if err != nil {
-		return err
-	}
 	if !before.Mode().IsRegular() || before.Size() != fe.Size {
-		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s changed since it was checked", src)}}
+		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s is not a regular file of the size its manifest lists", src)}}
 	}
-	err = os.Link(src, dst)
+	err := os.Link(src, dst)
 	if errors.Is(err, syscall.EXDEV) {
 		return copyShard(src, partDir, fe, dir)
 	}
@@ -159,7 +164,7 @@ func linkShard(src, partDir string, fe shard.FileEntry, dir string) error {
 		return err
 	}
 	if !os.SameFile(before, after) {
-		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s was replaced while it was linked", src)}}
+		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s was replaced while the part was checked and linked", src)}}
 	}
 	return nil
 }

@@ -120,7 +120,8 @@ func TestMergeCutInputsLinks(t *testing.T) {
 }
 
 // TestMergeCutInputsRefuses: parts cut with other --cut-inputs, or parts of which one was
-// built without it, do not make one dataset; --cut-inputs is refused for npy.
+// built without it, do not make one dataset; a damaged part is refused; --cut-inputs is refused
+// for npy.
 func TestMergeCutInputsRefuses(t *testing.T) {
 	root := t.TempDir()
 	src := cutCorpus(t, root)
@@ -139,6 +140,38 @@ func TestMergeCutInputsRefuses(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "m")); !os.IsNotExist(err) {
 		t.Errorf("a refused merge wrote its OUT: %v", err)
+	}
+	// A damaged part: a changed index is refused (exit 3, naming the part) as the shards are
+	// opened; a changed record byte only with --verify-parts (the readers' block CRCs and
+	// packer verify of OUT catch it otherwise). Nothing is published.
+	p1 := part(1, "--cut-inputs", "4")
+	shardPath := filepath.Join(p1, "shard-00000.pks")
+	r, err := shard.Open(shardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataAt, indexAt := r.DataOffset(), r.IndexOffset()
+	r.Close()
+	orig, err := os.ReadFile(shardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		at   int64
+		args []string
+	}{{indexAt, nil}, {dataAt, []string{"--verify-parts"}}} {
+		bad := bytes.Clone(orig)
+		bad[c.at] ^= 0xff
+		if err := os.WriteFile(shardPath, bad, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, errs, code := run(t, append(append([]string{"merge", "-o", filepath.Join(root, "m")}, c.args...), p0, p1)...)
+		if code != 3 || !strings.Contains(errs, p1) {
+			t.Errorf("merge %v with a byte of %s changed at %d: exit %d, %s", c.args, shardPath, c.at, code, errs)
+		}
+		if _, err := os.Stat(filepath.Join(root, "m")); !os.IsNotExist(err) {
+			t.Errorf("a refused merge wrote its OUT: %v", err)
+		}
 	}
 	_, errs, code := run(t, "build", src, "-o", filepath.Join(root, "npy"), "--format", "npy", "--cut-inputs", "4", "--resize", "8", "--crop", "6", "--classes", "x,y,z")
 	if code != 2 || !strings.Contains(errs, "--cut-inputs") {
