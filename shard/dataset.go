@@ -91,7 +91,7 @@ func openDataset(fsys FS, dir string, opts ReaderOptions) (d *Dataset, err error
 			return nil, fmt.Errorf("%s: the manifest lists fields with format_version %d (fields are version 3)", dir, m.FormatVersion)
 		}
 	}
-	if err := checkCuts(m); err != nil {
+	if err := CheckCuts(m); err != nil {
 		return nil, fmt.Errorf("%s: manifest: %w", dir, err)
 	}
 	d = &Dataset{dir: dir, fsys: fsys, pin: pin, m: m, opts: opts, npy: m.Format == FormatNPY}
@@ -403,11 +403,11 @@ func cutString(c *ShardCut) string {
 	return fmt.Sprintf("chunk %d piece %d", c.Chunk, c.Piece)
 }
 
-// checkCuts checks the chunks and pieces of the shards of a dataset cut at fixed input
+// CheckCuts checks the chunks and pieces of the shards of a dataset cut at fixed input
 // positions (cut_inputs, FORMAT.md "Dataset"): every shard entry has one, chunks do not
 // decrease, and a chunk's pieces are numbered 0, 1, ... in order. A dataset without cut_inputs
 // has none.
-func checkCuts(m *Manifest) error {
+func CheckCuts(m *Manifest) error {
 	if m.Format != FormatShards {
 		return nil
 	}

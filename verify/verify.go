@@ -389,6 +389,9 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		bad("files hold %s but count is %d", humanize.Count(next, "record"), m.Count)
 	}
 	checkInputs(m, bad)
+	if err := shard.CheckCuts(m); err != nil {
+		bad("%v", err)
+	}
 	if _, _, err := m.BuildShuffle(); err != nil {
 		bad("%v", err)
 	}

@@ -1,6 +1,8 @@
-"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 to 3;
+"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 to 4;
 version 2 adds FlagShapes, the per-record shapes of variable-size records; version 3 FlagFields,
-the values a record carries besides its sample, with the index part fieldlens)."""
+the values a record carries besides its sample, with the index part fieldlens; version 4, a shard
+of a dataset cut at fixed input positions, is laid out as 1, 2 or 3 and names its chunk and piece
+instead of its position)."""
 
 import contextlib
 import hashlib
