@@ -47,6 +47,7 @@ type partRange struct {
 	p       Part
 	total   int64
 	lo, hi  int64
+	cut     int64 // Options.CutInputs
 	list    listingHash
 	content contentHash
 	changed error // the first of the part's inputs not as its plan recorded it (done reports it)
@@ -56,10 +57,22 @@ type partRange struct {
 	oldAt string
 }
 
-func newPartRange(p Part, total int64) *partRange {
+// ErrCutInputs is returned for a --cut-inputs that is negative, or given with an output format
+// other than shards (whose merge writes one file anyway).
+var ErrCutInputs = errors.New("--cut-inputs is a positive input count, for --format shards only")
+
+// newPartRange is part p's slice of total inputs: an even share, its ends rounded to multiples
+// of cut when cut > 0 (the whole chunks of cut inputs are shared out evenly, the last one short),
+// so that the part's shards are those of the whole build (Options.CutInputs).
+func newPartRange(p Part, total, cut int64) *partRange {
 	lo := int64(p.Index) * total / int64(p.Count)
 	hi := int64(p.Index+1) * total / int64(p.Count)
-	return &partRange{p: p, total: total, lo: lo, hi: hi, list: newListingHash(), content: newContentHash()}
+	if cut > 0 {
+		chunks := (total + cut - 1) / cut
+		lo = min(total, int64(p.Index)*chunks/int64(p.Count)*cut)
+		hi = min(total, int64(p.Index+1)*chunks/int64(p.Count)*cut)
+	}
+	return &partRange{p: p, total: total, lo: lo, hi: hi, cut: cut, list: newListingHash(), content: newContentHash()}
 }
 
 // see adds an enumerated item to the listing and content digests and reports whether it is the
@@ -213,5 +226,6 @@ func (r *partRange) info(maxErrors int) *shard.PartInfo {
 		Format:    r.p.Final.Name,
 		ShardSize: r.p.FinalShardSize,
 		MaxErrors: maxErrors,
+		CutInputs: r.cut,
 	}
 }

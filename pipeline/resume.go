@@ -121,6 +121,10 @@ func (b *builder) journalOptions() (map[string]json.RawMessage, error) {
 		// Absent without fields, so that a checkpoint of an earlier packer still matches.
 		o["fields"] = b.fields
 	}
+	if b.opts.CutInputs > 0 {
+		// Absent without the rule, so that a checkpoint of an earlier packer still matches.
+		o["cut_inputs"] = b.opts.CutInputs
+	}
 	if p := b.part; p != nil {
 		o["part"] = map[string]any{"index": p.p.Index, "count": p.p.Count, "final": p.p.Final.Name,
 			"final_shard_size": p.p.FinalShardSize, "first_input": p.lo, "end_input": p.hi, "total_inputs": p.total}

@@ -202,6 +202,10 @@ func (w *recordWriter) record(r *result) error {
 		}
 	}
 	w.curName = r.name
+	r.rec.Input = w.items
+	if b.part != nil {
+		r.rec.Input += b.part.lo
+	}
 	if err := w.out.Write(r.rec); err != nil {
 		return fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
 	}
@@ -359,6 +363,7 @@ func (w *recordWriter) manifest(files []shard.FileEntry) *shard.Manifest {
 		Inputs:        w.items,
 		Fields:        b.fields,
 		BoxesDropped:  w.boxesDropped(),
+		CutInputs:     b.opts.CutInputs,
 	}
 	if b.part != nil {
 		m.Part = b.part.info(b.opts.MaxErrors)
@@ -430,6 +435,7 @@ func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 
 		ChecksumBlock: b.opts.ChecksumBlock,
 		Fields:        b.fields,
+		CutInputs:     b.opts.CutInputs,
 	}
 }
 

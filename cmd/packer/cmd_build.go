@@ -53,6 +53,7 @@ type buildOptions struct {
 	MaxErrors   int
 	ShardSize   string
 	CheckBlock  string
+	CutInputs   int64 // --cut-inputs K: a shard also ends at every K-th input (0: none)
 	Force       bool
 
 	// video
@@ -227,6 +228,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
 	f.StringVar(&o.CheckBlock, "checksum-block", defaultChecksumBlock, "shards: byte size aimed for per CRC-32C checksum block (e.g. 4KiB for shuffled reads from a cold disk or a bucket with the check on)")
+	f.Int64Var(&o.CutInputs, "cut-inputs", 0, "shards: end a shard at every K-th input of the source order too, and split --part at multiples of K, so that merge moves the parts' shards into place instead of writing them anew (0: shards end at --shard-size only; docs/cluster.md)")
 	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
 	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, or @FILE with one per line, for sources that lack them (idx, lists labelled by integers, webdataset, tfrecord, parquet)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
@@ -362,6 +364,12 @@ func (o *buildOptions) validateShardSize() error {
 	}
 	if n != shard.BlockTarget {
 		o.checkBlock = n
+	}
+	switch {
+	case o.CutInputs < 0:
+		return fmt.Errorf("--cut-inputs %d: want a positive input count, or 0 for none", o.CutInputs)
+	case o.CutInputs > 0 && o.Format != shard.FormatShards:
+		return fmt.Errorf("--cut-inputs: only --format shards is cut into shards, not --format %s (its merge writes one file anyway)", o.Format)
 	}
 	return nil
 }
@@ -628,6 +636,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		MaxErrors:       o.MaxErrors,
 		ShardSize:       o.shardSize,
 		ChecksumBlock:   o.checkBlock,
+		CutInputs:       o.CutInputs,
 		Device:          device,
 		Resizer:         resizer,
 		Progress: func(items, total, records, bytes int64) {
