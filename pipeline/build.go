@@ -50,6 +50,10 @@ type Options struct {
 	ShardSize int64                                    // shard byte budget (output.Config.ShardSize); 0 = the format's default
 	Progress  func(items, total, records, bytes int64) // called from the writer goroutine after each item
 	Device    string                                   // recorded in the summary only
+	// Prefetch, when set, is told of each input the build will decode, in order, as soon as it
+	// is enumerated (and is the build's: a part's own, not one a resume skips), so that it
+	// can start fetching the input's bytes before a worker asks for them (the s3:// sources).
+	Prefetch func(source.Item)
 
 	// ChecksumBlock is the checksum block byte target of shards (output.Config.ChecksumBlock,
 	// shard.WriterOptions.BlockTarget); 0 = the format's default.
@@ -567,6 +571,9 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 				if skip, err := rs.skip(n, it); skip || err != nil {
 					return err
 				}
+			}
+			if b.opts.Prefetch != nil {
+				b.opts.Prefetch(it)
 			}
 			group = append(group, it)
 			groupSize += len(it.Raw)

@@ -112,7 +112,10 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 			return err
 		}
 		lh.add(it.Name, it.Label, it.Aux, it.Extra)
-		st := itemStamp(it)
+		st := it.Stamp // an object's, from a store's listing
+		if st == nil {
+			st = itemStamp(it)
+		}
 		ch.add(it, st)
 		if h.Items {
 			if it.Raw != nil || it.Note != nil || st == nil {

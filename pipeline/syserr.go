@@ -3,6 +3,8 @@ package pipeline
 import (
 	"errors"
 	"syscall"
+
+	"github.com/packer-dev/packer/source"
 )
 
 // ErrSystem is wrapped by the error that stops a build when reading an input failed for a reason
@@ -23,8 +25,12 @@ var systemErrnos = []syscall.Errno{
 	syscall.ENOSPC, syscall.EDQUOT, // no room for a decoder's scratch files
 }
 
-// isSystemError reports whether err wraps one of systemErrnos.
+// isSystemError reports whether err wraps one of systemErrnos, or source.ErrFetch (the store
+// an s3:// source is streamed from failed, or an object changed since it was listed).
 func isSystemError(err error) bool {
+	if errors.Is(err, source.ErrFetch) {
+		return true
+	}
 	for _, e := range systemErrnos {
 		if errors.Is(err, e) {
 			return true

@@ -20,6 +20,10 @@
 package source
 
 import (
+	"context"
+	"errors"
+	"io"
+	"os"
 	"time"
 )
 
@@ -41,7 +45,46 @@ type Options struct {
 	Fields     []string      // further members, columns or keys to carry as fields (--fields)
 	Images     string        // the folder holding a COCO annotation file's images (--images); "" = the file's folder
 	Masks      string        // the folder holding the masks of a pairs source (--masks)
+	// Files, when set, serves the bytes of the inputs below the source's path: the path is then
+	// a view of an object store's listing, whose files have the objects' names, sizes and times
+	// but hold no data (cmd/packer's streamed s3:// sources). Only the kinds whose Entry sets
+	// Streams read through it; their listing walks the view as it walks any folder.
+	Files Files
 }
+
+// Files serves the content of a view's files (Options.Files).
+type Files interface {
+	// Open opens the file at path (a file of the view, or an object's URL that a plan
+	// recorded) for one sequential read, and returns its size. st, when not nil, is what a plan
+	// recorded of it: a read of an object that is no longer the one planned fails (its ETag).
+	// Errors wrap ErrFetch.
+	Open(ctx context.Context, path string, st *Stamp) (io.ReadCloser, int64, error)
+	// OpenAt opens the file at path for reads at any offset (ranged reads of an object,
+	// pinned to its ETag as Open's), and returns its size. Errors, the reads' too, wrap
+	// ErrFetch.
+	OpenAt(ctx context.Context, path string, st *Stamp) (ReadAtCloser, int64, error)
+}
+
+// ReadAtCloser is a file opened by Files.OpenAt.
+type ReadAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// OpenInput opens the input file at path for one sequential read: through files where it is
+// set (path is then a file of an object store's view: Options.Files), else with open.
+func OpenInput(ctx context.Context, files Files, path string, open func(string) (*os.File, error)) (io.ReadCloser, error) {
+	if files != nil {
+		r, _, err := files.Open(ctx, path, nil)
+		return r, err
+	}
+	return open(path)
+}
+
+// ErrFetch is wrapped by the errors of reads through Options.Files: the store failed, or an
+// object changed since it was listed or planned. The build stops on it whatever --on-error
+// says: it says nothing about the input.
+var ErrFetch = errors.New("reading the source's store failed")
 
 // Entry is what a source package exports for the command's table of source kinds.
 type Entry struct {
@@ -68,6 +111,10 @@ type Entry struct {
 	// reads every input's bytes from a stream as it lists it, so no input can be set aside
 	// cheaply and fetched again later.
 	NoShuffle string
+	// Streams is set for kinds that read every input's bytes through Options.Files when it is
+	// set (image folders and lists, WebDataset, TFRecord, Parquet): an s3:// source of such a kind is
+	// read from a view of its listing, each input fetched when it is read, never copied whole.
+	Streams bool
 }
 
 // Sniffer is how Detect recognizes one source kind. Every field is optional; Detect asks

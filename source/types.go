@@ -161,6 +161,9 @@ func (e *InputError) Unwrap() error { return e.Err }
 type Stamp struct {
 	Size    int64 `json:"size"`
 	ModTime int64 `json:"mtime_ns"` // nanoseconds since 1970 UTC
+	// ETag is the object's ETag, for an input listed from an object store (Options.Files):
+	// a plan records it, and a part reads the object only if it still has it.
+	ETag string `json:"etag,omitempty"`
 }
 
 func (s Stamp) String() string {

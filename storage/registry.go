@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -65,6 +66,46 @@ type Remote interface {
 	// Download copies the files at the backend's location into the local folder dir, for a
 	// command that reads local files (the sources, merge).
 	Download(ctx context.Context, dir string, opts DownloadOptions) (Mirror, error)
+	// View lists the files at the backend's location once and makes the local folder dir a
+	// view of them: one file per object, of its name, size and time but holding no data (a
+	// sparse file), except the objects opts.Whole names, copied whole; the view's Open then
+	// streams an object's bytes when they are read. dir "" makes a view of no listing, whose
+	// Open reads only the objects named by URL.
+	View(ctx context.Context, dir string, opts ViewOptions) (View, error)
+}
+
+// ViewOptions tune Remote.View.
+type ViewOptions struct {
+	// Whole, if set, says which files (by slash-separated name below the location) the view
+	// holds whole: the small ones a source reads when it opens (lists, annotations).
+	Whole func(name string) bool
+}
+
+// A View is a local folder standing for the files at a store's location (Remote.View); its
+// methods are safe for concurrent use.
+type View interface {
+	// Path is the view of the location: the folder, or the file when the location names one
+	// object.
+	Path() string
+	// Object is what the listing says of the object that the view's file at path stands for.
+	Object(path string) (ViewObject, bool)
+	// Open opens the object that the view's file at path stands for, or the object at the
+	// URL path, for one sequential read, and returns its size. The reads are pinned to etag,
+	// or where it is "" to the ETag the object was listed with: an object replaced since is
+	// an error naming it, never a mix of two versions. size is the object's size where path
+	// is a URL (-1: unknown, asked of the store).
+	Open(ctx context.Context, path, etag string, size int64) (io.ReadCloser, int64, error)
+	// OpenAt is Open for reads at any offset: each a ranged GET (small ones through the
+	// backend's chunk cache), pinned as Open's reads are.
+	OpenAt(ctx context.Context, path, etag string, size int64) (Reader, error)
+}
+
+// ViewObject is what a listing says of one object.
+type ViewObject struct {
+	URL     string
+	Size    int64
+	ModTime int64 // nanoseconds since 1970 UTC
+	ETag    string
 }
 
 // StageOptions tune Remote.Stage and the publish of its stage.

@@ -171,7 +171,12 @@ func readFile(path string, s *DecodeScratch) ([]byte, error) {
 	if !st.Mode().IsRegular() {
 		return nil, &DecodeError{Path: path, Err: fmt.Errorf("%w: not a regular file", ErrUnsupported)}
 	}
-	size := st.Size()
+	return readSized(f, st.Size(), path, s)
+}
+
+// readSized reads what r holds, size bytes by its file's Stat or listing, into the scratch's
+// file buffer (one byte more, to see a file that grew; io.ReadFull stops at EOF).
+func readSized(r io.Reader, size int64, path string, s *DecodeScratch) ([]byte, error) {
 	if size > maxFileSize {
 		return nil, &DecodeError{Path: path, Err: fmt.Errorf("%w: file is %d bytes", ErrTooLarge, size)}
 	}
@@ -184,8 +189,7 @@ func readFile(path string, s *DecodeScratch) ([]byte, error) {
 			s.file = buf
 		}
 	}
-	// Read one byte more than Stat said, to see a file that grew; io.ReadFull stops at EOF.
-	n, err := io.ReadFull(f, buf)
+	n, err := io.ReadFull(r, buf)
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		return nil, err
 	}
@@ -600,6 +604,21 @@ func DecodeFileRegion(path string, opts DecodeOptions, region func(w, h int) ima
 	d, err := decodeRegion(data, opts, region, s)
 	if err != nil {
 		return Decoded{}, &DecodeError{Path: path, Err: err}
+	}
+	return d, nil
+}
+
+// DecodeReaderRegion is DecodeFileRegion for an image read from r, which holds size bytes (an
+// object of a store, streamed): the same pixels and the same errors, without a local file.
+// name is how errors name the image.
+func DecodeReaderRegion(r io.Reader, size int64, name string, opts DecodeOptions, region func(w, h int) image.Rectangle, s *DecodeScratch) (Decoded, error) {
+	data, err := readSized(r, size, name, s)
+	if err != nil {
+		return Decoded{}, err
+	}
+	d, err := decodeRegion(data, opts, region, s)
+	if err != nil {
+		return Decoded{}, &DecodeError{Path: name, Err: err}
 	}
 	return d, nil
 }

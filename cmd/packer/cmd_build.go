@@ -30,8 +30,9 @@ type buildOptions struct {
 	IO *iostreams
 
 	Source      string
-	SourceCache string // --source-cache: the kept local copy of an s3:// SRC
-	srcPath     string // the local path the source is read from (a copy of an s3:// SRC), if not Source
+	SourceCache string       // --source-cache: the kept local copy of an s3:// SRC
+	srcPath     string       // the local path the source is read from (a copy or view of an s3:// SRC), if not Source
+	files       source.Files // serves the bytes of the view of an s3:// SRC (streamSource), or nil
 	Out         string
 	From        string
 	Format      string
@@ -207,7 +208,7 @@ tfrecord and parquet sources read each input's bytes from a stream as they list 
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
-	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: the local folder its objects are copied to and kept in, so that later builds fetch only what changed (default: a temporary folder under $TMPDIR, removed after the build)")
+	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: copy its objects to this local folder and keep them, so that later builds fetch only what changed (default: an image folder or list, WebDataset, TFRecord or Parquet SRC is read from the bucket without a copy, fetching only the inputs built; other kinds are copied to a temporary folder under $TMPDIR, removed after the build)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet|coco|pairs (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
 	f.StringVar(&o.Split, "split", "train", "split for sources that have them (cifar, idx): train|test")
@@ -541,7 +542,19 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		return usagef(fmt.Errorf("build %s: %w: %s is the source, or lies in or around it", o.Source, pipeline.ErrOutputOverlap, o.Out))
 	}
 	if remote(o.Source) {
-		p, rename, cleanup, merr := mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
+		var p string
+		var rename func(error) error
+		var cleanup func()
+		var merr error
+		if o.SourceCache == "" {
+			var files *viewFiles
+			if p, files, rename, cleanup, merr = streamSource(ctx, o.Source, o.From, o.IO.Err); files != nil {
+				o.files = files
+			}
+		}
+		if merr == nil && o.files == nil {
+			p, rename, cleanup, merr = mirrorSource(ctx, o.Source, o.SourceCache, o.IO.Err)
+		}
 		if merr != nil {
 			return merr
 		}
@@ -557,6 +570,14 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		}()
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
+	} else if o.plan != nil && remote(o.plan.Source) {
+		p, files, rename, cleanup, verr := plannedView(ctx, o.plan.Source, o.plan.Kind, o.plan.Items, o.IO.Err)
+		if verr != nil {
+			return verr
+		}
+		defer cleanup()
+		o.srcPath, o.files = p, files
+		defer func() { err = rename(err) }()
 	}
 	if o.Resume && remote(o.Out) {
 		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
@@ -639,6 +660,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		CutInputs:       o.CutInputs,
 		Device:          device,
 		Resizer:         resizer,
+		Prefetch:        o.prefetch(ctx),
 		Progress: func(items, total, records, bytes int64) {
 			if firstProgress {
 				// A resumed build starts past the inputs its checkpoint covers.

@@ -60,7 +60,12 @@ even when files were added or removed since (a removed one is a skipped input), 
 build when one of its own inputs is there with another size or modification time. CIFAR, IDX, WebDataset, TFRecord and Parquet
 sources read their inputs' bytes while listing them: their plan holds only the count and the
 listing and content digests, and each part lists the source and is refused when its listing
-or content digest differs from the plan's. See docs/cluster.md.
+or content digest differs from the plan's.
+
+SOURCE may be an s3://bucket/prefix of an image folder or list, WebDataset, TFRecord or Parquet files:
+the plan names each object by URL with its size and ETag, and a part reads only its own
+objects, each pinned to its planned ETag (an object replaced since fails the part, naming it).
+See docs/cluster.md.
 ` + exitStatusHelp,
 		Example: `  packer plan ~/imagenet/train -o train.plan
   packer build train.plan -o parts/p3 --part 3/8 --resize 256 --crop 224`,
@@ -96,22 +101,40 @@ or content digest differs from the plan's. See docs/cluster.md.
 	return cmd
 }
 
-func runPlan(ctx context.Context, o *buildOptions) error {
-	if remote(o.Source) {
-		// A plan names its source by path, and the builds that use it read that path.
-		return usagef(fmt.Errorf("plan lists a local source; for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
-	}
-	abs, err := filepath.Abs(o.Source)
-	if err != nil {
-		return err
+func runPlan(ctx context.Context, o *buildOptions) (err error) {
+	abs := o.Source
+	if !remote(o.Source) {
+		if abs, err = filepath.Abs(o.Source); err != nil {
+			return err
+		}
 	}
 	o.Source = abs
 	if err := checkPlanOut(o.Out, abs, o.Force); err != nil {
 		return err
 	}
+	var view *viewFiles
+	if remote(o.Source) {
+		// An s3:// source is listed once, into a view (streamSource); the plan names it by
+		// URL, and its item lines name each object by URL with its size, time and ETag.
+		var rename func(error) error
+		var cleanup func()
+		o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		if err != nil {
+			return err
+		}
+		if view == nil {
+			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord, parquet); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+		}
+		defer cleanup()
+		defer func() { err = rename(err) }()
+		o.files = view
+	}
 	src, kind, err := openSource(o)
 	if err != nil {
 		return err
+	}
+	if view != nil {
+		src = planView{Source: src, v: view.v}
 	}
 	e, _ := sourceEntry(kind)
 	if o.Shuffle {

@@ -26,19 +26,11 @@ import (
 // to its folder, so a URL naming a list (.txt, .csv, .tsv) copies the list's folder. It
 // returns the local path to build from, and how errors should name the copy's files (rename).
 func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (string, func(error) error, func(), error) {
-	c, err := locations.Parse(loc)
+	sl, err := splitSourceURL(loc)
 	if err != nil {
-		return "", nil, nil, usagef(err)
+		return "", nil, nil, err
 	}
-	scheme, bucket, prefix := storage.SplitLocation(c)
-	list := ""
-	if prefix != "" && slices.ContainsFunc(imagedir.ListExtensions, func(e string) bool {
-		return strings.EqualFold(path.Ext(prefix), e)
-	}) {
-		list = path.Base(prefix)
-		prefix = strings.TrimSuffix(path.Dir(prefix), ".")
-	}
-	from := storage.JoinLocation(scheme, bucket, prefix)
+	scheme, bucket, prefix, list, from := sl.scheme, sl.bucket, sl.prefix, sl.list, sl.from
 	b, _, err := openRemote(ctx, from, "")
 	if err != nil {
 		return "", nil, nil, err
@@ -83,6 +75,31 @@ func mirrorSource(ctx context.Context, loc, cache string, errw progressWriter) (
 	}
 	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root, "/")) }
 	return p, rename, cleanup, nil
+}
+
+// sourceURL is an object-store SRC taken apart: a URL naming a list file (.csv, .jsonl, ...)
+// stands for the list's folder (from), where the list's images are, and the list's name.
+type sourceURL struct {
+	scheme, bucket, prefix string
+	list                   string // the list's base name, or ""
+	from                   string // the location of the folder read
+}
+
+func splitSourceURL(loc string) (sourceURL, error) {
+	c, err := locations.Parse(loc)
+	if err != nil {
+		return sourceURL{}, usagef(err)
+	}
+	var u sourceURL
+	u.scheme, u.bucket, u.prefix = storage.SplitLocation(c)
+	if u.prefix != "" && slices.ContainsFunc(imagedir.ListExtensions, func(e string) bool {
+		return strings.EqualFold(path.Ext(u.prefix), e)
+	}) {
+		u.list = path.Base(u.prefix)
+		u.prefix = strings.TrimSuffix(path.Dir(u.prefix), ".")
+	}
+	u.from = storage.JoinLocation(u.scheme, u.bucket, u.prefix)
+	return u, nil
 }
 
 // progressWriter is where progress and notes go (the command's standard error).

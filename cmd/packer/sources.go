@@ -104,11 +104,21 @@ func (o *buildOptions) sourcePath() string {
 	return o.Source
 }
 
+// plannedPath is the path the source of a plan is read from: the source it records, or the
+// view of it where it is an s3:// source (plannedView).
+func (o *buildOptions) plannedPath() string {
+	if o.srcPath != "" {
+		return o.srcPath
+	}
+	return o.plan.Source
+}
+
 func (o *buildOptions) sourceOptions() source.Options {
 	return source.Options{
 		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
 		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
 		ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: splitList(o.Fields), Images: o.Images, Masks: o.Masks,
+		Files: o.files,
 	}
 }
 
@@ -127,9 +137,9 @@ func openPlanned(o *buildOptions) (source.Source, string, error) {
 	case h.Items && e.Replay == nil:
 		return nil, "", fmt.Errorf("%w: %s lists the inputs of a %s source, which cannot be built from a list", pipeline.ErrPlan, o.Source, h.Kind)
 	case h.Items:
-		src, err = e.Replay(h.Source, o.sourceOptions(), h.Classes)
+		src, err = e.Replay(o.plannedPath(), o.sourceOptions(), h.Classes)
 	default:
-		src, err = e.Open(h.Source, o.sourceOptions())
+		src, err = e.Open(o.plannedPath(), o.sourceOptions())
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("the source of the plan %s: %w", o.Source, err)

@@ -23,6 +23,7 @@ var (
 		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return ReplayFolder(p, classes, options(o))
 		},
+		Streams: true,
 	}
 	ListEntry = source.Entry{
 		Kind:    KindList,
@@ -37,9 +38,10 @@ var (
 		Replay: func(p string, o source.Options, _ []string) (source.Source, error) {
 			return OpenList(p, options(o))
 		},
+		Streams: true,
 	}
 )
 
 func options(o source.Options) Options {
-	return Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes, Fields: o.Fields}
+	return Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes, Fields: o.Fields, Files: o.Files}
 }

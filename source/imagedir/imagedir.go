@@ -58,6 +58,9 @@ type Options struct {
 	// Fields names further keys (JSON Lines) or columns (CSV) of a list to carry as fields
 	// (--fields); see listfields.go. With fields a line may have no label (label -1).
 	Fields []string
+	// Files, when set, serves the bytes of the files below the source's path, which is then a
+	// view of an object store's listing (source.Options.Files).
+	Files source.Files
 }
 
 // DefaultFastGap is the fast-mode gap: 1, Pillow's draft(mode, size) with the target size
@@ -189,10 +192,13 @@ func ReplayFolder(root string, classes []string, opts Options) (*Source, error) 
 	if err := fsentry.CheckClasses(classes); err != nil {
 		return nil, fmt.Errorf("imagedir: %s: %w", root, err)
 	}
-	if st, err := os.Stat(root); err != nil {
-		return nil, fmt.Errorf("imagedir: %w", err)
-	} else if !st.IsDir() {
-		return nil, fmt.Errorf("imagedir: %s is not a folder", root)
+	// With Files, root is an object store's location: the plan's inputs are read at their URLs.
+	if opts.Files == nil {
+		if st, err := os.Stat(root); err != nil {
+			return nil, fmt.Errorf("imagedir: %w", err)
+		} else if !st.IsDir() {
+			return nil, fmt.Errorf("imagedir: %s is not a folder", root)
+		}
 	}
 	return &Source{kind: KindFolder, root: root, classes: append([]string(nil), classes...), opts: opts.normalized(), replay: true}, nil
 }
@@ -441,10 +447,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if s.plan.Windows {
 		region = s.plan.Transform.Region
 	}
-	if err := fsentry.Check(it.Path); err != nil {
-		return &source.InputError{Input: it.Name, Err: err}
-	}
-	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
+	d, err := s.decodeRegion(ctx, it, region, sc)
 	if err != nil {
 		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
@@ -459,6 +462,23 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 		c.Windows = []source.Window{{X: d.At.X, Y: d.At.Y, FullW: d.Full.X, FullH: d.Full.Y}}
 	}
 	return emit(c)
+}
+
+// decodeRegion decodes the item's image: from its file, or from the bytes Options.Files
+// serves (an object of a store, fetched into memory, the size its listing or plan gave).
+func (s *Source) decodeRegion(ctx context.Context, it source.Item, region func(w, h int) image.Rectangle, sc *transforms.DecodeScratch) (transforms.Decoded, error) {
+	if s.opts.Files == nil {
+		if err := fsentry.Check(it.Path); err != nil {
+			return transforms.Decoded{}, err
+		}
+		return transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
+	}
+	r, size, err := s.opts.Files.Open(ctx, it.Path, it.Stamp)
+	if err != nil {
+		return transforms.Decoded{}, err
+	}
+	defer r.Close()
+	return transforms.DecodeReaderRegion(r, size, it.Path, s.opts.Decode, region, sc)
 }
 
 // recordMeta is an image record's per-record metadata, {"path": name}: its source path as

@@ -19,6 +19,7 @@ var Entry = source.Entry{
 	},
 	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient},
-			ImageColumn: o.ImageKey, LabelColumn: o.LabelKey, Classes: o.Classes, Fields: o.Fields})
+			ImageColumn: o.ImageKey, LabelColumn: o.LabelKey, Classes: o.Classes, Fields: o.Fields, Files: o.Files})
 	},
+	Streams: true,
 }

@@ -53,6 +53,10 @@ type Options struct {
 	Classes []string
 	// Fields names further columns to carry as fields (--fields); see fields.go.
 	Fields []string
+	// Files, when set, serves the bytes of the files below the source's path, which is then a
+	// view of an object store's listing (source.Options.Files): each file is read by ranged
+	// reads, never copied.
+	Files source.Files
 }
 
 // Source is a source.Source over Parquet files.
@@ -165,22 +169,33 @@ func noPanic(fn func() error) (err error) {
 	return fn()
 }
 
-// open opens one file of the source.
-func (s *Source) open(name string) (*pq.File, *os.File, error) {
-	f, err := fsentry.Open(filepath.Join(s.root, name))
-	if err != nil {
-		return nil, nil, err
+// open opens one file of the source: from the file system, or by ranged reads through
+// Options.Files.
+func (s *Source) open(name string) (*pq.File, source.ReadAtCloser, error) {
+	var f source.ReadAtCloser
+	var size int64
+	if s.opts.Files != nil {
+		var err error
+		if f, size, err = s.opts.Files.OpenAt(context.Background(), filepath.Join(s.root, name), nil); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		lf, err := fsentry.Open(filepath.Join(s.root, name))
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := lf.Stat()
+		if err != nil {
+			lf.Close()
+			return nil, nil, err
+		}
+		f, size = lf, st.Size()
 	}
-	st, err := f.Stat()
-	if err != nil {
+	if err := checkFooter(f, size); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
-	if err := checkFooter(f, st.Size()); err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	pf, err := pq.OpenFile(f, st.Size(), pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
+	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -540,7 +555,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		return send(source.Item{Name: fmt.Sprintf("%s (from row %d)", fname, row), Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFile, err)}})
 	}
 	var pf *pq.File
-	var f *os.File
+	var f source.ReadAtCloser
 	err := noPanic(func() (err error) { pf, f, err = s.open(name); return err })
 	if err != nil {
 		return unwrapEmit(rest(err))

@@ -17,6 +17,7 @@ var Entry = source.Entry{
 	},
 	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient},
-			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Classes: o.Classes})
+			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Classes: o.Classes, Files: o.Files})
 	},
+	Streams: true,
 }

@@ -56,6 +56,9 @@ type Options struct {
 	ImageKey, LabelKey string
 	// Classes names the labels (--classes): label i is Classes[i].
 	Classes []string
+	// Files, when set, serves the bytes of the files below the source's path, which is then a
+	// view of an object store's listing (source.Options.Files).
+	Files source.Files
 }
 
 // Source is a source.Source over TFRecord files.
@@ -155,7 +158,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		*seq++
 		return emit(it)
 	}
-	f, err := fsentry.Open(filepath.Join(s.root, name))
+	f, err := source.OpenInput(ctx, s.opts.Files, filepath.Join(s.root, name), fsentry.Open)
 	if err != nil {
 		return send(source.Item{Name: fname, Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
 	}

@@ -34,8 +34,9 @@ var Entry = source.Entry{
 	},
 	Open: func(p string, o source.Options) (source.Source, error) {
 		return Open(p, Options{Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Classes: o.Classes,
-			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: o.Fields})
+			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: o.Fields, Files: o.Files})
 	},
+	Streams: true,
 }
 
 // Bounds of confirmLabelled's look into the first shard, as detection's own for archives.

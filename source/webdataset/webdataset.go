@@ -70,6 +70,9 @@ type Options struct {
 	// text and caption become text fields, json a json field, any other extension a bytes
 	// field. With fields, a sample without a .cls member is packed with label -1.
 	Fields []string
+	// Files, when set, serves the bytes of the files below the source's path, which is then a
+	// view of an object store's listing (source.Options.Files).
+	Files source.Files
 }
 
 // Source is a source.Source over WebDataset tar shards.
@@ -280,7 +283,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 }
 
 func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
-	f, err := fsentry.Open(filepath.Join(s.root, filepath.FromSlash(name)))
+	f, err := source.OpenInput(ctx, s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)), fsentry.Open)
 	if err != nil {
 		return s.emitBad(seq, fsentry.Name(name), fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 	}

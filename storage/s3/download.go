@@ -56,7 +56,7 @@ func (b *Backend) Download(ctx context.Context, dir string, opts storage.Downloa
 	if opts.Parallel <= 0 {
 		opts.Parallel = 16
 	}
-	objs, single, err := b.listForDownload(ctx)
+	objs, single, err := b.listForDownload(ctx, nil)
 	if err != nil {
 		return storage.Mirror{}, err
 	}
@@ -172,8 +172,9 @@ func (b *Backend) Download(ctx context.Context, dir string, opts storage.Downloa
 
 // listForDownload lists the objects to copy with their sizes and ETags, by name below the
 // prefix; where nothing lies below it and the prefix is itself an object, that object alone,
-// under its base name (returned as single).
-func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject, string, error) {
+// under its base name (returned as single). Where mod is not nil, it receives each object's
+// time by name.
+func (b *Backend) listForDownload(ctx context.Context, mod map[string]time.Time) (map[string]mirrorObject, string, error) {
 	objs := map[string]mirrorObject{}
 	prefix := b.url.keyPrefix()
 	p := awss3.NewListObjectsV2Paginator(b.client, &awss3.ListObjectsV2Input{
@@ -198,6 +199,9 @@ func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject,
 				return nil, "", fmt.Errorf("%s: an object named %s would clash with the mirror's own record", b.objURL(key), name)
 			}
 			objs[name] = mirrorObject{Key: key, Size: aws.ToInt64(o.Size), ETag: aws.ToString(o.ETag)}
+			if mod != nil {
+				mod[name] = aws.ToTime(o.LastModified)
+			}
 		}
 	}
 	// A name that is both a file and a folder ("a" and "a/b") cannot be copied.
@@ -220,6 +224,9 @@ func (b *Backend) listForDownload(ctx context.Context) (map[string]mirrorObject,
 	}
 	base := path.Base(b.url.Prefix)
 	objs[base] = mirrorObject{Key: b.url.Prefix, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	if mod != nil {
+		mod[base] = aws.ToTime(out.LastModified)
+	}
 	return objs, base, nil
 }
 

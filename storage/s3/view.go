@@ -1,0 +1,217 @@
+package s3
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/packer-dev/packer/storage"
+)
+
+// View lists the objects below the prefix once and makes dir a view of them
+// (storage.Remote.View): each object a sparse file of its size and time holding no data, the
+// ones opts.Whole names fetched whole. The times are the listing's, cut to whole seconds, as
+// the Last-Modified a GET answers gives them: a file of the view has the stamp (size and
+// modification time) of the same object's copy by Download, so that parts read from a view
+// and from a copy record the same content digest. dir "" makes a view of no listing, which
+// opens objects by URL only.
+func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions) (storage.View, error) {
+	v := &view{b: b, files: map[string]storage.ViewObject{}}
+	if dir == "" {
+		return v, nil
+	}
+	mod := map[string]time.Time{}
+	objs, single, err := b.listForDownload(ctx, mod)
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) == 0 {
+		return nil, fmt.Errorf("%s: no objects there (an empty prefix, or a missing bucket or key): %w", b.url, os.ErrNotExist)
+	}
+	v.path = dir
+	if single != "" {
+		v.path = filepath.Join(dir, filepath.FromSlash(single))
+	}
+	for name, o := range objs {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		t := mod[name].Truncate(time.Second)
+		if opts.Whole != nil && opts.Whole(name) {
+			if err := b.fetch(ctx, o, p); err != nil {
+				return nil, err
+			}
+		} else if err := sparseFile(p, o.Size, t); err != nil {
+			return nil, err
+		}
+		v.files[p] = storage.ViewObject{URL: b.objURL(o.Key).String(), Size: o.Size, ModTime: t.UnixNano(), ETag: o.ETag}
+	}
+	return v, nil
+}
+
+// sparseFile creates the file p of size bytes holding no data (a hole), with time t.
+func sparseFile(p string, size int64, t time.Time) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chtimes(p, t, t)
+	}
+	return err
+}
+
+// view is the Backend's storage.View.
+type view struct {
+	b     *Backend
+	path  string
+	files map[string]storage.ViewObject // by the path of the view's file; written only by View
+}
+
+func (v *view) Path() string { return v.path }
+
+func (v *view) Object(path string) (storage.ViewObject, bool) {
+	o, ok := v.files[path]
+	return o, ok
+}
+
+func (v *view) Open(ctx context.Context, path, etag string, size int64) (io.ReadCloser, int64, error) {
+	u, etag, size, err := v.resolve(ctx, path, etag, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &objectReader{ctx: ctx, b: v.b, u: u, etag: etag, size: size}, size, nil
+}
+
+func (v *view) OpenAt(ctx context.Context, path, etag string, size int64) (storage.Reader, error) {
+	u, etag, size, err := v.resolve(ctx, path, etag, size)
+	if err != nil {
+		return nil, err
+	}
+	return &reader{b: v.b, ctx: ctx, key: u.Prefix, size: size, etag: etag}, nil
+}
+
+// resolve is the object that path stands for (a file of the view, or a URL of the view's
+// bucket), with the ETag its reads are pinned to and its size: the listing's, those given, or
+// where none was given the store's (a HEAD request).
+func (v *view) resolve(ctx context.Context, path, etag string, size int64) (URL, string, int64, error) {
+	o, ok := v.files[path]
+	if !ok {
+		u, err := ParseURL(path)
+		if err != nil || u.Bucket != v.b.url.Bucket || u.Prefix == "" {
+			return URL{}, "", 0, fmt.Errorf("%s: not a file of the view of %s", path, v.b.url)
+		}
+		o = storage.ViewObject{URL: u.String(), Size: size, ETag: etag}
+	} else if etag != "" && etag != o.ETag {
+		return URL{}, "", 0, &Error{Op: "GetObject", URL: mustURL(o.URL), Msg: fmt.Sprintf("the object changed since it was planned: its ETag is %s, the plan recorded %s", o.ETag, etag), kind: ErrChanged}
+	}
+	u := mustURL(o.URL)
+	if o.Size < 0 || o.ETag == "" {
+		// Ask the store for what the listing did not say; the reads are then pinned to it.
+		out, err := v.b.head(ctx, u.Prefix)
+		if err != nil {
+			return URL{}, "", 0, err
+		}
+		if o.ETag == "" {
+			o.ETag = aws.ToString(out.ETag)
+		}
+		o.Size = aws.ToInt64(out.ContentLength)
+	}
+	return u, o.ETag, o.Size, nil
+}
+
+// mustURL parses a URL the view made.
+func mustURL(s string) URL {
+	u, _ := ParseURL(s)
+	return u
+}
+
+// objectReader reads one object from its start, in one GET pinned to its ETag (If-Match); a
+// body cut short is asked again from where it stopped, bounded as Download's fetches are.
+type objectReader struct {
+	ctx      context.Context
+	b        *Backend
+	u        URL
+	etag     string
+	size     int64
+	off      int64
+	body     io.ReadCloser
+	attempts int // GETs sent
+}
+
+func (r *objectReader) Read(p []byte) (int, error) {
+	for {
+		if r.off >= r.size {
+			return 0, io.EOF
+		}
+		if r.body == nil {
+			if err := r.get(); err != nil {
+				return 0, err
+			}
+		}
+		n, err := r.body.Read(p)
+		r.off += int64(n)
+		if err == io.EOF && r.off < r.size {
+			err = fmt.Errorf("%w: %d of the object's %d bytes", errShortBody, r.off, r.size)
+		}
+		if err == nil || err == io.EOF && r.off >= r.size {
+			if r.off >= r.size {
+				err = io.EOF
+			}
+			return n, err
+		}
+		r.body.Close()
+		r.body = nil
+		if !transientBody(err) || r.ctx.Err() != nil {
+			return n, r.b.wrap("GetObject", r.u, err)
+		}
+		if r.attempts >= maxAttempts {
+			return n, r.b.wrap("GetObject", r.u, &retry.MaxAttemptsError{Attempt: r.attempts, Err: err})
+		}
+		if n > 0 {
+			return n, nil // the next Read asks again
+		}
+		d, _ := retryBackoff{}.BackoffDelay(r.attempts, err)
+		t := time.NewTimer(d)
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return 0, r.b.wrap("GetObject", r.u, r.ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// get sends the GET of the bytes from r.off on.
+func (r *objectReader) get() error {
+	r.attempts++
+	in := &awss3.GetObjectInput{Bucket: aws.String(r.u.Bucket), Key: aws.String(r.u.Prefix), IfMatch: aws.String(r.etag)}
+	if r.off > 0 {
+		in.Range = aws.String(fmt.Sprintf("bytes=%d-", r.off))
+	}
+	out, err := r.b.client.GetObject(r.ctx, in)
+	if err != nil {
+		return r.b.wrap("GetObject", r.u, err) // a 412: ErrChanged
+	}
+	r.body = out.Body
+	return nil
+}
+
+func (r *objectReader) Close() error {
+	if r.body != nil {
+		return r.body.Close()
+	}
+	return nil
+}
