@@ -641,13 +641,28 @@ class _SegmentDataset(Dataset):
         return raw[lead:lead + n * rs].view(self.dtype).reshape((n,) + self.shape)
 
     def _fill_indices(self, idx, images, spread=False):
-        rs = self.record_size
-        out = memoryview(images.reshape(-1).view(np.uint8))
+        """Read records idx into the slots of images (record idx[t] into images[t]): sorted by
+        file and offset, a record asked for more than once read once (into its first slot,
+        then copied to the others)."""
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
-        n = sidx.size
-        if n == 0:
+        if sidx.size == 0:
             return
+        same = sidx[1:] == sidx[:-1]
+        if not same.any():
+            self._fill_sorted(sidx, order, images, spread)
+            return
+        first = np.concatenate(([True], ~same))  # the sort is stable: a record's lowest slot first
+        src = order[first][np.cumsum(first)[~first] - 1]
+        self._fill_sorted(sidx[first], order[first], images, spread)
+        images[order[~first]] = images[src]
+
+    def _fill_sorted(self, sidx, order, images, spread):
+        """_fill_indices for sorted, distinct record indices sidx: record sidx[t] into slot
+        order[t] of images."""
+        rs = self.record_size
+        out = memoryview(images.reshape(-1).view(np.uint8))
+        n = sidx.size
         if self._store is not None:
             if spread and self._sparse_remote(sidx):
                 self._fill_remote_sparse(sidx, order, out)
