@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from . import _crc32c, _s3
-from ._buffers import _aligned_empty
+from ._buffers import _aligned_empty, _record_empty
 from ._dataset import Dataset
 from ._errors import FormatError
 from ._io import IOV_MAX, open_direct, pread_into, preadv_into
@@ -508,7 +508,10 @@ class _SegmentDataset(Dataset):
         """(sample array, each field's raw bytes or None) of record i, its block checked."""
         s, li = self._locate(i)
         seg = self._segs[s]
-        raw = seg.read_record(li)
+        off, ln = seg.range_span(li, li + 1)
+        raw = _record_empty(ln)  # aligned, so the record's array is too
+        with seg.opened() as fd:
+            pread_into(fd, memoryview(raw), off, seg.path)
         if self.verify_crc:
             seg.check_records(li, li + 1, memoryview(raw))
         seg.check_unchanged()
@@ -690,14 +693,23 @@ class _SegmentDataset(Dataset):
             q = r
             while q < len(starts) and segs_l[q] == s:
                 q += 1
+            f0 = self._firsts[s]
+            off0, _ = seg.range_span(0, 0)
+            ver = getattr(seg, "_verified", None)  # None: a file without checksums (npy)
+            # Blocks all checked already (a later epoch): no check_records call per run.
+            check = self.verify_crc and ver is not None and not ver[
+                (sidx[starts[r]:ends[q - 1]] - f0) // seg.block_records].all()
             with seg.opened() as fd:
+                plain = isinstance(fd, int)
                 for t in range(r, q):
                     k, j = starts[t], ends[t]
-                    li = firsts_l[t] - self._firsts[s]
-                    off, _ = seg.range_span(li, li)
+                    li = firsts_l[t] - f0
+                    off = off0 + li * rs
                     views = [out[p * rs:(p + 1) * rs] for p in order_l[k:j]]
-                    preadv_into(fd, views, off, seg.path)
-                    if self.verify_crc:
+                    # one preadv; the checked loop where it comes back short or the file is an object
+                    if not plain or j - k > IOV_MAX or os.preadv(fd, views, off) != (j - k) * rs:
+                        preadv_into(fd, views, off, seg.path)
+                    if check:
                         seg.check_records(li, li + (j - k), views)
             seg.check_unchanged()
             r = q
