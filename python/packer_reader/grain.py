@@ -27,13 +27,17 @@ __all__ = ["Source"]
 _DEVICE_ALIGN = 64
 
 
+def _aligned(nbytes):
+    raw = np.empty(nbytes + _DEVICE_ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % _DEVICE_ALIGN
+    return raw[off:off + nbytes]
+
+
 def _device_ready(a):
     """a itself when it is C-contiguous and _DEVICE_ALIGN-aligned, else such a copy of it."""
     if a.flags.c_contiguous and a.ctypes.data % _DEVICE_ALIGN == 0:
         return a
-    raw = np.empty(a.nbytes + _DEVICE_ALIGN, dtype=np.uint8)
-    off = (-raw.ctypes.data) % _DEVICE_ALIGN
-    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = _aligned(a.nbytes).view(a.dtype).reshape(a.shape)
     np.copyto(out, a)
     return out
 
@@ -87,23 +91,40 @@ class Source:
         return len(self._open())
 
     def __getitem__(self, index):
-        """Record ``index`` (an integer in ``[0, len)``; negative counts from the end)."""
-        return self._getitems([index])[0]
+        """Record ``index`` (an integer in ``[0, len)``; negative counts from the end), read on
+        its own into aligned memory."""
+        ds = self._open()
+        if ds.schema:
+            return self._ready(ds.record(index))
+        img, label = ds[index]
+        return {"image": _device_ready(img), "label": label}
 
     def _getitems(self, indices):
         """The records ``indices`` (any integers in range, repeats allowed) as a list of dicts, in
         the order asked, read as one batch (:meth:`Dataset.read_many`)."""
         ds = self._open()
         if ds.schema:
-            recs = ds.__getitems__(indices)
-            for r in recs:
-                for k, v in r.items():
-                    if isinstance(v, np.ndarray):
-                        r[k] = _device_ready(v)
-            return recs
+            return [self._ready(r) for r in ds.__getitems__(indices)]
         images, labels = ds.read_many(indices)
         labels = labels.tolist()
-        return [{"image": _device_ready(images[j]), "label": labels[j]} for j in range(len(labels))]
+        if ds.fixed and images.size:
+            rs = ds.record_size
+            if rs % _DEVICE_ALIGN or images.ctypes.data % _DEVICE_ALIGN:
+                # every record's slot on the alignment: one copy of the batch into a wider stride
+                stride = rs + (-rs % _DEVICE_ALIGN)
+                raw = _aligned(len(labels) * stride).reshape(len(labels), stride)
+                raw[:, :rs] = images.reshape(len(labels), -1).view(np.uint8)
+                images = [raw[j, :rs].view(ds.dtype).reshape(ds.shape) for j in range(len(labels))]
+        else:
+            images = [_device_ready(a) for a in images]
+        return [{"image": images[j], "label": labels[j]} for j in range(len(labels))]
+
+    @staticmethod
+    def _ready(rec):
+        for k, v in rec.items():
+            if isinstance(v, np.ndarray):
+                rec[k] = _device_ready(v)
+        return rec
 
     __getitems__ = _getitems
 
