@@ -18,6 +18,9 @@ the dataset opened fresh (so the first-touch CRC checks are in every pass):
                    a record at a time (Grain 0.2.18 leaves its batch read pushdown off)
   grain getitems   grain.MapDataset.source(Source).shuffle(seed), each batch one _getitems call
                    (Grain's batched read: Source._getitems, i.e. read_many), stacked as Batch does
+  source items     the source alone, no Grain code: source[i] for each record of a seeded
+                   permutation, stacked into batches of B, one thread
+  source getitems  the source alone: source._getitems(batch) over the same batches, stacked
 
 Prints GB/s of record bytes (best of the passes, median beside) and ratios to packer's shuffled
 iterator and to its sequential one. Warm only: a cold comparison of the reads themselves is
@@ -51,6 +54,17 @@ if kind.startswith("grain"):
         it = grain.DataLoader(data_source=src, sampler=sampler, worker_count=0,
                               operations=[grain.transforms.Batch(B, drop_remainder=False)],
                               read_options=grain.ReadOptions(num_threads=threads, prefetch_buffer_size=2 * B))
+    elif kind.startswith("grain_source"):
+        perm = np.random.default_rng(seed).permutation(n).tolist()
+
+        def batches():
+            for a in range(0, n, B):
+                if kind == "grain_source_items":
+                    recs = [src[i] for i in perm[a:a + B]]
+                else:
+                    recs = src._getitems(perm[a:a + B])
+                yield {"image": np.stack([r["image"] for r in recs]), "label": np.asarray([r["label"] for r in recs])}
+        it = batches()
     elif kind == "grain_map":
         it = grain.MapDataset.source(src).shuffle(seed=seed).batch(B)
     else:
@@ -118,7 +132,8 @@ def main():
           "beside, ratios of the bests to packer's shuffled iterator and its sequential one; GB per CPU-second of the "
           "pass's process, all its threads, best, and its ratio to packer's shuffled iterator's)"
           % ("records", "pass", "GB/s", "median", "vs packer", "vs seq", "GB/CPU-s", "vs packer"))
-    kinds = ["packer_seq", "packer_shuffled", "packer_read_many", "grain_loader", "grain_map", "grain_getitems"]
+    kinds = ["packer_seq", "packer_shuffled", "packer_read_many", "grain_loader", "grain_map", "grain_getitems",
+             "grain_source_items", "grain_source_getitems"]
     for name, split, extra in (("32x32x3", "train", []), ("224x224x3", "test", ["--size", "224x224"])):
         d = os.path.join(a.dir, name + "-shards")
         brm.build(src, d, split, "shards", extra)
@@ -132,7 +147,7 @@ def main():
         for k in kinds:
             best = max(wall[k])
             print("%-10s %-16s %8.3f %8.3f %10.2f %8.2f %9.3f %10.2f   passes %s" % (
-                name, k.replace("_", " "), best, statistics.median(wall[k]), best / max(wall["packer_shuffled"]),
+                name, k.replace("grain_source", "source").replace("_", " "), best, statistics.median(wall[k]), best / max(wall["packer_shuffled"]),
                 best / max(wall["packer_seq"]), cpu[k], cpu[k] / cpu["packer_shuffled"],
                 " ".join("%.3f" % x for x in wall[k])))
         sys.stdout.flush()
