@@ -1,7 +1,9 @@
 """Run by test_grain.py in the Grain venv (scripts/grain-venv.sh): one process of a 2-process run
 of Grain's own IndexSampler and DataLoader over packer_reader.grain.Source, writing what it saw
 as JSON for the test to check. Every record's value is checked here against packer's own
-iterator, and every array the source hands out against jax.device_put taking it without a copy.
+iterator, every array the source hands out against jax.device_put taking it without a copy, and a
+DataLoader checkpoint (get_state, set_state on a new loader over a new source) against resuming at
+the same record.
 
     python grain_worker.py DATASET OUT.json PROCESS_INDEX PROCESS_COUNT MODE
 
@@ -75,6 +77,17 @@ def main():
         pos, label = ref[np.asarray(rec["image"]).tobytes()]
         assert rec["label"] == label, (pos, rec["label"], label)
         seen.append(pos)
+
+    # A DataLoader checkpoint (Grain checks repr(source) on restore) resumes at the same record.
+    loader = grain.DataLoader(data_source=source, sampler=sampler, worker_count=0)
+    it = iter(loader)
+    for _ in range(10):
+        next(it)
+    state = it.get_state()
+    want = [ref[np.asarray(next(it)["image"]).tobytes()][0] for _ in range(10)]
+    it2 = iter(grain.DataLoader(data_source=Source(path), sampler=sampler, worker_count=0))
+    it2.set_state(state)
+    assert [ref[np.asarray(next(it2)["image"]).tobytes()][0] for _ in range(10)] == want
 
     # Batches through Grain's Batch and onto the JAX CPU device.
     loader = grain.DataLoader(data_source=source, sampler=grain.samplers.IndexSampler(
