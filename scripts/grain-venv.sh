@@ -3,8 +3,9 @@
 # benchmark, and prints its Python. The packages are pinned in python/tests/grain-requirements.txt
 # and installed from PyPI with --no-deps (the file lists every one), wheels only, into a venv of
 # their own (not over Debian's NumPy: JAX needs a newer one), kept in the cache folder under a
-# name that changes with the file. A fresh install takes about 15 s and 600 MB (jaxlib is most of
-# both); later calls only check that the venv imports them.
+# name that changes with the file. A fresh install took 13 s in one run here and 69 s in another
+# (the download's speed) and takes 650 MB, jaxlib most of it; later calls only check that the
+# venv imports them (about 4 s).
 #
 #   PY=$(bash scripts/grain-venv.sh)
 set -euo pipefail
