@@ -130,6 +130,10 @@ timeout 600 bash scripts/test-k8s.sh
 
 echo "== python reader (pytest)"
 bash scripts/build-crc.sh  # the reader's hardware CRC-32C; the tests fail without it
+# Grain and JAX (CPU), pinned, in a venv of their own for tests/test_grain.py (about a minute to
+# install the first time, about 45 s of tests)
+PACKER_GRAIN_PYTHON=$(bash scripts/grain-venv.sh)
+export PACKER_GRAIN_PYTHON PACKER_REQUIRE_GRAIN=1
 (cd python && PACKER_REQUIRE_CRC_HW=1 $PY -m pytest -q tests)
 
 echo "== wheel: a clean venv, pip install, packer --version, a build, read back (scripts/test-wheel.sh)"

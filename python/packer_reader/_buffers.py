@@ -40,6 +40,17 @@ def _aligned_empty(nbytes, alloc=None):
     return raw[off:off + nbytes]
 
 
+RECORD_ALIGN = 64  # alignment of a record read on its own: jax.device_put on the CPU aliases such memory
+
+
+def _record_empty(nbytes):
+    """A writable uint8 array of nbytes whose data is RECORD_ALIGN-aligned (a record read on its
+    own: a bytearray is only 16-byte aligned, and jax.device_put on the CPU copies that)."""
+    raw = np.empty(nbytes + RECORD_ALIGN, dtype=np.uint8)
+    off = (-raw.ctypes.data) % RECORD_ALIGN
+    return raw[off:off + nbytes]
+
+
 class _Buf:
     """One reusable batch buffer: raw bytes (aligned, with slack for O_DIRECT) and labels."""
 

@@ -95,17 +95,50 @@ class Dataset:
 
     def __getitem__(self, i):
         """``ds[i] -> (image, label)``; ``ds[a:b]`` or ``ds[[i, j, ...]]`` -> ``(images [n, ...],
-        labels [n])`` in fresh arrays (a slice with step 1 is one contiguous read). With fields:
-        ``ds[i]`` is :meth:`record`'s dict, ``ds[a:b]`` a batch dict as ``batches`` yields."""
+        labels [n])`` in fresh arrays, as :meth:`read_many` reads them (a slice with step 1 is one
+        contiguous read). With fields: ``ds[i]`` is :meth:`record`'s dict, ``ds[a:b]`` a batch dict
+        as ``batches`` yields."""
         many = isinstance(i, slice) or (not isinstance(i, (int, np.integer, str, bytes)) and np.ndim(i) == 1)
         if self.schema:
             if many:
                 return self._field_batch(self._indices(i), False)
             return self.record(i)
         if many:
-            return self._read_many(i)
+            return self._read_batch(*self._index_array(i))
         i = self._index(i)
         return self._read_one(i), int(self.labels[i])
+
+    # -- batched random access -------------------------------------------------------------
+    def read_many(self, indices):
+        """The records ``indices`` (a sequence or 1-D array of integers, negative ones counting
+        from the end, repeats allowed; or a slice or boolean mask) read as one batch, in the
+        caller's order: ``(images, labels)``, images one fresh C-contiguous ``[n, *shape]`` array
+        (its memory 4096-byte aligned) and labels int64 ``[n]``; a list of arrays instead of
+        images for variable-size records; a batch dict as ``batches`` yields for a dataset with
+        fields.
+
+        The reads are sorted by file and offset, each run of neighbouring records is one read
+        (``preadv`` straight into the batch slots, which releases the GIL), a record asked for
+        more than once is read once, and the bytes are checked as the batch iterators check
+        them: the CRC-32C of every checksum block the batch touches, the first time a read
+        touches it (``verify_crc``), a damaged block raising :class:`CorruptionError` naming the
+        file and the records. Safe to call from several threads at once."""
+        idx, contiguous = self._index_array(indices)
+        if self.schema:
+            return self._field_batch(idx, False)
+        return self._read_batch(idx, contiguous)
+
+    def __getitems__(self, indices):
+        """The records ``indices`` as a list of what ``ds[i]`` gives for each one (the batched
+        read PyTorch's DataLoader and Grain's sources call with a batch of indices), read with
+        :meth:`read_many`: the records' arrays are views of one batch buffer."""
+        batch = self.read_many(indices)
+        if self.schema:
+            keys = list(batch)
+            return [dict({k: batch[k][j] for k in keys}, label=int(batch["label"][j]))
+                    for j in range(len(batch["label"]))]
+        images, labels = batch
+        return [(images[j], int(labels[j])) for j in range(len(labels))]
 
     # -- fields ----------------------------------------------------------------------------
     @property
@@ -143,17 +176,29 @@ class Dataset:
 
     def _field_batch(self, idx, pad):
         idx = [int(j) for j in idx]
-        run = None
-        if idx and idx == list(range(idx[0], idx[0] + len(idx))):
-            run = self._read_run(idx[0], len(idx))  # consecutive records: one read a shard
-        if run is None:
-            recs = [self.record(j) for j in idx]
-        else:
-            recs = []
-            for j, (img, raws, where) in zip(idx, run):
-                d = {"image": img, "label": int(self.labels[j])}
-                d.update(self.schema.decode(raws, img.shape, where, j))
-                recs.append(d)
+        # Each record once, in runs of consecutive records (one read a shard where the format
+        # reads runs: see _read_run), then decoded in the caller's order.
+        got = {}
+        uniq = sorted(set(idx))
+        k = 0
+        while k < len(uniq):
+            m = k + 1
+            while m < len(uniq) and uniq[m] == uniq[m - 1] + 1:
+                m += 1
+            run = self._read_run(uniq[k], m - k)
+            if run is None:  # this format reads record by record
+                break
+            got.update(zip(uniq[k:m], run))
+            k = m
+        recs = []
+        for j in idx:
+            if j not in got:
+                recs.append(self.record(j))
+                continue
+            img, raws, where = got[j]
+            d = {"image": img, "label": int(self.labels[j])}
+            d.update(self.schema.decode(raws, img.shape, where, j))
+            recs.append(d)
         return self.schema.collate([r["image"] for r in recs], self.labels[np.asarray(idx, dtype=np.int64)],
                                    recs, self.fixed, pad, self.dtype)
 
@@ -179,42 +224,36 @@ class Dataset:
 
     def _indices(self, key):
         """The record indices a slice, integer array or boolean mask selects (int64 array)."""
-        if isinstance(key, slice):
-            return np.arange(*key.indices(self.count), dtype=np.int64)
-        idx = np.asarray(key)
-        if idx.dtype == np.bool_:
-            if idx.shape != (self.count,):
-                raise IndexError("boolean mask of %d entries for %d records" % (idx.size, self.count))
-            return np.flatnonzero(idx)
-        if idx.size == 0:
-            return np.zeros(0, np.int64)
-        if idx.dtype.kind not in "iu":
-            raise TypeError("record indices of type %s are not integers" % idx.dtype)
-        return np.asarray([self._index(int(j)) for j in idx], dtype=np.int64)
+        return self._index_array(key)[0]
 
-    def _read_many(self, key):
+    def _index_array(self, key):
+        """(int64 array of the record indices a slice, integer sequence or boolean mask selects,
+        negative ones made positive; whether they are a slice of step 1, read as one range)."""
         if isinstance(key, slice):
             a, b, step = key.indices(self.count)
-            idx = np.arange(a, b, step, dtype=np.int64)
-            contiguous = step == 1
-        else:
-            idx = np.asarray(key)
-            if idx.dtype == np.bool_:
-                # A boolean array is a mask over the records, as NumPy reads it.
-                if idx.shape != (self.count,):
-                    raise IndexError("boolean mask of %d entries for %d records" % (idx.size, self.count))
-                idx = np.flatnonzero(idx)
-            elif idx.size == 0:
-                idx = np.zeros(0, np.int64)
-            elif idx.dtype.kind not in "iu":
-                raise TypeError("record indices of type %s are not integers" % idx.dtype)
-            elif idx.dtype.kind == "u" and idx.max() >= self.count:
-                raise IndexError("record index %d out of range [0, %d)" % (idx.max(), self.count))
-            idx = idx.astype(np.int64)
-            idx = np.where(idx < 0, idx + self.count, idx)
-            if idx.size and (idx.min() < 0 or idx.max() >= self.count):
-                raise IndexError("record index out of range [0, %d)" % self.count)
-            contiguous = False
+            return np.arange(a, b, step, dtype=np.int64), step == 1
+        idx = np.asarray(key)
+        if idx.ndim != 1:
+            raise TypeError("record indices must be one-dimensional, got shape %s" % (idx.shape,))
+        if idx.dtype == np.bool_:
+            # A boolean array is a mask over the records, as NumPy reads it.
+            if idx.shape != (self.count,):
+                raise IndexError("boolean mask of %d entries for %d records" % (idx.size, self.count))
+            return np.flatnonzero(idx), False
+        if idx.size == 0:
+            return np.zeros(0, np.int64), False
+        if idx.dtype.kind not in "iu":
+            raise TypeError("record indices of type %s are not integers" % idx.dtype)
+        if idx.dtype.kind == "u" and idx.max() >= self.count:
+            raise IndexError("record index %d out of range [0, %d)" % (idx.max(), self.count))
+        given = idx.astype(np.int64)
+        idx = np.where(given < 0, given + self.count, given)
+        if idx.min() < 0 or idx.max() >= self.count:
+            bad = given[(idx < 0) | (idx >= self.count)][0]
+            raise IndexError("record index %d out of range [0, %d)" % (bad, self.count))
+        return idx, False
+
+    def _read_batch(self, idx, contiguous):
         labels = self.labels[idx]
         if not self.fixed:
             return [self._read_one(int(j)) for j in idx], labels

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from . import _crc32c, _s3
-from ._buffers import _aligned_empty
+from ._buffers import _aligned_empty, _record_empty
 from ._dataset import Dataset
 from ._errors import FormatError
 from ._io import IOV_MAX, open_direct, pread_into, preadv_into
@@ -508,7 +508,10 @@ class _SegmentDataset(Dataset):
         """(sample array, each field's raw bytes or None) of record i, its block checked."""
         s, li = self._locate(i)
         seg = self._segs[s]
-        raw = seg.read_record(li)
+        off, ln = seg.range_span(li, li + 1)
+        raw = _record_empty(ln)  # aligned, so the record's array is too
+        with seg.opened() as fd:
+            pread_into(fd, memoryview(raw), off, seg.path)
         if self.verify_crc:
             seg.check_records(li, li + 1, memoryview(raw))
         seg.check_unchanged()
@@ -641,13 +644,28 @@ class _SegmentDataset(Dataset):
         return raw[lead:lead + n * rs].view(self.dtype).reshape((n,) + self.shape)
 
     def _fill_indices(self, idx, images, spread=False):
-        rs = self.record_size
-        out = memoryview(images.reshape(-1).view(np.uint8))
+        """Read records idx into the slots of images (record idx[t] into images[t]): sorted by
+        file and offset, a record asked for more than once read once (into its first slot,
+        then copied to the others)."""
         order = np.argsort(idx, kind="stable")
         sidx = idx[order]
-        n = sidx.size
-        if n == 0:
+        if sidx.size == 0:
             return
+        same = sidx[1:] == sidx[:-1]
+        if not same.any():
+            self._fill_sorted(sidx, order, images, spread)
+            return
+        first = np.concatenate(([True], ~same))  # the sort is stable: a record's lowest slot first
+        src = order[first][np.cumsum(first)[~first] - 1]
+        self._fill_sorted(sidx[first], order[first], images, spread)
+        images[order[~first]] = images[src]
+
+    def _fill_sorted(self, sidx, order, images, spread):
+        """_fill_indices for sorted, distinct record indices sidx: record sidx[t] into slot
+        order[t] of images."""
+        rs = self.record_size
+        out = memoryview(images.reshape(-1).view(np.uint8))
+        n = sidx.size
         if self._store is not None:
             if spread and self._sparse_remote(sidx):
                 self._fill_remote_sparse(sidx, order, out)
@@ -675,14 +693,23 @@ class _SegmentDataset(Dataset):
             q = r
             while q < len(starts) and segs_l[q] == s:
                 q += 1
+            f0 = self._firsts[s]
+            off0, _ = seg.range_span(0, 0)
+            ver = getattr(seg, "_verified", None)  # None: a file without checksums (npy)
+            # Blocks all checked already (a later epoch): no check_records call per run.
+            check = self.verify_crc and ver is not None and not ver[
+                (sidx[starts[r]:ends[q - 1]] - f0) // seg.block_records].all()
             with seg.opened() as fd:
+                plain = isinstance(fd, int)
                 for t in range(r, q):
                     k, j = starts[t], ends[t]
-                    li = firsts_l[t] - self._firsts[s]
-                    off, _ = seg.range_span(li, li)
+                    li = firsts_l[t] - f0
+                    off = off0 + li * rs
                     views = [out[p * rs:(p + 1) * rs] for p in order_l[k:j]]
-                    preadv_into(fd, views, off, seg.path)
-                    if self.verify_crc:
+                    # one preadv; the checked loop where it comes back short or the file is an object
+                    if not plain or j - k > IOV_MAX or os.preadv(fd, views, off) != (j - k) * rs:
+                        preadv_into(fd, views, off, seg.path)
+                    if check:
                         seg.check_records(li, li + (j - k), views)
             seg.check_unchanged()
             r = q
