@@ -425,6 +425,7 @@ func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 
 		ChecksumBlock: b.opts.ChecksumBlock,
 		Fields:        b.fields,
+		Store:         b.opts.Store,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -91,6 +93,8 @@ type buildOptions struct {
 	plan      *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
 
 	checkBlock int64 // --checksum-block in bytes; 0: the format's default
+
+	store output.FileStore // an object-store OUT's uploads as the shards are finished (runStreamBuild)
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -203,7 +207,7 @@ tfrecord and parquet sources read each input's bytes from a stream as they list 
 }
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
+	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (shards uploaded as they are finished, the manifest last; see docs/storage.md) (required)")
 	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: the local folder its objects are copied to and kept in, so that later builds fetch only what changed (default: a temporary folder under $TMPDIR, removed after the build)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet|coco|pairs (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
@@ -523,8 +527,11 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	} else if o.SourceCache != "" {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	}
+	if remote(o.Out) && (o.part != nil || o.Format == shard.FormatShards) {
+		return runStreamBuild(ctx, o)
+	}
 	if o.Resume && remote(o.Out) {
-		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
+		return usagef(fmt.Errorf("--resume to an object store is for --format %s (its shards are uploaded as they are finished, and the checkpoint kept with their record); a --format %s build is uploaded once complete: build again without --resume", shard.FormatShards, o.Format))
 	}
 	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.part, o.IO.Err)
 	if err != nil {
@@ -532,6 +539,28 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	}
 	defer done()
 	return runBuildTo(ctx, o, dir, publish)
+}
+
+// runStreamBuild builds to an object-store OUT uploading each shard as it is finished
+// (openStreamTarget). A resumed build whose checkpoint names an object that is missing or damaged
+// in the store (s3.ErrStoredDamaged) starts over, saying so: the shards are built again, and
+// those the store holds intact are not uploaded again.
+func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
+	t, err := openStreamTarget(ctx, o.Out, o.Force, o.Resume, o.part, o.IO.Err)
+	if err != nil {
+		return err
+	}
+	defer func() { t.done(err) }()
+	o.store = t.store
+	err = runBuildTo(ctx, o, t.dir, t.publish)
+	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
+		fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
+		if rerr := os.Remove(filepath.Join(t.dir+pipeline.StagingSuffix, pipeline.JournalName)); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		err = runBuildTo(ctx, o, t.dir, t.publish)
+	}
+	return err
 }
 
 // runBuildTo builds into the local folder out; where publish is set (an object-store OUT) it
@@ -596,6 +625,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		Resume:          o.Resume,
 		CheckpointEvery: o.CheckpointEvery,
 		Shuffle:         o.shuffle(),
+		Store:           o.store,
 		Workers:         o.Workers,
 		OnError:         o.OnError,
 		MaxErrors:       o.MaxErrors,
