@@ -170,7 +170,11 @@ func openStreamTarget(ctx context.Context, out string, force, resume bool, part 
 	if err != nil {
 		return nil, err
 	}
-	return &streamTarget{dir: stage.Dir(), store: stage, publish: publishStage(ctx, out, old, stage, &bar), stage: stage}, nil
+	var store output.FileStore = stage
+	if s3ShardStoredHook != nil {
+		store = hookedStore{stage}
+	}
+	return &streamTarget{dir: stage.Dir(), store: store, publish: publishStage(ctx, out, old, stage, &bar), stage: stage}, nil
 }
 
 // done ends the build of the target with its error: on success, or on a failure that keeps no
@@ -221,6 +225,21 @@ func removeStaleStaging(errw io.Writer) {
 // s3PartSentHook is called after each part of a multipart upload is sent; the crash-test
 // binary sets it (s3_crashtest.go).
 var s3PartSentHook func(ctx context.Context, key string, part int32)
+
+// s3ShardStoredHook is called after each shard a build to object storage has uploaded (its
+// name); the crash-test binary sets it (s3_crashtest.go).
+var s3ShardStoredHook func(name string)
+
+// hookedStore calls s3ShardStoredHook after each Put.
+type hookedStore struct{ output.FileStore }
+
+func (h hookedStore) Put(dir string, fe shard.FileEntry) error {
+	err := h.FileStore.Put(dir, fe)
+	if err == nil {
+		s3ShardStoredHook(fe.Path)
+	}
+	return err
+}
 
 // remotePart is the part recorded by the manifest at the object-store location b (out), or nil
 // when there is no manifest there or it records no part.
