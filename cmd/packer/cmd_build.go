@@ -551,6 +551,11 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 		return err
 	}
 	defer func() { t.done(err) }()
+	// A dataset the build committed locally is there only when a build was killed while it
+	// published it: built again (its shards in the bucket are not uploaded again).
+	if err := os.RemoveAll(t.dir); err != nil {
+		return err
+	}
 	o.store = t.store
 	err = runBuildTo(ctx, o, t.dir, t.publish)
 	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
