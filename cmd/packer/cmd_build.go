@@ -94,7 +94,8 @@ type buildOptions struct {
 
 	checkBlock int64 // --checksum-block in bytes; 0: the format's default
 
-	store output.FileStore // an object-store OUT's uploads as the shards are finished (runStreamBuild)
+	store      output.FileStore     // an object-store OUT's uploads as the shards are finished (runStreamBuild)
+	uploadBusy func() time.Duration // the time those uploads ran, for the summary's upload time
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -556,7 +557,7 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	if err := os.RemoveAll(t.dir); err != nil {
 		return err
 	}
-	o.store = t.store
+	o.store, o.uploadBusy = t.store, t.stage.Busy
 	err = runBuildTo(ctx, o, t.dir, t.publish)
 	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
 		fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
@@ -664,6 +665,9 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 			return fmt.Errorf("build %s: %w", o.Source, err)
 		}
 		uploadSecs = time.Since(start).Seconds()
+		if o.uploadBusy != nil {
+			uploadSecs += o.uploadBusy().Seconds()
+		}
 		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
@@ -730,7 +734,9 @@ type buildSummary struct {
 	// Resumed is set when the build went on from an interrupted build's checkpoint.
 	Resumed *pipeline.ResumeInfo `json:"resumed,omitempty"`
 	// UploadSeconds is the time publishing to object storage took (uploads, their checks
-	// and the manifest), after the build's own Seconds; 0 for a local OUT.
+	// and the manifest), after the build's own Seconds; 0 for a local OUT. Where the shards
+	// are uploaded as they are finished, it is the time during which an upload ran (within
+	// Seconds, overlapping the build) plus the manifest's publish.
 	UploadSeconds float64 `json:"upload_seconds,omitempty"`
 }
 

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/shard"
@@ -37,6 +38,10 @@ type StreamStage struct {
 
 	mu sync.Mutex
 	st streamState
+
+	busy      int           // Puts running (under mu)
+	busySince time.Time     // when busy last went from 0 to 1
+	busyTotal time.Duration // the time with a Put running, before busySince
 }
 
 // StreamStateName is the file in the stage's local folder that records the uploads.
@@ -169,6 +174,18 @@ func (s *StreamStage) Backend() storage.Backend { return storage.NewLocal(s.Dir(
 // (an interrupted build's) is taken as it is when it is the file (its size and ETag as recorded,
 // or without a record its bytes' SHA-256), and otherwise deleted and uploaded again.
 func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
+	s.mu.Lock()
+	if s.busy++; s.busy == 1 {
+		s.busySince = time.Now()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.busy--; s.busy == 0 {
+			s.busyTotal += time.Since(s.busySince)
+		}
+		s.mu.Unlock()
+	}()
 	name := s.st.Gen + fe.Path
 	ok, err := s.stored(name, fe)
 	if err != nil {
@@ -196,6 +213,17 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		}
 	}
 	return os.Remove(filepath.Join(dir, filepath.FromSlash(fe.Path)))
+}
+
+// Busy is the time during which at least one Put was running: the uploads' share of the
+// build's time (they overlap the writing of the next shards).
+func (s *StreamStage) Busy() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy > 0 {
+		return s.busyTotal + time.Since(s.busySince)
+	}
+	return s.busyTotal
 }
 
 // record adds an upload to the record and saves it.
