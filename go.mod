@@ -11,6 +11,7 @@ require (
 	github.com/aws/smithy-go v1.28.8
 	github.com/ebitengine/purego v0.11.3
 	github.com/klauspost/compress v1.20.3
+	github.com/packer-dev/packer/shard v0.2.0
 	github.com/parquet-go/parquet-go v0.25.1
 	github.com/pierrec/lz4/v4 v4.1.21
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -42,3 +43,7 @@ require (
 	github.com/mitchellh/colorstring v0.0.0-20190213212951-d06e56a500db // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 )
+
+// The embeddable reader is its own module (shard/go.mod), so that a program importing it needs
+// only the Go version that module states, not this one's; here it is the folder itself.
+replace github.com/packer-dev/packer/shard => ./shard

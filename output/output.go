@@ -32,6 +32,9 @@ type Record struct {
 	// Fields are the record's values of Config.Fields, in that order, after the transform
 	// (masks resized and cropped, boxes mapped): raw little-endian bytes, one slice per field.
 	Fields [][]byte
+	// Input is the position, in the source order, of the input the record comes from (a part's
+	// inputs included: the whole source's order). Only an output with Config.CutInputs uses it.
+	Input int64
 }
 
 // An Output writes records to one output format. Write is called from one goroutine, in record
@@ -62,6 +65,12 @@ type Config struct {
 	// image-only dataset, which is written exactly as before. An output that cannot hold a
 	// field refuses the build in Entry.CheckFields, before anything is decoded.
 	Fields []shard.Field
+	// CutInputs, when > 0, makes the shards output start a new shard at every CutInputs-th
+	// input of the source order (Record.Input), besides the byte budget, and write version-4
+	// shards that name their chunk and piece instead of their position (FORMAT.md "Dataset"):
+	// the shards of a part that starts at a multiple of CutInputs are the whole build's. Other
+	// formats refuse it (the command).
+	CutInputs int64
 	// Store, when set, takes the output's files as they are finished, for a dataset that is
 	// not kept in Dir (an object-store OUT: each shard is uploaded while the next one is
 	// written, and its local copy removed). nil: the files stay in Dir. Only an output that

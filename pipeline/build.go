@@ -54,6 +54,11 @@ type Options struct {
 	// ChecksumBlock is the checksum block byte target of shards (output.Config.ChecksumBlock,
 	// shard.WriterOptions.BlockTarget); 0 = the format's default.
 	ChecksumBlock int64
+	// CutInputs, when > 0, ends a shard at every CutInputs-th input of the source order too
+	// (output.Config.CutInputs; the shards format only), and splits a Part at a multiple of
+	// it, so that a part's shards are the whole build's and Merge moves them into place
+	// instead of writing them anew. 0: shards end at the byte budget only.
+	CutInputs int64
 
 	// Resizer, when set, transforms frames in batches (on a GPU) instead of each worker's
 	// transforms.Worker; it must produce the same bytes (the gpu package guarantees it).
@@ -202,6 +207,9 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, ErrFieldsClips
 	}
 	fields := datasetFields(info0, tspec)
+	if opts.CutInputs < 0 || opts.CutInputs > 0 && opts.Output.Name != shard.FormatShards {
+		return nil, fmt.Errorf("--cut-inputs %d: %w", opts.CutInputs, ErrCutInputs)
+	}
 	if p := opts.Part; p != nil {
 		if p.Count < 1 || p.Index < 0 || p.Index >= p.Count {
 			return nil, fmt.Errorf("part %d/%d: want 0 <= I < N", p.Index, p.Count)
@@ -228,7 +236,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 					return nil, err
 				}
 			}
-			b.part = newPartRange(*opts.Part, total)
+			b.part = newPartRange(*opts.Part, total, opts.CutInputs)
 			if old := recordedPart(paths.out); old != nil {
 				// --force over the same part (intoOut checked its index and count).
 				if err := b.part.replacing(paths.out, old); err != nil {

@@ -108,7 +108,8 @@
 //   - part.go and merge.go: builds in parts (Options.Part: a contiguous slice of the one
 //     enumeration, the listing digest) and Merge, which joins the parts into the bytes one
 //     build writes; partid.go: what may replace a part at OUT or its checkpoint (only the
-//     same part: ErrPartIdentity).
+//     same part: ErrPartIdentity); mergelink.go: the merge of parts cut at fixed input
+//     positions (Options.CutInputs), which links their shards into place.
 //   - resume.go: checkpoints (a journal in the staging folder, taken when the output says its
 //     records are durable: output.Checkpointer) and Options.Resume, which goes on from one.
 package pipeline

@@ -38,6 +38,15 @@ type MergeOptions struct {
 	// the merge copies the records from those bytes. It returns the faults found, one line
 	// each, and an error only when the check itself failed (cancellation). Required.
 	CheckPart func(ctx context.Context, dir string, tee func(fe shard.FileEntry) io.Writer) (faults []string, err error)
+	// ShardName is the file name of shard k of the merged dataset (output/shards.ShardName):
+	// parts built with --cut-inputs are merged by linking their shards into place under it
+	// (mergelink.go). Required for such parts.
+	ShardName func(k int) string
+	// VerifyParts, with parts built with --cut-inputs, checks each part with CheckPart (every
+	// byte read, as packer verify does) before its shards are linked; without it they are
+	// checked as a reader opening them does (checkLinkPart), which reads no record. Parts
+	// without the rule are always read whole: the merge copies their records.
+	VerifyParts bool
 }
 
 // ErrParts is wrapped by every error about a set of parts that does not make one dataset.
@@ -150,6 +159,8 @@ func sameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error
 			ErrParts, da, pa.Content, sourceOrNone(a.Part.Source), db, pb.Content, sourceOrNone(b.Part.Source))
 	case pa.Count != pb.Count:
 		return diff("their part count")
+	case pa.CutInputs != pb.CutInputs:
+		return fmt.Errorf("%w: %s was cut with --cut-inputs %d and %s with %d: build every part with one --cut-inputs", ErrParts, da, pa.CutInputs, db, pb.CutInputs)
 	case pa != pb:
 		return diff("their merge options (--format, --shard-size, --checksum-block, --max-errors)")
 	case !reflect.DeepEqual(a.Source, b.Source):
@@ -210,10 +221,10 @@ func LockParts(dirs []string) (release func(), err error) {
 // damaged part fails the merge with a *PartError, and nothing is published.
 func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, error) {
 	start := time.Now()
-	if opts.Output.New == nil || opts.CheckPart == nil {
-		panic("pipeline: Merge needs an Output entry and CheckPart")
-	}
 	info := parts.Info()
+	if opts.Output.New == nil || opts.CheckPart == nil || info.CutInputs > 0 && opts.ShardName == nil {
+		panic("pipeline: Merge needs an Output entry and CheckPart, and ShardName for parts built with CutInputs")
+	}
 	if opts.Output.Name != info.Format {
 		return nil, fmt.Errorf("%w: the parts were built for --format %s, not %s", ErrParts, info.Format, opts.Output.Name)
 	}
@@ -244,6 +255,20 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 		formats = []string{opts.Output.Name, shard.FormatShards}
 	}
 	sum, err := intoOut(opts.Out, replacing{force: opts.Force, formats: formats}, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
+		if info.CutInputs > 0 {
+			if opts.VerifyParts {
+				for _, d := range parts.Dirs {
+					faults, err := opts.CheckPart(ctx, d, func(shard.FileEntry) io.Writer { return nil })
+					if err != nil {
+						return nil, fmt.Errorf("verify part %s: %w", d, err)
+					}
+					if len(faults) > 0 {
+						return nil, &PartError{Dir: d, Faults: faults}
+					}
+				}
+			}
+			return linkInto(parts, paths.staging, opts)
+		}
 		return mergeInto(ctx, parts, paths.staging, opts)
 	})
 	if err != nil {

@@ -47,6 +47,7 @@ type partRange struct {
 	p       Part
 	total   int64
 	lo, hi  int64
+	cut     int64 // Options.CutInputs
 	list    listingHash
 	content contentHash
 	changed error // the first of the part's inputs not as its plan recorded it (done reports it)
@@ -56,10 +57,22 @@ type partRange struct {
 	oldAt string
 }
 
-func newPartRange(p Part, total int64) *partRange {
+// ErrCutInputs is returned for a --cut-inputs that is negative, or given with an output format
+// other than shards (whose merge writes one file anyway).
+var ErrCutInputs = errors.New("--cut-inputs is a positive input count, for --format shards only")
+
+// newPartRange is part p's slice of total inputs: an even share, its ends rounded to multiples
+// of cut when cut > 0 (the whole chunks of cut inputs are shared out evenly, the last one short),
+// so that the part's shards are those of the whole build (Options.CutInputs).
+func newPartRange(p Part, total, cut int64) *partRange {
 	lo := int64(p.Index) * total / int64(p.Count)
 	hi := int64(p.Index+1) * total / int64(p.Count)
-	return &partRange{p: p, total: total, lo: lo, hi: hi, list: newListingHash(), content: newContentHash()}
+	if cut > 0 {
+		chunks := (total + cut - 1) / cut
+		lo = min(total, int64(p.Index)*chunks/int64(p.Count)*cut)
+		hi = min(total, int64(p.Index+1)*chunks/int64(p.Count)*cut)
+	}
+	return &partRange{p: p, total: total, lo: lo, hi: hi, cut: cut, list: newListingHash(), content: newContentHash()}
 }
 
 // see adds an enumerated item to the listing and content digests and reports whether it is the
@@ -69,7 +82,7 @@ func newPartRange(p Part, total int64) *partRange {
 func (r *partRange) see(it source.Item) bool {
 	n := r.list.n
 	mine := n >= r.lo && n < r.hi
-	r.list.add(it.Name, it.Label, it.Aux)
+	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
 	st := it.Stamp
 	if it.Path != "" && (st == nil || mine) {
 		now := StatStamp(it.Path)
@@ -113,7 +126,8 @@ func StatStamp(path string) source.Stamp {
 // reading them (content_sha256): for each input, in order, its position and either its file's
 // stamp (Item.Path: size and modification time), or, for an input whose bytes the enumerator
 // read (Item.Raw), their length and CRC-32C, or nothing (an input the enumerator found
-// faulty, which the listing names). It stays out of every dataset's files and manifest: it
+// faulty, which the listing names), then, for an input read from a second file (Item.Side:
+// pairs' masks), that file's stamp. It stays out of every dataset's files and manifest: it
 // changes when a source is copied without its times, which changes no record.
 type contentHash struct {
 	h   hash.Hash
@@ -140,6 +154,13 @@ func (c *contentHash) add(it source.Item, st *source.Stamp) {
 	default:
 		b = append(b, '-')
 	}
+	if it.Side != "" {
+		// Only sources with a second file per input (pairs) add this: others keep their digest.
+		s := StatStamp(it.Side)
+		b = append(b, 's')
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.Size))
+		b = binary.LittleEndian.AppendUint64(b, uint64(s.ModTime))
+	}
 	c.buf = b
 	c.h.Write(b)
 }
@@ -158,7 +179,7 @@ type listingHash struct {
 
 func newListingHash() listingHash { return listingHash{h: sha256.New()} }
 
-func (l *listingHash) add(name string, label int64, aux []int64) {
+func (l *listingHash) add(name string, label int64, aux []int64, extra []byte) {
 	binary.LittleEndian.PutUint64(l.num[:], uint64(l.n))
 	l.n++
 	l.h.Write(l.num[:])
@@ -169,6 +190,13 @@ func (l *listingHash) add(name string, label int64, aux []int64) {
 	for _, a := range aux {
 		l.h.Write([]byte{','})
 		l.h.Write(strconv.AppendInt(l.num[:0], a, 10))
+	}
+	if extra != nil {
+		// Only sources that have an Extra (coco) add this, so other listings keep their digest.
+		l.h.Write([]byte{';'})
+		binary.LittleEndian.PutUint64(l.num[:], uint64(len(extra)))
+		l.h.Write(l.num[:])
+		l.h.Write(extra)
 	}
 	l.h.Write([]byte{'\n'})
 }
@@ -198,5 +226,6 @@ func (r *partRange) info(maxErrors int) *shard.PartInfo {
 		Format:    r.p.Final.Name,
 		ShardSize: r.p.FinalShardSize,
 		MaxErrors: maxErrors,
+		CutInputs: r.cut,
 	}
 }

@@ -111,7 +111,7 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		lh.add(it.Name, it.Label, it.Aux)
+		lh.add(it.Name, it.Label, it.Aux, it.Extra)
 		st := itemStamp(it)
 		ch.add(it, st)
 		if h.Items {
@@ -401,7 +401,7 @@ func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHead
 		}
 		st := pi.Stamp
 		it := source.Item{Seq: n, Name: pi.Name, Path: pi.Path, Label: pi.Label, Aux: pi.Aux, Stamp: &st}
-		lh.add(it.Name, it.Label, it.Aux)
+		lh.add(it.Name, it.Label, it.Aux, it.Extra)
 		ch.add(it, &st)
 		n++
 		if err := emit(it); err != nil {
@@ -436,7 +436,7 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item
 		if n >= p.h.Count {
 			return changed("more than " + humanize.Count(p.h.Count, "input"))
 		}
-		lh.add(it.Name, it.Label, it.Aux)
+		lh.add(it.Name, it.Label, it.Aux, it.Extra)
 		ch.add(it, itemStamp(it))
 		n++
 		return emit(it)

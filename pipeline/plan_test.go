@@ -51,7 +51,7 @@ func TestPlanRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := newPartRange(Part{Index: 0, Count: 1}, 7)
+	pr := newPartRange(Part{Index: 0, Count: 1}, 7, 0)
 	var want []source.Item
 	src.Enumerate(context.Background(), func(it source.Item) error { pr.see(it); want = append(want, it); return nil })
 	if h.Listing != pr.list.sum() || h.Content != pr.content.sum() || h.Count != 7 {
@@ -69,7 +69,7 @@ func TestPlanRoundTrip(t *testing.T) {
 		t.Errorf("Info().Count %d, want 7", ps.Info().Count)
 	}
 	var got []source.Item
-	pr = newPartRange(Part{Index: 0, Count: 1}, 7)
+	pr = newPartRange(Part{Index: 0, Count: 1}, 7, 0)
 	if err := ps.Enumerate(context.Background(), func(it source.Item) error {
 		if it.Stamp == nil || it.Stamp.Size != -1 { // the listSource's paths do not exist
 			t.Errorf("%s: replayed stamp %v, want the planned one (missing)", it.Name, it.Stamp)

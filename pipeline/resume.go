@@ -121,6 +121,10 @@ func (b *builder) journalOptions() (map[string]json.RawMessage, error) {
 		// Absent without fields, so that a checkpoint of an earlier packer still matches.
 		o["fields"] = b.fields
 	}
+	if b.opts.CutInputs > 0 {
+		// Absent without the rule, so that a checkpoint of an earlier packer still matches.
+		o["cut_inputs"] = b.opts.CutInputs
+	}
 	if p := b.part; p != nil {
 		o["part"] = map[string]any{"index": p.p.Index, "count": p.p.Count, "final": p.p.Final.Name,
 			"final_shard_size": p.p.FinalShardSize, "first_input": p.lo, "end_input": p.hi, "total_inputs": p.total}
@@ -368,7 +372,7 @@ func (r *resumeSkip) skip(n int64, it source.Item) (bool, error) {
 		// records: decoded again, its records up to Drop dropped (the writer checks its name).
 		return false, nil
 	}
-	r.list.add(it.Name, it.Label, it.Aux)
+	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
 	if n == r.j.Inputs-1 && r.list.sum() != r.j.Listing {
 		return true, fmt.Errorf("%w: the source no longer lists the same first %d inputs as when the build was interrupted (the source changed); build without --resume to start over",
 			ErrResume, r.j.Inputs)

@@ -26,7 +26,7 @@ func TestJournalSealed(t *testing.T) {
 	j := &journal{Packer: Version, Options: opts, Started: time.Now().UnixNano(), Inputs: 3, Packed: 3, Records: 3, Bytes: 30, Counts: []int64{2, 1},
 		Output: []byte(`{"files":[]}`)}
 	l := newListingHash()
-	l.add("a/0.png", 0, nil)
+	l.add("a/0.png", 0, nil, nil)
 	if err := j.write(dir, &l); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestResumeSkipModified(t *testing.T) {
 		}
 		items[i] = source.Item{Seq: int64(i), Name: filepath.Base(p), Path: p}
 		if i < 2 {
-			l.add(items[i].Name, 0, nil)
+			l.add(items[i].Name, 0, nil, nil)
 		}
 	}
 	run := func(drop int64) error {
@@ -209,7 +209,7 @@ func TestResumeSkipFrameRewritten(t *testing.T) {
 	}
 	it := source.Item{Name: "walk/v1", Path: video}
 	l := newListingHash()
-	l.add(it.Name, 0, nil)
+	l.add(it.Name, 0, nil, nil)
 	run := func() error {
 		rs := newResumeSkip(&journal{Started: started.UnixNano(), Inputs: 1, Listing: l.sum()}, nil)
 		if _, err := rs.skip(0, it); err != nil {
@@ -255,7 +255,7 @@ func TestResumeSkipReadSourceModified(t *testing.T) {
 	}
 	items := []source.Item{{Name: "data_batch_1.bin#0", Raw: []byte{1}}, {Name: "data_batch_1.bin#1", Raw: []byte{2}}}
 	l := newListingHash()
-	l.add(items[0].Name, 0, nil)
+	l.add(items[0].Name, 0, nil, nil)
 	run := func(inputs int64) error {
 		rs := newResumeSkip(&journal{Started: started.UnixNano(), Inputs: inputs, Listing: l.sum()}, []string{src})
 		for n, it := range items {

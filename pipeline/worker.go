@@ -39,11 +39,12 @@ type result struct {
 	count     int     // records produced, with done
 	label     int64   // the item's labels, with done (for the resume journal's listing digest)
 	aux       []int64 //
+	extra     []byte  // the item's Extra, with done (listing digest)
 }
 
 // doneOf is item it's done marker: n records were produced, then err (nil: none).
 func doneOf(it source.Item, err error, n int) result {
-	return result{name: it.Name, done: true, err: err, count: n, label: it.Label, aux: it.Aux}
+	return result{name: it.Name, done: true, err: err, count: n, label: it.Label, aux: it.Aux, extra: it.Extra}
 }
 
 func (b *builder) getBuf(n int) *[]byte {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
@@ -201,6 +202,10 @@ func (w *recordWriter) record(r *result) error {
 		}
 	}
 	w.curName = r.name
+	r.rec.Input = w.items
+	if b.part != nil {
+		r.rec.Input += b.part.lo
+	}
 	if err := w.out.Write(r.rec); err != nil {
 		return fmt.Errorf("write %s output: %w", b.opts.Output.Name, err)
 	}
@@ -228,7 +233,7 @@ func (w *recordWriter) inputDone(r *result) error {
 		return fmt.Errorf("%w: %s now yields fewer records than the %d the checkpoint holds (the source changed); build without --resume to start over",
 			ErrResume, r.name, b.resume.Drop)
 	}
-	w.list.add(r.name, r.label, r.aux)
+	w.list.add(r.name, r.label, r.aux, r.extra)
 	w.inItem = 0
 	err := r.err
 	if err == nil && r.count == 0 {
@@ -241,7 +246,11 @@ func (w *recordWriter) inputDone(r *result) error {
 			if ie, ok := err.(*source.InputError); ok && ie.Input == r.name {
 				err = ie.Err
 			}
-			err = fmt.Errorf("%w (after %d records were packed)", err, r.count)
+			verb := "were"
+			if r.count == 1 {
+				verb = "was"
+			}
+			err = fmt.Errorf("%w (after %s %s packed)", err, humanize.Count(r.count, "record"), verb)
 		}
 		if err := w.skip(r.name, err); err != nil {
 			return err
@@ -354,6 +363,7 @@ func (w *recordWriter) manifest(files []shard.FileEntry) *shard.Manifest {
 		Inputs:        w.items,
 		Fields:        b.fields,
 		BoxesDropped:  w.boxesDropped(),
+		CutInputs:     b.opts.CutInputs,
 	}
 	if b.part != nil {
 		m.Part = b.part.info(b.opts.MaxErrors)
@@ -425,6 +435,7 @@ func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 
 		ChecksumBlock: b.opts.ChecksumBlock,
 		Fields:        b.fields,
+		CutInputs:     b.opts.CutInputs,
 		Store:         b.opts.Store,
 	}
 }

@@ -325,3 +325,18 @@ func TestRecordWriterResume(t *testing.T) {
 		w.abort()
 	}
 }
+
+// TestRecordWriterSkipCount: the skip reason of an input that failed after one record says so
+// in the singular ("after 1 record was packed").
+func TestRecordWriterSkipCount(t *testing.T) {
+	b := testBuilder(t, nil)
+	w, err := newRecordWriter(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.abort()
+	take(t, w, feed{}.input("a", 0, 1, &source.InputError{Input: "a", Err: errors.New("damaged")}))
+	if len(w.skipped) != 1 || w.skipped[0].Reason != "damaged (after 1 record was packed)" {
+		t.Fatalf("skipped %+v, want a: damaged (after 1 record was packed)", w.skipped)
+	}
+}

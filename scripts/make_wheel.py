@@ -2,7 +2,11 @@
 wheel's script `packer` (PKG-VERSION.data/scripts/packer, which pip installs as bin/packer
 itself: the command is the binary, with no Python start-up in front of it), and the CRC-32C
 library (scripts/build-crc.sh) as packer_reader/_lib/libpackercrc.so when given. The metadata
-(version, requirements, extras) is read from python/pyproject.toml, its one source.
+(version, summary, requirements, extras, keywords, classifiers, project URLs, license) is read
+from python/pyproject.toml, its one source; the long description is python/README.md. A
+license is written only as pyproject.toml's `license` (License-Expression, with the
+repository's licence files in the wheel); a licence file in the repository without it is an
+error, so the wheel never claims a licence the owners did not name, nor omits one they did.
 
 usage: make_wheel.py BINARY PLATFORM_TAG OUT_DIR [CRC_LIBRARY]
 
@@ -37,6 +41,31 @@ def requirements(proj):
     return lines
 
 
+def described(proj):
+    """The METADATA lines of the summary, keywords, classifiers and project URLs."""
+    lines = ["Summary: %s" % proj["description"]]
+    if proj.get("keywords"):
+        lines.append("Keywords: %s" % ",".join(proj["keywords"]))
+    lines += ["Classifier: %s" % c for c in proj.get("classifiers", [])]
+    lines += ["Project-URL: %s, %s" % (k, v) for k, v in proj.get("urls", {}).items()]
+    return lines
+
+
+def licensed(proj):
+    """(metadata version, METADATA lines, [(file name, bytes)]) of the license: pyproject.toml's
+    `license` expression with the repository's licence files, or nothing when it names none."""
+    names = sorted(n for n in os.listdir(ROOT) if n.upper().startswith(("LICENSE", "LICENCE", "COPYING", "NOTICE")))
+    expr = proj.get("license")
+    if expr is None:
+        if names:
+            sys.exit("make_wheel: the repository has %s but python/pyproject.toml names no license" % ", ".join(names))
+        return "2.1", [], []
+    if not isinstance(expr, str):
+        sys.exit("make_wheel: python/pyproject.toml: license must be an SPDX expression string")
+    files = [(n, open(os.path.join(ROOT, n), "rb").read()) for n in names]
+    return "2.4", ["License-Expression: %s" % expr] + ["License-File: %s" % n for n, _ in files], files
+
+
 def record_line(name, data):
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     return "%s,sha256=%s,%d" % (name, digest, len(data))
@@ -60,11 +89,14 @@ def main():
         with open(sys.argv[4], "rb") as f:
             files.append(("%s/_lib/libpackercrc.so" % PKG, f.read(), False))
     readme = open(os.path.join(ROOT, "python", "README.md"), encoding="utf-8").read()
+    meta_version, license_lines, license_files = licensed(proj)
+    files += [("%s/licenses/%s" % (info, n), d, False) for n, d in license_files]
     metadata = "\n".join([
-        "Metadata-Version: 2.1",
+        "Metadata-Version: %s" % meta_version,
         "Name: %s" % PKG,
         "Version: %s" % version,
-        "Summary: packer (pack image/video datasets into shards) and its NumPy/PyTorch reader",
+        *described(proj),
+        *license_lines,
         *requirements(proj),
         "Description-Content-Type: text/markdown",
         "",

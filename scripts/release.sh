@@ -3,7 +3,12 @@
 #
 # One release, every artifact, into DIST (default dist/): the release binary
 # (scripts/build-release.sh) as packer-VERSION-linux-ARCH, the wheel (scripts/build-wheel.sh),
-# and SHA256SUMS over both (check with `sha256sum -c SHA256SUMS` in DIST). The version is
+# the container image of that binary (scripts/build-oci.sh) as packer-VERSION-oci-ARCH.tar, an
+# OCI archive of the layout whose one image is tagged VERSION (skopeo copy oci-archive:FILE:VERSION
+# docker://REGISTRY/packer:VERSION; podman load -i FILE names it localhost/VERSION; the same
+# inputs give the same bytes), and SHA256SUMS over all three (check with
+# `sha256sum -c SHA256SUMS` in DIST). The Slurm scripts and Kubernetes manifests are in the
+# binary and so in the wheel and the image too: packer cluster slurm|k8s. The version is
 # pipeline.Version, which python/pyproject.toml and CHANGELOG.md must repeat (checked here and by
 # TestVersionOneSource). Built on this host: Linux x86-64 (see build-wheel.sh for what the wheel's
 # platform tag means).
@@ -20,5 +25,13 @@ bash scripts/build-release.sh "$bin" >/dev/null
 [ "$("$bin" --version)" = "packer $version" ] || { echo "release: $bin --version says $("$bin" --version)" >&2; exit 1; }
 rm -f "$dist"/packer_reader-"$version"-*.whl
 bash scripts/build-wheel.sh "$dist" >/dev/null
-(cd "$dist" && sha256sum "packer-$version-linux-$arch" packer_reader-"$version"-*.whl > SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+oci="packer-$version-oci-$arch.tar"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+digest=$(bash scripts/build-oci.sh "$bin" "$tmp/oci" | tail -1)
+# The layout as one archive, reproducibly: names sorted, owner 0:0, one time, modes fixed.
+tar --sort=name --format=gnu --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX \
+  --mtime="@${SOURCE_DATE_EPOCH:-0}" -C "$tmp/oci" -cf "$dist/$oci" .
+echo "release: image $digest in $dist/$oci"
+(cd "$dist" && sha256sum "packer-$version-linux-$arch" packer_reader-"$version"-*.whl "$oci" > SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 ls -l "$dist"

@@ -6,7 +6,8 @@
 #      time from a copy with another modification time and mode, under umask 077: the two image
 #      layouts must be the same bytes (same manifest digest); with another SOURCE_DATE_EPOCH the
 #      digest must change (the time is in the image, so the first check can fail).
-#   2. Manifests: scripts/k8s/render.sh fills the templates; the output must pass
+#   2. Manifests: scripts/k8s/render.sh fills the templates, and packer cluster k8s (the same
+#      templates embedded in the binary) must print the same bytes; the output must pass
 #      kubernetes-validate --strict (PyPI; it carries the Kubernetes JSON schemas, so it runs
 #      offline) for Kubernetes 1.29 and 1.37, and scripts/k8s/check.py (completions equal to
 #      PACKER_PARTS, read-only source, ReadWriteMany output). A misspelled field and a count that
@@ -70,6 +71,19 @@ export PACKER_IMAGE="registry.example/packer@$a" PACKER_NAME=ds PACKER_PARTS=3 \
 m=$tmp/manifests
 mkdir "$m"
 for w in pvc parts merge; do bash scripts/k8s/render.sh "$w" >"$m/$w.yaml" 2>"$tmp/render.log" || { cat "$tmp/render.log" >&2; exit 1; }; done
+# What the binary prints (packer cluster k8s, the templates embedded in it: what a pip or binary
+# user has) is these manifests, byte for byte, for the same values as flags; and with the
+# optional values left to their defaults.
+for w in pvc parts merge; do
+  "$tmp/packer" cluster k8s "$w" --name "$PACKER_NAME" --image "$PACKER_IMAGE" --parts "$PACKER_PARTS" \
+    --src-claim "$PACKER_SRC_CLAIM" --src "$PACKER_SRC" --storage-class "$PACKER_STORAGE_CLASS" \
+    --out-size "$PACKER_OUT_SIZE" --cpu "$PACKER_CPU" --memory "$PACKER_MEMORY" --build-args "$PACKER_BUILD_ARGS" >"$tmp/printed-$w.yaml"
+  cmp "$m/$w.yaml" "$tmp/printed-$w.yaml" || { echo "test-k8s: FAILED: packer cluster k8s $w differs from scripts/k8s/render.sh $w" >&2; diff "$m/$w.yaml" "$tmp/printed-$w.yaml" >&2; exit 1; }
+  (unset PACKER_CPU PACKER_MEMORY PACKER_BUILD_ARGS; PACKER_PARALLELISM=2 PACKER_RETRIES=4 bash scripts/k8s/render.sh "$w" 2>/dev/null) >"$tmp/defaults-$w.yaml"
+  "$tmp/packer" cluster k8s "$w" --name "$PACKER_NAME" --image "$PACKER_IMAGE" --parts "$PACKER_PARTS" --parallelism 2 --retries 4 \
+    --src-claim "$PACKER_SRC_CLAIM" --src "$PACKER_SRC" --storage-class "$PACKER_STORAGE_CLASS" --out-size "$PACKER_OUT_SIZE" |
+    cmp - "$tmp/defaults-$w.yaml" || { echo "test-k8s: FAILED: packer cluster k8s $w with defaults differs from render.sh" >&2; exit 1; }
+done
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/packer/k8s-validate-venv-1
 if ! "$venv/bin/kubernetes-validate" --version >/dev/null 2>&1; then
   rm -rf "$venv"

@@ -2,7 +2,7 @@
 # scripts/test-slurm.sh: the real cluster test of builds in parts. It installs Slurm, munge and
 # strace from Debian's packages, starts a single-node Slurm cluster on this machine (munged,
 # slurmctld and slurmd as children of this script, listening on loopback only, state in a
-# temporary folder), and, with scripts/slurm/submit.sh, builds Debian's Fashion-MNIST test split
+# temporary folder), and, with scripts/slurm/submit.sh as `packer cluster slurm -o` writes it, builds Debian's Fashion-MNIST test split
 # as 4 parts and merges it twice:
 #   1. a 4-task array plus the dependent merge job; the merged dataset is compared byte for byte
 #      with a one-machine build;
@@ -25,7 +25,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -q >/dev/null
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
-[ -x bin/packer ] || go build -o bin/packer ./cmd/packer
+go build -o bin/packer ./cmd/packer  # this checkout's: its scripts are the ones run below
 src=/usr/share/datasets/fashion-mnist
 [ -d "$src" ] || { echo "test-slurm: $src missing (apt-get install dataset-fashion-mnist)"; exit 1; }
 
@@ -113,10 +113,19 @@ wait_jobs() {
 # sums DIR...: the SHA-256 of every file under the folders, to show that they did not change.
 sums() { find "$@" -type f -print0 | sort -z | xargs -0 sha256sum; }
 
+# The scripts run below are the ones the binary writes (packer cluster slurm: what a pip or
+# binary user has), checked to be scripts/slurm's bytes.
+bin/packer cluster slurm -o "$d/slurm" >/dev/null
+for f in scripts/slurm/*; do
+  case "$f" in *.go) continue ;; esac
+  cmp "$f" "$d/slurm/$(basename "$f")" || fail "packer cluster slurm wrote $(basename "$f") unlike $f"
+done
+slurm=$d/slurm
+
 # 1. The one-machine reference, then the cluster build: 4 parts as an array, then the merge.
 args=(--split test --resize 20 --crop 16 --format npy)
 bin/packer build "$src" -o "$d/work/ref" "${args[@]}" >/dev/null
-PACKER="$repo/bin/packer" bash scripts/slurm/submit.sh "$src" "$d/work/out" 4 "${args[@]}"
+PACKER="$repo/bin/packer" bash "$slurm/submit.sh" "$src" "$d/work/out" 4 "${args[@]}"
 wait_jobs
 # Judge by packer's own manifests, not by Slurm's memory of the jobs.
 for p in 0 1 2 3; do
@@ -140,7 +149,7 @@ exec "$repo/bin/packer" "\$@"
 KILLER
 chmod +x "$d/killer"
 out="$d/work/retry"
-PACKER="$d/killer" bash scripts/slurm/submit.sh "$src" "$out" 4 "${args[@]}" >/dev/null
+PACKER="$d/killer" bash "$slurm/submit.sh" "$src" "$out" 4 "${args[@]}" >/dev/null
 wait_jobs
 for p in 0 1 3; do
   [ -f "$out.parts/part-$p/manifest.json" ] || fail "part $p has no manifest"
@@ -152,13 +161,13 @@ before=$(sums "$out.parts"/part-[013])
 # by packer, naming both parts, and changes nothing.
 sbatch --parsable --chdir="$out.parts" --array=1 --output="$out.parts/wrong-count-%a.out" \
   --export=ALL,PACKER="$repo/bin/packer",PACKER_SRC="$src",PACKER_PARTS_DIR="$out.parts",PACKER_PARTS=3,PACKER_ARGS="${args[*]}" \
-  scripts/slurm/build-parts.sbatch >/dev/null
+  "$slurm/build-parts.sbatch" >/dev/null
 wait_jobs
 grep -q "holds part 1/4 .*this build is part 1/3: a part is replaced only by a build of the same part" "$out.parts/wrong-count-1.out" ||
   fail "the resubmission with another count was not refused as such: $(cat "$out.parts/wrong-count-1.out")"
 [ "$(sums "$out.parts"/part-[013])" = "$before" ] || fail "the refused resubmission changed a finished part"
 # The retry: the same command with the failed index alone (sbatch --array=2), then the merge.
-PACKER="$repo/bin/packer" PACKER_ARRAY=2 bash scripts/slurm/submit.sh "$src" "$out" 4 "${args[@]}" >/dev/null
+PACKER="$repo/bin/packer" PACKER_ARRAY=2 bash "$slurm/submit.sh" "$src" "$out" 4 "${args[@]}" >/dev/null
 wait_jobs
 [ -f "$out.parts/part-2/manifest.json" ] || fail "the retry of task 2 wrote no part 2"
 grep -q '"index": 2,' "$out.parts/part-2/manifest.json" && grep -q '"count": 4,' "$out.parts/part-2/manifest.json" ||

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the wheel from scripts/build-wheel.sh into a fresh, clean virtual environment (no
 # system site-packages: NumPy comes from the package index as the wheel's one requirement), then
-# checks the installed `packer` command and reader end to end: packer --version, a small build of
+# checks the metadata as a package index would (twine check and more, below), then the installed
+# `packer` command and reader end to end: packer --version, a small build of
 # a folder of images, and packer_reader reading it back from the venv's Python with the wheel's
 # hardware CRC-32C library (BACKEND packer-hw on x86-64).
 #
@@ -46,9 +47,50 @@ names = {i["metadata"]["name"].lower() for i in json.load(open(sys.argv[1]))["in
 missing = {"boto3", "h5py", "crc32c"} - names
 assert not missing, "extras did not resolve: %s (resolved %s)" % (missing, sorted(names))
 PYEOF
+# What a package index checks before it accepts the wheel: twine check --strict (the metadata
+# fields, the long description renders as the Markdown it says it is), every classifier a known
+# trove classifier (PyPI refuses others), project URLs, and the license: the repository has no
+# licence file and pyproject.toml names none, so the wheel must declare none (an index then
+# shows no license); a licence file requires License-Expression and the file in the wheel.
+# Pinned, in a venv of their own (cached) so that they add nothing to the wheel's venv.
+tv=${XDG_CACHE_HOME:-$HOME/.cache}/packer/twine-venv-7.0.0
+if ! "$tv/bin/twine" --version >/dev/null 2>&1; then
+  rm -rf "$tv"
+  /usr/bin/python3 -m venv "$tv"
+  "$tv/bin/pip" install --quiet --disable-pip-version-check "twine==7.0.0" "trove-classifiers==2026.9.21.13"
+fi
+"$tv/bin/twine" check --strict "$wheel"
+"$tv/bin/python" - "$wheel" "$PWD" <<'PYEOF'
+import email.parser, os, sys, zipfile
+from trove_classifiers import classifiers as known
+wheel, root = sys.argv[1:3]
+z = zipfile.ZipFile(wheel)
+md = email.parser.Parser().parsestr(z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode())
+cls = md.get_all("Classifier") or []
+assert cls, "no classifiers"
+unknown = [c for c in cls if c not in known]
+assert not unknown, "classifiers an index refuses: %s" % unknown
+urls = dict(u.split(", ", 1) for u in md.get_all("Project-URL") or [])
+assert {"Homepage", "Source", "Issues"} <= set(urls) and all(u.startswith("https://") for u in urls.values()), urls
+assert md["Summary"] and "\n" not in md["Summary"], md["Summary"]
+assert md["Description-Content-Type"] == "text/markdown" and len(md.get_payload()) > 1000
+lic = sorted(n for n in os.listdir(root) if n.upper().startswith(("LICENSE", "LICENCE", "COPYING")))
+declared = [k for k in ("License", "License-Expression", "License-File") if md[k]]
+if lic:
+    assert md["License-Expression"] and md.get_all("License-File") == lic, (lic, declared)
+    print("test-wheel: license %s (%s)" % (md["License-Expression"], ", ".join(lic)))
+else:
+    assert not declared and not [c for c in cls if c.startswith("License ::")], declared
+    print("test-wheel: no licence file in the repository and none chosen: the wheel declares no license (an index shows none)")
+print("test-wheel: metadata an index accepts: twine check --strict, %d known classifiers, %d project URLs" % (len(cls), len(urls)))
+PYEOF
 version=$(packer --version)
 echo "test-wheel: $version"
 [ "$version" = "packer $(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)" ]
+# The cluster scripts come with the wheel's command (packer cluster), the repository's bytes.
+for f in submit.sh build-parts.sbatch merge.sbatch; do
+  packer cluster slurm "$f" | cmp -s - "scripts/slurm/$f" || { echo "test-wheel: FAILED: the wheel's packer cluster slurm $f is not scripts/slurm/$f"; exit 1; }
+done
 
 # A folder of 12 images in 3 classes, written by the venv's Python (stdlib zlib + PNG chunks).
 "$tmp/venv/bin/python" - "$tmp/images" <<'PYEOF'

@@ -21,15 +21,19 @@ echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted"; exit 1; fi
 
+# The embeddable reader is its own module (shard/go.mod, joined by go.work): ./... does not
+# reach into it, so every go command below names both.
+pkgs=(./... ./shard/...)
+
 echo "== go vet"
-go vet ./...
+go vet "${pkgs[@]}"
 
 echo "== staticcheck"
 STATICCHECK_VERSION=v0.8.2
 if ! command -v staticcheck >/dev/null 2>&1 && [ ! -x "$(go env GOPATH)/bin/staticcheck" ]; then
   go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
-PATH="$(go env GOPATH)/bin:$PATH" staticcheck ./...
+PATH="$(go env GOPATH)/bin:$PATH" staticcheck "${pkgs[@]}"
 
 echo "== duplicate code (scripts/dupcheck.sh)"
 bash scripts/dupcheck.sh
@@ -39,11 +43,20 @@ for target in darwin/arm64 darwin/amd64 freebsd/amd64 openbsd/amd64 windows/amd6
   GOOS=${target%/*} GOARCH=${target#*/} CGO_ENABLED=0 go build ./shard
 done
 
+echo "== the embeddable reader with the oldest Go it supports (the go line of shard/go.mod)"
+# Its own module, so a trainer importing it needs only that Go, not this module's. The go
+# command fetches that toolchain through the module proxy once (into the module cache, about
+# 70 MB) and runs the reader's tests with it: a newer library call or language feature fails
+# here. About a minute (compiling the old toolchain's standard library the first time).
+shard_go=$(sed -n 's/^go \([0-9]*\.[0-9]*\)$/\1/p' shard/go.mod)
+[ -n "$shard_go" ] || { echo "shard/go.mod: no go line of the form go 1.N"; exit 1; }
+(cd shard && GOWORK=off GOTOOLCHAIN="go$shard_go.0" go vet . && GOWORK=off GOTOOLCHAIN="go$shard_go.0" go test -count=1 .)
+
 echo "== the command builds without cgo (it then refuses JPEG and HDF5, with a message saying why)"
 CGO_ENABLED=0 go build -o /dev/null ./cmd/packer
 
 echo "== go test -race"
-go test -race -count=1 -timeout 40m ./...
+go test -race -count=1 -timeout 40m "${pkgs[@]}"
 
 echo "== the transforms again with the portable Go loops forced (-tags purego: the AVX2 resize passes left out, cgo still on)"
 # The Go loops are what CPUs without AVX2 and builds without cgo run; on this machine the AVX2
@@ -86,7 +99,7 @@ fuzz_once() {
     return 1
   done
 }
-for pkg in $(go list ./...); do
+for pkg in $(go list "${pkgs[@]}"); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     echo "-- $pkg $target"

@@ -91,6 +91,9 @@ func openDataset(fsys FS, dir string, opts ReaderOptions) (d *Dataset, err error
 			return nil, fmt.Errorf("%s: the manifest lists fields with format_version %d (fields are version 3)", dir, m.FormatVersion)
 		}
 	}
+	if err := CheckCuts(m); err != nil {
+		return nil, fmt.Errorf("%s: manifest: %w", dir, err)
+	}
 	d = &Dataset{dir: dir, fsys: fsys, pin: pin, m: m, opts: opts, npy: m.Format == FormatNPY}
 	for _, f := range m.Files {
 		if d.npy && f.Path == npyImages || !d.npy && strings.HasSuffix(f.Path, ".pks") {
@@ -235,8 +238,12 @@ func (d *Dataset) Shard(s int) (*Reader, error) {
 		bad = fmt.Sprintf("fields %s, the manifest says %s (a shard of a dataset with another schema)", FieldsString(r.h.schema), FieldsString(d.m.Fields))
 	case r.Version() > d.m.FormatVersion:
 		bad = fmt.Sprintf("shard format version %d, the manifest says format_version %d", r.Version(), d.m.FormatVersion)
-	case r.ShardIndex() != s:
+	case r.Cut() == nil && r.ShardIndex() != s:
 		bad = fmt.Sprintf("shard index %d at position %d of the manifest", r.ShardIndex(), s)
+	case r.Cut() == nil && d.files[s].Shard != nil:
+		bad = fmt.Sprintf("a version-%d shard, where the manifest lists the version-4 shard of chunk %d piece %d", r.Version(), d.files[s].Shard.Chunk, d.files[s].Shard.Piece)
+	case r.Cut() != nil && (d.files[s].Shard == nil || *d.files[s].Shard != *r.Cut()):
+		bad = fmt.Sprintf("shard of chunk %d piece %d at position %d of the manifest, which lists %s there", r.Cut().Chunk, r.Cut().Piece, s, cutString(d.files[s].Shard))
 	case datasetDiff(r, d.m) != "":
 		bad = fmt.Sprintf("the shard header's dataset %s differ from the manifest's (a shard of another build, or an edited manifest)", datasetDiff(r, d.m))
 	case d.first[s+1] != 0 && int64(r.Len()) != d.first[s+1]-d.first[s]:
@@ -386,4 +393,40 @@ func datasetDiff(r *Reader, m *Manifest) string {
 		return ""
 	}
 	return strings.Join(DatasetMetaDiff(ds, m), ", ")
+}
+
+// cutString names a manifest entry's chunk and piece, or their absence.
+func cutString(c *ShardCut) string {
+	if c == nil {
+		return "a shard with no chunk and piece (not version 4)"
+	}
+	return fmt.Sprintf("chunk %d piece %d", c.Chunk, c.Piece)
+}
+
+// CheckCuts checks the chunks and pieces of the shards of a dataset cut at fixed input
+// positions (cut_inputs, FORMAT.md "Dataset"): every shard entry has one, chunks do not
+// decrease, and a chunk's pieces are numbered 0, 1, ... in order. A dataset without cut_inputs
+// has none.
+func CheckCuts(m *Manifest) error {
+	if m.Format != FormatShards {
+		return nil
+	}
+	var prev *ShardCut
+	for _, f := range shardEntries(m) {
+		c := f.Shard
+		switch {
+		case m.CutInputs == 0 && c != nil:
+			return fmt.Errorf("%s has a chunk and piece, and the manifest no cut_inputs", f.Path)
+		case m.CutInputs == 0:
+			continue
+		case c == nil:
+			return fmt.Errorf("cut_inputs %d, and %s has no chunk and piece", m.CutInputs, f.Path)
+		case prev == nil && c.Piece != 0,
+			prev != nil && c.Chunk == prev.Chunk && c.Piece != prev.Piece+1,
+			prev != nil && c.Chunk != prev.Chunk && (c.Chunk < prev.Chunk || c.Piece != 0):
+			return fmt.Errorf("%s is chunk %d piece %d, out of order after %s", f.Path, c.Chunk, c.Piece, cutString(prev))
+		}
+		prev = c
+	}
+	return nil
 }

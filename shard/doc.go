@@ -16,6 +16,19 @@
 // buffer) by EpochOrder. testdata/order_v2_vectors.json and testdata/order_vectors.json hold
 // golden sequences that every reader must reproduce.
 //
+// # Weighted mixtures
+//
+// A Mixture reads several datasets as one weighted stream (ORDER.md "Mixtures"; Python's
+// packer_reader.mix reads the same order, testdata/mix_vectors.json holds golden sequences):
+// NewMixture takes each dataset's record count and MixOptions (weights, seed, epoch size, with
+// or without replacement); Mixture.Order gives one rank's (source, record) pairs of an epoch
+// under ORDER.md v2's batching; NewMixLoader reads them from the datasets in batches of record
+// bytes, labels and sources (records of different shapes are the caller's to batch). The source
+// of each position is a stratified choice: every batch of every rank holds each source's share
+// of records within less than Mixture.Depth of it. Mixture.State and Mixture.Restore carry every
+// source's cursor; a state restores on any number of ranks. Mixture.Summary is what
+// `packer mix-plan` prints.
+//
 // # Variable-size records
 //
 // A sample shape with -1 dimensions (images of any height and width: [-1, -1, 3]) gives
@@ -91,4 +104,6 @@
 // shuffling or under reading order 2 (the default), and under order 1 the shuffle buffer.
 //
 // This package uses the standard library only, so trainers can embed it without cgo.
+// It is a module of its own, github.com/packer-dev/packer/shard, whose go.mod states the oldest
+// Go it builds with (go 1.24), tagged shard/vX.Y.Z with each packer release vX.Y.Z.
 package shard

@@ -14,8 +14,12 @@ const (
 	FooterMagic = "PKS1"
 	// Version is the newest shard format version this package knows. It reads versions 1 to
 	// Version; it writes the lowest version a shard needs (1 unless FlagShapes is set, 2 with
-	// FlagShapes, 3 only when the shard has fields).
-	Version = 3
+	// FlagShapes, 3 only when the shard has fields, 4 only for a shard of a dataset cut at fixed
+	// input positions, whose header names its chunk and piece: WriterOptions.Cut).
+	Version = 4
+	// CutVersion is the version of every shard of a dataset cut at fixed input positions
+	// (WriterOptions.Cut), whatever its layout version.
+	CutVersion = 4
 	// MinVersion is the oldest shard format version this package reads.
 	MinVersion = 1
 
@@ -40,7 +44,7 @@ const (
 	knownFlagsV1 = FlagVarSize | FlagMeta
 	// knownFlagsV2 is every flag version 2 defines.
 	knownFlagsV2 = FlagVarSize | FlagMeta | FlagShapes
-	// knownFlags is every flag version 3 defines.
+	// knownFlags is every flag versions 3 and 4 define.
 	knownFlags = FlagVarSize | FlagMeta | FlagShapes | FlagFields
 
 	// BlockTarget is the byte size the writer aims for per checksum block.

@@ -59,6 +59,10 @@ type Manifest struct {
 	// BoxesDropped counts, per boxes field, the boxes the transform's crop left with no area
 	// (dropped with their rows of the fields that follow them); absent when none was dropped.
 	BoxesDropped map[string]int64 `json:"boxes_dropped,omitempty"`
+	// CutInputs is K of a dataset built with --cut-inputs K: a shard ends at every K-th input
+	// of the source order besides the byte budget, so the shards of parts split at multiples
+	// of K are the whole build's (FORMAT.md "Dataset"); absent (0) otherwise.
+	CutInputs int64 `json:"cut_inputs,omitempty"`
 }
 
 // PartInfo describes one part of a build split in parts: which contiguous range of the source's
@@ -82,6 +86,9 @@ type PartInfo struct {
 	// ChecksumBlock is the checksum block byte target of the parts and of the merged dataset
 	// (--checksum-block); 0 (absent): the format's default.
 	ChecksumBlock int64 `json:"checksum_block,omitempty"`
+	// CutInputs is the build's --cut-inputs K (0, absent: none): the part's inputs start at a
+	// multiple of K, and its shards are the merged dataset's (Manifest.CutInputs).
+	CutInputs int64 `json:"cut_inputs,omitempty"`
 }
 
 // FileEntry is one data file of a dataset.
@@ -96,6 +103,18 @@ type FileEntry struct {
 	IndexSHA256 string `json:"index_sha256,omitempty"`
 	Records     int64  `json:"records,omitempty"`
 	FirstRecord int64  `json:"first_record,omitempty"`
+	// Shard is what the header of a version-4 shard names instead of its position (FORMAT.md,
+	// Dataset), which readers check against it; nil for every other file.
+	Shard *ShardCut `json:"shard,omitempty"`
+}
+
+// ShardCut names a shard of a dataset cut at fixed input positions (--cut-inputs K, FORMAT.md
+// "Dataset"): Chunk is the input chunk its records come from (the inputs [Chunk*K,
+// (Chunk+1)*K) of the source order), Piece its number among that chunk's shards, from 0. It is
+// a version-4 shard's meta "shard" and its manifest entry's "shard".
+type ShardCut struct {
+	Chunk int64 `json:"chunk"`
+	Piece int64 `json:"piece"`
 }
 
 // Skipped is one input that was not packed, with the reason.

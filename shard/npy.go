@@ -166,7 +166,7 @@ func openNpy(fsys FS, m *Manifest, opts ReaderOptions) (*Reader, error) {
 		copy(index[l.blob:], blob)
 	}
 	r := &Reader{r: f, file: f, name: name, size: f.Size(), opts: opts,
-		h:     &headerInfo{version: uint16(m.FormatVersion), flags: flags, spec: spec, label: m.Label, k: k},
+		h:     &headerInfo{version: uint16(m.FormatVersion), layout: uint16(m.FormatVersion), index: 0, flags: flags, spec: spec, label: m.Label, k: k},
 		ft:    &footerInfo{n: n, recordSize: size, dataOffset: off, dataLen: n * size, k: k},
 		l:     l,
 		index: index,

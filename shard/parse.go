@@ -11,13 +11,15 @@ import (
 // headerInfo is a parsed shard header.
 type headerInfo struct {
 	version uint16
+	layout  uint16 // the version whose layout rules the shard follows (layoutVersion)
 	flags   uint16
 	metaLen int64
 	meta    []byte // the meta JSON bytes
 	spec    SampleSpec
 	label   LabelSpec
-	index   int
-	k       int64 // block_records from the meta JSON
+	index   int       // meta shard.index (versions 1 to 3); -1 in a version-4 shard
+	cut     *ShardCut // meta shard.chunk and shard.piece (version 4); nil below
+	k       int64     // block_records from the meta JSON
 	fields  map[string]any
 	schema  []Field // meta "fields" (version 3), nil below
 }
@@ -44,6 +46,22 @@ func readFull(r io.ReaderAt, p []byte, off int64, name string) error {
 	return fmt.Errorf("read %s at offset %d: %w", name, off, err)
 }
 
+// layoutVersion is the version whose rules of flags and index layout a shard of version v with
+// flags follows: its own below version 4; in a version-4 shard, which differs from the versions
+// before it only in its meta "shard" (FORMAT.md, Versioning), 3 with FlagFields, else 2 with
+// FlagShapes, else 1.
+func layoutVersion(v, flags uint16) uint16 {
+	switch {
+	case v < 4:
+		return v
+	case flags&FlagFields != 0:
+		return 3
+	case flags&FlagShapes != 0:
+		return 2
+	}
+	return 1
+}
+
 // parseHeaderFixed checks the fixed header fields, in the order FORMAT.md requires: magic,
 // version, then everything else.
 func parseHeaderFixed(b []byte, name string) (version, flags uint16, metaLen int64, err error) {
@@ -68,8 +86,11 @@ func parseHeaderFixed(b []byte, name string) (version, flags uint16, metaLen int
 	if flags&FlagShapes != 0 && flags&FlagVarSize == 0 {
 		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "shapes flag without the variable-size flag")
 	}
-	if version >= 3 && flags&(FlagFields|FlagVarSize) != FlagFields|FlagVarSize {
+	if version == 3 && flags&(FlagFields|FlagVarSize) != FlagFields|FlagVarSize {
 		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "version %d shard without the fields and variable-size flags (flags %#04x)", version, flags)
+	}
+	if version >= 4 && flags&FlagFields != 0 && flags&FlagVarSize == 0 {
+		return 0, 0, 0, corrupt(name, hdrFlagsOff, ErrFormat, "version %d shard with the fields flag without the variable-size flag (flags %#04x)", version, flags)
 	}
 	metaLen = int64(le.Uint32(b[hdrMetaLenOff:]))
 	if metaLen > MaxMetaLen {
@@ -83,7 +104,9 @@ type metaJSON struct {
 	Sample *SampleSpec `json:"sample"`
 	Label  *LabelSpec  `json:"label"`
 	Shard  *struct {
-		Index *int `json:"index"`
+		Index *int   `json:"index"`
+		Chunk *int64 `json:"chunk"`
+		Piece *int64 `json:"piece"`
 	} `json:"shard"`
 	BlockRecords *int64          `json:"block_records"`
 	Fields       json.RawMessage `json:"fields"`
@@ -103,8 +126,28 @@ func parseMeta(h *headerInfo, name string) error {
 	if err := dec.Decode(&h.fields); err != nil {
 		return bad("%v", err)
 	}
-	if m.Sample == nil || m.Label == nil || m.Shard == nil || m.Shard.Index == nil || m.BlockRecords == nil {
-		return bad("missing sample, label, shard.index or block_records")
+	if m.Sample == nil || m.Label == nil || m.Shard == nil || m.BlockRecords == nil {
+		return bad("missing sample, label, shard or block_records")
+	}
+	h.index = -1
+	if h.version >= CutVersion {
+		// Version 4: the shard's chunk and piece, and nothing else (FORMAT.md, Meta).
+		s := m.Shard
+		if s.Index != nil || s.Chunk == nil || s.Piece == nil {
+			return bad("version %d shard: shard must hold chunk and piece, not index", h.version)
+		}
+		if *s.Chunk < 0 || *s.Piece < 0 {
+			return bad("negative shard chunk %d or piece %d", *s.Chunk, *s.Piece)
+		}
+		h.cut = &ShardCut{Chunk: *s.Chunk, Piece: *s.Piece}
+	} else {
+		if m.Shard.Index == nil {
+			return bad("missing shard.index")
+		}
+		if *m.Shard.Index < 0 {
+			return bad("negative shard index %d", *m.Shard.Index)
+		}
+		h.index = *m.Shard.Index
 	}
 	if err := m.Sample.Validate(); err != nil {
 		return bad("%v", err)
@@ -115,16 +158,13 @@ func parseMeta(h *headerInfo, name string) error {
 	if len(m.Label.Aux) > MaxAux {
 		return corrupt(name, HeaderFixed, ErrTooLarge, "meta: %d aux columns, limit %d", len(m.Label.Aux), MaxAux)
 	}
-	if *m.Shard.Index < 0 {
-		return bad("negative shard index %d", *m.Shard.Index)
-	}
 	if *m.BlockRecords < 1 || *m.BlockRecords > MaxRecords {
 		return bad("block_records %d out of range", *m.BlockRecords)
 	}
 	if m.Label.Aux == nil {
 		m.Label.Aux = []string{}
 	}
-	if h.version >= 3 {
+	if h.layout >= 3 {
 		// A version-1 or -2 shard may carry any key, "fields" included: it is not a schema.
 		schema, err := parseFields(m.Fields, *m.Sample)
 		if err != nil {
@@ -132,7 +172,7 @@ func parseMeta(h *headerInfo, name string) error {
 		}
 		h.schema = schema
 	}
-	h.spec, h.label, h.index, h.k = *m.Sample, *m.Label, *m.Shard.Index, *m.BlockRecords
+	h.spec, h.label, h.k = *m.Sample, *m.Label, *m.BlockRecords
 	return nil
 }
 
@@ -187,7 +227,7 @@ func readHeader(r io.ReaderAt, size int64, name string) (*headerInfo, error) {
 	if HeaderFixed+metaLen > size {
 		return nil, corrupt(name, size, ErrTruncated, "meta JSON of %d bytes ends past the end of the file", metaLen)
 	}
-	h := &headerInfo{version: version, flags: flags, metaLen: metaLen, meta: make([]byte, metaLen)}
+	h := &headerInfo{version: version, layout: layoutVersion(version, flags), flags: flags, metaLen: metaLen, meta: make([]byte, metaLen)}
 	if err := readFull(r, h.meta, HeaderFixed, name); err != nil {
 		return nil, err
 	}
@@ -274,15 +314,15 @@ func checkHeaderFooter(h *headerInfo, f *footerInfo, name string, size int64) (i
 	if f.k != h.k {
 		return indexLayout{}, bad("block_records %d, the header says %d", f.k, h.k)
 	}
-	if h.version == 2 && h.flags&FlagVarSize != 0 && h.flags&FlagShapes == 0 {
+	if h.layout == 2 && h.flags&FlagVarSize != 0 && h.flags&FlagShapes == 0 {
 		return indexLayout{}, corrupt(name, hdrFlagsOff, ErrFormat, "version %d variable-size shard without the shapes flag", h.version)
 	}
-	if h.version >= 3 && (h.flags&FlagShapes != 0) == h.spec.Fixed() {
+	if h.layout >= 3 && (h.flags&FlagShapes != 0) == h.spec.Fixed() {
 		return indexLayout{}, corrupt(name, hdrFlagsOff, ErrFormat, "version %d shard: shapes flag %v with sample shape %v", h.version, h.flags&FlagShapes != 0, h.spec.Shape)
 	}
 	if h.flags&FlagVarSize != 0 {
 		// A version-3 shard's records vary in size with their fields, whatever the sample shape.
-		if (h.spec.Fixed() && h.version < 3) || f.recordSize != 0 {
+		if (h.spec.Fixed() && h.layout < 3) || f.recordSize != 0 {
 			return indexLayout{}, bad("variable-size flag with record size %d and sample shape %v", f.recordSize, h.spec.Shape)
 		}
 	} else if !h.spec.Fixed() || f.recordSize != h.spec.Size() {

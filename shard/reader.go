@@ -182,8 +182,19 @@ func (r *Reader) Spec() SampleSpec { return r.h.spec }
 // LabelSpec returns the label spec.
 func (r *Reader) LabelSpec() LabelSpec { return r.h.label }
 
-// ShardIndex returns the shard's position in its dataset, from its meta JSON.
+// ShardIndex returns the shard's position in its dataset, from its meta JSON; -1 for a
+// version-4 shard, whose meta names its chunk and piece instead (Cut).
 func (r *Reader) ShardIndex() int { return r.h.index }
+
+// Cut returns the chunk and piece a version-4 shard's meta names (FORMAT.md, Meta); nil for a
+// shard of an earlier version.
+func (r *Reader) Cut() *ShardCut {
+	if r.h.cut == nil {
+		return nil
+	}
+	c := *r.h.cut
+	return &c
+}
 
 // Meta returns the decoded meta JSON (numbers as json.Number). The caller must not modify it.
 func (r *Reader) Meta() map[string]any { return r.h.fields }

@@ -28,6 +28,10 @@ type WriterOptions struct {
 	Meta map[string]any
 	// ShardIndex is the shard's position in its dataset, stored as meta "shard": {"index": k}.
 	ShardIndex int
+	// Cut, when set, makes a version-4 shard (FORMAT.md, Versioning): its meta "shard" is
+	// {"chunk": c, "piece": p}, which does not depend on the shard's position in its dataset,
+	// in place of ShardIndex. Otherwise the shard is what it would be without Cut.
+	Cut *ShardCut
 	// HasMeta makes the shard carry per-record metadata (FlagMeta); Append's meta argument is
 	// stored only when it is set.
 	HasMeta bool
@@ -123,6 +127,9 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if opts.ShardIndex < 0 {
 		return nil, fmt.Errorf("shard: negative shard index %d", opts.ShardIndex)
 	}
+	if c := opts.Cut; c != nil && (c.Chunk < 0 || c.Piece < 0) {
+		return nil, fmt.Errorf("shard: negative shard chunk %d or piece %d", c.Chunk, c.Piece)
+	}
 	if len(opts.Fields) > 0 {
 		if err := ValidateFields(opts.Fields, opts.Sample); err != nil {
 			return nil, err
@@ -164,6 +171,9 @@ func NewWriter(w io.Writer, opts WriterOptions) (*Writer, error) {
 	if opts.HasMeta {
 		sw.flags |= FlagMeta
 		sw.metaOffs = le.AppendUint64(nil, 0)
+	}
+	if opts.Cut != nil {
+		version = CutVersion
 	}
 	meta, err := headerMeta(opts, sw.k)
 	if err != nil {
@@ -225,6 +235,9 @@ func headerMeta(opts WriterOptions, k int64) ([]byte, error) {
 	m["sample"] = map[string]any{"shape": opts.Sample.Shape, "dtype": opts.Sample.DType, "layout": opts.Sample.Layout}
 	m["label"] = map[string]any{"dtype": "int64", "aux": aux}
 	m["shard"] = map[string]any{"index": opts.ShardIndex}
+	if c := opts.Cut; c != nil {
+		m["shard"] = map[string]any{"chunk": c.Chunk, "piece": c.Piece}
+	}
 	m["block_records"] = k
 	if len(opts.Fields) > 0 {
 		m["fields"] = fieldsMeta(opts.Fields)

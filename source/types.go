@@ -20,6 +20,14 @@ type Item struct {
 	// Note is what the enumerator hands its own Decode about this item (a fault it found, the
 	// record's provenance); the pipeline only carries it.
 	Note any
+	// Extra is what else decides the input's records that the enumerator already knows, beyond
+	// Name, Label and Aux (coco: the image's annotations, encoded canonically), or nil. It
+	// joins the listing digest (listing_sha256) of parts, plans and the resume checkpoint, so
+	// that parts built from other versions of it are refused, as for a changed label.
+	Extra []byte
+	// Side is a second file the input's records are read from (pairs: the mask), or "". Its
+	// size and modification time join the content digest (content_sha256), as Path's do.
+	Side string
 	// Stamp is Path's size and modification time as a plan recorded them (pipeline.FromPlan),
 	// or nil: a part built from a plan records the plan's, and checks its own inputs' against
 	// them.

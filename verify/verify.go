@@ -389,6 +389,9 @@ func checkManifest(m *shard.Manifest, add func(Fault)) {
 		bad("files hold %s but count is %d", humanize.Count(next, "record"), m.Count)
 	}
 	checkInputs(m, bad)
+	if err := shard.CheckCuts(m); err != nil {
+		bad("%v", err)
+	}
 	if _, _, err := m.BuildShuffle(); err != nil {
 		bad("%v", err)
 	}
@@ -413,7 +416,7 @@ func checkInputs(m *shard.Manifest, bad func(string, ...any)) {
 }
 
 // knownVersions are the shard format versions (FORMAT.md) verify accepts.
-var knownVersions = []int{1, 2, 3}
+var knownVersions = []int{1, 2, 3, 4}
 
 func knownVersion(v int) bool { return slices.Contains(knownVersions, v) }
 

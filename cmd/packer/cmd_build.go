@@ -22,6 +22,8 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/coco"
+	"github.com/packer-dev/packer/source/pairs"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -53,6 +55,7 @@ type buildOptions struct {
 	MaxErrors   int
 	ShardSize   string
 	CheckBlock  string
+	CutInputs   int64 // --cut-inputs K: a shard also ends at every K-th input (0: none)
 	Force       bool
 
 	// video
@@ -230,6 +233,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
 	f.StringVar(&o.CheckBlock, "checksum-block", defaultChecksumBlock, "shards: byte size aimed for per CRC-32C checksum block (e.g. 4KiB for shuffled reads from a cold disk or a bucket with the check on)")
+	f.Int64Var(&o.CutInputs, "cut-inputs", 0, "shards: end a shard at every K-th input of the source order too, and split --part at multiples of K, so that merge moves the parts' shards into place instead of writing them anew (0: shards end at --shard-size only; docs/cluster.md)")
 	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
 	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, or @FILE with one per line, for sources that lack them (idx, lists labelled by integers, webdataset, tfrecord, parquet)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
@@ -366,6 +370,12 @@ func (o *buildOptions) validateShardSize() error {
 	if n != shard.BlockTarget {
 		o.checkBlock = n
 	}
+	switch {
+	case o.CutInputs < 0:
+		return fmt.Errorf("--cut-inputs %d: want a positive input count, or 0 for none", o.CutInputs)
+	case o.CutInputs > 0 && o.Format != shard.FormatShards:
+		return fmt.Errorf("--cut-inputs: only --format shards is cut into shards, not --format %s (its merge writes one file anyway)", o.Format)
+	}
 	return nil
 }
 
@@ -382,7 +392,32 @@ func (o *buildOptions) validateInputs() error {
 	if err := oneOf("on-error", o.OnError, pipeline.OnErrorSkip, pipeline.OnErrorFail); err != nil {
 		return err
 	}
+	if err := o.validateKindFlags(); err != nil {
+		return err
+	}
 	return oneOf("short", o.ShortClip, "skip", "pad")
+}
+
+// validateKindFlags refuses, where --from names the kind, the flags of another source kind:
+// --images is coco's and --masks pairs'; and for coco and pairs, whose fields are fixed and
+// whose boxes and masks are in the stored pixels' coordinates, --fields and --exif-orient (an
+// EXIF rotation would turn the image away from them).
+func (o *buildOptions) validateKindFlags() error {
+	switch {
+	case o.From == "":
+		return nil
+	case o.Images != "" && o.From != coco.Kind:
+		return fmt.Errorf("--images is for --from %s", coco.Kind)
+	case o.Masks != "" && o.From != pairs.Kind:
+		return fmt.Errorf("--masks is for --from %s", pairs.Kind)
+	case o.From != coco.Kind && o.From != pairs.Kind:
+		return nil
+	case o.Fields != "":
+		return fmt.Errorf("--fields does not apply to --from %s: its records' fields are always the same (docs/fields.md)", o.From)
+	case o.ExifOrien:
+		return fmt.Errorf("--exif-orient does not apply to --from %s: its annotations are in the stored pixels' coordinates, which an EXIF rotation would turn the image away from", o.From)
+	}
+	return nil
 }
 
 // parseClasses parses --classes: names separated by commas, or @FILE, a file with one name per
@@ -637,6 +672,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		MaxErrors:       o.MaxErrors,
 		ShardSize:       o.shardSize,
 		ChecksumBlock:   o.checkBlock,
+		CutInputs:       o.CutInputs,
 		Device:          device,
 		Resizer:         resizer,
 		Progress: func(items, total, records, bytes int64) {

@@ -288,9 +288,9 @@ func describeShape(spec shard.SampleSpec) string {
 		case d < 0:
 			vary = append(vary, names[i])
 		case names[i] == "C":
-			fixed = append(fixed, fmt.Sprintf("%d channels", d))
+			fixed = append(fixed, humanize.Count(d, "channel"))
 		case names[i] == "T":
-			fixed = append(fixed, fmt.Sprintf("%d frames", d))
+			fixed = append(fixed, humanize.Count(d, "frame"))
 		default:
 			fixed = append(fixed, fmt.Sprintf("%s=%d", names[i], d))
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/verify"
@@ -25,6 +26,9 @@ type mergeOptions struct {
 	Parts   []string
 	Force   bool
 	Workers int
+
+	VerifyParts bool // --verify-parts: read every byte of parts built with --cut-inputs before linking them
+	RemoveParts bool // --remove-parts: remove the part folders once OUT is published
 }
 
 func newMergeCommand(io *iostreams, runF func(context.Context, *mergeOptions) error) *cobra.Command {
@@ -44,7 +48,17 @@ it writes the records of the parts in order through the format the parts were bu
 last, an atomic commit, and --force to replace an existing OUT. Each part is verified like
 packer verify does (every file's size and SHA-256, every shard's structure and checksums) in the
 same sequential read that copies it: a damaged part is refused (exit status 3, naming the part)
-and nothing is published. The parts are only read. See docs/cluster.md.
+and nothing is published. The parts are only read.
+
+Parts built with --cut-inputs K (every part then starts at a multiple of K, and a shard also
+ends at every K-th input) hold exactly the shards of the whole build: the merge then writes
+no record. It checks each part as a reader opening it does (the sealed manifest; every
+shard's header, index against its index_sha256, footer, size and chunk), links each shard
+into OUT's staging folder under its merged name (a hard link: no second copy; across file
+systems, a copy checked against the part's SHA-256) and writes the manifest from the parts'
+manifests. --verify-parts reads every byte of the parts first, as packer verify does.
+--remove-parts removes the part folders once OUT is published (of linked shards, only
+their second names). See docs/cluster.md.
 ` + exitStatusHelp,
 		Example: `  # four parts, on four machines or as a Slurm array, then one merge
   packer build ~/imagenet/train -o parts/p0 --part 0/4 --resize 256 --crop 224
@@ -66,6 +80,8 @@ and nothing is published. The parts are only read. See docs/cluster.md.
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing non-empty OUT (atomically, when the merge completes)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "ignored: a part is verified as it is read, one file at a time, in order")
 	_ = cmd.Flags().MarkHidden("workers")
+	cmd.Flags().BoolVar(&opts.VerifyParts, "verify-parts", false, "parts built with --cut-inputs: read and check every byte of every part, as packer verify does, before linking its shards (parts without it are always read whole)")
+	cmd.Flags().BoolVar(&opts.RemoveParts, "remove-parts", false, "remove the part folders once OUT is published (local parts only)")
 	return cmd
 }
 
@@ -74,6 +90,9 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	// against its manifest as it reads it, so the bytes are checked end to end); an
 	// object-store OUT is merged locally and then published like a build.
 	dirs, out := slices.Clone(o.Parts), o.Out
+	if o.RemoveParts && slices.ContainsFunc(dirs, remote) {
+		return usagef(errors.New("--remove-parts removes local part folders only; remove the parts in object storage yourself"))
+	}
 	for _, p := range dirs {
 		if locations.Overlap(out, p) {
 			return usagef(fmt.Errorf("merge into %s: %w: it is the part %s, or lies in or around it", out, pipeline.ErrOutputOverlap, p))
@@ -138,6 +157,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	bar := progress.New(o.IO.Err, "merging", "records", total)
 	sum, err := pipeline.Merge(ctx, parts, pipeline.MergeOptions{
 		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force, Formats: outputNames(false),
+		ShardName: shards.ShardName, VerifyParts: o.VerifyParts,
 		Progress: func(records, _ int64) { bar.Set(records) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
@@ -182,6 +202,16 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		humanize.Bytes(sum.FileBytes), secs, humanize.Rate(float64(sum.Bytes)/secs))
 	if sum.Skipped > 0 {
 		fmt.Fprintf(o.IO.Out, "skipped %s (listed in %s/manifest.json)\n", humanize.Count(sum.Skipped, "input"), o.Out)
+	}
+	if o.RemoveParts {
+		// OUT is published: the parts are no longer needed (their linked shards live on in OUT).
+		// Their locks are still held, so no build of a part starts while it is removed.
+		for _, d := range parts.Dirs {
+			if err := pipeline.RemovePart(d); err != nil {
+				return fmt.Errorf("merged into %s, but --remove-parts: %w", o.Out, err)
+			}
+			fmt.Fprintf(o.IO.Out, "removed part %s\n", d)
+		}
 	}
 	return nil
 }

@@ -17,7 +17,12 @@ import (
 
 // planFlags are build's source flags: what `packer plan` takes and records, and what a build
 // from a plan takes from it. Every other build flag (transform, format, part) is the build's.
-var planFlags = []string{"from", "split", "classes", "exif-orient", "max-pixels", "clip-len", "clip-stride", "short", "fps", "decode-timeout", "image-key", "label-key"}
+var planFlags = []string{"from", "split", "classes", "exif-orient", "max-pixels", "clip-len", "clip-stride", "short", "fps", "decode-timeout", "image-key", "label-key", "fields", "images", "masks"}
+
+// planLateFlags are the source flags added to planFlags after plans were first written: a plan
+// that lacks one was made before the flag existed, with its empty value, which a part built
+// from it then takes (and a part given the flag is refused: make a new plan).
+var planLateFlags = []string{"fields", "images", "masks"}
 
 // planOrderFlags are build's record-order flags, which a plan records too, so that every part
 // built from it writes the records in one order: the one-machine build's with the same flags.
@@ -134,13 +139,20 @@ func runPlan(ctx context.Context, o *buildOptions) error {
 	return nil
 }
 
-// flagValue is a source flag's value as a plan records it: the flag's own string, or for
-// --classes the parsed class names joined by commas.
+// flagValue is a source flag's value as a plan records it: the flag's own string, for
+// --classes the parsed class names joined by commas, and for --images and --masks the folder's
+// absolute path (a plan names its source by absolute path too).
 func (o *buildOptions) flagValue(name string) string {
-	if name == "classes" {
+	v := o.flags.Lookup(name).Value.String()
+	switch {
+	case name == "classes":
 		return strings.Join(o.classes, ",")
+	case (name == "images" || name == "masks") && v != "":
+		if abs, err := filepath.Abs(v); err == nil {
+			return abs
+		}
 	}
-	return o.flags.Lookup(name).Value.String()
+	return v
 }
 
 // usePlan makes a build whose SOURCE is a plan file (after validate) take its source flags from
@@ -159,6 +171,9 @@ func (o *buildOptions) usePlan(flags *pflag.FlagSet, src string) error {
 		v, ok := h.Options[name]
 		if !ok && slices.Contains(planOrderFlags, name) {
 			continue // a plan of an earlier version: the part's own record order
+		}
+		if !ok && slices.Contains(planLateFlags, name) {
+			v, ok = "", true
 		}
 		if !ok {
 			return fmt.Errorf("%w: %s records no --%s", pipeline.ErrPlan, src, name)

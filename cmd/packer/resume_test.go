@@ -124,7 +124,7 @@ func exists(p string) bool { _, err := os.Lstat(p); return err == nil }
 // left beside OUT. The sources have what makes resuming hard: skipped inputs (damaged images),
 // inputs yielding several records that a checkpoint falls between (clips), records of several
 // sizes, a source that does not know its size (WebDataset); a part resumes too, and merges
-// into the one-machine build. (CIFAR resumes in TestInterruptRerun; video files cut into
+// into the one-machine build; a build cut with --cut-inputs resumes too. (CIFAR resumes in TestInterruptRerun; video files cut into
 // clips go through the same writer path as frames and are left out for time.) The test fails unless some resumes did go on from a checkpoint.
 func TestResumeSameBytes(t *testing.T) {
 	if testing.Short() {
@@ -144,6 +144,9 @@ func TestResumeSameBytes(t *testing.T) {
 		{"frames-clips", src["frames"], []string{"--from", "frames", "--clip-len", "2", "--crop", "8"}},
 		{"webdataset", src["wds"], []string{"--crop", "5", "--classes", "x,y,z"}},
 		{"frames-part", src["frames"], []string{"--from", "frames", "--clip-len", "2", "--crop", "8", "--part", "1/2"}},
+		// Cut at every 3rd input: a resumed build goes on with the chunk and piece its
+		// checkpoint's last shard had (FORMAT.md "Dataset").
+		{"webdataset-cut", src["wds"], []string{"--crop", "5", "--classes", "x,y,z", "--cut-inputs", "3"}},
 	}
 	resumed, kills := 0, 0
 	for _, c := range cases {

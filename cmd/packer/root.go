@@ -148,10 +148,10 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 	root.SetOut(io.Out)
 	root.SetErr(io.Err)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		// A mistyped command followed by its flags ("packer biuld SRC -o OUT") reaches the root,
-		// whose flags the command's are not: the unknown command, met before the flag, is the
-		// error to report.
-		if !c.HasParent() && len(c.Flags().Args()) > 0 {
+		// A mistyped command followed by its flags ("packer biuld SRC -o OUT", "packer cluster
+		// slurmm -o DIR") reaches the root or the command group, whose flags the command's are
+		// not: the unknown command, met before the flag, is the error to report.
+		if c.HasSubCommands() && len(c.Flags().Args()) > 0 {
 			return unknownCommand(c, c.Flags().Arg(0))
 		}
 		return usagef(suggestFlag(c, err))
@@ -164,6 +164,8 @@ shards (or NumPy / HDF5 arrays) that a small reader streams at disk speed.
 		newPreviewCommand(io, nil),
 		newMergeCommand(io, nil),
 		newPlanCommand(io, nil),
+		newMixPlanCommand(io, nil),
+		newClusterCommand(io),
 	)
 	return root
 }

@@ -30,6 +30,15 @@ func TestValidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, args := range [][]string{
+		{"-o", "out", "--from", "coco", "--images", "img"},
+		{"-o", "out", "--from", "pairs", "--masks", "m"},
+		{"-o", "out", "--from", "webdataset", "--fields", "txt", "--exif-orient"},
+	} {
+		if _, err := validated(t, args...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
 	if o.output.Name != "shards" || o.transform.Spec().Resize != 256 || o.transform.Spec().CropW != 224 || o.shardSize != 1<<20 || !slices.Equal(o.classes, []string{"cat", "dog"}) {
 		t.Errorf("output %q, transform %+v, shard size %d, classes %q", o.output.Name, o.transform, o.shardSize, o.classes)
 	}
@@ -53,6 +62,11 @@ func TestValidate(t *testing.T) {
 		{[]string{"-o", "out", "--classes", "a,,b"}, `--classes: class names must be distinct and not empty, got "a,,b" ("")`},
 		{[]string{"-o", "out", "--on-error", "stop"}, `unknown --on-error "stop" (want skip or fail)`},
 		{[]string{"-o", "out", "--short", "drop"}, `unknown --short "drop" (want skip or pad)`},
+		{[]string{"-o", "out", "--from", "folder", "--images", "img"}, "--images is for --from coco"},
+		{[]string{"-o", "out", "--from", "coco", "--masks", "m"}, "--masks is for --from pairs"},
+		{[]string{"-o", "out", "--from", "coco", "--fields", "x"}, "--fields does not apply to --from coco"},
+		{[]string{"-o", "out", "--from", "pairs", "--masks", "m", "--exif-orient"}, "--exif-orient does not apply to --from pairs"},
+		{[]string{"-o", "out", "--from", "coco", "--images", "img", "--exif-orient"}, "--exif-orient does not apply to --from coco"},
 	} {
 		_, err := validated(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

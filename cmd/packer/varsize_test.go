@@ -311,3 +311,20 @@ func TestFixedFormatsRefuseVariableShape(t *testing.T) {
 		mustRun(t, "build", root, "-o", out, "--format", format, "--size", "4x3")
 	}
 }
+
+// TestDescribeShapeCounts: inspect's words for a variable shape put a count of one in the
+// singular ("1 channel", "1 frame").
+func TestDescribeShapeCounts(t *testing.T) {
+	for _, c := range []struct {
+		spec shard.SampleSpec
+		want string
+	}{
+		{shard.SampleSpec{Shape: []int{-1, -1, 1}, Layout: "HWC"}, "variable HxW, 1 channel"},
+		{shard.SampleSpec{Shape: []int{-1, -1, 3}, Layout: "HWC"}, "variable HxW, 3 channels"},
+		{shard.SampleSpec{Shape: []int{1, -1, -1, 1}, Layout: "THWC"}, "variable HxW, 1 frame, 1 channel"},
+	} {
+		if got := describeShape(c.spec); got != c.want {
+			t.Errorf("describeShape(%v %s) = %q, want %q", c.spec.Shape, c.spec.Layout, got, c.want)
+		}
+	}
+}

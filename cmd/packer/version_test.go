@@ -10,7 +10,9 @@ import (
 
 // TestVersionOneSource: the command's version (pipeline.Version, what `packer --version`
 // prints and manifests record), the wheel's (python/pyproject.toml, from which
-// scripts/make_wheel.py writes the wheel's metadata) and CHANGELOG.md's latest release agree.
+// scripts/make_wheel.py writes the wheel's metadata), CHANGELOG.md's latest release and the
+// version of the reader's module (shard/go.mod) that go.mod requires, the tag shard/vX.Y.Z of
+// the release, agree.
 func TestVersionOneSource(t *testing.T) {
 	py, err := os.ReadFile("../../python/pyproject.toml")
 	if err != nil {
@@ -27,5 +29,13 @@ func TestVersionOneSource(t *testing.T) {
 	r := regexp.MustCompile(`(?m)^## (\d+\.\d+\.\d+)`).FindSubmatch(cl)
 	if r == nil || string(r[1]) != pipeline.Version {
 		t.Fatalf("CHANGELOG.md's latest release is %q, pipeline.Version %q", r, pipeline.Version)
+	}
+	gm, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := regexp.MustCompile(`(?m)^\s*github\.com/packer-dev/packer/shard (v\S+)`).FindSubmatch(gm)
+	if req == nil || string(req[1]) != "v"+pipeline.Version {
+		t.Fatalf("go.mod requires the reader's module github.com/packer-dev/packer/shard at %q, want v%s (pipeline.Version)", req, pipeline.Version)
 	}
 }

@@ -50,6 +50,9 @@ type shardOutput struct {
 	cfg   output.Config
 	files []shard.FileEntry
 	next  int64 // first record of the current shard
+	// cut is the chunk and piece of the current (or, between shards, the last) shard of an
+	// output with cfg.CutInputs; nil before the first.
+	cut *shard.ShardCut
 
 	sink *sink
 	w    *shard.Writer
@@ -113,9 +116,20 @@ func (o *shardOutput) open() error {
 	o.w, err = shard.NewWriter(sk, shard.WriterOptions{
 		Sample: o.cfg.Sample, Label: o.cfg.Label, ShardIndex: k, HasMeta: o.cfg.HasMeta,
 		Meta: map[string]any{"dataset": o.cfg.Meta}, Unbuffered: true, BlockTarget: o.cfg.ChecksumBlock,
-		Fields: o.cfg.Fields,
+		Fields: o.cfg.Fields, Cut: o.cut,
 	})
 	return err
+}
+
+// nextCut sets the chunk and piece of the shard the record of input in opens: the next piece
+// of the last shard's chunk, or piece 0 of a new chunk.
+func (o *shardOutput) nextCut(input int64) {
+	c := input / o.cfg.CutInputs
+	if o.cut != nil && o.cut.Chunk == c {
+		o.cut = &shard.ShardCut{Chunk: c, Piece: o.cut.Piece + 1}
+	} else {
+		o.cut = &shard.ShardCut{Chunk: c}
+	}
 }
 
 // finish completes the current shard: index and footer, then, in the background, the rest of
@@ -132,7 +146,7 @@ func (o *shardOutput) finish() error {
 	}
 	sk, k, name, n, size := o.sink, len(o.files), o.name, o.w.Len(), o.w.Size()
 	sk.close()
-	fe := shard.FileEntry{Path: name, Size: size, IndexSHA256: o.w.IndexSHA256(), Records: n, FirstRecord: o.next}
+	fe := shard.FileEntry{Path: name, Size: size, IndexSHA256: o.w.IndexSHA256(), Records: n, FirstRecord: o.next, Shard: o.cut}
 	o.files = append(o.files, fe)
 	o.next += n
 	o.w, o.sink = nil, nil
@@ -221,6 +235,9 @@ func commitShard(p *fileutil.Pending, name string, n int64) error {
 // Format reports the format name and the version of its shards (shard.DatasetVersion: 3 with
 // fields).
 func (o *shardOutput) Format() (string, int) {
+	if o.cfg.CutInputs > 0 {
+		return shard.FormatShards, shard.CutVersion // every shard names its chunk and piece
+	}
 	return shard.FormatShards, shard.DatasetVersion(o.cfg.Sample, o.cfg.Fields)
 }
 
@@ -234,7 +251,9 @@ func (o *shardOutput) Write(r output.Record) error {
 	for _, f := range r.Fields {
 		n += int64(len(f))
 	}
-	if o.w != nil && o.w.Len() > 0 && o.w.DataSize()+n > o.cfg.ShardSize {
+	// With CutInputs a shard also ends where the record's input starts a new chunk.
+	newChunk := o.cfg.CutInputs > 0 && o.cut != nil && r.Input/o.cfg.CutInputs != o.cut.Chunk
+	if o.w != nil && o.w.Len() > 0 && (newChunk || o.w.DataSize()+n > o.cfg.ShardSize) {
 		if o.err = o.finish(); o.err != nil {
 			return o.err
 		}
@@ -245,6 +264,9 @@ func (o *shardOutput) Write(r output.Record) error {
 		}
 	}
 	if o.w == nil {
+		if o.cfg.CutInputs > 0 {
+			o.nextCut(r.Input)
+		}
 		if o.err = o.open(); o.err != nil {
 			return o.err
 		}
@@ -325,6 +347,11 @@ func Resume(cfg output.Config, state []byte) (output.Output, error) {
 		return nil, err
 	}
 	o.files, o.kept = st.Files, len(st.Files)
+	if n := len(o.files); cfg.CutInputs > 0 && n > 0 {
+		if o.cut = o.files[n-1].Shard; o.cut == nil {
+			return nil, fmt.Errorf("resume: the checkpoint lists %s without its chunk and piece, and the build cuts at every %d inputs (build without --resume to start over)", o.files[n-1].Path, cfg.CutInputs)
+		}
+	}
 	ents, err := os.ReadDir(cfg.Dir)
 	if err != nil {
 		return nil, err

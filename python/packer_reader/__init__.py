@@ -25,7 +25,8 @@ a one-time RuntimeWarning says so. ``open(path, verify_crc=False)`` skips them.
 npy/hdf5 shapes; files the manifest does not list are warnings (``report.warnings``), faults with
 ``verify(path, strict=True)``.
 
-PyTorch: see ``packer_reader.torch``.
+PyTorch: see ``packer_reader.torch``. Weighted mixtures of datasets: ``packer_reader.mix``
+(shard/ORDER.md "Mixtures").
 """
 
 from ._dataset import Dataset
@@ -37,11 +38,13 @@ from ._formats import open_dataset as _open
 from ._s3 import AccessError, S3Error
 from ._shards import ShardDataset
 from ._verify import Fault, Report, verify
+from .mixture import mix, mix_plan
 
 __version__ = "0.2.0"
 
 __all__ = ["open", "verify", "Dataset", "ShardDataset", "NpyDataset", "HDF5Dataset", "Report", "Fault",
-           "PackerError", "FormatError", "CorruptionError", "S3Error", "AccessError", "load_manifest"]
+           "PackerError", "FormatError", "CorruptionError", "S3Error", "AccessError", "load_manifest",
+           "mix", "mix_plan"]
 
 
 def open(path, verify_crc=True, direct=False, cache_dir=None):  # noqa: A001 - the package's entry point

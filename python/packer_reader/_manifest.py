@@ -107,11 +107,38 @@ def load_manifest(directory, store=None):
         pin = fe.get("index_sha256")
         if pin is not None and not (isinstance(pin, str) and _HEX64.fullmatch(pin)):
             raise FormatError(path, "file %s: index_sha256 %r is not 64 lower-case hex digits" % (p, pin))
+    _check_cuts(path, m, files)
     label = m.get("label") or {}
     aux = (label.get("aux") or []) if isinstance(label, dict) else []
     if not isinstance(aux, list) or not all(isinstance(a, str) and a and "/" not in a for a in aux):
         raise FormatError(path, "label.aux must be a list of column names")
     return m
+
+
+def _check_cuts(path, m, files):
+    """shard/FORMAT.md "Dataset": in a dataset cut at fixed input positions (cut_inputs) every
+    shard entry names its chunk and piece, chunks do not decrease and a chunk's pieces are 0, 1, ...
+    in order; without cut_inputs no entry names one."""
+    cut = m.get("cut_inputs", 0)
+    if not isinstance(cut, int) or isinstance(cut, bool) or cut < 0:
+        raise FormatError(path, "cut_inputs %r is not a count" % (cut,))
+    prev = None
+    for fe in files:
+        p, c = fe.get("path"), fe.get("shard")
+        if m.get("format") != "shards" or not str(p).endswith(".pks"):
+            continue
+        if not cut:
+            if c is not None:
+                raise FormatError(path, "file %s has a chunk and piece, and the manifest no cut_inputs" % p)
+            continue
+        ok = isinstance(c, dict) and set(c) == {"chunk", "piece"} and all(
+            isinstance(c[k], int) and not isinstance(c[k], bool) and c[k] >= 0 for k in c)
+        if not ok:
+            raise FormatError(path, "cut_inputs %d, and file %s has no valid chunk and piece (%r)" % (cut, p, c))
+        if (c["piece"] != 0 if prev is None or c["chunk"] != prev["chunk"] else c["piece"] != prev["piece"] + 1) \
+                or prev is not None and c["chunk"] < prev["chunk"]:
+            raise FormatError(path, "file %s is chunk %d piece %d, out of order after %r" % (p, c["chunk"], c["piece"], prev))
+        prev = c
 
 
 def _join(directory, rel):

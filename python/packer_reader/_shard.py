@@ -1,6 +1,8 @@
-"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 to 3;
+"""Parsing of one packer shard file, exactly as shard/FORMAT.md describes it (versions 1 to 4;
 version 2 adds FlagShapes, the per-record shapes of variable-size records; version 3 FlagFields,
-the values a record carries besides its sample, with the index part fieldlens)."""
+the values a record carries besides its sample, with the index part fieldlens; version 4, a shard
+of a dataset cut at fixed input positions, is laid out as 1, 2 or 3 and names its chunk and piece
+instead of its position)."""
 
 import contextlib
 import hashlib
@@ -18,7 +20,7 @@ from ._io import open_ro, pread, pread_into, preadv_into
 
 HEADER_MAGIC = b"PKSHARD\x00"
 FOOTER_MAGIC = b"PKS1"
-VERSION = 3  # newest version known; versions 1 to 3 are read
+VERSION = 4  # newest version known; versions 1 to 4 are read
 ALIGN = 4096
 HEADER_FIXED = 32
 FOOTER_SIZE = 64
@@ -27,7 +29,11 @@ FLAG_META = 1 << 1
 FLAG_SHAPES = 1 << 2  # version 2: index part "shapes" (values of the sample shape's -1 dims)
 FLAG_FIELDS = 1 << 3  # version 3: the meta's "fields" schema and index part "fieldlens"
 KNOWN_FLAGS = {1: FLAG_VAR_SIZE | FLAG_META, 2: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES,
-               3: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES | FLAG_FIELDS}
+               3: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES | FLAG_FIELDS,
+               # version 4: a shard of a dataset cut at fixed input positions; laid out as version
+               # 3 with FlagFields, else 2 with FlagShapes, else 1, its meta "shard" naming its
+               # chunk and piece instead of its position (shard/FORMAT.md "Versioning")
+               4: FLAG_VAR_SIZE | FLAG_META | FLAG_SHAPES | FLAG_FIELDS}
 BLOCK_TARGET = 1 << 20
 MAX_META_LEN = 1 << 20
 MAX_RECORDS = (1 << 32) - 1
@@ -200,6 +206,8 @@ class ShardFile:
             # FORMAT.md "Fields": a shard with fields is version 3 with FlagFields, always with
             # FlagVarSize; a shard without fields is written as version 1 or 2
             self._fail("a version 3 shard needs FlagFields and FlagVarSize (flags 0x%04x)" % flags, 10)
+        if version == 4 and flags & FLAG_FIELDS and not flags & FLAG_VAR_SIZE:
+            self._fail("a version 4 shard with FlagFields needs FlagVarSize (flags 0x%04x)" % flags, 10)
         if meta_len > MAX_META_LEN:
             self._fail("meta length %d exceeds the limit %d" % (meta_len, MAX_META_LEN), 12)
         if HEADER_FIXED + meta_len + FOOTER_SIZE > size:
@@ -238,6 +246,16 @@ class ShardFile:
         if not isinstance(meta, dict):
             self._fail("meta JSON is not an object", HEADER_FIXED)
         self.meta = meta
+        # meta "shard": {"index": k} below version 4, {"chunk": c, "piece": p} in version 4
+        sh = meta.get("shard")
+        self.cut = None
+        if version >= 4:
+            if not isinstance(sh, dict):
+                self._fail("a version 4 shard's meta shard is missing", HEADER_FIXED)
+            c, q = sh.get("chunk"), sh.get("piece")
+            if "index" in sh or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (c, q)):
+                self._fail("a version 4 shard's meta shard must hold chunk and piece, not index: %s" % json.dumps(sh), HEADER_FIXED)
+            self.cut = {"chunk": c, "piece": q}
         self.shape, self.dtype, fixed_size = parse_sample_spec(meta.get("sample"), p)
         label = meta.get("label") or {}
         aux = (label.get("aux") or []) if isinstance(label, dict) else None

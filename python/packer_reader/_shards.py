@@ -1,6 +1,7 @@
 """Format "shards": a dataset of packer shard files (shard/FORMAT.md), each checked against the
 manifest when opened."""
 
+import json
 import os
 import warnings
 
@@ -112,10 +113,17 @@ class ShardDataset(_SegmentDataset):
         """Refuse a shard that is not the one the manifest lists at position pos: a swapped,
         renamed or foreign file would otherwise serve other records under these indices."""
         m = self.manifest
-        idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
-        if idx != pos:
-            raise FormatError(sf.path, "shard index %s in its header at position %d of the manifest "
-                              "(swapped or renamed shard files?)" % (idx, pos))
+        if sf.cut is not None or fe.get("shard") is not None:
+            # version 4: the header names its chunk and piece, as the manifest entry does
+            if sf.cut != fe.get("shard"):
+                raise FormatError(sf.path, "shard %s in its header (version %d) at position %d of the manifest, which "
+                                  "lists %s there (swapped or renamed shard files?)" % (
+                                      json.dumps(sf.cut), sf.version, pos, json.dumps(fe.get("shard"))))
+        else:
+            idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
+            if idx != pos:
+                raise FormatError(sf.path, "shard index %s in its header at position %d of the manifest "
+                                  "(swapped or renamed shard files?)" % (idx, pos))
         want = m.get("sample") or {}
         got = sf.meta.get("sample") or {}
         for key in ("shape", "dtype", "layout"):

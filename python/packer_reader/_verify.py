@@ -224,7 +224,7 @@ def verify(path, strict=False):
     return rep
 
 
-KNOWN_VERSIONS = (1, 2, 3)  # shard format versions (shard/FORMAT.md) verify accepts
+KNOWN_VERSIONS = (1, 2, 3, 4)  # shard format versions (shard/FORMAT.md) verify accepts
 
 
 def _check_manifest(rep, m, mpath):
@@ -368,6 +368,9 @@ def _verify_shards(rep, m, root, present, listed):
             idx = (sf.meta.get("shard") or {}).get("index") if isinstance(sf.meta.get("shard"), dict) else None
             if idx is not None and idx != pos:
                 rep.add("structure", full, "meta shard.index %r, but it is file %d of the dataset" % (idx, pos))
+            if (sf.cut is not None or fe.get("shard") is not None) and sf.cut != fe.get("shard"):
+                rep.add("structure", full, "meta shard %s, but the manifest lists %s for file %d of the dataset" % (
+                    json.dumps(sf.cut), json.dumps(fe.get("shard")), pos))
             pend = rep.pending_sha.pop(rel, None)
             sha = hashlib.sha256() if pend else None
             for err in sf.stream_check(sha):  # one read of the file: SHA-256, block CRCs, padding

@@ -220,8 +220,10 @@ def test_bad_schema_refused(tmp_path, edit, match):
 
 
 def test_versions_and_flags(tmp_path):
-    with pytest.raises(FormatError, match="version 4"):
-        packer_reader.open(one_shard(tmp_path, version=4))
+    with pytest.raises(FormatError, match="version 5"):
+        packer_reader.open(one_shard(tmp_path, version=5))
+    with pytest.raises(FormatError, match="version 4 shard's meta shard must hold chunk and piece"):
+        packer_reader.open(one_shard(tmp_path, version=4))  # its meta shard holds an index
     with pytest.raises(FormatError, match="unknown flags"):  # FlagFields in a version-2 shard
         packer_reader.open(one_shard(tmp_path, var=True, version=2))
     p = str(tmp_path / "v3.pks")

@@ -30,8 +30,8 @@ merge) tmpl=merge-job.yaml ;;
 *) echo "usage: $0 pvc|parts|merge (values from the environment: see the header)" >&2; exit 2 ;;
 esac
 # need VAR WHY: VAR's value, which must be set; opt VAR DEFAULT: VAR's value or DEFAULT.
-# Values are written into the YAML as they are, or double-quoted: no quotes, backslashes, spaces
-# or | (sed's delimiter) in them.
+# Values are written into the YAML as they are, or double-quoted: no quotes, backslashes, spaces,
+# | (sed's delimiter) or & (sed's whole match) in them.
 need() {
   local v=${!1:-}
   [ -n "$v" ] || { echo "render: set $1 ($2)" >&2; exit 2; }
@@ -39,8 +39,8 @@ need() {
 }
 opt() { word "$1" "${!1:-$2}"; }
 word() {
-  case "$2" in *[\"\\\'\|[:space:]]*)
-    echo "render: $1=$2: quotes, backslashes, spaces and | are not allowed" >&2; exit 2 ;;
+  case "$2" in *[\"\\\'\|\&[:space:]]*)
+    echo "render: $1=$2: quotes, backslashes, spaces, | and & are not allowed" >&2; exit 2 ;;
   esac
   printf '%s' "$2"
 }

@@ -13,9 +13,11 @@
 // annotations is packed with 0 rows. Inputs that cannot be packed are reported in the
 // manifest's skipped list (or fail the build with --on-error fail): an image whose file is
 // missing or unreadable, whose decoded size differs from the size the file gives for it,
-// or one of whose annotations has a bbox that is not four numbers with a width and height of
-// at least 0; and, as one input each, the annotations naming an image id the file does not
-// list.
+// one of whose annotations has a bbox that is not four finite numbers with a width and height
+// of at least 0, an area that is not a finite number, or a category id the file's categories do
+// not list; and, as one input each, the annotations naming an image id the file does not list.
+// The bare words NaN, Infinity and -Infinity that Python's json module writes for non-finite
+// floats are read as such values (a skip of their image), not as a fault of the whole file.
 package coco
 
 import (
@@ -29,6 +31,7 @@ import (
 	"math"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -133,7 +136,7 @@ func Open(file string, opts Options) (*Source, error) {
 // tables is the file's three arrays as read.
 type tables struct {
 	images     map[int64]*imageEntry
-	anns       []rawAnnotation
+	anns       []pending
 	categories map[int64]string
 	seen       map[string]bool
 }
@@ -151,7 +154,15 @@ type rawAnnotation struct {
 	BBox     json.RawMessage `json:"bbox"`
 	Category int64           `json:"category_id"`
 	IsCrowd  int64           `json:"iscrowd"`
-	Area     float64         `json:"area"`
+	Area     number          `json:"area"`
+}
+
+// pending is an annotation as read, converted at once (its bbox and area checked), waiting
+// for the images table: the file may list the annotations first.
+type pending struct {
+	image  int64
+	ann    annotation
+	reason string // why its image cannot be packed; "" for a good annotation
 }
 
 type rawCategory struct {
@@ -166,7 +177,7 @@ func (s *Source) formatErr(format string, a ...any) error {
 // read parses the file as a stream: the top-level object's members one by one, and in the
 // arrays that matter one element at a time.
 func (s *Source) read(r io.Reader) error {
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(newPythonWords(r))
 	dec.UseNumber()
 	t := &tables{images: map[int64]*imageEntry{}, categories: map[int64]string{}, seen: map[string]bool{}}
 	if err := s.expectDelim(dec, '{', "the file"); err != nil {
@@ -190,7 +201,8 @@ func (s *Source) read(r io.Reader) error {
 				if a.ImageID == nil {
 					return s.formatErr("annotation %d has no image_id", a.ID)
 				}
-				t.anns = append(t.anns, a)
+				ann, reason := convert(a)
+				t.anns = append(t.anns, pending{image: *a.ImageID, ann: ann, reason: reason})
 				return nil
 			})
 		case "categories":
@@ -283,27 +295,27 @@ func (s *Source) readImage(dec *json.Decoder, t *tables) error {
 func (s *Source) assemble(t *tables) error {
 	orphans := map[int64][]int64{}
 	for _, a := range t.anns {
-		img := t.images[*a.ImageID]
+		img := t.images[a.image]
 		if img == nil {
-			orphans[*a.ImageID] = append(orphans[*a.ImageID], a.ID)
+			orphans[a.image] = append(orphans[a.image], a.ann.id)
 			continue
 		}
 		if img.reason != "" {
 			continue
 		}
-		ann, reason := convert(a)
-		if reason != "" {
-			img.reason = reason
+		if a.reason != "" {
+			img.reason = a.reason
 			img.anns = nil
 			continue
 		}
-		if _, ok := t.categories[a.Category]; !ok && len(t.categories) > 0 {
-			img.reason = fmt.Sprintf("annotation %d: category_id %d is not among the file's categories", a.ID, a.Category)
+		if _, ok := t.categories[a.ann.category]; !ok && len(t.categories) > 0 {
+			img.reason = fmt.Sprintf("annotation %d: category_id %d is not among the file's categories", a.ann.id, a.ann.category)
 			img.anns = nil
 			continue
 		}
-		img.anns = append(img.anns, ann)
+		img.anns = append(img.anns, a.ann)
 	}
+	t.anns = nil
 	for _, img := range t.images {
 		s.list = append(s.list, img)
 	}
@@ -342,31 +354,183 @@ func joinIDs(ids []int64) string {
 	return b.String()
 }
 
-// convert checks one annotation's bbox and returns the record's row, or why the image cannot
-// be packed.
+// convert checks one annotation's bbox and area and returns the record's row, or why the
+// image cannot be packed (the row then holds only the annotation's id).
 func convert(a rawAnnotation) (annotation, string) {
-	var bb []float64
-	if err := json.Unmarshal(a.BBox, &bb); err != nil || len(bb) != 4 {
-		return annotation{}, fmt.Sprintf("annotation %d: bbox %s is not four numbers", a.ID, abbreviate(a.BBox))
+	bad := annotation{id: a.ID}
+	if len(a.BBox) == 0 {
+		return bad, fmt.Sprintf("annotation %d has no bbox", a.ID)
 	}
-	for _, v := range bb {
-		if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
-			return annotation{}, fmt.Sprintf("annotation %d: bbox %v holds a number out of range", a.ID, bb)
+	var v [4]float64
+	if fs := v[:0]; json.Unmarshal(a.BBox, &fs) != nil || len(fs) != 4 || !finite32(fs) {
+		// The reason, from a second reading that keeps what is not a number.
+		var bb []number
+		if err := json.Unmarshal(a.BBox, &bb); err != nil || len(bb) != 4 {
+			return bad, fmt.Sprintf("annotation %d: bbox %s is not four numbers", a.ID, abbreviate(a.BBox))
 		}
+		for _, n := range bb {
+			if n.text != "" {
+				return bad, fmt.Sprintf("annotation %d: bbox holds %s, not a finite number", a.ID, n.text)
+			}
+		}
+		return bad, fmt.Sprintf("annotation %d: bbox %s is not four numbers", a.ID, abbreviate(a.BBox))
 	}
-	if bb[2] < 0 || bb[3] < 0 {
-		return annotation{}, fmt.Sprintf("annotation %d: bbox %v has a negative width or height", a.ID, bb)
+	if v[2] < 0 || v[3] < 0 {
+		return bad, fmt.Sprintf("annotation %d: bbox %v has a negative width or height", a.ID, v)
 	}
-	if math.IsNaN(a.Area) || math.IsInf(a.Area, 0) || math.Abs(a.Area) > math.MaxFloat32 {
-		return annotation{}, fmt.Sprintf("annotation %d: area %v is out of range", a.ID, a.Area)
+	x1, y1 := v[0]+v[2], v[1]+v[3]
+	if math.Abs(x1) > math.MaxFloat32 || math.Abs(y1) > math.MaxFloat32 {
+		return bad, fmt.Sprintf("annotation %d: bbox %v reaches past float32's range", a.ID, v)
+	}
+	if a.Area.text == "null" {
+		a.Area = number{} // null is an absent area, as before: 0
+	}
+	if a.Area.text != "" {
+		return bad, fmt.Sprintf("annotation %d: area %s is not a finite number", a.ID, a.Area.text)
 	}
 	return annotation{
 		id:       a.ID,
-		box:      [4]float32{float32(bb[0]), float32(bb[1]), float32(bb[0] + bb[2]), float32(bb[1] + bb[3])},
+		box:      [4]float32{float32(v[0]), float32(v[1]), float32(x1), float32(y1)},
 		category: a.Category,
 		iscrowd:  a.IsCrowd,
-		area:     float32(a.Area),
+		area:     float32(a.Area.v),
 	}, ""
+}
+
+// finite32 reports whether every value is finite and within float32's range.
+func finite32(v []float64) bool {
+	for _, x := range v {
+		if math.IsNaN(x) || math.Abs(x) > math.MaxFloat32 {
+			return false
+		}
+	}
+	return true
+}
+
+// number is a JSON number that fits a float32. Anything else in its place (a string, null,
+// the words NaN, Infinity and -Infinity that Python's json module writes for non-finite
+// floats, a number past float32's range) is kept as its text, for the image's skip reason: a
+// bad value in one annotation costs its image, not the whole file.
+type number struct {
+	v    float64
+	text string // "" for a good number
+}
+
+func (n *number) UnmarshalJSON(b []byte) error {
+	v, err := strconv.ParseFloat(string(b), 64)
+	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) > math.MaxFloat32 {
+		text := abbreviate(b)
+		switch text {
+		case `"NaN"`, `"Infinity"`, `"-Infinity"`:
+			text = text[1 : len(text)-1] // as the file has it: pythonWords quoted it
+		}
+		*n = number{text: text}
+		return nil
+	}
+	*n = number{v: v}
+	return nil
+}
+
+// pythonWords passes a JSON text through, quoting every bare word that starts with N or I (or
+// -I) outside strings: the NaN, Infinity and -Infinity Python's json module writes for
+// non-finite floats (and that pycocotools reads back). Valid JSON has no such word, so it
+// passes unchanged; with them quoted, the decoder reads the file on and the annotation that
+// holds one is its image's reported skip rather than a parse error of the whole file.
+type pythonWords struct {
+	r      io.Reader
+	inStr  bool // inside a string
+	esc    bool // after a backslash inside a string
+	inWord bool // inside a quoted bare word
+	minus  bool // a '-' outside strings held back until the byte after it is known
+	err    error
+	in     []byte
+	out    []byte // output not yet handed out
+	outAt  int
+}
+
+func newPythonWords(r io.Reader) *pythonWords {
+	return &pythonWords{r: r, in: make([]byte, 64<<10)}
+}
+
+func (q *pythonWords) Read(p []byte) (int, error) {
+	for q.outAt == len(q.out) {
+		if q.err != nil {
+			return 0, q.err
+		}
+		n, err := q.r.Read(q.in)
+		q.out, q.outAt = q.convert(q.out[:0], q.in[:n]), 0
+		if err != nil {
+			q.err = err
+			if q.minus {
+				q.out = append(q.out, '-')
+			}
+			if q.inWord {
+				q.out = append(q.out, '"')
+			}
+			q.minus, q.inWord = false, false
+		}
+	}
+	n := copy(p, q.out[q.outAt:])
+	q.outAt += n
+	return n, nil
+}
+
+// convert appends what the input bytes in become to out.
+func (q *pythonWords) convert(out, in []byte) []byte {
+	for i := 0; i < len(in); i++ {
+		c := in[i]
+		if q.inStr {
+			// The common case, a run of string bytes, copied whole.
+			j := i
+			for j < len(in) && in[j] != '"' && in[j] != '\\' && !q.esc {
+				j++
+			}
+			out = append(out, in[i:j]...)
+			if j == len(in) {
+				break
+			}
+			i, c = j, in[j]
+			switch {
+			case q.esc:
+				q.esc = false
+			case c == '\\':
+				q.esc = true
+			default:
+				q.inStr = false
+			}
+			out = append(out, c)
+			continue
+		}
+		if q.minus {
+			q.minus = false
+			if c == 'I' {
+				q.inWord = true
+				out = append(out, '"', '-', c)
+				continue
+			}
+			out = append(out, '-')
+		}
+		if q.inWord {
+			if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' {
+				out = append(out, c)
+				continue
+			}
+			q.inWord = false
+			out = append(out, '"')
+		}
+		switch c {
+		case '"':
+			q.inStr = true
+		case 'N', 'I':
+			q.inWord = true
+			out = append(out, '"')
+		case '-':
+			q.minus = true
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func abbreviate(b []byte) string {
@@ -400,6 +564,29 @@ func (s *Source) Info() source.SourceInfo {
 	}
 }
 
+// key is what the annotation file says of the image, encoded canonically (Item.Extra): its id,
+// size, why it is refused if it is, and each annotation's id, box, category, crowd flag and
+// area. Parts of one build and a resumed build compare it through the listing digest, so
+// records from two versions of the annotation file are never mixed in one dataset.
+func (img *imageEntry) key() []byte {
+	b := make([]byte, 0, 24+len(img.reason)+len(img.anns)*40)
+	b = binary.LittleEndian.AppendUint64(b, uint64(img.id))
+	b = binary.LittleEndian.AppendUint64(b, uint64(img.w))
+	b = binary.LittleEndian.AppendUint64(b, uint64(img.h))
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(img.reason)))
+	b = append(b, img.reason...)
+	for _, a := range img.anns {
+		b = binary.LittleEndian.AppendUint64(b, uint64(a.id))
+		for _, v := range a.box {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		b = binary.LittleEndian.AppendUint64(b, uint64(a.category))
+		b = binary.LittleEndian.AppendUint64(b, uint64(a.iscrowd))
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(a.area))
+	}
+	return b
+}
+
 // Enumerate emits the images in ascending id, then one item per unknown image id its
 // annotations name (each a reported skip).
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
@@ -408,7 +595,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := source.Item{Seq: seq, Name: fsentry.Name(img.file), Path: filepath.Join(s.images, filepath.FromSlash(img.file)), Label: -1, Note: note{img: img}}
+		it := source.Item{Seq: seq, Name: fsentry.Name(img.file), Path: filepath.Join(s.images, filepath.FromSlash(img.file)), Label: -1, Note: note{img: img}, Extra: img.key()}
 		if err := emit(it); err != nil {
 			return err
 		}
@@ -416,7 +603,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 	}
 	for _, o := range s.orphans {
 		name := fmt.Sprintf("%s#image_id=%d", fsentry.Name(filepath.Base(s.file)), o.image)
-		if err := emit(source.Item{Seq: seq, Name: name, Label: -1, Note: note{orphan: o.reason}}); err != nil {
+		if err := emit(source.Item{Seq: seq, Name: name, Label: -1, Note: note{orphan: o.reason}, Extra: []byte(o.reason)}); err != nil {
 			return err
 		}
 		seq++

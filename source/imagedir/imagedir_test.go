@@ -372,3 +372,16 @@ func TestWindowsMatchWholeFrames(t *testing.T) {
 		t.Fatal("no JPEG was decoded as a window")
 	}
 }
+
+// TestListShortLineCount: a CSV line with too few fields says how many it has, one in the
+// singular ("1 field", not "1 fields").
+func TestListShortLineCount(t *testing.T) {
+	lp := filepath.Join(t.TempDir(), "short.csv")
+	if err := os.WriteFile(lp, []byte("path,label\nimg/1.jpg\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := OpenList(lp, Options{})
+	if err == nil || !strings.Contains(err.Error(), "1 field, want at least 2") {
+		t.Fatalf("got %v, want the line's 1 field in the singular", err)
+	}
+}

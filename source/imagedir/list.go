@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
@@ -306,7 +307,7 @@ func parseList(ctx context.Context, r io.Reader, format, name string, fields []s
 			need = max(need, c)
 		}
 		if need >= len(rec) {
-			return bad(line, "%d fields, want at least %d", len(rec), need+1)
+			return bad(line, "%s, want at least %d", humanize.Count(len(rec), "field"), need+1)
 		}
 		e := rawEntry{line: line, path: strings.TrimSpace(rec[pathCol])}
 		if labelCol >= 0 {

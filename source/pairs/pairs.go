@@ -9,8 +9,9 @@
 // folders not followed). The mask of SRC/dir/name.ext is, in this order of preference,
 // MASKS/dir/name.png, MASKS/name.png, and for a Cityscapes image name_leftImg8bit.png,
 // MASKS/dir/name_gtFine_labelIds.png. A mask is a PNG whose pixels are class indices: a
-// palette PNG (its indices, not its colours: what NumPy reads from Pillow's P mode) or an
-// 8-bit greyscale PNG. An image without a mask, a mask of another size, a mask in another
+// palette PNG (its indices, not its colours: what NumPy reads from Pillow's P mode) or a
+// greyscale PNG of 8 bits or fewer (a transparent grey value, tRNS, is ignored as Pillow's L
+// mode does; a 1-bit mask, Pillow's mode 1, gives 0 and 1 as NumPy reads its booleans). An image without a mask, a mask of another size, a mask in another
 // PNG colour type (RGB, 16-bit, grey with alpha) or one that does not decode is a reported
 // skip naming the mask.
 package pairs
@@ -128,7 +129,7 @@ func (s *Source) Info() source.SourceInfo {
 		Kind: Kind,
 		Spec: map[string]any{
 			"kind": Kind, "masks": "matched by stem: DIR/STEM.png, STEM.png, STEM_gtFine_labelIds.png for STEM_leftImg8bit",
-			"mask_png": "palette indices or 8-bit grey", "exif_orient": d.ExifOrient, "max_pixels": mp,
+			"mask_png": "palette indices or grey of at most 8 bits", "exif_orient": d.ExifOrient, "max_pixels": mp,
 		},
 		Count:   int64(len(s.files)),
 		HasMeta: true,
@@ -142,12 +143,22 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		it := source.Item{Seq: int64(i), Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: -1}
+		it := source.Item{Seq: int64(i), Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: -1, Side: s.sidePath(rel)}
 		if err := emit(it); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sidePath is the mask file of the image rel as listed (Item.Side, whose size and modification
+// time join the content digest, so parts never mix masks of two versions), or, when it has none
+// yet, its first candidate: a mask added later then changes the digest too.
+func (s *Source) sidePath(rel string) string {
+	if p, _, err := s.findMask(rel); err == nil {
+		return p
+	}
+	return filepath.Join(s.masks, filepath.FromSlash(s.maskCandidates(rel)[0]))
 }
 
 // maskCandidates are the masks an image may have, by preference.
@@ -245,9 +256,9 @@ func readMask(p string, maxPixels int64) (transforms.Image, error) {
 	depth, ctype := hdr[24], hdr[25]
 	switch {
 	case ctype == pngPalette:
-	case ctype == pngGrey && depth == 8:
+	case ctype == pngGrey && depth <= 8:
 	default:
-		return transforms.Image{}, fmt.Errorf("PNG colour type %d at %d bits: a mask must be a palette or 8-bit greyscale PNG of class indices", ctype, depth)
+		return transforms.Image{}, fmt.Errorf("PNG colour type %d at %d bits: a mask must be a palette or greyscale PNG of at most 8 bits, of class indices", ctype, depth)
 	}
 	if maxPixels == 0 {
 		maxPixels = transforms.DefaultMaxPixels
@@ -263,20 +274,37 @@ func readMask(p string, maxPixels int64) (transforms.Image, error) {
 		return transforms.Image{}, err
 	}
 	out := transforms.Image{W: int(w), H: int(h), C: 1, Pix: make([]byte, int(w)*int(h))}
-	var pix []byte
-	var stride int
+	// A 1-bit grey mask is Pillow's mode 1, which NumPy reads as booleans: 0 and 1. 2- and
+	// 4-bit grey are scaled to 0..255 by both decoders alike.
+	one := byte(1)
+	if ctype == pngGrey && depth == 1 {
+		one = 255
+	}
 	switch m := img.(type) {
 	case *image.Paletted:
-		pix, stride = m.Pix, m.Stride
+		copyPlane(out, m.Pix, m.Stride, 1, 1)
 	case *image.Gray:
-		pix, stride = m.Pix, m.Stride
+		copyPlane(out, m.Pix, m.Stride, 1, one)
+	case *image.NRGBA:
+		// Grey with a transparent value (tRNS) decodes as NRGBA; the grey is its red.
+		if ctype != pngGrey {
+			return transforms.Image{}, fmt.Errorf("decoded as %T, not class indices", img)
+		}
+		copyPlane(out, m.Pix, m.Stride, 4, one)
 	default:
 		return transforms.Image{}, fmt.Errorf("decoded as %T, not class indices", img)
 	}
-	for y := 0; y < int(h); y++ {
-		copy(out.Pix[y*int(w):(y+1)*int(w)], pix[y*stride:y*stride+int(w)])
-	}
 	return out, nil
+}
+
+// copyPlane copies the first byte of every step-byte pixel of src into out, divided by div.
+func copyPlane(out transforms.Image, src []byte, stride, step int, div byte) {
+	for y := 0; y < out.H; y++ {
+		row, dst := src[y*stride:], out.Pix[y*out.W:(y+1)*out.W]
+		for x := range dst {
+			dst[x] = row[x*step] / div
+		}
+	}
 }
 
 // Entry is the source kind pairs, for the command's table.

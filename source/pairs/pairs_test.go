@@ -26,23 +26,34 @@ for p in ("images/training", "masks/training", "images/.hidden"):
 rng = np.random.default_rng(5)
 def image(rel, w, h):
     Image.fromarray(rng.integers(0, 255, (h, w, 3), dtype=np.uint8)).save(os.path.join(im, rel))
-def mask(rel, w, h, mode):
+def mask(rel, w, h, mode, **save):
     a = rng.integers(0, 21, (h, w), dtype=np.uint8)
     m = Image.fromarray(a, "L")
     if mode == "P":
         m = m.convert("P")
         m.putpalette([(i * 37) % 256 for i in range(768)])
+    elif mode == "P4":  # a 4-bit palette PNG
+        m = Image.fromarray(a % 16, "L").convert("P")
+        m.putpalette([(i * 37) % 256 for i in range(48)])
+        save["bits"] = 4
+    elif mode == "1":  # a binary mask, 1 bit a pixel
+        m = Image.fromarray((a > 10).astype(np.uint8) * 255, "L").convert("1")
     elif mode == "RGB":
         m = m.convert("RGB")
     p = os.path.join(mk, rel)
-    m.save(p)
+    m.save(p, **save)
     if mode != "RGB":
+        got = np.array(Image.open(p))
+        assert got.ndim == 2, (rel, got.shape)
         with open(p + ".npyraw", "wb") as f:
-            f.write(np.ascontiguousarray(np.array(Image.open(p))).tobytes())
+            f.write(np.ascontiguousarray(got.astype(np.uint8)).tobytes())
 image("2007_000032.jpg", 30, 20); mask("2007_000032.png", 30, 20, "P")
 image("training/ADE_1.jpg", 17, 23); mask("training/ADE_1.png", 17, 23, "L")
 image("aachen_000000_000019_leftImg8bit.png", 12, 8); mask("aachen_000000_000019_gtFine_labelIds.png", 12, 8, "L")
 image("flat.jpg", 9, 9); mask("flat.png", 9, 9, "P")
+image("p4.jpg", 11, 7); mask("p4.png", 11, 7, "P4")
+image("binary.jpg", 13, 5); mask("binary.png", 13, 5, "1")
+image("trns.jpg", 6, 6); mask("trns.png", 6, 6, "L", transparency=3)
 image("nomask.jpg", 8, 8)
 image("othersize.jpg", 8, 8); mask("othersize.png", 9, 8, "L")
 image("rgbmask.jpg", 8, 8); mask("rgbmask.png", 8, 8, "RGB")
@@ -92,7 +103,7 @@ func TestPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOrder := "2007_000032.jpg aachen_000000_000019_leftImg8bit.png flat.jpg nomask.jpg notpng.jpg othersize.jpg rgbmask.jpg training/ADE_1.jpg"
+	wantOrder := "2007_000032.jpg aachen_000000_000019_leftImg8bit.png binary.jpg flat.jpg nomask.jpg notpng.jpg othersize.jpg p4.jpg rgbmask.jpg training/ADE_1.jpg trns.jpg"
 	if strings.Join(order, " ") != wantOrder {
 		t.Fatalf("order %q\nwant  %q", strings.Join(order, " "), wantOrder)
 	}
@@ -101,6 +112,9 @@ func TestPairs(t *testing.T) {
 		"training/ADE_1.jpg":                   "training/ADE_1.png",
 		"aachen_000000_000019_leftImg8bit.png": "aachen_000000_000019_gtFine_labelIds.png",
 		"flat.jpg":                             "flat.png",
+		"p4.jpg":                               "p4.png",
+		"binary.jpg":                           "binary.png",
+		"trns.jpg":                             "trns.png",
 	}
 	for img, m := range good {
 		r := got[img]

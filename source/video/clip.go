@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/transforms"
 )
@@ -23,7 +24,7 @@ var ErrShort = fmt.Errorf("video shorter than one clip")
 type shortError struct{ n, t int }
 
 func (e *shortError) Error() string {
-	return fmt.Sprintf("video has %d frames, fewer than --clip-len %d", e.n, e.t)
+	return fmt.Sprintf("video has %s, fewer than --clip-len %d", humanize.Count(e.n, "frame"), e.t)
 }
 
 func (e *shortError) Unwrap() error { return ErrShort }

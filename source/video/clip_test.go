@@ -107,6 +107,7 @@ func TestClipper(t *testing.T) {
 		short   bool
 	}{
 		{n: 3, t: 4, short: true},
+		{n: 1, t: 4, short: true},
 		{n: 4, t: 4, want: [][]int{seq(0, 4)}},
 		{n: 5, t: 4, want: [][]int{seq(0, 4)}},
 		{n: 8, t: 4, want: [][]int{seq(0, 4), seq(4, 8)}},
@@ -124,7 +125,7 @@ func TestClipper(t *testing.T) {
 			recs, metas, held, err := clipRun(t, tc.n, tc.t, tc.s, tc.pad)
 			if tc.short {
 				var se *shortError
-				if !errors.Is(err, ErrShort) || !errors.As(err, &se) || err.Error() != fmt.Sprintf("video has %d frames, fewer than --clip-len %d", tc.n, tc.t) {
+				if !errors.Is(err, ErrShort) || !errors.As(err, &se) || err.Error() != fmt.Sprintf("video has %d %s, fewer than --clip-len %d", tc.n, map[bool]string{true: "frame", false: "frames"}[tc.n == 1], tc.t) {
 					t.Fatalf("err = %v, want the short-video reason", err)
 				}
 				if len(recs) != 0 {

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestClusterSlurmPrintsTheRepositoryFiles: `packer cluster slurm FILE` prints each script of
+// scripts/slurm byte for byte, `-o DIR` writes all of them, executable, and refuses to replace
+// them without --force; every script of the folder is among them. (scripts/test-slurm.sh runs
+// the written copies on a Slurm cluster.)
+func TestClusterSlurmPrintsTheRepositoryFiles(t *testing.T) {
+	entries, err := os.ReadDir("../../scripts/slurm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk, embedded []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") {
+			onDisk = append(onDisk, e.Name())
+		}
+	}
+	for _, f := range slurmFiles {
+		embedded = append(embedded, f.name)
+	}
+	slices.Sort(embedded)
+	if !slices.Equal(onDisk, embedded) {
+		t.Fatalf("scripts/slurm holds %v, packer cluster slurm knows %v", onDisk, embedded)
+	}
+	dir := filepath.Join(t.TempDir(), "slurm")
+	if out, errs, code := run(t, "cluster", "slurm", "-o", dir); code != 0 || !strings.Contains(out, "submit.sh") {
+		t.Fatalf("cluster slurm -o: exit %d, %q %q", code, out, errs)
+	}
+	for _, name := range onDisk {
+		want, err := os.ReadFile(filepath.Join("../../scripts/slurm", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out := mustRun(t, "cluster", "slurm", name); out != string(want) {
+			t.Errorf("packer cluster slurm %s printed %d bytes that differ from scripts/slurm/%s", name, len(out), name)
+		}
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("-o wrote %s: %v, differs from the repository's: %v", name, err, string(got) != string(want))
+		}
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Mode().Perm() != 0o755 {
+			t.Errorf("%s: mode %v (%v), want 0755", name, fi.Mode().Perm(), err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "merge.sbatch"), []byte("mine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := run(t, "cluster", "slurm", "-o", dir); code != exitUsage || !strings.Contains(errs, "submit.sh exists (use --force") {
+		t.Errorf("-o over existing scripts: exit %d, %q; want a refusal naming the file", code, errs)
+	}
+	mustRun(t, "cluster", "slurm", "-o", dir, "--force")
+	if fi, err := os.Stat(filepath.Join(dir, "merge.sbatch")); err != nil || fi.Mode().Perm() != 0o755 || fi.Size() < 100 {
+		t.Errorf("--force did not replace merge.sbatch with the script, mode 0755: %v %v", fi, err)
+	}
+	for _, args := range [][]string{{"cluster", "slurm"}, {"cluster", "slurm", "nope.sh"}, {"cluster", "slurm", "submit.sh", "-o", dir}} {
+		if _, errs, code := run(t, args...); code != exitUsage || !strings.Contains(errs, "submit.sh") && !strings.Contains(errs, "not both") {
+			t.Errorf("packer %s: exit %d, %q; want a usage error naming the scripts", strings.Join(args, " "), code, errs)
+		}
+	}
+}
+
+// TestClusterK8sRenders: every placeholder of the templates is filled, the part count is
+// written into both completions and PACKER_PARTS, the merge names every part, and what
+// render.sh refuses is refused. (scripts/test-k8s.sh compares the output with render.sh's for
+// the same values, byte for byte, and runs those manifests.)
+func TestClusterK8sRenders(t *testing.T) {
+	base := []string{"cluster", "k8s", "--name", "ds", "--image", "reg.example/packer@sha256:00", "--parts", "3"}
+	parts := mustRun(t, append(base, "parts", "--src", "/data/train", "--src-claim", "source", "--build-args", "--resize 20  --crop 16")...)
+	for _, want := range []string{"completions: 3\n", "parallelism: 3\n", "value: \"3\"\n", "name: ds-parts\n",
+		`args: [build, "/data/train", -o, /out/ds.parts/part-$(JOB_COMPLETION_INDEX), --part, auto, --force, --resume, "--resize", "20", "--crop", "16"]`,
+		"claimName: source, readOnly: true", "claimName: packer-out}", "backoffLimitPerIndex: 2\n"} {
+		if !strings.Contains(parts, want) {
+			t.Errorf("parts manifest lacks %q:\n%s", want, parts)
+		}
+	}
+	merge := mustRun(t, append(base, "merge", "--merge-memory", "2Gi")...)
+	if !strings.Contains(merge, "/out/ds.parts/part-0, /out/ds.parts/part-1, /out/ds.parts/part-2]") || !strings.Contains(merge, "2Gi") {
+		t.Errorf("merge manifest does not name the 3 parts or the memory:\n%s", merge)
+	}
+	pvc := mustRun(t, "cluster", "k8s", "pvc", "--name", "ds", "--storage-class", "nfs", "--out-size", "5Gi")
+	for _, m := range []string{parts, merge, pvc} {
+		if strings.Contains(m, "@") && k8sPlaceholder.MatchString(m) {
+			t.Errorf("a placeholder is left:\n%s", m)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"parts", "--src", "/data/x", "--src-claim", "s", "--parts", "0"}, "--parts 0: want a positive number"},
+		{[]string{"parts", "--src", "/elsewhere", "--src-claim", "s"}, "--src /elsewhere: want a path under /data"},
+		{[]string{"parts", "--src", "/data/x"}, "set --src-claim"},
+		{[]string{"parts", "--src", "/data/x", "--src-claim", "s", "--build-args", `--classes "a b"`}, "quotes, backslashes"},
+		{[]string{"merge", "--cpu", "1&2"}, "--cpu 1&2"},
+		{[]string{"job"}, "want pvc, parts or merge"},
+	} {
+		_, errs, code := run(t, append(base, c.args...)...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("cluster k8s %v: exit %d, %q; want exit 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+	if _, errs, code := run(t, "cluster", "k8s", "pvc", "--name", "ds"); code != exitUsage || !strings.Contains(errs, "set --storage-class") {
+		t.Errorf("pvc without a class: exit %d, %q", code, errs)
+	}
+	// The templates embedded are the folder's, all of them.
+	entries, err := os.ReadDir("../../scripts/k8s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var yamls []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".yaml") {
+			yamls = append(yamls, e.Name())
+		}
+	}
+	var known []string
+	for _, tmpl := range k8sTemplates {
+		known = append(known, tmpl)
+	}
+	slices.Sort(known)
+	if !slices.Equal(yamls, known) {
+		t.Errorf("scripts/k8s holds the templates %v, packer cluster k8s knows %v", yamls, known)
+	}
+}
+
+// TestMistypedSubcommandWithFlags: a mistyped command of a command group followed by flags
+// answers with the unknown command and the suggestion, as for the root's commands.
+func TestMistypedSubcommandWithFlags(t *testing.T) {
+	for _, args := range [][]string{{"cluster", "slurmm", "-o", "x"}, {"cluster", "slurmm"}, {"cluster", "sulrm", "--force"}} {
+		_, errs, code := run(t, args...)
+		if code != exitUsage || !strings.Contains(errs, `unknown command "`+args[1]+`" for "packer cluster"`) || !strings.Contains(errs, "did you mean slurm?") {
+			t.Errorf("packer %s: exit %d, %q; want the unknown command and the suggestion", strings.Join(args, " "), code, errs)
+		}
+	}
+}

@@ -1,0 +1,213 @@
+package pipeline
+
+// The merge of parts built with a cut rule (Options.CutInputs): their shards are the whole
+// build's (FORMAT.md "Dataset"), so the merge checks each part, links its shard files into the
+// staging folder under their names in the merged dataset, and writes the manifest from the
+// parts' manifests, without reading or writing a record.
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/packer-dev/packer/internal/fileutil"
+	"github.com/packer-dev/packer/shard"
+)
+
+// ErrCutParts is wrapped by the refusal of parts whose shards are not, by their chunks, the
+// whole build's shards of their inputs.
+var ErrCutParts = errors.New("the part's shards do not lie in its inputs' chunks")
+
+// linkInto puts the shards of parts built with a cut rule into dir under their merged names
+// (checkLinkPart, linkShard) and writes the merged manifest from the parts' manifests.
+func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
+	first := parts.Manifests[0]
+	var total int64
+	for _, m := range parts.Manifests {
+		total += m.Count
+	}
+	sum := &Summary{Reasons: map[string]int{}}
+	m := &shard.Manifest{
+		Packer: first.Packer, Format: first.Format, FormatVersion: first.FormatVersion,
+		Classes: nonNil(first.Classes), ClassCounts: make([]int64, len(first.Classes)),
+		Sample: first.Sample, Label: first.Label, Source: first.Source, Transform: first.Transform,
+		Files: []shard.FileEntry{}, Skipped: []shard.Skipped{}, Fields: first.Fields, CutInputs: first.CutInputs,
+	}
+	for k, d := range parts.Dirs {
+		pm := parts.Manifests[k]
+		// Each file is looked at before it is checked, and its link must be that file.
+		before := make([]os.FileInfo, len(pm.Files))
+		for i, fe := range pm.Files {
+			st, err := os.Lstat(filepath.Join(d, filepath.FromSlash(fe.Path)))
+			if err != nil {
+				return nil, &PartError{Dir: d, Faults: []string{err.Error()}}
+			}
+			before[i] = st
+		}
+		bytes, err := checkLinkPart(d, pm)
+		if err != nil {
+			return nil, err
+		}
+		for i, orig := range pm.Files {
+			fe := orig
+			fe.Path, fe.FirstRecord = opts.ShardName(len(m.Files)), m.Count
+			if err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), before[i], d, fe, dir); err != nil {
+				return nil, err
+			}
+			m.Files = append(m.Files, fe)
+			m.Count += fe.Records
+			sum.FileBytes += fe.Size
+		}
+		if len(pm.ClassCounts) != len(m.ClassCounts) {
+			return nil, fmt.Errorf("%w: %s counts %d classes, its manifest names %d", ErrParts, d, len(pm.ClassCounts), len(m.ClassCounts))
+		}
+		for c, n := range pm.ClassCounts {
+			m.ClassCounts[c] += n
+		}
+		m.Skipped = append(m.Skipped, pm.Skipped...)
+		m.Inputs += pm.Inputs
+		for name, n := range pm.BoxesDropped {
+			if m.BoxesDropped == nil {
+				m.BoxesDropped = map[string]int64{}
+			}
+			m.BoxesDropped[name] += n
+		}
+		sum.Bytes += bytes
+		sum.Records = m.Count
+		if opts.Progress != nil {
+			opts.Progress(sum.Records, total)
+		}
+	}
+	if m.Count != total {
+		return nil, fmt.Errorf("%w: the parts' manifests count %d records, their shards hold %d", ErrParts, total, m.Count)
+	}
+	if err := fileutil.SyncDir(dir); err != nil {
+		return nil, err
+	}
+	if err := WriteManifest(dir, m); err != nil {
+		return nil, err
+	}
+	for _, s := range m.Skipped {
+		sum.Reasons[ShortReason(s.Reason)]++
+	}
+	sum.Items, sum.Skipped, sum.Manifest = m.Inputs, int64(len(m.Skipped)), m
+	return sum, nil
+}
+
+// checkLinkPart checks the part in dir, whose manifest m ReadParts read, as a reader opening
+// each of its shards does (shard.OpenDataset: the manifest's seal; each shard's header, index
+// and footer, its size, record count and index_sha256 against the manifest, its chunk and piece
+// against the manifest's), and that every shard's chunk lies within the part's inputs, so that
+// the parts' shards follow each other as the whole build's do. The record bytes are not read:
+// the block CRCs the checked index holds cover them whenever they are read (packer verify of
+// the merged dataset reads them all). It returns the size of the records' data.
+func checkLinkPart(dir string, m *shard.Manifest) (int64, error) {
+	ds, err := shard.OpenDataset(dir)
+	if err != nil {
+		return 0, &PartError{Dir: dir, Faults: []string{err.Error()}}
+	}
+	defer ds.Close()
+	if ds.NumShards() != len(m.Files) {
+		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its manifest lists %d files, %d of them shards", len(m.Files), ds.NumShards())}}
+	}
+	lo, hi := m.Part.FirstInput, m.Part.FirstInput+m.Inputs
+	k := m.CutInputs
+	if k <= 0 || lo%k != 0 && lo != m.Part.TotalInputs {
+		return 0, fmt.Errorf("%w: %s starts at input %d, not a multiple of --cut-inputs %d", ErrCutParts, dir, lo, k)
+	}
+	var data int64
+	for s := range ds.NumShards() {
+		r, err := ds.Shard(s)
+		if err != nil {
+			return 0, &PartError{Dir: dir, Faults: []string{err.Error()}}
+		}
+		c := r.Cut()
+		if c == nil || c.Chunk*k < lo || c.Chunk*k >= hi {
+			return 0, fmt.Errorf("%w: %s: %s is of %s, the part holds inputs [%d, %d) (--cut-inputs %d)", ErrCutParts, dir, m.Files[s].Path, cutString(c), lo, hi, k)
+		}
+		data += r.DataSize()
+	}
+	return data, nil
+}
+
+// cutString names a shard's chunk and piece.
+func cutString(c *shard.ShardCut) string {
+	if c == nil {
+		return "no chunk (not a version-4 shard)"
+	}
+	return fmt.Sprintf("chunk %d piece %d", c.Chunk, c.Piece)
+}
+
+// linkShard makes src, a shard of the part in partDir that its manifest lists as fe (but for
+// fe's Path and FirstRecord, the merged dataset's), the file fe.Path in dir: a hard link, which
+// must be the file before describes (src as it was before the part was checked); where dir is
+// on another file system, a copy whose SHA-256 must be the entry's.
+func linkShard(src string, before os.FileInfo, partDir string, fe shard.FileEntry, dir string) error {
+	dst := filepath.Join(dir, filepath.FromSlash(fe.Path))
+	if !before.Mode().IsRegular() || before.Size() != fe.Size {
+		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s is not a regular file of the size its manifest lists", src)}}
+	}
+	err := os.Link(src, dst)
+	if errors.Is(err, syscall.EXDEV) {
+		return copyShard(src, partDir, fe, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("link %s into the merged dataset: %w", src, err)
+	}
+	after, err := os.Lstat(dst)
+	if err != nil {
+		return err
+	}
+	if !os.SameFile(before, after) {
+		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s was replaced while the part was checked and linked", src)}}
+	}
+	return nil
+}
+
+// copyShard copies src to fe.Path in dir, durably, and checks the copy's SHA-256 against fe's:
+// linkShard's way across file systems, at the cost of one read and one write of the shard.
+func copyShard(src, partDir string, fe shard.FileEntry, dir string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	p, err := fileutil.Create(dir, filepath.Base(fe.Path), false)
+	if err != nil {
+		return err
+	}
+	defer p.Abort()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(p.File(), h), in)
+	if err != nil {
+		return fmt.Errorf("copy %s into the merged dataset: %w", src, err)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); n != fe.Size || sum != fe.SHA256 {
+		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s: %d bytes of SHA-256 %s, the part's manifest says %d of %s", src, n, sum, fe.Size, fe.SHA256)}}
+	}
+	return p.Commit(nil)
+}
+
+// RemovePart removes the part folder dir after a merge published the dataset made of it
+// (merge --remove-parts): only a folder whose manifest records a part is removed.
+func RemovePart(dir string) error {
+	dir = filepath.Clean(dir)
+	if recordedPart(dir) == nil {
+		return fmt.Errorf("%s: not a part (its manifest records none): left as it is", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove part %s: %w", dir, err)
+	}
+	// Its lock file (held by the merge until it ends) goes with it.
+	if p, err := newOutPaths(dir); err == nil {
+		if err := os.Remove(p.lock); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("remove part %s: %w", dir, err)
+		}
+	}
+	return fileutil.SyncDir(filepath.Dir(dir))
+}

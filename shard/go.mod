@@ -1,0 +1,3 @@
+module github.com/packer-dev/packer/shard
+
+go 1.24
