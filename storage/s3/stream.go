@@ -38,6 +38,9 @@ type StreamStage struct {
 
 	mu sync.Mutex
 	st streamState
+	// sending are the names of the uploads in flight: one cancelled after its body was sent
+	// may still appear, so a failed build deletes these too (RemoveUploads).
+	sending map[string]bool
 
 	busy      int           // Puts running (under mu)
 	busySince time.Time     // when busy last went from 0 to 1
@@ -81,7 +84,7 @@ func (b *Backend) StreamStage(ctx context.Context, opts storage.StageOptions, re
 	if err != nil {
 		return nil, err
 	}
-	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts}
+	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts, sending: map[string]bool{}}
 	if err := s.open(resume); err != nil {
 		staging.Remove()
 		return nil, err
@@ -195,8 +198,16 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
+		s.mu.Lock()
+		s.sending[name] = true
+		s.mu.Unlock()
 		opts := PublishOptions{PartSent: s.opts.PartSent}
 		key, err := s.b.upload(s.ctx, dir, fe, name, opts, func(int64) {})
+		if errors.Is(err, fs.ErrExist) {
+			s.mu.Lock()
+			delete(s.sending, name) // another build's object: never removed by this one
+			s.mu.Unlock()
+		}
 		if err != nil {
 			return err
 		}
@@ -230,6 +241,7 @@ func (s *StreamStage) Busy() time.Duration {
 func (s *StreamStage) record(name string, o sentObject) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.sending, name)
 	s.st.Sent[name] = o
 	return s.save()
 }
@@ -322,8 +334,8 @@ func (s *StreamStage) Publish(ctx context.Context) error {
 	})
 }
 
-// RemoveUploads deletes the objects Put uploaded (a build that failed), on a context of its
-// own, and forgets them.
+// RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), on a
+// context of its own, and forgets them.
 func (s *StreamStage) RemoveUploads() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -331,6 +343,10 @@ func (s *StreamStage) RemoveUploads() {
 	for name := range s.st.Sent {
 		keys = append(keys, s.b.url.keyPrefix()+name)
 	}
+	for name := range s.sending {
+		keys = append(keys, s.b.url.keyPrefix()+name)
+	}
+	s.sending = map[string]bool{}
 	s.b.removeAll(keys)
 	s.st.Sent = map[string]sentObject{}
 	s.save()
