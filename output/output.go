@@ -71,6 +71,24 @@ type Config struct {
 	// the shards of a part that starts at a multiple of CutInputs are the whole build's. Other
 	// formats refuse it (the command).
 	CutInputs int64
+	// Store, when set, takes the output's files as they are finished, for a dataset that is
+	// not kept in Dir (an object-store OUT: each shard is uploaded while the next one is
+	// written, and its local copy removed). nil: the files stay in Dir. Only an output that
+	// writes its files one after another uses it (shards); the others leave their files in Dir.
+	Store FileStore
+}
+
+// A FileStore takes the finished files of an output (Config.Store). Its methods may be called
+// from several goroutines at once.
+type FileStore interface {
+	// Put stores the file fe, complete in dir (synced, under its final name, its SHA-256 in
+	// fe), and removes it from dir. It returns when the file is stored for good.
+	Put(dir string, fe shard.FileEntry) error
+	// Keep is a resumed build's check of the files its checkpoint kept: the store holds each
+	// of them whole, as Put stored it, or Keep fails naming it (the resume is then refused,
+	// or the build started over: Keep's error says which); every other file of this build the
+	// store holds (put after the checkpoint) is removed.
+	Keep(files []shard.FileEntry) error
 }
 
 // Entry is what an output format package exports for the command's table of formats.

@@ -86,6 +86,10 @@ type Options struct {
 	// shuffle.go) and records it in the manifest's source spec; nil writes them in source
 	// order.
 	Shuffle *Shuffle
+	// Store, when set, takes the output's files as they are finished (output.Config.Store:
+	// an object-store OUT's uploads); the committed OUT then holds the manifest and the files
+	// the output did not hand to it.
+	Store output.FileStore
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of

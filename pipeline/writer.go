@@ -436,6 +436,7 @@ func (b *builder) outputConfig(spec shard.SampleSpec) output.Config {
 		ChecksumBlock: b.opts.ChecksumBlock,
 		Fields:        b.fields,
 		CutInputs:     b.opts.CutInputs,
+		Store:         b.opts.Store,
 	}
 }
 

@@ -9,7 +9,9 @@
 #     in flight as the Loader (target >= 0.8; the dataset is larger than half the chunk cache,
 #     so the Loader reads exact ranged GETs).
 #  2. upload: the publish phase of `packer build -o s3://...` (upload_seconds in --json: every
-#     data object sent, its SHA-256 checked, read back and checked again, the manifest last)
+#     data object sent, its SHA-256 checked, read back and checked again, the manifest last; the
+#     shards are uploaded as they are finished, so this is the time during which an upload ran,
+#     overlapping the build, plus the manifest's)
 #     against a plain client's PUT of the same files (boto3 put_object, one request per file,
 #     bodies already in memory), as a ratio of throughputs (target >= 0.8).
 #

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // A location names where a dataset or a source lives: a local path, or SCHEME://BUCKET/PREFIX
@@ -50,6 +51,9 @@ type OpenOptions struct {
 	// CacheDir, if set, keeps a local copy of every file opened, for readers that read a
 	// dataset more than once. Never set it where the store itself must be read (verify).
 	CacheDir string
+	// StallTimeout aborts a read or write on a connection to the store that makes no progress
+	// for this long; the request is then retried as after a reset (0: the store's default).
+	StallTimeout time.Duration
 }
 
 // Remote is a Backend in a store other than the local file system: the contract a store's

@@ -54,6 +54,44 @@ func NewStaging(parent, pattern string) (*Staging, error) {
 	return &Staging{Dir: dir, lock: f}, nil
 }
 
+// OpenStaging opens the staging folder name in parent (os.TempDir() if empty), making it where
+// it does not exist, and locks it: a folder at a name of the caller's choosing, that outlives a
+// command that ends without removing it (Release) for the next command of the same work to take
+// over (a resumed upload). It fails, naming the folder, when another process holds its lock.
+// RemoveStale never removes it unless its name matches the pattern given there.
+func OpenStaging(parent, name string) (*Staging, error) {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir := filepath.Join(parent, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, StagingLockName), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock the staging folder %s: %w", dir, err)
+	}
+	held, err := TryLock(f)
+	if err == nil && !held && CanLock {
+		err = errors.New("another packer command holds its lock (a build of the same output running now?)")
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock the staging folder %s: %w", dir, err)
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &Staging{Dir: dir, lock: f}, nil
+}
+
+// Release releases the folder's lock and leaves the folder, for a later command to take over
+// (OpenStaging).
+func (s *Staging) Release() {
+	if s != nil {
+		s.lock.Close()
+	}
+}
+
 // Remove removes the folder and releases its lock.
 func (s *Staging) Remove() error {
 	if s == nil {

@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
+	"github.com/packer-dev/packer/output"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // openTarget opens OUT of a build or merge through its entry in the locations table and
@@ -44,21 +49,48 @@ func openTarget(ctx context.Context, out string, force bool, part *pipeline.Part
 	if err != nil {
 		return "", nil, nil, err
 	}
-	var old *shard.PartInfo
-	if force {
-		if old, err = remotePart(ctx, b, out); err != nil {
-			return "", nil, nil, err
-		}
-		if err := pipeline.CheckPartReplace(out, old, part); err != nil {
-			return "", nil, nil, err
-		}
+	old, err := checkRemotePart(ctx, b, out, force, part)
+	if err != nil {
+		return "", nil, nil, err
 	}
 	var bar *progress.Bar
-	stage, err := b.Stage(ctx, storage.StageOptions{
+	stage, err := b.Stage(ctx, stageOptions(force, "packer-s3-build-*", loc, &bar, errw))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return stage.Dir(), publishStage(ctx, out, old, stage, &bar), func() { stage.Discard() }, nil
+}
+
+// checkRemotePart is the part recorded at the object-store OUT b (out) that a build with force
+// replaces (nil: none), after checking that part (nil: a whole dataset) may replace it
+// (pipeline.CheckPartReplace).
+func checkRemotePart(ctx context.Context, b storage.Backend, out string, force bool, part *pipeline.Part) (*shard.PartInfo, error) {
+	if !force {
+		return nil, nil
+	}
+	old, err := remotePart(ctx, b, out)
+	if err != nil {
+		return nil, err
+	}
+	return old, pipeline.CheckPartReplace(out, old, part)
+}
+
+// stageOptions are the options of an object-store OUT's stage: its local folder a new one named
+// by pattern (newStaging), or where pattern has no '*' the folder of that name in $TMPDIR
+// (storage.OpenStaging); the upload's progress bar, made at its first report, in *bar.
+func stageOptions(force bool, pattern, loc string, bar **progress.Bar, errw io.Writer) storage.StageOptions {
+	return storage.StageOptions{
 		Force:   force,
 		Formats: outputNames(false),
 		Staging: func() (*storage.Staging, error) {
-			s, err := newStaging("packer-s3-build-*", errw)
+			var s *storage.Staging
+			var err error
+			if strings.Contains(pattern, "*") {
+				s, err = newStaging(pattern, errw)
+			} else {
+				removeStaleStaging(errw)
+				s, err = storage.OpenStaging("", pattern)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("the local staging folder: %w", err)
 			}
@@ -66,17 +98,19 @@ func openTarget(ctx context.Context, out string, force bool, part *pipeline.Part
 		},
 		Warn: func(msg string) { fmt.Fprintln(errw, "packer: warning:", msg) },
 		Progress: func(sent, total int64) {
-			if bar == nil {
-				bar = progress.New(errw, "uploading to "+loc, "bytes", total)
+			if *bar == nil {
+				*bar = progress.New(errw, "uploading to "+loc, "bytes", total)
 			}
-			bar.Set(sent)
+			(*bar).Set(sent)
 		},
 		PartSent: s3PartSentHook,
-	})
-	if err != nil {
-		return "", nil, nil, err
 	}
-	return stage.Dir(), func(dir string) error {
+}
+
+// publishStage is the publish of a stage of OUT: with old (the part a build with force
+// replaces), the part built must be the same (pipeline.CheckSamePart).
+func publishStage(ctx context.Context, out string, old *shard.PartInfo, stage storage.Stage, bar **progress.Bar) func(dir string) error {
+	return func(dir string) error {
 		if old != nil {
 			data, err := os.ReadFile(filepath.Join(dir, shard.ManifestName))
 			if err != nil {
@@ -89,9 +123,75 @@ func openTarget(ctx context.Context, out string, force bool, part *pipeline.Part
 			}
 		}
 		err := stage.Publish(ctx)
-		bar.Finish()
+		(*bar).Finish()
 		return err
-	}, func() { stage.Discard() }, nil
+	}
+}
+
+// streamTarget is an object-store OUT a build uploads its shards to as they are finished.
+type streamTarget struct {
+	dir     string             // the local folder the build commits (manifest, and the shards not uploaded yet)
+	store   output.FileStore   // takes each finished shard (s3.StreamStage.Put)
+	publish func(string) error // uploads the manifest, last
+	stage   *s3.StreamStage
+}
+
+// streamStagingName is the name in $TMPDIR of the local folder of the builds to the
+// object-store location out (canonical): the same for every build of out, so that a resumed
+// build finds the checkpoint and the record of the uploads of the interrupted one there.
+func streamStagingName(out string) string {
+	sum := sha256.Sum256([]byte(out))
+	return "packer-s3-out-" + hex.EncodeToString(sum[:8])
+}
+
+// openStreamTarget opens the object-store OUT of a build whose output hands its files over as
+// they are finished (shards, and every part): each shard is uploaded (multipart for a large one,
+// read back and checked) while the next one is written and then removed from local disk, so that
+// local disk holds at most a few shards; the manifest is uploaded last, as openTarget's publish
+// does (s3.StreamStage). The local folder is streamStagingName's, locked while the build runs
+// (a second build of OUT on this machine is refused); it keeps the build's checkpoint and the
+// record of its uploads when the build is interrupted, for --resume, which checks the objects
+// there and takes them over. part and force as openTarget's.
+func openStreamTarget(ctx context.Context, out string, force, resume bool, part *pipeline.Part, errw io.Writer) (*streamTarget, error) {
+	r, loc, err := openRemote(ctx, out, "")
+	if err != nil {
+		return nil, err
+	}
+	b, ok := r.(*s3.Backend)
+	if !ok {
+		return nil, fmt.Errorf("%s: the %T of its store cannot upload as it builds", out, r)
+	}
+	old, err := checkRemotePart(ctx, b, out, force, part)
+	if err != nil {
+		return nil, err
+	}
+	var bar *progress.Bar
+	stage, err := b.StreamStage(ctx, stageOptions(force, streamStagingName(loc), loc, &bar, errw), resume)
+	if err != nil {
+		return nil, err
+	}
+	var store output.FileStore = stage
+	if s3ShardStoredHook != nil {
+		store = hookedStore{stage}
+	}
+	return &streamTarget{dir: stage.Dir(), store: store, publish: publishStage(ctx, out, old, stage, &bar), stage: stage}, nil
+}
+
+// done ends the build of the target with its error: on success, or on a failure that keeps no
+// checkpoint, the local folder is removed (and after a failure the objects uploaded too); an
+// interrupted build's checkpoint (pipeline.CheckpointKeptError), or a refused resume's, is kept
+// with its uploads for --resume, the local folder's lock released.
+func (t *streamTarget) done(err error) {
+	var kept *pipeline.CheckpointKeptError
+	switch {
+	case err == nil:
+		t.stage.Discard()
+	case errors.As(err, &kept) || errors.Is(err, pipeline.ErrResume):
+		t.stage.Release()
+	default:
+		t.stage.RemoveUploads()
+		t.stage.Discard()
+	}
 }
 
 // stagingPatterns name the local staging folders of the object-store commands in $TMPDIR: a
@@ -104,6 +204,13 @@ var stagingPatterns = []string{"packer-s3-build-*", "packer-s3-merge-*", "packer
 // that killed commands left there (storage.RemoveStale: only folders whose lock no running
 // command holds), saying so on errw. The caller removes it when it ends.
 func newStaging(pattern string, errw io.Writer) (*storage.Staging, error) {
+	removeStaleStaging(errw)
+	return storage.NewStaging("", pattern)
+}
+
+// removeStaleStaging removes the staging folders (stagingPatterns) that killed commands left in
+// $TMPDIR, saying so on errw.
+func removeStaleStaging(errw io.Writer) {
 	for _, p := range stagingPatterns {
 		removed, err := storage.RemoveStale("", p)
 		for _, r := range removed {
@@ -113,12 +220,26 @@ func newStaging(pattern string, errw io.Writer) (*storage.Staging, error) {
 			fmt.Fprintln(errw, "packer: warning:", err)
 		}
 	}
-	return storage.NewStaging("", pattern)
 }
 
 // s3PartSentHook is called after each part of a multipart upload is sent; the crash-test
 // binary sets it (s3_crashtest.go).
 var s3PartSentHook func(ctx context.Context, key string, part int32)
+
+// s3ShardStoredHook is called after each shard a build to object storage has uploaded (its
+// name); the crash-test binary sets it (s3_crashtest.go).
+var s3ShardStoredHook func(name string)
+
+// hookedStore calls s3ShardStoredHook after each Put.
+type hookedStore struct{ output.FileStore }
+
+func (h hookedStore) Put(dir string, fe shard.FileEntry) error {
+	err := h.FileStore.Put(dir, fe)
+	if err == nil {
+		s3ShardStoredHook(fe.Path)
+	}
+	return err
+}
 
 // remotePart is the part recorded by the manifest at the object-store location b (out), or nil
 // when there is no manifest there or it records no part.

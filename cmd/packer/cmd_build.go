@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/coco"
 	"github.com/packer-dev/packer/source/pairs"
+	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -95,6 +97,9 @@ type buildOptions struct {
 	plan      *pipeline.PlanHeader // SOURCE is this plan file's (usePlan)
 
 	checkBlock int64 // --checksum-block in bytes; 0: the format's default
+
+	store      output.FileStore     // an object-store OUT's uploads as the shards are finished (runStreamBuild)
+	uploadBusy func() time.Duration // the time those uploads ran, for the summary's upload time
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -207,7 +212,7 @@ tfrecord and parquet sources read each input's bytes from a stream as they list 
 }
 
 func (o *buildOptions) addFlags(f *pflag.FlagSet) {
-	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (built locally under $TMPDIR, then uploaded; see docs/storage.md) (required)")
+	f.StringVarP(&o.Out, "out", "o", "", "output directory, or s3://bucket/prefix (shards uploaded as they are finished, the manifest last; see docs/storage.md) (required)")
 	f.StringVar(&o.SourceCache, "source-cache", "", "for an s3://bucket/prefix SRC: copy its objects to this local folder and keep them, so that later builds fetch only what changed (default: an image folder or list, WebDataset, TFRecord or Parquet SRC is read from the bucket without a copy, fetching only the inputs built; other kinds are copied to a temporary folder under $TMPDIR, removed after the build)")
 	f.StringVar(&o.From, "from", "", "source kind: folder|list|cifar10|cifar100|idx|frames|video|webdataset|tfrecord|parquet|coco|pairs (default: detect)")
 	f.StringVar(&o.Format, "format", outputs[0].Name, formatHelp())
@@ -579,8 +584,11 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		o.srcPath, o.files = p, files
 		defer func() { err = rename(err) }()
 	}
+	if remote(o.Out) && (o.part != nil || o.Format == shard.FormatShards) {
+		return runStreamBuild(ctx, o)
+	}
 	if o.Resume && remote(o.Out) {
-		return usagef(errors.New("--resume keeps its checkpoint in a local OUT's staging folder; build to a local folder to resume, or rebuild to the bucket"))
+		return usagef(fmt.Errorf("--resume to an object store is for --format %s (its shards are uploaded as they are finished, and the checkpoint kept with their record); a --format %s build is uploaded once complete: build again without --resume", shard.FormatShards, o.Format))
 	}
 	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.part, o.IO.Err)
 	if err != nil {
@@ -588,6 +596,33 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	}
 	defer done()
 	return runBuildTo(ctx, o, dir, publish)
+}
+
+// runStreamBuild builds to an object-store OUT uploading each shard as it is finished
+// (openStreamTarget). A resumed build whose checkpoint names an object that is missing or damaged
+// in the store (s3.ErrStoredDamaged) starts over, saying so: the shards are built again, and
+// those the store holds intact are not uploaded again.
+func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
+	t, err := openStreamTarget(ctx, o.Out, o.Force, o.Resume, o.part, o.IO.Err)
+	if err != nil {
+		return err
+	}
+	defer func() { t.done(err) }()
+	// A dataset the build committed locally is there only when a build was killed while it
+	// published it: built again (its shards in the bucket are not uploaded again).
+	if err := os.RemoveAll(t.dir); err != nil {
+		return err
+	}
+	o.store, o.uploadBusy = t.store, t.stage.Busy
+	err = runBuildTo(ctx, o, t.dir, t.publish)
+	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
+		fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
+		if rerr := os.Remove(filepath.Join(t.dir+pipeline.StagingSuffix, pipeline.JournalName)); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		err = runBuildTo(ctx, o, t.dir, t.publish)
+	}
+	return err
 }
 
 // runBuildTo builds into the local folder out; where publish is set (an object-store OUT) it
@@ -652,6 +687,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		Resume:          o.Resume,
 		CheckpointEvery: o.CheckpointEvery,
 		Shuffle:         o.shuffle(),
+		Store:           o.store,
 		Workers:         o.Workers,
 		OnError:         o.OnError,
 		MaxErrors:       o.MaxErrors,
@@ -687,6 +723,9 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 			return fmt.Errorf("build %s: %w", o.Source, err)
 		}
 		uploadSecs = time.Since(start).Seconds()
+		if o.uploadBusy != nil {
+			uploadSecs += o.uploadBusy().Seconds()
+		}
 		sum.Out = o.Out
 	}
 	secs := sum.Elapsed.Seconds()
@@ -753,7 +792,9 @@ type buildSummary struct {
 	// Resumed is set when the build went on from an interrupted build's checkpoint.
 	Resumed *pipeline.ResumeInfo `json:"resumed,omitempty"`
 	// UploadSeconds is the time publishing to object storage took (uploads, their checks
-	// and the manifest), after the build's own Seconds; 0 for a local OUT.
+	// and the manifest), after the build's own Seconds; 0 for a local OUT. Where the shards
+	// are uploaded as they are finished, it is the time during which an upload ran (within
+	// Seconds, overlapping the build) plus the manifest's publish.
 	UploadSeconds float64 `json:"upload_seconds,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
@@ -78,7 +79,8 @@ func openRemote(ctx context.Context, loc, cacheDir string) (storage.Remote, stri
 
 // storeOptions are the object store's tuning knobs from the environment: PACKER_S3_PART_SIZE
 // (the multipart part size, e.g. 64MiB) and PACKER_S3_PARALLEL (parts of one file sent at
-// once).
+// once), PACKER_S3_STALL_TIMEOUT (how long a connection may make no progress before its
+// request is retried, e.g. 60s).
 func storeOptions() (storage.OpenOptions, error) {
 	var o storage.OpenOptions
 	if v := os.Getenv("PACKER_S3_PART_SIZE"); v != "" {
@@ -94,6 +96,13 @@ func storeOptions() (storage.OpenOptions, error) {
 			return o, fmt.Errorf("PACKER_S3_PARALLEL: want a positive number, got %q", v)
 		}
 		o.Parallel = n
+	}
+	if v := os.Getenv("PACKER_S3_STALL_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("PACKER_S3_STALL_TIMEOUT: want a positive duration such as 60s, got %q", v)
+		}
+		o.StallTimeout = d
 	}
 	return o, nil
 }

@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Only in the crash-test binary (-tags packer_crashtest): with PACKER_TEST_S3_STALL set, a
@@ -23,5 +26,22 @@ func init() {
 			fmt.Fprintf(os.Stderr, "packer-test: stalled after part %d of %s\n", part, key)
 			<-ctx.Done()
 		})
+	}
+}
+
+// Only in the crash-test binary: with PACKER_TEST_S3_STOP_AFTER=N, a build to object storage
+// stops for good once N shards are uploaded, saying so on stderr, so that a test can kill it
+// with shards in the bucket and a checkpoint kept.
+func init() {
+	n, err := strconv.Atoi(os.Getenv("PACKER_TEST_S3_STOP_AFTER"))
+	if err != nil || n < 1 {
+		return
+	}
+	var stored atomic.Int64
+	s3ShardStoredHook = func(name string) {
+		if stored.Add(1) == int64(n) {
+			fmt.Fprintf(os.Stderr, "packer-test: stopped after %d shards uploaded\n", n)
+			time.Sleep(time.Hour) // until killed
+		}
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3"
 )
 
 // stagingFolders lists the local staging folders of object-store commands in dir.
@@ -23,8 +26,8 @@ func stagingFolders(t *testing.T, dir string) []string {
 	return got
 }
 
-// TestS3StagingOfAKilledBuild: a build to s3:// SIGKILLed mid-upload leaves its local staging
-// folder (the whole dataset) in $TMPDIR; the next object-store command removes it, saying
+// TestS3StagingOfAKilledBuild: a build to s3:// that is uploaded once complete (--format npy)
+// SIGKILLed mid-upload leaves its local staging folder (the whole dataset) in $TMPDIR; the next object-store command removes it, saying
 // so, and never the staging folder of a build that is still running (one started before the
 // killed one), which is left byte for byte as it was and removed when that build ends.
 func TestS3StagingOfAKilledBuild(t *testing.T) {
@@ -32,7 +35,7 @@ func TestS3StagingOfAKilledBuild(t *testing.T) {
 	srv.Bucket(t, "live")
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	live, liveArgs := stalledS3Build(t, "live")
+	live, liveArgs := stalledS3Build(t, "live", "--format", "npy")
 	running := stagingFolders(t, tmp)
 	if len(running) != 1 {
 		t.Fatalf("staging folders with a build running: %v, want its one", running)
@@ -41,7 +44,7 @@ func TestS3StagingOfAKilledBuild(t *testing.T) {
 	liveFiles := localFiles(t, liveDir)
 	// a build started while the live one runs, then killed: its start leaves the live
 	// build's folder alone, its kill leaves its own folder behind
-	killed, _ := stalledS3Build(t, "stale")
+	killed, _ := stalledS3Build(t, "stale", "--format", "npy")
 	killed.Process.Kill()
 	killed.Wait()
 	both := stagingFolders(t, tmp)
@@ -70,5 +73,7 @@ func TestS3StagingOfAKilledBuild(t *testing.T) {
 		t.Errorf("staging folders after the interrupted live build: %v", got)
 	}
 	mustRun(t, liveArgs...)
-	mustRun(t, "verify", "s3://live/ds")
+	if _, ok := objects(t, srv, s3.URL{Bucket: "live", Prefix: "ds"})[shard.ManifestName]; !ok {
+		t.Errorf("the live build, run again, published no manifest")
+	}
 }

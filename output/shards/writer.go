@@ -71,7 +71,15 @@ type shardOutput struct {
 	mu       sync.Mutex     // guards sums
 	sums     map[int]string // SHA-256 of files[k], set when its sink has hashed every byte
 	aborting atomic.Bool    // Abort was called: shards still finishing are removed, not committed
+
+	// stored bounds the finished shards whose Put (cfg.Store) has not returned: the build
+	// writer waits for a slot before it finishes a shard, so that local disk holds at most
+	// maxStoring finished shards and the one being written.
+	stored chan struct{}
 }
+
+// maxStoring is how many finished shards may wait for, or be in, their Put at once.
+const maxStoring = 2
 
 // maxLagShards bounds how many shards of data the build writer may hand to the sinks ahead of
 // their hashing (the chunk pool's size): one shard per 8 cores, at least one, so that on a
@@ -90,7 +98,11 @@ func New(cfg output.Config) (output.Output, error) {
 	if cfg.ShardSize <= 0 {
 		cfg.ShardSize = DefaultShardSize
 	}
-	return &shardOutput{cfg: cfg, pool: newChunkPool(poolChunks(cfg.ShardSize)), sums: map[int]string{}}, nil
+	o := &shardOutput{cfg: cfg, pool: newChunkPool(poolChunks(cfg.ShardSize)), sums: map[int]string{}}
+	if cfg.Store != nil {
+		o.stored = make(chan struct{}, maxStoring)
+	}
+	return o, nil
 }
 
 func (o *shardOutput) open() error {
@@ -134,10 +146,17 @@ func (o *shardOutput) finish() error {
 	}
 	sk, k, name, n, size := o.sink, len(o.files), o.name, o.w.Len(), o.w.Size()
 	sk.close()
-	o.files = append(o.files, shard.FileEntry{Path: name, Size: size, IndexSHA256: o.w.IndexSHA256(), Records: n, FirstRecord: o.next, Shard: o.cut})
+	fe := shard.FileEntry{Path: name, Size: size, IndexSHA256: o.w.IndexSHA256(), Records: n, FirstRecord: o.next, Shard: o.cut}
+	o.files = append(o.files, fe)
 	o.next += n
 	o.w, o.sink = nil, nil
+	if o.stored != nil {
+		o.stored <- struct{}{} // released when the shard's Put returns, or it fails before
+	}
 	o.sync.run(func() error {
+		if o.stored != nil {
+			defer func() { <-o.stored }()
+		}
 		sum, err := sk.wait()
 		if err == nil && o.aborting.Load() {
 			err = errors.New("output aborted")
@@ -148,6 +167,12 @@ func (o *shardOutput) finish() error {
 		if err != nil {
 			sk.p.Abort()
 			return err
+		}
+		if o.cfg.Store != nil {
+			fe.SHA256 = sum
+			if err := o.cfg.Store.Put(o.cfg.Dir, fe); err != nil {
+				return err
+			}
 		}
 		o.mu.Lock()
 		o.sums[k] = sum
@@ -289,7 +314,8 @@ func (o *shardOutput) checkpointNow() error {
 // Resume reopens the shards output of an interrupted build from a checkpoint's state
 // (output.Entry.Resume): each shard the state lists must be a regular file in cfg.Dir with the
 // size, record count and SHA-256 the checkpoint recorded when it was written (every kept byte is
-// read once, the shards hashed in parallel), or the resume is refused naming the file; any other
+// read once, the shards hashed in parallel), or the resume is refused naming the file (with a
+// cfg.Store, the shards are the store's, and its Keep checks them instead); any other
 // entry there (a shard finished after the checkpoint, a temporary file, anything else), except
 // the engine's own files (output.EngineFilePrefix), is removed, and writing continues with the
 // next shard.
@@ -312,7 +338,12 @@ func Resume(cfg output.Config, state []byte) (output.Output, error) {
 		keep[fe.Path] = true
 		o.next += fe.Records
 	}
-	if err := checkKeptAll(cfg.Dir, st.Files); err != nil {
+	check := func() error { return checkKeptAll(cfg.Dir, st.Files) }
+	if cfg.Store != nil {
+		// The kept shards are in the store, not in cfg.Dir.
+		check = func() error { return cfg.Store.Keep(st.Files) }
+	}
+	if err := check(); err != nil {
 		return nil, err
 	}
 	o.files, o.kept = st.Files, len(st.Files)

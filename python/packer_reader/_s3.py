@@ -11,8 +11,10 @@ fetched whole once, into a file named by its ETag, and read like a local file af
 
 import hashlib
 import os
+import random
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +28,8 @@ READAHEAD = 4             # chunks fetched ahead of a miss (a stream read in ord
 CACHE_BYTES = 256 << 20   # chunk cache of one open dataset
 THREADS = 8               # GETs in flight
 DOWNLOAD_PART = 8 << 20   # ranged GET size of whole-object downloads (cache_dir)
+ATTEMPTS = 5              # tries of one request (botocore's), and of the read of one GET's body (ours)
+STALL_TIMEOUT = 60.0      # seconds a connection may make no progress (PACKER_S3_STALL_TIMEOUT)
 
 INSTALL_HINT = 'apt install python3-boto3, or pip install "packer_reader[s3]"'
 SETTINGS_HINT = ("check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or AWS_PROFILE and the "
@@ -113,6 +117,37 @@ def _boto():
     return boto3, botocore
 
 
+def stall_timeout():
+    """The seconds a read on a connection to the store may wait for a byte before it is cut
+    and retried: PACKER_S3_STALL_TIMEOUT as the Go commands read it (a duration such as 60s,
+    300ms, 1m30s), else STALL_TIMEOUT."""
+    v = os.environ.get("PACKER_S3_STALL_TIMEOUT", "").strip()
+    if not v:
+        return STALL_TIMEOUT
+    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", v)
+    if not parts or "".join(a + u for a, u in parts) != v or sum(float(a) * units[u] for a, u in parts) <= 0:
+        raise PackerError("PACKER_S3_STALL_TIMEOUT: want a positive duration such as 60s, got %r" % v)
+    return sum(float(a) * units[u] for a, u in parts)
+
+
+def _backoff(attempt):
+    """Sleep before try attempt+1: a random time between half and all of 0.2 s * 2^(attempt-1),
+    at most 5 s (the Go commands' backoff)."""
+    d = min(0.2 * (1 << (attempt - 1)), 5.0)
+    time.sleep(d / 2 + random.random() * d / 2)
+
+
+def _transient_body(e):
+    """Whether e, from reading a response body, is worth asking again: the connection cut,
+    stalled (the read timeout) or the body shorter than announced."""
+    _, botocore = _boto()
+    ex = botocore.exceptions
+    kinds = tuple(getattr(ex, n) for n in ("ReadTimeoutError", "IncompleteReadError", "ResponseStreamingError",
+                                           "ConnectionClosedError") if hasattr(ex, n))
+    return isinstance(e, kinds) or isinstance(e, (ConnectionError, TimeoutError))
+
+
 def make_client():
     """An S3 client from the standard AWS chain (environment, profiles, shared files), with
     path-style addressing, AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL honoured also by botocore
@@ -123,7 +158,7 @@ def make_client():
     region = session.region_name or "us-east-1"
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
     kw = dict(s3={"addressing_style": "path"}, max_pool_connections=2 * THREADS + 4,
-              retries={"max_attempts": 5, "mode": "standard"}, connect_timeout=10, read_timeout=120)
+              retries={"max_attempts": ATTEMPTS, "mode": "standard"}, connect_timeout=10, read_timeout=stall_timeout())
     try:
         cfg = botocore.config.Config(request_checksum_calculation="when_required",
                                      response_checksum_validation="when_required", **kw)
@@ -304,23 +339,35 @@ class S3Store:
         return data
 
     def _get_range(self, obj, a, b):
-        """Bytes [a, b) of obj, pinned to its ETag."""
+        """Bytes [a, b) of obj, pinned to its ETag. The request is botocore's, retried by it
+        (5xx, SlowDown, resets, a stalled answer); a body cut short, stalled (no byte for the
+        stall timeout) or shorter than asked for is asked for again here, ATTEMPTS tries in all,
+        and the error after the last says how many."""
         _, botocore = _boto()
-        try:
-            r = self.client.get_object(Bucket=self.bucket, Key=obj.key, IfMatch=obj.etag,
-                                       Range="bytes=%d-%d" % (a, b - 1))
-            self.gets += 1
-            data = r["Body"].read()
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
-            raise self._error(e, "GET", obj.key) from None
-        etag = r.get("ETag")
-        if etag and etag != obj.etag:  # a store that ignores If-Match
-            raise S3Error("%s: the object was replaced since the dataset was opened (ETag %s, opened as %s); "
-                          "reopen the dataset" % (obj.url, etag, obj.etag), obj.url)
-        if len(data) != b - a:
-            raise S3Error("GET %s bytes %d-%d: %d bytes received, %d expected"
-                          % (obj.url, a, b - 1, len(data), b - a), obj.url)
-        return data
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                r = self.client.get_object(Bucket=self.bucket, Key=obj.key, IfMatch=obj.etag,
+                                           Range="bytes=%d-%d" % (a, b - 1))
+                self.gets += 1
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as e:
+                raise self._error(e, "GET", obj.key) from None
+            etag = r.get("ETag")
+            if etag and etag != obj.etag:  # a store that ignores If-Match
+                r["Body"].close()
+                raise S3Error("%s: the object was replaced since the dataset was opened (ETag %s, opened as %s); "
+                              "reopen the dataset" % (obj.url, etag, obj.etag), obj.url)
+            try:
+                data = r["Body"].read()
+                why = None if len(data) == b - a else "%d bytes received, %d expected" % (len(data), b - a)
+            except Exception as e:  # noqa: BLE001 -- sorted out by _transient_body
+                if not _transient_body(e):
+                    raise self._error(e, "GET", obj.key) from None
+                why = self._scrub(str(e))
+            if why is None:
+                return data
+            if attempt < ATTEMPTS:
+                _backoff(attempt)
+        raise S3Error("GET %s bytes %d-%d: %s; gave up after %d attempts" % (obj.url, a, b - 1, why, ATTEMPTS), obj.url)
 
     def _executor(self):
         if self._pool is None:

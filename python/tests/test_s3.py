@@ -675,3 +675,94 @@ def test_order2_shuffle_of_a_dataset_larger_than_the_chunk_cache(s3env, packer, 
             assert n == ds.count * ds.record_size
             limit = 2.2 if epoch == 0 else 1.2
             assert got["bytes"] <= limit * n, (epoch, got["bytes"] / n)
+
+
+class BodyFaultProxy:
+    """An HTTP proxy between the reader and the test server that forwards every request and,
+    for a ranged GET as ``mode`` says, sends the answer's headers and half its body, then stalls
+    (holds the connection for ``hold`` seconds) or cuts the connection. mode "first": the first
+    answer to one in four (path, range), alternately stalled and cut; "always": every ranged GET
+    stalled."""
+
+    def __init__(self, endpoint, mode, hold=2.0):
+        import http.server
+        import threading
+        import urllib.parse
+        target = urllib.parse.urlparse(endpoint)
+        proxy = self
+        self.mode, self.hold, self.seen, self.faults = mode, hold, {}, {"stall": 0, "cut": 0}
+        self.lock = threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _forward(self):
+                import http.client
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else None
+                conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+                conn.request(self.command, self.path, body=body, headers=dict(self.headers))
+                resp = conn.getresponse()
+                data = resp.read()
+                fault = None
+                rng = self.headers.get("Range")
+                if self.command == "GET" and rng and resp.status == 206:
+                    with proxy.lock:
+                        k = (self.path, rng)
+                        n = proxy.seen.get(k, 0)
+                        proxy.seen[k] = n + 1
+                        if proxy.mode == "always":
+                            fault = "stall"
+                        elif n == 0 and len(proxy.seen) % 4 == 1:
+                            fault = ("stall", "cut")[sum(proxy.faults.values()) % 2]
+                        if fault:
+                            proxy.faults[fault] += 1
+                self.send_response(resp.status)
+                for h, v in resp.getheaders():
+                    if h.lower() not in ("transfer-encoding", "connection"):
+                        self.send_header(h, v)
+                self.end_headers()
+                if fault is None:
+                    self.wfile.write(data)
+                    return
+                self.wfile.write(data[:len(data) // 2])
+                self.wfile.flush()
+                if fault == "stall":
+                    time.sleep(proxy.hold)
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+            do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = _forward
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.endpoint = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_body_faults_retried(s3env, datasets, monkeypatch):
+    """Through a proxy that stalls (longer than PACKER_S3_STALL_TIMEOUT) or cuts halfway the
+    body of the first answer to one in four ranged GETs, reads from the bucket equal the local ones;
+    with every ranged GET stalled, a read fails after the bounded tries, saying how many."""
+    local, url = datasets["shards"]
+    px = BodyFaultProxy(s3env.endpoint, "first", hold=1.0)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", px.endpoint)
+        monkeypatch.setenv("PACKER_S3_STALL_TIMEOUT", "300ms")
+        with packer_reader.open(local) as a, packer_reader.open(url) as b:
+            assert np.array_equal(a[0:len(a)][0], b[0:len(b)][0])
+        assert px.faults["stall"] > 0 and px.faults["cut"] > 0, px.faults
+        px.mode = "always"
+        with pytest.raises(packer_reader.PackerError, match="gave up after 5 attempts"):
+            with packer_reader.open(url) as b:
+                b[len(b) - 1]
+    finally:
+        px.close()

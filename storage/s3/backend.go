@@ -16,6 +16,7 @@ package s3
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -50,6 +52,10 @@ type Options struct {
 	// files are served from (default 256 MiB). Shuffled readers of a dataset larger than
 	// about half of it read their records with exact ranged GETs instead (shard.RangeReaderAt).
 	ChunkCache int64
+	// StallTimeout cuts a connection that makes no progress (no byte read or written) for
+	// this long; its request is retried as after a reset (default DefaultStallTimeout). Only
+	// New's client has it: NewWithClient's is the caller's.
+	StallTimeout time.Duration
 }
 
 const (
@@ -77,6 +83,7 @@ func New(ctx context.Context, u URL, opts Options) (*Backend, error) {
 		config.WithRequestChecksumCalculation(aws.RequestChecksumCalculationWhenRequired),
 		config.WithResponseChecksumValidation(aws.ResponseChecksumValidationWhenRequired),
 		config.WithRetryer(newRetryer),
+		config.WithHTTPClient(stallClient(cmp.Or(opts.StallTimeout, DefaultStallTimeout))),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("%s: loading the AWS configuration: %w", u, err)

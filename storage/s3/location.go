@@ -23,7 +23,7 @@ func Location() storage.Location {
 			if err != nil {
 				return nil, err
 			}
-			b, err := New(ctx, u, Options{PartSize: opts.PartSize, Parallel: opts.Parallel, CacheDir: opts.CacheDir})
+			b, err := New(ctx, u, Options{PartSize: opts.PartSize, Parallel: opts.Parallel, CacheDir: opts.CacheDir, StallTimeout: opts.StallTimeout})
 			if err != nil {
 				return nil, err // not a nil *Backend in a non-nil storage.Backend
 			}

@@ -81,20 +81,36 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 	if err != nil {
 		return err
 	}
-	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats)
+	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats, leftovers{})
 	if err != nil {
 		return err
 	}
-	// Replacing: the new files go under a generation sub-prefix of their own, so that the old
-	// dataset's objects stay whole until the new manifest is in place.
-	gen := ""
-	if old != nil {
-		var r [8]byte
-		if _, err := rand.Read(r[:]); err != nil {
-			return err
-		}
-		gen = GenerationPrefix + hex.EncodeToString(r[:]) + "/"
+	gen, err := newGeneration(old)
+	if err != nil {
+		return err
 	}
+	return b.publish(ctx, dir, m, manifest, opts, old, gen, nil)
+}
+
+// newGeneration is the generation sub-prefix the files of a new dataset go under: none for a
+// prefix without a dataset; a new one where the new dataset replaces old, so that the old
+// dataset's objects stay whole until the new manifest is in place.
+func newGeneration(old *oldDataset) (string, error) {
+	if old == nil {
+		return "", nil
+	}
+	var r [8]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	return GenerationPrefix + hex.EncodeToString(r[:]) + "/", nil
+}
+
+// publish is Publish once the prefix is prepared (old: the dataset replaced, gen: the
+// generation the files go under). stored, if set, reports the files that are in the store
+// already (uploaded and checked as the build went: StreamStage), which are neither sent nor
+// read back again.
+func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, manifest []byte, opts PublishOptions, old *oldDataset, gen string, stored func(shard.FileEntry) bool) (err error) {
 	var total, sent int64
 	for _, fe := range m.Files {
 		total += fe.Size
@@ -124,6 +140,10 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 		waitCheck() // no check outlives Publish (its error, if any, is already returned)
 	}()
 	for _, fe := range m.Files {
+		if stored != nil && stored(fe) {
+			sent += fe.Size
+			continue
+		}
 		key, err := b.upload(ctx, dir, fe, gen+fe.Path, opts, func(n int64) {
 			sent += n
 			if opts.Progress != nil {
@@ -253,8 +273,17 @@ func isGeneration(s string) bool {
 // before building, to fail before the work. formats, if set, are the format names the dataset
 // there may have (PublishOptions.Formats).
 func (b *Backend) CheckPrefix(ctx context.Context, clear, replace bool, formats []string) error {
-	_, err := b.prepare(ctx, clear, replace, formats)
+	_, err := b.prepare(ctx, clear, replace, formats, leftovers{})
 	return err
+}
+
+// leftovers tells prepare which leftovers under the names a build writes are an interrupted
+// build's of this stage's own (StreamStage): mine reports them (nil: none are); with keep they
+// are kept, for the resumed build to check and take over, and every open upload under those
+// names is aborted; without it they are removed, clear or not.
+type leftovers struct {
+	mine func(name string) bool
+	keep bool
 }
 
 // oldDataset is the dataset a publish replaces: its manifest's ETag and its files' keys.
@@ -264,7 +293,7 @@ type oldDataset struct {
 }
 
 // prepare is CheckPrefix, returning the dataset to replace, if any.
-func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []string) (*oldDataset, error) {
+func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []string, own leftovers) (*oldDataset, error) {
 	var old *oldDataset
 	if etag, err := b.etag(ctx, shard.ManifestName); err == nil {
 		if !replace {
@@ -284,7 +313,7 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	var objects, foreign []string
+	var objects, foreign, mine []string
 	if err := b.List(ctx, func(fi storage.FileInfo) error {
 		key := b.url.keyPrefix() + fi.Name
 		if old != nil && (fi.Name == shard.ManifestName || slices.Contains(old.files, key)) {
@@ -295,19 +324,41 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 		}
 		if !DatasetFileName(fi.Name) {
 			foreign = append(foreign, fi.Name)
+		} else if own.mine != nil && own.mine(fi.Name) {
+			if !own.keep {
+				mine = append(mine, key)
+			}
+			return nil
 		}
 		objects = append(objects, key)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	uploads, err := b.OpenUploads(ctx)
+	allUploads, err := b.OpenUploads(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range uploads {
-		if name := strings.TrimPrefix(u.Key, b.url.keyPrefix()); !DatasetFileName(name) {
+	var uploads, mineUploads []Upload
+	for _, u := range allUploads {
+		name := strings.TrimPrefix(u.Key, b.url.keyPrefix())
+		switch {
+		case !DatasetFileName(name):
 			foreign = append(foreign, name+" (an unfinished upload)")
+		case own.keep && own.mine != nil && own.mine(name):
+			mineUploads = append(mineUploads, u)
+		default:
+			uploads = append(uploads, u)
+		}
+	}
+	if len(foreign) == 0 {
+		// An interrupted build's own leftovers: its unfinished uploads are aborted (a resumed
+		// build uploads those files again), its objects removed unless kept.
+		if err := b.abortUploads(ctx, mineUploads); err != nil {
+			return nil, err
+		}
+		if err := b.deleteKeys(ctx, mine); err != nil {
+			return nil, err
 		}
 	}
 	if len(objects) == 0 && len(uploads) == 0 && len(foreign) == 0 {
@@ -327,19 +378,35 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 	if !clear {
 		return nil, fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads that no %s lists: the leftovers of an interrupted build, or a build writing there now; when no build is running, build again with --force to remove them", b.url, len(objects), len(uploads), shard.ManifestName)
 	}
-	for _, u := range uploads {
+	if err := b.abortUploads(ctx, uploads); err != nil {
+		return nil, err
+	}
+	if err := b.deleteKeys(ctx, objects); err != nil {
+		return nil, err
+	}
+	return old, nil
+}
+
+// abortUploads aborts the open multipart uploads ups.
+func (b *Backend) abortUploads(ctx context.Context, ups []Upload) error {
+	for _, u := range ups {
 		if _, err := b.client.AbortMultipartUpload(ctx, &awss3.AbortMultipartUploadInput{
 			Bucket: aws.String(b.url.Bucket), Key: aws.String(u.Key), UploadId: aws.String(u.ID),
 		}); err != nil {
-			return nil, b.wrap("AbortMultipartUpload", b.objURL(u.Key), err)
+			return b.wrap("AbortMultipartUpload", b.objURL(u.Key), err)
 		}
 	}
-	for _, key := range objects {
+	return nil
+}
+
+// deleteKeys deletes the objects keys.
+func (b *Backend) deleteKeys(ctx context.Context, keys []string) error {
+	for _, key := range keys {
 		if _, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)}); err != nil {
-			return nil, b.wrap("DeleteObject", b.objURL(key), err)
+			return b.wrap("DeleteObject", b.objURL(key), err)
 		}
 	}
-	return old, nil
+	return nil
 }
 
 // etag is the ETag of the object name (a HEAD request).

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Fault is a fault the proxy injects into one exchange.
@@ -24,13 +25,31 @@ const (
 	None        Fault = iota
 	Status500         // 500 InternalError, without reaching the server
 	SlowDown          // 503 SlowDown, without reaching the server
+	Stall             // no answer, and the request's body not read, for StallFor (then the connection is cut)
 	DropBody          // the server's response, its connection dropped halfway through the body
 	LongLength        // the server's response announcing a Content-Length longer than its body
 	ShortLength       // the server's response announcing a Content-Length shorter than its body
+	StallBody         // the server's response, stopping halfway through the body for StallFor (then cut)
 )
 
 func (f Fault) String() string {
-	return [...]string{"none", "500", "503 SlowDown", "dropped mid-body", "Content-Length too long", "Content-Length too short"}[f]
+	return [...]string{"none", "500", "503 SlowDown", "stalled before the answer", "dropped mid-body", "Content-Length too long", "Content-Length too short", "stalled mid-body"}[f]
+}
+
+// Stalls is a plan that stalls about a third of all requests once (no answer; a GET with a
+// body: halfway through it) and faults no request twice: a client that cuts a stalled
+// connection and tries again gets every answer right.
+func Stalls(r *http.Request, n, body int) Fault {
+	h := fnv.New32a()
+	io.WriteString(h, r.Method+" "+r.URL.Path+"?"+r.URL.RawQuery+" "+r.Header.Get("Range"))
+	k := h.Sum32()
+	switch {
+	case n > 0 || k%3 != 0:
+		return None
+	case objectGet(r) && body == 0 && k>>2%2 == 0:
+		return StallBody
+	}
+	return Stall
 }
 
 // FaultPlan decides the fault of a request: n is how many times the same request (method,
@@ -76,6 +95,10 @@ func Always(method string, f Fault) FaultPlan {
 // its plan. Point AWS_ENDPOINT_URL (or a client's endpoint) at Endpoint.
 type FaultProxy struct {
 	Endpoint string
+	// StallFor is how long a Stall or StallBody fault holds the exchange before the proxy cuts
+	// the connection, unless the client gives up first (default 10 s). Set it before the
+	// first request.
+	StallFor time.Duration
 
 	mu       sync.Mutex
 	plan     FaultPlan
@@ -104,6 +127,8 @@ func StartFaultProxy(t testing.TB, s *Server, plan FaultPlan) *FaultProxy {
 			switch resp.Request.Context().Value(faultKey{}) {
 			case DropBody:
 				resp.Body = &cutBody{r: resp.Body, left: resp.ContentLength / 2}
+			case StallBody:
+				resp.Body = &cutBody{r: resp.Body, left: resp.ContentLength / 2, hold: p.stallFor(), ctx: resp.Request.Context()}
 			case LongLength:
 				if resp.ContentLength < 0 {
 					break
@@ -129,6 +154,14 @@ func StartFaultProxy(t testing.TB, s *Server, plan FaultPlan) *FaultProxy {
 		case SlowDown:
 			s3Error(w, http.StatusServiceUnavailable, "SlowDown", "Please reduce your request rate.")
 			return
+		case Stall:
+			t := time.NewTimer(p.stallFor())
+			defer t.Stop()
+			select {
+			case <-r.Context().Done():
+			case <-t.C:
+			}
+			panic(http.ErrAbortHandler) // cut the connection, unanswered
 		}
 		rp.ServeHTTP(w, r.WithContext(contextWith(r, f)))
 	}))
@@ -180,7 +213,7 @@ func (p *FaultProxy) Injected() map[Fault]int {
 func (p *FaultProxy) Summary() string {
 	var parts []string
 	inj := p.Injected()
-	for f := Status500; f <= ShortLength; f++ {
+	for f := Status500; f <= StallBody; f++ {
 		parts = append(parts, fmt.Sprintf("%s: %d", f, inj[f]))
 	}
 	return strings.Join(parts, ", ")
@@ -203,16 +236,34 @@ func s3Error(w http.ResponseWriter, status int, code, msg string) {
 	io.WriteString(w, body)
 }
 
-// cutBody reads left bytes of r, then fails: the proxy then aborts the connection.
+func (p *FaultProxy) stallFor() time.Duration {
+	if p.StallFor > 0 {
+		return p.StallFor
+	}
+	return 10 * time.Second
+}
+
+// cutBody reads left bytes of r, then (after holding for hold, or until ctx is done, where hold
+// is set) fails: the proxy then aborts the connection.
 type cutBody struct {
 	r    io.ReadCloser
 	left int64
+	hold time.Duration
+	ctx  context.Context
 }
 
 var errCut = errors.New("fault proxy: body cut")
 
 func (c *cutBody) Read(p []byte) (int, error) {
 	if c.left <= 0 {
+		if c.hold > 0 {
+			t := time.NewTimer(c.hold)
+			defer t.Stop()
+			select {
+			case <-c.ctx.Done():
+			case <-t.C:
+			}
+		}
 		return 0, errCut
 	}
 	if int64(len(p)) > c.left {

@@ -1,0 +1,359 @@
+package s3
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/packer-dev/packer/internal/fileutil"
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
+)
+
+// StreamStage is a dataset written to the object store as it is built: the build hands each
+// data file over as soon as it is finished (Put: uploaded with a conditional write, read back
+// and checked against its SHA-256, then removed from the local folder), so that the local
+// folder holds only the files not handed over yet, and the manifest is written last by
+// Publish, exactly as Stage's: nothing under the prefix is a dataset before it.
+//
+// What was uploaded is recorded in the stage's local folder (StreamStateName: the prefix, the
+// generation the files go under, and each object's size, SHA-256 and ETag), which a build
+// keeps at a place of its own for OUT (the command's), so that a resumed build (resume) finds
+// the objects an interrupted one uploaded: they are checked (Keep, Put: size and ETag against
+// the record, or without a record the object read back and hashed) and taken over, not sent
+// again; a missing or damaged one is uploaded again.
+type StreamStage struct {
+	b       *Backend
+	ctx     context.Context
+	staging *storage.Staging
+	opts    storage.StageOptions
+	old     *oldDataset
+
+	mu sync.Mutex
+	st streamState
+	// sending are the names of the uploads in flight: one cancelled after its body was sent
+	// may still appear, so a failed build deletes these too (RemoveUploads).
+	sending map[string]bool
+
+	busy      int           // Puts running (under mu)
+	busySince time.Time     // when busy last went from 0 to 1
+	busyTotal time.Duration // the time with a Put running, before busySince
+}
+
+// StreamStateName is the file in the stage's local folder that records the uploads.
+const StreamStateName = "upload-state.json"
+
+type streamState struct {
+	URL string `json:"url"`
+	// Gen is the generation sub-prefix the files go under ("" where no dataset is replaced);
+	// Replaces the ETag of the manifest of the dataset replaced.
+	Gen      string                `json:"generation"`
+	Replaces string                `json:"replaces_etag,omitempty"`
+	Sent     map[string]sentObject `json:"sent"` // by name below the prefix (with Gen)
+}
+
+type sentObject struct {
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	ETag   string `json:"etag"`
+}
+
+var _ storage.UploadStage = (*StreamStage)(nil)
+
+// ErrStoredDamaged is what the error of Keep matches when an object the interrupted build
+// uploaded is missing or is not what it uploaded.
+var ErrStoredDamaged = errors.New("an object the interrupted build uploaded is missing or changed")
+
+// StreamStage opens a stage in the local folder opts.Staging makes, which must be the same
+// folder for every build of this prefix (it is where the record of the uploads is kept). Without
+// resume, the folder is emptied, and the leftovers of an interrupted build of this stage's (the
+// objects its record lists) are removed from the prefix; other leftovers, a dataset there and
+// objects a build does not write are refused as Stage refuses them (opts.Force: replaced or
+// removed). With resume, the record is kept, and so are the leftovers under the names a build
+// writes, for Keep and Put to check and take over (their unfinished uploads are aborted); a
+// dataset the interrupted build was replacing must still be the same one.
+func (b *Backend) StreamStage(ctx context.Context, opts storage.StageOptions, resume bool) (*StreamStage, error) {
+	staging, err := opts.Staging()
+	if err != nil {
+		return nil, err
+	}
+	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts, sending: map[string]bool{}}
+	if err := s.open(resume); err != nil {
+		staging.Remove()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *StreamStage) open(resume bool) error {
+	b := s.b
+	var prev streamState
+	data, err := os.ReadFile(filepath.Join(s.staging.Dir, StreamStateName))
+	valid := err == nil && json.Unmarshal(data, &prev) == nil && prev.URL == b.url.String()
+	own := leftovers{mine: func(name string) bool { _, ok := prev.Sent[name]; return ok && valid }}
+	if resume {
+		own = leftovers{mine: func(string) bool { return true }, keep: true}
+	} else if err := s.empty(); err != nil {
+		return err
+	}
+	old, err := b.prepare(s.ctx, s.opts.Force, s.opts.Force, s.opts.Formats, own)
+	if err != nil {
+		return err
+	}
+	s.old = old
+	if resume && valid {
+		switch {
+		case (old == nil) != (prev.Gen == ""), old != nil && old.etag != prev.Replaces:
+			return fmt.Errorf("%s: the dataset there was replaced or removed since the interrupted build started; build again without --resume", b.url)
+		}
+		s.st = prev
+	} else {
+		if resume {
+			// No record (another machine's build, or none): the objects there are checked by
+			// reading them back.
+			if err := s.empty(); err != nil {
+				return err
+			}
+		}
+		gen, err := newGeneration(old)
+		if err != nil {
+			return err
+		}
+		s.st = streamState{URL: b.url.String(), Gen: gen}
+		if old != nil {
+			s.st.Replaces = old.etag
+		}
+	}
+	if s.st.Sent == nil {
+		s.st.Sent = map[string]sentObject{}
+	}
+	if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
+		return err
+	}
+	return s.save()
+}
+
+// empty removes everything in the stage's folder but its lock.
+func (s *StreamStage) empty() error {
+	ents, err := os.ReadDir(s.staging.Dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Name() == storage.StagingLockName {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(s.staging.Dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// save writes the record durably (under the lock s.mu, or before any Put).
+func (s *StreamStage) save() error {
+	data, err := json.Marshal(s.st)
+	if err != nil {
+		return err
+	}
+	return fileutil.WriteFileAtomic(filepath.Join(s.staging.Dir, StreamStateName), data)
+}
+
+// Dir is the local folder the dataset is built in.
+func (s *StreamStage) Dir() string { return filepath.Join(s.staging.Dir, "dataset") }
+
+// Backend is the local folder's backend.
+func (s *StreamStage) Backend() storage.Backend { return storage.NewLocal(s.Dir()) }
+
+// Put uploads the finished file fe of dir under the stage's generation, reads it back and
+// checks it, records it and removes the local file. An object already there under that name
+// (an interrupted build's) is taken as it is when it is the file (its size and ETag as recorded,
+// or without a record its bytes' SHA-256), and otherwise deleted and uploaded again.
+func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
+	s.mu.Lock()
+	if s.busy++; s.busy == 1 {
+		s.busySince = time.Now()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if s.busy--; s.busy == 0 {
+			s.busyTotal += time.Since(s.busySince)
+		}
+		s.mu.Unlock()
+	}()
+	name := s.st.Gen + fe.Path
+	ok, err := s.stored(name, fe)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		s.mu.Lock()
+		s.sending[name] = true
+		s.mu.Unlock()
+		opts := PublishOptions{PartSent: s.opts.PartSent}
+		key, err := s.b.upload(s.ctx, dir, fe, name, opts, func(int64) {})
+		if errors.Is(err, fs.ErrExist) {
+			s.mu.Lock()
+			delete(s.sending, name) // another build's object: never removed by this one
+			s.mu.Unlock()
+		}
+		if err != nil {
+			return err
+		}
+		etag, err := s.b.etag(s.ctx, name)
+		if err == nil {
+			err = s.b.checkObject(s.ctx, name, fe.Size, fe.SHA256)
+		}
+		if err == nil {
+			err = s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
+		}
+		if err != nil {
+			s.b.removeAll([]string{key}) // not recorded: no build would know it is this one's
+			return err
+		}
+	}
+	return os.Remove(filepath.Join(dir, filepath.FromSlash(fe.Path)))
+}
+
+// Busy is the time during which at least one Put was running: the uploads' share of the
+// build's time (they overlap the writing of the next shards).
+func (s *StreamStage) Busy() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy > 0 {
+		return s.busyTotal + time.Since(s.busySince)
+	}
+	return s.busyTotal
+}
+
+// record adds an upload to the record and saves it.
+func (s *StreamStage) record(name string, o sentObject) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.sending, name)
+	s.st.Sent[name] = o
+	return s.save()
+}
+
+// stored reports whether the object name is the file fe, uploaded before: its size and ETag as
+// recorded with fe's SHA-256, or, where nothing is recorded, its bytes read back. No object
+// there: false.
+func (s *StreamStage) stored(name string, fe shard.FileEntry) (bool, error) {
+	s.mu.Lock()
+	rec, ok := s.st.Sent[name]
+	s.mu.Unlock()
+	etag, err := s.b.etag(s.ctx, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if ok {
+		return rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256) && rec.ETag == etag, nil
+	}
+	if s.b.checkObject(s.ctx, name, fe.Size, fe.SHA256) != nil {
+		return false, nil
+	}
+	return true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
+}
+
+// Keep checks that every file of files (a resumed build's checkpoint) is in the store as it
+// was uploaded (stored), or fails matching ErrStoredDamaged naming the first that is not, and
+// removes the other objects of this build under the stage's generation (uploaded after the
+// checkpoint), so that the resumed build writes them anew.
+func (s *StreamStage) Keep(files []shard.FileEntry) error {
+	keep := map[string]bool{}
+	for _, fe := range files {
+		name := s.st.Gen + fe.Path
+		ok, err := s.stored(name, fe)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%s: %w (the checkpoint recorded %d bytes, SHA-256 %s)", s.b.objURL(s.b.url.keyPrefix()+name), ErrStoredDamaged, fe.Size, fe.SHA256)
+		}
+		keep[name] = true
+	}
+	var others []string
+	err := s.b.List(s.ctx, func(fi storage.FileInfo) error {
+		if keep[fi.Name] || !DatasetFileName(fi.Name) || !strings.HasPrefix(fi.Name, s.st.Gen) {
+			return nil
+		}
+		if rest := strings.TrimPrefix(fi.Name, s.st.Gen); strings.Contains(rest, "/") || rest == shard.ManifestName {
+			return nil // another generation's, or the manifest of the dataset replaced
+		}
+		others = append(others, s.b.url.keyPrefix()+fi.Name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.b.deleteKeys(s.ctx, others); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name := range s.st.Sent {
+		if !keep[name] {
+			delete(s.st.Sent, name)
+		}
+	}
+	return s.save()
+}
+
+// Publish uploads the files of the dataset in Dir that were not handed to Put (none, for the
+// shards format) and the manifest last, as Stage's Publish does, replacing a dataset there
+// where the stage was opened with Force.
+func (s *StreamStage) Publish(ctx context.Context) error {
+	m, err := shard.ReadManifest(s.Dir())
+	if err != nil {
+		return err
+	}
+	manifest, err := os.ReadFile(filepath.Join(s.Dir(), shard.ManifestName))
+	if err != nil {
+		return err
+	}
+	opts := PublishOptions{Replace: s.old != nil, Formats: s.opts.Formats, Warn: s.opts.Warn, Progress: s.opts.Progress, PartSent: s.opts.PartSent}
+	return s.b.publish(ctx, s.Dir(), m, manifest, opts, s.old, s.st.Gen, func(fe shard.FileEntry) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		rec, ok := s.st.Sent[s.st.Gen+fe.Path]
+		return ok && rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256)
+	})
+}
+
+// RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), on a
+// context of its own, and forgets them.
+func (s *StreamStage) RemoveUploads() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for name := range s.st.Sent {
+		keys = append(keys, s.b.url.keyPrefix()+name)
+	}
+	for name := range s.sending {
+		keys = append(keys, s.b.url.keyPrefix()+name)
+	}
+	s.sending = map[string]bool{}
+	s.b.removeAll(keys)
+	s.st.Sent = map[string]sentObject{}
+	s.save()
+}
+
+// Release releases the local folder's lock and leaves it, record included, for a resumed build.
+func (s *StreamStage) Release() { s.staging.Release() }
+
+// Discard removes the local folder, record included, and releases its lock.
+func (s *StreamStage) Discard() error { return s.staging.Remove() }
