@@ -12,12 +12,18 @@
 #      packer_reader reads it back (records, classes, pixels, its own CRC-32C library);
 #   3. the aarch64 binary (from the aarch64 wheel) under qemu user emulation (qemu-aarch64-static,
 #      Debian's qemu-user-static) with the C library of a Debian 11 arm64 root (-L): the same
-#      build, verify and inspect, byte-identical to the x86-64 build.
+#      build, verify and inspect, byte-identical to the x86-64 build;
+#   4. only with PACKER_GLIBC_UBUNTU=1 (from Ubuntu's archive, PACKER_UBUNTU_MIRROR, which not
+#      every test machine reaches; Debian packages no Ubuntu archive key, so these two roots are
+#      made without a GPG check): Ubuntu 20.04 (glibc 2.31), the binary, then pip 20.0.2 refusing
+#      the wheel and, upgraded, installing it, with the read-back; Ubuntu 18.04 (glibc 2.27, older
+#      than the floor), the binary.
 #
-# A Debian 10 (glibc 2.28) root is not part of it: Debian 10's packages have left
-# deb.debian.org for archive.debian.org, which the test machines cannot reach. The floor itself
-# is what the wheels' files are checked against (1), and the toolchain links against 2.28's
-# symbol versions (scripts/glibc-floor-env.sh).
+# A glibc 2.28 root itself is not part of it: Debian 10's packages have left deb.debian.org for
+# archive.debian.org, which the test machines cannot reach, and Ubuntu 18.10's for
+# old-releases.ubuntu.com, likewise. The floor is what every ELF file of the wheels is checked
+# against (1); the toolchain links against 2.28's symbol versions (scripts/glibc-floor-env.sh);
+# and with (4) the binary runs on 2.27, below it.
 #
 # The two roots are made once with debootstrap (the x86-64 one with python3 and python3-venv, and
 # NumPy's wheel from PyPI installed into its /venv; the arm64 one only unpacked, --foreign, for its
@@ -33,15 +39,15 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 mirror=${PACKER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache_dir=${XDG_CACHE_HOME:-$HOME/.cache}/packer
-NUMPY=numpy==1.26.4  # the newest NumPy with wheels for Debian 11's Python 3.9
+ubuntu_mirror=${PACKER_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
 
 tmp=$(mktemp -d)
-root=$tmp/root11
 aroot=$tmp/root11-arm64
-proc_mounted=
+mounted=()
 cleanup() {
-  # Only the /proc mounted here, by its flag: the arm64 root's proc is a link to the host's /proc.
-  if [ -n "$proc_mounted" ]; then $SUDO umount "$root/proc" || $SUDO umount -l "$root/proc"; fi
+  # Only the /proc mounts made here, by name: the arm64 root's proc is a link to the host's /proc.
+  local m
+  for m in "${mounted[@]}"; do $SUDO umount "$m" || $SUDO umount -l "$m"; done
   if ! grep -q " $tmp/" /proc/mounts; then rm -rf --one-file-system "$tmp" 2>/dev/null || $SUDO rm -rf --one-file-system "$tmp"; fi
 }
 trap cleanup EXIT
@@ -72,17 +78,31 @@ unpack_root() {
 debootstrap_log() {
   $SUDO debootstrap "$@" >"$tmp/debootstrap.log" 2>&1 || { tail -20 "$tmp/debootstrap.log" >&2; fail "debootstrap $*"; }
 }
-make_root11() {
-  debootstrap_log --variant=minbase --include=python3,python3-venv bullseye "$1" "$mirror"
-  # NumPy's wheel for Python 3.9 is downloaded by this host's pip (the root has no CA roots and
-  # no network set up) and installed from the file.
+# make_pyroot PYVER PIN... -- DIR SUITE MIRROR [DEBOOTSTRAP_OPTION...]: a minimal root with python3 and
+# python3-venv, a venv /venv with the pinned NumPy (PIN...; the first is NumPy) installed, and
+# PIN... kept as wheels in /wheels. The wheels are downloaded by this host's pip (the root has no
+# CA roots and no network set up) and installed from the files.
+make_pyroot() {
+  local pyver=$1 pins=() dir
+  shift
+  while [ "$1" != -- ]; do pins+=("$1"); shift; done
+  shift
+  dir=$1
+  debootstrap_log --variant=minbase --include=python3,python3-venv "${@:4}" "$2" "$dir" "$3"
   /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
-    --platform manylinux2014_x86_64 --python-version 39 -d "$tmp/numpy" "$NUMPY" || fail "pip download $NUMPY"
-  $SUDO cp "$tmp"/numpy/*.whl "$1/"
-  $SUDO chroot "$1" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root sh -c \
-    "python3 -m venv /venv && /venv/bin/pip install -q --no-index --disable-pip-version-check /numpy-*.whl && rm /numpy-*.whl" ||
-    fail "python3 -m venv /venv; pip install $NUMPY in the Debian 11 root"
+    --platform manylinux2014_x86_64 --python-version "$pyver" -d "$tmp/wheels-$pyver" "${pins[@]}" || fail "pip download ${pins[*]}"
+  $SUDO mkdir -p "$dir/wheels"
+  $SUDO cp "$tmp/wheels-$pyver"/*.whl "$dir/wheels/"
+  $SUDO chroot "$dir" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root sh -c \
+    "python3 -m venv /venv && /venv/bin/pip install -q --no-index --disable-pip-version-check /wheels/numpy-*.whl" ||
+    fail "python3 -m venv /venv; pip install ${pins[0]} in the root"
 }
+# Debian 11: Python 3.9, NumPy 1.26.4 (the newest with wheels for 3.9).
+make_root11() { make_pyroot 39 numpy==1.26.4 -- "$1" bullseye "$mirror"; }
+# Ubuntu 20.04: Python 3.8, NumPy 1.24.4 (the newest for 3.8), and pip 24.2 (its own pip 20.0.2
+# predates the manylinux_2_28 tags). Ubuntu's archive key is not packaged in Debian: no GPG check.
+make_root20() { make_pyroot 38 numpy==1.24.4 pip==24.2 -- "$1" focal "$ubuntu_mirror" --components=main,universe --no-check-gpg; }
+make_root18() { debootstrap_log --variant=minbase --no-check-gpg bionic "$1" "$ubuntu_mirror"; }
 make_root11_arm64() {
   debootstrap_log --foreign --arch=arm64 --variant=minbase bullseye "$1" "$mirror"
 }
@@ -143,29 +163,39 @@ steps() {
   grep -q 'classes (3)' "$tmp/out.log" || { cat "$tmp/out.log"; fail "$run inspect: want 3 classes"; }
 }
 
-# 2. Debian 11, x86-64: the binary, then the wheel.
-unpack_root "$root" "$cache_dir/rootfs-bullseye-minbase-py-amd64-1.tar.gz" make_root11
-$SUDO cp "$bin" "$root/packer"
-$SUDO cp "$wheel" "$root/"
-$SUDO cp -r "$tmp/imgs" "$root/imgs"
-[ -d "$root/proc" ] && [ ! -L "$root/proc" ] || fail "$root/proc is not a folder"
-$SUDO mount -t proc proc "$root/proc"
-proc_mounted=1
-in11() { $SUDO env -i PATH=/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root chroot "$root" "$@"; }
-echo "test-glibc: Debian 11 x86-64 root: $(in11 ldd --version | head -1)"
-in11 ldd /packer >"$tmp/out.log" 2>&1 || { cat "$tmp/out.log"; fail "ldd /packer in the Debian 11 root"; }
-! grep -q 'not found' "$tmp/out.log" || { cat "$tmp/out.log"; fail "a library is missing in the Debian 11 root"; }
-echo "test-glibc: Debian 11: /packer build, verify, inspect"
-steps "in11 /packer" /imgs /out
-same_tree "$tmp/host" "$root/out" "Debian 11: /out"
-echo "test-glibc: Debian 11: pip install $(basename "$wheel") (the root's pip $(in11 /venv/bin/pip --version | awk '{print $2}'))"
-in11 /venv/bin/pip install -q --no-index --disable-pip-version-check "/$(basename "$wheel")" >"$tmp/out.log" 2>&1 ||
-  { cat "$tmp/out.log"; fail "pip install of the wheel in the Debian 11 root"; }
-[ "$(in11 sh -c 'command -v packer')" = /venv/bin/packer ] || fail "Debian 11: packer is not the venv's"
-echo "test-glibc: Debian 11: the wheel's packer build, verify, inspect; packer_reader reads it back"
-steps "in11 packer" /imgs /out-wheel
-same_tree "$tmp/host" "$root/out-wheel" "Debian 11: /out-wheel"
-in11 /venv/bin/python - /out-wheel <<'PYEOF' || fail "Debian 11: packer_reader read-back"
+# in_root CMD...: CMD in the root $cur under chroot, with an empty environment.
+in_root() { $SUDO env -i PATH=/venv/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root chroot "$cur" "$@"; }
+# root_binary NAME DIR TARBALL MAKER: the root from TARBALL (made by MAKER) into DIR, /proc
+# mounted, and the release binary's build, verify and inspect in it, byte-identical to the host's.
+root_binary() {
+  local name=$1
+  cur=$2
+  unpack_root "$cur" "$3" "$4"
+  $SUDO cp "$bin" "$cur/packer"
+  $SUDO cp "$wheel" "$cur/"
+  $SUDO cp -r "$tmp/imgs" "$cur/imgs"
+  [ -d "$cur/proc" ] && [ ! -L "$cur/proc" ] || fail "$cur/proc is not a folder"
+  $SUDO mount -t proc proc "$cur/proc"
+  mounted+=("$cur/proc")
+  echo "test-glibc: $name x86-64 root: $(in_root ldd --version | head -1)"
+  in_root ldd /packer >"$tmp/out.log" 2>&1 || { cat "$tmp/out.log"; fail "ldd /packer in the $name root"; }
+  ! grep -q 'not found' "$tmp/out.log" || { cat "$tmp/out.log"; fail "a library is missing in the $name root"; }
+  echo "test-glibc: $name: /packer build, verify, inspect"
+  steps "in_root /packer" /imgs /out
+  same_tree "$tmp/host" "$cur/out" "$name: /out"
+}
+# root_wheel NAME: pip install of the wheel into the root's /venv, then the wheel's packer build,
+# verify and inspect, and packer_reader's read-back.
+root_wheel() {
+  local name=$1
+  echo "test-glibc: $name: pip install $(basename "$wheel") (the root's pip $(in_root /venv/bin/pip --version | awk '{print $2}'))"
+  in_root /venv/bin/pip install -q --no-index --disable-pip-version-check "/$(basename "$wheel")" >"$tmp/out.log" 2>&1 ||
+    { cat "$tmp/out.log"; fail "pip install of the wheel in the $name root"; }
+  [ "$(in_root sh -c 'command -v packer')" = /venv/bin/packer ] || fail "$name: packer is not the venv's"
+  echo "test-glibc: $name: the wheel's packer build, verify, inspect; packer_reader reads it back"
+  steps "in_root packer" /imgs /out-wheel
+  same_tree "$tmp/host" "$cur/out-wheel" "$name: /out-wheel"
+  in_root /venv/bin/python - /out-wheel <<'PYEOF' || fail "$name: packer_reader read-back"
 import sys
 import numpy as np
 import packer_reader
@@ -181,6 +211,11 @@ assert packer_reader.verify(sys.argv[1]).ok
 assert _crc32c.BACKEND in ("packer-hw", "packer-c") and _crc32c._LIB.startswith("/venv/"), (_crc32c.BACKEND, _crc32c._LIB)
 print("  read back %d records %s, CRC-32C %s, NumPy %s" % (len(ds), list(img.shape), _crc32c.BACKEND, np.__version__))
 PYEOF
+}
+
+# 2. Debian 11, x86-64: the binary, then the wheel.
+root_binary "Debian 11" "$tmp/root11" "$cache_dir/rootfs-bullseye-minbase-py-amd64-1.tar.gz" make_root11
+root_wheel "Debian 11"
 
 # 3. aarch64 under qemu user emulation, with Debian 11 arm64's C library.
 if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
@@ -191,4 +226,24 @@ qemu() { qemu-aarch64-static -L "$aroot" "$abin" "$@"; }
 echo "test-glibc: aarch64 (qemu-aarch64-static, Debian 11 arm64's glibc $(basename "$(readlink "$aroot/lib/aarch64-linux-gnu/libc.so.6")")): $(qemu --version)"
 steps qemu "$tmp/imgs" "$tmp/out-arm64"
 same_tree "$tmp/host" "$tmp/out-arm64" "aarch64 under qemu"
-echo "test-glibc: ok (x86-64 in Debian 11 and aarch64 under qemu: byte-identical to this host's build; $(($(date +%s) - start)) s)"
+
+# 4. Opt-in (PACKER_GLIBC_UBUNTU=1; Ubuntu's archive, which not every test machine reaches):
+# Ubuntu 20.04 (glibc 2.31): the binary, then pip 20.0.2 must refuse the manylinux_2_28 wheel
+# (it predates those tags) and, upgraded to pip 24.2, install it; Ubuntu 18.04 (glibc 2.27, older
+# than the floor): the binary alone (its references stop at 2.14; pip there would rightly refuse
+# the wheel, and its Python 3.6 is older than the reader's 3.8).
+done_in="Debian 11 and aarch64 under qemu"
+if [ "${PACKER_GLIBC_UBUNTU:-}" = 1 ]; then
+  root_binary "Ubuntu 20.04" "$tmp/root20" "$cache_dir/rootfs-focal-minbase-py-amd64-1.tar.gz" make_root20
+  if in_root /venv/bin/pip install -q --no-index --disable-pip-version-check "/$(basename "$wheel")" >"$tmp/out.log" 2>&1; then
+    fail "Ubuntu 20.04: pip $(in_root /venv/bin/pip --version | awk '{print $2}') installed a manylinux_2_28 wheel"
+  fi
+  grep -q 'is not a supported wheel on this platform' "$tmp/out.log" || { cat "$tmp/out.log"; fail "Ubuntu 20.04: pip's refusal"; }
+  echo "test-glibc: Ubuntu 20.04: pip $(in_root /venv/bin/pip --version | awk '{print $2}') refuses the wheel (too old for manylinux_2_28 tags); pip install --upgrade pip"
+  in_root sh -c '/venv/bin/pip install -q --no-index --disable-pip-version-check --upgrade /wheels/pip-*.whl' >"$tmp/out.log" 2>&1 ||
+    { cat "$tmp/out.log"; fail "Ubuntu 20.04: pip upgrade"; }
+  root_wheel "Ubuntu 20.04"
+  root_binary "Ubuntu 18.04" "$tmp/root18" "$cache_dir/rootfs-bionic-minbase-amd64-1.tar.gz" make_root18
+  done_in="Debian 11, Ubuntu 20.04, Ubuntu 18.04 and aarch64 under qemu"
+fi
+echo "test-glibc: ok ($done_in: byte-identical to this host's build; $(($(date +%s) - start)) s)"
