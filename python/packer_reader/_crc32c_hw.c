@@ -79,13 +79,13 @@ static void make_shift(uint32_t t[4][256], size_t n) {
     for (uint32_t b = 0; b < 256; b++) t[k][b] = mat_apply(op, b << (8 * k));
 }
 
-static inline uint32_t shift(uint32_t t[4][256], uint32_t r) {
-  return t[0][r & 0xff] ^ t[1][(r >> 8) & 0xff] ^ t[2][(r >> 16) & 0xff] ^ t[3][r >> 24];
-}
-
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <nmmintrin.h>
+
+static inline uint32_t shift(uint32_t t[4][256], uint32_t r) {
+  return t[0][r & 0xff] ^ t[1][(r >> 8) & 0xff] ^ t[2][(r >> 16) & 0xff] ^ t[3][r >> 24];
+}
 
 /* Three streams of len bytes each (len a multiple of 8) over runs of 3 * len bytes, while
  * at least one whole run is left; returns the register and advances *pp, *pn. */
