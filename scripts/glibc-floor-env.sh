@@ -63,10 +63,13 @@ if [ ! -f "$sysroot/lib/libjpeg.a" ]; then
   fi
   echo "glibc-floor-env: downloading Debian's $deb_arch headers and libjpeg.a (once)" >&2
   tmp=$(mktemp -d)
-  chmod 755 "$tmp"  # apt-get download drops privileges to _apt when it can
-  (cd "$tmp" && apt-get download -q libjpeg62-turbo-dev:"$deb_arch" libhdf5-dev:"$deb_arch" \
+  if ! (cd "$tmp" && apt-get download -q libjpeg62-turbo-dev:"$deb_arch" libhdf5-dev:"$deb_arch" \
     libavformat-dev:"$deb_arch" libavcodec-dev:"$deb_arch" libavfilter-dev:"$deb_arch" \
-    libavutil-dev:"$deb_arch" >&2)
+    libavutil-dev:"$deb_arch") >"$tmp/download.log" 2>&1; then
+    cat "$tmp/download.log" >&2
+    echo "glibc-floor-env: apt-get download of Debian's $deb_arch packages failed" >&2
+    exit 1
+  fi
   for deb in "$tmp"/*.deb; do dpkg-deb -x "$deb" "$tmp/x"; done
   rm -rf "$sysroot.tmp"
   mkdir -p "$sysroot.tmp/include" "$sysroot.tmp/lib"
