@@ -10,9 +10,11 @@
 #      `pip install` of the x86_64 wheel into a venv of the root's own Python 3.9 (pip 20.3, which
 #      must accept the manylinux_2_28 tag), the wheel's `packer` builds the same dataset and
 #      packer_reader reads it back (records, classes, pixels, its own CRC-32C library);
-#   3. the aarch64 binary (from the aarch64 wheel) under qemu user emulation (qemu-aarch64-static,
-#      Debian's qemu-user-static) with the C library of a Debian 11 arm64 root (-L): the same
-#      build, verify and inspect, byte-identical to the x86-64 build;
+#   3. the aarch64 wheel, installed by this host's pip for Debian 11 arm64's Python 3.9 into a
+#      folder (--target, --platform), run under qemu user emulation (qemu-aarch64-static, Debian's
+#      qemu-user-static) with the files of a Debian 11 arm64 root (-L): its packer binary's build,
+#      verify and inspect, byte-identical to the x86-64 build, and packer_reader's read-back with
+#      the root's own Python 3.9 (the wheel's CRC-32C library, NumPy's aarch64 wheel);
 #   4. only with PACKER_GLIBC_UBUNTU=1 (from Ubuntu's archive, PACKER_UBUNTU_MIRROR, which not
 #      every test machine reaches; Debian packages no Ubuntu archive key, so these two roots are
 #      made without a GPG check): Ubuntu 20.04 (glibc 2.31), the binary, then pip 20.0.2 refusing
@@ -26,8 +28,8 @@
 # and with (4) the binary runs on 2.27, below it.
 #
 # The two roots are made once with debootstrap (the x86-64 one with python3 and python3-venv, and
-# NumPy's wheel from PyPI installed into its /venv; the arm64 one only unpacked, --foreign, for its
-# libraries) and cached as tarballs under ${XDG_CACHE_HOME:-~/.cache}/packer/; later runs only
+# NumPy's wheel from PyPI installed into its /venv; the arm64 one only unpacked, --foreign, with
+# python3, and NumPy's aarch64 wheel beside it) and cached as tarballs under ${XDG_CACHE_HOME:-~/.cache}/packer/; later runs only
 # unpack them. Needs root (or sudo) for debootstrap and chroot, /usr/bin/python3 with Pillow.
 #
 #   bash scripts/test-glibc.sh
@@ -103,8 +105,18 @@ make_root11() { make_pyroot 39 numpy==1.26.4 -- "$1" bullseye "$mirror"; }
 # predates the manylinux_2_28 tags). Ubuntu's archive key is not packaged in Debian: no GPG check.
 make_root20() { make_pyroot 38 numpy==1.24.4 pip==24.2 -- "$1" focal "$ubuntu_mirror" --components=main,universe --no-check-gpg; }
 make_root18() { debootstrap_log --variant=minbase --no-check-gpg bionic "$1" "$ubuntu_mirror"; }
+# Debian 11 arm64, unpacked only (--foreign downloads python3 and its libraries beside the base,
+# dpkg-deb unpacks them; nothing is configured: qemu -L needs only the files), and NumPy's
+# aarch64 wheel in /wheels.
 make_root11_arm64() {
-  debootstrap_log --foreign --arch=arm64 --variant=minbase bullseye "$1" "$mirror"
+  local deb
+  debootstrap_log --foreign --arch=arm64 --variant=minbase --include=python3 bullseye "$1" "$mirror"
+  for deb in "$1"/var/cache/apt/archives/*.deb; do $SUDO dpkg-deb -x "$deb" "$1"; done
+  [ -x "$1/usr/bin/python3.9" ] || fail "no python3.9 in the unpacked arm64 root"
+  /usr/bin/python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+    --platform manylinux2014_aarch64 --python-version 39 -d "$tmp/wheels-arm64" numpy==1.26.4 || fail "pip download numpy (aarch64)"
+  $SUDO mkdir -p "$1/wheels"
+  $SUDO cp "$tmp"/wheels-arm64/*.whl "$1/wheels/"
 }
 
 # 1. The wheels, and every ELF file in them against the floor.
@@ -120,8 +132,7 @@ for arch in x86_64 aarch64; do
 done
 wheel=$(ls "$tmp"/dist/packer_reader-*-manylinux_2_28_x86_64.whl)
 bin=$(ls "$tmp"/whl-x86_64/*.data/scripts/packer)
-abin=$(ls "$tmp"/whl-aarch64/*.data/scripts/packer)
-chmod +x "$bin" "$abin"
+chmod +x "$bin"
 
 # Images: 3 classes, JPEG and PNG, RGB and grayscale, odd sizes.
 /usr/bin/python3 - "$tmp/imgs" <<'PYEOF'
@@ -184,6 +195,24 @@ root_binary() {
   steps "in_root /packer" /imgs /out
   same_tree "$tmp/host" "$cur/out" "$name: /out"
 }
+# The reader's read-back of DIR (argv 1), installed under PREFIX (argv 2).
+readback_py=$(cat <<'PYEOF'
+import sys
+import numpy as np
+import packer_reader
+from packer_reader import _crc32c
+assert packer_reader.__file__.startswith(sys.argv[2]), packer_reader.__file__
+ds = packer_reader.open(sys.argv[1])
+assert len(ds) == 9 and ds.classes == ["elk", "fox", "owl"], (len(ds), ds.classes)
+assert np.bincount(ds.labels).tolist() == [3, 3, 3]
+img, _ = ds[0]
+assert img.shape == (32, 32, 3) and img.dtype == np.uint8 and img.any(), (img.shape, img.dtype)
+assert sum(len(y) for _, y in ds.batches(4, shuffle=True, seed=2)) == 9
+assert packer_reader.verify(sys.argv[1]).ok
+assert _crc32c.BACKEND in ("packer-hw", "packer-c") and _crc32c._LIB.startswith(sys.argv[2]), (_crc32c.BACKEND, _crc32c._LIB)
+print("  read back %d records %s, CRC-32C %s, NumPy %s" % (len(ds), list(img.shape), _crc32c.BACKEND, np.__version__))
+PYEOF
+)
 # root_wheel NAME: pip install of the wheel into the root's /venv, then the wheel's packer build,
 # verify and inspect, and packer_reader's read-back.
 root_wheel() {
@@ -195,24 +224,8 @@ root_wheel() {
   echo "test-glibc: $name: the wheel's packer build, verify, inspect; packer_reader reads it back"
   steps "in_root packer" /imgs /out-wheel
   same_tree "$tmp/host" "$cur/out-wheel" "$name: /out-wheel"
-  in_root /venv/bin/python - /out-wheel <<'PYEOF' || fail "$name: packer_reader read-back"
-import sys
-import numpy as np
-import packer_reader
-from packer_reader import _crc32c
-assert packer_reader.__file__.startswith("/venv/"), packer_reader.__file__
-ds = packer_reader.open(sys.argv[1])
-assert len(ds) == 9 and ds.classes == ["elk", "fox", "owl"], (len(ds), ds.classes)
-assert np.bincount(ds.labels).tolist() == [3, 3, 3]
-img, _ = ds[0]
-assert img.shape == (32, 32, 3) and img.dtype == np.uint8 and img.any(), (img.shape, img.dtype)
-assert sum(len(y) for _, y in ds.batches(4, shuffle=True, seed=2)) == 9
-assert packer_reader.verify(sys.argv[1]).ok
-assert _crc32c.BACKEND in ("packer-hw", "packer-c") and _crc32c._LIB.startswith("/venv/"), (_crc32c.BACKEND, _crc32c._LIB)
-print("  read back %d records %s, CRC-32C %s, NumPy %s" % (len(ds), list(img.shape), _crc32c.BACKEND, np.__version__))
-PYEOF
+  in_root /venv/bin/python - /out-wheel /venv/ <<<"$readback_py" || fail "$name: packer_reader read-back"
 }
-
 # 2. Debian 11, x86-64: the binary, then the wheel.
 root_binary "Debian 11" "$tmp/root11" "$cache_dir/rootfs-bullseye-minbase-py-amd64-1.tar.gz" make_root11
 root_wheel "Debian 11"
@@ -221,11 +234,22 @@ root_wheel "Debian 11"
 if ! command -v qemu-aarch64-static >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends qemu-user-static >/dev/null
 fi
-unpack_root "$aroot" "$cache_dir/rootfs-bullseye-foreign-arm64-1.tar.gz" make_root11_arm64
+unpack_root "$aroot" "$cache_dir/rootfs-bullseye-foreign-arm64-2.tar.gz" make_root11_arm64
+# pip (this host's, for Debian 11 arm64's Python 3.9) installs the aarch64 wheel and NumPy into a
+# folder, from the files: no Python runs under emulation to install.
+site=$tmp/site-arm64
+/usr/bin/python3 -m pip install -q --disable-pip-version-check --no-index --find-links "$aroot/wheels" --target "$site" \
+  --platform manylinux_2_28_aarch64 --platform manylinux2014_aarch64 --python-version 39 --implementation cp \
+  --only-binary=:all: "$(ls "$tmp"/dist/packer_reader-*_aarch64.whl)" numpy==1.26.4 >"$tmp/out.log" 2>&1 ||
+  { cat "$tmp/out.log"; fail "pip install --target of the aarch64 wheel"; }
+abin=$site/bin/packer
 qemu() { qemu-aarch64-static -L "$aroot" "$abin" "$@"; }
 echo "test-glibc: aarch64 (qemu-aarch64-static, Debian 11 arm64's glibc $(basename "$(readlink "$aroot/lib/aarch64-linux-gnu/libc.so.6")")): $(qemu --version)"
 steps qemu "$tmp/imgs" "$tmp/out-arm64"
 same_tree "$tmp/host" "$tmp/out-arm64" "aarch64 under qemu"
+echo "test-glibc: aarch64: packer_reader from the aarch64 wheel reads it back (Debian 11 arm64's Python 3.9 under qemu)"
+PYTHONPATH=$site qemu-aarch64-static -L "$aroot" "$aroot/usr/bin/python3.9" - "$tmp/out-arm64" "$site" <<<"$readback_py" ||
+  fail "aarch64: packer_reader read-back under qemu"
 
 # 4. Opt-in (PACKER_GLIBC_UBUNTU=1; Ubuntu's archive, which not every test machine reaches):
 # Ubuntu 20.04 (glibc 2.31): the binary, then pip 20.0.2 must refuse the manylinux_2_28 wheel
