@@ -7,12 +7,23 @@
 # reader then falls back to the crc32c module or NumPy, and to a thread pool for O_DIRECT reads
 # (a compiler is never required).
 #
-#   bash scripts/build-crc.sh [OUT.so]
+#   bash scripts/build-crc.sh [OUT.so [ARCH]]
+#
+# With ARCH (x86_64 or aarch64; scripts/build-wheel.sh) it is compiled by the release's toolchain
+# for the glibc 2.28 floor (scripts/glibc-floor-env.sh) instead of the host's gcc, always.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=python/packer_reader/_crc32c_hw.c
 src2=python/packer_reader/_direct_aio.c
 out=${1:-python/packer_reader/_lib/libpackercrc.so}
+arch=${2:-}
+if [ -n "$arch" ]; then
+  cc=$(bash scripts/glibc-floor-env.sh "$arch" | sed -n 's/^export CC="\(.*\)"$/\1/p')
+  mkdir -p "$(dirname "$out")"
+  $cc -O2 -fPIC -shared -Wall -Wextra -Wl,--as-needed -o "$out.tmp" "$src" "$src2"
+  mv -f "$out.tmp" "$out"
+  exit 0
+fi
 if ! command -v gcc >/dev/null 2>&1; then
   echo "build-crc: no gcc; packer_reader uses its fallback CRC-32C" >&2
   exit 0

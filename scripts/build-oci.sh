@@ -8,7 +8,9 @@
 # The image (one layer, written by internal/tools/mkoci) holds:
 #   /usr/bin/packer                      the release binary (scripts/build-release.sh: libjpeg-turbo
 #                                        linked in, nothing but glibc needed at start)
-#   /lib/x86_64-linux-gnu/{libc,libm}.so.6, ld-linux-x86-64.so.2 (and the /lib64 link)
+#   /lib/x86_64-linux-gnu/{libc,libm}.so.6, ld-linux-x86-64.so.2 (and the /lib64 link), and
+#   libpthread.so.0, libdl.so.2, libresolv.so.2 (the binary is linked for glibc 2.28, where those
+#   were still libraries of their own)
 #                                        the glibc pieces the binary's `ldd` names, taken from the
 #                                        installed Debian libc6 package and checked against dpkg's
 #                                        own checksums of that package (a changed file is refused)

@@ -1,35 +1,38 @@
 #!/usr/bin/env bash
-# Builds the release binary of packer: the binary the wheel carries and the one to copy onto a
-# bare machine. Same build as scripts/install.sh's (cgo, -trimpath; the version is
-# pipeline.Version, compiled in), then checked: on Linux `ldd` must list only the C library's own
-# pieces (libc, libm, the dynamic loader, the vDSO and glibc's libpthread/libdl/librt), so the
-# binary starts on any glibc system with nothing else installed. libjpeg-turbo is linked
-# statically (transforms/jpeg_link_static.go); libhdf5, libcuda and ffmpeg's libraries
-# (libavformat59 and friends) are opened with dlopen when --format hdf5, the GPU or --from video
-# is used.
+# Builds the release binary of packer for Linux x86-64 or aarch64: the binary the wheel carries
+# and the one to copy onto a bare machine. It runs on glibc 2.28 or later (RHEL/Rocky 8, Debian 10,
+# Ubuntu 20.04 and later) with nothing else installed: the C code is compiled and linked for that
+# glibc floor by Zig's clang (scripts/glibc-floor-env.sh, which also cross-compiles to aarch64),
+# libjpeg-turbo (Debian's libjpeg.a) is linked statically, and libhdf5, libcuda and ffmpeg's
+# libraries (libavformat59 and friends) are opened with dlopen when --format hdf5, the GPU or
+# --from video is used. Same Go build as scripts/install.sh's otherwise (cgo, -trimpath; the
+# version is pipeline.Version, compiled in). Then checked (scripts/check-glibc.sh): no glibc
+# symbol version newer than 2.28, and only glibc's own libraries (libc, libm, libpthread, libdl,
+# librt, libresolv, the dynamic loader) needed.
 #
-#   bash scripts/build-release.sh              # dist/packer
-#   bash scripts/build-release.sh /tmp/packer  # or any path
+#   bash scripts/build-release.sh                      # dist/packer, x86_64
+#   bash scripts/build-release.sh /tmp/packer aarch64  # any path; x86_64 or aarch64
 #
-# Needs gcc, libjpeg62-turbo-dev (its libjpeg.a), libhdf5-dev and libavformat-dev, libavcodec-dev,
-# libavfilter-dev, libavutil-dev (headers only) at build time.
+# Needs Go, /usr/bin/python3 with pip, apt-get and dpkg-deb: Zig and the Debian packages it builds
+# with are downloaded into ${XDG_CACHE_HOME:-~/.cache}/packer/ once (see glibc-floor-env.sh).
 # Prints the binary's path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-dist/packer}
+arch=${2:-x86_64}
 mkdir -p "$(dirname "$out")"
-CGO_ENABLED=1 go build -trimpath -o "$out.tmp" ./cmd/packer
-if [ "$(go env GOOS)" = linux ]; then
-  # One line per needed object: "libc.so.6 => /lib/...", "/lib64/ld-linux-x86-64.so.2 (...)".
-  bad=$(ldd "$out.tmp" | awk '{print $1}' | xargs -n1 basename |
-    grep -Ev '^(linux-vdso|linux-gate)\.so\.[0-9]+$|^ld-linux[-a-z0-9_.]*\.so\.[0-9]+$|^lib(c|m|pthread|dl|rt)\.so\.[0-9]+$' || true)
-  if [ -n "$bad" ]; then
-    echo "build-release: $out links libraries other than the C library's own:" >&2
-    echo "$bad" | sed 's/^/  /' >&2
-    ldd "$out.tmp" >&2
-    rm -f "$out.tmp"
-    exit 1
-  fi
+env_file=$(mktemp)
+trap 'rm -f "$env_file"' EXIT
+bash scripts/glibc-floor-env.sh "$arch" >"$env_file"
+(
+  . "$env_file"
+  go build -tags "$PACKER_GO_TAGS" -trimpath -o "$out.tmp" ./cmd/packer
+)
+if ! bash scripts/check-glibc.sh "$out.tmp" >/dev/null; then
+  bash scripts/check-glibc.sh "$out.tmp" >&2 || true
+  rm -f "$out.tmp"
+  echo "build-release: $out does not meet the glibc floor" >&2
+  exit 1
 fi
 mv -f "$out.tmp" "$out"
 echo "$out"

@@ -2,16 +2,17 @@
 # scripts/release.sh [DIST]
 #
 # One release, every artifact, into DIST (default dist/): the release binary
-# (scripts/build-release.sh) as packer-VERSION-linux-ARCH, the wheel (scripts/build-wheel.sh),
-# the container image of that binary (scripts/build-oci.sh) as packer-VERSION-oci-ARCH.tar, an
+# (scripts/build-release.sh) as packer-VERSION-linux-ARCH and the wheels (scripts/build-wheel.sh)
+# for x86_64 and aarch64, the container image of the x86_64 binary (scripts/build-oci.sh) as
+# packer-VERSION-oci-x86_64.tar, an
 # OCI archive of the layout whose one image is tagged VERSION (skopeo copy oci-archive:FILE:VERSION
 # docker://REGISTRY/packer:VERSION; podman load -i FILE names it localhost/VERSION; the same
-# inputs give the same bytes), and SHA256SUMS over all three (check with
+# inputs give the same bytes), and SHA256SUMS over all of them (check with
 # `sha256sum -c SHA256SUMS` in DIST). The Slurm scripts and Kubernetes manifests are in the
 # binary and so in the wheel and the image too: packer cluster slurm|k8s. The version is
 # pipeline.Version, which python/pyproject.toml and CHANGELOG.md must repeat (checked here and by
-# TestVersionOneSource). Built on this host: Linux x86-64 (see build-wheel.sh for what the wheel's
-# platform tag means).
+# TestVersionOneSource). Linux x86-64 and aarch64 binaries and wheels, both built on an x86-64
+# host for glibc 2.28 or later (see build-release.sh and build-wheel.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dist=${1:-dist}
@@ -19,12 +20,15 @@ version=$(sed -n 's/^const Version = "\(.*\)"/\1/p' pipeline/build.go)
 [ "$(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)" = "$version" ] || { echo "release: python/pyproject.toml's version is not $version" >&2; exit 1; }
 grep -m1 -E '^## [0-9]+\.[0-9]+\.[0-9]+' CHANGELOG.md | grep -q "^## $version " || { echo "release: CHANGELOG.md's latest release is not $version" >&2; exit 1; }
 mkdir -p "$dist"
-arch=$(uname -m)
-bin="$dist/packer-$version-linux-$arch"
-bash scripts/build-release.sh "$bin" >/dev/null
-[ "$("$bin" --version)" = "packer $version" ] || { echo "release: $bin --version says $("$bin" --version)" >&2; exit 1; }
 rm -f "$dist"/packer_reader-"$version"-*.whl
-bash scripts/build-wheel.sh "$dist" >/dev/null
+# Both architectures from this x86-64 host, each for glibc 2.28 or later (build-release.sh).
+for arch in x86_64 aarch64; do
+  bash scripts/build-release.sh "$dist/packer-$version-linux-$arch" "$arch" >/dev/null
+  bash scripts/build-wheel.sh "$dist" "$arch" >/dev/null
+done
+arch=x86_64
+bin="$dist/packer-$version-linux-$arch"
+[ "$("$bin" --version)" = "packer $version" ] || { echo "release: $bin --version says $("$bin" --version)" >&2; exit 1; }
 oci="packer-$version-oci-$arch.tar"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -33,5 +37,5 @@ digest=$(bash scripts/build-oci.sh "$bin" "$tmp/oci" | tail -1)
 tar --sort=name --format=gnu --owner=0 --group=0 --numeric-owner --mode=u=rwX,go=rX \
   --mtime="@${SOURCE_DATE_EPOCH:-0}" -C "$tmp/oci" -cf "$dist/$oci" .
 echo "release: image $digest in $dist/$oci"
-(cd "$dist" && sha256sum "packer-$version-linux-$arch" packer_reader-"$version"-*.whl "$oci" > SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
+(cd "$dist" && sha256sum packer-"$version"-linux-{x86_64,aarch64} packer_reader-"$version"-*.whl "$oci" > SHA256SUMS && sha256sum -c --quiet SHA256SUMS)
 ls -l "$dist"

@@ -79,16 +79,17 @@ static void make_shift(uint32_t t[4][256], size_t n) {
     for (uint32_t b = 0; b < 256; b++) t[k][b] = mat_apply(op, b << (8 * k));
 }
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <nmmintrin.h>
+
 static inline uint32_t shift(uint32_t t[4][256], uint32_t r) {
   return t[0][r & 0xff] ^ t[1][(r >> 8) & 0xff] ^ t[2][(r >> 16) & 0xff] ^ t[3][r >> 24];
 }
 
-#if defined(__x86_64__)
-#include <nmmintrin.h>
-
 /* Three streams of len bytes each (len a multiple of 8) over runs of 3 * len bytes, while
  * at least one whole run is left; returns the register and advances *pp, *pn. */
-__attribute__((target("sse4.2"))) static uint32_t
+__attribute__((target("sse4.2,crc32"))) static uint32_t
 runs_hw(uint32_t r, const uint8_t **pp, size_t *pn, size_t len, uint32_t t[4][256]) {
   const uint8_t *p = *pp;
   size_t n = *pn;
@@ -109,7 +110,7 @@ runs_hw(uint32_t r, const uint8_t **pp, size_t *pn, size_t len, uint32_t t[4][25
   return r;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t raw_hw(uint32_t r, const uint8_t *p, size_t n) {
+__attribute__((target("sse4.2,crc32"))) static uint32_t raw_hw(uint32_t r, const uint8_t *p, size_t n) {
   for (; n && ((uintptr_t)p & 7); p++, n--) r = _mm_crc32_u8(r, *p); /* to an 8-byte boundary */
   r = runs_hw(r, &p, &n, LONG, zlong);
   r = runs_hw(r, &p, &n, SHORT, zshort);
@@ -132,8 +133,10 @@ __attribute__((constructor)) static void init(void) {
   make_shift(zlong, LONG);
   make_shift(zshort, SHORT);
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  use_hw = __builtin_cpu_supports("sse4.2") != 0;
+  /* CPUID leaf 1, ECX bit 20: SSE4.2 (which has crc32). Asked directly rather than through
+   * __builtin_cpu_supports, whose __cpu_model comes from the compiler's runtime library. */
+  unsigned eax, ebx, ecx, edx;
+  use_hw = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 20)) != 0;
 #endif
 }
 
