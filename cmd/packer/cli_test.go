@@ -73,7 +73,7 @@ func TestURLPathsRefused(t *testing.T) {
 		{[]string{"verify", "gs://bucket/out"}, "URLs are not supported"},
 		{[]string{"inspect", "https://host/out"}, "URLs are not supported"},
 		{[]string{"preview", "out", "-o", "s3://bucket/p.png"}, "preview does not read or write object storage"},
-		{[]string{"plan", "s3://bucket/raw", "-o", "p.plan"}, "plan lists a local source"},
+		{[]string{"plan", "gs://bucket/raw", "-o", "p.plan"}, "URLs are not supported"},
 		{[]string{"build", "/usr/share/datasets/fashion-mnist", "-o", "s3://Bad_Bucket/out"}, "not a valid bucket name"},
 		{[]string{"verify", "s3://bucket/../x"}, "not a valid key prefix"},
 	} {
