@@ -9,7 +9,8 @@
 # (b) by the packer of BASE (default: main's merge base with HEAD, built in a temporary
 # worktree), which copies the parts to local disk, merges there and uploads the result. Reports
 # the slowest part build, each merge's time (best of 3) and whether each merged dataset is
-# byte-identical to the one-machine local build (the stored objects compared file by file).
+# byte-identical to the one-machine local build (the stored objects compared file by file),
+# and the time of cp -r of the parts' objects on the server's disk (what its copies cost here).
 #
 # Needs the server (bash scripts/s3-server.sh install) and bc.
 set -euo pipefail
@@ -64,3 +65,8 @@ for mode in copy before; do
   printf '%-7s merge %.2fs (%.1f%% of the slowest part build); merged == one-machine build: %s\n' "$mode" "$m" "$(echo "100 * $m / $slow" | bc -l)" "$same"
 done
 printf 'merge by copy: %.1f%% of the time of the merge before it\n' "$(echo "100 * $t_copy / $t_before" | bc -l)"
+# The loopback server's CopyObject copies the object's bytes on this machine's disk (a posix
+# backend); cp of the parts' files is the floor of that, which a store that copies inside
+# itself does not charge to the merging machine.
+sync; t0=$(now); cp -r "$work/root/parts" "$work/cp"; sync; t1=$(now)
+printf 'cp -r of the parts'"'"' objects on the server'"'"'s disk (the floor of its copies here): %.2fs\n' "$(secs "$t0" "$t1")"
