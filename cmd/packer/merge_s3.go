@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/output/shards"
@@ -52,7 +50,7 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 		if err != nil || b == nil {
 			return false, err
 		}
-		if aws.ToString(b.Client().Options().BaseEndpoint) != aws.ToString(out.Client().Options().BaseEndpoint) {
+		if !out.SameStore(b) {
 			return false, nil // another store: no server-side copy between them
 		}
 		backs[i], pinned[i] = b, b.PinnedFS(ctx)

@@ -52,12 +52,16 @@ func (p *PinnedFS) Open(name string) (shard.File, error) {
 		return nil, err
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.etags[name]; ok && e != r.etag {
+		return nil, fmt.Errorf("%s: %w: its ETag was %s, now %s", p.b.objURL(r.key), ErrChanged, e, r.etag)
+	}
 	p.etags[name] = r.etag
-	p.mu.Unlock()
 	return exactReader{r}, nil
 }
 
-// ETag is the ETag name had when it was first opened ("" if it never was).
+// ETag is the ETag name had when it was first opened ("" if it never was); a later Open that
+// finds another one fails with ErrChanged.
 func (p *PinnedFS) ETag(name string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -165,7 +169,7 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 		}(i, fe)
 	}
 	wg.Wait()
-	if err := errors.Join(firstErr(errs)...); err != nil {
+	if err := firstErr(errs); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -178,25 +182,26 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 	return nil
 }
 
-// firstErr is the first non-nil error of errs that is not a cancellation another error
-// caused, or the first cancellation.
-func firstErr(errs []error) []error {
+// firstErr is the first of errs that is not a cancellation another error caused, else the
+// first cancellation, else nil.
+func firstErr(errs []error) error {
 	var cancelled error
 	for _, e := range errs {
-		if e == nil {
-			continue
-		}
-		if !errors.Is(e, context.Canceled) {
-			return []error{e}
+		if e != nil && !errors.Is(e, context.Canceled) {
+			return e
 		}
 		if cancelled == nil {
 			cancelled = e
 		}
 	}
-	if cancelled != nil {
-		return []error{cancelled}
-	}
-	return nil
+	return cancelled
+}
+
+// SameStore reports whether o is a backend of the same store as b (the same endpoint), whose
+// objects b can copy inside the store (CopyPublish).
+func (b *Backend) SameStore(o *Backend) bool {
+	return aws.ToString(b.client.Options().BaseEndpoint) == aws.ToString(o.client.Options().BaseEndpoint) &&
+		b.client.Options().Region == o.client.Options().Region
 }
 
 // copySource is the x-amz-copy-source of src: bucket/key, the key URL-escaped.
