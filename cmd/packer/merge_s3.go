@@ -14,6 +14,7 @@ import (
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3"
+	"github.com/packer-dev/packer/verify"
 )
 
 // mergeByCopy merges parts in object storage into an object-store OUT of the same store by
@@ -72,6 +73,21 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 	}
 	if _, err := checkRemotePart(ctx, out, o.Out, o.Force, nil); err != nil {
 		return true, err
+	}
+	if o.VerifyParts {
+		// Every byte of every part read and checked where it is, as packer verify does.
+		for _, d := range parts.Dirs {
+			rep, err := verify.Backend(ctx, backs[index(d)], d, verify.Options{Workers: 4, Strict: true}, nil)
+			if err != nil {
+				return true, fmt.Errorf("verify part %s: %w", d, err)
+			}
+			if len(rep.Faults) > 0 {
+				for _, f := range rep.Faults {
+					fmt.Fprintln(o.IO.Err, f.String())
+				}
+				return true, fmt.Errorf("%w: part %s: %s (see above); rebuild that part", errCorrupt, d, humanize.Count(len(rep.Faults), "fault"))
+			}
+		}
 	}
 	var total int64
 	for _, m := range parts.Manifests {

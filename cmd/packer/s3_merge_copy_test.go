@@ -59,8 +59,8 @@ func (w *copyWatch) reset(then s3test.FaultPlan) {
 // copied whole), byte-identical to the one-machine local build, without one GET of the shards'
 // record data; through bursts of 500, 503 and cut bodies, the same bytes; a copy that keeps
 // failing, or a part's shard replaced between the check and its copy (the copy is pinned to
-// the ETag checked), fails the merge and leaves nothing at OUT; --remove-parts deletes the
-// parts' objects once OUT is published.
+// the ETag checked), fails the merge and leaves nothing at OUT; --verify-parts reads the parts
+// in the bucket and refuses one with a damaged record byte (exit 3); --remove-parts deletes the parts' objects once OUT is published.
 func TestS3MergeByCopy(t *testing.T) {
 	srv := s3Setup(t, "cparts")
 	srv.Bucket(t, "cout")
@@ -151,6 +151,15 @@ func TestS3MergeByCopy(t *testing.T) {
 	if got := objects(t, srv, s3.URL{Bucket: "cout", Prefix: "faults"}); !mapsEqualBytes(got, want) {
 		t.Errorf("merged through faults: the objects differ from the local build's files")
 	}
+	if inj := px.Injected(); inj[s3test.Status500] == 0 || inj[s3test.SlowDown] == 0 {
+		t.Errorf("faults injected: %s; want 500s and 503s", px.Summary())
+	}
+	watch.mu.Lock()
+	faulted := len(watch.copies)
+	watch.mu.Unlock()
+	if faulted <= 3 {
+		t.Errorf("%d copy requests through the faults, want more than the 3 copies (retries)", faulted)
+	}
 
 	// A copy refused every time: the merge fails, naming the attempts, and leaves nothing.
 	watch.reset(func(r *http.Request, _, _ int) s3test.Fault {
@@ -198,11 +207,25 @@ func TestS3MergeByCopy(t *testing.T) {
 	if left := objects(t, srv, s3.URL{Bucket: "cout", Prefix: "changed"}); len(left) != 0 {
 		t.Errorf("the refused merge left objects: %v", keysOf(left))
 	}
+	// A record byte of that shard damaged: --verify-parts reads it and refuses the part (exit
+	// 3), nothing is published.
+	damaged := bytes.Clone(orig)
+	damaged[data["/cparts/p1/shard-00000.pks"].lo+100] ^= 1
+	put(damaged)
+	watch.reset(nil)
+	_, errs, code = merge("s3://cout/damaged", "--verify-parts")
+	if code != exitCorrupt || !strings.Contains(errs, "s3://cparts/p1") {
+		t.Errorf("merge --verify-parts of a damaged part: exit %d, want %d naming the part:\n%s", code, exitCorrupt, errs)
+	}
+	if left := objects(t, srv, s3.URL{Bucket: "cout", Prefix: "damaged"}); len(left) != 0 {
+		t.Errorf("the refused merge left objects: %v", keysOf(left))
+	}
 	put(orig)
 
-	// --remove-parts: OUT published, the parts' objects gone.
+	// --verify-parts (every byte of the parts read where they are) and --remove-parts: OUT
+	// published, the parts' objects gone.
 	watch.reset(nil)
-	mustRun(t, merge2(parts, "s3://cout/final", "--remove-parts")...)
+	mustRun(t, merge2(parts, "s3://cout/final", "--remove-parts", "--verify-parts")...)
 	if got := objects(t, srv, s3.URL{Bucket: "cout", Prefix: "final"}); !mapsEqualBytes(got, want) {
 		t.Errorf("merged with --remove-parts: the objects differ from the local build's files")
 	}
