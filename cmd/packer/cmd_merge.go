@@ -84,7 +84,7 @@ docs/cluster.md and docs/storage.md.
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing non-empty OUT (atomically, when the merge completes)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "ignored: a part is verified as it is read, one file at a time, in order")
 	_ = cmd.Flags().MarkHidden("workers")
-	cmd.Flags().BoolVar(&opts.VerifyParts, "verify-parts", false, "parts built with --cut-inputs: read and check every byte of every part, as packer verify does, before linking its shards (parts without it are always read whole)")
+	cmd.Flags().BoolVar(&opts.VerifyParts, "verify-parts", false, "parts built with --cut-inputs: read and check every byte of every part, as packer verify does, before linking or copying its shards (parts without it are always read whole)")
 	cmd.Flags().BoolVar(&opts.RemoveParts, "remove-parts", false, "remove the parts once OUT is published (parts in object storage: only where they were merged there by server-side copy)")
 	return cmd
 }
