@@ -31,31 +31,13 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 		return false, nil
 	}
 	start := time.Now()
-	open := func(loc string) (*s3.Backend, error) {
-		r, _, err := openRemote(ctx, loc, "")
-		if err != nil {
-			return nil, err
-		}
-		b, _ := r.(*s3.Backend)
-		return b, nil
-	}
-	out, err := open(o.Out)
+	out, backs, pinned, err := openCopyStores(ctx, o)
 	if err != nil || out == nil {
 		return false, err
 	}
-	backs := make([]*s3.Backend, len(o.Parts))
-	pinned := make([]*s3.PinnedFS, len(o.Parts))
-	fss := make([]shard.FS, len(o.Parts))
-	for i, p := range o.Parts {
-		b, err := open(p)
-		if err != nil || b == nil {
-			return false, err
-		}
-		if !out.SameStore(b) {
-			return false, nil // another store: no server-side copy between them
-		}
-		backs[i], pinned[i] = b, b.PinnedFS(ctx)
-		fss[i] = pinned[i]
+	fss := make([]shard.FS, len(pinned))
+	for i, p := range pinned {
+		fss[i] = p
 	}
 	parts, err := pipeline.ReadPartsFS(o.Parts, fss, outputNames(false))
 	if err != nil {
@@ -75,17 +57,9 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 		return true, err
 	}
 	if o.VerifyParts {
-		// Every byte of every part read and checked where it is, as packer verify does.
 		for _, d := range parts.Dirs {
-			rep, err := verify.Backend(ctx, backs[index(d)], d, verify.Options{Workers: 4, Strict: true}, nil)
-			if err != nil {
-				return true, fmt.Errorf("verify part %s: %w", d, err)
-			}
-			if len(rep.Faults) > 0 {
-				for _, f := range rep.Faults {
-					fmt.Fprintln(o.IO.Err, f.String())
-				}
-				return true, fmt.Errorf("%w: part %s: %s (see above); rebuild that part", errCorrupt, d, humanize.Count(len(rep.Faults), "fault"))
+			if err := verifyBucketPart(ctx, o, backs[index(d)], d); err != nil {
+				return true, err
 			}
 		}
 	}
@@ -154,6 +128,47 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 		}
 	}
 	return true, nil
+}
+
+// openCopyStores opens OUT and the parts of a merge whose locations are all in object storage:
+// out is nil (and nothing else set) where one of them is not an s3 store, or not OUT's store.
+// pinned[i] reads the part o.Parts[i] (backs[i]) for its check.
+func openCopyStores(ctx context.Context, o *mergeOptions) (out *s3.Backend, backs []*s3.Backend, pinned []*s3.PinnedFS, err error) {
+	open := func(loc string) (*s3.Backend, error) {
+		r, _, err := openRemote(ctx, loc, "")
+		if err != nil {
+			return nil, err
+		}
+		b, _ := r.(*s3.Backend)
+		return b, nil
+	}
+	if out, err = open(o.Out); err != nil || out == nil {
+		return nil, nil, nil, err
+	}
+	for _, p := range o.Parts {
+		b, err := open(p)
+		if err != nil || b == nil || !out.SameStore(b) {
+			return nil, nil, nil, err // another store: no server-side copy between them
+		}
+		backs, pinned = append(backs, b), append(pinned, b.PinnedFS(ctx))
+	}
+	return out, backs, pinned, nil
+}
+
+// verifyBucketPart reads and checks every byte of the part d in b where it is, as packer verify
+// does (merge --verify-parts): a damaged part is errCorrupt, its faults printed.
+func verifyBucketPart(ctx context.Context, o *mergeOptions, b *s3.Backend, d string) error {
+	rep, err := verify.Backend(ctx, b, d, verify.Options{Workers: 4, Strict: true}, nil)
+	if err != nil {
+		return fmt.Errorf("verify part %s: %w", d, err)
+	}
+	if len(rep.Faults) == 0 {
+		return nil
+	}
+	for _, f := range rep.Faults {
+		fmt.Fprintln(o.IO.Err, f.String())
+	}
+	return fmt.Errorf("%w: part %s: %s (see above); rebuild that part", errCorrupt, d, humanize.Count(len(rep.Faults), "fault"))
 }
 
 // copyThreshold is PACKER_S3_COPY_PART_SIZE: objects larger than this are copied in parts
