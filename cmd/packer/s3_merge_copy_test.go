@@ -173,6 +173,17 @@ func TestS3MergeByCopy(t *testing.T) {
 	if code == 0 || !strings.Contains(errs, "attempts") {
 		t.Errorf("merge with a copy always refused: exit %d, want a failure naming the attempts:\n%s", code, errs)
 	}
+	watch.mu.Lock()
+	first := 0 // the copies of the other shard, made before the failure and then deleted
+	for _, c := range watch.copies {
+		if strings.HasPrefix(c, "/cout/failed/shard-00000.pks") {
+			first++
+		}
+	}
+	watch.mu.Unlock()
+	if first == 0 {
+		t.Errorf("the other shard was not copied before the failure: the test no longer fails mid-way")
+	}
 	if left := objects(t, srv, s3.URL{Bucket: "cout", Prefix: "failed"}); len(left) != 0 {
 		t.Errorf("the failed merge left objects: %v", keysOf(left))
 	}

@@ -215,7 +215,8 @@ func copySource(src CopySource) string {
 }
 
 // copyObject copies src to name below the prefix, pinned to src.ETag, and checks the copy
-// (checkCopy); it returns the key once the object exists. An object up to threshold, not
+// (checkCopy); it returns the key once a request that may make the object was sent (the
+// prefix is a new one, or a new generation: the key is none but this copy's). An object up to threshold, not
 // uploaded in parts, is one CopyObject; any other is copied in parts (copyParts).
 func (b *Backend) copyObject(ctx context.Context, src CopySource, name string, fe shard.FileEntry, threshold int64) (string, error) {
 	key, err := b.key(ctx, "copy", name)
@@ -233,7 +234,8 @@ func (b *Backend) copyObject(ctx context.Context, src CopySource, name string, f
 			ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
 		})
 		if err != nil {
-			return "", b.copyErr("CopyObject", src, key, err)
+			// A copy whose answer was lost may have been made: the key goes to the clean-up.
+			return key, b.copyErr("CopyObject", src, key, err)
 		}
 		if r := out.CopyObjectResult; r != nil {
 			etag, sha = aws.ToString(r.ETag), aws.ToString(r.ChecksumSHA256)
@@ -241,10 +243,7 @@ func (b *Backend) copyObject(ctx context.Context, src CopySource, name string, f
 	} else {
 		var err error
 		if etag, err = b.copyParts(ctx, src, key, threshold); err != nil {
-			if etag != "" {
-				return key, err // completed, then found wrong
-			}
-			return "", err
+			return key, err // its completion may have been made: the key goes to the clean-up
 		}
 	}
 	if err := b.checkCopy(ctx, src, key, fe, etag, sha); err != nil {
