@@ -70,6 +70,16 @@ func (p *Parts) Info() *shard.PartInfo { return p.Manifests[0].Part }
 // another known format is refused as unlike the others; empty: shards only). It does not check
 // the parts' data: Merge does, as it reads them.
 func ReadParts(dirs []string, formats []string) (*Parts, error) {
+	fss := make([]shard.FS, len(dirs))
+	for i, d := range dirs {
+		fss[i] = shard.DirFS(d)
+	}
+	return ReadPartsFS(dirs, fss, formats)
+}
+
+// ReadPartsFS is ReadParts of parts read through fss (fss[i] holds the part named dirs[i]):
+// parts in object storage.
+func ReadPartsFS(dirs []string, fss []shard.FS, formats []string) (*Parts, error) {
 	if len(dirs) == 0 {
 		return nil, fmt.Errorf("%w: no part given", ErrParts)
 	}
@@ -81,8 +91,8 @@ func ReadParts(dirs []string, formats []string) (*Parts, error) {
 		m   *shard.Manifest
 	}
 	parts := make([]part, 0, len(dirs))
-	for _, d := range dirs {
-		m, err := shard.ReadManifestFormats(shard.DirFS(d), formats)
+	for i, d := range dirs {
+		m, err := shard.ReadManifestFormats(fss[i], formats)
 		if err != nil {
 			return nil, fmt.Errorf("part %s: %w", d, err)
 		}

@@ -26,18 +26,7 @@ var ErrCutParts = errors.New("the part's shards do not lie in its inputs' chunks
 // linkInto puts the shards of parts built with a cut rule into dir under their merged names
 // (checkLinkPart, linkShard) and writes the merged manifest from the parts' manifests.
 func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
-	first := parts.Manifests[0]
-	var total int64
-	for _, m := range parts.Manifests {
-		total += m.Count
-	}
-	sum := &Summary{Reasons: map[string]int{}}
-	m := &shard.Manifest{
-		Packer: first.Packer, Format: first.Format, FormatVersion: first.FormatVersion,
-		Classes: nonNil(first.Classes), ClassCounts: make([]int64, len(first.Classes)),
-		Sample: first.Sample, Label: first.Label, Source: first.Source, Transform: first.Transform,
-		Files: []shard.FileEntry{}, Skipped: []shard.Skipped{}, Fields: first.Fields, CutInputs: first.CutInputs,
-	}
+	c := newCutMerge(parts, opts.ShardName)
 	for k, d := range parts.Dirs {
 		pm := parts.Manifests[k]
 		// Each file is looked at before it is checked, and its link must be that file.
@@ -53,38 +42,22 @@ func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+		merged, err := c.add(k, bytes)
+		if err != nil {
+			return nil, err
+		}
 		for i, orig := range pm.Files {
-			fe := orig
-			fe.Path, fe.FirstRecord = opts.ShardName(len(m.Files)), m.Count
-			if err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), before[i], d, fe, dir); err != nil {
+			if err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), before[i], d, merged[i], dir); err != nil {
 				return nil, err
 			}
-			m.Files = append(m.Files, fe)
-			m.Count += fe.Records
-			sum.FileBytes += fe.Size
 		}
-		if len(pm.ClassCounts) != len(m.ClassCounts) {
-			return nil, fmt.Errorf("%w: %s counts %d classes, its manifest names %d", ErrParts, d, len(pm.ClassCounts), len(m.ClassCounts))
-		}
-		for c, n := range pm.ClassCounts {
-			m.ClassCounts[c] += n
-		}
-		m.Skipped = append(m.Skipped, pm.Skipped...)
-		m.Inputs += pm.Inputs
-		for name, n := range pm.BoxesDropped {
-			if m.BoxesDropped == nil {
-				m.BoxesDropped = map[string]int64{}
-			}
-			m.BoxesDropped[name] += n
-		}
-		sum.Bytes += bytes
-		sum.Records = m.Count
 		if opts.Progress != nil {
-			opts.Progress(sum.Records, total)
+			opts.Progress(c.sum.Records, c.total)
 		}
 	}
-	if m.Count != total {
-		return nil, fmt.Errorf("%w: the parts' manifests count %d records, their shards hold %d", ErrParts, total, m.Count)
+	m, sum, err := c.finish()
+	if err != nil {
+		return nil, err
 	}
 	if err := fileutil.SyncDir(dir); err != nil {
 		return nil, err
@@ -92,11 +65,77 @@ func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 	if err := WriteManifest(dir, m); err != nil {
 		return nil, err
 	}
+	return sum, nil
+}
+
+// cutMerge makes the merged manifest of parts built with a cut rule from the parts' manifests,
+// part by part, in order.
+type cutMerge struct {
+	parts *Parts
+	name  func(int) string
+	m     *shard.Manifest
+	sum   *Summary
+	total int64
+}
+
+func newCutMerge(parts *Parts, name func(int) string) *cutMerge {
+	first := parts.Manifests[0]
+	c := &cutMerge{parts: parts, name: name, sum: &Summary{Reasons: map[string]int{}}}
+	for _, m := range parts.Manifests {
+		c.total += m.Count
+	}
+	c.m = &shard.Manifest{
+		Packer: first.Packer, Format: first.Format, FormatVersion: first.FormatVersion,
+		Classes: nonNil(first.Classes), ClassCounts: make([]int64, len(first.Classes)),
+		Sample: first.Sample, Label: first.Label, Source: first.Source, Transform: first.Transform,
+		Files: []shard.FileEntry{}, Skipped: []shard.Skipped{}, Fields: first.Fields, CutInputs: first.CutInputs,
+	}
+	return c
+}
+
+// add adds part k, checked (its records' data bytes long), and returns the merged manifest's
+// entries of its files, in the part's order.
+func (c *cutMerge) add(k int, bytes int64) ([]shard.FileEntry, error) {
+	d, pm, m := c.parts.Dirs[k], c.parts.Manifests[k], c.m
+	var merged []shard.FileEntry
+	for _, orig := range pm.Files {
+		fe := orig
+		fe.Path, fe.FirstRecord = c.name(len(m.Files)), m.Count
+		m.Files = append(m.Files, fe)
+		merged = append(merged, fe)
+		m.Count += fe.Records
+		c.sum.FileBytes += fe.Size
+	}
+	if len(pm.ClassCounts) != len(m.ClassCounts) {
+		return nil, fmt.Errorf("%w: %s counts %d classes, its manifest names %d", ErrParts, d, len(pm.ClassCounts), len(m.ClassCounts))
+	}
+	for i, n := range pm.ClassCounts {
+		m.ClassCounts[i] += n
+	}
+	m.Skipped = append(m.Skipped, pm.Skipped...)
+	m.Inputs += pm.Inputs
+	for name, n := range pm.BoxesDropped {
+		if m.BoxesDropped == nil {
+			m.BoxesDropped = map[string]int64{}
+		}
+		m.BoxesDropped[name] += n
+	}
+	c.sum.Bytes += bytes
+	c.sum.Records = m.Count
+	return merged, nil
+}
+
+// finish checks the record count and returns the merged manifest and the merge's summary.
+func (c *cutMerge) finish() (*shard.Manifest, *Summary, error) {
+	m, sum := c.m, c.sum
+	if m.Count != c.total {
+		return nil, nil, fmt.Errorf("%w: the parts' manifests count %d records, their shards hold %d", ErrParts, c.total, m.Count)
+	}
 	for _, s := range m.Skipped {
 		sum.Reasons[ShortReason(s.Reason)]++
 	}
 	sum.Items, sum.Skipped, sum.Manifest = m.Inputs, int64(len(m.Skipped)), m
-	return sum, nil
+	return m, sum, nil
 }
 
 // checkLinkPart checks the part in dir, whose manifest m ReadParts read, as a reader opening
@@ -112,6 +151,11 @@ func checkLinkPart(dir string, m *shard.Manifest) (int64, error) {
 		return 0, &PartError{Dir: dir, Faults: []string{err.Error()}}
 	}
 	defer ds.Close()
+	return checkCutDataset(ds, dir, m)
+}
+
+// checkCutDataset is checkLinkPart of the part dir opened as ds.
+func checkCutDataset(ds *shard.Dataset, dir string, m *shard.Manifest) (int64, error) {
 	if ds.NumShards() != len(m.Files) {
 		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its manifest lists %d files, %d of them shards", len(m.Files), ds.NumShards())}}
 	}
@@ -133,6 +177,61 @@ func checkLinkPart(dir string, m *shard.Manifest) (int64, error) {
 		data += r.DataSize()
 	}
 	return data, nil
+}
+
+// CutCopy is a file of the dataset merged from parts built with a cut rule (CheckCutParts):
+// the file Source of the part Part (an index into Parts.Dirs) is the merged manifest's Files[i].
+type CutCopy struct {
+	Part   int
+	Source shard.FileEntry
+}
+
+// CheckCutParts checks parts built with a cut rule that are read through fss (fss[k] holds the
+// part Parts.Dirs[k]: parts in object storage, to be merged there by copying their files) as
+// the linked merge checks local ones (the sealed manifest; every shard's header, index against
+// its index_sha256, footer, size and chunk, read through fss, never the records), and the
+// --max-errors of the parts, and returns the merged manifest, the file of a part each of its
+// files is to be a copy of, and the merge's summary (but its Elapsed and Out).
+func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, progress func(records, total int64)) (*shard.Manifest, []CutCopy, *Summary, error) {
+	info := parts.Info()
+	if info.CutInputs <= 0 {
+		return nil, nil, nil, fmt.Errorf("%w: the parts were not built with --cut-inputs", ErrCutParts)
+	}
+	var skipped int
+	for _, m := range parts.Manifests {
+		skipped += len(m.Skipped)
+	}
+	if info.MaxErrors > 0 && skipped > info.MaxErrors {
+		return nil, nil, nil, fmt.Errorf("%w: %d inputs skipped over all parts, more than --max-errors %d", ErrTooManyErrors, skipped, info.MaxErrors)
+	}
+	c := newCutMerge(parts, shardName)
+	var copies []CutCopy
+	for k, d := range parts.Dirs {
+		pm := parts.Manifests[k]
+		ds, err := shard.OpenDatasetFS(fss[k], shard.ReaderOptions{})
+		if err != nil {
+			return nil, nil, nil, &PartError{Dir: d, Faults: []string{err.Error()}}
+		}
+		bytes, err := checkCutDataset(ds, d, pm)
+		ds.Close()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if _, err := c.add(k, bytes); err != nil {
+			return nil, nil, nil, err
+		}
+		for _, fe := range pm.Files {
+			copies = append(copies, CutCopy{Part: k, Source: fe})
+		}
+		if progress != nil {
+			progress(c.sum.Records, c.total)
+		}
+	}
+	m, sum, err := c.finish()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return m, copies, sum, nil
 }
 
 // cutString names a shard's chunk and piece.

@@ -58,7 +58,11 @@ into OUT's staging folder under its merged name (a hard link: no second copy; ac
 systems, a copy checked against the part's SHA-256) and writes the manifest from the parts'
 manifests. --verify-parts reads every byte of the parts first, as packer verify does.
 --remove-parts removes the part folders once OUT is published (of linked shards, only
-their second names). See docs/cluster.md.
+their second names). Parts built with --cut-inputs in object storage, merged into an OUT in
+the same store, are merged there: the same checks by ranged reads of each shard's header,
+index and footer, then each shard copied inside the store (pinned to the version checked, the
+copy checked), the manifest last; --remove-parts then deletes the parts' objects. See
+docs/cluster.md and docs/storage.md.
 ` + exitStatusHelp,
 		Example: `  # four parts, on four machines or as a Slurm array, then one merge
   packer build ~/imagenet/train -o parts/p0 --part 0/4 --resize 256 --crop 224
@@ -80,8 +84,8 @@ their second names). See docs/cluster.md.
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace an existing non-empty OUT (atomically, when the merge completes)")
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "ignored: a part is verified as it is read, one file at a time, in order")
 	_ = cmd.Flags().MarkHidden("workers")
-	cmd.Flags().BoolVar(&opts.VerifyParts, "verify-parts", false, "parts built with --cut-inputs: read and check every byte of every part, as packer verify does, before linking its shards (parts without it are always read whole)")
-	cmd.Flags().BoolVar(&opts.RemoveParts, "remove-parts", false, "remove the part folders once OUT is published (local parts only)")
+	cmd.Flags().BoolVar(&opts.VerifyParts, "verify-parts", false, "parts built with --cut-inputs: read and check every byte of every part, as packer verify does, before linking or copying its shards (parts without it are always read whole)")
+	cmd.Flags().BoolVar(&opts.RemoveParts, "remove-parts", false, "remove the parts once OUT is published (parts in object storage: only where they were merged there by server-side copy)")
 	return cmd
 }
 
@@ -90,13 +94,18 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	// against its manifest as it reads it, so the bytes are checked end to end); an
 	// object-store OUT is merged locally and then published like a build.
 	dirs, out := slices.Clone(o.Parts), o.Out
-	if o.RemoveParts && slices.ContainsFunc(dirs, remote) {
-		return usagef(errors.New("--remove-parts removes local part folders only; remove the parts in object storage yourself"))
-	}
 	for _, p := range dirs {
 		if locations.Overlap(out, p) {
 			return usagef(fmt.Errorf("merge into %s: %w: it is the part %s, or lies in or around it", out, pipeline.ErrOutputOverlap, p))
 		}
+	}
+	// Parts built with --cut-inputs in the bucket of OUT's store are merged there, by copies
+	// inside the store.
+	if handled, err := mergeByCopy(ctx, o); handled || err != nil {
+		return err
+	}
+	if o.RemoveParts && slices.ContainsFunc(dirs, remote) {
+		return usagef(errors.New("--remove-parts removes local part folders only; remove the parts in object storage yourself"))
 	}
 	var tmp string
 	if slices.ContainsFunc(dirs, remote) || remote(out) {

@@ -124,7 +124,11 @@ func (b *Backend) wrap(op string, u URL, err error) error {
 	case e.Code == "NoSuchKey" || e.Status == 404 && generic:
 		e.kind, e.Msg = fs.ErrNotExist, "no such object"
 	case e.Code == "PreconditionFailed" || e.Status == 412 && generic:
-		if op == "GetObject" {
+		if op == "CopyObject" || op == "UploadPartCopy" || op == "HeadObject" {
+			// copies (and the HEAD of a source's first part) are pinned to the ETag the
+			// source was checked with; no other HEAD is conditional
+			e.kind, e.Msg = ErrChanged, "the source object was replaced or changed since it was checked (the copy, pinned to the version checked, was refused)"
+		} else if op == "GetObject" {
 			// reads are pinned to the ETag the object was opened (or listed) with
 			e.kind, e.Msg = ErrChanged, "the object was replaced or changed since it was opened (the read, pinned to the version opened, was refused rather than mix two versions); reopen it"
 		} else {
