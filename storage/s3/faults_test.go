@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,17 +34,12 @@ func faultyBackend(t *testing.T, bucket string, plan s3test.FaultPlan) (*s3.Back
 	return b, px
 }
 
-// TestFaultsRetried: through a proxy that answers about half of all requests with a burst of
-// 500s and 503 SlowDowns, and cuts GET bodies short (the connection dropped halfway, a
-// Content-Length longer or shorter than the body), objects written (whole and multipart), read
-// (ranged reads, small and large) and downloaded have their bytes. Every kind of fault was
-// injected.
-func TestFaultsRetried(t *testing.T) {
-	b, px := faultyBackend(t, "faults", s3test.Bursts)
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(3, 4))
+// putRandomFiles stores files f00.bin, f01.bin, ... of the given sizes, of random bytes from
+// rng, and returns them by name.
+func putRandomFiles(t *testing.T, b storage.Backend, rng *rand.Rand, sizes []int) map[string][]byte {
+	t.Helper()
 	files := map[string][]byte{}
-	for i, n := range []int{10, 3000, 70 << 10, 1 << 20, 11 << 20, 2 << 20} {
+	for i, n := range sizes {
 		d := make([]byte, n)
 		for j := range d {
 			d[j] = byte(rng.Uint32())
@@ -52,7 +49,23 @@ func TestFaultsRetried(t *testing.T) {
 	for n, d := range files {
 		storagetest.Put(t, b, n, d)
 	}
-	for n, d := range files {
+	return files
+}
+
+// TestFaultsRetried: through a proxy that answers about half of all requests with a burst of
+// 500s and 503 SlowDowns, and cuts GET bodies short (the connection dropped halfway, a
+// Content-Length longer or shorter than the body), objects written (whole and multipart), read
+// (ranged reads, small and large) and downloaded have their bytes. Every kind of fault was
+// injected.
+func TestFaultsRetried(t *testing.T) {
+	b, px := faultyBackend(t, "faults", s3test.Bursts)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	files := putRandomFiles(t, b, rng, []int{10, 3000, 70 << 10, 1 << 20, 11 << 20, 2 << 20})
+	// In name order, so that the ranges read, and so the faults the plan gives them (a hash of
+	// the request), are the same every run.
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		d := files[n]
 		r, err := b.Open(ctx, n)
 		if err != nil {
 			t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/storage/s3/s3test"
-	"github.com/packer-dev/packer/storage/storagetest"
 )
 
 // TestStallsRetried: through a proxy that stalls about a third of all requests once (no answer,
@@ -32,18 +31,7 @@ func TestStallsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(5, 6))
-	files := map[string][]byte{}
-	for i, n := range []int{10, 70 << 10, 1 << 20, 11 << 20} {
-		d := make([]byte, n)
-		for j := range d {
-			d[j] = byte(rng.Uint32())
-		}
-		files[fmt.Sprintf("f%02d.bin", i)] = d
-	}
-	for n, d := range files {
-		storagetest.Put(t, b, n, d)
-	}
+	files := putRandomFiles(t, b, rand.New(rand.NewPCG(5, 6)), []int{10, 70 << 10, 1 << 20, 11 << 20})
 	for n, d := range files {
 		r, err := b.Open(ctx, n)
 		if err != nil {
