@@ -170,13 +170,13 @@ func noPanic(fn func() error) (err error) {
 }
 
 // open opens one file of the source: from the file system, or by ranged reads through
-// Options.Files.
-func (s *Source) open(name string) (*pq.File, source.ReadAtCloser, error) {
+// Options.Files, pinned to st (or nil: to the listing).
+func (s *Source) open(name string, st *source.Stamp) (*pq.File, source.ReadAtCloser, error) {
 	var f source.ReadAtCloser
 	var size int64
 	if s.opts.Files != nil {
 		var err error
-		if f, size, err = s.opts.Files.OpenAt(context.Background(), filepath.Join(s.root, name), nil); err != nil {
+		if f, size, err = s.opts.Files.OpenAt(context.Background(), filepath.Join(s.root, name), st); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -228,7 +228,7 @@ func checkFooter(f io.ReaderAt, size int64) error {
 // inspect reads the first file's schema and metadata (columns, class names) and, for string
 // labels, the label column of every file.
 func (s *Source) inspect() error {
-	pf, f, err := s.open(s.files[0])
+	pf, f, err := s.open(s.files[0], nil)
 	if err != nil {
 		return fmt.Errorf("parquet: %s: %w", s.files[0], err)
 	}
@@ -328,7 +328,7 @@ func hfNames(pf *pq.File, column string) []string {
 func (s *Source) stringClasses() error {
 	seen := map[string]bool{}
 	for _, name := range s.files {
-		pf, f, err := s.open(name)
+		pf, f, err := s.open(name, nil)
 		if err != nil {
 			return fmt.Errorf("parquet: %s: %w", name, err)
 		}
@@ -528,21 +528,67 @@ func (s *Source) Info() source.SourceInfo {
 
 // Enumerate reads the files in order and emits one item per row.
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
-	var seq int64
-	for _, name := range s.files {
-		if err := s.enumerateFile(ctx, name, &seq, emit); err != nil {
-			return err
+	return s.EnumerateLayout(ctx, emit, nil)
+}
+
+var _ source.RecordSource = (*Source)(nil)
+
+// InputFiles are the Parquet files, in the order they are read.
+func (s *Source) InputFiles() (string, []string) { return s.root, s.files }
+
+// FileStamp is the stamp of one of InputFiles now (source.RecordSource).
+func (s *Source) FileStamp(name string) source.Stamp {
+	return source.StatStamp(s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)))
+}
+
+// EnumerateLayout is Enumerate that reports each file's row count and the rows of each of
+// its row groups (source.RecordSource).
+func (s *Source) EnumerateLayout(ctx context.Context, emit func(source.Item) error, file func(source.FileLayout) error) error {
+	var groups []int64
+	hook := file
+	if file != nil {
+		hook = func(l source.FileLayout) error {
+			var n int64
+			for _, g := range groups {
+				n += g
+			}
+			if n == l.Items {
+				l.Groups = groups
+			}
+			groups = nil
+			return file(l)
 		}
 	}
-	return nil
+	return source.EnumerateFiles(ctx, s, func(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+		if file == nil {
+			return s.enumerateFile(ctx, name, nil, 0, 0, seq, emit, nil)
+		}
+		return s.enumerateFile(ctx, name, nil, 0, 0, seq, emit, &groups)
+	}, emit, hook)
+}
+
+// EnumerateRange emits the rows [lo, hi) (source.RecordSource): it opens only the files that
+// hold them (reading each one's footer), and of those reads only the row groups that hold
+// them, by ranged reads; within the first row group, the rows before lo are read and passed
+// over.
+func (s *Source) EnumerateRange(ctx context.Context, files []source.FileLayout, lo, hi int64, emit func(source.Item) error) error {
+	return source.EnumerateFileRange(ctx, s.root, files, lo, hi, source.GroupStart, func(ctx context.Context, i int, first int64, seq *int64, emit func(source.Item) error) error {
+		g, at := 0, int64(0)
+		for ; at < first; g++ {
+			at += files[i].Groups[g]
+		}
+		return s.enumerateFile(ctx, s.files[i], &files[i].Stamp, g, first, seq, emit, nil)
+	}, emit)
 }
 
 // emitErr marks an error returned by the pipeline's emit, which ends the enumeration.
 type emitErr struct{ error }
 
-func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+// enumerateFile emits the rows of the file name, pinned to st (or nil) where it is read through
+// Options.Files, from the row group first (whose first row is the file's row row) on. With
+// groups not nil, it appends the number of items of each row group read whole.
+func (s *Source) enumerateFile(ctx context.Context, name string, st *source.Stamp, first int, row int64, seq *int64, emit func(source.Item) error, groups *[]int64) error {
 	fname := fsentry.Name(name)
-	row := int64(0)
 	send := func(it source.Item) error {
 		it.Seq = *seq
 		*seq++
@@ -556,7 +602,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	}
 	var pf *pq.File
 	var f source.ReadAtCloser
-	err := noPanic(func() (err error) { pf, f, err = s.open(name); return err })
+	err := noPanic(func() (err error) { pf, f, err = s.open(name, st); return err })
 	if err != nil {
 		return unwrapEmit(rest(err))
 	}
@@ -565,6 +611,13 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		return s.eachRowGroup(pf, func(rgi int, rg pq.RowGroup) error {
 			if err := ctx.Err(); err != nil {
 				return emitErr{err}
+			}
+			if rgi < first {
+				return nil
+			}
+			if groups != nil {
+				at := row
+				defer func() { *groups = append(*groups, row-at) }()
 			}
 			// The labels and the images page by page, side by side: memory holds one page of
 			// each, whatever the row group's row count.
