@@ -13,6 +13,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
 )
 
 // planFlags are build's source flags: what `packer plan` takes and records, and what a build
@@ -133,7 +134,8 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if view != nil {
+	if _, records := src.(source.RecordSource); view != nil && !records {
+		// (A record source's items have no path; its file lines are stamped through the view.)
 		src = planView{Source: src, v: view.v}
 	}
 	e, _ := sourceEntry(kind)

@@ -233,6 +233,15 @@ func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.Re
 	return fetchReader{r}, n, nil
 }
 
+// Stamp is what the listing says of the object a view's file stands for (source.Stamper).
+func (f *viewFiles) Stamp(p string) (source.Stamp, bool) {
+	o, ok := f.v.Object(p)
+	if !ok {
+		return source.Stamp{}, false
+	}
+	return source.Stamp{Size: o.Size, ModTime: o.ModTime, ETag: o.ETag}, true
+}
+
 func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (source.ReadAtCloser, int64, error) {
 	etag, size := "", int64(-1)
 	if st != nil {
