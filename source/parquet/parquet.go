@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
@@ -191,17 +192,87 @@ func (s *Source) open(name string, st *source.Stamp) (*pq.File, source.ReadAtClo
 		}
 		f, size = lf, st.Size()
 	}
+	if s.opts.Files != nil {
+		f = &windowed{ReadAtCloser: f, size: size, group: -1}
+	}
 	if err := checkFooter(f, size); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
-	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
+	opts := []pq.FileOption{pq.SkipPageIndex(true), pq.SkipBloomFilters(true)}
+	if s.opts.Files != nil {
+		// Read from a store, each read one request: a page header is read with the pages
+		// after it, up to the end of its column chunk, rather than 4 KiB at a time. (The
+		// reader also reads this much of the file's end at once for its footer.)
+		opts = append(opts, pq.ReadBufferSize(readBufferSize))
+	}
+	pf, err := pq.OpenFile(f, size, opts...)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	return pf, f, nil
 }
+
+// windowed is a file read through Options.Files whose column chunks of the row group being read
+// are held in memory, each fetched once with one ranged read (up to maxWindows bytes in all):
+// checkChunk reads a chunk whole before parquet-go reads it again, and without them the
+// store would be asked for its bytes twice. Reads outside them go to the store.
+type windowed struct {
+	source.ReadAtCloser
+	size  int64
+	group int // the row group whose chunks wins holds
+	wins  []window
+	held  int64
+}
+
+type window struct {
+	off  int64
+	data []byte
+}
+
+// maxWindows bounds the bytes of the column chunks a windowed file holds: the chunks of a
+// larger row group are read from the store for the check and again for their values.
+const maxWindows = 256 << 20
+
+// hold fetches the column chunk meta of row group group into memory, dropping those of
+// another row group, where it fits in the file and the budget.
+func (w *windowed) hold(group int, meta *format.ColumnMetaData) error {
+	if group != w.group {
+		w.group, w.wins, w.held = group, nil, 0
+	}
+	start := meta.DataPageOffset
+	if meta.DictionaryPageOffset != 0 {
+		start = meta.DictionaryPageOffset
+	}
+	n := meta.TotalCompressedSize
+	if start < 4 || n <= 0 || start > w.size || n > w.size-start || w.held+n > maxWindows {
+		return nil // checkChunk refuses a chunk outside the file; a large one is read twice
+	}
+	for _, win := range w.wins {
+		if win.off == start && int64(len(win.data)) == n {
+			return nil
+		}
+	}
+	data := make([]byte, n)
+	if _, err := w.ReadAtCloser.ReadAt(data, start); err != nil {
+		return err
+	}
+	w.wins, w.held = append(w.wins, window{start, data}), w.held+n
+	return nil
+}
+
+func (w *windowed) ReadAt(p []byte, off int64) (int, error) {
+	for _, win := range w.wins {
+		if off >= win.off && off+int64(len(p)) <= win.off+int64(len(win.data)) {
+			return copy(p, win.data[off-win.off:]), nil
+		}
+	}
+	return w.ReadAtCloser.ReadAt(p, off)
+}
+
+// readBufferSize is the Parquet reader's buffer of a file read through Options.Files.
+const readBufferSize = 64 << 10
 
 // checkFooter refuses a file whose footer length (the 4 bytes before the closing "PAR1") does not
 // fit in the file. parquet-go allocates a buffer of the length the file claims before it reads
@@ -415,6 +486,11 @@ func (s *Source) column(pf *pq.File, f io.ReaderAt, i int, rg pq.RowGroup, path 
 	c := leaf.ColumnIndex
 	if i >= len(groups) || c >= len(groups[i].Columns) || c >= len(groups[0].Columns) || c >= len(rg.ColumnChunks()) {
 		return nil, fmt.Errorf("row group %d has no column %s", i, strings.Join(path, "."))
+	}
+	if w, ok := f.(*windowed); ok {
+		if err := w.hold(i, &groups[i].Columns[c].MetaData); err != nil {
+			return nil, fmt.Errorf("column %s of row group %d: %w", strings.Join(path, "."), i, err)
+		}
 	}
 	if err := checkChunk(f, pf.Size(), &groups[i].Columns[c].MetaData, groups[0].Columns[c].MetaData.Codec); err != nil {
 		return nil, fmt.Errorf("column %s of row group %d: %w", strings.Join(path, "."), i, err)
