@@ -374,3 +374,38 @@ func keys(m map[string]bool) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// TestPlanFileLinesRefused: a plan whose file lines are damaged, cut or edited is refused by a
+// part, naming the plan (and the line, where one is at fault), and the part writes nothing.
+func TestPlanFileLinesRefused(t *testing.T) {
+	root := t.TempDir()
+	_, dirs := recordCorpus(t, root)
+	plan := filepath.Join(root, "tfr.plan")
+	mustRun(t, "plan", dirs["tfrecord"], "-o", plan)
+	good := string(readFile(t, plan))
+	lines := strings.SplitAfter(good, "\n")
+	if len(lines) != 8 || !strings.Contains(lines[0], `"files":6`) { // header, 6 files, "" after the last newline
+		t.Fatalf("plan of 6 TFRecord files: %d lines:\n%s", len(lines), good)
+	}
+	join := func(ls ...string) string { return strings.Join(ls, "") }
+	for _, c := range []struct{ name, data, want string }{
+		{"truncated", join(lines[:6]...), ": truncated: 5 file lines, the header says 6"},
+		{"not-json", join(lines[:3]...) + "{\"path\":\n" + join(lines[4:]...), ":4: "},
+		{"unknown-field", join(lines[:2]...) + strings.Replace(lines[2], `{"path"`, `{"x":1,"path"`, 1) + join(lines[3:]...), ":3: "},
+		{"other-count", join(lines[:2]...) + strings.Replace(lines[2], `"items":4`, `"items":5`, 1) + join(lines[3:]...), ": the file lines do not match the header's files_sha256"},
+		{"extra-line", good + lines[6], ":8: more file lines"},
+	} {
+		bad := filepath.Join(root, c.name+".plan")
+		if err := os.WriteFile(bad, []byte(c.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(root, "out-"+c.name)
+		_, stderr, code := run(t, "build", bad, "-o", out, "--part", "1/3")
+		if code == 0 || !strings.Contains(stderr, bad+c.want) || strings.Contains(stderr, "panic") {
+			t.Errorf("%s: exit %d, want a refusal with %q:\n%s", c.name, code, bad+c.want, stderr)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Errorf("%s: the refused part wrote %s", c.name, out)
+		}
+	}
+}
