@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -376,7 +377,8 @@ func keys(m map[string]bool) []string {
 }
 
 // TestPlanFileLinesRefused: a plan whose file lines are damaged, cut or edited is refused by a
-// part, naming the plan (and the line, where one is at fault), and the part writes nothing.
+// part, naming the plan (and the line, where one is at fault), and the part writes nothing. A
+// plan of format 2 (the header alone) still builds parts that merge into the one-machine build.
 func TestPlanFileLinesRefused(t *testing.T) {
 	root := t.TempDir()
 	_, dirs := recordCorpus(t, root)
@@ -408,4 +410,14 @@ func TestPlanFileLinesRefused(t *testing.T) {
 			t.Errorf("%s: the refused part wrote %s", c.name, out)
 		}
 	}
+
+	// Format 2: no file lines; each part reads the whole source and checks its digests.
+	head := regexp.MustCompile(`,"files":6,"files_sha256":"[0-9a-f]{64}"`).ReplaceAllString(lines[0], "")
+	old := filepath.Join(root, "format2.plan")
+	if err := os.WriteFile(old, []byte(strings.Replace(head, `{"packer_plan":3`, `{"packer_plan":2`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := filepath.Join(root, "full")
+	mustRun(t, "build", dirs["tfrecord"], "-o", full, "--crop", "16")
+	sameTree(t, full, buildPartsFrom(t, old, filepath.Join(root, "format2"), 3, "--crop", "16"))
 }
