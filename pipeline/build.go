@@ -561,7 +561,13 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		if b.resume != nil {
 			rs = newResumeSkip(b.resume, b.opts.Inputs)
 		}
-		err := b.opts.Source.Enumerate(ctx, func(it source.Item) error {
+		enumerate := b.opts.Source.Enumerate
+		if pe, ok := b.opts.Source.(partEnumerator); ok && b.part != nil {
+			enumerate = func(ctx context.Context, emit func(source.Item) error) error {
+				return pe.enumeratePart(ctx, b.part, emit)
+			}
+		}
+		err := enumerate(ctx, func(it source.Item) error {
 			if b.part != nil && !b.part.see(it) {
 				return nil
 			}

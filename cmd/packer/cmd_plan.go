@@ -13,6 +13,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
 )
 
 // planFlags are build's source flags: what `packer plan` takes and records, and what a build
@@ -57,10 +58,14 @@ a part built from SOURCE records, so the merge is byte-identical to one build of
 
 A folder, list, frames or video source is not listed again: a part builds the planned inputs
 even when files were added or removed since (a removed one is a skipped input), and refuses to
-build when one of its own inputs is there with another size or modification time. CIFAR, IDX, WebDataset, TFRecord and Parquet
-sources read their inputs' bytes while listing them: their plan holds only the count and the
-listing and content digests, and each part lists the source and is refused when its listing
-or content digest differs from the plan's.
+build when one of its own inputs is there with another size or modification time. CIFAR and
+IDX sources read their inputs' bytes while listing them: their plan holds only the count and
+the listing and content digests, and each part lists the source and is refused when its
+listing or content digest differs from the plan's. A WebDataset, TFRecord or Parquet plan lists
+the files with their size and time and how many samples each holds (for Parquet, each row
+group): a part opens only the files that hold its samples (Parquet: their footers and the row
+groups it needs), and is refused when a file is not there as planned. Without a plan, each part
+of these kinds reads every file of the source.
 
 SOURCE may be an s3://bucket/prefix of an image folder or list, WebDataset, TFRecord or Parquet files:
 the plan names each object by URL with its size and ETag, and a part reads only its own
@@ -133,7 +138,8 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if view != nil {
+	if _, records := src.(source.RecordSource); view != nil && !records {
+		// (A record source's items have no path; its file lines are stamped through the view.)
 		src = planView{Source: src, v: view.v}
 	}
 	e, _ := sourceEntry(kind)
@@ -152,7 +158,9 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 		return fmt.Errorf("plan %s: %w", o.Out, err)
 	}
 	what := "its inputs listed"
-	if !h.Items {
+	if h.Files > 0 {
+		what = fmt.Sprintf("%s listed with their samples: each part reads only its own", humanize.Count(h.Files, "file"))
+	} else if !h.Items {
 		what = "count and listing digest only: each part lists the source and checks it"
 	}
 	fmt.Fprintf(o.IO.Out, "planned %s of %s (%s) into %s [%s]\nlisting_sha256 %s\ncontent_sha256 %s\n", humanize.Count(h.Count, "input"), abs, kind, o.Out, what, h.Listing, h.Content)

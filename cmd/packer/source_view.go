@@ -233,6 +233,15 @@ func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.Re
 	return fetchReader{r}, n, nil
 }
 
+// Stamp is what the listing says of the object a view's file stands for (source.Stamper).
+func (f *viewFiles) Stamp(p string) (source.Stamp, bool) {
+	o, ok := f.v.Object(p)
+	if !ok {
+		return source.Stamp{}, false
+	}
+	return source.Stamp{Size: o.Size, ModTime: o.ModTime, ETag: o.ETag}, true
+}
+
 func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (source.ReadAtCloser, int64, error) {
 	etag, size := "", int64(-1)
 	if st != nil {
@@ -245,11 +254,23 @@ func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (sou
 	return fetchReaderAt{r}, r.Size(), nil
 }
 
-// fetchReaderAt is fetchReader for ranged reads.
+// fetchReaderAt is fetchReader for ranged reads. Each read is one ranged GET of exactly the
+// bytes asked for where the store's reader can (exactReader), never a chunk of the object
+// around them with the chunks after it read ahead: a Parquet part reads only the footers and
+// row groups it needs (the Parquet reader asks for whole pages, or its read buffer's worth).
 type fetchReaderAt struct{ storage.Reader }
 
+// exactReader is a storage.Reader that reads exact ranges (the s3 backend's).
+type exactReader interface {
+	ReadRangeAt(p []byte, off int64) (int, error)
+}
+
 func (r fetchReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	n, err := r.Reader.ReadAt(p, off)
+	read := r.Reader.ReadAt
+	if e, ok := r.Reader.(exactReader); ok {
+		read = e.ReadRangeAt
+	}
+	n, err := read(p, off)
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("%w: %w", source.ErrFetch, err)
 	}
