@@ -217,8 +217,11 @@ func (s *StreamStage) takeCheckpoint() (streamState, bool, string, error) {
 	if err := s.empty(); err != nil {
 		return streamState{}, false, "", err
 	}
+	if cp.State.URL != s.b.url.String() {
+		return streamState{}, false, etag, nil // not this OUT's: taken over, but not gone on from
+	}
 	s.journal = cp.Journal
-	return cp.State, cp.State.URL == s.b.url.String(), etag, nil
+	return cp.State, true, etag, nil
 }
 
 // TakenJournal is the resume journal of the checkpoint a resumed build took from the bucket
