@@ -90,6 +90,11 @@ type Options struct {
 	// an object-store OUT's uploads); the committed OUT then holds the manifest and the files
 	// the output did not hand to it.
 	Store output.FileStore
+	// SaveCheckpoint, when set, is given each checkpoint's resume journal (sealed, as written
+	// to JournalName in the staging folder) once it is written, to keep a copy elsewhere (an
+	// object-store OUT keeps it in the bucket, so that a resume on another machine finds it).
+	// Its error fails the build.
+	SaveCheckpoint func(journal []byte) error
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/output"
@@ -100,6 +101,9 @@ type buildOptions struct {
 
 	store      output.FileStore     // an object-store OUT's uploads as the shards are finished (runStreamBuild)
 	uploadBusy func() time.Duration // the time those uploads ran, for the summary's upload time
+	// saveCheckpoint keeps each checkpoint of a build to an object-store OUT in the bucket too
+	// (s3.StreamStage.SaveCheckpoint).
+	saveCheckpoint func(journal []byte) error
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -599,9 +603,11 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 }
 
 // runStreamBuild builds to an object-store OUT uploading each shard as it is finished
-// (openStreamTarget). A resumed build whose checkpoint names an object that is missing or damaged
-// in the store (s3.ErrStoredDamaged) starts over, saying so: the shards are built again, and
-// those the store holds intact are not uploaded again.
+// (openStreamTarget). Each checkpoint is kept in the bucket too, so that a resume on a machine
+// without the local folder (or with an older checkpoint in it) goes on from the bucket's: its
+// journal is put where the build reads it. A resumed build whose checkpoint names an object
+// that is missing or damaged in the store (s3.ErrStoredDamaged) starts over, saying so: the
+// shards are built again, and those the store holds intact are not uploaded again.
 func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	t, err := openStreamTarget(ctx, o.Out, o.Force, o.Resume, o.part, o.IO.Err)
 	if err != nil {
@@ -613,7 +619,17 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	if err := os.RemoveAll(t.dir); err != nil {
 		return err
 	}
-	o.store, o.uploadBusy = t.store, t.stage.Busy
+	if j := t.stage.TakenJournal(); o.Resume && j != nil {
+		staging := t.dir + pipeline.StagingSuffix
+		if err := os.MkdirAll(staging, 0o755); err != nil {
+			return err
+		}
+		if err := fileutil.WriteFileAtomic(filepath.Join(staging, pipeline.JournalName), j); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.Err, "packer: resuming from the checkpoint kept in %s\n", o.Out)
+	}
+	o.store, o.uploadBusy, o.saveCheckpoint = t.store, t.stage.Busy, t.stage.SaveCheckpoint
 	err = runBuildTo(ctx, o, t.dir, t.publish)
 	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
 		fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
@@ -688,6 +704,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		CheckpointEvery: o.CheckpointEvery,
 		Shuffle:         o.shuffle(),
 		Store:           o.store,
+		SaveCheckpoint:  o.saveCheckpoint,
 		Workers:         o.Workers,
 		OnError:         o.OnError,
 		MaxErrors:       o.MaxErrors,
