@@ -118,7 +118,12 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 		// URL, and its item lines name each object by URL with its size, time and ETag.
 		var rename func(error) error
 		var cleanup func()
-		o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		if !o.sideLocal() {
+			o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		}
+		if err == nil && view != nil {
+			rename, cleanup, err = o.viewSides(ctx, view, rename, cleanup)
+		}
 		if err != nil {
 			return err
 		}
@@ -164,13 +169,13 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 
 // flagValue is a source flag's value as a plan records it: the flag's own string, for
 // --classes the parsed class names joined by commas, and for --images and --masks the folder's
-// absolute path (a plan names its source by absolute path too).
+// absolute path (a plan names its source by absolute path too), or its s3:// location as given.
 func (o *buildOptions) flagValue(name string) string {
 	v := o.flags.Lookup(name).Value.String()
 	switch {
 	case name == "classes":
 		return strings.Join(o.classes, ",")
-	case (name == "images" || name == "masks") && v != "":
+	case (name == "images" || name == "masks") && v != "" && !remote(v):
 		if abs, err := filepath.Abs(v); err == nil {
 			return abs
 		}

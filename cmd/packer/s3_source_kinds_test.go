@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage/s3/s3test"
+)
+
+// s3KindCase is one source kind TestS3SourceKinds builds from a bucket.
+type s3KindCase struct {
+	name       string
+	src, local string   // the s3:// SRC, and the same source's local path
+	args       []string // the flags of both builds
+	s3Args     []string // the s3:// build's own (--images, --masks as s3:// locations)
+	localArgs  []string // the local build's own
+	records    int64
+	// data says which GETs (by request path) fetch an input's bytes; each part must fetch
+	// perPart of them, each once.
+	data    func(path string) bool
+	perPart int
+}
+
+// writeCOCOFor writes a COCO annotation file at ann naming the images below imgs (as
+// writeNoisePNGs writes them: 112x112), one box each.
+func writeCOCOFor(t *testing.T, imgs, ann string) {
+	t.Helper()
+	var images, anns []map[string]any
+	for _, cls := range []string{"cat", "dog"} {
+		m, _ := filepath.Glob(filepath.Join(imgs, cls, "*.png"))
+		for _, p := range m {
+			id := len(images) + 1
+			images = append(images, map[string]any{"id": id, "file_name": cls + "/" + filepath.Base(p), "width": 112, "height": 112})
+			anns = append(anns, map[string]any{"id": 100 + id, "image_id": id, "bbox": []float64{float64(id), 2, 30, 40}, "category_id": 1 + id%2, "iscrowd": 0, "area": 1200})
+		}
+	}
+	b, err := json.Marshal(map[string]any{"images": images, "annotations": anns, "categories": []map[string]any{{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(ann), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ann, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestS3SourceKinds: the kinds beyond TestS3SourceStreamed's (COCO, its images in the
+// annotation file's folder or in another prefix given by --images s3://...; pairs, its masks
+// given by --masks s3://...) built from a bucket give the bytes of the same builds from local
+// files, whole and in 3 parts merged; each part GETs only its own inputs (each once), where a
+// copy of the prefix would GET every object in every part; nothing the builds write below an
+// empty $TMPDIR holds more than 64 KiB, where the inputs are near 1 MiB.
+func TestS3SourceKinds(t *testing.T) {
+	srv := s3Setup(t, "raw")
+	counter := &getCounter{gets: map[string]int{}}
+	px := s3test.StartFaultProxy(t, srv, counter.plan)
+	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
+	root := t.TempDir()
+	png := func(p string) bool { return strings.HasSuffix(p, ".png") }
+
+	// COCO: the annotation file beside its images, and one whose images are elsewhere.
+	coco := filepath.Join(root, "coco")
+	writeNoisePNGs(t, coco, 12)
+	writeCOCOFor(t, coco, filepath.Join(coco, "instances.json"))
+	putTree(t, srv, "raw", "coco", coco)
+	cocoAnn := filepath.Join(root, "cocoann", "instances.json")
+	writeCOCOFor(t, coco, cocoAnn)
+	putTree(t, srv, "raw", "cocoann", filepath.Dir(cocoAnn))
+
+	// pairs: the same images, and a mask for each.
+	pairImgs, masks := filepath.Join(root, "pairs", "img"), filepath.Join(root, "pairs", "masks")
+	writeNoisePNGs(t, pairImgs, 12)
+	for _, cls := range []string{"cat", "dog"} {
+		if err := os.MkdirAll(filepath.Join(masks, cls), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 12 {
+			writeMask(t, filepath.Join(masks, cls, fmt.Sprintf("%03d.png", i)), 112, 112, i)
+		}
+	}
+	putTree(t, srv, "raw", "pairs", filepath.Join(root, "pairs"))
+
+	tmp := filepath.Join(root, "tmp")
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", tmp)
+
+	cases := []s3KindCase{
+		{name: "coco", src: "s3://raw/coco/instances.json", local: filepath.Join(coco, "instances.json"),
+			args: []string{"--from", "coco", "--resize", "20", "--crop", "16"}, records: 24, data: png, perPart: 8},
+		{name: "coco-images", src: "s3://raw/cocoann/instances.json", local: cocoAnn,
+			args: []string{"--from", "coco", "--resize", "20", "--crop", "16"}, s3Args: []string{"--images", "s3://raw/coco"},
+			localArgs: []string{"--images", coco}, records: 24, data: png, perPart: 8},
+		{name: "pairs", src: "s3://raw/pairs/img", local: pairImgs,
+			args: []string{"--from", "pairs", "--resize", "20", "--crop", "16"}, s3Args: []string{"--masks", "s3://raw/pairs/masks"},
+			localArgs: []string{"--masks", masks}, records: 24, data: png, perPart: 16},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { s3KindBuilds(t, c, root, tmp, counter) })
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("$TMPDIR holds %d entries after the builds", len(ents))
+	}
+}
+
+// s3KindBuilds builds c from its local files, from the bucket whole, and from the bucket in 3
+// parts merged, and checks the bytes, each part's GETs and the disk used below tmp.
+func s3KindBuilds(t *testing.T, c s3KindCase, root, tmp string, counter *getCounter) {
+	dir := filepath.Join(root, "out", c.name)
+	build := func(args ...string) {
+		t.Helper()
+		stop := diskWatch(tmp)
+		mustRun(t, args...)
+		most := stop()
+		t.Logf("packer %s: at most %d bytes on disk below $TMPDIR", strings.Join(args, " "), most)
+		if most > 64<<10 {
+			t.Errorf("packer %s: %d bytes on disk below $TMPDIR at most; want under 64 KiB", strings.Join(args, " "), most)
+		}
+	}
+	whole := filepath.Join(dir, "local")
+	mustRun(t, append(append([]string{"build", c.local, "-o", whole, "--shard-size", "2KiB"}, c.args...), c.localArgs...)...)
+	if m, err := shard.ReadManifest(whole); err != nil || m.Count != c.records || len(m.Skipped) != 0 {
+		t.Fatalf("the local build: %v; want %d records, none skipped", err, c.records)
+	}
+	s3args := append(append([]string{"--shard-size", "2KiB"}, c.args...), c.s3Args...)
+	build(append([]string{"build", c.src, "-o", filepath.Join(dir, "s3")}, s3args...)...)
+	sameTree(t, whole, filepath.Join(dir, "s3"))
+	counter.take()
+	var parts []string
+	for i := range 3 {
+		p := filepath.Join(dir, fmt.Sprintf("p%d", i))
+		build(append([]string{"build", c.src, "-o", p, "--part", fmt.Sprintf("%d/3", i)}, s3args...)...)
+		parts = append(parts, p)
+		n := 0
+		for path, k := range counter.take() {
+			if !c.data(path) {
+				continue
+			}
+			n += k
+			if k != 1 {
+				t.Errorf("part %d: %d GETs of %s", i, k, path)
+			}
+		}
+		t.Logf("part %d: %d GETs of its inputs' objects", i, n)
+		if n != c.perPart {
+			t.Errorf("part %d fetched %d of the inputs' objects, want its own %d", i, n, c.perPart)
+		}
+	}
+	merged := filepath.Join(dir, "merged")
+	mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
+	sameTree(t, whole, merged)
+}
