@@ -13,6 +13,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source/video"
 )
 
 // planFlags are build's source flags: what `packer plan` takes and records, and what a build
@@ -137,6 +138,10 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 	src, kind, err := openSource(o)
 	if err != nil {
 		return err
+	}
+	if view != nil && kind == video.KindFrames {
+		// Its inputs are folders, which the plan's item lines cannot name by an object's URL.
+		return usagef(fmt.Errorf("plan reads no s3:// frames source: build the parts from %s itself (each lists the prefix and fetches only its own frames), or copy it once with `packer build %s --source-cache DIR ...` and plan DIR", o.Source, o.Source))
 	}
 	if view != nil {
 		src = planView{Source: src, v: view.v}

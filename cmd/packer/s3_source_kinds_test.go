@@ -53,10 +53,12 @@ func writeCOCOFor(t *testing.T, imgs, ann string) {
 
 // TestS3SourceKinds: the kinds beyond TestS3SourceStreamed's (COCO, its images in the
 // annotation file's folder or in another prefix given by --images s3://...; pairs, its masks
-// given by --masks s3://...) built from a bucket give the bytes of the same builds from local
+// given by --masks s3://...; frames) built from a bucket give the bytes of the same builds from local
 // files, whole and in 3 parts merged; each part GETs only its own inputs (each once), where a
 // copy of the prefix would GET every object in every part; nothing the builds write below an
-// empty $TMPDIR holds more than 64 KiB, where the inputs are near 1 MiB.
+// empty $TMPDIR holds more than 64 KiB, where the inputs are near 1 MiB. The parts of frames
+// merge because every view of one listing gives a video's folder the same time. A plan of
+// frames in a bucket is refused.
 func TestS3SourceKinds(t *testing.T) {
 	srv := s3Setup(t, "raw")
 	counter := &getCounter{gets: map[string]int{}}
@@ -87,6 +89,22 @@ func TestS3SourceKinds(t *testing.T) {
 	}
 	putTree(t, srv, "raw", "pairs", filepath.Join(root, "pairs"))
 
+	// frames: the images again, 4 frames to a video folder, 3 videos to a class.
+	frames := filepath.Join(root, "frames")
+	writeNoisePNGs(t, frames, 12)
+	for _, cls := range []string{"cat", "dog"} {
+		for i := range 12 {
+			v := filepath.Join(frames, cls, fmt.Sprintf("v%d", i/4))
+			if err := os.MkdirAll(v, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(frames, cls, fmt.Sprintf("%03d.png", i)), filepath.Join(v, fmt.Sprintf("f%d.png", i%4))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	putTree(t, srv, "raw", "frames", frames)
+
 	tmp := filepath.Join(root, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -102,9 +120,16 @@ func TestS3SourceKinds(t *testing.T) {
 		{name: "pairs", src: "s3://raw/pairs/img", local: pairImgs,
 			args: []string{"--from", "pairs", "--resize", "20", "--crop", "16"}, s3Args: []string{"--masks", "s3://raw/pairs/masks"},
 			localArgs: []string{"--masks", masks}, records: 24, data: png, perPart: 16},
+		{name: "frames", src: "s3://raw/frames", local: frames,
+			args: []string{"--from", "frames", "--resize", "20", "--crop", "16"}, records: 24, data: png, perPart: 8},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { s3KindBuilds(t, c, root, tmp, counter) })
+	}
+	// A plan cannot name a frames video (a folder) by an object's URL: refused, saying how.
+	_, errs, code := run(t, "plan", "s3://raw/frames", "--from", "frames", "-o", filepath.Join(root, "frames.plan"))
+	if code != 2 || !strings.Contains(errs, "build the parts from s3://raw/frames") {
+		t.Errorf("plan of an s3:// frames source: exit %d, want 2 and a refusal saying how:\n%s", code, errs)
 	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("$TMPDIR holds %d entries after the builds", len(ents))
