@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ type s3KindCase struct {
 	// perPart of them, each once.
 	data    func(path string) bool
 	perPart int
+	// diskMax bounds the bytes on disk below $TMPDIR during a build; 0 is 64 KiB.
+	diskMax int64
+	plan    bool // also plan the bucket (args[:2], --from KIND) and build the 3 parts from it (args[2:])
 }
 
 // writeCOCOFor writes a COCO annotation file at ann naming the images below imgs (as
@@ -105,6 +109,32 @@ func TestS3SourceKinds(t *testing.T) {
 	}
 	putTree(t, srv, "raw", "frames", frames)
 
+	// video: 12 videos of 4 frames of noise (lossless, about 200 KB each), 6 to a class.
+	videos := filepath.Join(root, "video")
+	var videoMax int64
+	_, noFFmpeg := exec.LookPath("ffmpeg")
+	for i := range 12 {
+		if noFFmpeg != nil {
+			break
+		}
+		p := filepath.Join(videos, []string{"cat", "dog"}[i%2], fmt.Sprintf("v%02d.mkv", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		src := fmt.Sprintf("nullsrc=s=224x224:r=10,geq=lum='random(%d)*255':cb=128:cr=128", i+1)
+		if out, err := exec.Command("ffmpeg", "-nostdin", "-loglevel", "error", "-y", "-f", "lavfi", "-i", src, "-frames:v", "4", "-c:v", "ffv1", p).CombinedOutput(); err != nil {
+			t.Fatalf("ffmpeg: %v\n%s", err, out)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		videoMax = max(videoMax, fi.Size())
+	}
+	if noFFmpeg == nil {
+		putTree(t, srv, "raw", "video", videos)
+	}
+
 	tmp := filepath.Join(root, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -123,6 +153,15 @@ func TestS3SourceKinds(t *testing.T) {
 		{name: "frames", src: "s3://raw/frames", local: frames,
 			args: []string{"--from", "frames", "--resize", "20", "--crop", "16"}, records: 24, data: png, perPart: 8},
 	}
+	if noFFmpeg == nil {
+		// Two workers, so at most two videos fetched at once: the disk holds two at most, where
+		// a copy of the prefix holds twelve.
+		cases = append(cases, s3KindCase{name: "video", src: "s3://raw/video", local: videos,
+			args: []string{"--from", "video", "--resize", "20", "--crop", "16", "--workers", "2"}, records: 48,
+			data: func(p string) bool { return strings.HasSuffix(p, ".mkv") }, perPart: 4, diskMax: 2*videoMax + 64<<10, plan: true})
+	} else {
+		t.Log("ffmpeg is missing: the video case is left out")
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { s3KindBuilds(t, c, root, tmp, counter) })
 	}
@@ -140,14 +179,18 @@ func TestS3SourceKinds(t *testing.T) {
 // parts merged, and checks the bytes, each part's GETs and the disk used below tmp.
 func s3KindBuilds(t *testing.T, c s3KindCase, root, tmp string, counter *getCounter) {
 	dir := filepath.Join(root, "out", c.name)
+	limit := c.diskMax
+	if limit == 0 {
+		limit = 64 << 10
+	}
 	build := func(args ...string) {
 		t.Helper()
 		stop := diskWatch(tmp)
 		mustRun(t, args...)
 		most := stop()
 		t.Logf("packer %s: at most %d bytes on disk below $TMPDIR", strings.Join(args, " "), most)
-		if most > 64<<10 {
-			t.Errorf("packer %s: %d bytes on disk below $TMPDIR at most; want under 64 KiB", strings.Join(args, " "), most)
+		if most > limit {
+			t.Errorf("packer %s: %d bytes on disk below $TMPDIR at most; want at most %d", strings.Join(args, " "), most, limit)
 		}
 	}
 	whole := filepath.Join(dir, "local")
@@ -182,4 +225,17 @@ func s3KindBuilds(t *testing.T, c s3KindCase, root, tmp string, counter *getCoun
 	merged := filepath.Join(dir, "merged")
 	mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
 	sameTree(t, whole, merged)
+	if !c.plan {
+		return
+	}
+	plan := filepath.Join(dir, "plan")
+	mustRun(t, append([]string{"plan", c.src, "-o", plan}, append(c.args[:2:2], c.s3Args...)...)...)
+	parts = parts[:0]
+	for i := range 3 {
+		p := filepath.Join(dir, fmt.Sprintf("planned%d", i))
+		build(append([]string{"build", plan, "-o", p, "--part", fmt.Sprintf("%d/3", i), "--shard-size", "2KiB"}, c.args[2:]...)...)
+		parts = append(parts, p)
+	}
+	mustRun(t, append([]string{"merge", "-o", filepath.Join(dir, "planned")}, parts...)...)
+	sameTree(t, whole, filepath.Join(dir, "planned"))
 }

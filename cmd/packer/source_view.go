@@ -79,7 +79,7 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 		root = storage.JoinLocation(sl.scheme, sl.bucket, strings.TrimSuffix(path.Dir(sl.prefix), "."))
 	}
 	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root, "/")) }
-	return p, &viewFiles{v: v}, rename, cleanup, nil
+	return p, &viewFiles{v: v, tmp: stage.Dir}, rename, cleanup, nil
 }
 
 // wholeInView says which objects a view holds whole: the lists a source reads when it opens
@@ -116,7 +116,8 @@ func plannedView(ctx context.Context, src, kind string, items bool, errw progres
 // viewFiles serves the bytes of a view's files (source.Files): each opened from the store, or
 // taken from what Prefetch fetched ahead.
 type viewFiles struct {
-	v storage.View
+	v   storage.View
+	tmp string // the folder of CreateTemp's files ("": $TMPDIR)
 
 	mu      sync.Mutex
 	pending map[string]*prefetched // by path
@@ -243,6 +244,13 @@ func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (sou
 		return nil, 0, fetchError(err)
 	}
 	return fetchReaderAt{r}, r.Size(), nil
+}
+
+// CreateTemp makes a temporary file beside the view, in its folder under $TMPDIR (removed with
+// the view, or as a stale staging folder after a kill), for a source that needs an input as a
+// local file while it decodes it (a video: ffmpeg seeks in its input).
+func (f *viewFiles) CreateTemp(pattern string) (*os.File, error) {
+	return os.CreateTemp(f.tmp, pattern)
 }
 
 // fetchReaderAt is fetchReader for ranged reads.

@@ -34,6 +34,7 @@ var (
 		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return Replay(p, classes, videoOptions(o))
 		},
+		Streams: true,
 	}
 )
 
@@ -44,5 +45,5 @@ func framesOptions(o source.Options) Options {
 
 func videoOptions(o source.Options) Options {
 	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
-		Timeout: o.Timeout, MaxPixels: o.MaxPixels}
+		Timeout: o.Timeout, MaxPixels: o.MaxPixels, Files: o.Files}
 }
