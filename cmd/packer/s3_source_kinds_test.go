@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/source/cifar"
 	"github.com/packer-dev/packer/source/idx"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 )
@@ -165,6 +166,20 @@ func TestS3SourceKinds(t *testing.T) {
 	}
 	putTree(t, srv, "raw", "idx", filepath.Join(root, "idx"))
 
+	// CIFAR-10: 5 batch files of 40 records (600 KB), as a folder and as the official archive.
+	cifarDir, err := cifar.WriteTestDataset(filepath.Join(root, "cifar", "dir"), cifar.Kind10, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cifarTgz := filepath.Join(root, "cifar", "tgz")
+	if err := os.MkdirAll(cifarTgz, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := cifar.WriteTestArchive(filepath.Join(cifarTgz, cifar.Archive10), cifar.Kind10, 40); err != nil {
+		t.Fatal(err)
+	}
+	putTree(t, srv, "raw", "cifar", filepath.Join(root, "cifar"))
+
 	tmp := filepath.Join(root, "tmp")
 	if err := os.Mkdir(tmp, 0o755); err != nil {
 		t.Fatal(err)
@@ -186,6 +201,12 @@ func TestS3SourceKinds(t *testing.T) {
 			records: 300, data: func(p string) bool { return strings.Contains(p, "-idx") }, perPart: 4, maxGets: 2},
 		{name: "idx-gz", src: "s3://raw/idx/gz", local: idxGz, args: []string{"--split", "test", "--resize", "20"},
 			records: 300, data: func(p string) bool { return strings.Contains(p, "-idx") }, perPart: 4, maxGets: 2},
+		// A part reads every batch file once, as a stream; the archive twice (listed at open,
+		// then read for its records).
+		{name: "cifar", src: "s3://raw/cifar/dir/cifar-10-batches-bin", local: cifarDir, args: []string{"--from", "cifar10", "--resize", "20"},
+			records: 200, data: func(p string) bool { return strings.HasSuffix(p, ".bin") }, perPart: 5},
+		{name: "cifar-tgz", src: "s3://raw/cifar/tgz", local: cifarTgz, args: []string{"--from", "cifar10", "--resize", "20"},
+			records: 200, data: func(p string) bool { return strings.HasSuffix(p, ".tar.gz") }, perPart: 2, maxGets: 2},
 		{name: "frames", src: "s3://raw/frames", local: frames,
 			args: []string{"--from", "frames", "--resize", "20", "--crop", "16"}, records: 24, data: png, perPart: 8},
 	}
