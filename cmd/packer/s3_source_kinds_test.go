@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +11,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source/cifar"
@@ -221,6 +226,23 @@ func TestS3SourceKinds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { s3KindBuilds(t, c, root, tmp, counter) })
+	}
+	if noFFmpeg == nil {
+		// A video replaced since the plan: the part that reads it fails naming its URL, and
+		// publishes nothing.
+		v := filepath.Join(videos, "cat", "v00.mkv")
+		if _, err := srv.Client("").PutObject(context.Background(), &awss3.PutObjectInput{Bucket: aws.String("raw"), Key: aws.String("video/cat/v00.mkv"),
+			Body: bytes.NewReader(append(readFile(t, v), 0))}); err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(root, "out", "video", "replaced")
+		_, errs, code := run(t, "build", filepath.Join(root, "out", "video", "plan"), "-o", out, "--part", "0/3", "--resize", "20", "--crop", "16")
+		if code == 0 || !strings.Contains(errs, "s3://raw/video/cat/v00.mkv") || !strings.Contains(errs, "changed") {
+			t.Errorf("a part with a video replaced since the plan: exit %d, want a failure naming it:\n%s", code, errs)
+		}
+		if exists(filepath.Join(out, "manifest.json")) {
+			t.Error("the refused part published a dataset")
+		}
 	}
 	// A plan cannot name a frames video (a folder) by an object's URL: refused, saying how.
 	_, errs, code := run(t, "plan", "s3://raw/frames", "--from", "frames", "-o", filepath.Join(root, "frames.plan"))
