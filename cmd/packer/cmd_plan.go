@@ -129,7 +129,7 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 			return err
 		}
 		if view == nil {
-			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord, parquet); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+			return usagef(fmt.Errorf("plan reads an s3:// source through a view of its listing, which %s cannot be read from (a coco or pairs source with a local --images or --masks folder: give it as an s3:// folder; or a source whose kind its names do not tell: give --from); or copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
 		}
 		defer cleanup()
 		defer func() { err = rename(err) }()

@@ -20,16 +20,19 @@ import (
 )
 
 // streamSource makes an object-store SRC readable without a copy, for the kinds that read
-// their inputs' bytes through source.Options.Files (Entry.Streams: image folders and lists,
-// WebDataset, TFRecord, Parquet): the prefix is listed once into a view (storage.Remote.View),
-// a local folder of one sparse file per object, of its name, size and time but holding no
-// data, under $TMPDIR and removed by the returned cleanup. The source lists the view as it
-// lists any folder, and each input is fetched when it is read: an image whole into memory, a
-// tar or TFRecord file as a stream, a Parquet file by ranged reads, each pinned to the ETag it
-// was listed with. A build in parts thus fetches only its own share of the images (WebDataset,
-// TFRecord and Parquet parts read every file, as their listing is in the files' bytes), and
-// nothing of the data is written to local disk. Only list files (.csv, .jsonl, .json, .txt),
-// which a source reads when it opens, are copied whole into the view.
+// their inputs' bytes through source.Options.Files (Entry.Streams: every kind): the prefix is
+// listed once into a view (storage.Remote.View), a local folder of one sparse file per object,
+// of its name, size and time but holding no data, under $TMPDIR and removed by the returned
+// cleanup. The source lists the view as it lists any folder, and each input is fetched when it
+// is read: an image, mask or frame whole into memory, a video into a temporary file beside the
+// view (viewFiles.CreateTemp) removed once decoded, a tar, TFRecord, CIFAR or IDX file as a
+// stream, a Parquet file by ranged reads, each pinned to the ETag it was listed with. A build in
+// parts thus fetches only its own share of the images, frames and videos (WebDataset, TFRecord,
+// Parquet, CIFAR and IDX parts read every file, as their listing is in the files' bytes), and
+// nothing else of the data is written to local disk. Only list files (.csv, .jsonl, .json,
+// .txt: a COCO annotation file too), which a source reads when it opens, are copied whole into
+// the view. A COCO or pairs source's s3:// --images or --masks folder is viewed beside it
+// (viewSides).
 //
 // It returns files nil, and no error, for a kind that reads local files itself (or a source
 // whose kind the view cannot tell): the caller copies the prefix instead (mirrorSource).
