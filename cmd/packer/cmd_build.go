@@ -33,9 +33,10 @@ type buildOptions struct {
 	IO *iostreams
 
 	Source      string
-	SourceCache string       // --source-cache: the kept local copy of an s3:// SRC
-	srcPath     string       // the local path the source is read from (a copy or view of an s3:// SRC), if not Source
-	files       source.Files // serves the bytes of the view of an s3:// SRC (streamSource), or nil
+	SourceCache string            // --source-cache: the kept local copy of an s3:// SRC
+	srcPath     string            // the local path the source is read from (a copy or view of an s3:// SRC), if not Source
+	files       source.Files      // serves the bytes of the view of an s3:// SRC (streamSource), or nil
+	sides       map[string]string // the views of s3:// --images and --masks folders, by location (viewSides)
 	Out         string
 	From        string
 	Format      string
@@ -555,10 +556,11 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		var rename func(error) error
 		var cleanup func()
 		var merr error
-		if o.SourceCache == "" {
+		if o.SourceCache == "" && !o.sideLocal() {
 			var files *viewFiles
 			if p, files, rename, cleanup, merr = streamSource(ctx, o.Source, o.From, o.IO.Err); files != nil {
 				o.files = files
+				rename, cleanup, merr = o.viewSides(ctx, files, rename, cleanup)
 			}
 		}
 		if merr == nil && o.files == nil {
@@ -581,6 +583,9 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	} else if o.plan != nil && remote(o.plan.Source) {
 		p, files, rename, cleanup, verr := plannedView(ctx, o.plan.Source, o.plan.Kind, o.plan.Items, o.IO.Err)
+		if verr == nil {
+			rename, cleanup, verr = o.viewSides(ctx, files, rename, cleanup)
+		}
 		if verr != nil {
 			return verr
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/video"
 )
 
 // planFlags are build's source flags: what `packer plan` takes and records, and what a build
@@ -123,12 +124,17 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 		// URL, and its item lines name each object by URL with its size, time and ETag.
 		var rename func(error) error
 		var cleanup func()
-		o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		if !o.sideLocal() {
+			o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		}
+		if err == nil && view != nil {
+			rename, cleanup, err = o.viewSides(ctx, view, rename, cleanup)
+		}
 		if err != nil {
 			return err
 		}
 		if view == nil {
-			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord, parquet); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+			return usagef(fmt.Errorf("plan reads an s3:// source through a view of its listing, which %s cannot be read from (a coco or pairs source with a local --images or --masks folder: give it as an s3:// folder; or a source whose kind its names do not tell: give --from); or copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
 		}
 		defer cleanup()
 		defer func() { err = rename(err) }()
@@ -137,6 +143,10 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 	src, kind, err := openSource(o)
 	if err != nil {
 		return err
+	}
+	if view != nil && kind == video.KindFrames {
+		// Its inputs are folders, which the plan's item lines cannot name by an object's URL.
+		return usagef(fmt.Errorf("plan reads no s3:// frames source: build the parts from %s itself (each lists the prefix and fetches only its own frames), or copy it once with `packer build %s --source-cache DIR ...` and plan DIR", o.Source, o.Source))
 	}
 	if _, records := src.(source.RecordSource); view != nil && !records {
 		// (A record source's items have no path; its file lines are stamped through the view.)
@@ -172,13 +182,13 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 
 // flagValue is a source flag's value as a plan records it: the flag's own string, for
 // --classes the parsed class names joined by commas, and for --images and --masks the folder's
-// absolute path (a plan names its source by absolute path too).
+// absolute path (a plan names its source by absolute path too), or its s3:// location as given.
 func (o *buildOptions) flagValue(name string) string {
 	v := o.flags.Lookup(name).Value.String()
 	switch {
 	case name == "classes":
 		return strings.Join(o.classes, ",")
-	case (name == "images" || name == "masks") && v != "":
+	case (name == "images" || name == "masks") && v != "" && !remote(v):
 		if abs, err := filepath.Abs(v); err == nil {
 			return abs
 		}

@@ -20,16 +20,19 @@ import (
 )
 
 // streamSource makes an object-store SRC readable without a copy, for the kinds that read
-// their inputs' bytes through source.Options.Files (Entry.Streams: image folders and lists,
-// WebDataset, TFRecord, Parquet): the prefix is listed once into a view (storage.Remote.View),
-// a local folder of one sparse file per object, of its name, size and time but holding no
-// data, under $TMPDIR and removed by the returned cleanup. The source lists the view as it
-// lists any folder, and each input is fetched when it is read: an image whole into memory, a
-// tar or TFRecord file as a stream, a Parquet file by ranged reads, each pinned to the ETag it
-// was listed with. A build in parts thus fetches only its own share of the images (WebDataset,
-// TFRecord and Parquet parts read every file, as their listing is in the files' bytes), and
-// nothing of the data is written to local disk. Only list files (.csv, .jsonl, .json, .txt),
-// which a source reads when it opens, are copied whole into the view.
+// their inputs' bytes through source.Options.Files (Entry.Streams: every kind): the prefix is
+// listed once into a view (storage.Remote.View), a local folder of one sparse file per object,
+// of its name, size and time but holding no data, under $TMPDIR and removed by the returned
+// cleanup. The source lists the view as it lists any folder, and each input is fetched when it
+// is read: an image, mask or frame whole into memory, a video into a temporary file beside the
+// view (viewFiles.CreateTemp) removed once decoded, a tar, TFRecord, CIFAR or IDX file as a
+// stream, a Parquet file by ranged reads, each pinned to the ETag it was listed with. A build in
+// parts thus fetches only its own share of the images, frames and videos (WebDataset, TFRecord,
+// Parquet, CIFAR and IDX parts read every file, as their listing is in the files' bytes), and
+// nothing else of the data is written to local disk. Only list files (.csv, .jsonl, .json,
+// .txt: a COCO annotation file too), which a source reads when it opens, are copied whole into
+// the view. A COCO or pairs source's s3:// --images or --masks folder is viewed beside it
+// (viewSides).
 //
 // It returns files nil, and no error, for a kind that reads local files itself (or a source
 // whose kind the view cannot tell): the caller copies the prefix instead (mirrorSource).
@@ -79,7 +82,7 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 		root = storage.JoinLocation(sl.scheme, sl.bucket, strings.TrimSuffix(path.Dir(sl.prefix), "."))
 	}
 	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root, "/")) }
-	return p, &viewFiles{v: v}, rename, cleanup, nil
+	return p, &viewFiles{v: v, tmp: stage.Dir}, rename, cleanup, nil
 }
 
 // wholeInView says which objects a view holds whole: the lists a source reads when it opens
@@ -116,7 +119,8 @@ func plannedView(ctx context.Context, src, kind string, items bool, errw progres
 // viewFiles serves the bytes of a view's files (source.Files): each opened from the store, or
 // taken from what Prefetch fetched ahead.
 type viewFiles struct {
-	v storage.View
+	v   storage.View
+	tmp string // the folder of CreateTemp's files ("": $TMPDIR)
 
 	mu      sync.Mutex
 	pending map[string]*prefetched // by path
@@ -252,6 +256,13 @@ func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (sou
 		return nil, 0, fetchError(err)
 	}
 	return fetchReaderAt{r}, r.Size(), nil
+}
+
+// CreateTemp makes a temporary file beside the view, in its folder under $TMPDIR (removed with
+// the view, or as a stale staging folder after a kill), for a source that needs an input as a
+// local file while it decodes it (a video: ffmpeg seeks in its input).
+func (f *viewFiles) CreateTemp(pattern string) (*os.File, error) {
+	return os.CreateTemp(f.tmp, pattern)
 }
 
 // fetchReaderAt is fetchReader for ranged reads. Each read is one ranged GET of exactly the
