@@ -12,7 +12,7 @@
 # binary and so in the wheel and the image too: packer cluster slurm|k8s. The version is
 # pipeline.Version, which python/pyproject.toml and CHANGELOG.md must repeat (checked here and by
 # TestVersionOneSource). Linux x86-64 and aarch64 binaries and wheels, both built on an x86-64
-# host for glibc 2.28 or later (see build-release.sh and build-wheel.sh).
+# host for glibc 2.17 or later (see build-release.sh and build-wheel.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dist=${1:-dist}
@@ -21,7 +21,7 @@ version=$(sed -n 's/^const Version = "\(.*\)"/\1/p' pipeline/build.go)
 grep -m1 -E '^## [0-9]+\.[0-9]+\.[0-9]+' CHANGELOG.md | grep -q "^## $version " || { echo "release: CHANGELOG.md's latest release is not $version" >&2; exit 1; }
 mkdir -p "$dist"
 rm -f "$dist"/packer_reader-"$version"-*.whl
-# Both architectures from this x86-64 host, each for glibc 2.28 or later (build-release.sh).
+# Both architectures from this x86-64 host, each for glibc 2.17 or later (build-release.sh).
 for arch in x86_64 aarch64; do
   bash scripts/build-release.sh "$dist/packer-$version-linux-$arch" "$arch" >/dev/null
   bash scripts/build-wheel.sh "$dist" "$arch" >/dev/null
