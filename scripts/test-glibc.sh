@@ -19,6 +19,9 @@
 #      wheel with it; that pip must refuse the x86_64 wheel. Then, under the same emulation, its
 #      packer binary's build, verify and inspect, byte-identical to the x86-64 build, and
 #      packer_reader's read-back with the root's Python 3.9 (the wheel's CRC-32C library);
+#      and the aarch64 container image (scripts/build-oci.sh) of that binary: reproducible (two
+#      builds, one digest), pulled by podman as linux/arm64, and its packer's build, verify and
+#      inspect under qemu with the image's own files, byte-identical;
 #   4. only with PACKER_GLIBC_OLD=1 (or PACKER_GLIBC_UBUNTU=1, its old name): the binary in
 #      Ubuntu 18.04 (glibc 2.27) and Ubuntu 16.04 (glibc 2.23), roots below the old 2.28 floor.
 #      The wheel is not installed there: their Pythons (3.6, 3.5) are older than the reader's 3.8.
@@ -47,13 +50,23 @@ mirror=${PACKER_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache_dir=${XDG_CACHE_HOME:-$HOME/.cache}/packer
 ubuntu_mirror=${PACKER_UBUNTU_MIRROR:-http://archive.ubuntu.com/ubuntu}
 
+# podman names an image pulled from oci:PATH after PATH, which must then be lowercase.
 tmp=$(mktemp -d)
+if [ "$(tr '[:upper:]' '[:lower:]' <<<"$tmp")" != "$tmp" ]; then
+  low=$(tr '[:upper:]' '[:lower:]' <<<"$tmp")
+  mkdir "$low"
+  rmdir "$tmp"
+  tmp=$low
+fi
 aroot=$tmp/root11-arm64
+store=$tmp/podman
+pm=($SUDO podman --root "$store/root" --runroot "$store/run" --runtime runc --cgroup-manager cgroupfs --events-backend none)
 mounted=()
 cleanup() {
   # Only the /proc mounts made here, by name: the arm64 root's proc is a link to the host's /proc.
   local m
   for m in "${mounted[@]}"; do $SUDO umount "$m" || $SUDO umount -l "$m"; done
+  if [ -d "$store" ]; then "${pm[@]}" system reset -f >/dev/null 2>&1 || true; fi
   if ! grep -q " $tmp/" /proc/mounts; then rm -rf --one-file-system "$tmp" 2>/dev/null || $SUDO rm -rf --one-file-system "$tmp"; fi
 }
 trap cleanup EXIT
@@ -298,8 +311,37 @@ steps qemu "$tmp/imgs" "$tmp/out-arm64"
 same_tree "$tmp/host" "$tmp/out-arm64" "aarch64 under qemu"
 echo "test-glibc: aarch64: packer_reader from the aarch64 wheel reads it back (Debian 11 arm64's Python 3.9 under qemu)"
 PYTHONPATH=$site apy - "$tmp/out-arm64" "$site" <<<"$readback_py" || fail "aarch64: packer_reader read-back under qemu"
+
+# The aarch64 container image (scripts/build-oci.sh; scripts/test-k8s.sh runs the x86-64 one's
+# pods): built from the wheel's binary twice, the second time from a copy with another time and
+# mode under umask 077, the same digest; podman (test-k8s.sh's runtime) pulls the layout as
+# linux/arm64; and the image's own files, with nothing of a Debian root, run its packer under
+# qemu (-L the mounted image): build, verify, inspect, byte-identical to the host's build.
+need=()
+for p in podman runc; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if [ ${#need[@]} -gt 0 ]; then
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
+fi
+digest=$(bash scripts/build-oci.sh "$abin" "$tmp/oci-arm64" | tail -1)
+mkdir "$tmp/copy"
+cp "$abin" "$tmp/copy/packer"
+chmod 0700 "$tmp/copy/packer"
+touch -d '2001-02-03 04:05:06' "$tmp/copy/packer"
+again=$( (umask 077 && bash scripts/build-oci.sh "$tmp/copy/packer" "$tmp/oci-arm64-again") | tail -1)
+[[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] && [ "$digest" = "$again" ] || fail "aarch64 image: two builds from the same inputs gave $digest and $again"
+diff -r "$tmp/oci-arm64" "$tmp/oci-arm64-again" >/dev/null || fail "aarch64 image: the two layouts differ"
+version=$(qemu --version | awk '{print $2}')
+"${pm[@]}" pull -q --arch arm64 "oci:$tmp/oci-arm64:$version" >/dev/null || fail "aarch64 image: podman pull"
+image=$("${pm[@]}" images -q | head -1)
+plat=$("${pm[@]}" image inspect --format '{{.Os}}/{{.Architecture}}' "$image")
+[ "$plat" = linux/arm64 ] || fail "aarch64 image: podman sees $plat"
+mnt=$("${pm[@]}" image mount "$image")
+echo "test-glibc: aarch64 image $digest ($plat, again the same), its own glibc under qemu:"
+steps "qemu-aarch64-static -L $mnt $mnt/usr/bin/packer" "$tmp/imgs" "$tmp/out-arm64-image"
+same_tree "$tmp/host" "$tmp/out-arm64-image" "aarch64 image under qemu"
+"${pm[@]}" image unmount "$image" >/dev/null
 echo "test-glibc: aarch64 took $(($(date +%s) - t0)) s"
-done_in="$done_in and aarch64 under qemu"
+done_in="$done_in and aarch64 under qemu (wheel and image)"
 
 # 4. Opt-in (PACKER_GLIBC_OLD=1, or its old name PACKER_GLIBC_UBUNTU=1): the binary in Ubuntu
 # 18.04 (glibc 2.27) and 16.04 (glibc 2.23), below the old 2.28 floor (its references stop at
