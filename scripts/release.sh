@@ -30,7 +30,8 @@ bin="$dist/packer-$version-linux-x86_64"
 [ "$("$bin" --version)" = "packer $version" ] || { echo "release: $bin --version says $("$bin" --version)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-# One image per architecture (build-oci.sh reads the aarch64 binary's version under qemu).
+# One image per architecture (build-oci.sh reads the aarch64 binary's version under qemu:
+# qemu-user-static must be installed).
 for arch in x86_64 aarch64; do
   oci="packer-$version-oci-$arch.tar"
   digest=$(bash scripts/build-oci.sh "$dist/packer-$version-linux-$arch" "$tmp/oci-$arch" | tail -1)
