@@ -29,7 +29,13 @@ esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bash scripts/build-release.sh "$tmp/packer" "$arch" >/dev/null
-plat=manylinux_2_17_$arch.manylinux2014_$arch
+# The floor's tag (PEP 600), and its older PEP 599 name where it has one, as a compressed tag set.
+floor=$(sed -n 's/^GLIBC_FLOOR=\([0-9][0-9.]*\).*/\1/p' scripts/glibc-floor-env.sh)
+plat=manylinux_${floor/./_}_$arch
+case "$floor" in
+  2.17) plat=$plat.manylinux2014_$arch ;;
+  2.12) plat=$plat.manylinux2010_$arch ;;
+esac
 want=$(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
 if [ "$arch" = "$(uname -m)" ]; then
   got=$("$tmp/packer" --version | awk '{print $2}')

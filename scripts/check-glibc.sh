@@ -8,7 +8,9 @@
 #
 #   bash scripts/check-glibc.sh FILE...
 set -euo pipefail
-floor=2.17
+# The floor is scripts/glibc-floor-env.sh's GLIBC_FLOOR, what the release is linked for.
+floor=$(sed -n 's/^GLIBC_FLOOR=\([0-9][0-9.]*\).*/\1/p' "$(dirname "$0")/glibc-floor-env.sh")
+[ -n "$floor" ] || { echo "check-glibc: no GLIBC_FLOOR in $(dirname "$0")/glibc-floor-env.sh" >&2; exit 2; }
 [ $# -gt 0 ] || { echo "usage: check-glibc.sh FILE..." >&2; exit 2; }
 rc=0
 for f in "$@"; do

@@ -25,7 +25,7 @@
 # and 5 MB per architecture), downloaded once.
 set -euo pipefail
 ZIG_VERSION=0.15.2
-GLIBC_FLOOR=2.17 # scripts/check-glibc.sh's floor and scripts/build-wheel.sh's tag say the same
+GLIBC_FLOOR=2.17 # the one place: scripts/check-glibc.sh and scripts/build-wheel.sh read it here
 arch=${1:?usage: glibc-floor-env.sh x86_64|aarch64}
 case "$arch" in
   x86_64) deb_arch=amd64 goarch=amd64 ;;
