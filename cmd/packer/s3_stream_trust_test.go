@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/packer-dev/packer/storage/s3"
+)
+
+// TestS3StreamedPublishChecksStored: a build to s3:// uploads each shard as it finishes, and the
+// shards wait below the prefix, with no manifest, until the build ends: hours, for a large one.
+// Whatever happens to them meanwhile (a build of the same OUT run elsewhere with --force clears
+// them as leftovers; a person deletes or overwrites one), the manifest must not be written over
+// a shard that is not the one uploaded. Here shard-00000.pks is deleted, and shard-00001.pks
+// overwritten with other bytes, while the build goes on: the build fails naming the object, and
+// no dataset is published.
+func TestS3StreamedPublishChecksStored(t *testing.T) {
+	srv := s3Setup(t, "storedgone")
+	t.Setenv("TMPDIR", t.TempDir())
+	client := srv.Client("")
+	var stored atomic.Int64
+	s3ShardStoredHook = func(name string) {
+		if stored.Add(1) != 4 {
+			return
+		}
+		ctx := context.Background()
+		if _, err := client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String("storedgone"), Key: aws.String("ds/shard-00000.pks")}); err != nil {
+			t.Error(err)
+		}
+		if _, err := client.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("storedgone"), Key: aws.String("ds/shard-00001.pks"), Body: strings.NewReader("not the shard")}); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { s3ShardStoredHook = nil }()
+	_, errs, code := run(t, append([]string{"build", fmnist, "-o", "s3://storedgone/ds"}, streamArgs...)...)
+	s3ShardStoredHook = nil
+	if stored.Load() < 4 {
+		t.Fatalf("the build stored %d shards; want 4 or more", stored.Load())
+	}
+	got := objects(t, srv, s3.URL{Bucket: "storedgone", Prefix: "ds"})
+	if _, ok := got["manifest.json"]; ok || code == 0 {
+		_, verrs, vcode := run(t, "verify", "s3://storedgone/ds")
+		t.Fatalf("the build published a dataset over a deleted and an overwritten shard (exit %d; verify exit %d):\n%s\n%s", code, vcode, errs, verrs)
+	}
+	t.Logf("stderr:\n%s", errs)
+	if !strings.Contains(errs, "shard-00000.pks") && !strings.Contains(errs, "shard-00001.pks") {
+		t.Errorf("the build's error names neither changed shard:\n%s", errs)
+	}
+}
