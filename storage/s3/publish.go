@@ -185,23 +185,15 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 		}
 	}
 	sum := sha256.Sum256(manifest)
-	if old == nil {
-		w, err := b.CreateObject(ctx, shard.ManifestName, true)
-		if err != nil {
+	if err := b.putManifest(ctx, manifest, old); err != nil {
+		// A write the store carried out but whose answer was lost is tried again, and the
+		// retry is refused (the manifest exists, or has another ETag than the one replaced):
+		// where the manifest there is this one, byte for byte, the write was made, and the
+		// files it lists must stay.
+		if b.checkObject(ctx, shard.ManifestName, int64(len(manifest)), hex.EncodeToString(sum[:])) != nil {
 			return err
 		}
-		w.Write(manifest)
-		if err := w.Commit(ctx); err != nil {
-			w.Abort()
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%s: another build published a dataset here first: %w (%w)", b.url, ErrDatasetExists, err)
-			}
-			return err
-		}
-	} else if err := b.swapManifest(ctx, manifest, old.etag); err != nil {
-		return err
-	}
-	if err := b.checkObject(ctx, shard.ManifestName, int64(len(manifest)), hex.EncodeToString(sum[:])); err != nil {
+	} else if err := b.checkObject(ctx, shard.ManifestName, int64(len(manifest)), hex.EncodeToString(sum[:])); err != nil {
 		// The manifest is in place but does not read back as sent: take it away, so that no
 		// dataset is there, rather than leave one that fails to verify.
 		written = append(written, b.url.keyPrefix()+shard.ManifestName)
@@ -220,6 +212,27 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 	}
 	if opts.Progress != nil {
 		opts.Progress(total, total)
+	}
+	return nil
+}
+
+// putManifest writes manifest.json: a new one (If-None-Match), or, where old is set, in place of
+// old's (swapManifest).
+func (b *Backend) putManifest(ctx context.Context, manifest []byte, old *oldDataset) error {
+	if old != nil {
+		return b.swapManifest(ctx, manifest, old.etag)
+	}
+	w, err := b.CreateObject(ctx, shard.ManifestName, true)
+	if err != nil {
+		return err
+	}
+	w.Write(manifest)
+	if err := w.Commit(ctx); err != nil {
+		w.Abort()
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: another build published a dataset here first: %w (%w)", b.url, ErrDatasetExists, err)
+		}
+		return err
 	}
 	return nil
 }
