@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/packer-dev/packer/storage/s3"
+	"github.com/packer-dev/packer/storage/s3/s3test"
 )
 
 // TestS3StreamedPublishChecksStored: a build to s3:// uploads each shard as it finishes, and the
@@ -50,5 +52,39 @@ func TestS3StreamedPublishChecksStored(t *testing.T) {
 	t.Logf("stderr:\n%s", errs)
 	if !strings.Contains(errs, "shard-00000.pks") && !strings.Contains(errs, "shard-00001.pks") {
 		t.Errorf("the build's error names neither changed shard:\n%s", errs)
+	}
+}
+
+// TestS3StreamedManifestLeftWhole: a build to s3:// whose manifest, once written, cannot be
+// read back nor deleted (every GET and DELETE of it fails) fails, and whatever it leaves is
+// not a published manifest over deleted shards: either no manifest, or the manifest with every
+// file it lists (verify passes). Before, the failed build removed its uploads under the
+// manifest it could not take away.
+func TestS3StreamedManifestLeftWhole(t *testing.T) {
+	srv := s3Setup(t, "leftwhole")
+	t.Setenv("TMPDIR", t.TempDir())
+	var written atomic.Bool
+	px := s3test.StartFaultProxy(t, srv, func(r *http.Request, _, _ int) s3test.Fault {
+		if !strings.HasSuffix(r.URL.Path, "/manifest.json") {
+			return s3test.None
+		}
+		if r.Method == http.MethodPut {
+			written.Store(true)
+		} else if written.Load() && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
+			return s3test.Status500
+		}
+		return s3test.None
+	})
+	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
+	_, errs, code := run(t, append([]string{"build", fmnist, "-o", "s3://leftwhole/ds"}, streamArgs...)...)
+	if code == 0 || !written.Load() {
+		t.Fatalf("the build: exit %d, manifest written %v; want a failure after the manifest was written\n%s", code, written.Load(), errs)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	got := objects(t, srv, s3.URL{Bucket: "leftwhole", Prefix: "ds"})
+	if _, ok := got["manifest.json"]; ok {
+		if _, verrs, vcode := run(t, "verify", "s3://leftwhole/ds"); vcode != 0 {
+			t.Errorf("the failed build left a manifest whose dataset verify refuses (exit %d):\n%s\nthe build said:\n%s", vcode, verrs, errs)
+		}
 	}
 }

@@ -152,6 +152,9 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 				return
 			}
 		}
+		if errors.Is(err, ErrFilesKept) {
+			return // the manifest may be in place: its files stay
+		}
 		b.removeAll(copied)
 	}()
 	cctx, cancel := context.WithCancel(ctx)

@@ -78,3 +78,35 @@ func TestPublishManifestAnswerLost(t *testing.T) {
 		t.Errorf("%d answers lost; want 2", n)
 	}
 }
+
+// TestPublishManifestTakenAwayFirst: when the manifest, once written, cannot be read back (here
+// every GET of it fails), the publish fails and takes its dataset away: the manifest first, its
+// files only once it is gone. Where the manifest cannot be deleted either, the files must stay:
+// before, they were deleted first and the manifest left listing them, a published dataset whose
+// files are gone.
+func TestPublishManifestTakenAwayFirst(t *testing.T) {
+	var written atomic.Bool // the manifest was written: from then on, no GET or DELETE of it works
+	plan := func(r *http.Request, _, _ int) s3test.Fault {
+		if !strings.HasSuffix(r.URL.Path, "/"+shard.ManifestName) {
+			return s3test.None
+		}
+		if r.Method == http.MethodPut {
+			written.Store(true)
+		} else if written.Load() && (r.Method == http.MethodGet || r.Method == http.MethodDelete) {
+			return s3test.Status500
+		}
+		return s3test.None
+	}
+	b, _ := faultyBackend(t, "takeaway", plan)
+	ctx := context.Background()
+	dir := fakeDataset(t, 1, 1000, 2000)
+	err := b.Publish(ctx, dir, s3.PublishOptions{})
+	t.Logf("publish: %v", err)
+	if err == nil {
+		t.Fatal("a publish whose manifest cannot be read back succeeded")
+	}
+	got := listAll(t, b)
+	if _, ok := got[shard.ManifestName]; ok && len(got) != 3 {
+		t.Errorf("the manifest is left, its files are not: %v", got)
+	}
+}
