@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"syscall"
 
 	"github.com/packer-dev/packer/internal/fileutil"
@@ -157,6 +158,11 @@ func checkLinkPart(dir string, m *shard.Manifest) (int64, error) {
 
 // checkCutDataset is checkLinkPart of the part dir opened as ds.
 func checkCutDataset(ds *shard.Dataset, dir string, m *shard.Manifest) (int64, error) {
+	// The shards checked must be the ones m lists, whose entries the merged manifest takes: a
+	// part whose manifest changed since it was read (another build's files now) is refused.
+	if !reflect.DeepEqual(ds.Manifest().Files, m.Files) {
+		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its %s changed while the merge read it (another build of the part?)", shard.ManifestName)}}
+	}
 	if ds.NumShards() != len(m.Files) {
 		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its manifest lists %d files, %d of them shards", len(m.Files), ds.NumShards())}}
 	}

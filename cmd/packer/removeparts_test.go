@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/packer-dev/packer/output/shards"
+	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 )
 
 // TestRemovePartsKeepsOtherFiles: merge --remove-parts of parts built with --cut-inputs (merged
@@ -58,4 +62,32 @@ func TestRemovePartsKeepsOtherFiles(t *testing.T) {
 		}
 	}
 	mustRun(t, "verify", out)
+}
+
+// TestCutPartsCheckedAsRead: the check of parts built with --cut-inputs (pipeline.CheckCutParts,
+// which the linked merge's check shares) returns the merged manifest from the parts' manifests
+// as ReadParts read them, so what it checks must be those parts: a part folder whose files are
+// another build's by the time they are checked (here part 0 rebuilt with another --resize:
+// the same number of shards, of the same sizes, other bytes) is refused, not checked and then
+// listed with the SHA-256 of the files it replaced.
+func TestCutPartsCheckedAsRead(t *testing.T) {
+	root := t.TempDir()
+	src := cutCorpus(t, root)
+	args := []string{"--classes", "x,y,z", "--crop", "6", "--shard-size", "250", "--cut-inputs", "4", "--workers", "2"}
+	build := func(name string, i int, resize string) string {
+		p := filepath.Join(root, name)
+		mustRun(t, append([]string{"build", src, "-o", p, "--part", fmt.Sprintf("%d/2", i), "--resize", resize}, args...)...)
+		return p
+	}
+	p0, p1, other := build("p0", 0, "8"), build("p1", 1, "8"), build("p0b", 0, "9")
+	parts, err := pipeline.ReadParts([]string{p0, p1}, outputNames(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fss := []shard.FS{shard.DirFS(other), shard.DirFS(p1)}
+	_, _, _, err = pipeline.CheckCutParts(parts, fss, shards.ShardName, nil)
+	if err == nil {
+		t.Fatalf("parts checked through another build's files passed the check")
+	}
+	t.Logf("refused: %v", err)
 }
