@@ -88,3 +88,30 @@ func TestS3StreamedManifestLeftWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestS3StreamedShardAnswerLost: the answer to a shard's conditional upload is lost after the
+// store wrote it (a 500 to a request that was carried out), so the retry is refused (the
+// object exists). The object is this build's, byte for byte: the build goes on and publishes
+// the dataset, rather than failing as if another build were writing there and leaving the
+// object behind.
+func TestS3StreamedShardAnswerLost(t *testing.T) {
+	srv := s3Setup(t, "shardlost")
+	t.Setenv("TMPDIR", t.TempDir())
+	var lost atomic.Bool
+	px := s3test.StartFaultProxy(t, srv, func(r *http.Request, _, _ int) s3test.Fault {
+		if r.Method == http.MethodPut && strings.HasSuffix(r.URL.Path, "/shard-00002.pks") && lost.CompareAndSwap(false, true) {
+			return s3test.LostAnswer
+		}
+		return s3test.None
+	})
+	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
+	_, errs, code := run(t, append([]string{"build", fmnist, "-o", "s3://shardlost/ds"}, streamArgs...)...)
+	if !lost.Load() {
+		t.Fatal("no answer was lost")
+	}
+	if code != 0 {
+		t.Fatalf("a build whose shard upload's answer was lost: exit %d\n%s", code, errs)
+	}
+	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
+	mustRun(t, "verify", "s3://shardlost/ds")
+}

@@ -533,6 +533,12 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 	}
 	if err := w.Commit(ctx); err != nil {
 		w.Abort()
+		// A write the store carried out but whose answer was lost is tried again, and the
+		// retry is refused (the object exists; a multipart upload is gone): where the object
+		// there is this file, byte for byte, the upload was made.
+		if !errors.Is(err, context.Canceled) && b.checkObject(ctx, name, fe.Size, fe.SHA256) == nil {
+			return w.key, nil
+		}
 		if errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("%s: another build is writing there: %w", b.url, err)
 		}
