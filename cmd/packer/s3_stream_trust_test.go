@@ -115,3 +115,31 @@ func TestS3StreamedShardAnswerLost(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
 	mustRun(t, "verify", "s3://shardlost/ds")
 }
+
+// TestS3StreamedLeavesOthersObjects: a build to s3:// (not resumed) that finds, under a name it
+// is about to upload, an object it did not write (another build writing to the same prefix
+// since this one checked it) fails naming it, as a conditional write refused, and leaves that
+// object alone. Before, it deleted the other build's object and wrote its own there.
+func TestS3StreamedLeavesOthersObjects(t *testing.T) {
+	srv := s3Setup(t, "others")
+	t.Setenv("TMPDIR", t.TempDir())
+	client := srv.Client("")
+	var stored atomic.Int64
+	s3ShardStoredHook = func(name string) {
+		if stored.Add(1) == 2 {
+			if _, err := client.PutObject(context.Background(), &awss3.PutObjectInput{Bucket: aws.String("others"), Key: aws.String("ds/shard-00015.pks"), Body: strings.NewReader("another build's")}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer func() { s3ShardStoredHook = nil }()
+	_, errs, code := run(t, append([]string{"build", fmnist, "-o", "s3://others/ds"}, streamArgs...)...)
+	s3ShardStoredHook = nil
+	got := objects(t, srv, s3.URL{Bucket: "others", Prefix: "ds"})
+	if string(got["shard-00015.pks"]) != "another build's" {
+		t.Errorf("the build (exit %d) replaced another build's object shard-00015.pks (%d bytes now)\n%s", code, len(got["shard-00015.pks"]), errs)
+	}
+	if code == 0 || !strings.Contains(errs, "shard-00015.pks") {
+		t.Errorf("the build: exit %d; want a failure naming shard-00015.pks\n%s", code, errs)
+	}
+}

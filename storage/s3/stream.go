@@ -46,6 +46,10 @@ type StreamStage struct {
 	staging *storage.Staging
 	opts    storage.StageOptions
 	old     *oldDataset
+	// resumed: opened with resume, so that the objects under the names the build writes may
+	// be an interrupted build's of this stage, to check and take over; otherwise an object
+	// this stage did not upload is another build's, never removed or taken.
+	resumed bool
 
 	mu sync.Mutex
 	st streamState
@@ -112,7 +116,7 @@ func (b *Backend) StreamStage(ctx context.Context, opts storage.StageOptions, re
 	if err != nil {
 		return nil, err
 	}
-	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts, sending: map[string]bool{}}
+	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts, sending: map[string]bool{}, resumed: resume}
 	if err := s.open(resume); err != nil {
 		staging.Remove()
 		return nil, err
@@ -335,13 +339,24 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		s.mu.Unlock()
 	}()
 	name := s.st.Gen + fe.Path
-	ok, err := s.stored(name, fe)
-	if err != nil {
-		return err
+	s.mu.Lock()
+	_, recorded := s.st.Sent[name]
+	s.mu.Unlock()
+	// Only an object this stage uploaded, or a resumed build's leftover, is checked and taken
+	// over, or removed; under any other name the conditional upload refuses another build's.
+	mine := recorded || s.resumed
+	ok := false
+	if mine {
+		var err error
+		if ok, err = s.stored(name, fe); err != nil {
+			return err
+		}
 	}
 	if !ok {
-		if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		if mine {
+			if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
 		}
 		s.mu.Lock()
 		s.sending[name] = true
