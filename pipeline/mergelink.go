@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"syscall"
 
 	"github.com/packer-dev/packer/internal/fileutil"
@@ -156,6 +158,11 @@ func checkLinkPart(dir string, m *shard.Manifest) (int64, error) {
 
 // checkCutDataset is checkLinkPart of the part dir opened as ds.
 func checkCutDataset(ds *shard.Dataset, dir string, m *shard.Manifest) (int64, error) {
+	// The shards checked must be the ones m lists, whose entries the merged manifest takes: a
+	// part whose manifest changed since it was read (another build's files now) is refused.
+	if !reflect.DeepEqual(ds.Manifest().Files, m.Files) {
+		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its %s changed while the merge read it (another build of the part?)", shard.ManifestName)}}
+	}
 	if ds.NumShards() != len(m.Files) {
 		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its manifest lists %d files, %d of them shards", len(m.Files), ds.NumShards())}}
 	}
@@ -292,21 +299,42 @@ func copyShard(src, partDir string, fe shard.FileEntry, dir string) error {
 	return p.Commit(nil)
 }
 
-// RemovePart removes the part folder dir after a merge published the dataset made of it
-// (merge --remove-parts): only a folder whose manifest records a part is removed.
-func RemovePart(dir string) error {
+// RemovePart removes the part in the folder dir after a merge published the dataset made of it
+// (merge --remove-parts): its manifest first, so that the folder is no dataset from then on,
+// then the files m (its manifest, as the merge read it) lists, then the folder. Only a folder
+// whose manifest records a part is touched, and nothing in it but what the part's build wrote:
+// a file or folder of anyone else's there is kept, with the folder, and named in left.
+func RemovePart(dir string, m *shard.Manifest) (left []string, err error) {
 	dir = filepath.Clean(dir)
 	if recordedPart(dir) == nil {
-		return fmt.Errorf("%s: not a part (its manifest records none): left as it is", dir)
+		return nil, fmt.Errorf("%s: not a part (its manifest records none): left as it is", dir)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("remove part %s: %w", dir, err)
+	names := []string{shard.ManifestName}
+	for _, fe := range m.Files {
+		names = append(names, filepath.FromSlash(fe.Path))
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("remove part %s: %w", dir, err)
+		}
+	}
+	if err := os.Remove(dir); err != nil {
+		ents, rerr := os.ReadDir(dir)
+		if rerr != nil || len(ents) == 0 {
+			return nil, fmt.Errorf("remove part %s: %w", dir, err)
+		}
+		for _, e := range ents {
+			left = append(left, e.Name())
+		}
+		if err := fileutil.SyncDir(dir); err != nil {
+			return nil, err
+		}
 	}
 	// Its lock file (held by the merge until it ends) goes with it.
 	if p, err := newOutPaths(dir); err == nil {
 		if err := os.Remove(p.lock); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("remove part %s: %w", dir, err)
+			return nil, fmt.Errorf("remove part %s: %w", dir, err)
 		}
 	}
-	return fileutil.SyncDir(filepath.Dir(dir))
+	return left, fileutil.SyncDir(filepath.Dir(dir))
 }

@@ -191,7 +191,9 @@ func (t *streamTarget) done(err error) {
 	case errors.As(err, &kept) || errors.Is(err, pipeline.ErrResume):
 		t.stage.Release()
 	default:
-		t.stage.RemoveUploads()
+		if !errors.Is(err, s3.ErrFilesKept) { // their manifest may be in place
+			t.stage.RemoveUploads()
+		}
 		t.stage.Discard()
 	}
 }

@@ -57,8 +57,9 @@ shard's header, index against its index_sha256, footer, size and chunk), links e
 into OUT's staging folder under its merged name (a hard link: no second copy; across file
 systems, a copy checked against the part's SHA-256) and writes the manifest from the parts'
 manifests. --verify-parts reads every byte of the parts first, as packer verify does.
---remove-parts removes the part folders once OUT is published (of linked shards, only
-their second names). Parts built with --cut-inputs in object storage, merged into an OUT in
+--remove-parts removes the parts once OUT is published: each one's manifest and the files it
+lists (of linked shards, only their second names), then its folder, which is kept, and named,
+where it holds anything else. Parts built with --cut-inputs in object storage, merged into an OUT in
 the same store, are merged there: the same checks by ranged reads of each shard's header,
 index and footer, then each shard copied inside the store (pinned to the version checked, the
 copy checked), the manifest last; --remove-parts then deletes the parts' objects. See
@@ -215,11 +216,15 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 	if o.RemoveParts {
 		// OUT is published: the parts are no longer needed (their linked shards live on in OUT).
 		// Their locks are still held, so no build of a part starts while it is removed.
-		for _, d := range parts.Dirs {
-			if err := pipeline.RemovePart(d); err != nil {
+		for k, d := range parts.Dirs {
+			left, err := pipeline.RemovePart(d, parts.Manifests[k])
+			if err != nil {
 				return fmt.Errorf("merged into %s, but --remove-parts: %w", o.Out, err)
 			}
 			fmt.Fprintf(o.IO.Out, "removed part %s\n", d)
+			if len(left) > 0 {
+				fmt.Fprintf(o.IO.Err, "packer: kept the folder %s: it holds what no part's build wrote: %s\n", d, strings.Join(left, ", "))
+			}
 		}
 	}
 	return nil

@@ -121,7 +121,7 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 	if o.RemoveParts {
 		// OUT is published, its copies checked: the parts' objects are no longer needed.
 		for k, d := range parts.Dirs {
-			if err := backs[index(d)].RemoveDataset(ctx, parts.Manifests[k]); err != nil {
+			if err := backs[index(d)].RemoveDataset(ctx, parts.Manifests[k], pinned[index(d)].ETag(shard.ManifestName)); err != nil {
 				return true, fmt.Errorf("merged into %s, but --remove-parts: %s: %w", o.Out, d, err)
 			}
 			fmt.Fprintf(o.IO.Out, "removed part %s\n", d)

@@ -16,6 +16,7 @@ records within less than the source's depth in the tree (1 for two sources, 2 fo
 
 import collections
 import math
+import operator
 
 import numpy as np
 
@@ -32,6 +33,17 @@ MixedBatch = collections.namedtuple("MixedBatch", "images labels sources indices
 MixedBatch.__doc__ = """A batch of a mixture read with the default batching: ``images`` [B, ...]
 and ``labels`` [B] as a dataset's batches, ``sources`` [B] (int64: the source of each record)
 and ``indices`` [B] (int64: its record number in that source)."""
+
+
+def _uint(name, v, hi=1 << 64):
+    """v as an int in [0, hi), as Go's unsigned integers hold it: a float, a bool or a string is
+    refused (int(2.7) would read another epoch), and so is a negative number."""
+    if isinstance(v, (bool, np.bool_)) or not hasattr(v, "__index__"):
+        raise TypeError("mixture %s %r is not an integer" % (name, v))
+    v = operator.index(v)
+    if not 0 <= v < hi:
+        raise ValueError("mixture %s %d is outside [0, %d)" % (name, v, hi))
+    return v
 
 
 def units(weights):
@@ -178,9 +190,9 @@ class Mixture:
         return src, ordinal.astype(np.int64)
 
     def _base(self, epoch):
+        epoch = _uint("epoch", epoch)
         if not self.replacement:
             return 0
-        epoch = int(epoch)
         if epoch >= MAX_POSITIONS // self.epoch_size:
             raise ValueError("mixture epoch %d of %d records is past stream position 2^40" % (epoch, self.epoch_size))
         return epoch * self.epoch_size
@@ -195,7 +207,7 @@ class Mixture:
             if self.replacement:
                 e, i = o // n, o % n
             else:
-                e, i = np.full(o.size, int(epoch), dtype=np.int64), o
+                e, i = np.full(o.size, epoch, dtype=np.uint64), o
             if not self.shuffle:
                 rec[sel] = i
                 continue
@@ -208,6 +220,7 @@ class Mixture:
 
     def at(self, epoch, positions):
         """(sources, records): int64 arrays for the given positions of mixture epoch ``epoch``."""
+        epoch = _uint("epoch", epoch)
         p = np.asarray(positions, dtype=np.int64).reshape(-1)
         if p.size and (p.min() < 0 or p.max() >= self.epoch_size):
             raise IndexError("position outside the mixture epoch's %d records" % self.epoch_size)
@@ -239,9 +252,7 @@ class Mixture:
     # -- state -------------------------------------------------------------------------------
     def state(self, epoch, position):
         """ORDER.md's mixture state of epoch ``epoch`` once ``position`` positions are consumed."""
-        position = int(position)
-        if not 0 <= position <= self.epoch_size:
-            raise ValueError("position %d outside the mixture epoch's %d records" % (position, self.epoch_size))
+        epoch, position = _uint("epoch", epoch), _uint("position", position, self.epoch_size + 1)
         x = self._base(epoch) + position
         sources = []
         for k, n in enumerate(self.counts):
@@ -267,12 +278,12 @@ class Mixture:
         if len(state.get("sources") or []) != len(self.counts):
             raise ValueError("the mixture state is another mixture's: %d sources, the mixture has %d"
                              % (len(state.get("sources") or []), len(self.counts)))
-        want = self.state(state["epoch"], state["position"])
+        want = self.state(state.get("epoch"), state.get("position"))
         for k, (a, b) in enumerate(zip(state["sources"], want["sources"])):
             if dict(a) != b:
                 raise ValueError("the mixture state's cursor of source %d (%r) is not the one of its position %d (%r)"
                                  % (k, a, state["position"], b))
-        return int(state["epoch"]), int(state["position"])
+        return want["epoch"], want["position"]
 
     # -- introspection -----------------------------------------------------------------------
     def summary(self, epoch=0, batch_size=None, world_size=1, drop_last=False):
@@ -281,8 +292,9 @@ class Mixture:
         fraction of it and the source passes they make; with ``batch_size``, the batches per rank
         and the fewest and most records of each source in one batch of any rank."""
         L = self.epoch_size
+        epoch = _uint("epoch", epoch)
         x0 = self._base(epoch)
-        out = {"epoch": int(epoch), "epoch_size": L, "seed": self.seed, "replacement": self.replacement,
+        out = {"epoch": epoch, "epoch_size": L, "seed": self.seed, "replacement": self.replacement,
                "shuffle": self.shuffle, "sources": []}
         for k, n in enumerate(self.counts):
             drawn = self.count(k, x0 + L) - self.count(k, x0)
@@ -410,7 +422,7 @@ class MixLoader:
         self.mixture = mixture
         self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
         self.drop_last = bool(drop_last)
-        self._restart(int(epoch), 0)
+        self._restart(_uint("epoch", epoch), 0)
 
     def _restart(self, epoch, start):
         self.epoch = epoch
@@ -419,7 +431,7 @@ class MixLoader:
         self._ended = False
 
     def set_epoch(self, epoch):
-        self._restart(int(epoch), 0)
+        self._restart(_uint("epoch", epoch), 0)
 
     def __len__(self):
         """Batches of the next pass (from a loaded state's position: the rest of the epoch)."""

@@ -152,6 +152,9 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 				return
 			}
 		}
+		if errors.Is(err, ErrFilesKept) {
+			return // the manifest may be in place: its files stay
+		}
 		b.removeAll(copied)
 	}()
 	cctx, cancel := context.WithCancel(ctx)
@@ -420,9 +423,18 @@ func (b *Backend) checkCopy(ctx context.Context, src CopySource, key string, fe 
 }
 
 // RemoveDataset deletes the dataset of manifest m below the prefix (a part merged into a
-// dataset: merge --remove-parts): its manifest.json first, so that no reader opens it from then
-// on, then the files m lists.
-func (b *Backend) RemoveDataset(ctx context.Context, m *shard.Manifest) error {
+// dataset: merge --remove-parts), whose manifest.json had the ETag etag when m was read: its
+// manifest first, so that no reader opens it from then on, then the files m lists. Where the
+// manifest is gone or has another ETag (the part was rebuilt since it was read: another dataset,
+// whose files m does not name), nothing is deleted.
+func (b *Backend) RemoveDataset(ctx context.Context, m *shard.Manifest, etag string) error {
+	now, err := b.etag(ctx, shard.ManifestName)
+	if err != nil {
+		return fmt.Errorf("%s: its manifest, read with ETag %s, cannot be found again (%w): nothing deleted", b.url, etag, err)
+	}
+	if etag == "" || now != etag {
+		return fmt.Errorf("%s: its manifest has ETag %s, not the one read (%s): the dataset was replaced since; nothing deleted", b.url, now, etag)
+	}
 	keys := []string{b.url.keyPrefix() + shard.ManifestName}
 	for _, fe := range m.Files {
 		keys = append(keys, b.url.keyPrefix()+fe.Path)

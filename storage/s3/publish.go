@@ -52,6 +52,11 @@ type PublishOptions struct {
 	beforeManifest func(ctx context.Context) error
 }
 
+// ErrFilesKept is what the error of a publish matches when its manifest may be in place (it
+// could be neither read back nor taken away): the files it wrote are left, also by the callers
+// that remove them after a failure, so that no published manifest lists a deleted file.
+var ErrFilesKept = errors.New("the manifest may be in place: the dataset's files are left")
+
 // ErrDatasetExists is what Publish's error matches when the prefix already holds a dataset.
 var ErrDatasetExists = errors.New("a dataset exists there")
 
@@ -184,28 +189,31 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 			return err
 		}
 	}
-	sum := sha256.Sum256(manifest)
-	if old == nil {
-		w, err := b.CreateObject(ctx, shard.ManifestName, true)
-		if err != nil {
-			return err
+	// The manifest is read back after its write, and on any failure taken away before its
+	// files, so that no published manifest ever lists a file this publish deleted.
+	werr := b.putManifest(ctx, manifest, old)
+	ours, rerr := b.manifestIs(manifest)
+	switch {
+	case ours:
+		// In place. Where werr is set, the store carried the write out but its answer was
+		// lost, and the retry was refused (the manifest exists, or has another ETag than the
+		// one replaced): the files it lists must stay.
+	case werr != nil && rerr == nil:
+		return werr // not written (another build's manifest is there, or none)
+	case werr != nil:
+		written = nil // this publish's manifest may be in place: its files stay, for --force to clear
+		return fmt.Errorf("%w; %w: whether the manifest there is this build's could not be read (%v)", werr, ErrFilesKept, rerr)
+	default:
+		// Written, but it does not read back as sent: taken away, so that no dataset is
+		// there rather than one that fails to verify; its files only once it is gone.
+		if rerr == nil {
+			rerr = fmt.Errorf("%s: the manifest written reads back with other bytes", b.objURL(b.url.keyPrefix()+shard.ManifestName))
 		}
-		w.Write(manifest)
-		if err := w.Commit(ctx); err != nil {
-			w.Abort()
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("%s: another build published a dataset here first: %w (%w)", b.url, ErrDatasetExists, err)
-			}
-			return err
+		if derr := b.removeKey(b.url.keyPrefix() + shard.ManifestName); derr != nil {
+			written = nil
+			return fmt.Errorf("%w; %w: the manifest could not be taken away (%v)", rerr, ErrFilesKept, derr)
 		}
-	} else if err := b.swapManifest(ctx, manifest, old.etag); err != nil {
-		return err
-	}
-	if err := b.checkObject(ctx, shard.ManifestName, int64(len(manifest)), hex.EncodeToString(sum[:])); err != nil {
-		// The manifest is in place but does not read back as sent: take it away, so that no
-		// dataset is there, rather than leave one that fails to verify.
-		written = append(written, b.url.keyPrefix()+shard.ManifestName)
-		return err
+		return rerr
 	}
 	if old != nil {
 		// The new dataset is in place: the old one's files are no longer read by anyone who
@@ -220,6 +228,27 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 	}
 	if opts.Progress != nil {
 		opts.Progress(total, total)
+	}
+	return nil
+}
+
+// putManifest writes manifest.json: a new one (If-None-Match), or, where old is set, in place of
+// old's (swapManifest).
+func (b *Backend) putManifest(ctx context.Context, manifest []byte, old *oldDataset) error {
+	if old != nil {
+		return b.swapManifest(ctx, manifest, old.etag)
+	}
+	w, err := b.CreateObject(ctx, shard.ManifestName, true)
+	if err != nil {
+		return err
+	}
+	w.Write(manifest)
+	if err := w.Commit(ctx); err != nil {
+		w.Abort()
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: another build published a dataset here first: %w (%w)", b.url, ErrDatasetExists, err)
+		}
+		return err
 	}
 	return nil
 }
@@ -504,6 +533,12 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 	}
 	if err := w.Commit(ctx); err != nil {
 		w.Abort()
+		// A write the store carried out but whose answer was lost is tried again, and the
+		// retry is refused (the object exists; a multipart upload is gone): where the object
+		// there is this file, byte for byte, the upload was made.
+		if !errors.Is(err, context.Canceled) && b.checkObject(ctx, name, fe.Size, fe.SHA256) == nil {
+			return w.key, nil
+		}
 		if errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("%s: another build is writing there: %w", b.url, err)
 		}
@@ -595,6 +630,39 @@ func (b *Backend) checkObject(ctx context.Context, name string, size int64, sha 
 			b.objURL(b.url.keyPrefix()+name), r.Size(), got, size, sha)
 	}
 	return nil
+}
+
+// manifestIs reports whether manifest.json below the prefix holds data, byte for byte (read
+// from the store, never a cached copy), on a context of its own (a publish cancelled as it
+// wrote the manifest must still tell whether it is there); a missing manifest is false.
+func (b *Backend) manifestIs(data []byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := b.openStore(ctx, shard.ManifestName)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	if r.Size() != int64(len(data)) {
+		return false, nil
+	}
+	got := make([]byte, len(data))
+	if _, err := r.ReadAt(got, 0); err != nil && !(errors.Is(err, io.EOF) && len(got) == 0) {
+		return false, err
+	}
+	return bytes.Equal(got, data), nil
+}
+
+// removeKey deletes the object key, on a context of its own (a cancelled publish still cleans
+// up).
+func (b *Backend) removeKey(key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := b.client.DeleteObject(ctx, &awss3.DeleteObjectInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key)})
+	return b.wrap("DeleteObject", b.objURL(key), err)
 }
 
 // removeAll deletes the keys (the objects a failed publish wrote), on a context of its own.

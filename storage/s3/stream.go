@@ -46,6 +46,10 @@ type StreamStage struct {
 	staging *storage.Staging
 	opts    storage.StageOptions
 	old     *oldDataset
+	// resumed: opened with resume, so that the objects under the names the build writes may
+	// be an interrupted build's of this stage, to check and take over; otherwise an object
+	// this stage did not upload is another build's, never removed or taken.
+	resumed bool
 
 	mu sync.Mutex
 	st streamState
@@ -95,6 +99,10 @@ var _ storage.UploadStage = (*StreamStage)(nil)
 // uploaded is missing or is not what it uploaded.
 var ErrStoredDamaged = errors.New("an object the interrupted build uploaded is missing or changed")
 
+// ErrSentChanged is what the error of Publish matches when an object the build uploaded as it
+// went was deleted or overwritten before the manifest was to be written.
+var ErrSentChanged = errors.New("an object this build uploaded was deleted or overwritten before its manifest was written")
+
 // StreamStage opens a stage in the local folder opts.Staging makes, which must be the same
 // folder for every build of this prefix (it is where the record of the uploads is kept). Without
 // resume, the folder is emptied, and the leftovers of an interrupted build of this stage's (the
@@ -108,7 +116,7 @@ func (b *Backend) StreamStage(ctx context.Context, opts storage.StageOptions, re
 	if err != nil {
 		return nil, err
 	}
-	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts, sending: map[string]bool{}}
+	s := &StreamStage{b: b, ctx: ctx, staging: staging, opts: opts, sending: map[string]bool{}, resumed: resume}
 	if err := s.open(resume); err != nil {
 		staging.Remove()
 		return nil, err
@@ -331,13 +339,24 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		s.mu.Unlock()
 	}()
 	name := s.st.Gen + fe.Path
-	ok, err := s.stored(name, fe)
-	if err != nil {
-		return err
+	s.mu.Lock()
+	_, recorded := s.st.Sent[name]
+	s.mu.Unlock()
+	// Only an object this stage uploaded, or a resumed build's leftover, is checked and taken
+	// over, or removed; under any other name the conditional upload refuses another build's.
+	mine := recorded || s.resumed
+	ok := false
+	if mine {
+		var err error
+		if ok, err = s.stored(name, fe); err != nil {
+			return err
+		}
 	}
 	if !ok {
-		if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		if mine {
+			if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
 		}
 		s.mu.Lock()
 		s.sending[name] = true
@@ -466,6 +485,9 @@ func (s *StreamStage) Publish(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkSent(ctx, m.Files); err != nil {
+		return err
+	}
 	opts := PublishOptions{Replace: s.old != nil, Formats: s.opts.Formats, Warn: s.opts.Warn, Progress: s.opts.Progress, PartSent: s.opts.PartSent}
 	// The checkpoint goes before the manifest: no published dataset has one beside it.
 	opts.beforeManifest = s.dropCheckpoint
@@ -475,6 +497,58 @@ func (s *StreamStage) Publish(ctx context.Context) error {
 		rec, ok := s.st.Sent[s.st.Gen+fe.Path]
 		return ok && rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256)
 	})
+}
+
+// checkSent checks, just before the manifest is written, that each of files uploaded as the
+// build went is still the object it uploaded (a HEAD: the ETag recorded), opts.Parallel at a
+// time: the objects wait below the prefix without a manifest for as long as the build runs, and
+// what happens to them meanwhile (a build of the same OUT elsewhere with --force clears them as
+// leftovers; someone deletes or overwrites one) must not be published as the dataset. A
+// missing or changed object fails the publish, matching ErrSentChanged and naming it.
+func (s *StreamStage) checkSent(ctx context.Context, files []shard.FileEntry) error {
+	var names []string
+	var recs []sentObject
+	s.mu.Lock()
+	for _, fe := range files {
+		if rec, ok := s.st.Sent[s.st.Gen+fe.Path]; ok { // else uploaded by the publish, and read back there
+			names, recs = append(names, s.st.Gen+fe.Path), append(recs, rec)
+		}
+	}
+	s.mu.Unlock()
+	errs := make([]error, len(names))
+	sem := make(chan struct{}, s.b.opts.Parallel)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			etag, err := s.b.etag(ctx, name)
+			switch {
+			case err != nil && !errors.Is(err, fs.ErrNotExist):
+				errs[i] = err
+			case err != nil || etag != recs[i].ETag:
+				what := "it is gone"
+				if err == nil {
+					what = fmt.Sprintf("its ETag is %s, the upload's was %s", etag, recs[i].ETag)
+				}
+				errs[i] = fmt.Errorf("%s: %w (%s): nothing is published; was another build of this OUT run, or the prefix cleared, while this one ran?", s.b.objURL(s.b.url.keyPrefix()+name), ErrSentChanged, what)
+			}
+		})
+	}
+	wg.Wait()
+	var first error
+	n := 0
+	for _, err := range errs {
+		if err != nil {
+			if n++; first == nil {
+				first = err
+			}
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%w (and %d more objects changed)", first, n-1)
+	}
+	return first
 }
 
 // RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), and

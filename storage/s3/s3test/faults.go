@@ -30,10 +30,11 @@ const (
 	LongLength        // the server's response announcing a Content-Length longer than its body
 	ShortLength       // the server's response announcing a Content-Length shorter than its body
 	StallBody         // the server's response, stopping halfway through the body for StallFor (then cut)
+	LostAnswer        // the request carried out by the server, its answer replaced by a 500 InternalError (one lost on its way back)
 )
 
 func (f Fault) String() string {
-	return [...]string{"none", "500", "503 SlowDown", "stalled before the answer", "dropped mid-body", "Content-Length too long", "Content-Length too short", "stalled mid-body"}[f]
+	return [...]string{"none", "500", "503 SlowDown", "stalled before the answer", "dropped mid-body", "Content-Length too long", "Content-Length too short", "stalled mid-body", "answer lost"}[f]
 }
 
 // Stalls is a plan that stalls about a third of all requests once (no answer; a GET with a
@@ -135,6 +136,12 @@ func StartFaultProxy(t testing.TB, s *Server, plan FaultPlan) *FaultProxy {
 				}
 				resp.ContentLength += 100
 				resp.Header.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+			case LostAnswer:
+				resp.Body.Close()
+				body := errorDoc("InternalError", "We encountered an internal error. Please try again.")
+				resp.StatusCode, resp.Status = http.StatusInternalServerError, "500 Internal Server Error"
+				resp.Body, resp.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+				resp.Header = http.Header{"Content-Type": {"application/xml"}, "Content-Length": {strconv.Itoa(len(body))}}
 			case ShortLength:
 				if resp.ContentLength > 1 {
 					resp.ContentLength /= 2
@@ -179,10 +186,11 @@ func (p *FaultProxy) decide(r *http.Request) Fault {
 	n := p.seen[key]
 	p.seen[key]++
 	f := p.plan(r, n, p.bodies[r.URL.Path])
-	if f >= DropBody && r.Method == http.MethodHead {
-		f = None // a HEAD answer has no body to cut
+	body := f >= DropBody && f <= StallBody
+	if body && r.Method == http.MethodHead {
+		f, body = None, false // a HEAD answer has no body to cut
 	}
-	if f >= DropBody {
+	if body {
 		p.bodies[r.URL.Path]++
 	}
 	if f != None {
@@ -213,7 +221,7 @@ func (p *FaultProxy) Injected() map[Fault]int {
 func (p *FaultProxy) Summary() string {
 	var parts []string
 	inj := p.Injected()
-	for f := Status500; f <= StallBody; f++ {
+	for f := Status500; f <= LostAnswer; f++ {
 		parts = append(parts, fmt.Sprintf("%s: %d", f, inj[f]))
 	}
 	return strings.Join(parts, ", ")
@@ -227,9 +235,14 @@ func contextWith(r *http.Request, f Fault) context.Context {
 	return context.WithValue(r.Context(), faultKey{}, f)
 }
 
+// errorDoc is an S3 error document.
+func errorDoc(code, msg string) string {
+	return fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>fault-proxy</RequestId></Error>`, code, msg)
+}
+
 // s3Error answers with an S3 error document.
 func s3Error(w http.ResponseWriter, status int, code, msg string) {
-	body := fmt.Sprintf(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>fault-proxy</RequestId></Error>`, code, msg)
+	body := errorDoc(code, msg)
 	w.Header().Set("Content-Type", "application/xml")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
