@@ -463,6 +463,11 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 		return nil, err
 	}
 	defer f.Close()
+	if !readBack() {
+		// The probe goes first, before any upload of this run is under way, so that a run
+		// killed while it uploads leaves only its uploads' leftovers.
+		b.storeVerifies(ctx, b.url.keyPrefix()+name)
+	}
 	w, err := b.CreateObject(ctx, name, true)
 	if err != nil {
 		return nil, err
@@ -524,8 +529,11 @@ func (b *Backend) unsignedPayload() bool {
 // checksums it is sent (storeVerifies). PACKER_S3_READBACK=1 reads every object back all the
 // same.
 func (b *Backend) verified(ctx context.Context, w *Writer) bool {
-	return os.Getenv("PACKER_S3_READBACK") != "1" && w.StoreVerified() && b.storeVerifies(ctx, w.key)
+	return !readBack() && w.StoreVerified() && b.storeVerifies(ctx, w.key)
 }
+
+// readBack reports whether PACKER_S3_READBACK=1 asks for every uploaded object to be read back.
+func readBack() bool { return os.Getenv("PACKER_S3_READBACK") == "1" }
 
 // storeVerifies reports whether the store refuses a body whose SHA-256 checksum does not match
 // it, found once per backend: a store could answer the checksum it was sent without computing
