@@ -192,13 +192,17 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		s.mu.Unlock()
 	}()
 	name := s.st.Gen + fe.Path
-	ok, err := s.stored(name, fe)
+	ok, exists, err := s.stored(name, fe)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+		// Another object under the name (not this build's upload) is removed first; where
+		// there is none, no request is spent on it.
+		if exists {
+			if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
 		}
 		s.mu.Lock()
 		s.sending[name] = true
@@ -254,26 +258,26 @@ func (s *StreamStage) record(name string, o sentObject) error {
 }
 
 // stored reports whether the object name is the file fe, uploaded before: its size and ETag as
-// recorded with fe's SHA-256, or, where nothing is recorded, its bytes read back. No object
-// there: false.
-func (s *StreamStage) stored(name string, fe shard.FileEntry) (bool, error) {
+// recorded with fe's SHA-256, or, where nothing is recorded, its bytes read back; and whether
+// there is an object of that name at all (no object: false, false).
+func (s *StreamStage) stored(name string, fe shard.FileEntry) (match, exists bool, err error) {
 	s.mu.Lock()
 	rec, ok := s.st.Sent[name]
 	s.mu.Unlock()
 	etag, err := s.b.etag(s.ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if ok {
-		return rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256) && rec.ETag == etag, nil
+		return rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256) && rec.ETag == etag, true, nil
 	}
 	if s.b.checkObject(s.ctx, name, fe.Size, fe.SHA256) != nil {
-		return false, nil
+		return false, true, nil
 	}
-	return true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
+	return true, true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
 }
 
 // Keep checks that every file of files (a resumed build's checkpoint) is in the store as it
@@ -284,7 +288,7 @@ func (s *StreamStage) Keep(files []shard.FileEntry) error {
 	keep := map[string]bool{}
 	for _, fe := range files {
 		name := s.st.Gen + fe.Path
-		ok, err := s.stored(name, fe)
+		ok, _, err := s.stored(name, fe)
 		if err != nil {
 			return err
 		}
