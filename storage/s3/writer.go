@@ -133,7 +133,7 @@ func (w *Writer) sendPart() error {
 			Bucket: aws.String(w.b.url.Bucket), Key: aws.String(w.key), UploadId: aws.String(w.uploadID),
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
 		}
-		sum, opts := w.bodyOptions(data)
+		sum, opts := w.bodyOptions(data, nil)
 		if sum != nil {
 			in.ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(sum))
 		}
@@ -170,7 +170,8 @@ func (w *Writer) Commit(ctx context.Context) error {
 	}
 	if w.uploadID == "" {
 		in := w.b.putInput(w.key, w.buf, w.noReplace)
-		sum, opts := w.bodyOptions(w.buf)
+		// No part was sent: the body is every byte written, whose SHA-256 w.h has.
+		sum, opts := w.bodyOptions(w.buf, w.h.Sum(nil))
 		if sum != nil {
 			w.want = base64.StdEncoding.EncodeToString(sum)
 			in.ChecksumSHA256 = aws.String(w.want)
@@ -226,18 +227,22 @@ func (w *Writer) StoreVerified() bool {
 	return w.committed && w.checksums && w.want != "" && w.stored == w.want
 }
 
-// bodyOptions are the SHA-256 of a body to send (nil unless Writer.checksums) and the request
-// options that sign it: UNSIGNED-PAYLOAD (Writer.unsigned), or the sum as the payload's hash,
-// so that the SDK does not hash the body a second time.
-func (w *Writer) bodyOptions(data []byte) ([]byte, []func(*awss3.Options)) {
+// bodyOptions are the SHA-256 of a body to send, data (sum where the caller has it, else
+// computed; nil unless Writer.checksums), and the request options that sign it:
+// UNSIGNED-PAYLOAD (Writer.unsigned), or the sum as the payload's hash, so that the SDK does
+// not hash the body a second time.
+func (w *Writer) bodyOptions(data, sum []byte) ([]byte, []func(*awss3.Options)) {
 	if !w.checksums {
 		return nil, payloadOptions(w.unsigned)
 	}
-	sum := sha256.Sum256(data)
-	if w.unsigned {
-		return sum[:], payloadOptions(true)
+	if sum == nil {
+		s := sha256.Sum256(data)
+		sum = s[:]
 	}
-	return sum[:], []func(*awss3.Options){signedPayload(hex.EncodeToString(sum[:]))}
+	if w.unsigned {
+		return sum, payloadOptions(true)
+	}
+	return sum, []func(*awss3.Options){signedPayload(hex.EncodeToString(sum))}
 }
 
 // signedPayload is the request option that signs the body with its SHA-256, sum (hex), known
