@@ -90,6 +90,11 @@ type Options struct {
 	// an object-store OUT's uploads); the committed OUT then holds the manifest and the files
 	// the output did not hand to it.
 	Store output.FileStore
+	// SaveCheckpoint, when set, is given each checkpoint's resume journal (sealed, as written
+	// to JournalName in the staging folder) once it is written, to keep a copy elsewhere (an
+	// object-store OUT keeps it in the bucket, so that a resume on another machine finds it).
+	// Its error fails the build.
+	SaveCheckpoint func(journal []byte) error
 }
 
 // BatchResizer transforms many frames in one call, with exactly the bytes of
@@ -561,7 +566,13 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		if b.resume != nil {
 			rs = newResumeSkip(b.resume, b.opts.Inputs)
 		}
-		err := b.opts.Source.Enumerate(ctx, func(it source.Item) error {
+		enumerate := b.opts.Source.Enumerate
+		if pe, ok := b.opts.Source.(partEnumerator); ok && b.part != nil {
+			enumerate = func(ctx context.Context, emit func(source.Item) error) error {
+				return pe.enumeratePart(ctx, b.part, emit)
+			}
+		}
+		err := enumerate(ctx, func(it source.Item) error {
 			if b.part != nil && !b.part.see(it) {
 				return nil
 			}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"hash"
 	"hash/crc32"
-	"os"
 	"strconv"
 
 	"github.com/packer-dev/packer/internal/humanize"
@@ -55,6 +54,11 @@ type partRange struct {
 	// another listing or content (partid.go).
 	old   *shard.PartInfo
 	oldAt string
+	// planned is set when the source enumerates only the part's range (a planned record
+	// source: planSource.enumeratePart): the digests are the plan's, and seen counts the
+	// inputs of the range enumerated.
+	planned *PlanHeader
+	seen    int64
 }
 
 // ErrCutInputs is returned for a --cut-inputs that is negative, or given with an output format
@@ -80,6 +84,10 @@ func newPartRange(p Part, total, cut int64) *partRange {
 // part's, its file must still have that size and modification time, else done fails
 // (ErrPartInput): after the whole plan was read, so that a damaged plan is reported as one.
 func (r *partRange) see(it source.Item) bool {
+	if r.planned != nil {
+		r.seen++
+		return true
+	}
 	n := r.list.n
 	mine := n >= r.lo && n < r.hi
 	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
@@ -110,17 +118,7 @@ func itemStamp(it source.Item) *source.Stamp {
 }
 
 // StatStamp is the stamp of the file at path, following links.
-func StatStamp(path string) source.Stamp {
-	st, err := os.Stat(path)
-	if err != nil {
-		return source.Stamp{Size: -1}
-	}
-	s := source.Stamp{Size: st.Size(), ModTime: st.ModTime().UnixNano()}
-	if st.IsDir() {
-		s.Size = 0 // a folder's size is the file system's, not its content's
-	}
-	return s
-}
+func StatStamp(path string) source.Stamp { return source.StatStamp(nil, path) }
 
 // contentHash is the digest of what identifies the content of a listing's inputs without
 // reading them (content_sha256): for each input, in order, its position and either its file's
@@ -209,7 +207,10 @@ func (r *partRange) done() error {
 	if r.changed != nil {
 		return r.changed
 	}
-	if r.list.n != r.total {
+	if r.planned != nil && r.seen != r.hi-r.lo {
+		return fmt.Errorf("part %d/%d: %w: %s of its range enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, humanize.Count(r.seen, "input"), r.hi-r.lo)
+	}
+	if r.planned == nil && r.list.n != r.total {
 		return fmt.Errorf("part %d/%d: %w: %s enumerated, %d expected", r.p.Index, r.p.Count, ErrPartListing, humanize.Count(r.list.n, "input"), r.total)
 	}
 	return r.checkOld()
@@ -217,11 +218,15 @@ func (r *partRange) done() error {
 
 // info is the part's record in its manifest.
 func (r *partRange) info(maxErrors int) *shard.PartInfo {
+	listing, content := r.list.sum(), r.content.sum()
+	if r.planned != nil {
+		listing, content = r.planned.Listing, r.planned.Content
+	}
 	return &shard.PartInfo{
 		Index: r.p.Index, Count: r.p.Count,
 		FirstInput: r.lo, TotalInputs: r.total,
-		Listing:   r.list.sum(),
-		Content:   r.content.sum(),
+		Listing:   listing,
+		Content:   content,
 		Source:    r.p.Source,
 		Format:    r.p.Final.Name,
 		ShardSize: r.p.FinalShardSize,

@@ -24,8 +24,12 @@ import (
 )
 
 // PlanFormat is the version of the plan file format, the header's packer_plan. Format 2 added
-// the content digest (content_sha256) and each item's size and mtime_ns.
-const PlanFormat = 2
+// the content digest (content_sha256) and each item's size and mtime_ns; format 3 the file
+// lines of a record source (files, files_sha256). Plans of format 2 are still read.
+const PlanFormat = 3
+
+// planFormatFiles is the first plan format with file lines.
+const planFormatFiles = 3
 
 // planMagic starts every plan file: the header's first key.
 const planMagic = `{"packer_plan":`
@@ -67,6 +71,14 @@ type PlanHeader struct {
 	// ItemsDigest is the SHA-256 of the item lines as written (every byte after the header's
 	// line), so that a damaged plan is refused; empty without item lines.
 	ItemsDigest string `json:"items_sha256,omitempty"`
+	// Files is the number of file lines that follow the header in a plan of a record source
+	// (source.RecordSource: WebDataset, TFRecord, Parquet; format 3): one per file the source
+	// reads, in order, with its size, time and ETag, the inputs it yields and, for Parquet, the
+	// inputs of each row group (source.FileLayout). A part built from the plan opens only the
+	// files that hold its inputs. 0 without file lines.
+	Files int64 `json:"files,omitempty"`
+	// FilesDigest is the SHA-256 of the file lines as written; empty without file lines.
+	FilesDigest string `json:"files_sha256,omitempty"`
 }
 
 // planItem is one item line.
@@ -105,9 +117,21 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 		}()
 		bw = bufio.NewWriterSize(io.MultiWriter(tmp, ih), 1<<20)
 	}
+	rs, layout := src.(source.RecordSource)
+	layout = layout && !h.Items
+	if layout {
+		if tmp, err = os.CreateTemp(dir, "."+base+".files-*"); err != nil {
+			return nil, fmt.Errorf("plan: %w", err)
+		}
+		defer func() {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}()
+		bw = bufio.NewWriterSize(io.MultiWriter(tmp, ih), 1<<20)
+	}
 	lh, ch := newListingHash(), newContentHash()
 	var n int64
-	err = src.Enumerate(ctx, func(it source.Item) error {
+	each := func(it source.Item) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -130,19 +154,37 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 		}
 		n++
 		return nil
-	})
+	}
+	if layout {
+		err = rs.EnumerateLayout(ctx, each, func(f source.FileLayout) error {
+			line, err := json.Marshal(f)
+			if err != nil {
+				return err
+			}
+			bw.Write(line)
+			bw.WriteByte('\n')
+			h.Files++
+			return nil
+		})
+	} else {
+		err = src.Enumerate(ctx, each)
+	}
 	if err != nil {
 		return nil, err
 	}
 	h.Count, h.Listing, h.Content = n, lh.sum(), ch.sum()
-	if h.Items {
+	if h.Items || layout {
 		if err := bw.Flush(); err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
 		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("plan: %w", err)
 		}
-		h.ItemsDigest = hex.EncodeToString(ih.Sum(nil))
+		if h.Items {
+			h.ItemsDigest = hex.EncodeToString(ih.Sum(nil))
+		} else {
+			h.FilesDigest = hex.EncodeToString(ih.Sum(nil))
+		}
 	}
 	head, err := json.Marshal(h)
 	if err != nil {
@@ -247,8 +289,10 @@ func readPlanHeader(sc *bufio.Scanner, name string) (*PlanHeader, error) {
 		return nil, bad("the header: %v", err)
 	}
 	switch {
-	case h.Plan != PlanFormat:
-		return nil, bad("plan format %d; this packer reads format %d", h.Plan, PlanFormat)
+	case h.Plan != PlanFormat && h.Plan != 2:
+		return nil, bad("plan format %d; this packer reads formats 2 and %d", h.Plan, PlanFormat)
+	case h.Plan < planFormatFiles && (h.Files != 0 || h.FilesDigest != ""):
+		return nil, bad("file lines in a plan of format %d", h.Plan)
 	case h.Packer != Version:
 		return nil, bad("made by packer %s; this is packer %s (make the plan and build every part with one version)", h.Packer, Version)
 	case h.Kind == "" || h.Source == "":
@@ -263,6 +307,12 @@ func readPlanHeader(sc *bufio.Scanner, name string) (*PlanHeader, error) {
 		return nil, bad("items_sha256 %q is not a SHA-256 in hex", h.ItemsDigest)
 	case !h.Items && h.ItemsDigest != "":
 		return nil, bad("items_sha256 without item lines")
+	case h.Files < 0 || h.Files > 0 && h.Items:
+		return nil, bad("%d file lines (with item lines: %v)", h.Files, h.Items)
+	case h.Files > 0 && !isHexDigest(h.FilesDigest):
+		return nil, bad("files_sha256 %q is not a SHA-256 in hex", h.FilesDigest)
+	case h.Files == 0 && h.FilesDigest != "":
+		return nil, bad("files_sha256 without file lines")
 	case len(h.Spec) == 0 || h.Spec[0] != '{':
 		return nil, bad("the source spec is not an object")
 	}
@@ -457,4 +507,126 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item
 		return changed(fmt.Sprintf("the same names and labels, but content_sha256 %s, the plan %s (an input's bytes, size or modification time changed)", got, p.h.Content))
 	}
 	return nil
+}
+
+// partEnumerator is a source that enumerates a part's range of inputs itself (planSource).
+type partEnumerator interface {
+	enumeratePart(ctx context.Context, r *partRange, emit func(source.Item) error) error
+}
+
+// enumeratePart emits the inputs of the part r. A plan with file lines of a record source
+// (source.RecordSource) gives where they lie: only the files that hold them are opened, once
+// the source's files are found to be the plan's, each with the stamp the plan recorded (else
+// ErrPlanSource or ErrPartInput, naming the file), and the part records the plan's digests.
+// Any other plan's part enumerates the whole listing (Enumerate) and keeps its range.
+func (p *planSource) enumeratePart(ctx context.Context, r *partRange, emit func(source.Item) error) error {
+	rs, ok := p.src.(source.RecordSource)
+	if !ok || p.h.Files == 0 {
+		return p.Enumerate(ctx, emit)
+	}
+	files, err := p.readFiles()
+	if err != nil {
+		return err
+	}
+	if err := p.checkFiles(rs, files, r.p); err != nil {
+		return err
+	}
+	r.planned = p.h
+	if err := rs.EnumerateRange(ctx, files, r.lo, r.hi, emit); err != nil {
+		if errors.Is(err, source.ErrLayout) {
+			return fmt.Errorf("part %d/%d: %w: %w", r.p.Index, r.p.Count, ErrPartInput, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// checkFiles refuses a source whose files are not the plan's, in the plan's order, each with
+// the size, modification time and ETag the plan recorded.
+func (p *planSource) checkFiles(rs source.RecordSource, files []source.FileLayout, part Part) error {
+	root, names := rs.InputFiles()
+	for i := 0; i < max(len(names), len(files)); i++ {
+		switch {
+		case i >= len(files):
+			return fmt.Errorf("%w: the %s source %s has the file %s, which the plan %s does not list (make a new plan)", ErrPlanSource, p.h.Kind, p.h.Source, filepath.Join(root, names[i]), p.path)
+		case i >= len(names) || filepath.ToSlash(names[i]) != files[i].Path:
+			return fmt.Errorf("%w: the %s source %s no longer has the file %s that the plan %s lists as its file %d (make a new plan)", ErrPlanSource, p.h.Kind, p.h.Source, filepath.Join(root, filepath.FromSlash(files[i].Path)), p.path, i+1)
+		}
+		if now := rs.FileStamp(names[i]); now != files[i].Stamp {
+			return fmt.Errorf("part %d/%d: %w: %s is %s%s now; the plan %s recorded %s%s (make a new plan, and build every part from it)",
+				part.Index, part.Count, ErrPartInput, filepath.Join(root, names[i]), now, etagOf(now), p.path, files[i].Stamp, etagOf(files[i].Stamp))
+		}
+	}
+	return nil
+}
+
+// etagOf is how an error names a stamp's ETag, if it has one.
+func etagOf(s source.Stamp) string {
+	if s.ETag == "" {
+		return ""
+	}
+	return ", ETag " + s.ETag
+}
+
+// readFiles reads the file lines of the plan, checked against its header.
+func (p *planSource) readFiles() ([]source.FileLayout, error) {
+	f, err := os.Open(p.path)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	defer f.Close()
+	sc := newPlanScanner(f)
+	h, err := readPlanHeader(sc, p.path)
+	if err != nil {
+		return nil, err
+	}
+	if h.Listing != p.h.Listing || h.Content != p.h.Content || h.FilesDigest != p.h.FilesDigest || h.Count != p.h.Count {
+		return nil, fmt.Errorf("%w: %s changed while it was read (another plan written over it)", ErrPlan, p.path)
+	}
+	return readFileLines(sc, p.path, h)
+}
+
+// readFileLines reads the file lines that follow the header h in sc, checking them against it.
+func readFileLines(sc *bufio.Scanner, name string, h *PlanHeader) ([]source.FileLayout, error) {
+	ih := sha256.New()
+	var files []source.FileLayout
+	var items int64
+	for sc.Scan() {
+		lineNo := int64(len(files)) + 2
+		line := sc.Bytes()
+		ih.Write(line)
+		ih.Write([]byte{'\n'})
+		if int64(len(files)) >= h.Files {
+			return nil, fmt.Errorf("%w: %s:%d: more file lines than the header's %d", ErrPlan, name, lineNo, h.Files)
+		}
+		var f source.FileLayout
+		if err := strictJSON(line, &f); err != nil {
+			return nil, fmt.Errorf("%w: %s:%d: %v", ErrPlan, name, lineNo, err)
+		}
+		var groups int64
+		for _, g := range f.Groups {
+			if g < 0 {
+				groups = -1
+				break
+			}
+			groups += g
+		}
+		if f.Path == "" || f.Items < 0 || f.Size < -1 || f.Groups != nil && groups != f.Items {
+			return nil, fmt.Errorf("%w: %s:%d: want a file with a path, its size and its input counts", ErrPlan, name, lineNo)
+		}
+		items += f.Items
+		files = append(files, f)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, scanErr(name, int64(len(files))+2, err)
+	}
+	switch {
+	case int64(len(files)) != h.Files:
+		return nil, fmt.Errorf("%w: %s: truncated: %d file lines, the header says %d", ErrPlan, name, len(files), h.Files)
+	case hex.EncodeToString(ih.Sum(nil)) != h.FilesDigest:
+		return nil, fmt.Errorf("%w: %s: the file lines do not match the header's files_sha256 (a damaged or edited plan)", ErrPlan, name)
+	case items != h.Count:
+		return nil, fmt.Errorf("%w: %s: the file lines count %d inputs, the header %d", ErrPlan, name, items, h.Count)
+	}
+	return files, nil
 }

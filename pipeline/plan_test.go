@@ -112,6 +112,8 @@ func FuzzPlan(f *testing.F) {
 		lines := bytes.SplitAfter(data, []byte("\n"))
 		f.Add(bytes.Join(lines[:len(lines)-2], nil))
 	}
+	f.Add([]byte(`{"packer_plan":3,"packer":"` + Version + `","kind":"tfrecord","source":"/d","spec":{},"count":3,"items":false,"listing_sha256":"` + strings.Repeat("0", 64) + `","content_sha256":"` + strings.Repeat("0", 64) + `","files":2,"files_sha256":"` + strings.Repeat("0", 64) + `"}` + "\n" +
+		`{"path":"a.tfrecord","size":10,"mtime_ns":1,"items":1}` + "\n" + `{"path":"b.parquet","size":10,"mtime_ns":1,"items":2,"groups":[1,1]}` + "\n"))
 	f.Add([]byte(`{"packer_plan":1,"packer":"` + Version + `","kind":"folder","source":"/d","spec":{},"count":1,"items":false,"listing_sha256":"00"}` + "\n"))
 	f.Add([]byte("{\"packer_plan\":1}\n{}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -121,6 +123,20 @@ func FuzzPlan(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), name) {
 				t.Fatalf("header error %v: want ErrPlan naming the file", err)
+			}
+			return
+		}
+		if h.Files > 0 {
+			files, err := readFileLines(sc, name, h)
+			if err != nil && (!errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), name)) {
+				t.Fatalf("file line error %v: want ErrPlan naming the file", err)
+			}
+			var items int64
+			for _, f := range files {
+				items += f.Items
+			}
+			if err == nil && (int64(len(files)) != h.Files || items != h.Count) {
+				t.Fatalf("read %d file lines of %d inputs without an error; the header says %d and %d", len(files), items, h.Files, h.Count)
 			}
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/packer-dev/packer/internal/humanize"
@@ -300,7 +302,17 @@ func (w *recordWriter) checkpoint(state []byte) error {
 	if j.Options, err = b.journalOptions(); err != nil {
 		return err
 	}
-	return j.write(b.staging, &w.list)
+	if err := j.write(b.staging, &w.list); err != nil {
+		return err
+	}
+	if b.opts.SaveCheckpoint == nil {
+		return nil
+	}
+	data, err := os.ReadFile(filepath.Join(b.staging, JournalName))
+	if err != nil {
+		return err
+	}
+	return b.opts.SaveCheckpoint(data)
 }
 
 // finish checks that every one of the enumerated inputs was packed or skipped, closes the

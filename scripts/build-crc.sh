@@ -10,7 +10,7 @@
 #   bash scripts/build-crc.sh [OUT.so [ARCH]]
 #
 # With ARCH (x86_64 or aarch64; scripts/build-wheel.sh) it is compiled by the release's toolchain
-# for the glibc 2.28 floor (scripts/glibc-floor-env.sh) instead of the host's gcc, always.
+# for the glibc 2.17 floor (scripts/glibc-floor-env.sh) instead of the host's gcc, always.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=python/packer_reader/_crc32c_hw.c

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds the release binary of packer for Linux x86-64 or aarch64: the binary the wheel carries
-# and the one to copy onto a bare machine. It runs on glibc 2.28 or later (RHEL/Rocky 8, Debian 10,
-# Ubuntu 20.04 and later) with nothing else installed: the C code is compiled and linked for that
-# glibc floor by Zig's clang (scripts/glibc-floor-env.sh, which also cross-compiles to aarch64),
-# libjpeg-turbo (Debian's libjpeg.a) is linked statically, and libhdf5, libcuda and ffmpeg's
-# libraries (libavformat59 and friends) are opened with dlopen when --format hdf5, the GPU or
-# --from video is used. Same Go build as scripts/install.sh's otherwise (cgo, -trimpath; the
+# and the one to copy onto a bare machine. It needs glibc 2.17 or later (manylinux2014: RHEL/CentOS
+# 7 and later, Debian 8 and later, Ubuntu 14.04 and later) and nothing else installed: the C code
+# is compiled and linked for that glibc floor by Zig's clang (scripts/glibc-floor-env.sh, which
+# also cross-compiles to aarch64), libjpeg-turbo (Debian's libjpeg.a) is linked statically, and
+# libhdf5, libcuda and ffmpeg's libraries (libavformat59 and friends) are opened with dlopen when
+# --format hdf5, the GPU or --from video is used. Same Go build as scripts/install.sh's otherwise (cgo, -trimpath; the
 # version is pipeline.Version, compiled in). Then checked (scripts/check-glibc.sh): no glibc
-# symbol version newer than 2.28, and only glibc's own libraries (libc, libm, libpthread, libdl,
+# symbol version newer than 2.17, and only glibc's own libraries (libc, libm, libpthread, libdl,
 # librt, libresolv, the dynamic loader) needed.
 #
 #   bash scripts/build-release.sh                      # dist/packer, x86_64

@@ -5,17 +5,19 @@
 # is its only requirement; the extras [s3], [torch], [hdf5] and [crc] come from
 # python/pyproject.toml.
 #
-#   bash scripts/build-wheel.sh                 # dist/packer_reader-<version>-py3-none-manylinux_2_28_x86_64.whl
-#   bash scripts/build-wheel.sh dist aarch64    # dist/packer_reader-<version>-py3-none-manylinux_2_28_aarch64.whl
+#   bash scripts/build-wheel.sh                 # dist/packer_reader-<version>-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+#   bash scripts/build-wheel.sh dist aarch64    # dist/packer_reader-<version>-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl
 #   pip install dist/packer_reader-*.whl        # then: packer --version; python -c "import packer_reader"
 #
 # Both architectures are built on an x86-64 host. The binary is scripts/build-release.sh's and the
-# CRC-32C library is compiled by the same toolchain, for glibc 2.28 (scripts/glibc-floor-env.sh):
+# CRC-32C library is compiled by the same toolchain, for glibc 2.17 (scripts/glibc-floor-env.sh):
 # libjpeg-turbo linked statically, libhdf5 and libcuda opened with dlopen only when used, and only
-# glibc's own libraries needed, which is what the manylinux policy allows. The platform tag is
-# manylinux_2_28_<arch>, the floor, which scripts/check-glibc.sh checks on both ELF files before
-# the wheel is written (the newest symbol version they reference is older still; 2.28 is the
-# oldest glibc the release is tested on), so pip installs it on glibc 2.28 or later.
+# glibc's own libraries needed, which is what the manylinux policy allows. The platform tags are
+# the floor's two names, manylinux_2_17_<arch> (PEP 600) and manylinux2014_<arch> (PEP 599), as
+# one compressed tag set: pip 19.3 and later know the second, pip 20.3 and later the first, so
+# the pip of Ubuntu 20.04 (20.0.2), Debian 11 (20.3.4) and RHEL/Rocky 8's python39 (20.2) installs
+# it as it is. scripts/check-glibc.sh checks both ELF files against the floor before the wheel is
+# written, so pip installs it on glibc 2.17 or later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-dist}
@@ -27,7 +29,13 @@ esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bash scripts/build-release.sh "$tmp/packer" "$arch" >/dev/null
-plat=manylinux_2_28_$arch
+# The floor's tag (PEP 600), and its older PEP 599 name where it has one, as a compressed tag set.
+floor=$(sed -n 's/^GLIBC_FLOOR=\([0-9][0-9.]*\).*/\1/p' scripts/glibc-floor-env.sh)
+plat=manylinux_${floor/./_}_$arch
+case "$floor" in
+  2.17) plat=$plat.manylinux2014_$arch ;;
+  2.12) plat=$plat.manylinux2010_$arch ;;
+esac
 want=$(sed -n 's/^version = "\(.*\)"/\1/p' python/pyproject.toml)
 if [ "$arch" = "$(uname -m)" ]; then
   got=$("$tmp/packer" --version | awk '{print $2}')

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Checks that ELF files run on the release's glibc floor, glibc 2.28: fails (exit 1, naming the
-# file and the version) if one references a glibc symbol version newer than 2.28 (readelf -V: the
+# Checks that ELF files run on the release's glibc floor, glibc 2.17 (manylinux2014): fails (exit
+# 1, naming the file and the version) if one references a glibc symbol version newer than 2.17 (readelf -V: the
 # versions the dynamic loader will demand) or needs a shared library other than glibc's own
 # (libc, libm, libpthread, libdl, librt, libresolv and the dynamic loader; readelf -d). Works on
 # x86-64 and aarch64 files alike (readelf reads any ELF). Used by scripts/build-release.sh on the
@@ -8,7 +8,9 @@
 #
 #   bash scripts/check-glibc.sh FILE...
 set -euo pipefail
-floor=2.28
+# The floor is scripts/glibc-floor-env.sh's GLIBC_FLOOR, what the release is linked for.
+floor=$(sed -n 's/^GLIBC_FLOOR=\([0-9][0-9.]*\).*/\1/p' "$(dirname "$0")/glibc-floor-env.sh")
+[ -n "$floor" ] || { echo "check-glibc: no GLIBC_FLOOR in $(dirname "$0")/glibc-floor-env.sh" >&2; exit 2; }
 [ $# -gt 0 ] || { echo "usage: check-glibc.sh FILE..." >&2; exit 2; }
 rc=0
 for f in "$@"; do

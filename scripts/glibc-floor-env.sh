@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
-# Prints the environment that builds packer's C code for the release's glibc floor, glibc 2.28
-# (manylinux_2_28: RHEL/Rocky 8, Debian 10 and later, Ubuntu 18.10 and later), for ARCH (x86_64 or
-# aarch64) from this x86-64 Debian host; scripts/build-release.sh and scripts/build-crc.sh
+# Prints the environment that builds packer's C code for the release's glibc floor, glibc 2.17
+# (manylinux2014, also named manylinux_2_17: RHEL/CentOS 7 and later, Debian 8 and later, Ubuntu
+# 14.04 and later; the first glibc of aarch64), for ARCH (x86_64 or aarch64) from this x86-64
+# Debian host; scripts/build-release.sh and scripts/build-crc.sh
 # eval it:
 #
 #   eval "$(bash scripts/glibc-floor-env.sh aarch64)"   # sets CC, CGO_CFLAGS, CGO_LDFLAGS, GOARCH
 #
-# The C compiler is Zig's clang (`zig cc -target ARCH-linux-gnu.2.28`, the ziglang wheel from
+# The C compiler is Zig's clang (`zig cc -target ARCH-linux-gnu.2.17`, the ziglang wheel from
 # PyPI, pinned below): it compiles against glibc headers of that version and links against stub
-# libraries that carry only the symbol versions 2.28 had, so nothing newer can be referenced, and
+# libraries that carry only the symbol versions 2.17 had, so nothing newer can be referenced, and
 # it cross-compiles to aarch64 with the same files. The C libraries the build needs come from
 # Debian bookworm's packages of ARCH, downloaded with apt-get and unpacked (not installed) into a
 # folder: libjpeg62-turbo-dev (libjpeg.a, linked statically, and its headers) and the headers of
 # libhdf5-dev and libav{format,codec,filter,util}-dev (those libraries are opened with dlopen at
 # run time; only their types are compiled in). Only those headers and libjpeg.a are on the search
-# paths, never the host's /usr/include or /usr/lib, whose glibc is newer than the floor.
+# paths, never the host's /usr/include or /usr/lib, whose glibc is newer than the floor. Debian's
+# libjpeg.a is compiled against bookworm's glibc 2.36, but a static archive's references carry no
+# symbol version: they are bound at this link, to the 2.17 stubs (one it needed that 2.17 lacks
+# would fail the link), and scripts/check-glibc.sh checks the result.
 # aarch64 packages need the arm64 architecture in dpkg (added here, with sudo when not root).
 #
 # Zig and the unpacked packages are cached under ${XDG_CACHE_HOME:-~/.cache}/packer/ (about 380 MB
 # and 5 MB per architecture), downloaded once.
 set -euo pipefail
 ZIG_VERSION=0.15.2
+GLIBC_FLOOR=2.17 # the one place: scripts/check-glibc.sh and scripts/build-wheel.sh read it here
 arch=${1:?usage: glibc-floor-env.sh x86_64|aarch64}
 case "$arch" in
   x86_64) deb_arch=amd64 goarch=amd64 ;;
@@ -86,7 +91,7 @@ fi
 # take. --as-needed keeps libraries the binary does not use out of its NEEDED list; the debug
 # sections are compressed, as Go's own linker asks of the host's linker.
 cat <<EOF
-export CC="$zig_dir/ziglang/zig cc -target $triplet.2.28"
+export CC="$zig_dir/ziglang/zig cc -target $triplet.$GLIBC_FLOOR"
 export CGO_ENABLED=1 GOOS=linux GOARCH=$goarch
 export CGO_CFLAGS="-O2 -I$sysroot/include/hdf5/serial -I$sysroot/include -I$sysroot/include/$triplet"
 export CGO_LDFLAGS="-L$sysroot/lib -Wl,--as-needed -Wl,--compress-debug-sections=zlib"

@@ -10,6 +10,8 @@ error, so the wheel never claims a licence the owners did not name, nor omits on
 
 usage: make_wheel.py BINARY PLATFORM_TAG OUT_DIR [CRC_LIBRARY]
 
+PLATFORM_TAG may be a compressed set, platform tags joined by dots.
+
 Written with zipfile rather than a build backend so it needs nothing beyond the standard
 library and the same inputs give the same wheel bytes (fixed timestamps, sorted entries)."""
 
@@ -102,8 +104,10 @@ def main():
         "",
         readme,
     ])
+    # A compressed tag set (PEP 425: "manylinux_2_17_x86_64.manylinux2014_x86_64") names one tag
+    # per platform in WHEEL, and the whole set in the file name.
     wheel = "\n".join(["Wheel-Version: 1.0", "Generator: packer scripts/make_wheel.py", "Root-Is-Purelib: false",
-                       "Tag: py3-none-%s" % plat, ""])
+                        *["Tag: py3-none-%s" % p for p in plat.split(".")], ""])
     files += [(info + "/METADATA", metadata.encode(), False), (info + "/WHEEL", wheel.encode(), False),
               (info + "/top_level.txt", (PKG + "\n").encode(), False)]
     record = [record_line(n, d) for n, d, _ in files] + [info + "/RECORD,,"]

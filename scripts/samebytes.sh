@@ -7,6 +7,8 @@
 #
 #   BASE  the revision to compare against (a commit, tag or branch)
 #   HEAD  the revision to check (default: the working tree, uncommitted changes included)
+#   Either may instead be the path of a packer binary, used as it is (two builds of one revision
+#   by two toolchains, for example scripts/build-release.sh's against the host's go build).
 #
 # Prints one line per case (`same` or `DIFFERENT` with the first differing file) and exits 1 when
 # any case differs or fails to build with one binary but not the other. A case that fails with
@@ -17,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-if [ $# -lt 1 ]; then sed -n '2,15p' "$0"; exit 2; fi
+if [ $# -lt 1 ]; then sed -n '2,17p' "$0"; exit 2; fi
 base=$1 head=${2:-}
 py=${PACKER_PYTHON:-/usr/bin/python3}
 
@@ -26,6 +28,7 @@ trap 'git -C "$root" worktree remove --force "$work/base-src" >/dev/null 2>&1 ||
 
 # Two binaries.
 build_at() { # rev dir out
+  if [ -f "$1" ] && [ -x "$1" ]; then cp "$1" "$3"; return; fi
   git -C "$root" worktree add --detach --force "$2" "$1" >/dev/null 2>&1
   (cd "$2" && go build -o "$3" ./cmd/packer)
 }
@@ -37,7 +40,7 @@ if [ -n "$head" ]; then
 else
   go build -o "$work/packer-head" ./cmd/packer
 fi
-echo "samebytes: base $(git -C "$root" rev-parse --short "$base"), head ${head:-working tree}"
+echo "samebytes: base $( [ -f "$base" ] && echo "$base" || git -C "$root" rev-parse --short "$base"), head ${head:-working tree}"
 
 # Corpora.
 c=$work/corpora

@@ -142,7 +142,7 @@ bash scripts/test-wheel.sh
 echo "== a bare machine: the release binary in a debootstrap minbase root, build and verify (scripts/test-bare.sh)"
 bash scripts/test-bare.sh
 
-echo "== the glibc 2.28 floor: both wheels' files checked; Debian 11 (binary, pip install, read-back) and aarch64 under qemu (scripts/test-glibc.sh)"
+echo "== the glibc 2.17 floor: both wheels' files checked; Debian 11 and Ubuntu 20.04 (binary, the root's pip install, read-back) and aarch64 under qemu (its own pip; the arm64 image) (scripts/test-glibc.sh)"
 bash scripts/test-glibc.sh
 
 echo "== all tests passed"

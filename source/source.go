@@ -45,10 +45,11 @@ type Options struct {
 	Fields     []string      // further members, columns or keys to carry as fields (--fields)
 	Images     string        // the folder holding a COCO annotation file's images (--images); "" = the file's folder
 	Masks      string        // the folder holding the masks of a pairs source (--masks)
-	// Files, when set, serves the bytes of the inputs below the source's path: the path is then
-	// a view of an object store's listing, whose files have the objects' names, sizes and times
-	// but hold no data (cmd/packer's streamed s3:// sources). Only the kinds whose Entry sets
-	// Streams read through it; their listing walks the view as it walks any folder.
+	// Files, when set, serves the bytes of the inputs below the source's path (and below
+	// Images and Masks): the path is then a view of an object store's listing, whose files have
+	// the objects' names, sizes and times but hold no data (cmd/packer's streamed s3://
+	// sources). Only the kinds whose Entry sets Streams read through it; their listing walks
+	// the view as it walks any folder.
 	Files Files
 }
 
@@ -112,8 +113,9 @@ type Entry struct {
 	// cheaply and fetched again later.
 	NoShuffle string
 	// Streams is set for kinds that read every input's bytes through Options.Files when it is
-	// set (image folders and lists, WebDataset, TFRecord, Parquet): an s3:// source of such a kind is
-	// read from a view of its listing, each input fetched when it is read, never copied whole.
+	// set (every kind packer lists: image folders and lists, WebDataset, TFRecord, Parquet,
+	// COCO, pairs, frames, video, CIFAR, IDX): an s3:// source of such a kind is read from a
+	// view of its listing, each input fetched when it is read, never copied whole.
 	Streams bool
 }
 

@@ -178,13 +178,15 @@ func openStreamTarget(ctx context.Context, out string, force, resume bool, part 
 }
 
 // done ends the build of the target with its error: on success, or on a failure that keeps no
-// checkpoint, the local folder is removed (and after a failure the objects uploaded too); an
-// interrupted build's checkpoint (pipeline.CheckpointKeptError), or a refused resume's, is kept
-// with its uploads for --resume, the local folder's lock released.
+// checkpoint, the local folder is removed (and after a failure the objects uploaded too, and
+// the checkpoint in the bucket); an interrupted build's checkpoint
+// (pipeline.CheckpointKeptError), or a refused resume's, is kept with its uploads for --resume,
+// the local folder's lock released. A build that another one took over (s3.ErrTakenOver)
+// deletes nothing in the bucket: the objects there are the other build's now.
 func (t *streamTarget) done(err error) {
 	var kept *pipeline.CheckpointKeptError
 	switch {
-	case err == nil:
+	case err == nil || errors.Is(err, s3.ErrTakenOver):
 		t.stage.Discard()
 	case errors.As(err, &kept) || errors.Is(err, pipeline.ErrResume):
 		t.stage.Release()

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/packer-dev/packer/internal/fileutil"
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
 	"github.com/packer-dev/packer/output"
@@ -32,9 +33,10 @@ type buildOptions struct {
 	IO *iostreams
 
 	Source      string
-	SourceCache string       // --source-cache: the kept local copy of an s3:// SRC
-	srcPath     string       // the local path the source is read from (a copy or view of an s3:// SRC), if not Source
-	files       source.Files // serves the bytes of the view of an s3:// SRC (streamSource), or nil
+	SourceCache string            // --source-cache: the kept local copy of an s3:// SRC
+	srcPath     string            // the local path the source is read from (a copy or view of an s3:// SRC), if not Source
+	files       source.Files      // serves the bytes of the view of an s3:// SRC (streamSource), or nil
+	sides       map[string]string // the views of s3:// --images and --masks folders, by location (viewSides)
 	Out         string
 	From        string
 	Format      string
@@ -100,6 +102,9 @@ type buildOptions struct {
 
 	store      output.FileStore     // an object-store OUT's uploads as the shards are finished (runStreamBuild)
 	uploadBusy func() time.Duration // the time those uploads ran, for the summary's upload time
+	// saveCheckpoint keeps each checkpoint of a build to an object-store OUT in the bucket too
+	// (s3.StreamStage.SaveCheckpoint).
+	saveCheckpoint func(journal []byte) error
 }
 
 func newBuildCommand(io *iostreams, runF func(context.Context, *buildOptions) error) *cobra.Command {
@@ -551,10 +556,11 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		var rename func(error) error
 		var cleanup func()
 		var merr error
-		if o.SourceCache == "" {
+		if o.SourceCache == "" && !o.sideLocal() {
 			var files *viewFiles
 			if p, files, rename, cleanup, merr = streamSource(ctx, o.Source, o.From, o.IO.Err); files != nil {
 				o.files = files
+				rename, cleanup, merr = o.viewSides(ctx, files, rename, cleanup)
 			}
 		}
 		if merr == nil && o.files == nil {
@@ -577,6 +583,9 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		return usagef(errors.New("--source-cache is for an s3://bucket/prefix SRC; a local SRC is read in place"))
 	} else if o.plan != nil && remote(o.plan.Source) {
 		p, files, rename, cleanup, verr := plannedView(ctx, o.plan.Source, o.plan.Kind, o.plan.Items, o.IO.Err)
+		if verr == nil {
+			rename, cleanup, verr = o.viewSides(ctx, files, rename, cleanup)
+		}
 		if verr != nil {
 			return verr
 		}
@@ -599,9 +608,11 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 }
 
 // runStreamBuild builds to an object-store OUT uploading each shard as it is finished
-// (openStreamTarget). A resumed build whose checkpoint names an object that is missing or damaged
-// in the store (s3.ErrStoredDamaged) starts over, saying so: the shards are built again, and
-// those the store holds intact are not uploaded again.
+// (openStreamTarget). Each checkpoint is kept in the bucket too, so that a resume on a machine
+// without the local folder (or with an older checkpoint in it) goes on from the bucket's: its
+// journal is put where the build reads it. A resumed build whose checkpoint names an object
+// that is missing or damaged in the store (s3.ErrStoredDamaged) starts over, saying so: the
+// shards are built again, and those the store holds intact are not uploaded again.
 func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	t, err := openStreamTarget(ctx, o.Out, o.Force, o.Resume, o.part, o.IO.Err)
 	if err != nil {
@@ -613,7 +624,17 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	if err := os.RemoveAll(t.dir); err != nil {
 		return err
 	}
-	o.store, o.uploadBusy = t.store, t.stage.Busy
+	if j := t.stage.TakenJournal(); o.Resume && j != nil {
+		staging := t.dir + pipeline.StagingSuffix
+		if err := os.MkdirAll(staging, 0o755); err != nil {
+			return err
+		}
+		if err := fileutil.WriteFileAtomic(filepath.Join(staging, pipeline.JournalName), j); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.IO.Err, "packer: resuming from the checkpoint kept in %s\n", o.Out)
+	}
+	o.store, o.uploadBusy, o.saveCheckpoint = t.store, t.stage.Busy, t.stage.SaveCheckpoint
 	err = runBuildTo(ctx, o, t.dir, t.publish)
 	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
 		fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
@@ -688,6 +709,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 		CheckpointEvery: o.CheckpointEvery,
 		Shuffle:         o.shuffle(),
 		Store:           o.store,
+		SaveCheckpoint:  o.saveCheckpoint,
 		Workers:         o.Workers,
 		OnError:         o.OnError,
 		MaxErrors:       o.MaxErrors,

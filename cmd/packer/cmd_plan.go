@@ -13,6 +13,8 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/source"
+	"github.com/packer-dev/packer/source/video"
 )
 
 // planFlags are build's source flags: what `packer plan` takes and records, and what a build
@@ -57,10 +59,14 @@ a part built from SOURCE records, so the merge is byte-identical to one build of
 
 A folder, list, frames or video source is not listed again: a part builds the planned inputs
 even when files were added or removed since (a removed one is a skipped input), and refuses to
-build when one of its own inputs is there with another size or modification time. CIFAR, IDX, WebDataset, TFRecord and Parquet
-sources read their inputs' bytes while listing them: their plan holds only the count and the
-listing and content digests, and each part lists the source and is refused when its listing
-or content digest differs from the plan's.
+build when one of its own inputs is there with another size or modification time. CIFAR and
+IDX sources read their inputs' bytes while listing them: their plan holds only the count and
+the listing and content digests, and each part lists the source and is refused when its
+listing or content digest differs from the plan's. A WebDataset, TFRecord or Parquet plan lists
+the files with their size and time and how many samples each holds (for Parquet, each row
+group): a part opens only the files that hold its samples (Parquet: their footers and the row
+groups it needs), and is refused when a file is not there as planned. Without a plan, each part
+of these kinds reads every file of the source.
 
 SOURCE may be an s3://bucket/prefix of an image folder or list, WebDataset, TFRecord or Parquet files:
 the plan names each object by URL with its size and ETag, and a part reads only its own
@@ -118,12 +124,17 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 		// URL, and its item lines name each object by URL with its size, time and ETag.
 		var rename func(error) error
 		var cleanup func()
-		o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		if !o.sideLocal() {
+			o.srcPath, view, rename, cleanup, err = streamSource(ctx, o.Source, o.From, o.IO.Err)
+		}
+		if err == nil && view != nil {
+			rename, cleanup, err = o.viewSides(ctx, view, rename, cleanup)
+		}
 		if err != nil {
 			return err
 		}
 		if view == nil {
-			return usagef(fmt.Errorf("plan reads an s3:// source of the kinds read from a bucket without a copy (image folders and lists, webdataset, tfrecord, parquet); for %s, copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
+			return usagef(fmt.Errorf("plan reads an s3:// source through a view of its listing, which %s cannot be read from (a coco or pairs source with a local --images or --masks folder: give it as an s3:// folder; or a source whose kind its names do not tell: give --from); or copy it once with `packer build %s --source-cache DIR ...` (or any S3 tool) and plan DIR", o.Source, o.Source))
 		}
 		defer cleanup()
 		defer func() { err = rename(err) }()
@@ -133,7 +144,12 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	if view != nil {
+	if view != nil && kind == video.KindFrames {
+		// Its inputs are folders, which the plan's item lines cannot name by an object's URL.
+		return usagef(fmt.Errorf("plan reads no s3:// frames source: build the parts from %s itself (each lists the prefix and fetches only its own frames), or copy it once with `packer build %s --source-cache DIR ...` and plan DIR", o.Source, o.Source))
+	}
+	if _, records := src.(source.RecordSource); view != nil && !records {
+		// (A record source's items have no path; its file lines are stamped through the view.)
 		src = planView{Source: src, v: view.v}
 	}
 	e, _ := sourceEntry(kind)
@@ -152,7 +168,9 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 		return fmt.Errorf("plan %s: %w", o.Out, err)
 	}
 	what := "its inputs listed"
-	if !h.Items {
+	if h.Files > 0 {
+		what = fmt.Sprintf("%s listed with their samples: each part reads only its own", humanize.Count(h.Files, "file"))
+	} else if !h.Items {
 		what = "count and listing digest only: each part lists the source and checks it"
 	}
 	fmt.Fprintf(o.IO.Out, "planned %s of %s (%s) into %s [%s]\nlisting_sha256 %s\ncontent_sha256 %s\n", humanize.Count(h.Count, "input"), abs, kind, o.Out, what, h.Listing, h.Content)
@@ -164,13 +182,13 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 
 // flagValue is a source flag's value as a plan records it: the flag's own string, for
 // --classes the parsed class names joined by commas, and for --images and --masks the folder's
-// absolute path (a plan names its source by absolute path too).
+// absolute path (a plan names its source by absolute path too), or its s3:// location as given.
 func (o *buildOptions) flagValue(name string) string {
 	v := o.flags.Lookup(name).Value.String()
 	switch {
 	case name == "classes":
 		return strings.Join(o.classes, ",")
-	case (name == "images" || name == "masks") && v != "":
+	case (name == "images" || name == "masks") && v != "" && !remote(v):
 		if abs, err := filepath.Abs(v); err == nil {
 			return abs
 		}

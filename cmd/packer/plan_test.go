@@ -172,7 +172,7 @@ func TestPlanRefuses(t *testing.T) {
 		{"other-version", strings.Replace(string(good), `"packer":"`, `"packer":"9.`, 1), ":1: made by packer 9."},
 		{"other-content", regexp.MustCompile(`"content_sha256":"[0-9a-f]{64}"`).ReplaceAllString(string(good), `"content_sha256":"`+strings.Repeat("0", 64)+`"`), ": the item lines do not match the header's content_sha256"},
 		{"no-content", regexp.MustCompile(`"content_sha256":"[0-9a-f]{64}",`).ReplaceAllString(string(good), ``), ":1: content_sha256"},
-		{"format-1", strings.Replace(string(good), `{"packer_plan":2`, `{"packer_plan":1`, 1), ":1: plan format 1"},
+		{"format-1", strings.Replace(string(good), `{"packer_plan":3`, `{"packer_plan":1`, 1), ":1: plan format 1"},
 		{"bad-header", `{"packer_plan":1,"packer":` + "\n", ":1: "},
 		{"header-only-empty", `{"packer_plan":1}` + "\n", ":1: "},
 	} {

@@ -20,16 +20,19 @@ import (
 )
 
 // streamSource makes an object-store SRC readable without a copy, for the kinds that read
-// their inputs' bytes through source.Options.Files (Entry.Streams: image folders and lists,
-// WebDataset, TFRecord, Parquet): the prefix is listed once into a view (storage.Remote.View),
-// a local folder of one sparse file per object, of its name, size and time but holding no
-// data, under $TMPDIR and removed by the returned cleanup. The source lists the view as it
-// lists any folder, and each input is fetched when it is read: an image whole into memory, a
-// tar or TFRecord file as a stream, a Parquet file by ranged reads, each pinned to the ETag it
-// was listed with. A build in parts thus fetches only its own share of the images (WebDataset,
-// TFRecord and Parquet parts read every file, as their listing is in the files' bytes), and
-// nothing of the data is written to local disk. Only list files (.csv, .jsonl, .json, .txt),
-// which a source reads when it opens, are copied whole into the view.
+// their inputs' bytes through source.Options.Files (Entry.Streams: every kind): the prefix is
+// listed once into a view (storage.Remote.View), a local folder of one sparse file per object,
+// of its name, size and time but holding no data, under $TMPDIR and removed by the returned
+// cleanup. The source lists the view as it lists any folder, and each input is fetched when it
+// is read: an image, mask or frame whole into memory, a video into a temporary file beside the
+// view (viewFiles.CreateTemp) removed once decoded, a tar, TFRecord, CIFAR or IDX file as a
+// stream, a Parquet file by ranged reads, each pinned to the ETag it was listed with. A build in
+// parts thus fetches only its own share of the images, frames and videos (WebDataset, TFRecord,
+// Parquet, CIFAR and IDX parts read every file, as their listing is in the files' bytes), and
+// nothing else of the data is written to local disk. Only list files (.csv, .jsonl, .json,
+// .txt: a COCO annotation file too), which a source reads when it opens, are copied whole into
+// the view. A COCO or pairs source's s3:// --images or --masks folder is viewed beside it
+// (viewSides).
 //
 // It returns files nil, and no error, for a kind that reads local files itself (or a source
 // whose kind the view cannot tell): the caller copies the prefix instead (mirrorSource).
@@ -79,7 +82,7 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 		root = storage.JoinLocation(sl.scheme, sl.bucket, strings.TrimSuffix(path.Dir(sl.prefix), "."))
 	}
 	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root, "/")) }
-	return p, &viewFiles{v: v}, rename, cleanup, nil
+	return p, &viewFiles{v: v, tmp: stage.Dir}, rename, cleanup, nil
 }
 
 // wholeInView says which objects a view holds whole: the lists a source reads when it opens
@@ -116,7 +119,8 @@ func plannedView(ctx context.Context, src, kind string, items bool, errw progres
 // viewFiles serves the bytes of a view's files (source.Files): each opened from the store, or
 // taken from what Prefetch fetched ahead.
 type viewFiles struct {
-	v storage.View
+	v   storage.View
+	tmp string // the folder of CreateTemp's files ("": $TMPDIR)
 
 	mu      sync.Mutex
 	pending map[string]*prefetched // by path
@@ -233,6 +237,15 @@ func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.Re
 	return fetchReader{r}, n, nil
 }
 
+// Stamp is what the listing says of the object a view's file stands for (source.Stamper).
+func (f *viewFiles) Stamp(p string) (source.Stamp, bool) {
+	o, ok := f.v.Object(p)
+	if !ok {
+		return source.Stamp{}, false
+	}
+	return source.Stamp{Size: o.Size, ModTime: o.ModTime, ETag: o.ETag}, true
+}
+
 func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (source.ReadAtCloser, int64, error) {
 	etag, size := "", int64(-1)
 	if st != nil {
@@ -245,11 +258,30 @@ func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (sou
 	return fetchReaderAt{r}, r.Size(), nil
 }
 
-// fetchReaderAt is fetchReader for ranged reads.
+// CreateTemp makes a temporary file beside the view, in its folder under $TMPDIR (removed with
+// the view, or as a stale staging folder after a kill), for a source that needs an input as a
+// local file while it decodes it (a video: ffmpeg seeks in its input).
+func (f *viewFiles) CreateTemp(pattern string) (*os.File, error) {
+	return os.CreateTemp(f.tmp, pattern)
+}
+
+// fetchReaderAt is fetchReader for ranged reads. Each read is one ranged GET of exactly the
+// bytes asked for where the store's reader can (exactReader), never a chunk of the object
+// around them with the chunks after it read ahead: a Parquet part reads only the footers and
+// row groups it needs (the Parquet reader asks for whole pages, or its read buffer's worth).
 type fetchReaderAt struct{ storage.Reader }
 
+// exactReader is a storage.Reader that reads exact ranges (the s3 backend's).
+type exactReader interface {
+	ReadRangeAt(p []byte, off int64) (int, error)
+}
+
 func (r fetchReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	n, err := r.Reader.ReadAt(p, off)
+	read := r.Reader.ReadAt
+	if e, ok := r.Reader.(exactReader); ok {
+		read = e.ReadRangeAt
+	}
+	n, err := read(p, off)
 	if err != nil && err != io.EOF {
 		err = fmt.Errorf("%w: %w", source.ErrFetch, err)
 	}

@@ -117,7 +117,7 @@ func (o *buildOptions) sourceOptions() source.Options {
 	return source.Options{
 		Split: o.Split, Classes: o.classes, ExifOrient: o.ExifOrien, MaxPixels: o.MaxPixels,
 		ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.ShortClip, FPS: o.FPS, Timeout: o.Timeout,
-		ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: splitList(o.Fields), Images: o.Images, Masks: o.Masks,
+		ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: splitList(o.Fields), Images: o.sidePath(o.Images), Masks: o.sidePath(o.Masks),
 		Files: o.files,
 	}
 }

@@ -92,6 +92,10 @@ type Source struct {
 	count       int64
 	bufLimit    int64 // ArchiveBuffer; tests lower it
 	maxMember   int64 // MaxMemberSize; tests lower it
+	// inputs, when set, serves the bytes of the batch files and archives (source.Options.Files:
+	// the paths are then a view of an object store's listing): each is read as one stream of
+	// its object, never copied.
+	inputs source.Files
 }
 
 var _ source.Source = (*Source)(nil)
@@ -137,10 +141,17 @@ func layoutFor(kind, split string) (layout, error) {
 // official archive), the .tar.gz or .tar archive itself, or a single .bin file (then split is
 // not used and every record of that file is read).
 func Open(p, kind, split string) (*Source, error) {
-	return open(p, kind, split, ArchiveBuffer, MaxMemberSize)
+	return open(p, kind, split, ArchiveBuffer, MaxMemberSize, nil)
 }
 
-func open(p, kind, split string, bufLimit, maxMember int64) (*Source, error) {
+// OpenFrom is Open reading the batch files or the archive through files where it is set
+// (source.Options.Files: p is then a view of an object store's listing, and each file is read
+// as a stream of its object, never copied).
+func OpenFrom(files source.Files, p, kind, split string) (*Source, error) {
+	return open(p, kind, split, ArchiveBuffer, MaxMemberSize, files)
+}
+
+func open(p, kind, split string, bufLimit, maxMember int64, files source.Files) (*Source, error) {
 	if split == "" {
 		split = "train"
 	}
@@ -152,7 +163,7 @@ func open(p, kind, split string, bufLimit, maxMember int64) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cifar: %w", err)
 	}
-	s := &Source{kind: kind, split: split, recSize: l.recSize, bufLimit: bufLimit, maxMember: maxMember}
+	s := &Source{kind: kind, split: split, recSize: l.recSize, bufLimit: bufLimit, maxMember: maxMember, inputs: files}
 	switch {
 	case fi.IsDir():
 		dir, archive, err := findInput(p, l)
@@ -168,7 +179,7 @@ func open(p, kind, split string, bufLimit, maxMember int64) (*Source, error) {
 			return nil, err
 		}
 	case fi.Mode().IsRegular():
-		isArchive, err := sniffArchive(p)
+		isArchive, err := s.sniffArchive(p)
 		if err != nil {
 			return nil, err
 		}
@@ -215,9 +226,14 @@ func exists(p string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
+// openInput opens the file at p for one sequential read: through Source.inputs where set.
+func (s *Source) openInput(ctx context.Context, p string) (io.ReadCloser, error) {
+	return source.OpenInput(ctx, s.inputs, p, fsentry.Open)
+}
+
 // sniffArchive reports whether the file starts like a gzip stream or a tar archive.
-func sniffArchive(p string) (bool, error) {
-	f, err := fsentry.Open(p)
+func (s *Source) sniffArchive(p string) (bool, error) {
+	f, err := s.openInput(context.Background(), p)
 	if err != nil {
 		return false, fmt.Errorf("cifar: %s: %w", filepath.Base(p), err)
 	}
@@ -342,13 +358,13 @@ func indexNames(n int) []string {
 
 // archiveReader streams the members of a .tar.gz or .tar file.
 type archiveReader struct {
-	f  *os.File
+	f  io.ReadCloser
 	gz *gzip.Reader
 	tr *tar.Reader
 }
 
-func openArchiveReader(p string) (*archiveReader, error) {
-	f, err := fsentry.Open(p)
+func (s *Source) openArchiveReader(ctx context.Context, p string) (*archiveReader, error) {
+	f, err := s.openInput(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("cifar: %s: %w", filepath.Base(p), err)
 	}
@@ -403,7 +419,7 @@ func (s *Source) openArchive(p string, l layout) error {
 	members := make([]string, len(l.files))
 	sizes := make([]int64, len(l.files))
 	var namesData, coarseData []byte
-	a, err := openArchiveReader(p)
+	a, err := s.openArchiveReader(context.Background(), p)
 	if err != nil {
 		return err
 	}
@@ -525,7 +541,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 	var seq int64
 	if s.archive == "" {
 		for i, name := range s.files {
-			f, err := fsentry.Open(filepath.Join(s.dir, name))
+			f, err := s.openInput(ctx, filepath.Join(s.dir, name))
 			if err != nil {
 				return fmt.Errorf("cifar: %s: %w", name, err)
 			}
@@ -566,7 +582,7 @@ func (s *Source) enumerateArchive(ctx context.Context, seq *int64, emit func(sou
 func (s *Source) archivePass(ctx context.Context, index map[string]int, buffered map[int][]byte,
 	budget *int64, next *int, seq *int64, emit func(source.Item) error) (progress bool, err error) {
 	an := filepath.Base(s.archive)
-	a, err := openArchiveReader(s.archive)
+	a, err := s.openArchiveReader(ctx, s.archive)
 	if err != nil {
 		return false, err
 	}

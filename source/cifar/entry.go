@@ -41,6 +41,9 @@ func entry(kind string, names *regexp.Regexp, folder, archive string, recSize in
 				return strings.HasSuffix(lower, ".bin") && size > 0 && size%recSize == 0
 			},
 		},
-		Open: func(p string, o source.Options) (source.Source, error) { return Open(p, kind, o.Split) },
+		Open: func(p string, o source.Options) (source.Source, error) { return OpenFrom(o.Files, p, kind, o.Split) },
+		// Its batch files or archive are read as streams of their objects (each part reads
+		// them whole, as its listing reads every record).
+		Streams: true,
 	}
 }

@@ -40,7 +40,7 @@ func FuzzCIFAR(f *testing.F) {
 		}
 		for _, kind := range []string{Kind10, Kind100} {
 			for _, split := range []string{"train", "test"} {
-				s, err := open(p, kind, split, 1<<16, 1<<20)
+				s, err := open(p, kind, split, 1<<16, 1<<20, nil)
 				if err != nil {
 					continue
 				}

@@ -38,6 +38,7 @@ import (
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
+	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -67,6 +68,10 @@ func (e *FormatError) Error() string { return fmt.Sprintf("coco: %s: %s", e.File
 type Options struct {
 	Images string                   // folder the file names are relative to; "" = the annotation file's folder
 	Decode transforms.DecodeOptions // image decoding
+	// Files, when set, serves the images' bytes: the annotation file and the images folder
+	// are then an object store's view (source.Options.Files), and each image is fetched
+	// into memory when it is decoded.
+	Files source.Files
 }
 
 // annotation is what a record keeps of one annotation.
@@ -636,7 +641,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if s.plan.Windows {
 		region = s.plan.Transform.Region
 	}
-	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
+	d, err := memdecode.DecodeFile(ctx, s.opts.Files, it.Path, it.Stamp, s.opts.Decode, region, sc)
 	if err != nil {
 		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
@@ -686,8 +691,9 @@ var Entry = source.Entry{
 			// its size under 180 degrees and carry boxes that no longer fit it.
 			return nil, errors.New("coco: --exif-orient does not apply: the annotations are in the coordinates of the image as stored")
 		}
-		return Open(p, Options{Images: o.Images, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}})
+		return Open(p, Options{Images: o.Images, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Files: o.Files})
 	},
+	Streams: true,
 }
 
 func fieldNames() string {

@@ -20,7 +20,12 @@ var Entry = source.Entry{
 		File:    fileNames.MatchString,
 		Content: isMagic,
 	},
-	Open: func(p string, o source.Options) (source.Source, error) { return Open(p, o.Split, o.Classes) },
+	Open: func(p string, o source.Options) (source.Source, error) {
+		return OpenFrom(o.Files, p, o.Split, o.Classes)
+	},
+	// Its files are read as streams of their objects (each part reads them whole, as its
+	// listing reads every record's bytes).
+	Streams: true,
 }
 
 // isMagic reports whether b starts with a plausible IDX magic: 00 00, a known type, 1..8

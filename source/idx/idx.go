@@ -136,22 +136,52 @@ func headerErr(err error) error {
 	return err
 }
 
+// inputs opens a source's files: local files, or, where files is set (source.Options.Files:
+// the paths are then a view of an object store's listing), the objects they stand for, each
+// read once as a stream from its start, never copied.
+type inputs struct {
+	files source.Files
+	ctx   context.Context // of the reads through files
+}
+
+// open opens the file at p for one sequential read, and returns its size.
+func (in inputs) open(p string) (io.ReadCloser, int64, error) {
+	if in.files != nil {
+		ctx := in.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		return in.files.Open(ctx, p, nil)
+	}
+	f, err := fsentry.Open(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, fi.Size(), nil
+}
+
 // file is an open IDX file, decompressed when it is gzip.
 type file struct {
 	name string // base name
-	f    *os.File
+	f    io.ReadCloser
+	size int64
 	gz   *gzip.Reader
 	r    *bufio.Reader
 	hdr  Header
 }
 
 // openFile opens p, detects gzip by its magic bytes and reads the IDX header.
-func openFile(p string) (*file, error) {
-	f, err := fsentry.Open(p)
+func (in inputs) openFile(p string) (*file, error) {
+	f, size, err := in.open(p)
 	if err != nil {
 		return nil, fmt.Errorf("idx: %s: %w", filepath.Base(p), err)
 	}
-	fl := &file{name: filepath.Base(p), f: f}
+	fl := &file{name: filepath.Base(p), f: f, size: size}
 	br := bufio.NewReaderSize(f, 1<<16)
 	fl.r = br
 	if m, _ := br.Peek(2); len(m) == 2 && m[0] == 0x1f && m[1] == 0x8b {
@@ -169,16 +199,11 @@ func openFile(p string) (*file, error) {
 	}
 	// For an uncompressed file, the size must be exactly the header plus the data.
 	if fl.gz == nil {
-		fi, err := f.Stat()
-		if err != nil {
-			fl.close()
-			return nil, fmt.Errorf("idx: %w", err)
-		}
 		want := int64(fl.hdr.Len()) + int64(ElemSize(fl.hdr.Type))*product(fl.hdr.Dims)
-		if fi.Size() != want {
+		if fl.size != want {
 			fl.close()
 			return nil, FormatError(fmt.Sprintf("%s: size %d, but the header's shape %v of %s needs %d bytes",
-				fl.name, fi.Size(), fl.hdr.Dims, TypeName(fl.hdr.Type), want))
+				fl.name, fl.size, fl.hdr.Dims, TypeName(fl.hdr.Type), want))
 		}
 	}
 	return fl, nil
@@ -215,6 +240,7 @@ func (fl *file) close() {
 
 // Source is a source.Source over an IDX images file and its labels file.
 type Source struct {
+	in             inputs
 	images, labels string // paths
 	split          string
 	n, h, w, c     int
@@ -231,6 +257,14 @@ var _ source.Source = (*Source)(nil)
 // found by replacing "images-idx3" with "labels-idx1" in its name. split "" means "train" and
 // is ignored for a file. classes names the labels; nil picks defaults (see the package doc).
 func Open(path, split string, classes []string) (*Source, error) {
+	return OpenFrom(nil, path, split, classes)
+}
+
+// OpenFrom is Open reading the files through files where it is set (source.Options.Files:
+// path is then a view of an object store's listing, and each file is read as a stream of
+// its object, never copied).
+func OpenFrom(files source.Files, path, split string, classes []string) (*Source, error) {
+	in := inputs{files: files}
 	if split == "" {
 		split = "train"
 	}
@@ -242,32 +276,32 @@ func Open(path, split string, classes []string) (*Source, error) {
 		return nil, fmt.Errorf("idx: %w", err)
 	}
 	if !fi.IsDir() {
-		labels, err := labelsFor(path)
+		labels, err := in.labelsFor(path)
 		if err != nil {
 			return nil, err
 		}
-		return open(path, labels, "", classes)
+		return in.openPair(path, labels, "", classes)
 	}
-	images, err := findSplit(path, split)
+	images, err := in.findSplit(path, split)
 	if err != nil {
 		return nil, err
 	}
-	labels, err := labelsFor(images)
+	labels, err := in.labelsFor(images)
 	if err != nil {
 		return nil, err
 	}
-	return open(images, labels, split, classes)
+	return in.openPair(images, labels, split, classes)
 }
 
 // OpenFiles returns a Source for an explicit pair of images and labels files.
 func OpenFiles(images, labels string, classes []string) (*Source, error) {
-	return open(images, labels, "", classes)
+	return inputs{}.openPair(images, labels, "", classes)
 }
 
 var splitPrefixes = map[string][]string{"train": {"train"}, "test": {"t10k", "test"}}
 
 // findSplit finds the images file of split in dir.
-func findSplit(dir, split string) (string, error) {
+func (in inputs) findSplit(dir, split string) (string, error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("idx: %w", err)
@@ -315,7 +349,7 @@ func findSplit(dir, split string) (string, error) {
 		}
 		return names[i] < names[j]
 	})
-	if err := sameData(dir, names); err != nil {
+	if err := in.sameData(dir, names); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, names[0]), nil
@@ -324,9 +358,9 @@ func findSplit(dir, split string) (string, error) {
 // sameData checks that the files names in dir (one dataset file, compressed and not, or
 // spelled with dots and dashes) hold the same data once decompressed; the first is the one
 // read. A stale extraction beside a newer download would otherwise be packed without a word.
-func sameData(dir string, names []string) error {
+func (in inputs) sameData(dir string, names []string) error {
 	for _, n := range names[1:] {
-		same, err := equalData(filepath.Join(dir, names[0]), filepath.Join(dir, n))
+		same, err := in.equalData(filepath.Join(dir, names[0]), filepath.Join(dir, n))
 		if err != nil {
 			return err
 		}
@@ -339,13 +373,13 @@ func sameData(dir string, names []string) error {
 }
 
 // equalData compares the decompressed contents of two files.
-func equalData(a, b string) (bool, error) {
-	ra, err := openData(a)
+func (in inputs) equalData(a, b string) (bool, error) {
+	ra, err := in.openData(a)
 	if err != nil {
 		return false, err
 	}
 	defer ra.Close()
-	rb, err := openData(b)
+	rb, err := in.openData(b)
 	if err != nil {
 		return false, err
 	}
@@ -372,7 +406,7 @@ func equalData(a, b string) (bool, error) {
 // dataReader is a file's decompressed contents.
 type dataReader struct {
 	io.Reader
-	f  *os.File
+	f  io.ReadCloser
 	gz *gzip.Reader
 }
 
@@ -384,8 +418,8 @@ func (d *dataReader) Close() error {
 }
 
 // openData opens p, decompressing it when it starts with the gzip magic bytes.
-func openData(p string) (*dataReader, error) {
-	f, err := fsentry.Open(p)
+func (in inputs) openData(p string) (*dataReader, error) {
+	f, _, err := in.open(p)
 	if err != nil {
 		return nil, fmt.Errorf("idx: %s: %w", filepath.Base(p), err)
 	}
@@ -410,7 +444,7 @@ func normalize(name string) string {
 }
 
 // labelsFor finds the labels file belonging to an images file.
-func labelsFor(images string) (string, error) {
+func (in inputs) labelsFor(images string) (string, error) {
 	dir, name := filepath.Split(images)
 	var cands []string
 	for _, r := range [][2]string{{"images-idx3", "labels-idx1"}, {"images.idx3", "labels.idx1"}} {
@@ -430,7 +464,7 @@ func labelsFor(images string) (string, error) {
 		}
 	}
 	if len(found) > 0 {
-		if err := sameData(dir, found); err != nil {
+		if err := in.sameData(dir, found); err != nil {
 			return "", err
 		}
 		return filepath.Join(dir, found[0]), nil
@@ -438,9 +472,10 @@ func labelsFor(images string) (string, error) {
 	return "", fmt.Errorf("idx: %s: labels file %s not found", images, strings.TrimSuffix(cands[0], ".gz")+"[.gz]")
 }
 
-func open(images, labels, split string, classes []string) (*Source, error) {
-	s := &Source{images: images, labels: labels, split: split}
-	im, err := openFile(images)
+// openPair opens the images and labels files (open is the opening of one file).
+func (in inputs) openPair(images, labels, split string, classes []string) (*Source, error) {
+	s := &Source{in: in, images: images, labels: labels, split: split}
+	im, err := in.openFile(images)
 	if err != nil {
 		return nil, err
 	}
@@ -448,7 +483,7 @@ func open(images, labels, split string, classes []string) (*Source, error) {
 	if err := s.checkImages(im.name, im.hdr); err != nil {
 		return nil, err
 	}
-	lb, err := openFile(labels)
+	lb, err := in.openFile(labels)
 	if err != nil {
 		return nil, err
 	}
@@ -611,7 +646,9 @@ func (s *Source) Info() source.SourceInfo {
 
 // Enumerate emits every image with its label, in file order, reading both files as streams.
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
-	im, err := openFile(s.images)
+	in := s.in
+	in.ctx = ctx
+	im, err := in.openFile(s.images)
 	if err != nil {
 		return err
 	}
@@ -619,7 +656,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 	if err := s.sameHeader(im, true); err != nil {
 		return err
 	}
-	lb, err := openFile(s.labels)
+	lb, err := in.openFile(s.labels)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
+	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -471,14 +472,8 @@ func (s *Source) decodeRegion(ctx context.Context, it source.Item, region func(w
 		if err := fsentry.Check(it.Path); err != nil {
 			return transforms.Decoded{}, err
 		}
-		return transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
 	}
-	r, size, err := s.opts.Files.Open(ctx, it.Path, it.Stamp)
-	if err != nil {
-		return transforms.Decoded{}, err
-	}
-	defer r.Close()
-	return transforms.DecodeReaderRegion(r, size, it.Path, s.opts.Decode, region, sc)
+	return memdecode.DecodeFile(ctx, s.opts.Files, it.Path, it.Stamp, s.opts.Decode, region, sc)
 }
 
 // recordMeta is an image record's per-record metadata, {"path": name}: its source path as

@@ -37,6 +37,7 @@ import (
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/source/internal/fsentry"
+	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -50,6 +51,10 @@ var MaskField = shard.Field{Name: "mask", Kind: shard.KindImage, DType: "uint8",
 type Options struct {
 	Masks  string                   // the masks folder
 	Decode transforms.DecodeOptions // image decoding; MaxPixels also bounds masks
+	// Files, when set, serves the bytes of the images and masks: both folders are then views
+	// of an object store (source.Options.Files), and each image and mask is fetched into
+	// memory when it is decoded.
+	Files source.Files
 }
 
 // Source is a source.Source over an images folder and its masks folder.
@@ -195,7 +200,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if err := fsentry.Check(it.Path); err != nil {
 		return &source.InputError{Input: it.Name, Err: err}
 	}
-	mask, err := readMask(maskPath, s.opts.Decode.MaxPixels)
+	mask, err := s.readMask(ctx, maskPath)
 	if err != nil {
 		return &source.InputError{Input: it.Name, Err: fmt.Errorf("mask %s: %w", maskName, err)}
 	}
@@ -208,7 +213,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if s.plan.Windows {
 		region = s.plan.Transform.Region
 	}
-	d, err := transforms.DecodeFileRegion(it.Path, s.opts.Decode, region, sc)
+	d, err := memdecode.DecodeFile(ctx, s.opts.Files, it.Path, it.Stamp, s.opts.Decode, region, sc)
 	if err != nil {
 		return &source.InputError{Input: it.Name, Err: transforms.DecodeReason(err)}
 	}
@@ -240,13 +245,25 @@ const (
 	pngPalette = 3
 )
 
-// readMask decodes a mask PNG to its class indices.
-func readMask(p string, maxPixels int64) (transforms.Image, error) {
-	f, err := fsentry.Open(p)
+// readMask decodes the mask PNG at p: from its file, or where Options.Files is set from the
+// object the view's file stands for.
+func (s *Source) readMask(ctx context.Context, p string) (transforms.Image, error) {
+	var r io.ReadCloser
+	var err error
+	if s.opts.Files != nil {
+		r, _, err = s.opts.Files.Open(ctx, p, nil)
+	} else {
+		r, err = fsentry.Open(p)
+	}
 	if err != nil {
 		return transforms.Image{}, err
 	}
-	defer f.Close()
+	defer r.Close()
+	return decodeMask(r, s.opts.Decode.MaxPixels)
+}
+
+// decodeMask decodes a mask PNG to its class indices.
+func decodeMask(f io.Reader, maxPixels int64) (transforms.Image, error) {
 	br := bufio.NewReader(f)
 	hdr, err := br.Peek(26)
 	if err != nil || string(hdr[:8]) != "\x89PNG\r\n\x1a\n" || string(hdr[12:16]) != "IHDR" {
@@ -320,6 +337,7 @@ var Entry = source.Entry{
 			// would land on the wrong pixels.
 			return nil, errors.New("pairs: --exif-orient does not apply: masks are in the coordinates of the image as stored")
 		}
-		return Open(p, Options{Masks: o.Masks, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}})
+		return Open(p, Options{Masks: o.Masks, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Files: o.Files})
 	},
+	Streams: true,
 }

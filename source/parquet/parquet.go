@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	pq "github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/internal/fsentry"
@@ -170,13 +171,13 @@ func noPanic(fn func() error) (err error) {
 }
 
 // open opens one file of the source: from the file system, or by ranged reads through
-// Options.Files.
-func (s *Source) open(name string) (*pq.File, source.ReadAtCloser, error) {
+// Options.Files, pinned to st (or nil: to the listing).
+func (s *Source) open(name string, st *source.Stamp) (*pq.File, source.ReadAtCloser, error) {
 	var f source.ReadAtCloser
 	var size int64
 	if s.opts.Files != nil {
 		var err error
-		if f, size, err = s.opts.Files.OpenAt(context.Background(), filepath.Join(s.root, name), nil); err != nil {
+		if f, size, err = s.opts.Files.OpenAt(context.Background(), filepath.Join(s.root, name), st); err != nil {
 			return nil, nil, err
 		}
 	} else {
@@ -191,17 +192,87 @@ func (s *Source) open(name string) (*pq.File, source.ReadAtCloser, error) {
 		}
 		f, size = lf, st.Size()
 	}
+	if s.opts.Files != nil {
+		f = &windowed{ReadAtCloser: f, size: size, group: -1}
+	}
 	if err := checkFooter(f, size); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
-	pf, err := pq.OpenFile(f, size, pq.SkipPageIndex(true), pq.SkipBloomFilters(true))
+	opts := []pq.FileOption{pq.SkipPageIndex(true), pq.SkipBloomFilters(true)}
+	if s.opts.Files != nil {
+		// Read from a store, each read one request: a page header is read with the pages
+		// after it, up to the end of its column chunk, rather than 4 KiB at a time. (The
+		// reader also reads this much of the file's end at once for its footer.)
+		opts = append(opts, pq.ReadBufferSize(readBufferSize))
+	}
+	pf, err := pq.OpenFile(f, size, opts...)
 	if err != nil {
 		f.Close()
 		return nil, nil, err
 	}
 	return pf, f, nil
 }
+
+// windowed is a file read through Options.Files whose column chunks of the row group being read
+// are held in memory, each fetched once with one ranged read (up to maxWindows bytes in all):
+// checkChunk reads a chunk whole before parquet-go reads it again, and without them the
+// store would be asked for its bytes twice. Reads outside them go to the store.
+type windowed struct {
+	source.ReadAtCloser
+	size  int64
+	group int // the row group whose chunks wins holds
+	wins  []window
+	held  int64
+}
+
+type window struct {
+	off  int64
+	data []byte
+}
+
+// maxWindows bounds the bytes of the column chunks a windowed file holds: the chunks of a
+// larger row group are read from the store for the check and again for their values.
+const maxWindows = 256 << 20
+
+// hold fetches the column chunk meta of row group group into memory, dropping those of
+// another row group, where it fits in the file and the budget.
+func (w *windowed) hold(group int, meta *format.ColumnMetaData) error {
+	if group != w.group {
+		w.group, w.wins, w.held = group, nil, 0
+	}
+	start := meta.DataPageOffset
+	if meta.DictionaryPageOffset != 0 {
+		start = meta.DictionaryPageOffset
+	}
+	n := meta.TotalCompressedSize
+	if start < 4 || n <= 0 || start > w.size || n > w.size-start || w.held+n > maxWindows {
+		return nil // checkChunk refuses a chunk outside the file; a large one is read twice
+	}
+	for _, win := range w.wins {
+		if win.off == start && int64(len(win.data)) == n {
+			return nil
+		}
+	}
+	data := make([]byte, n)
+	if _, err := w.ReadAtCloser.ReadAt(data, start); err != nil {
+		return err
+	}
+	w.wins, w.held = append(w.wins, window{start, data}), w.held+n
+	return nil
+}
+
+func (w *windowed) ReadAt(p []byte, off int64) (int, error) {
+	for _, win := range w.wins {
+		if off >= win.off && off+int64(len(p)) <= win.off+int64(len(win.data)) {
+			return copy(p, win.data[off-win.off:]), nil
+		}
+	}
+	return w.ReadAtCloser.ReadAt(p, off)
+}
+
+// readBufferSize is the Parquet reader's buffer of a file read through Options.Files.
+const readBufferSize = 64 << 10
 
 // checkFooter refuses a file whose footer length (the 4 bytes before the closing "PAR1") does not
 // fit in the file. parquet-go allocates a buffer of the length the file claims before it reads
@@ -228,7 +299,7 @@ func checkFooter(f io.ReaderAt, size int64) error {
 // inspect reads the first file's schema and metadata (columns, class names) and, for string
 // labels, the label column of every file.
 func (s *Source) inspect() error {
-	pf, f, err := s.open(s.files[0])
+	pf, f, err := s.open(s.files[0], nil)
 	if err != nil {
 		return fmt.Errorf("parquet: %s: %w", s.files[0], err)
 	}
@@ -328,7 +399,7 @@ func hfNames(pf *pq.File, column string) []string {
 func (s *Source) stringClasses() error {
 	seen := map[string]bool{}
 	for _, name := range s.files {
-		pf, f, err := s.open(name)
+		pf, f, err := s.open(name, nil)
 		if err != nil {
 			return fmt.Errorf("parquet: %s: %w", name, err)
 		}
@@ -415,6 +486,11 @@ func (s *Source) column(pf *pq.File, f io.ReaderAt, i int, rg pq.RowGroup, path 
 	c := leaf.ColumnIndex
 	if i >= len(groups) || c >= len(groups[i].Columns) || c >= len(groups[0].Columns) || c >= len(rg.ColumnChunks()) {
 		return nil, fmt.Errorf("row group %d has no column %s", i, strings.Join(path, "."))
+	}
+	if w, ok := f.(*windowed); ok {
+		if err := w.hold(i, &groups[i].Columns[c].MetaData); err != nil {
+			return nil, fmt.Errorf("column %s of row group %d: %w", strings.Join(path, "."), i, err)
+		}
 	}
 	if err := checkChunk(f, pf.Size(), &groups[i].Columns[c].MetaData, groups[0].Columns[c].MetaData.Codec); err != nil {
 		return nil, fmt.Errorf("column %s of row group %d: %w", strings.Join(path, "."), i, err)
@@ -528,21 +604,67 @@ func (s *Source) Info() source.SourceInfo {
 
 // Enumerate reads the files in order and emits one item per row.
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
-	var seq int64
-	for _, name := range s.files {
-		if err := s.enumerateFile(ctx, name, &seq, emit); err != nil {
-			return err
+	return s.EnumerateLayout(ctx, emit, nil)
+}
+
+var _ source.RecordSource = (*Source)(nil)
+
+// InputFiles are the Parquet files, in the order they are read.
+func (s *Source) InputFiles() (string, []string) { return s.root, s.files }
+
+// FileStamp is the stamp of one of InputFiles now (source.RecordSource).
+func (s *Source) FileStamp(name string) source.Stamp {
+	return source.StatStamp(s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)))
+}
+
+// EnumerateLayout is Enumerate that reports each file's row count and the rows of each of
+// its row groups (source.RecordSource).
+func (s *Source) EnumerateLayout(ctx context.Context, emit func(source.Item) error, file func(source.FileLayout) error) error {
+	var groups []int64
+	hook := file
+	if file != nil {
+		hook = func(l source.FileLayout) error {
+			var n int64
+			for _, g := range groups {
+				n += g
+			}
+			if n == l.Items {
+				l.Groups = groups
+			}
+			groups = nil
+			return file(l)
 		}
 	}
-	return nil
+	return source.EnumerateFiles(ctx, s, func(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+		if file == nil {
+			return s.enumerateFile(ctx, name, nil, 0, 0, seq, emit, nil)
+		}
+		return s.enumerateFile(ctx, name, nil, 0, 0, seq, emit, &groups)
+	}, emit, hook)
+}
+
+// EnumerateRange emits the rows [lo, hi) (source.RecordSource): it opens only the files that
+// hold them (reading each one's footer), and of those reads only the row groups that hold
+// them, by ranged reads; within the first row group, the rows before lo are read and passed
+// over.
+func (s *Source) EnumerateRange(ctx context.Context, files []source.FileLayout, lo, hi int64, emit func(source.Item) error) error {
+	return source.EnumerateFileRange(ctx, s.root, files, lo, hi, source.GroupStart, func(ctx context.Context, i int, first int64, seq *int64, emit func(source.Item) error) error {
+		g, at := 0, int64(0)
+		for ; at < first; g++ {
+			at += files[i].Groups[g]
+		}
+		return s.enumerateFile(ctx, s.files[i], &files[i].Stamp, g, first, seq, emit, nil)
+	}, emit)
 }
 
 // emitErr marks an error returned by the pipeline's emit, which ends the enumeration.
 type emitErr struct{ error }
 
-func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+// enumerateFile emits the rows of the file name, pinned to st (or nil) where it is read through
+// Options.Files, from the row group first (whose first row is the file's row row) on. With
+// groups not nil, it appends the number of items of each row group read whole.
+func (s *Source) enumerateFile(ctx context.Context, name string, st *source.Stamp, first int, row int64, seq *int64, emit func(source.Item) error, groups *[]int64) error {
 	fname := fsentry.Name(name)
-	row := int64(0)
 	send := func(it source.Item) error {
 		it.Seq = *seq
 		*seq++
@@ -556,7 +678,7 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 	}
 	var pf *pq.File
 	var f source.ReadAtCloser
-	err := noPanic(func() (err error) { pf, f, err = s.open(name); return err })
+	err := noPanic(func() (err error) { pf, f, err = s.open(name, st); return err })
 	if err != nil {
 		return unwrapEmit(rest(err))
 	}
@@ -565,6 +687,13 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		return s.eachRowGroup(pf, func(rgi int, rg pq.RowGroup) error {
 			if err := ctx.Err(); err != nil {
 				return emitErr{err}
+			}
+			if rgi < first {
+				return nil
+			}
+			if groups != nil {
+				at := row
+				defer func() { *groups = append(*groups, row-at) }()
 			}
 			// The labels and the images page by page, side by side: memory holds one page of
 			// each, whatever the row group's row count.

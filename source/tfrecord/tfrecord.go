@@ -142,23 +142,46 @@ func (s *Source) Info() source.SourceInfo {
 
 // Enumerate reads the files in order and emits one item per record.
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
-	var seq int64
-	for _, name := range s.files {
-		if err := s.enumerateFile(ctx, name, &seq, emit); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.EnumerateLayout(ctx, emit, nil)
 }
 
-func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+var _ source.RecordSource = (*Source)(nil)
+
+// InputFiles are the TFRecord files, in the order they are read.
+func (s *Source) InputFiles() (string, []string) { return s.root, s.files }
+
+// FileStamp is the stamp of one of InputFiles now (source.RecordSource).
+func (s *Source) FileStamp(name string) source.Stamp {
+	return source.StatStamp(s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)))
+}
+
+// EnumerateLayout is Enumerate that reports each file's record count (source.RecordSource).
+func (s *Source) EnumerateLayout(ctx context.Context, emit func(source.Item) error, file func(source.FileLayout) error) error {
+	return source.EnumerateFiles(ctx, s, func(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+		return s.enumerateFile(ctx, name, nil, 0, seq, emit)
+	}, emit, file)
+}
+
+// EnumerateRange emits the records [lo, hi) (source.RecordSource): it opens only the files
+// that hold them, and passes over the records before lo by their length headers, without
+// checking or parsing them.
+func (s *Source) EnumerateRange(ctx context.Context, files []source.FileLayout, lo, hi int64, emit func(source.Item) error) error {
+	return source.EnumerateFileRange(ctx, s.root, files, lo, hi, nil, func(ctx context.Context, i int, _ int64, seq *int64, emit func(source.Item) error) error {
+		return s.enumerateFile(ctx, s.files[i], &files[i].Stamp, max(0, lo-*seq), seq, emit)
+	}, emit)
+}
+
+// enumerateFile emits the records of the file name, pinned to st (or nil) where it is read
+// through Options.Files; the first skip records are counted but neither checked nor parsed
+// (EnumerateRange passes over them).
+func (s *Source) enumerateFile(ctx context.Context, name string, st *source.Stamp, skip int64, seq *int64, emit func(source.Item) error) error {
 	fname := fsentry.Name(name)
 	send := func(it source.Item) error {
 		it.Seq = *seq
 		*seq++
 		return emit(it)
 	}
-	f, err := source.OpenInput(ctx, s.opts.Files, filepath.Join(s.root, name), fsentry.Open)
+	f, err := source.OpenPinned(ctx, s.opts.Files, filepath.Join(s.root, name), st, fsentry.Open)
 	if err != nil {
 		return send(source.Item{Name: fname, Note: memdecode.Note{Err: fmt.Errorf("%w: %w", ErrFraming, err)}})
 	}
@@ -184,6 +207,13 @@ func (s *Source) enumerateFile(ctx context.Context, name string, seq *int64, emi
 		size := binary.LittleEndian.Uint64(head[:8])
 		if size > MaxRecordSize {
 			return rest(fmt.Errorf("record of %d bytes, the limit is %d", size, MaxRecordSize))
+		}
+		if int64(n) < skip {
+			if got, err := r.Discard(int(size) + 4); err != nil {
+				return rest(fmt.Errorf("record data: %d of %d bytes: %w", got, size+4, io.ErrUnexpectedEOF))
+			}
+			*seq++
+			continue
 		}
 		data := bytes.NewBuffer(make([]byte, 0, min(size+4, 1<<20)))
 		if got, err := data.ReadFrom(io.LimitReader(r, int64(size)+4)); err != nil || got < int64(size)+4 {

@@ -19,6 +19,7 @@ var (
 		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return ReplayFrames(p, classes, framesOptions(o))
 		},
+		Streams: true,
 	}
 	VideoEntry = source.Entry{
 		Kind: KindVideo,
@@ -33,15 +34,16 @@ var (
 		Replay: func(p string, o source.Options, classes []string) (source.Source, error) {
 			return Replay(p, classes, videoOptions(o))
 		},
+		Streams: true,
 	}
 )
 
 func framesOptions(o source.Options) Options {
 	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
-		ExifOrient: o.ExifOrient, MaxPixels: o.MaxPixels}
+		ExifOrient: o.ExifOrient, MaxPixels: o.MaxPixels, Files: o.Files}
 }
 
 func videoOptions(o source.Options) Options {
 	return Options{ClipLen: o.ClipLen, ClipStride: o.ClipStride, Short: o.Short, FPS: o.FPS,
-		Timeout: o.Timeout, MaxPixels: o.MaxPixels}
+		Timeout: o.Timeout, MaxPixels: o.MaxPixels, Files: o.Files}
 }

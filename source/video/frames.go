@@ -15,6 +15,7 @@ import (
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/source/internal/fsentry"
+	"github.com/packer-dev/packer/source/internal/memdecode"
 	"github.com/packer-dev/packer/transforms"
 )
 
@@ -190,7 +191,7 @@ func (s *FramesSource) Decode(ctx context.Context, it source.Item, emit func(sou
 			c.releaseAll()
 			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))
 		}
-		d, err := transforms.DecodeFileRegion(fp, dopts, region, sc)
+		d, err := memdecode.DecodeFile(ctx, s.opts.Files, fp, nil, dopts, region, sc)
 		if err != nil {
 			s.scratch.Put(sc)
 			c.releaseAll()

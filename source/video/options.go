@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/imagedir"
 	"github.com/packer-dev/packer/source/internal/fsentry"
 )
@@ -68,6 +69,10 @@ type Options struct {
 	// Decoder picks how videos are decoded: DecoderAuto ("" too), DecoderFFmpeg or
 	// DecoderLibav; the environment variable DecoderEnv overrides it. See doc.go.
 	Decoder string
+	// Files, when set, serves the bytes of the files below the source's root, which is then
+	// a view of an object store's listing (source.Options.Files): each frame image is
+	// fetched into memory when it is decoded, each video into a temporary file.
+	Files source.Files
 
 	toolsNamed bool // FFmpeg or FFprobe was set (validate)
 }

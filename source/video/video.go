@@ -190,9 +190,19 @@ func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, 
 }
 
 // Decode probes the file, then decodes it (in process, or with ffprobe and one ffmpeg process
-// whose stdout it reads), emitting each clip as soon as its last frame arrives.
+// whose stdout it reads), emitting each clip as soon as its last frame arrives. With
+// Options.Files, the file is the object's copy in a temporary file (fetch), removed once
+// decoded.
 func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	bad := func(err error) error { return &source.InputError{Input: it.Name, Err: err} }
+	if s.opts.Files != nil {
+		p, remove, err := s.fetch(ctx, it)
+		if err != nil {
+			return bad(err)
+		}
+		defer remove()
+		it.Path, it.Stamp = p, nil
+	}
 	// Never hand ffprobe a FIFO or a device: it would block or read forever.
 	if err := fsentry.Check(it.Path); err != nil {
 		return bad(err)

@@ -273,17 +273,39 @@ type sample struct {
 
 // Enumerate reads the shards in order and emits one item per sample.
 func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) error {
-	var seq int64
-	for _, name := range s.shards {
-		if err := s.enumerateShard(ctx, name, &seq, emit); err != nil {
-			return err
-		}
-	}
-	return nil
+	return s.EnumerateLayout(ctx, emit, nil)
 }
 
-func (s *Source) enumerateShard(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
-	f, err := source.OpenInput(ctx, s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)), fsentry.Open)
+var _ source.RecordSource = (*Source)(nil)
+
+// InputFiles are the shards, in the order they are read.
+func (s *Source) InputFiles() (string, []string) { return s.root, s.shards }
+
+// FileStamp is the stamp of one of InputFiles now (source.RecordSource).
+func (s *Source) FileStamp(name string) source.Stamp {
+	return source.StatStamp(s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)))
+}
+
+// EnumerateLayout is Enumerate that reports each shard's sample count (source.RecordSource).
+func (s *Source) EnumerateLayout(ctx context.Context, emit func(source.Item) error, file func(source.FileLayout) error) error {
+	return source.EnumerateFiles(ctx, s, func(ctx context.Context, name string, seq *int64, emit func(source.Item) error) error {
+		return s.enumerateShard(ctx, name, nil, seq, emit)
+	}, emit, file)
+}
+
+// EnumerateRange emits the samples [lo, hi) (source.RecordSource): it opens only the shards
+// that hold them; within the first, the samples before lo are read as a stream and passed
+// over (a tar has no index to seek by), and the last is closed after sample hi-1.
+func (s *Source) EnumerateRange(ctx context.Context, files []source.FileLayout, lo, hi int64, emit func(source.Item) error) error {
+	return source.EnumerateFileRange(ctx, s.root, files, lo, hi, nil, func(ctx context.Context, i int, _ int64, seq *int64, emit func(source.Item) error) error {
+		return s.enumerateShard(ctx, s.shards[i], &files[i].Stamp, seq, emit)
+	}, emit)
+}
+
+// enumerateShard emits the samples of the shard name, pinned to st (or nil) where it is read
+// through Options.Files.
+func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Stamp, seq *int64, emit func(source.Item) error) error {
+	f, err := source.OpenPinned(ctx, s.opts.Files, filepath.Join(s.root, filepath.FromSlash(name)), st, fsentry.Open)
 	if err != nil {
 		return s.emitBad(seq, fsentry.Name(name), fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 	}

@@ -105,6 +105,14 @@ type CopyOptions struct {
 // checked is refused, naming it) and then checked (copyObject), manifest.json is written last
 // with the same conditional write and read back, and on any failure the objects copied are
 // deleted and no manifest is written.
+//
+// Before it copies anything, the merge claims the prefix with a conditional write of a small
+// object (ClaimName, If-None-Match: *), removed again before the manifest is written or when
+// the merge fails: of two merges racing to one prefix, the second's claim is refused and it
+// fails naming the first, having written nothing. This keeps them apart also on a store that
+// ignores If-None-Match on CopyObject (versitygw does), where two copies to one key would
+// both succeed. A merge that finds its claim gone or replaced when it fails (someone removed
+// it with --force) deletes nothing: the objects there may be another command's.
 func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest []byte, srcs []CopySource, opts CopyOptions) (err error) {
 	if len(srcs) != len(m.Files) {
 		return fmt.Errorf("%s: %d sources for %d files", b.url, len(srcs), len(m.Files))
@@ -120,6 +128,11 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 	if err != nil {
 		return err
 	}
+	c, err := b.claimPrefix(ctx)
+	if err != nil {
+		return err
+	}
+	held := true
 	var (
 		mu     sync.Mutex
 		copied []string
@@ -130,9 +143,16 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 		total += s.Size
 	}
 	defer func() {
-		if err != nil {
-			b.removeAll(copied)
+		if err == nil {
+			return
 		}
+		if held {
+			if rerr := c.release(); errors.Is(rerr, ErrTakenOver) {
+				err = fmt.Errorf("%w; its copies are left in place: %w", err, rerr)
+				return
+			}
+		}
+		b.removeAll(copied)
 	}()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -175,8 +195,17 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// Every file is in place and checked: the manifest goes last, as Publish writes it.
-	if err := b.publish(ctx, "", m, manifest, opts.PublishOptions, old, gen, func(shard.FileEntry) bool { return true }); err != nil {
+	// Every file is in place and checked: the claim is removed (no published dataset has one
+	// beside it) and the manifest goes last, as Publish writes it.
+	popts := opts.PublishOptions
+	popts.beforeManifest = func(ctx context.Context) error {
+		if err := c.b.dropControl(ctx, ClaimName, c.etag); err != nil {
+			return err
+		}
+		held = false
+		return nil
+	}
+	if err := b.publish(ctx, "", m, manifest, popts, old, gen, func(shard.FileEntry) bool { return true }); err != nil {
 		return err
 	}
 	return nil

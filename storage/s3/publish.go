@@ -49,6 +49,10 @@ type PublishOptions struct {
 	// PartSent, if set, is called after each part of a multipart upload is sent, with the
 	// upload's context (a hook for tests that interrupt a build mid-upload).
 	PartSent func(ctx context.Context, key string, part int32)
+
+	// beforeManifest, if set, is called once every file is in place, before the manifest is
+	// written; its error fails the publish (StreamStage: the checkpoint object is removed).
+	beforeManifest func(ctx context.Context) error
 }
 
 // ErrDatasetExists is what Publish's error matches when the prefix already holds a dataset.
@@ -173,6 +177,11 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 	}
 	if err := waitCheck(); err != nil {
 		return err
+	}
+	if opts.beforeManifest != nil {
+		if err := opts.beforeManifest(ctx); err != nil {
+			return err
+		}
 	}
 	if old != nil {
 		for i := range m.Files {
@@ -320,7 +329,7 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	var objects, foreign, mine []string
+	var objects, foreign, mine, control []string
 	if err := b.List(ctx, func(fi storage.FileInfo) error {
 		key := b.url.keyPrefix() + fi.Name
 		if old != nil && (fi.Name == shard.ManifestName || slices.Contains(old.files, key)) {
@@ -329,13 +338,16 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 			// is in place.
 			return nil
 		}
-		if !DatasetFileName(fi.Name) {
+		if !DatasetFileName(fi.Name) && !controlObject(fi.Name) {
 			foreign = append(foreign, fi.Name)
 		} else if own.mine != nil && own.mine(fi.Name) {
 			if !own.keep {
 				mine = append(mine, key)
 			}
 			return nil
+		}
+		if controlObject(fi.Name) {
+			control = append(control, fi.Name)
 		}
 		objects = append(objects, key)
 		return nil
@@ -383,7 +395,14 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 			b.url, strings.Join(foreign, ", "), more)
 	}
 	if !clear {
-		return nil, fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads that no %s lists: the leftovers of an interrupted build, or a build writing there now; when no build is running, build again with --force to remove them", b.url, len(objects), len(uploads), shard.ManifestName)
+		who := ""
+		for _, name := range control {
+			// A build's checkpoint or a merge's claim names the command that wrote it.
+			if data, _, err := b.readControl(ctx, name); err == nil && data != nil {
+				who += fmt.Sprintf(" (%s: %s)", name, b.controlOwner(data))
+			}
+		}
+		return nil, fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads that no %s lists: the leftovers of an interrupted build or merge, or one writing there now%s; when none is running, build again with --force to remove them (or --resume, for a build)", b.url, len(objects), len(uploads), shard.ManifestName, who)
 	}
 	if err := b.abortUploads(ctx, uploads); err != nil {
 		return nil, err

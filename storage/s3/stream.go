@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,6 +31,16 @@ import (
 // the objects an interrupted one uploaded: they are checked (Keep, Put: size and ETag against
 // the record, or without a record the object read back and hashed) and taken over, not sent
 // again; a missing or damaged one is uploaded again.
+//
+// The stage also keeps the build's checkpoint in the bucket (CheckpointName, next to the
+// generation the files go under): the build hands each checkpoint's journal to SaveCheckpoint,
+// which writes it with the record of the uploads, so that a resume on a machine without this
+// local folder (a rescheduled pod, a requeued job on another node) goes on from it. The
+// object is written with conditional writes from the moment the stage opens (If-None-Match: *
+// for a new build, If-Match: the ETag last seen for a resumed one, and for every later write),
+// so that of two builds of one OUT exactly one owns it; the other fails matching ErrTakenOver
+// and deletes nothing. It is deleted before the manifest is written, and by a build that
+// fails.
 type StreamStage struct {
 	b       *Backend
 	ctx     context.Context
@@ -42,6 +53,9 @@ type StreamStage struct {
 	// sending are the names of the uploads in flight: one cancelled after its body was sent
 	// may still appear, so a failed build deletes these too (RemoveUploads).
 	sending map[string]bool
+
+	owner   owner  // this build, as its checkpoint object names it
+	journal []byte // the journal of the bucket's checkpoint, where it is newer than the local one (TakenJournal)
 
 	busy      int           // Puts running (under mu)
 	busySince time.Time     // when busy last went from 0 to 1
@@ -58,6 +72,16 @@ type streamState struct {
 	Gen      string                `json:"generation"`
 	Replaces string                `json:"replaces_etag,omitempty"`
 	Sent     map[string]sentObject `json:"sent"` // by name below the prefix (with Gen)
+	// CheckpointETag is the ETag of the checkpoint object (CheckpointName) as this build last
+	// wrote it ("": it has not written one yet), the condition of its next write.
+	CheckpointETag string `json:"checkpoint_etag,omitempty"`
+}
+
+// bucketCheckpoint is what the checkpoint object holds.
+type bucketCheckpoint struct {
+	owner
+	State   streamState `json:"uploads"`
+	Journal []byte      `json:"journal,omitempty"` // the build's resume journal, sealed
 }
 
 type sentObject struct {
@@ -95,12 +119,37 @@ func (b *Backend) StreamStage(ctx context.Context, opts storage.StageOptions, re
 
 func (s *StreamStage) open(resume bool) error {
 	b := s.b
+	var err error
+	if s.owner, err = newOwner(); err != nil {
+		return err
+	}
 	var prev streamState
 	data, err := os.ReadFile(filepath.Join(s.staging.Dir, StreamStateName))
 	valid := err == nil && json.Unmarshal(data, &prev) == nil && prev.URL == b.url.String()
-	own := leftovers{mine: func(name string) bool { _, ok := prev.Sent[name]; return ok && valid }}
+	// The checkpoint in the bucket is this folder's own when it is the one this folder's build
+	// last wrote; otherwise another machine's build wrote it (or this folder is new).
+	cpETag, err := b.etag(s.ctx, CheckpointName)
+	if errors.Is(err, fs.ErrNotExist) {
+		cpETag, err = "", nil
+	}
+	if err != nil {
+		return err
+	}
+	ownCP := cpETag != "" && valid && prev.CheckpointETag == cpETag
+	if resume && cpETag != "" && !ownCP {
+		if prev, valid, cpETag, err = s.takeCheckpoint(); err != nil {
+			return err
+		}
+	}
+	own := leftovers{mine: func(name string) bool {
+		if name == CheckpointName {
+			return ownCP
+		}
+		_, ok := prev.Sent[name]
+		return ok && valid
+	}}
 	if resume {
-		own = leftovers{mine: func(string) bool { return true }, keep: true}
+		own = leftovers{mine: func(name string) bool { return name != ClaimName }, keep: true}
 	} else if err := s.empty(); err != nil {
 		return err
 	}
@@ -138,7 +187,99 @@ func (s *StreamStage) open(resume bool) error {
 	if err := os.MkdirAll(s.Dir(), 0o755); err != nil {
 		return err
 	}
+	// The build owns OUT from now on: a new build takes the prefix (the checkpoint of an
+	// interrupted one was removed with its leftovers, or is refused as one), a resumed one the
+	// checkpoint it goes on from, unless this folder's build wrote it last.
+	s.st.CheckpointETag = ""
+	if resume {
+		s.st.CheckpointETag = cpETag
+	}
+	if !resume || !ownCP {
+		if err := s.writeCheckpoint(s.journal); err != nil {
+			return err
+		}
+	}
 	return s.save()
+}
+
+// takeCheckpoint reads the checkpoint in the bucket, written by a build on another machine (or
+// by this folder's build, whose folder was lost): its record of the uploads, whether the record
+// is this OUT's, and its ETag; its journal is kept for TakenJournal. The local folder's own
+// record and journal, older, are removed.
+func (s *StreamStage) takeCheckpoint() (streamState, bool, string, error) {
+	data, etag, err := s.b.readControl(s.ctx, CheckpointName)
+	if err != nil || data == nil {
+		return streamState{}, false, etag, err
+	}
+	var cp bucketCheckpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return streamState{}, false, "", fmt.Errorf("%s: %w; build again with --force (without --resume) to start over", s.b.objURL(s.b.url.keyPrefix()+CheckpointName), err)
+	}
+	if err := s.empty(); err != nil {
+		return streamState{}, false, "", err
+	}
+	if cp.State.URL != s.b.url.String() {
+		return streamState{}, false, etag, nil // not this OUT's: taken over, but not gone on from
+	}
+	s.journal = cp.Journal
+	return cp.State, true, etag, nil
+}
+
+// TakenJournal is the resume journal of the checkpoint a resumed build took from the bucket
+// (the local folder had none, or an older one): the caller puts it where the build reads its
+// journal. nil: the local folder's journal, if any, is the one to go on from.
+func (s *StreamStage) TakenJournal() []byte { return s.journal }
+
+// SaveCheckpoint keeps a checkpoint of the build in the bucket: its resume journal and the
+// record of the uploads, written on the condition that the object is still the one this build
+// last wrote (an error matching ErrTakenOver otherwise: another build owns OUT now).
+func (s *StreamStage) SaveCheckpoint(journal []byte) error {
+	if err := s.writeCheckpoint(journal); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.save()
+}
+
+// writeCheckpoint writes the checkpoint object (journal and the record of the uploads) on
+// the condition s.st.CheckpointETag, and records its new ETag.
+func (s *StreamStage) writeCheckpoint(journal []byte) error {
+	s.mu.Lock()
+	st := s.st
+	st.Sent = maps.Clone(s.st.Sent)
+	s.mu.Unlock()
+	match := st.CheckpointETag
+	st.CheckpointETag = ""
+	data, err := json.Marshal(bucketCheckpoint{owner: s.owner, State: st, Journal: journal})
+	if err != nil {
+		return err
+	}
+	etag, err := s.b.putControl(s.ctx, CheckpointName, data, match)
+	if err != nil {
+		return fmt.Errorf("%s: keep the build's checkpoint: %w", s.b.url, err)
+	}
+	s.mu.Lock()
+	s.st.CheckpointETag = etag
+	s.mu.Unlock()
+	return nil
+}
+
+// dropCheckpoint deletes the checkpoint object if this build wrote it last.
+func (s *StreamStage) dropCheckpoint(ctx context.Context) error {
+	s.mu.Lock()
+	etag := s.st.CheckpointETag
+	s.mu.Unlock()
+	if etag == "" {
+		return nil
+	}
+	if err := s.b.dropControl(ctx, CheckpointName, etag); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.st.CheckpointETag = ""
+	s.mu.Unlock()
+	return nil
 }
 
 // empty removes everything in the stage's folder but its lock.
@@ -337,6 +478,8 @@ func (s *StreamStage) Publish(ctx context.Context) error {
 		return err
 	}
 	opts := PublishOptions{Replace: s.old != nil, Formats: s.opts.Formats, Warn: s.opts.Warn, Progress: s.opts.Progress, PartSent: s.opts.PartSent}
+	// The checkpoint goes before the manifest: no published dataset has one beside it.
+	opts.beforeManifest = s.dropCheckpoint
 	return s.b.publish(ctx, s.Dir(), m, manifest, opts, s.old, s.st.Gen, func(fe shard.FileEntry) bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -345,9 +488,12 @@ func (s *StreamStage) Publish(ctx context.Context) error {
 	})
 }
 
-// RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), on a
-// context of its own, and forgets them.
+// RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), and
+// the build's checkpoint, on a context of its own, and forgets them.
 func (s *StreamStage) RemoveUploads() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s.dropCheckpoint(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var keys []string

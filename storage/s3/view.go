@@ -51,7 +51,33 @@ func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions
 		}
 		v.files[p] = storage.ViewObject{URL: b.objURL(o.Key).String(), Size: o.Size, ModTime: t.UnixNano(), ETag: o.ETag}
 	}
+	if err := folderTimes(dir, v.files); err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// folderTimes gives each folder of the view below dir (dir too) the latest time of the
+// objects below it: a folder standing for a prefix (a frames video's folder, whose time is
+// its input's stamp) then has the same time in every view of the same listing, and a new
+// object below it changes it.
+func folderTimes(dir string, files map[string]storage.ViewObject) error {
+	latest := map[string]int64{}
+	for p, o := range files {
+		for d := filepath.Dir(p); len(d) >= len(dir); d = filepath.Dir(d) {
+			latest[d] = max(latest[d], o.ModTime)
+			if d == dir {
+				break
+			}
+		}
+	}
+	for d, ns := range latest {
+		t := time.Unix(0, ns)
+		if err := os.Chtimes(d, t, t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sparseFile creates the file p of size bytes holding no data (a hole), with time t.

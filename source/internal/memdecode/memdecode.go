@@ -1,11 +1,15 @@
 // Package memdecode is the in-memory image decoder the record-format sources
 // (source/webdataset, source/tfrecord, source/parquet) share: their images arrive encoded inside a record the enumerator read, so
 // Decode decodes bytes in memory (transforms.DecodeBytes, the decoder image folders use) rather
-// than a file, and a fault the enumerator found travels to Decode in the item's Note.
+// than a file, and a fault the enumerator found travels to Decode in the item's Note. The
+// sources of image files (folders and lists, frames, COCO, pairs) share DecodeFile, which
+// decodes a file, or the object of a store it stands for, fetched into memory.
 package memdecode
 
 import (
 	"bytes"
+	"context"
+	"image"
 	"io"
 	"sync"
 
@@ -75,4 +79,20 @@ func ReadN(r io.Reader, n int64) ([]byte, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return buf.Bytes(), err
+}
+
+// DecodeFile decodes the image file at path (transforms.DecodeFileRegion), or, where files is
+// set (source.Options.Files: path is then a file of an object store's view, or an object's
+// URL), the object it stands for, fetched whole into memory by one read pinned to st or to
+// its listing, the size the listing or st gives.
+func DecodeFile(ctx context.Context, files source.Files, path string, st *source.Stamp, opts transforms.DecodeOptions, region func(w, h int) image.Rectangle, sc *transforms.DecodeScratch) (transforms.Decoded, error) {
+	if files == nil {
+		return transforms.DecodeFileRegion(path, opts, region, sc)
+	}
+	r, size, err := files.Open(ctx, path, st)
+	if err != nil {
+		return transforms.Decoded{}, err
+	}
+	defer r.Close()
+	return transforms.DecodeReaderRegion(r, size, path, opts, region, sc)
 }
