@@ -51,8 +51,10 @@ start() {
   STATE=$(mktemp -d "${TMPDIR:-/tmp}/packer-s3-server.XXXXXX")
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$BIN" --access "$ACCESS" --secret "$SECRET" --region us-east-1 --port "127.0.0.1:$port" \
-    posix "$root" >"$STATE/log" 2>&1 &
+  # Keep-alive is on, as any S3 store keeps its connections (versitygw closes each one after
+  # one request unless told): VGW_KEEP_ALIVE=false in the environment turns it off.
+  VGW_KEEP_ALIVE=${VGW_KEEP_ALIVE:-true} "$BIN" --access "$ACCESS" --secret "$SECRET" --region us-east-1 \
+    --port "127.0.0.1:$port" posix "$root" >"$STATE/log" 2>&1 &
   echo $! >"$STATE/pid"
   echo "$root" >"$STATE/root"
   for _ in $(seq 100); do

@@ -24,6 +24,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -71,6 +72,9 @@ type Backend struct {
 	opts    Options
 	secrets []string // scrubbed from every error message
 	chunks  chunkCache
+
+	probe    sync.Once // storeVerifies
+	verifies bool
 }
 
 var _ storage.Backend = (*Backend)(nil)
@@ -321,8 +325,8 @@ func (b *Backend) CreateObject(ctx context.Context, name string, noReplace bool)
 	return newWriter(ctx, b, key, noReplace), nil
 }
 
-// putSmall uploads data in one PutObject.
-func (b *Backend) putSmall(ctx context.Context, key string, data []byte, noReplace bool, optFns ...func(*awss3.Options)) error {
+// putInput is the PutObject of data at key (conditional with noReplace).
+func (b *Backend) putInput(key string, data []byte, noReplace bool) *awss3.PutObjectInput {
 	in := &awss3.PutObjectInput{
 		Bucket:        aws.String(b.url.Bucket),
 		Key:           aws.String(key),
@@ -332,6 +336,5 @@ func (b *Backend) putSmall(ctx context.Context, key string, data []byte, noRepla
 	if noReplace {
 		in.IfNoneMatch = aws.String("*")
 	}
-	_, err := b.client.PutObject(ctx, in, optFns...)
-	return b.wrap("PutObject", b.objURL(key), err)
+	return in
 }

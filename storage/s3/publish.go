@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
@@ -70,8 +73,11 @@ var ErrDatasetExists = errors.New("a dataset exists there")
 //     running now).
 //   - Every data file is uploaded with a conditional write (If-None-Match: *; multipart, parts
 //     in parallel, for the large ones), the SHA-256 of the bytes sent checked against the
-//     manifest before the upload is completed, and the object then read back whole (ranged
-//     GETs) and its SHA-256 and size checked against the manifest.
+//     manifest before the upload is completed. Each body carries its SHA-256 checksum, which
+//     the store verifies (checksums): where the store answers, at the commit, the checksum of
+//     what it stored as what was sent, and has shown that it refuses a body whose checksum
+//     does not match (storeVerifies), the object is checked; otherwise it is read back whole
+//     (ranged GETs) and its SHA-256 and size checked against the manifest.
 //   - manifest.json is uploaded last, also with If-None-Match: *, and read back. A dataset
 //     exists exactly when its manifest does: a reader never sees a half-uploaded one, and of
 //     two builds racing to one prefix at most one completes (the other's conditional writes
@@ -131,8 +137,8 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 			b.removeAll(written)
 		}
 	}()
-	// Each object is read back and checked while the next one uploads (one check in flight);
-	// every check has passed before the manifest is written.
+	// Each object the store did not verify is read back and checked while the next one uploads
+	// (one check in flight); every check has passed before the manifest is written.
 	checkCtx, cancelChecks := context.WithCancel(ctx)
 	defer cancelChecks()
 	var checking chan error
@@ -153,20 +159,21 @@ func (b *Backend) publish(ctx context.Context, dir string, m *shard.Manifest, ma
 			sent += fe.Size
 			continue
 		}
-		key, err := b.upload(ctx, dir, fe, gen+fe.Path, opts, func(n int64) {
+		w, err := b.upload(ctx, dir, fe, gen+fe.Path, opts, func(n int64) {
 			sent += n
 			if opts.Progress != nil {
 				opts.Progress(sent, total)
 			}
 		})
-		if key != "" {
-			written = append(written, key)
-		}
 		if err != nil {
 			return err
 		}
+		written = append(written, w.key)
 		if err := waitCheck(); err != nil {
 			return err
+		}
+		if b.verified(ctx, w) {
+			continue
 		}
 		checking = make(chan error, 1)
 		go func(name string, size int64, sum string, done chan<- error) {
@@ -495,27 +502,34 @@ func (b *Backend) OpenUploads(ctx context.Context) ([]Upload, error) {
 }
 
 // upload sends the local file of fe with a conditional write, checking the SHA-256 of what
-// was sent against the manifest before completing it. It returns the key once the object
-// exists (committed by this upload).
-func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, name string, opts PublishOptions, sent func(int64)) (string, error) {
+// was sent against the manifest before completing it, each body with its checksum for the store
+// to verify (Writer.checksums). It returns the committed writer once the object exists
+// (committed by this upload).
+func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, name string, opts PublishOptions, sent func(int64)) (*Writer, error) {
 	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(fe.Path)))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer f.Close()
+	if !readBack() {
+		// The probe goes first, before any upload of this run is under way, so that a run
+		// killed while it uploads leaves only its uploads' leftovers.
+		b.storeVerifies(ctx, b.url.keyPrefix()+name)
+	}
 	w, err := b.CreateObject(ctx, name, true)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	w.partSent = opts.PartSent
 	w.unsigned = b.unsignedPayload()
+	w.checksums = true
 	buf := make([]byte, 1<<20)
 	for {
 		n, rerr := f.Read(buf)
 		if n > 0 {
 			if _, err := w.Write(buf[:n]); err != nil {
 				w.Abort()
-				return "", err
+				return nil, err
 			}
 			sent(int64(n))
 		}
@@ -524,12 +538,12 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 		}
 		if rerr != nil {
 			w.Abort()
-			return "", rerr
+			return nil, rerr
 		}
 	}
 	if got := hex.EncodeToString(w.Sum()); got != strings.ToLower(fe.SHA256) || w.Size() != fe.Size {
 		w.Abort()
-		return "", fmt.Errorf("%s: the local file changed during the upload (SHA-256 %s, %d bytes; the manifest says %s, %d bytes)", fe.Path, got, w.Size(), fe.SHA256, fe.Size)
+		return nil, fmt.Errorf("%s: the local file changed during the upload (SHA-256 %s, %d bytes; the manifest says %s, %d bytes)", fe.Path, got, w.Size(), fe.SHA256, fe.Size)
 	}
 	if err := w.Commit(ctx); err != nil {
 		w.Abort()
@@ -537,21 +551,23 @@ func (b *Backend) upload(ctx context.Context, dir string, fe shard.FileEntry, na
 		// retry is refused (the object exists; a multipart upload is gone): where the object
 		// there is this file, byte for byte, the upload was made.
 		if !errors.Is(err, context.Canceled) && b.checkObject(ctx, name, fe.Size, fe.SHA256) == nil {
-			return w.key, nil
+			w.etag = "" // its answer was lost: the ETag is asked for again, the bytes were read back
+			return w, nil
 		}
 		if errors.Is(err, fs.ErrExist) {
-			return "", fmt.Errorf("%s: another build is writing there: %w", b.url, err)
+			return nil, fmt.Errorf("%s: another build is writing there: %w", b.url, err)
 		}
-		return "", err
+		return nil, err
 	}
-	return w.key, nil
+	return w, nil
 }
 
 // unsignedPayload reports whether Publish sends a dataset's files as UNSIGNED-PAYLOAD. As the AWS
 // SDKs do, only over HTTPS (the default AWS endpoint, or an https:// AWS_ENDPOINT_URL), where TLS
 // protects the bodies; over plain HTTP each body is signed with its SHA-256, so the server checks
-// it. Either way Publish hashes what it sends and reads every object back. The SigV4 payload hash
-// is one more SHA-256 pass over every byte. PACKER_S3_UNSIGNED_PAYLOAD=1 or 0 overrides the choice.
+// it. Either way Publish hashes what it sends and has the store verify each body's SHA-256
+// checksum (or reads the object back); the signed payload's hash is that same sum, computed once.
+// PACKER_S3_UNSIGNED_PAYLOAD=1 or 0 overrides the choice.
 func (b *Backend) unsignedPayload() bool {
 	switch os.Getenv("PACKER_S3_UNSIGNED_PAYLOAD") {
 	case "1":
@@ -561,6 +577,50 @@ func (b *Backend) unsignedPayload() bool {
 	}
 	ep := b.client.Options().BaseEndpoint
 	return ep == nil || strings.HasPrefix(strings.ToLower(*ep), "https://")
+}
+
+// verified reports whether the object w committed needs no read-back: the store answered the
+// checksum of the bytes sent (Writer.StoreVerified), and it is a store that verifies the
+// checksums it is sent (storeVerifies). PACKER_S3_READBACK=1 reads every object back all the
+// same.
+func (b *Backend) verified(ctx context.Context, w *Writer) bool {
+	return !readBack() && w.StoreVerified() && b.storeVerifies(ctx, w.key)
+}
+
+// readBack reports whether PACKER_S3_READBACK=1 asks for every uploaded object to be read back.
+func readBack() bool { return os.Getenv("PACKER_S3_READBACK") == "1" }
+
+// storeVerifies reports whether the store refuses a body whose SHA-256 checksum does not match
+// it, found once per backend: a store could answer the checksum it was sent without computing
+// one. The probe is one part, of a few bytes and the wrong checksum, of a multipart upload
+// under key (the name of a file being uploaded, so that the upload, should the process be
+// killed before aborting it, is an interrupted build's leftover like any other), which the
+// store must refuse with BadDigest; the upload is then aborted. Nothing is stored either way.
+func (b *Backend) storeVerifies(ctx context.Context, key string) bool {
+	b.probe.Do(func() {
+		out, err := b.client.CreateMultipartUpload(ctx, &awss3.CreateMultipartUploadInput{
+			Bucket: aws.String(b.url.Bucket), Key: aws.String(key), ChecksumAlgorithm: types.ChecksumAlgorithmSha256,
+		})
+		if err != nil {
+			return
+		}
+		body := []byte("packer: a part whose checksum is not its own")
+		wrong := sha256.Sum256(append(body, '!'))
+		_, err = b.client.UploadPart(ctx, &awss3.UploadPartInput{
+			Bucket: aws.String(b.url.Bucket), Key: aws.String(key), UploadId: out.UploadId,
+			PartNumber: aws.Int32(1), Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+			ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(wrong[:])),
+		})
+		var api smithy.APIError
+		refused := errors.As(err, &api) && api.ErrorCode() == "BadDigest"
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		_, aerr := b.client.AbortMultipartUpload(actx, &awss3.AbortMultipartUploadInput{
+			Bucket: aws.String(b.url.Bucket), Key: aws.String(key), UploadId: out.UploadId,
+		})
+		b.verifies = refused && aerr == nil
+	})
+	return b.verifies
 }
 
 // checkParallel is how many ranged GETs checkObject keeps in flight.

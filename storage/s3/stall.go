@@ -84,10 +84,18 @@ func (c *stallConn) stalled(op string, err error) error {
 	return err
 }
 
+// idleConns is the most idle connections to the store a backend keeps for reuse. The SDK's
+// default keeps 10, fewer than a build has requests in flight (16 objects fetched ahead of the
+// decoders, plus the decoders' own, the parts of uploads and their checks): every request
+// beyond that would open a connection and close it after one use.
+const idleConns = 64
+
 // stallClient is the HTTP client of a backend with the stall timeout d: the SDK's default
-// client whose connections are stallConns.
+// client whose connections are stallConns, and which keeps up to idleConns of them for reuse.
 func stallClient(d time.Duration) *awshttp.BuildableClient {
 	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.MaxIdleConns = max(tr.MaxIdleConns, idleConns)
+		tr.MaxIdleConnsPerHost = idleConns
 		dial := tr.DialContext
 		if dial == nil {
 			dial = (&net.Dialer{}).DialContext

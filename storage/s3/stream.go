@@ -19,9 +19,10 @@ import (
 )
 
 // StreamStage is a dataset written to the object store as it is built: the build hands each
-// data file over as soon as it is finished (Put: uploaded with a conditional write, read back
-// and checked against its SHA-256, then removed from the local folder), so that the local
-// folder holds only the files not handed over yet, and the manifest is written last by
+// data file over as soon as it is finished (Put: uploaded with a conditional write, its SHA-256
+// verified by the store or the object read back and checked, then removed from the local
+// folder), so that the local folder holds only the files not handed over yet, and the manifest
+// is written last by
 // Publish, exactly as Stage's: nothing under the prefix is a dataset before it.
 //
 // What was uploaded is recorded in the stage's local folder (StreamStateName: the prefix, the
@@ -321,8 +322,9 @@ func (s *StreamStage) Dir() string { return filepath.Join(s.staging.Dir, "datase
 // Backend is the local folder's backend.
 func (s *StreamStage) Backend() storage.Backend { return storage.NewLocal(s.Dir()) }
 
-// Put uploads the finished file fe of dir under the stage's generation, reads it back and
-// checks it, records it and removes the local file. An object already there under that name
+// Put uploads the finished file fe of dir under the stage's generation, has the store verify
+// its SHA-256 or reads it back and checks it (as Publish does), records it and removes the
+// local file. An object already there under that name
 // (an interrupted build's) is taken as it is when it is the file (its size and ETag as recorded,
 // or without a record its bytes' SHA-256), and otherwise deleted and uploaded again.
 func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
@@ -345,15 +347,17 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 	// Only an object this stage uploaded, or a resumed build's leftover, is checked and taken
 	// over, or removed; under any other name the conditional upload refuses another build's.
 	mine := recorded || s.resumed
-	ok := false
+	ok, exists := false, false
 	if mine {
 		var err error
-		if ok, err = s.stored(name, fe); err != nil {
+		if ok, exists, err = s.stored(name, fe); err != nil {
 			return err
 		}
 	}
 	if !ok {
-		if mine {
+		// This build's object under the name, not the file, is removed first; where there is
+		// none, no request is spent on it.
+		if mine && exists {
 			if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
@@ -362,7 +366,7 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		s.sending[name] = true
 		s.mu.Unlock()
 		opts := PublishOptions{PartSent: s.opts.PartSent}
-		key, err := s.b.upload(s.ctx, dir, fe, name, opts, func(int64) {})
+		w, err := s.b.upload(s.ctx, dir, fe, name, opts, func(int64) {})
 		if errors.Is(err, fs.ErrExist) {
 			s.mu.Lock()
 			delete(s.sending, name) // another build's object: never removed by this one
@@ -371,15 +375,20 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		if err != nil {
 			return err
 		}
-		etag, err := s.b.etag(s.ctx, name)
-		if err == nil {
+		// The ETag recorded is the one the commit answered, or else a HEAD's; the bytes are
+		// checked by the store (verified) or read back.
+		etag := w.etag
+		if etag == "" {
+			etag, err = s.b.etag(s.ctx, name)
+		}
+		if err == nil && !s.b.verified(s.ctx, w) {
 			err = s.b.checkObject(s.ctx, name, fe.Size, fe.SHA256)
 		}
 		if err == nil {
 			err = s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
 		}
 		if err != nil {
-			s.b.removeAll([]string{key}) // not recorded: no build would know it is this one's
+			s.b.removeAll([]string{w.key}) // not recorded: no build would know it is this one's
 			return err
 		}
 	}
@@ -407,26 +416,26 @@ func (s *StreamStage) record(name string, o sentObject) error {
 }
 
 // stored reports whether the object name is the file fe, uploaded before: its size and ETag as
-// recorded with fe's SHA-256, or, where nothing is recorded, its bytes read back. No object
-// there: false.
-func (s *StreamStage) stored(name string, fe shard.FileEntry) (bool, error) {
+// recorded with fe's SHA-256, or, where nothing is recorded, its bytes read back; and whether
+// there is an object of that name at all (no object: false, false).
+func (s *StreamStage) stored(name string, fe shard.FileEntry) (match, exists bool, err error) {
 	s.mu.Lock()
 	rec, ok := s.st.Sent[name]
 	s.mu.Unlock()
 	etag, err := s.b.etag(s.ctx, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return false, false, nil
 	}
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if ok {
-		return rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256) && rec.ETag == etag, nil
+		return rec.Size == fe.Size && strings.EqualFold(rec.SHA256, fe.SHA256) && rec.ETag == etag, true, nil
 	}
 	if s.b.checkObject(s.ctx, name, fe.Size, fe.SHA256) != nil {
-		return false, nil
+		return false, true, nil
 	}
-	return true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
+	return true, true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
 }
 
 // Keep checks that every file of files (a resumed build's checkpoint) is in the store as it
@@ -437,7 +446,7 @@ func (s *StreamStage) Keep(files []shard.FileEntry) error {
 	keep := map[string]bool{}
 	for _, fe := range files {
 		name := s.st.Gen + fe.Path
-		ok, err := s.stored(name, fe)
+		ok, _, err := s.stored(name, fe)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"hash"
 	"slices"
 	"sync"
@@ -14,6 +17,7 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // Writer is the Backend's storage.Writer. Up to one part's bytes it buffers the file and
@@ -45,13 +49,25 @@ type Writer struct {
 	partSent func(ctx context.Context, key string, part int32) // called after each part is sent, if set
 	// unsigned sends the bodies as UNSIGNED-PAYLOAD instead of signing each with its SHA-256:
 	// set by Publish over HTTPS (Backend.unsignedPayload), which checks the SHA-256 of what it
-	// sent and reads every object back.
+	// sent and has the store verify it (checksums) or reads the object back.
 	unsigned bool
+	// checksums sends every body with its SHA-256 as x-amz-checksum-sha256, which a store that
+	// supports checksums verifies, refusing the body (BadDigest) when it does not match; a
+	// multipart upload is started with the SHA-256 algorithm, and its completion is sent the
+	// composite checksum its parts make (the SHA-256 of their SHA-256s). The sums are computed
+	// once and also serve as the signed payload's hash. Set by Publish.
+	checksums bool
+	partSums  map[int32][]byte // the parts' SHA-256s, by part number (under mu)
+	// stored is the checksum the store answered for the committed object (base64, with "-N"
+	// for one completed from N parts), and want the one its bytes make: equal when the store
+	// computed the SHA-256 of what it stored, part by part, and found it to be what was sent.
+	stored, want string
+	etag         string // the committed object's ETag, as the store answered
 }
 
 func newWriter(ctx context.Context, b *Backend, key string, noReplace bool) *Writer {
 	return &Writer{b: b, ctx: ctx, key: key, noReplace: noReplace, h: sha256.New(), next: 1,
-		sem: make(chan struct{}, b.opts.Parallel)}
+		sem: make(chan struct{}, b.opts.Parallel), partSums: map[int32][]byte{}}
 }
 
 var errDone = errors.New("the file was already committed or aborted")
@@ -93,9 +109,11 @@ func (w *Writer) failed() error {
 // a slot is free, starting the multipart upload first where it is the first part.
 func (w *Writer) sendPart() error {
 	if w.uploadID == "" {
-		out, err := w.b.client.CreateMultipartUpload(w.ctx, &awss3.CreateMultipartUploadInput{
-			Bucket: aws.String(w.b.url.Bucket), Key: aws.String(w.key),
-		})
+		in := &awss3.CreateMultipartUploadInput{Bucket: aws.String(w.b.url.Bucket), Key: aws.String(w.key)}
+		if w.checksums {
+			in.ChecksumAlgorithm = types.ChecksumAlgorithmSha256
+		}
+		out, err := w.b.client.CreateMultipartUpload(w.ctx, in)
 		if err != nil {
 			return w.b.wrap("CreateMultipartUpload", w.b.objURL(w.key), err)
 		}
@@ -111,10 +129,15 @@ func (w *Writer) sendPart() error {
 	}
 	w.wg.Go(func() {
 		defer func() { <-w.sem }()
-		out, err := w.b.client.UploadPart(w.ctx, &awss3.UploadPartInput{
+		in := &awss3.UploadPartInput{
 			Bucket: aws.String(w.b.url.Bucket), Key: aws.String(w.key), UploadId: aws.String(w.uploadID),
 			PartNumber: aws.Int32(num), Body: bytes.NewReader(data), ContentLength: aws.Int64(int64(len(data))),
-		}, payloadOptions(w.unsigned)...)
+		}
+		sum, opts := w.bodyOptions(data, nil)
+		if sum != nil {
+			in.ChecksumSHA256 = aws.String(base64.StdEncoding.EncodeToString(sum))
+		}
+		out, err := w.b.client.UploadPart(w.ctx, in, opts...)
 		w.mu.Lock()
 		if err != nil {
 			if w.err == nil {
@@ -123,7 +146,10 @@ func (w *Writer) sendPart() error {
 			w.mu.Unlock()
 			return
 		}
-		w.parts = append(w.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)})
+		w.parts = append(w.parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num), ChecksumSHA256: in.ChecksumSHA256})
+		if sum != nil {
+			w.partSums[num] = sum
+		}
 		w.mu.Unlock()
 		if w.partSent != nil {
 			w.partSent(w.ctx, w.key, num)
@@ -143,10 +169,19 @@ func (w *Writer) Commit(ctx context.Context) error {
 		return err
 	}
 	if w.uploadID == "" {
-		if err := w.b.putSmall(ctx, w.key, w.buf, w.noReplace, payloadOptions(w.unsigned)...); err != nil {
-			return err
+		in := w.b.putInput(w.key, w.buf, w.noReplace)
+		// No part was sent: the body is every byte written, whose SHA-256 w.h has.
+		sum, opts := w.bodyOptions(w.buf, w.h.Sum(nil))
+		if sum != nil {
+			w.want = base64.StdEncoding.EncodeToString(sum)
+			in.ChecksumSHA256 = aws.String(w.want)
+		}
+		out, err := w.b.client.PutObject(ctx, in, opts...)
+		if err != nil {
+			return w.b.wrap("PutObject", w.b.objURL(w.key), err)
 		}
 		w.committed, w.buf = true, nil
+		w.etag, w.stored = aws.ToString(out.ETag), aws.ToString(out.ChecksumSHA256)
 		return nil
 	}
 	if len(w.buf) > 0 {
@@ -167,11 +202,60 @@ func (w *Writer) Commit(ctx context.Context) error {
 	if w.noReplace {
 		in.IfNoneMatch = aws.String("*")
 	}
-	if _, err := w.b.client.CompleteMultipartUpload(ctx, in); err != nil {
+	if w.checksums {
+		h := sha256.New()
+		for _, p := range parts {
+			h.Write(w.partSums[aws.ToInt32(p.PartNumber)])
+		}
+		w.want = fmt.Sprintf("%s-%d", base64.StdEncoding.EncodeToString(h.Sum(nil)), len(parts))
+		in.ChecksumSHA256 = aws.String(w.want)
+	}
+	out, err := w.b.client.CompleteMultipartUpload(ctx, in)
+	if err != nil {
 		return w.b.wrap("CompleteMultipartUpload", w.b.objURL(w.key), err)
 	}
 	w.committed = true
+	w.etag, w.stored = aws.ToString(out.ETag), aws.ToString(out.ChecksumSHA256)
 	return nil
+}
+
+// StoreVerified reports whether the store answered, for the committed object, the SHA-256
+// checksum of the bytes sent (Writer.checksums): it computed the checksum of what it stored
+// (of each part, for an object completed from parts) and found it to be what was sent. A store
+// that supports no checksums answers none: the object must then be read back to be checked.
+func (w *Writer) StoreVerified() bool {
+	return w.committed && w.checksums && w.want != "" && w.stored == w.want
+}
+
+// bodyOptions are the SHA-256 of a body to send, data (sum where the caller has it, else
+// computed; nil unless Writer.checksums), and the request options that sign it:
+// UNSIGNED-PAYLOAD (Writer.unsigned), or the sum as the payload's hash, so that the SDK does
+// not hash the body a second time.
+func (w *Writer) bodyOptions(data, sum []byte) ([]byte, []func(*awss3.Options)) {
+	if !w.checksums {
+		return nil, payloadOptions(w.unsigned)
+	}
+	if sum == nil {
+		s := sha256.Sum256(data)
+		sum = s[:]
+	}
+	if w.unsigned {
+		return sum, payloadOptions(true)
+	}
+	return sum, []func(*awss3.Options){signedPayload(hex.EncodeToString(sum))}
+}
+
+// signedPayload is the request option that signs the body with its SHA-256, sum (hex), known
+// already.
+func signedPayload(sum string) func(*awss3.Options) {
+	set := middleware.FinalizeMiddlewareFunc("packerPayloadHash", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		return next.HandleFinalize(v4.SetPayloadHash(ctx, sum), in)
+	})
+	return func(o *awss3.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Insert(set, "ComputePayloadHash", middleware.Before)
+		})
+	}
 }
 
 // Abort waits for the parts in flight and aborts the multipart upload, if one was started. It
