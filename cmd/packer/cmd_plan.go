@@ -14,6 +14,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/video"
 )
@@ -211,10 +212,13 @@ func (o *buildOptions) planCut(src source.Source) error {
 }
 
 // usePlanCut makes a build from the plan h take the plan's --cut-inputs K, if it records one:
-// the same K given, auto or nothing is that K; another K is refused, naming both.
+// the same K given, auto or nothing is that K; another K is refused, naming both. A build of
+// another format than shards does not take it.
 func (o *buildOptions) usePlanCut(h *pipeline.PlanHeader, src string) error {
 	v, ok := h.Options["cut-inputs"]
-	if !ok {
+	if !ok || o.Format != shard.FormatShards {
+		// npy and HDF5 are not cut (validate refused --cut-inputs for them): their merge
+		// writes one file anyway.
 		return nil
 	}
 	k, err := strconv.ParseInt(v, 10, 64)

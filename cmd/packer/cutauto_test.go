@@ -125,6 +125,12 @@ func TestPlanRecordsCutInputs(t *testing.T) {
 	mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
 	sameTree(t, full, merged)
 
+	// A part for npy does not take the plan's K (npy is not cut; its merge writes one file).
+	npy := filepath.Join(root, "npy-part")
+	mustRun(t, append([]string{"build", plan, "-o", npy, "--part", "0/3", "--format", "npy"}, args...)...)
+	if m, err := shard.ReadManifest(npy); err != nil || m.Part == nil || m.Part.CutInputs != 0 {
+		t.Errorf("an npy part of the plan: %v, want no cut_inputs", err)
+	}
 	_, errs, code := run(t, append([]string{"build", plan, "-o", filepath.Join(root, "other"), "--part", "0/3", "--cut-inputs", "3"}, args...)...)
 	if code != 2 || !strings.Contains(errs, "--cut-inputs 3") || !strings.Contains(errs, "--cut-inputs 2") {
 		t.Errorf("a part of the plan with another K: exit %d, want 2 naming both: %s", code, errs)
