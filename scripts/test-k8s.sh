@@ -17,8 +17,10 @@
 #      Jobs as Kubernetes would: each part's pod with the Job's args and env, $(JOB_COMPLETION_INDEX)
 #      expanded to its index, as user 65532, read-only root file system, no capabilities, the
 #      source folder mounted read-only at /data, the output folder at /out, a tmpfs at /tmp;
-#      then the merge Job's container, then packer verify. The merged dataset must be
-#      byte-identical to a one-machine build of the host's binary. Skipped, saying why, when
+#      then the merge Job's container, then packer verify. The parts are cut as the Job cuts
+#      them (--cut-inputs auto), so the merged dataset must be byte-identical to a one-machine
+#      build of the host's binary with --cut-inputs auto, and each of its shards a part's file
+#      (the same inode: merged by link, not rewritten). Skipped, saying why, when
 #      PACKER_K8S_SKIP_RUN=1 (a machine without a usable container runtime).
 #
 # Needs root (or sudo) for apt-get and podman. About 30 s once the packages are installed.
@@ -189,7 +191,9 @@ if "${pm[@]}" run --rm --network none --user 65532:65532 --read-only --ulimit no
   echo "test-k8s: FAILED: a build into the read-only source did not fail for that reason" >&2; exit 1
 fi
 # The merged dataset is the one-machine build.
-"$tmp/packer" build "$tmp/data/train" -o "$tmp/host" --resize 20 --crop 16 --shard-size 4KiB >/dev/null 2>&1
+# 16x16 RGB records of 768 bytes in 4 KiB shards: --cut-inputs auto is K = 5 (9 chunks of 45).
+"$tmp/packer" build "$tmp/data/train" -o "$tmp/host" --resize 20 --crop 16 --shard-size 4KiB --cut-inputs auto >/dev/null 2>"$tmp/host.err"
+grep -q 'K = 5 ' "$tmp/host.err" || { cat "$tmp/host.err" >&2; echo "test-k8s: FAILED: --cut-inputs auto did not resolve to 5" >&2; exit 1; }
 n=0
 while read -r f; do
   $SUDO cmp "$tmp/host/$f" "$tmp/out/ds/$f" || { echo "test-k8s: FAILED: $f of the merged dataset differs from the one-machine build" >&2; exit 1; }
@@ -197,5 +201,10 @@ while read -r f; do
 done < <(cd "$tmp/host" && find . -type f | sort)
 [ "$(cd "$tmp/out/ds" && find . -type f | wc -l)" -eq "$n" ] || { echo "test-k8s: FAILED: the merged dataset has other files than the one-machine build" >&2; exit 1; }
 [ "$n" -gt 2 ] || { echo "test-k8s: FAILED: the one-machine build wrote $n files" >&2; exit 1; }
-echo "test-k8s: the merged dataset ($n files) is byte-identical to the one-machine build"
+# Merged by link: every shard of the merged dataset is a file of a part (same inode).
+for f in "$tmp/out/ds"/shard-*.pks; do
+  $SUDO find "$tmp/out/ds.parts" -samefile "$f" | grep -q /part- ||
+    { echo "test-k8s: FAILED: $f is not a part's file: the merge rewrote it" >&2; exit 1; }
+done
+echo "test-k8s: the merged dataset ($n files) is byte-identical to the one-machine build with --cut-inputs auto, its shards linked to the parts'"
 echo "test-k8s: ok ($(($(date +%s) - start)) s)"

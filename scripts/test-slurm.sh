@@ -3,9 +3,11 @@
 # strace from Debian's packages, starts a single-node Slurm cluster on this machine (munged,
 # slurmctld and slurmd as children of this script, listening on loopback only, state in a
 # temporary folder), and, with scripts/slurm/submit.sh as `packer cluster slurm -o` writes it, builds Debian's Fashion-MNIST test split
-# as 4 parts and merges it twice:
+# as 4 parts and merges it twice, the parts cut as the scripts cut them by default
+# (--cut-inputs auto) and merged by hard links:
 #   1. a 4-task array plus the dependent merge job; the merged dataset is compared byte for byte
-#      with a one-machine build;
+#      with a one-machine build with --cut-inputs auto, and every shard of it is checked to be a
+#      part's file (the same inode: linked, not rewritten);
 #   2. the documented retry: a 4-task array in which task 2 is killed (SIGKILL at its first
 #      rename, injected by strace), so the merge job never runs; a resubmission of index 1 with
 #      another part count (sbatch --array=1, PACKER_PARTS=3) is refused and leaves every part as
@@ -122,9 +124,26 @@ for f in scripts/slurm/*; do
 done
 slurm=$d/slurm
 
+# linked OUT PARTS: every shard of OUT is a file of one of the parts (same device and inode),
+# as a merge by link leaves them, and part 0's first shard is OUT's first.
+linked() {
+  local f n
+  pshards() { find "$2" -regextype posix-extended -regex '.*/part-[0-9]+/shard-[0-9]+\.pks' "${@:3}"; }
+  n=$(pshards "$1" "$2" -printf '%D:%i\n' | sort -u | wc -l)
+  for f in "$1"/shard-*.pks; do
+    pshards "$1" "$2" -samefile "$f" | grep -q . || fail "$f is not a part's file: the merge rewrote it"
+  done
+  [ "$(stat -c %D:%i "$1/shard-00000.pks")" = "$(stat -c %D:%i "$2/part-0/shard-00000.pks")" ] ||
+    fail "$1/shard-00000.pks is not part 0's first shard"
+  [ "$n" = "$(ls "$1"/shard-*.pks | wc -l)" ] || fail "OUT has $(ls "$1"/shard-*.pks | wc -l) shards, the parts $n"
+}
+
 # 1. The one-machine reference, then the cluster build: 4 parts as an array, then the merge.
-args=(--split test --resize 20 --crop 16 --format npy)
-bin/packer build "$src" -o "$d/work/ref" "${args[@]}" >/dev/null
+# 16x16 records of 256 bytes in shards of 256 KiB: --cut-inputs auto is K = 1024, 10 chunks.
+args=(--split test --resize 20 --crop 16 --shard-size 256KiB)
+bin/packer build "$src" -o "$d/work/ref" "${args[@]}" --cut-inputs auto 2>"$d/work/ref.err" >/dev/null
+grep -q 'K = 1024 ' "$d/work/ref.err" || fail "--cut-inputs auto did not resolve to 1024: $(cat "$d/work/ref.err")"
+grep -q '"cut_inputs": 1024' "$d/work/ref/manifest.json" || fail "the reference records no cut_inputs 1024"
 PACKER="$repo/bin/packer" bash "$slurm/submit.sh" "$src" "$d/work/out" 4 "${args[@]}"
 wait_jobs
 # Judge by packer's own manifests, not by Slurm's memory of the jobs.
@@ -133,8 +152,9 @@ for p in 0 1 2 3; do
 done
 [ -f "$d/work/out/manifest.json" ] || fail "the merge job wrote no dataset"
 diff -r "$d/work/ref" "$d/work/out" || fail "the merged dataset differs from the one-machine build"
+linked "$d/work/out" "$d/work/out.parts"
 bin/packer verify "$d/work/out" >/dev/null || fail "verify of the merged dataset"
-echo "test-slurm: ok: 4 array tasks + 1 dependent merge job; OUT byte-identical to the one-machine build ($(ls "$d/work/out" | tr '\n' ' '))"
+echo "test-slurm: ok: 4 array tasks (--cut-inputs auto) + 1 dependent merge job; OUT byte-identical to the one-machine build with --cut-inputs auto and linked to the parts' files ($(ls "$d/work/out" | tr '\n' ' '))"
 
 # 2. A task killed part-way, then the retry recipe of docs/cluster.md. The packer of task 2 is
 # SIGKILLed at its first rename (before it can publish anything); the other tasks are plain.
@@ -175,4 +195,5 @@ grep -q '"index": 2,' "$out.parts/part-2/manifest.json" && grep -q '"count": 4,'
 [ "$(sums "$out.parts"/part-[013])" = "$before" ] || fail "the retry of task 2 changed another part"
 [ -f "$out/manifest.json" ] || fail "the merge job after the retry wrote no dataset"
 diff -r "$d/work/ref" "$out" || fail "the dataset merged after the retry differs from the one-machine build"
+linked "$out" "$out.parts"
 echo "test-slurm: ok: task 2 of 4 killed, the merge held back; a resubmission of index 1 as a part of 3 refused with every part unchanged; index 2 resubmitted alone rebuilt part 2/4 only, and the merge is byte-identical to the one-machine build"

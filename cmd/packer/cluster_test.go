@@ -75,7 +75,7 @@ func TestClusterK8sRenders(t *testing.T) {
 	base := []string{"cluster", "k8s", "--name", "ds", "--image", "reg.example/packer@sha256:00", "--parts", "3"}
 	parts := mustRun(t, append(base, "parts", "--src", "/data/train", "--src-claim", "source", "--build-args", "--resize 20  --crop 16")...)
 	for _, want := range []string{"completions: 3\n", "parallelism: 3\n", "value: \"3\"\n", "name: ds-parts\n",
-		`args: [build, "/data/train", -o, /out/ds.parts/part-$(JOB_COMPLETION_INDEX), --part, auto, --force, --resume, "--resize", "20", "--crop", "16"]`,
+		`args: [build, "/data/train", -o, /out/ds.parts/part-$(JOB_COMPLETION_INDEX), --part, auto, --force, --resume, --cut-inputs, auto, "--resize", "20", "--crop", "16"]`,
 		"claimName: source, readOnly: true", "claimName: packer-out}", "backoffLimitPerIndex: 2\n"} {
 		if !strings.Contains(parts, want) {
 			t.Errorf("parts manifest lacks %q:\n%s", want, parts)

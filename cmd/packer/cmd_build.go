@@ -58,7 +58,9 @@ type buildOptions struct {
 	MaxErrors   int
 	ShardSize   string
 	CheckBlock  string
-	CutInputs   int64 // --cut-inputs K: a shard also ends at every K-th input (0: none)
+	CutArg      string // --cut-inputs: K, auto, or empty/0 for none
+	CutInputs   int64  // --cut-inputs K, resolved (auto: cutAuto, then resolveCut): a shard also ends at every K-th input (0: none)
+	cutAuto     bool   // --cut-inputs auto: K from the record size and --shard-size (resolveCut)
 	Force       bool
 
 	// video
@@ -239,7 +241,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.MaxErrors, "max-errors", 0, "abort when more than this many inputs are skipped (0: no limit)")
 	f.StringVar(&o.ShardSize, "shard-size", "256MiB", "byte budget of one shard (e.g. 64MiB, 1GiB)")
 	f.StringVar(&o.CheckBlock, "checksum-block", defaultChecksumBlock, "shards: byte size aimed for per CRC-32C checksum block (e.g. 4KiB for shuffled reads from a cold disk or a bucket with the check on)")
-	f.Int64Var(&o.CutInputs, "cut-inputs", 0, "shards: end a shard at every K-th input of the source order too, and split --part at multiples of K, so that merge moves the parts' shards into place instead of writing them anew (0: shards end at --shard-size only; docs/cluster.md)")
+	f.StringVar(&o.CutArg, "cut-inputs", "0", "shards: end a shard at every K-th input of the source order too, and split --part at multiples of K, so that merge moves the parts' shards into place instead of writing them anew (0: shards end at --shard-size only; auto: K = shard size / record size, for records of one fixed size; docs/cluster.md)")
 	f.Int64Var(&o.MaxPixels, "max-pixels", 0, "reject images with more pixels than this before decoding (0: where Pillow raises DecompressionBombError, 178956970; -1: no limit)")
 	f.StringVar(&o.Classes, "classes", "", "class names, comma separated, or @FILE with one per line, for sources that lack them (idx, lists labelled by integers, webdataset, tfrecord, parquet)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing non-empty OUT (atomically, when the build completes)")
@@ -376,10 +378,16 @@ func (o *buildOptions) validateShardSize() error {
 	if n != shard.BlockTarget {
 		o.checkBlock = n
 	}
+	o.CutInputs, o.cutAuto = 0, o.CutArg == "auto"
+	if !o.cutAuto {
+		if o.CutInputs, err = strconv.ParseInt(o.CutArg, 10, 64); err != nil {
+			return fmt.Errorf("--cut-inputs %q: want a positive input count, auto, or 0 for none", o.CutArg)
+		}
+	}
 	switch {
 	case o.CutInputs < 0:
-		return fmt.Errorf("--cut-inputs %d: want a positive input count, or 0 for none", o.CutInputs)
-	case o.CutInputs > 0 && o.Format != shard.FormatShards:
+		return fmt.Errorf("--cut-inputs %d: want a positive input count, auto, or 0 for none", o.CutInputs)
+	case (o.CutInputs > 0 || o.cutAuto) && o.Format != shard.FormatShards:
 		return fmt.Errorf("--cut-inputs: only --format shards is cut into shards, not --format %s (its merge writes one file anyway)", o.Format)
 	}
 	return nil
@@ -668,6 +676,9 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	if err := o.output.CheckFields(src.Info().Fields); err != nil {
 		return usagef(fmt.Errorf("build %s: %w", o.Source, err))
 	}
+	if err := o.resolveCut(src); err != nil {
+		return usagef(fmt.Errorf("build %s: %w", o.Source, err))
+	}
 	resizer, device, release, err := openDevice(o.Device, o.transform, o.Verbose)
 	if err != nil {
 		return err
@@ -781,6 +792,23 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 			fmt.Fprintf(o.IO.Out, "  %6d  %s\n", sum.Reasons[k], k)
 		}
 	}
+	return nil
+}
+
+// resolveCut sets the K of --cut-inputs auto (pipeline.AutoCutInputs: from the source's info,
+// the transform and --shard-size, before anything is decoded) and says which K it chose.
+func (o *buildOptions) resolveCut(src source.Source) error {
+	if !o.cutAuto {
+		return nil
+	}
+	k, err := pipeline.AutoCutInputs(src, o.transform, o.shardSize)
+	if err != nil {
+		return err
+	}
+	o.CutInputs = k
+	spec := pipeline.DatasetSpec(src, o.transform)
+	fmt.Fprintf(o.IO.Err, "packer: --cut-inputs auto: K = %d (a shard of %s holds %s of %s)\n",
+		k, humanize.Bytes(o.shardSize), humanize.Count(k, "record"), humanize.Bytes(spec.Size()))
 	return nil
 }
 

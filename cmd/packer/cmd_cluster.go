@@ -191,7 +191,7 @@ See docs/cluster.md.
 	f.StringVar(&v.srcClaim, "src-claim", "", "parts: the claim of the source's volume, mounted read-only at /data (PACKER_SRC_CLAIM)")
 	f.StringVar(&v.buildArgs, "build-args", "", `parts: packer build flags, split on spaces, as "--resize 256 --crop 224" (PACKER_BUILD_ARGS)`)
 	f.StringVar(&v.storageClass, "storage-class", "", "pvc: a storage class whose volumes are ReadWriteMany (PACKER_STORAGE_CLASS)")
-	f.StringVar(&v.outSize, "out-size", "", "pvc: the output volume's size, about twice the dataset (PACKER_OUT_SIZE)")
+	f.StringVar(&v.outSize, "out-size", "", "pvc: the output volume's size: about the dataset, twice for parts merged by rewriting (PACKER_OUT_SIZE)")
 	f.StringVar(&v.outClaim, "out-claim", "packer-out", "the output volume's claim (PACKER_OUT_CLAIM)")
 	f.StringVar(&v.parallelism, "parallelism", "", "parts: pods at once (default: --parts) (PACKER_PARALLELISM)")
 	f.StringVar(&v.cpu, "cpu", "4", "parts, merge: CPUs of a pod (PACKER_CPU)")
@@ -240,7 +240,7 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 	var class, size, image, parts, parallelism, cpu, memory, mergeMemory, src, srcClaim, buildArgs, mergeParts string
 	if what == "pvc" {
 		class = check(need("storage-class", v.storageClass, "a storage class whose volumes are ReadWriteMany"))
-		size = check(need("out-size", v.outSize, "the output volume's size: parts plus the merged dataset, about twice the dataset"))
+		size = check(need("out-size", v.outSize, "the output volume's size: parts plus the merged dataset: about the dataset, its parts linked into it (--cut-inputs), twice without"))
 	} else {
 		image = check(need("image", v.image, "the image, best by digest: registry/packer@sha256:..."))
 		parts = check(need("parts", v.parts, "the number of parts"))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/pipeline"
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/source"
 	"github.com/packer-dev/packer/source/video"
 )
@@ -30,6 +32,11 @@ var planLateFlags = []string{"fields", "images", "masks"}
 // built from it writes the records in one order: the one-machine build's with the same flags.
 // A plan written before they were recorded lacks them, and then each part takes its own.
 var planOrderFlags = []string{"shuffle", "seed"}
+
+// planCutFlags are the build flags a plan takes with --cut-inputs auto only, to resolve K from
+// the size of the records the build will write (pipeline.AutoCutInputs); the plan records K,
+// not them: each part takes its own transform and --shard-size.
+var planCutFlags = []string{"shard-size", "resize", "size", "max-size", "crop", "filter", "layout", "dtype", "mean", "std", "fast"}
 
 // planAliases are source flags that set another's value (parquet's names for the tfrecord keys).
 var planAliases = map[string]string{"image-column": "image-key", "label-column": "label-key"}
@@ -99,6 +106,10 @@ See docs/cluster.md.
 	for alias := range planAliases {
 		cmd.Flags().AddFlag(all.Lookup(alias))
 	}
+	for _, name := range append([]string{"cut-inputs"}, planCutFlags...) {
+		cmd.Flags().AddFlag(all.Lookup(name))
+	}
+	cmd.Flags().Lookup("cut-inputs").Usage = "record K (or auto: resolve it from --shard-size and the transform flags given with it) in the plan, for every part built from it (docs/cluster.md)"
 	cmd.Flags().AddFlag(all.Lookup("force"))
 	cmd.Flags().Lookup("out").Usage = "the plan file to write (required)"
 	cmd.Flags().Lookup("force").Usage = "replace an existing plan file (never a file that is not a plan)"
@@ -158,9 +169,15 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 			return usagef(err)
 		}
 	}
+	if err := o.planCut(src); err != nil {
+		return usagef(fmt.Errorf("plan %s: %w", o.Out, err))
+	}
 	opts := map[string]string{}
 	for _, name := range append(slices.Clone(planFlags), planOrderFlags...) {
 		opts[name] = o.flagValue(name)
+	}
+	if o.CutInputs > 0 {
+		opts["cut-inputs"] = strconv.FormatInt(o.CutInputs, 10)
 	}
 	opts["from"] = kind
 	h, err := pipeline.WritePlan(ctx, o.Out, src, pipeline.PlanHeader{Kind: kind, Source: abs, Options: opts, Items: e.Replay != nil})
@@ -177,6 +194,44 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 	if o.Shuffle {
 		fmt.Fprintf(o.IO.Out, "record order: --shuffle --seed %d (every part built from the plan takes it)\n", o.Seed)
 	}
+	if o.CutInputs > 0 {
+		fmt.Fprintf(o.IO.Out, "cut: --cut-inputs %d (every part built from the plan takes it)\n", o.CutInputs)
+	}
+	return nil
+}
+
+// planCut checks a plan's --cut-inputs and the flags that go with auto (planCutFlags, refused
+// without it) and resolves auto against the source.
+func (o *buildOptions) planCut(src source.Source) error {
+	for _, name := range planCutFlags {
+		if o.flags.Lookup(name).Changed && !o.cutAuto {
+			return fmt.Errorf("--%s is for --cut-inputs auto in a plan (it resolves K; each part takes its own --%s)", name, name)
+		}
+	}
+	return o.resolveCut(src)
+}
+
+// usePlanCut makes a build from the plan h take the plan's --cut-inputs K, if it records one:
+// the same K given, auto or nothing is that K; another K is refused, naming both. A build of
+// another format than shards does not take it.
+func (o *buildOptions) usePlanCut(h *pipeline.PlanHeader, src string) error {
+	v, ok := h.Options["cut-inputs"]
+	if !ok || o.Format != shard.FormatShards {
+		// npy and HDF5 are not cut (validate refused --cut-inputs for them): their merge
+		// writes one file anyway.
+		return nil
+	}
+	k, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || k <= 0 {
+		return fmt.Errorf("%w: %s: --cut-inputs %q", pipeline.ErrPlan, src, v)
+	}
+	if !o.cutAuto && o.CutInputs != 0 && o.CutInputs != k {
+		return usagef(fmt.Errorf("--cut-inputs %d disagrees with the plan %s, made with --cut-inputs %d (every part of a plan is cut at the same K: leave the flag out, give auto or %d, or make a new plan)", o.CutInputs, src, k, k))
+	}
+	if o.cutAuto {
+		fmt.Fprintf(o.IO.Err, "packer: --cut-inputs auto: K = %d, from the plan %s\n", k, src)
+	}
+	o.CutInputs, o.cutAuto = k, false
 	return nil
 }
 
@@ -237,6 +292,9 @@ func (o *buildOptions) usePlan(flags *pflag.FlagSet, src string) error {
 	o.classes = nil
 	if err := o.validate(); err != nil {
 		return usagef(fmt.Errorf("the source options of the plan %s: %w", src, err))
+	}
+	if err := o.usePlanCut(h, src); err != nil {
+		return err
 	}
 	o.plan = h
 	return nil

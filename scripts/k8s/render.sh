@@ -50,7 +50,7 @@ retries=$(opt PACKER_RETRIES 2)
 case "$what" in
 pvc)
   class=$(need PACKER_STORAGE_CLASS "a storage class whose volumes are ReadWriteMany")
-  size=$(need PACKER_OUT_SIZE "the output volume's size: parts plus the merged dataset, about twice the dataset") ;;
+  size=$(need PACKER_OUT_SIZE "the output volume's size: parts plus the merged dataset: about the dataset, its parts linked into it (--cut-inputs), twice without") ;;
 *)
   image=$(need PACKER_IMAGE "the image, best by digest: registry/packer@sha256:...")
   parts=$(need PACKER_PARTS "the number of parts")

@@ -7,6 +7,8 @@
 # for both jobs (partition, time, CPUs) go in SBATCH_OPTS, for example
 #   SBATCH_OPTS="--partition=cpu --cpus-per-task=16 --time=4:00:00" scripts/slurm/submit.sh ...
 # PACKER names the packer binary the jobs run (default: packer on PATH).
+# The parts are built with --cut-inputs auto (PACKER_CUT_INPUTS=K or 0 to change it; see
+# build-parts.sbatch) and merged by hard links.
 #
 # To retry parts that failed, run the same command with PACKER_ARRAY set to their indices
 # (PACKER_ARRAY=3,17 scripts/slurm/submit.sh SRC OUT N [flags]): it submits only those tasks,
