@@ -12,13 +12,15 @@ import (
 // cpuRunner is a BatchRunner on the CPU reference, with an optional fault.
 type cpuRunner struct {
 	spec  transforms.Spec
-	flip  bool          // change one output byte
-	fail  error         // return this error
-	stall time.Duration // sleep before answering
+	flip  bool            // change one output byte
+	fail  error           // return this error
+	stall <-chan struct{} // when set, wait until it is closed before answering (a device that never finishes)
 }
 
 func (c cpuRunner) Run(imgs []transforms.Image, dsts [][]byte) error {
-	time.Sleep(c.stall)
+	if c.stall != nil {
+		<-c.stall
+	}
 	if c.fail != nil {
 		return c.fail
 	}
@@ -84,7 +86,9 @@ func TestSelfCheckCatches(t *testing.T) {
 	if !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "from pinned frames") || calls != 2 || frames != 0 {
 		t.Errorf("a difference from frames: got %v after %d runs, %d frames not released", err, calls, frames)
 	}
-	if err := SelfCheck(cpuRunner{spec: spec, stall: time.Second}, spec.MustCompile(), 50*time.Millisecond); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "did not finish") {
+	stall := make(chan struct{})
+	defer close(stall)
+	if err := SelfCheck(cpuRunner{spec: spec, stall: stall}, spec.MustCompile(), 50*time.Millisecond); !errors.Is(err, ErrSelfCheck) || !strings.Contains(err.Error(), "did not finish") {
 		t.Errorf("stalled device: got %v", err)
 	}
 }

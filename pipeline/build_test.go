@@ -32,6 +32,7 @@ type genSource struct {
 	clips int
 	delay bool
 	block chan struct{}     // when set, Decode waits on it (cancellation tests)
+	waits chan struct{}     // when set (buffered), Decode sends to it, if there is room, before it waits on block
 	frame source.FrameShape // what Info declares; zero value: 4x3 grey frames
 	raw   int               // when set, every item carries this many pre-read bytes
 }
@@ -63,6 +64,10 @@ func (s *genSource) Enumerate(ctx context.Context, emit func(source.Item) error)
 func (s *genSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	i := int(it.Seq)
 	if s.block != nil {
+		select {
+		case s.waits <- struct{}{}:
+		default:
+		}
 		select {
 		case <-s.block:
 		case <-ctx.Done():
@@ -269,14 +274,21 @@ func TestBuildEmptySource(t *testing.T) {
 
 func TestBuildCancel(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
-	src := &genSource{n: 100, block: make(chan struct{})}
+	src := &genSource{n: 100, block: make(chan struct{}), waits: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := Build(ctx, Options{Source: src, Output: shards.Entry, Out: out, Workers: 2})
 		done <- err
 	}()
-	time.Sleep(20 * time.Millisecond)
+	// Cancelled once a decode waits, in the middle of the build.
+	select {
+	case <-src.waits:
+	case err := <-done:
+		t.Fatalf("Build returned before a decode started: %v", err)
+	case <-time.After(30 * time.Second): // a guard against a hang, not a timing
+		t.Fatal("no decode started")
+	}
 	cancel()
 	select {
 	case err := <-done:

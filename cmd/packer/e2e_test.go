@@ -459,10 +459,24 @@ func TestInterruptedBuild(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
+			// Stopped (every thread), or ended, the build is where the staging folder shows
+			// it: one whose staging folder is gone has published OUT (the test was descheduled
+			// for the rest of the build), and the signal would come after the end it tests.
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			waitStopped(t, cmd.Process.Pid)
+			published := !exists(out + ".packer-partial")
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
+			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil && sig != syscall.SIGKILL {
+				t.Fatal(err)
+			}
 			err := cmd.Wait()
+			if published {
+				t.Skipf("build finished before it could be stopped; nothing to check (exit: %v)", err)
+			}
 			if err == nil {
 				t.Skipf("build finished before the %v arrived; nothing to check", sig)
 			}

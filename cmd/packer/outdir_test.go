@@ -393,7 +393,9 @@ func TestConcurrentBuildsIntoOneOutput(t *testing.T) {
 	}
 	// kill(2) returns before the stop takes effect: wait until every thread of the first
 	// build is stopped, or it may still rename a shard while the tree is being summed.
-	waitStopped(t, first.Process.Pid)
+	if !waitStopped(t, first.Process.Pid) {
+		t.Fatalf("the first build finished before it could be stopped; nothing overlapped")
+	}
 	// The first build must still hold the lock (it did not finish before it was stopped).
 	lf, err := os.Open(out + ".packer-lock")
 	if err != nil {
@@ -541,9 +543,10 @@ func TestBuildLeavesForeignLockFileAlone(t *testing.T) {
 	}
 }
 
-// waitStopped waits until every thread of process pid is in the stopped state ('T' in
-// /proc/PID/task/TID/stat).
-func waitStopped(t *testing.T, pid int) {
+// waitStopped waits until every thread of process pid (a child not yet waited for) is in the
+// stopped state ('T' in /proc/PID/task/TID/stat), and reports true; false if the process
+// exited first (a zombie, 'Z': it ended before the stop came).
+func waitStopped(t *testing.T, pid int) bool {
 	t.Helper()
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -560,13 +563,16 @@ func waitStopped(t *testing.T, pid int) {
 			}
 			// The state follows the command name, which is in parentheses.
 			i := bytes.LastIndexByte(b, ')')
+			if i >= 0 && i+2 < len(b) && b[i+2] == 'Z' && task.Name() == strconv.Itoa(pid) {
+				return false
+			}
 			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
 				stopped = false
 				break
 			}
 		}
 		if stopped {
-			return
+			return true
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("process %d did not stop within 30 s of SIGSTOP", pid)

@@ -119,21 +119,11 @@ func TestResumeTampered(t *testing.T) {
 			out := filepath.Join(root, mode.name, "out")
 			staging := out + pipeline.StagingSuffix
 			args := append([]string{"build", src, "-o", out}, opts...)
-			// Killed at its K-th rename, for the first K that leaves a journal listing
-			// shard-00001.pks in the staging folder (strace counts the renames of each thread,
-			// so the same K does not always stop the build at the same place).
-			journal := filepath.Join(staging, pipeline.JournalName)
-			for k := 2; ; k++ {
-				if k > 60 {
-					t.Fatal("no kill left a checkpoint of two shards")
-				}
-				for _, p := range []string{out, staging} {
-					os.RemoveAll(p)
-				}
-				if killedAt(t, strace, bin, renames, k, args...) && exists(journal) &&
-					bytes.Contains(readFile(t, journal), []byte(`"shard-00001.pks"`)) {
-					break
-				}
+			// Killed at the commit of its third shard: the journal lists shard-00000.pks and
+			// shard-00001.pks.
+			killedAtShard(t, strace, bin, renames, out, 2, args...)
+			if journal := filepath.Join(staging, pipeline.JournalName); !bytes.Contains(readFile(t, journal), []byte(`"shard-00001.pks"`)) {
+				t.Fatalf("the journal after the kill does not list shard-00001.pks:\n%s", readFile(t, journal))
 			}
 			saved := filepath.Join(root, mode.name, "saved")
 			if err := os.CopyFS(saved, os.DirFS(staging)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/pipeline"
 )
 
@@ -65,40 +66,52 @@ func syscallSet(t *testing.T, strace string, names ...string) string {
 }
 
 // killedAt runs packer under strace with SIGKILL injected at the k-th call of the syscalls sc
-// (a comma-separated set) in any thread, and reports whether it was killed (false: it
-// completed).
+// (a comma-separated set) by one thread (strace counts each thread's calls), and reports
+// whether it was killed (false: it completed). Which threads the Go scheduler gives the
+// build's calls depends on the machine's load, so the place a given k stops the build varies
+// from run to run: a test that needs a given place kills with killedAtRename.
 func killedAt(t *testing.T, strace, bin, sc string, k int, args ...string) bool {
 	t.Helper()
-	sargs := append([]string{"-f", "-qq", "-o", "/dev/null", "-e", fmt.Sprintf("inject=%s:signal=KILL:when=%d", sc, k), bin}, args...)
-	out, err := exec.Command(strace, sargs...).CombinedOutput()
+	return straceKilled(t, strace, []string{"-e", fmt.Sprintf("inject=%s:signal=KILL:when=%d", sc, k)}, bin, args...)
+}
+
+// killedAtRename runs packer under strace with SIGKILL injected at the first call of the
+// syscalls sc (renames), in any thread, that names the path final, before it renames, and
+// reports whether it was killed (false: it completed without that rename). The kill point
+// depends on nothing but what the build writes: killed at the rename that commits shard k
+// (k >= 1) of a build with --checkpoint-every 0, the staging folder holds the checkpoint of
+// shards 0 to k-1, since shard k is started only once that checkpoint is written.
+func killedAtRename(t *testing.T, strace, bin, sc, final string, args ...string) bool {
+	t.Helper()
+	if !filepath.IsAbs(final) {
+		t.Fatalf("killedAtRename: %s is not absolute (strace matches the path as the build names it)", final)
+	}
+	return straceKilled(t, strace, []string{"-P", final, "-e", fmt.Sprintf("inject=%s:signal=KILL:when=1", sc)}, bin, args...)
+}
+
+// killedAtShard is killedAtRename at the commit of shard k in the staging folder of the build
+// writing OUT, for a build that must be killed there: it fails the test if the build completed.
+func killedAtShard(t *testing.T, strace, bin, sc, out string, k int, args ...string) {
+	t.Helper()
+	if !killedAtRename(t, strace, bin, sc, filepath.Join(out+pipeline.StagingSuffix, shards.ShardName(k)), args...) {
+		t.Fatalf("%s: the build completed without committing %s", strings.Join(args, " "), shards.ShardName(k))
+	}
+}
+
+// straceKilled runs bin with args under strace -f with the options sopts, and reports whether
+// it was killed by SIGKILL (false: it completed); any other failure fails the test.
+func straceKilled(t *testing.T, strace string, sopts []string, bin string, args ...string) bool {
+	t.Helper()
+	sargs := append(append([]string{"-f", "-qq", "-o", "/dev/null"}, sopts...), bin)
+	out, err := exec.Command(strace, append(sargs, args...)...).CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 			return true
 		}
-		t.Fatalf("%s at %s #%d: failed without being killed: %v\n%s", strings.Join(args, " "), sc, k, err, out)
+		t.Fatalf("%s under strace %s: failed without being killed: %v\n%s", strings.Join(args, " "), strings.Join(sopts, " "), err, out)
 	} else if err != nil {
 		t.Fatal(err)
-	}
-	return false
-}
-
-// killedAtRetry is killedAt for a build that must be killed: strace counts a syscall's calls
-// per thread, and the build's renames run on whichever threads the Go scheduler picks, so a
-// build can complete with no single thread reaching its k-th rename, the more often the busier
-// the machine. Each try that completes is removed (OUT and its lock) and the build is run again,
-// up to 5 times; it returns false only if every try completed.
-func killedAtRetry(t *testing.T, strace, bin, sc string, k int, out string, args ...string) bool {
-	t.Helper()
-	for try := 0; try < 5; try++ {
-		if killedAt(t, strace, bin, sc, k, args...) {
-			return true
-		}
-		for _, p := range []string{out, out + pipeline.StagingSuffix, out + pipeline.LockSuffix} {
-			if err := os.RemoveAll(p); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	return false
 }
@@ -216,10 +229,8 @@ func TestResumeRefuses(t *testing.T) {
 	args := []string{"build", src, "--from", "folder", "-o", out, "--crop", "8", "--shard-size", "500", "--workers", "1", "--checkpoint-every", "0"}
 	full := filepath.Join(root, "full")
 	mustRun(t, "build", src, "--from", "folder", "-o", full, "--crop", "8", "--shard-size", "500")
-	// Killed at its 6th rename: some shards and a journal are in the staging folder.
-	if !killedAtRetry(t, strace, bin, renames, 6, out, args...) {
-		t.Fatal("the build completed before its 6th rename, 5 times")
-	}
+	// Killed at the commit of its third shard: two shards and a journal are in the staging folder.
+	killedAtShard(t, strace, bin, renames, out, 2, args...)
 	journal := filepath.Join(out+pipeline.StagingSuffix, pipeline.JournalName)
 	if !exists(journal) {
 		t.Fatalf("no journal in the staging folder after the kill")
@@ -268,9 +279,7 @@ func TestResumeRefuses(t *testing.T) {
 	checkOnlyOut(t, out)
 	// Killed again, a build without --resume starts over and discards the checkpoint.
 	os.RemoveAll(out)
-	if !killedAtRetry(t, strace, bin, renames, 6, out, args...) {
-		t.Fatal("the build completed before its 6th rename, 5 times")
-	}
+	killedAtShard(t, strace, bin, renames, out, 2, args...)
 	stdout = mustRun(t, args...)
 	if strings.Contains(stdout, "resumed") {
 		t.Fatalf("a build without --resume resumed: %s", stdout)

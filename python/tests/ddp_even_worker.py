@@ -14,7 +14,10 @@ from packer_reader.torch import loader
 
 
 def main(data_dir, out_dir, drop_last, workers, order_version):
-    dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+    # The rendezvous and each allreduce wait up to this long for the slowest rank (the ranks
+    # and their DataLoader workers share the machine's cores); a rank with an extra batch still
+    # fails the job well within the test's 120 s.
+    dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank, world = dist.get_rank(), dist.get_world_size()
     ld = loader(data_dir, batch_size=32, shuffle=True, seed=3, drop_last=drop_last, device="cpu",
                 num_workers=workers, order_version=order_version)

@@ -50,11 +50,13 @@ func lookup(env []string, name string) string {
 	return ""
 }
 
-// answers reports whether a server answers at endpoint within a few seconds (want true) or
-// has stopped answering within them (want false).
+// answers reports whether a server answers at endpoint (want true) or has stopped answering
+// (want false) within 30 s: it returns as soon as it sees what it wants (the stop script sends
+// SIGTERM and does not wait for the server to exit; the deadline is a guard for a loaded
+// machine, not a timing).
 func answers(endpoint string, want bool) bool {
 	c := &http.Client{Timeout: time.Second}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := c.Get(endpoint + "/")
 		if err == nil {
 			resp.Body.Close()
