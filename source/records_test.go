@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -331,4 +333,46 @@ func diffItems(got, want []source.Item) string {
 		}
 	}
 	return ""
+}
+
+// TestParquetRangeGroupsDisagree: a plan whose row-group counts for a file add up to the file's
+// rows but are not its footer's (a plan edited by hand, or a file rewritten with the size and
+// time it had) would start a part's read at the wrong row: the part fails, naming the file,
+// rather than emitting other rows under the planned numbers.
+func TestParquetRangeGroupsDisagree(t *testing.T) {
+	dirs := recordFixtures(t, t.TempDir())
+	files := &countFiles{}
+	files.reset()
+	s, err := parquet.Open(dirs["pq"], parquet.Options{Files: files, Classes: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layout []source.FileLayout
+	if err := s.EnumerateLayout(context.Background(), func(source.Item) error { return nil },
+		func(f source.FileLayout) error { layout = append(layout, f); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var base int64
+	k := -1
+	for i, f := range layout {
+		if len(f.Groups) >= 2 && f.Groups[0] >= 2 {
+			k = i
+			break
+		}
+		base += f.Items
+	}
+	if k < 0 {
+		t.Fatalf("no file of two row groups of 2 rows or more: %+v", layout)
+	}
+	// The first row group said to be one row shorter, the second one longer: same total.
+	layout[k].Groups = slices.Clone(layout[k].Groups)
+	layout[k].Groups[0]--
+	layout[k].Groups[1]++
+	lo := base + layout[k].Groups[0]
+	var got []source.Item
+	err = s.EnumerateRange(context.Background(), layout, lo, lo+1, func(it source.Item) error { got = append(got, it); return nil })
+	name := filepath.Join(dirs["pq"], layout[k].Path)
+	if err == nil || !errors.Is(err, source.ErrLayout) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("row groups that are not the footer's: %v (inputs %v), want ErrLayout naming %s", err, got, name)
+	}
 }
