@@ -603,16 +603,17 @@ func readFileLines(sc *bufio.Scanner, name string, h *PlanHeader) ([]source.File
 		if err := strictJSON(line, &f); err != nil {
 			return nil, fmt.Errorf("%w: %s:%d: %v", ErrPlan, name, lineNo, err)
 		}
+		// Each count is at most what is left of the header's, so that no sum wraps around.
 		var groups int64
 		for _, g := range f.Groups {
-			if g < 0 {
+			if g < 0 || g > f.Items-groups {
 				groups = -1
 				break
 			}
 			groups += g
 		}
-		if f.Path == "" || f.Items < 0 || f.Size < -1 || f.Groups != nil && groups != f.Items {
-			return nil, fmt.Errorf("%w: %s:%d: want a file with a path, its size and its input counts", ErrPlan, name, lineNo)
+		if f.Path == "" || f.Items < 0 || f.Items > h.Count-items || f.Size < -1 || f.Groups != nil && groups != f.Items {
+			return nil, fmt.Errorf("%w: %s:%d: want a file with a path, its size and its input counts (at most the header's %d in all)", ErrPlan, name, lineNo, h.Count)
 		}
 		items += f.Items
 		files = append(files, f)

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -158,4 +159,35 @@ func FuzzPlan(f *testing.F) {
 			t.Fatalf("item error %v: want ErrPlan naming the file", err)
 		}
 	})
+}
+
+// TestPlanFileLinesOverflow: file lines whose counts are huge (a plan edited by hand, its
+// files_sha256 made again) are refused even where their sum wraps around to the header's
+// count: with such a layout a part would pass over files it must read.
+func TestPlanFileLinesOverflow(t *testing.T) {
+	const huge = int64(1) << 62
+	for _, c := range []struct {
+		name  string
+		lines []string
+	}{
+		{"items", []string{
+			fmt.Sprintf(`{"path":"a","size":1,"mtime_ns":1,"items":%d}`, huge),
+			fmt.Sprintf(`{"path":"b","size":1,"mtime_ns":1,"items":%d}`, huge),
+			fmt.Sprintf(`{"path":"c","size":1,"mtime_ns":1,"items":%d}`, huge),
+			fmt.Sprintf(`{"path":"d","size":1,"mtime_ns":1,"items":%d}`, huge+3),
+		}},
+		{"groups", []string{
+			`{"path":"a","size":1,"mtime_ns":1,"items":1}`,
+			fmt.Sprintf(`{"path":"b","size":1,"mtime_ns":1,"items":2,"groups":[%d,%d,%d,%d]}`, huge, huge, huge, huge+2),
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := strings.Join(c.lines, "\n") + "\n"
+			h := &PlanHeader{Plan: PlanFormat, Count: 3, Files: int64(len(c.lines)), FilesDigest: fmt.Sprintf("%x", sha256.Sum256([]byte(body)))}
+			files, err := readFileLines(newPlanScanner(strings.NewReader(body)), "edited.plan", h)
+			if err == nil || !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "edited.plan") {
+				t.Fatalf("file lines whose counts wrap around: %v (%+v), want ErrPlan naming the plan", err, files)
+			}
+		})
+	}
 }
