@@ -376,3 +376,48 @@ func TestParquetRangeGroupsDisagree(t *testing.T) {
 		t.Fatalf("row groups that are not the footer's: %v (inputs %v), want ErrLayout naming %s", err, got, name)
 	}
 }
+
+// TestRecordRangeEndsAtFileEnd: a part whose range ends where the layout says a file ends
+// checks that the file ends there: with a layout that gives a file one input fewer than it
+// has (and the next file one more, the total the same), that file's last input would be read
+// by no part and missed without a word.
+func TestRecordRangeEndsAtFileEnd(t *testing.T) {
+	dirs := recordFixtures(t, t.TempDir())
+	classes := []string{"a", "b", "c"}
+	for _, k := range []struct {
+		name string
+		open func() (source.Source, error)
+	}{
+		{"webdataset", func() (source.Source, error) {
+			return webdataset.Open(dirs["wds"], webdataset.Options{Classes: classes})
+		}},
+		{"tfrecord", func() (source.Source, error) { return tfrecord.Open(dirs["tfr"], tfrecord.Options{Classes: classes}) }},
+		{"parquet", func() (source.Source, error) { return parquet.Open(dirs["pq"], parquet.Options{Classes: classes}) }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			s, err := k.open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := s.(source.RecordSource)
+			root, _ := rs.InputFiles()
+			var layout []source.FileLayout
+			if err := rs.EnumerateLayout(context.Background(), func(source.Item) error { return nil },
+				func(f source.FileLayout) error { layout = append(layout, f); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if layout[0].Items < 2 {
+				t.Fatalf("the first file has %d inputs, want 2 or more", layout[0].Items)
+			}
+			layout[0].Items--
+			layout[1].Items++
+			layout[0].Groups, layout[1].Groups = nil, nil
+			var got []source.Item
+			err = rs.EnumerateRange(context.Background(), layout, 0, layout[0].Items, func(it source.Item) error { got = append(got, it); return nil })
+			name := filepath.Join(root, layout[0].Path)
+			if !errors.Is(err, source.ErrLayout) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("a range ending where the layout ends a file that holds one more input: %v (%d inputs), want ErrLayout naming %s", err, len(got), name)
+			}
+		})
+	}
+}
