@@ -42,7 +42,9 @@ type RecordSource interface {
 	// the layout of every file (InputFiles' order, as a plan recorded it): it opens only the
 	// files that hold them, each pinned to its Stamp where it is read through Options.Files,
 	// and within a file starts at the first row group that holds one (Parquet) and stops after
-	// hi. A file that yields another count than its layout's fails it (ErrLayout).
+	// hi (read to the file's end where hi is its layout's end). A file that yields another
+	// count than its layout's, or row groups that are not its layout's before the one it
+	// starts at, fails it (ErrLayout).
 	EnumerateRange(ctx context.Context, files []FileLayout, lo, hi int64, emit func(Item) error) error
 }
 
