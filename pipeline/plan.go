@@ -590,7 +590,7 @@ func (p *planSource) readFiles() ([]source.FileLayout, error) {
 func readFileLines(sc *bufio.Scanner, name string, h *PlanHeader) ([]source.FileLayout, error) {
 	ih := sha256.New()
 	var files []source.FileLayout
-	var items int64
+	var items, over int64 // over: the line whose count passes the header's, if any
 	for sc.Scan() {
 		lineNo := int64(len(files)) + 2
 		line := sc.Bytes()
@@ -603,9 +603,11 @@ func readFileLines(sc *bufio.Scanner, name string, h *PlanHeader) ([]source.File
 		if err := strictJSON(line, &f); err != nil {
 			return nil, fmt.Errorf("%w: %s:%d: %v", ErrPlan, name, lineNo, err)
 		}
+		// Each count is at most what is left of the header's, so that no sum wraps around
+		// (one over it is refused after the digest, which tells a damaged plan).
 		var groups int64
 		for _, g := range f.Groups {
-			if g < 0 {
+			if g < 0 || g > f.Items-groups {
 				groups = -1
 				break
 			}
@@ -614,7 +616,12 @@ func readFileLines(sc *bufio.Scanner, name string, h *PlanHeader) ([]source.File
 		if f.Path == "" || f.Items < 0 || f.Size < -1 || f.Groups != nil && groups != f.Items {
 			return nil, fmt.Errorf("%w: %s:%d: want a file with a path, its size and its input counts", ErrPlan, name, lineNo)
 		}
-		items += f.Items
+		if f.Items > h.Count-items && over == 0 {
+			over = lineNo
+		}
+		if over == 0 {
+			items += f.Items
+		}
 		files = append(files, f)
 	}
 	if err := sc.Err(); err != nil {
@@ -625,6 +632,8 @@ func readFileLines(sc *bufio.Scanner, name string, h *PlanHeader) ([]source.File
 		return nil, fmt.Errorf("%w: %s: truncated: %d file lines, the header says %d", ErrPlan, name, len(files), h.Files)
 	case hex.EncodeToString(ih.Sum(nil)) != h.FilesDigest:
 		return nil, fmt.Errorf("%w: %s: the file lines do not match the header's files_sha256 (a damaged or edited plan)", ErrPlan, name)
+	case over != 0:
+		return nil, fmt.Errorf("%w: %s:%d: the file lines count more inputs than the header's %d", ErrPlan, name, over, h.Count)
 	case items != h.Count:
 		return nil, fmt.Errorf("%w: %s: the file lines count %d inputs, the header %d", ErrPlan, name, items, h.Count)
 	}

@@ -3,10 +3,12 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -114,6 +116,9 @@ func FuzzPlan(f *testing.F) {
 	}
 	f.Add([]byte(`{"packer_plan":3,"packer":"` + Version + `","kind":"tfrecord","source":"/d","spec":{},"count":3,"items":false,"listing_sha256":"` + strings.Repeat("0", 64) + `","content_sha256":"` + strings.Repeat("0", 64) + `","files":2,"files_sha256":"` + strings.Repeat("0", 64) + `"}` + "\n" +
 		`{"path":"a.tfrecord","size":10,"mtime_ns":1,"items":1}` + "\n" + `{"path":"b.parquet","size":10,"mtime_ns":1,"items":2,"groups":[1,1]}` + "\n"))
+	f.Add([]byte(`{"packer_plan":3,"packer":"` + Version + `","kind":"tfrecord","source":"/d","spec":{},"count":3,"items":false,"listing_sha256":"` + strings.Repeat("0", 64) + `","content_sha256":"` + strings.Repeat("0", 64) + `","files":4,"files_sha256":"` + strings.Repeat("0", 64) + `"}` + "\n" +
+		`{"path":"a","size":1,"mtime_ns":1,"items":4611686018427387904}` + "\n" + `{"path":"b","size":1,"mtime_ns":1,"items":4611686018427387904}` + "\n" +
+		`{"path":"c","size":1,"mtime_ns":1,"items":4611686018427387904}` + "\n" + `{"path":"d","size":1,"mtime_ns":1,"items":4611686018427387907}` + "\n"))
 	f.Add([]byte(`{"packer_plan":1,"packer":"` + Version + `","kind":"folder","source":"/d","spec":{},"count":1,"items":false,"listing_sha256":"00"}` + "\n"))
 	f.Add([]byte("{\"packer_plan\":1}\n{}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -127,15 +132,35 @@ func FuzzPlan(f *testing.F) {
 			return
 		}
 		if h.Files > 0 {
+			// The file lines as an edit that made files_sha256 again would have them, so that
+			// their content is explored past the digest.
+			rest := data[bytes.IndexByte(data, '\n')+1:]
+			if len(rest) > 0 && rest[len(rest)-1] != '\n' {
+				rest = append(slices.Clone(rest), '\n')
+			}
+			h.FilesDigest = fmt.Sprintf("%x", sha256.Sum256(rest))
 			files, err := readFileLines(sc, name, h)
 			if err != nil && (!errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), name)) {
 				t.Fatalf("file line error %v: want ErrPlan naming the file", err)
 			}
+			if err != nil {
+				return
+			}
 			var items int64
 			for _, f := range files {
+				var groups int64
+				for _, g := range f.Groups {
+					if g < 0 || g > f.Items-groups {
+						t.Fatalf("file line %+v read without an error: a row group count out of range", f)
+					}
+					groups += g
+				}
+				if f.Items < 0 || f.Items > h.Count-items || f.Path == "" || f.Groups != nil && groups != f.Items {
+					t.Fatalf("file line %+v read without an error after %d of %d inputs", f, items, h.Count)
+				}
 				items += f.Items
 			}
-			if err == nil && (int64(len(files)) != h.Files || items != h.Count) {
+			if int64(len(files)) != h.Files || items != h.Count {
 				t.Fatalf("read %d file lines of %d inputs without an error; the header says %d and %d", len(files), items, h.Files, h.Count)
 			}
 			return
@@ -158,4 +183,35 @@ func FuzzPlan(f *testing.F) {
 			t.Fatalf("item error %v: want ErrPlan naming the file", err)
 		}
 	})
+}
+
+// TestPlanFileLinesOverflow: file lines whose counts are huge (a plan edited by hand, its
+// files_sha256 made again) are refused even where their sum wraps around to the header's
+// count: with such a layout a part would pass over files it must read.
+func TestPlanFileLinesOverflow(t *testing.T) {
+	const huge = int64(1) << 62
+	for _, c := range []struct {
+		name  string
+		lines []string
+	}{
+		{"items", []string{
+			fmt.Sprintf(`{"path":"a","size":1,"mtime_ns":1,"items":%d}`, huge),
+			fmt.Sprintf(`{"path":"b","size":1,"mtime_ns":1,"items":%d}`, huge),
+			fmt.Sprintf(`{"path":"c","size":1,"mtime_ns":1,"items":%d}`, huge),
+			fmt.Sprintf(`{"path":"d","size":1,"mtime_ns":1,"items":%d}`, huge+3),
+		}},
+		{"groups", []string{
+			`{"path":"a","size":1,"mtime_ns":1,"items":1}`,
+			fmt.Sprintf(`{"path":"b","size":1,"mtime_ns":1,"items":2,"groups":[%d,%d,%d,%d]}`, huge, huge, huge, huge+2),
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := strings.Join(c.lines, "\n") + "\n"
+			h := &PlanHeader{Plan: PlanFormat, Count: 3, Files: int64(len(c.lines)), FilesDigest: fmt.Sprintf("%x", sha256.Sum256([]byte(body)))}
+			files, err := readFileLines(newPlanScanner(strings.NewReader(body)), "edited.plan", h)
+			if err == nil || !errors.Is(err, ErrPlan) || !strings.Contains(err.Error(), "edited.plan") {
+				t.Fatalf("file lines whose counts wrap around: %v (%+v), want ErrPlan naming the plan", err, files)
+			}
+		})
+	}
 }

@@ -42,7 +42,9 @@ type RecordSource interface {
 	// the layout of every file (InputFiles' order, as a plan recorded it): it opens only the
 	// files that hold them, each pinned to its Stamp where it is read through Options.Files,
 	// and within a file starts at the first row group that holds one (Parquet) and stops after
-	// hi. A file that yields another count than its layout's fails it (ErrLayout).
+	// hi (read to the file's end where hi is its layout's end). A file that yields another
+	// count than its layout's, or row groups that are not its layout's before the one it
+	// starts at, fails it (ErrLayout).
 	EnumerateRange(ctx context.Context, files []FileLayout, lo, hi int64, emit func(Item) error) error
 }
 
@@ -97,7 +99,8 @@ type RangeFile func(ctx context.Context, i int, first int64, seq *int64, emit fu
 
 // EnumerateFileRange implements RecordSource.EnumerateRange for a source that reads its files
 // one by one: it calls read for each file that holds inputs of [lo, hi), with the inputs
-// before lo passed over and the read stopped after hi. start gives, for a file and the number
+// before lo passed over and the read stopped after hi (read to the file's end where hi is
+// where its layout ends it, so that its count is checked). start gives, for a file and the number
 // of its inputs before lo, the input the read can start at (a row group's first).
 func EnumerateFileRange(ctx context.Context, root string, files []FileLayout, lo, hi int64, start func(f FileLayout, skip int64) int64, read RangeFile, emit func(Item) error) error {
 	var base int64
@@ -132,7 +135,9 @@ func EnumerateFileRange(ctx context.Context, root string, files []FileLayout, lo
 			if err := emit(it); err != nil {
 				return err
 			}
-			if it.Seq+1 == hi {
+			if it.Seq+1 == hi && hi < next {
+				// A range that ends where the file does reads on to its end, so that a file
+				// holding more inputs than its layout says fails rather than losing them.
 				return errRangeDone
 			}
 			return nil

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -331,4 +333,91 @@ func diffItems(got, want []source.Item) string {
 		}
 	}
 	return ""
+}
+
+// TestParquetRangeGroupsDisagree: a plan whose row-group counts for a file add up to the file's
+// rows but are not its footer's (a plan edited by hand, or a file rewritten with the size and
+// time it had) would start a part's read at the wrong row: the part fails, naming the file,
+// rather than emitting other rows under the planned numbers.
+func TestParquetRangeGroupsDisagree(t *testing.T) {
+	dirs := recordFixtures(t, t.TempDir())
+	files := &countFiles{}
+	files.reset()
+	s, err := parquet.Open(dirs["pq"], parquet.Options{Files: files, Classes: []string{"a", "b", "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layout []source.FileLayout
+	if err := s.EnumerateLayout(context.Background(), func(source.Item) error { return nil },
+		func(f source.FileLayout) error { layout = append(layout, f); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var base int64
+	k := -1
+	for i, f := range layout {
+		if len(f.Groups) >= 2 && f.Groups[0] >= 2 {
+			k = i
+			break
+		}
+		base += f.Items
+	}
+	if k < 0 {
+		t.Fatalf("no file of two row groups of 2 rows or more: %+v", layout)
+	}
+	// The first row group said to be one row shorter, the second one longer: same total.
+	layout[k].Groups = slices.Clone(layout[k].Groups)
+	layout[k].Groups[0]--
+	layout[k].Groups[1]++
+	lo := base + layout[k].Groups[0]
+	var got []source.Item
+	err = s.EnumerateRange(context.Background(), layout, lo, lo+1, func(it source.Item) error { got = append(got, it); return nil })
+	name := filepath.Join(dirs["pq"], layout[k].Path)
+	if err == nil || !errors.Is(err, source.ErrLayout) || !strings.Contains(err.Error(), name) {
+		t.Fatalf("row groups that are not the footer's: %v (inputs %v), want ErrLayout naming %s", err, got, name)
+	}
+}
+
+// TestRecordRangeEndsAtFileEnd: a part whose range ends where the layout says a file ends
+// checks that the file ends there: with a layout that gives a file one input fewer than it
+// has (and the next file one more, the total the same), that file's last input would be read
+// by no part and missed without a word.
+func TestRecordRangeEndsAtFileEnd(t *testing.T) {
+	dirs := recordFixtures(t, t.TempDir())
+	classes := []string{"a", "b", "c"}
+	for _, k := range []struct {
+		name string
+		open func() (source.Source, error)
+	}{
+		{"webdataset", func() (source.Source, error) {
+			return webdataset.Open(dirs["wds"], webdataset.Options{Classes: classes})
+		}},
+		{"tfrecord", func() (source.Source, error) { return tfrecord.Open(dirs["tfr"], tfrecord.Options{Classes: classes}) }},
+		{"parquet", func() (source.Source, error) { return parquet.Open(dirs["pq"], parquet.Options{Classes: classes}) }},
+	} {
+		t.Run(k.name, func(t *testing.T) {
+			s, err := k.open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := s.(source.RecordSource)
+			root, _ := rs.InputFiles()
+			var layout []source.FileLayout
+			if err := rs.EnumerateLayout(context.Background(), func(source.Item) error { return nil },
+				func(f source.FileLayout) error { layout = append(layout, f); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if layout[0].Items < 2 {
+				t.Fatalf("the first file has %d inputs, want 2 or more", layout[0].Items)
+			}
+			layout[0].Items--
+			layout[1].Items++
+			layout[0].Groups, layout[1].Groups = nil, nil
+			var got []source.Item
+			err = rs.EnumerateRange(context.Background(), layout, 0, layout[0].Items, func(it source.Item) error { got = append(got, it); return nil })
+			name := filepath.Join(root, layout[0].Path)
+			if !errors.Is(err, source.ErrLayout) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("a range ending where the layout ends a file that holds one more input: %v (%d inputs), want ErrLayout naming %s", err, len(got), name)
+			}
+		})
+	}
 }

@@ -683,6 +683,19 @@ func (s *Source) enumerateFile(ctx context.Context, name string, st *source.Stam
 		return unwrapEmit(rest(err))
 	}
 	defer f.Close()
+	if first > 0 {
+		// A read that starts at a row group of a plan's layout: the footer's row groups before
+		// it must hold the rows the plan says, else the rows would be numbered wrongly.
+		var rows int64
+		groups := pf.Metadata().RowGroups
+		for _, g := range groups[:min(first, len(groups))] {
+			rows += g.NumRows
+		}
+		if first > len(groups) || rows != row {
+			return fmt.Errorf("%w: %s: its row group %d starts at row %d; the plan recorded row %d (make a new plan)",
+				source.ErrLayout, filepath.Join(s.root, name), first, rows, row)
+		}
+	}
 	err = noPanic(func() error {
 		return s.eachRowGroup(pf, func(rgi int, rg pq.RowGroup) error {
 			if err := ctx.Err(); err != nil {

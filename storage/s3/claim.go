@@ -167,7 +167,11 @@ func (b *Backend) claimPrefix(ctx context.Context) (*claim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: another merge or build is writing there: %w", b.url, err)
 	}
-	return &claim{b: b, etag: etag}, nil
+	c := &claim{b: b, etag: etag}
+	if err := b.otherControl(ctx, CheckpointName); err != nil {
+		return nil, errors.Join(fmt.Errorf("%s: a build is writing there: %w", b.url, err), c.release())
+	}
+	return c, nil
 }
 
 // release deletes the claim, on a context of its own (a cancelled merge still cleans up).
@@ -175,4 +179,17 @@ func (c *claim) release() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	return c.b.dropControl(ctx, ClaimName, c.etag)
+}
+
+// otherControl fails, matching ErrTakenOver and naming its owner, where the control object
+// name of another kind of command is there: a build's checkpoint seen by a merge, or a merge's
+// claim seen by a build. The two write different objects, which no conditional write keeps
+// apart, so each looks for the other's once its own is written: of two that passed their
+// check of the prefix at once, at least one finds the other's (the store reads its writes).
+func (b *Backend) otherControl(ctx context.Context, name string) error {
+	data, _, err := b.readControl(ctx, name)
+	if err != nil || data == nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w: %s", b.objURL(b.url.keyPrefix()+name), ErrTakenOver, b.controlOwner(data))
 }

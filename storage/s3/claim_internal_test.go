@@ -53,3 +53,34 @@ func TestClaimConditional(t *testing.T) {
 		t.Errorf("a write on the current ETag: %v", err)
 	}
 }
+
+// TestClaimSeesCheckpoint: a build uploading as it goes (its checkpoint object) and a merge by
+// copy (its claim) that pass their check of OUT at the same moment write two different control
+// objects, which no conditional write keeps apart; their shards have the same names. The
+// merge's claim is refused once it finds the build's checkpoint beside it (and removed: it
+// copies nothing), and a build's checkpoint once it finds a claim, so that the two never both
+// write the files of one dataset.
+func TestClaimSeesCheckpoint(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "race")
+	b := NewWithClient(srv.Client(""), URL{Bucket: "race", Prefix: "out"}, Options{})
+	ctx := context.Background()
+	if _, err := b.putControl(ctx, CheckpointName, []byte(`{"owner":"build","host":"h","pid":7}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := b.claimPrefix(ctx); !errors.Is(err, ErrTakenOver) || !strings.Contains(err.Error(), "pid 7") {
+		t.Fatalf("a claim beside a build's checkpoint = %v, %v; want ErrTakenOver naming the build", c, err)
+	}
+	if data, _, err := b.readControl(ctx, ClaimName); err != nil || data != nil {
+		t.Errorf("the refused claim is left: %q, %v", data, err)
+	}
+	if err := b.otherControl(ctx, ClaimName); err != nil {
+		t.Errorf("the build's check with no claim there: %v", err)
+	}
+	if _, err := b.putControl(ctx, ClaimName, []byte(`{"owner":"merge","host":"h","pid":8}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.otherControl(ctx, ClaimName); !errors.Is(err, ErrTakenOver) || !strings.Contains(err.Error(), "pid 8") {
+		t.Errorf("the build's check with a merge's claim there = %v; want ErrTakenOver naming the merge", err)
+	}
+}

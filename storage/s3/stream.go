@@ -207,6 +207,16 @@ func (s *StreamStage) open(resume bool) error {
 			return err
 		}
 	}
+	// A merge that found the prefix free when this build did has its claim there now: it or
+	// this build stops (claimPrefix looks for the checkpoint in turn). A new build's checkpoint
+	// goes; a resumed one's is kept, with the journal it goes on from.
+	if err := b.otherControl(s.ctx, ClaimName); err != nil {
+		err = fmt.Errorf("%s: a merge is writing there: %w", b.url, err)
+		if !resume {
+			err = errors.Join(err, s.dropCheckpoint(s.ctx))
+		}
+		return err
+	}
 	return s.save()
 }
 

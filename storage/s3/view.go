@@ -3,6 +3,7 @@ package s3
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"path/filepath"
@@ -57,22 +58,38 @@ func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions
 	return v, nil
 }
 
-// folderTimes gives each folder of the view below dir (dir too) the latest time of the
-// objects below it: a folder standing for a prefix (a frames video's folder, whose time is
-// its input's stamp) then has the same time in every view of the same listing, and a new
-// object below it changes it.
+// folderTimes gives each folder of the view below dir (dir too) a time that stands for the
+// listing below it: the second of the latest time of the objects below it, and within that
+// second a fraction taken from a digest of their names, sizes, times and ETags. A folder
+// standing for a prefix (a frames video's folder, whose time is its input's stamp) then has
+// the same time in every view of the same listing, and another time where an object below it
+// was added, removed or replaced (a file system changes a folder's time on a removal too; the
+// latest time alone would not change when a frame other than the newest is removed).
 func folderTimes(dir string, files map[string]storage.ViewObject) error {
-	latest := map[string]int64{}
+	type folder struct {
+		latest int64
+		sum    uint64 // the XOR of the objects' digests: the same in any order
+	}
+	folders := map[string]*folder{}
 	for p, o := range files {
 		for d := filepath.Dir(p); len(d) >= len(dir); d = filepath.Dir(d) {
-			latest[d] = max(latest[d], o.ModTime)
+			f := folders[d]
+			if f == nil {
+				f = &folder{}
+				folders[d] = f
+			}
+			f.latest = max(f.latest, o.ModTime)
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s", p[len(d):], o.Size, o.ModTime, o.ETag)
+			f.sum ^= h.Sum64()
 			if d == dir {
 				break
 			}
 		}
 	}
-	for d, ns := range latest {
-		t := time.Unix(0, ns)
+	for d, f := range folders {
+		sec := time.Unix(0, f.latest).Truncate(time.Second)
+		t := sec.Add(time.Duration(f.sum % uint64(time.Second)))
 		if err := os.Chtimes(d, t, t); err != nil {
 			return err
 		}
