@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -35,14 +34,8 @@ func uploadsOnly(f s3test.Fault) s3test.FaultPlan {
 func cutMergeThroughFaults(t *testing.T, srv *s3test.Server, px *s3test.FaultProxy, bucket string, args []string, base s3test.FaultPlan, fail s3test.Fault) {
 	t.Helper()
 	args = append(append([]string{}, args...), "--cut-inputs", "2500")
-	local := filepath.Join(t.TempDir(), "cut")
-	mustRun(t, append([]string{"build", fmnist, "-o", local}, args...)...)
-	want := localFiles(t, local)
 	px.SetPlan(func(*http.Request, int, int) s3test.Fault { return s3test.None })
-	parts := []string{"s3://" + bucket + "/cparts/p0", "s3://" + bucket + "/cparts/p1"}
-	for i, p := range parts {
-		mustRun(t, append([]string{"build", fmnist, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, args...)...)
-	}
+	want, parts := localAndTwoParts(t, args, "s3://"+bucket+"/cparts/p")
 	var copyFaults atomic.Int64
 	copying := func(r *http.Request) bool {
 		return r.Method == http.MethodPut && r.Header.Get("X-Amz-Copy-Source") != ""

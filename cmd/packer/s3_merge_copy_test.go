@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -69,13 +68,7 @@ func TestS3MergeByCopy(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
 	// 7000 inputs of 784 bytes make a shard of 5.2 MiB: uploaded in two parts of up to 5 MiB.
 	args := []string{"--split", "test", "--cut-inputs", "7000", "--shard-size", "64MB"}
-	local := filepath.Join(t.TempDir(), "local")
-	mustRun(t, append([]string{"build", fmnist, "-o", local}, args...)...)
-	want := localFiles(t, local)
-	parts := []string{"s3://cparts/p0", "s3://cparts/p1"}
-	for i, p := range parts {
-		mustRun(t, append([]string{"build", fmnist, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, args...)...)
-	}
+	want, parts := localAndTwoParts(t, args, "s3://cparts/p")
 	ctx := context.Background()
 	// The record data of the parts' shards: no GET may touch it.
 	type region struct{ lo, hi int64 }

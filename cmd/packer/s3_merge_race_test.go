@@ -48,13 +48,7 @@ func TestS3MergesRace(t *testing.T) {
 	px := s3test.StartFaultProxy(t, srv, watch.plan)
 	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
 	args := []string{"--split", "test", "--cut-inputs", "2500", "--shard-size", "64MB"}
-	local := filepath.Join(t.TempDir(), "local")
-	mustRun(t, append([]string{"build", fmnist, "-o", local}, args...)...)
-	want := localFiles(t, local)
-	parts := []string{"s3://rparts/p0", "s3://rparts/p1"}
-	for i, p := range parts {
-		mustRun(t, append([]string{"build", fmnist, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, args...)...)
-	}
+	want, parts := localAndTwoParts(t, args, "s3://rparts/p")
 	for round := range 4 {
 		out := fmt.Sprintf("s3://rout/m%d", round)
 		type result struct {
@@ -100,4 +94,19 @@ func TestS3MergesRace(t *testing.T) {
 		}
 		mustRun(t, "verify", out)
 	}
+}
+
+// localAndTwoParts builds fmnist with args into a local folder and as parts 0/2 and 1/2 to
+// prefix+"0" and prefix+"1" (object-store URLs): it returns the local build's files (localFiles)
+// and the parts' locations.
+func localAndTwoParts(t *testing.T, args []string, prefix string) (map[string][]byte, []string) {
+	t.Helper()
+	local := filepath.Join(t.TempDir(), "local")
+	mustRun(t, append([]string{"build", fmnist, "-o", local}, args...)...)
+	want := localFiles(t, local)
+	parts := []string{prefix + "0", prefix + "1"}
+	for i, p := range parts {
+		mustRun(t, append([]string{"build", fmnist, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, args...)...)
+	}
+	return want, parts
 }
