@@ -54,17 +54,7 @@ func TestCutInputsAuto(t *testing.T) {
 	merged := filepath.Join(root, "merged")
 	mustRun(t, append([]string{"merge", "-o", merged}, parts...)...)
 	sameTree(t, full, merged)
-	a, err := os.Stat(filepath.Join(parts[0], "shard-00000.pks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.Stat(filepath.Join(merged, "shard-00000.pks"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !os.SameFile(a, b) {
-		t.Errorf("the merged shard-00000.pks is not part 0's file: the parts were not merged by link")
-	}
+	mustBeLinked(t, parts[0], merged)
 
 	// Variable-size outputs: refused before anything is written, naming the reason.
 	for _, c := range []struct {

@@ -92,18 +92,7 @@ func TestMergeCutInputsLinks(t *testing.T) {
 			merged := filepath.Join(dir, "merged")
 			mustRun(t, "merge", "-o", merged, parts[2], parts[0], parts[1])
 			sameTree(t, full, merged)
-			// Linked, not copied: the merged dataset's first shard is part 0's file.
-			a, err := os.Stat(filepath.Join(parts[0], "shard-00000.pks"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := os.Stat(filepath.Join(merged, "shard-00000.pks"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !os.SameFile(a, b) {
-				t.Errorf("the merged shard-00000.pks is not part 0's file")
-			}
+			mustBeLinked(t, parts[0], merged)
 			// Again with --verify-parts and --remove-parts.
 			merged2 := filepath.Join(dir, "merged2")
 			mustRun(t, "merge", "-o", merged2, "--verify-parts", "--remove-parts", parts[0], parts[1], parts[2])
@@ -176,5 +165,22 @@ func TestMergeCutInputsRefuses(t *testing.T) {
 	_, errs, code := run(t, "build", src, "-o", filepath.Join(root, "npy"), "--format", "npy", "--cut-inputs", "4", "--resize", "8", "--crop", "6", "--classes", "x,y,z")
 	if code != 2 || !strings.Contains(errs, "--cut-inputs") {
 		t.Errorf("--format npy --cut-inputs: exit %d, %s", code, errs)
+	}
+}
+
+// mustBeLinked checks that the merged dataset's first shard is the first part's file (the same
+// inode): the parts were merged by link, not copied.
+func mustBeLinked(t *testing.T, part0, merged string) {
+	t.Helper()
+	a, err := os.Stat(filepath.Join(part0, "shard-00000.pks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.Stat(filepath.Join(merged, "shard-00000.pks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(a, b) {
+		t.Errorf("the merged shard-00000.pks is not part 0's file: the parts were not merged by link")
 	}
 }
