@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"io/fs"
 	"slices"
 	"sync"
 	"time"
@@ -178,7 +179,7 @@ func (w *Writer) Commit(ctx context.Context) error {
 		}
 		out, err := w.b.client.PutObject(ctx, in, opts...)
 		if err != nil {
-			return w.b.wrap("PutObject", w.b.objURL(w.key), err)
+			return w.refusedPut(ctx, w.b.wrap("PutObject", w.b.objURL(w.key), err))
 		}
 		w.committed, w.buf = true, nil
 		w.etag, w.stored = aws.ToString(out.ETag), aws.ToString(out.ChecksumSHA256)
@@ -293,4 +294,20 @@ func payloadOptions(unsigned bool) []func(*awss3.Options) {
 	return []func(*awss3.Options){func(o *awss3.Options) {
 		o.APIOptions = append(o.APIOptions, v4.SwapComputePayloadSHA256ForUnsignedPayloadMiddleware)
 	}}
+}
+
+// refusedPut is the error of a failed conditional PutObject. A store that refuses the write
+// (the name is taken) before reading its body may close the connection while the body is still
+// being sent, so the client sees a reset, not the refusal, and its retries the same. Where an
+// object is under the name after such a failure, the error also matches fs.ErrExist: the name
+// is taken (or the write was made and its answer lost, which callers that must know tell by
+// reading the object back, as Publish does).
+func (w *Writer) refusedPut(ctx context.Context, err error) error {
+	if !w.noReplace || errors.Is(err, fs.ErrExist) || ctx.Err() != nil {
+		return err
+	}
+	if _, herr := w.b.head(ctx, w.key); herr == nil {
+		return fmt.Errorf("%w (%w: an object is under the name after the conditional write failed)", err, fs.ErrExist)
+	}
+	return err
 }
