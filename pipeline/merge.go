@@ -47,6 +47,9 @@ type MergeOptions struct {
 	// checked as a reader opening them does (checkLinkPart), which reads no record. Parts
 	// without the rule are always read whole: the merge copies their records.
 	VerifyParts bool
+	// Warn, if set, is told of a part built with --cut-inputs whose shards were copied into
+	// OUT rather than linked (a file system that makes no hard links there), and why.
+	Warn func(msg string)
 }
 
 // ErrParts is wrapped by every error about a set of parts that does not make one dataset.
