@@ -7,6 +7,7 @@ package pipeline
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -27,8 +28,9 @@ import (
 var ErrCutParts = errors.New("the part's shards do not lie in its inputs' chunks")
 
 // linkInto puts the shards of parts built with a cut rule into dir under their merged names
-// (checkLinkPart, linkShard) and writes the merged manifest from the parts' manifests.
-func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
+// (checkLinkPart, linkShard; with opts.VerifyParts each part is first read whole by
+// opts.CheckPart) and writes the merged manifest from the parts' manifests.
+func linkInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 	c := newCutMerge(parts, opts.ShardName)
 	for k, d := range parts.Dirs {
 		pm := parts.Manifests[k]
@@ -40,6 +42,15 @@ func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 				return nil, &PartError{Dir: d, Faults: []string{err.Error()}}
 			}
 			before[i] = st
+		}
+		if opts.VerifyParts {
+			faults, err := opts.CheckPart(ctx, d, func(shard.FileEntry) io.Writer { return nil })
+			if err != nil {
+				return nil, fmt.Errorf("verify part %s: %w", d, err)
+			}
+			if len(faults) > 0 {
+				return nil, &PartError{Dir: d, Faults: faults}
+			}
 		}
 		bytes, err := checkLinkPart(d, pm)
 		if err != nil {
