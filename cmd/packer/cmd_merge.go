@@ -118,7 +118,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		defer mstage.Remove()
 		tmp = mstage.Dir
 	}
-	out, publish, done, err := openTarget(ctx, out, o.Force, nil, o.IO.Err)
+	out, publish, done, err := openTarget(ctx, "merge", out, o.Force, nil, o.IO.Err)
 	if err != nil {
 		return err
 	}

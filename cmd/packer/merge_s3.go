@@ -98,7 +98,7 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 	var cbar *progress.Bar
 	err = out.CopyPublish(ctx, m, manifest, srcs, s3.CopyOptions{
 		PublishOptions: s3.PublishOptions{
-			Clear: o.Force, Replace: o.Force, Formats: outputNames(false),
+			Clear: o.Force, Replace: o.Force, Formats: outputNames(false), Command: "merge",
 			Warn: func(msg string) { fmt.Fprintln(o.IO.Err, "packer: warning:", msg) },
 		},
 		PartThreshold: threshold,

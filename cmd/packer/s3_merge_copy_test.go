@@ -264,6 +264,18 @@ func TestS3MergeByCopy(t *testing.T) {
 	}
 	put(orig)
 
+	// A killed merge's leftovers (a copied shard and its claim) refuse the next merge there,
+	// which asks for the merge, not a build, to be run again with --force.
+	for _, key := range []string{"left/shard-00000.pks", "left/" + s3.ClaimName} {
+		if _, err := srv.Client("").PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("cout"), Key: aws.String(key), Body: bytes.NewReader(orig[:64])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, errs, code = merge("s3://cout/left")
+	if code == 0 || !strings.Contains(errs, "merge again with --force") || strings.Contains(errs, "build again") {
+		t.Errorf("merge over a killed merge's leftovers: exit %d, want a refusal asking to merge again with --force:\n%s", code, errs)
+	}
+
 	// --verify-parts (every byte of the parts read where they are) and --remove-parts: OUT
 	// published, the parts' objects gone.
 	watch.reset(nil)
