@@ -43,10 +43,14 @@ type MergeOptions struct {
 	// (mergelink.go). Required for such parts.
 	ShardName func(k int) string
 	// VerifyParts, with parts built with --cut-inputs, checks each part with CheckPart (every
-	// byte read, as packer verify does) before its shards are linked; without it they are
-	// checked as a reader opening them does (checkLinkPart), which reads no record. Parts
-	// without the rule are always read whole: the merge copies their records.
+	// byte read, as packer verify does) after the merge's first look at its shards and before
+	// they are linked, so that a shard replaced after its check is refused, not linked;
+	// without it they are checked as a reader opening them does (checkLinkPart), which reads
+	// no record. Parts without the rule are always read whole: the merge copies their records.
 	VerifyParts bool
+	// Warn, if set, is told of a part built with --cut-inputs whose shards were copied into
+	// OUT rather than linked (a file system that makes no hard links there), and why.
+	Warn func(msg string)
 }
 
 // ErrParts is wrapped by every error about a set of parts that does not make one dataset.
@@ -266,18 +270,7 @@ func Merge(ctx context.Context, parts *Parts, opts MergeOptions) (*Summary, erro
 	}
 	sum, err := intoOut(opts.Out, replacing{force: opts.Force, formats: formats}, parts.Dirs, false, func(paths outPaths, _ bool) (*Summary, error) {
 		if info.CutInputs > 0 {
-			if opts.VerifyParts {
-				for _, d := range parts.Dirs {
-					faults, err := opts.CheckPart(ctx, d, func(shard.FileEntry) io.Writer { return nil })
-					if err != nil {
-						return nil, fmt.Errorf("verify part %s: %w", d, err)
-					}
-					if len(faults) > 0 {
-						return nil, &PartError{Dir: d, Faults: faults}
-					}
-				}
-			}
-			return linkInto(parts, paths.staging, opts)
+			return linkInto(ctx, parts, paths.staging, opts)
 		}
 		return mergeInto(ctx, parts, paths.staging, opts)
 	})

@@ -6,6 +6,8 @@ package pipeline
 // parts' manifests, without reading or writing a record.
 
 import (
+	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -26,8 +28,9 @@ import (
 var ErrCutParts = errors.New("the part's shards do not lie in its inputs' chunks")
 
 // linkInto puts the shards of parts built with a cut rule into dir under their merged names
-// (checkLinkPart, linkShard) and writes the merged manifest from the parts' manifests.
-func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
+// (checkLinkPart, linkShard; with opts.VerifyParts each part is first read whole by
+// opts.CheckPart) and writes the merged manifest from the parts' manifests.
+func linkInto(ctx context.Context, parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 	c := newCutMerge(parts, opts.ShardName)
 	for k, d := range parts.Dirs {
 		pm := parts.Manifests[k]
@@ -40,6 +43,15 @@ func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 			}
 			before[i] = st
 		}
+		if opts.VerifyParts {
+			faults, err := opts.CheckPart(ctx, d, func(shard.FileEntry) io.Writer { return nil })
+			if err != nil {
+				return nil, fmt.Errorf("verify part %s: %w", d, err)
+			}
+			if len(faults) > 0 {
+				return nil, &PartError{Dir: d, Faults: faults}
+			}
+		}
 		bytes, err := checkLinkPart(d, pm)
 		if err != nil {
 			return nil, err
@@ -48,10 +60,20 @@ func linkInto(parts *Parts, dir string, opts MergeOptions) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
+		var copied int
+		var why error
 		for i, orig := range pm.Files {
-			if err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), before[i], d, merged[i], dir); err != nil {
+			linkErr, err := linkShard(filepath.Join(d, filepath.FromSlash(orig.Path)), before[i], d, merged[i], dir)
+			if err != nil {
 				return nil, err
 			}
+			if linkErr != nil {
+				copied++
+				why = cmp.Or(why, linkErr)
+			}
+		}
+		if copied > 0 && opts.Warn != nil {
+			opts.Warn(copiedNote(d, copied, len(pm.Files), why))
 		}
 		if opts.Progress != nil {
 			opts.Progress(c.sum.Records, c.total)
@@ -251,28 +273,51 @@ func cutString(c *shard.ShardCut) string {
 
 // linkShard makes src, a shard of the part in partDir that its manifest lists as fe (but for
 // fe's Path and FirstRecord, the merged dataset's), the file fe.Path in dir: a hard link, which
-// must be the file before describes (src as it was before the part was checked); where dir is
-// on another file system, a copy whose SHA-256 must be the entry's.
-func linkShard(src string, before os.FileInfo, partDir string, fe shard.FileEntry, dir string) error {
+// must be the file before describes (src as it was before the part was checked); where the link
+// cannot be made (linkRefused: dir on another file system, or one that makes no hard links
+// there), a copy whose SHA-256 must be the entry's, and linkErr says why.
+func linkShard(src string, before os.FileInfo, partDir string, fe shard.FileEntry, dir string) (linkErr, err error) {
 	dst := filepath.Join(dir, filepath.FromSlash(fe.Path))
 	if !before.Mode().IsRegular() || before.Size() != fe.Size {
-		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s is not a regular file of the size its manifest lists", src)}}
+		return nil, &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s is not a regular file of the size its manifest lists", src)}}
 	}
-	err := os.Link(src, dst)
-	if errors.Is(err, syscall.EXDEV) {
-		return copyShard(src, partDir, fe, dir)
+	err = linkFile(src, dst)
+	if linkRefused(err) {
+		return err, copyShard(src, partDir, fe, dir)
 	}
 	if err != nil {
-		return fmt.Errorf("link %s into the merged dataset: %w", src, err)
+		return nil, fmt.Errorf("link %s into the merged dataset: %w", src, err)
 	}
 	after, err := os.Lstat(dst)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !os.SameFile(before, after) {
-		return &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s was replaced while the part was checked and linked", src)}}
+		return nil, &PartError{Dir: partDir, Faults: []string{fmt.Sprintf("%s was replaced while the part was checked and linked", src)}}
 	}
-	return nil
+	return nil, nil
+}
+
+// linkFile is os.Link; tests replace it to make a link fail as some file systems do.
+var linkFile = os.Link
+
+// linkRefused reports whether err, a failed link, is one a copy goes around: the target on
+// another file system (EXDEV), or a file system or file that takes no (more) hard links
+// (EPERM: FAT, some network and FUSE file systems, or Linux's protected_hardlinks for a file
+// of another user; ENOTSUP; EMLINK).
+func linkRefused(err error) bool {
+	for _, e := range []syscall.Errno{syscall.EXDEV, syscall.EPERM, syscall.ENOTSUP, syscall.EMLINK} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// copiedNote is the line that tells that copied of the part's total shards were copied into
+// the merged dataset, not linked, and why (the first failed link).
+func copiedNote(part string, copied, total int, why error) string {
+	return fmt.Sprintf("part %s: %d of its %d shards copied into the merged dataset, not linked (%v)", part, copied, total, why)
 }
 
 // copyShard copies src to fe.Path in dir, durably, and checks the copy's SHA-256 against fe's:

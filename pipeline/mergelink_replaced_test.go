@@ -24,7 +24,7 @@ func TestLinkShardRefusesReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	fe := shard.FileEntry{Path: "shard-00003.pks", Size: 8}
-	if err := linkShard(src, before, part, fe, out); err != nil {
+	if _, err := linkShard(src, before, part, fe, out); err != nil {
 		t.Fatalf("the file looked at: %v", err)
 	}
 	// Replaced by another file of the same size after the look.
@@ -36,7 +36,7 @@ func TestLinkShardRefusesReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	fe.Path = "shard-00004.pks"
-	err = linkShard(src, before, part, fe, out)
+	_, err = linkShard(src, before, part, fe, out)
 	var pe *PartError
 	if !errors.As(err, &pe) || pe.Dir != part {
 		t.Fatalf("a shard replaced after it was looked at: %v; want a PartError naming the part", err)

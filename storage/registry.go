@@ -130,6 +130,9 @@ type StageOptions struct {
 	// PartSent, if set, is called after each part of an upload is sent, with the upload's
 	// context (a hook for tests that interrupt a build mid-upload).
 	PartSent func(ctx context.Context, name string, part int32)
+	// Command is the packer command that writes the dataset ("build" or "merge"; "" is
+	// build): a message that asks for it to be run again names it.
+	Command string
 }
 
 // An UploadStage is a Stage kept in a local folder until Publish uploads it: how a dataset

@@ -40,8 +40,9 @@ import (
 // published the same way, for a merge to read. part is the part a build writes (nil: a whole
 // dataset): with force, a part at OUT is replaced only by the same part, as locally
 // (pipeline.CheckPartReplace before any work, pipeline.CheckSamePart before the publish). The
-// upload's progress goes to errw.
-func openTarget(ctx context.Context, out string, force bool, part *pipeline.Part, errw io.Writer) (dir string, publish func(dir string) error, done func(), err error) {
+// upload's progress goes to errw. command is the packer command writing OUT ("build", "merge"),
+// which a refusal that asks for it to be run again names.
+func openTarget(ctx context.Context, command, out string, force bool, part *pipeline.Part, errw io.Writer) (dir string, publish func(dir string) error, done func(), err error) {
 	if !remote(out) {
 		return out, nil, func() {}, nil
 	}
@@ -54,7 +55,9 @@ func openTarget(ctx context.Context, out string, force bool, part *pipeline.Part
 		return "", nil, nil, err
 	}
 	var bar *progress.Bar
-	stage, err := b.Stage(ctx, stageOptions(force, "packer-s3-build-*", loc, &bar, errw))
+	opts := stageOptions(force, "packer-s3-build-*", loc, &bar, errw)
+	opts.Command = command
+	stage, err := b.Stage(ctx, opts)
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -607,7 +607,7 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 	if o.Resume && remote(o.Out) {
 		return usagef(fmt.Errorf("--resume to an object store is for --format %s (its shards are uploaded as they are finished, and the checkpoint kept with their record); a --format %s build is uploaded once complete: build again without --resume", shard.FormatShards, o.Format))
 	}
-	dir, publish, done, err := openTarget(ctx, o.Out, o.Force, o.part, o.IO.Err)
+	dir, publish, done, err := openTarget(ctx, "build", o.Out, o.Force, o.part, o.IO.Err)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,8 @@ ends at every K-th input) hold exactly the shards of the whole build: the merge 
 no record. It checks each part as a reader opening it does (the sealed manifest; every
 shard's header, index against its index_sha256, footer, size and chunk), links each shard
 into OUT's staging folder under its merged name (a hard link: no second copy; across file
-systems, a copy checked against the part's SHA-256) and writes the manifest from the parts'
+systems, or where the file system makes no hard links, a copy checked against the part's
+SHA-256, said on stderr) and writes the manifest from the parts'
 manifests. --verify-parts reads every byte of the parts first, as packer verify does.
 --remove-parts removes the parts once OUT is published: each one's manifest and the files it
 lists (of linked shards, only their second names), then its folder, which is kept, and named,
@@ -117,7 +118,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		defer mstage.Remove()
 		tmp = mstage.Dir
 	}
-	out, publish, done, err := openTarget(ctx, out, o.Force, nil, o.IO.Err)
+	out, publish, done, err := openTarget(ctx, "merge", out, o.Force, nil, o.IO.Err)
 	if err != nil {
 		return err
 	}
@@ -169,6 +170,7 @@ func runMerge(ctx context.Context, o *mergeOptions) (err error) {
 		Parts: parts.Dirs, Output: entry, Out: out, Force: o.Force, Formats: outputNames(false),
 		ShardName: shards.ShardName, VerifyParts: o.VerifyParts,
 		Progress: func(records, _ int64) { bar.Set(records) },
+		Warn:     func(msg string) { fmt.Fprintln(o.IO.Err, "packer:", msg) },
 		CheckPart: func(ctx context.Context, dir string, tee func(shard.FileEntry) io.Writer) ([]string, error) {
 			// Parts are shards: no format checker is needed. A merge is a copy: it reads the
 			// parts through the page cache, as cp does. Strict: a part is packer's own output,

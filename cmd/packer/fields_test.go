@@ -79,7 +79,7 @@ func TestFieldsInspectVerifyS3(t *testing.T) {
 	srv := s3Setup(t, "data")
 	local := filepath.Join(t.TempDir(), "local")
 	buildCaptionBox(t, local)
-	dir, publish, done, err := openTarget(context.Background(), "s3://data/fields", false, nil, io.Discard)
+	dir, publish, done, err := openTarget(context.Background(), "build", "s3://data/fields", false, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func TestLocalPathsOpenThroughTheTable(t *testing.T) {
 	if _, err := openStore(context.Background(), "s3://bucket/x"); err == nil || !strings.Contains(err.Error(), "PACKER_S3_PART_SIZE") {
 		t.Errorf("openStore of a bucket with a bad PACKER_S3_PART_SIZE: %v", err)
 	}
-	d, publish, done, err := openTarget(context.Background(), dir, false, nil, io.Discard)
+	d, publish, done, err := openTarget(context.Background(), "build", dir, false, nil, io.Discard)
 	if err != nil || d != dir || publish != nil {
 		t.Errorf("openTarget(%s) = %q, publish set %v, %v: want the folder itself, published by the build", dir, d, publish != nil, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/verify"
 )
@@ -58,7 +59,8 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 	}
 	if o.VerifyParts {
 		for _, d := range parts.Dirs {
-			if err := verifyBucketPart(ctx, o, backs[index(d)], d); err != nil {
+			k := index(d)
+			if err := verifyBucketPart(ctx, o, pinnedBackend{backs[k], pinned[k]}, d); err != nil {
 				return true, err
 			}
 		}
@@ -96,7 +98,7 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 	var cbar *progress.Bar
 	err = out.CopyPublish(ctx, m, manifest, srcs, s3.CopyOptions{
 		PublishOptions: s3.PublishOptions{
-			Clear: o.Force, Replace: o.Force, Formats: outputNames(false),
+			Clear: o.Force, Replace: o.Force, Formats: outputNames(false), Command: "merge",
 			Warn: func(msg string) { fmt.Fprintln(o.IO.Err, "packer: warning:", msg) },
 		},
 		PartThreshold: threshold,
@@ -155,9 +157,22 @@ func openCopyStores(ctx context.Context, o *mergeOptions) (out *s3.Backend, back
 	return out, backs, pinned, nil
 }
 
+// pinnedBackend is a part's backend whose files are read through the PinnedFS the merge checks
+// and copies them through: each pinned to the ETag it had when first opened, so that the files
+// --verify-parts reads are the versions the merge checks and copies (one changed in between
+// fails the merge, s3.ErrChanged).
+type pinnedBackend struct {
+	*s3.Backend
+	pinned *s3.PinnedFS
+}
+
+func (p pinnedBackend) Open(_ context.Context, name string) (storage.Reader, error) {
+	return p.pinned.Open(name)
+}
+
 // verifyBucketPart reads and checks every byte of the part d in b where it is, as packer verify
 // does (merge --verify-parts): a damaged part is errCorrupt, its faults printed.
-func verifyBucketPart(ctx context.Context, o *mergeOptions, b *s3.Backend, d string) error {
+func verifyBucketPart(ctx context.Context, o *mergeOptions, b storage.Backend, d string) error {
 	rep, err := verify.Backend(ctx, b, d, verify.Options{Workers: 4, Strict: true}, nil)
 	if err != nil {
 		return fmt.Errorf("verify part %s: %w", d, err)

@@ -3,13 +3,19 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/packer-dev/packer/output/shards"
+	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
+	"github.com/packer-dev/packer/verify"
 )
 
 // cutCorpus writes a WebDataset of two tar files: 23 samples of PNGs of several sizes, each with
@@ -182,5 +188,66 @@ func mustBeLinked(t *testing.T, part0, merged string) {
 	}
 	if !os.SameFile(a, b) {
 		t.Errorf("the merged shard-00000.pks is not part 0's file: the parts were not merged by link")
+	}
+}
+
+// TestVerifyPartsChecksTheLinkedFile: merge --verify-parts links the very shards it read whole:
+// a shard swapped after its part was verified (renamed over by one of the same size, header,
+// index and footer, but a changed record byte) is refused, naming the part, not linked.
+func TestVerifyPartsChecksTheLinkedFile(t *testing.T) {
+	root := t.TempDir()
+	src := cutCorpus(t, root)
+	args := []string{"--classes", "x,y,z", "--resize", "8", "--crop", "6", "--shard-size", "600", "--cut-inputs", "4", "--workers", "2"}
+	var dirs []string
+	for i := range 2 {
+		p := filepath.Join(root, fmt.Sprintf("p%d", i))
+		mustRun(t, append([]string{"build", src, "-o", p, "--part", fmt.Sprintf("%d/2", i)}, args...)...)
+		dirs = append(dirs, p)
+	}
+	shardPath := filepath.Join(dirs[1], "shard-00000.pks")
+	r, err := shard.Open(shardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataAt := r.DataOffset()
+	r.Close()
+	orig, err := os.ReadFile(shardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := pipeline.ReadParts(dirs, outputNames(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := outputFor(parts.Info().Format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "merged")
+	_, err = pipeline.Merge(context.Background(), parts, pipeline.MergeOptions{
+		Parts: parts.Dirs, Output: entry, Out: out, Formats: outputNames(false),
+		ShardName: shards.ShardName, VerifyParts: true,
+		CheckPart: func(ctx context.Context, dir string, _ func(shard.FileEntry) io.Writer) ([]string, error) {
+			rep, err := verify.Dir(ctx, dir, verify.Options{Cached: true, Strict: true}, nil)
+			if err != nil || len(rep.Faults) > 0 || dir != dirs[1] {
+				return nil, err
+			}
+			// Verified: now a shard of the same entry but one record byte is renamed over it.
+			bad := bytes.Clone(orig)
+			bad[dataAt] ^= 0xff
+			tmp := filepath.Join(dir, "swap.tmp")
+			if err := os.WriteFile(tmp, bad, 0o644); err != nil {
+				return nil, err
+			}
+			return nil, os.Rename(tmp, shardPath)
+		},
+	})
+	var pe *pipeline.PartError
+	if !errors.As(err, &pe) || pe.Dir != dirs[1] {
+		t.Fatalf("merge --verify-parts with a shard swapped after the part was verified: %v; want a refusal naming %s", err, dirs[1])
+	}
+	t.Logf("refused: %v", pe.Faults)
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused merge wrote its OUT: %v", err)
 	}
 }

@@ -59,7 +59,9 @@ func (w *copyWatch) reset(then s3test.FaultPlan) {
 // record data; through bursts of 500, 503 and cut bodies, the same bytes; a copy that keeps
 // failing, or a part's shard replaced between the check and its copy (the copy is pinned to
 // the ETag checked), fails the merge and leaves nothing at OUT; --verify-parts reads the parts
-// in the bucket and refuses one with a damaged record byte (exit 3); --remove-parts deletes the parts' objects once OUT is published.
+// in the bucket and refuses one with a damaged record byte (exit 3), and one damaged after it
+// read it (its reads pinned as the check's and copies are); --remove-parts deletes the parts'
+// objects once OUT is published.
 func TestS3MergeByCopy(t *testing.T) {
 	srv := s3Setup(t, "cparts")
 	srv.Bucket(t, "cout")
@@ -225,6 +227,54 @@ func TestS3MergeByCopy(t *testing.T) {
 		t.Errorf("the refused merge left objects: %v", keysOf(left))
 	}
 	put(orig)
+	// That record byte changed after --verify-parts read the part whole, before the merge's
+	// check opens it (at the check's first request, for part 0, once all the record data of
+	// that shard was read in one GET): the check and the copies are pinned to the versions
+	// verified, so the merge is refused before it copies anything (not only by the copy's
+	// SHA-256, which not every store computes).
+	var (
+		mu           sync.Mutex
+		read, cycled bool
+	)
+	reg := data["/cparts/"+src]
+	watch.reset(func(r *http.Request, _, _ int) s3test.Fault {
+		mu.Lock()
+		defer mu.Unlock()
+		if read && !cycled && strings.HasPrefix(r.URL.Path, "/cparts/p0/shard-") {
+			cycled = true
+			put(damaged)
+		}
+		var lo, hi int64
+		if _, err := fmt.Sscanf(r.Header.Get("Range"), "bytes=%d-%d", &lo, &hi); err == nil && r.Method == http.MethodGet &&
+			r.URL.Path == "/cparts/"+src && lo <= reg.lo && hi >= reg.hi-1 {
+			read = true
+		}
+		return s3test.None
+	})
+	_, errs, code = merge("s3://cout/swapped", "--verify-parts")
+	t.Logf("swapped after --verify-parts: %s", errs)
+	watch.mu.Lock()
+	copies := watch.copies
+	watch.mu.Unlock()
+	if !cycled || code == 0 || !strings.Contains(errs, src) || !strings.Contains(errs, "changed since it was opened") || len(copies) != 0 {
+		t.Errorf("merge --verify-parts with a shard swapped after its check (swapped: %v): exit %d, copies %v; want a refusal naming %s before any copy:\n%s", cycled, code, copies, src, errs)
+	}
+	if left := objects(t, srv, s3.URL{Bucket: "cout", Prefix: "swapped"}); len(left) != 0 {
+		t.Errorf("the refused merge left objects: %v", keysOf(left))
+	}
+	put(orig)
+
+	// A killed merge's leftovers (a copied shard and its claim) refuse the next merge there,
+	// which asks for the merge, not a build, to be run again with --force.
+	for _, key := range []string{"left/shard-00000.pks", "left/" + s3.ClaimName} {
+		if _, err := srv.Client("").PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("cout"), Key: aws.String(key), Body: bytes.NewReader(orig[:64])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, errs, code = merge("s3://cout/left")
+	if code == 0 || !strings.Contains(errs, "merge again with --force") || strings.Contains(errs, "build again") {
+		t.Errorf("merge over a killed merge's leftovers: exit %d, want a refusal asking to merge again with --force:\n%s", code, errs)
+	}
 
 	// --verify-parts (every byte of the parts read where they are) and --remove-parts: OUT
 	// published, the parts' objects gone.

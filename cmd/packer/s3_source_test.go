@@ -174,6 +174,14 @@ func TestS3PartsMerge(t *testing.T) {
 		t.Errorf("merge summary: %q", out)
 	}
 	sameFiles(t, srv, s3.URL{Bucket: "parts", Prefix: "merged"}, local)
+	// Leftovers at OUT (a shard no manifest lists) refuse the merge, which asks for the merge,
+	// not a build, to be run again with --force.
+	if _, err := srv.Client("").PutObject(context.Background(), &awss3.PutObjectInput{Bucket: aws.String("parts"), Key: aws.String("left/shard-00000.pks"), Body: strings.NewReader("left")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := run(t, append([]string{"merge", "-o", "s3://parts/left"}, parts...)...); code == 0 || !strings.Contains(errs, "merge again with --force") || strings.Contains(errs, "build again") {
+		t.Errorf("merge over leftovers: exit %d, want a refusal asking to merge again with --force:\n%s", code, errs)
+	}
 	// Local parts into a bucket, and bucket parts into a local folder, agree too.
 	lm := filepath.Join(t.TempDir(), "lm")
 	mustRun(t, append([]string{"merge", "-o", lm}, parts...)...)

@@ -120,7 +120,7 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 	if opts.PartThreshold <= 0 || opts.PartThreshold > MaxCopySize {
 		opts.PartThreshold = MaxCopySize
 	}
-	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats, leftovers{})
+	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats, leftovers{}, opts.Command)
 	if err != nil {
 		return err
 	}

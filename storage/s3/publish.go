@@ -49,6 +49,9 @@ type PublishOptions struct {
 	// PartSent, if set, is called after each part of a multipart upload is sent, with the
 	// upload's context (a hook for tests that interrupt a build mid-upload).
 	PartSent func(ctx context.Context, key string, part int32)
+	// Command is the packer command that publishes ("build" or "merge"; "" is build): a
+	// refusal that asks for it to be run again names it.
+	Command string
 
 	// beforeManifest, if set, is called once every file is in place, before the manifest is
 	// written; its error fails the publish (StreamStage: the checkpoint object is removed).
@@ -96,7 +99,7 @@ func (b *Backend) Publish(ctx context.Context, dir string, opts PublishOptions) 
 	if err != nil {
 		return err
 	}
-	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats, leftovers{})
+	old, err := b.prepare(ctx, opts.Clear, opts.Replace, opts.Formats, leftovers{}, opts.Command)
 	if err != nil {
 		return err
 	}
@@ -318,7 +321,7 @@ func isGeneration(s string) bool {
 // before building, to fail before the work. formats, if set, are the format names the dataset
 // there may have (PublishOptions.Formats).
 func (b *Backend) CheckPrefix(ctx context.Context, clear, replace bool, formats []string) error {
-	_, err := b.prepare(ctx, clear, replace, formats, leftovers{})
+	_, err := b.prepare(ctx, clear, replace, formats, leftovers{}, "")
 	return err
 }
 
@@ -331,14 +334,25 @@ type leftovers struct {
 	keep bool
 }
 
+// againWithForce tells how the packer command (PublishOptions.Command) removes the leftovers
+// that refuse it: run again with --force (a build, also with --resume).
+func againWithForce(command string) string {
+	if command == "" || command == "build" {
+		return "build again with --force to remove them (or with --resume, where they are an interrupted build's)"
+	}
+	return command + " again with --force to remove them"
+}
+
 // oldDataset is the dataset a publish replaces: its manifest's ETag and its files' keys.
 type oldDataset struct {
 	etag  string
 	files []string
 }
 
-// prepare is CheckPrefix, returning the dataset to replace, if any.
-func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []string, own leftovers) (*oldDataset, error) {
+// prepare is CheckPrefix, returning the dataset to replace, if any; command is the packer
+// command that is to write there (PublishOptions.Command), which a refusal of leftovers asks to
+// be run again with --force.
+func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []string, own leftovers, command string) (*oldDataset, error) {
 	var old *oldDataset
 	if etag, err := b.etag(ctx, shard.ManifestName); err == nil {
 		if !replace {
@@ -431,7 +445,7 @@ func (b *Backend) prepare(ctx context.Context, clear, replace bool, formats []st
 				who += fmt.Sprintf(" (%s: %s)", name, b.controlOwner(data))
 			}
 		}
-		return nil, fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads that no %s lists: the leftovers of an interrupted build or merge, or one writing there now%s; when none is running, build again with --force to remove them (or --resume, for a build)", b.url, len(objects), len(uploads), shard.ManifestName, who)
+		return nil, fmt.Errorf("%s holds %d objects and %d unfinished multipart uploads that no %s lists: the leftovers of an interrupted build or merge, or one writing there now%s; when none is running, %s", b.url, len(objects), len(uploads), shard.ManifestName, who, againWithForce(command))
 	}
 	if err := b.abortUploads(ctx, uploads); err != nil {
 		return nil, err

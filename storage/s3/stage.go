@@ -24,7 +24,7 @@ var _ storage.UploadStage = (*Stage)(nil)
 // dataset there is replaced and an interrupted build's leftovers are removed), then makes the
 // local staging folder (opts.Staging) the dataset is built in, under it as "dataset".
 func (b *Backend) Stage(ctx context.Context, opts storage.StageOptions) (storage.UploadStage, error) {
-	if err := b.CheckPrefix(ctx, opts.Force, opts.Force, opts.Formats); err != nil {
+	if _, err := b.prepare(ctx, opts.Force, opts.Force, opts.Formats, leftovers{}, opts.Command); err != nil {
 		return nil, err
 	}
 	staging, err := opts.Staging()
@@ -50,6 +50,7 @@ func (s *Stage) Publish(ctx context.Context) error {
 		Warn:     s.opts.Warn,
 		Progress: s.opts.Progress,
 		PartSent: s.opts.PartSent,
+		Command:  s.opts.Command,
 	})
 }
 

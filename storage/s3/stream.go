@@ -161,7 +161,7 @@ func (s *StreamStage) open(resume bool) error {
 	} else if err := s.empty(); err != nil {
 		return err
 	}
-	old, err := b.prepare(s.ctx, s.opts.Force, s.opts.Force, s.opts.Formats, own)
+	old, err := b.prepare(s.ctx, s.opts.Force, s.opts.Force, s.opts.Formats, own, s.opts.Command)
 	if err != nil {
 		return err
 	}
@@ -507,7 +507,7 @@ func (s *StreamStage) Publish(ctx context.Context) error {
 	if err := s.checkSent(ctx, m.Files); err != nil {
 		return err
 	}
-	opts := PublishOptions{Replace: s.old != nil, Formats: s.opts.Formats, Warn: s.opts.Warn, Progress: s.opts.Progress, PartSent: s.opts.PartSent}
+	opts := PublishOptions{Replace: s.old != nil, Formats: s.opts.Formats, Warn: s.opts.Warn, Progress: s.opts.Progress, PartSent: s.opts.PartSent, Command: s.opts.Command}
 	// The checkpoint goes before the manifest: no published dataset has one beside it.
 	opts.beforeManifest = s.dropCheckpoint
 	return s.b.publish(ctx, s.Dir(), m, manifest, opts, s.old, s.st.Gen, func(fe shard.FileEntry) bool {
