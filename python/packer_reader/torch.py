@@ -181,6 +181,9 @@ class PackerIterableDataset(IterableDataset):
         self.order_version = order_version
         self._consumed = 0  # batches handed out by this process's own iterator (state_dict)
         self._pass_start = 0  # the position the pass they came from started at
+        # The epoch of a resume position given by load_state_dict or set_start and not read yet:
+        # set_epoch of that epoch keeps the position (the usual loop calls it after loading).
+        self._resume_epoch = None
         if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
             if world_size is not None and world_size != world:
                 raise TypeError("world_size=%r and world=%r given: they are the same setting, pass one"
@@ -292,9 +295,16 @@ class PackerIterableDataset(IterableDataset):
         return int(self._state[1])
 
     def set_epoch(self, epoch):
-        """Select the epoch (changes the shuffle); resets the resume position to 0. Reaches
-        persistent workers too."""
-        self._state[0] = int(epoch)
+        """Select the epoch (changes the shuffle) and read it from its start. Reaches persistent
+        workers too. A resume position given for this same epoch by load_state_dict or
+        set_start, whose pass has not started yet, is kept: the usual loop, ``load_state_dict``
+        then ``for epoch in range(start_epoch, epochs): set_epoch(epoch)``, continues the
+        checkpoint's epoch where it stopped instead of reading its consumed batches again."""
+        e = int(epoch)
+        if self._resume_epoch is not None and e == self._resume_epoch == self.epoch:
+            return
+        self._resume_epoch = None
+        self._state[0] = e
         self._state[1] = 0
         self._consumed, self._pass_start = 0, 0
 
@@ -309,6 +319,7 @@ class PackerIterableDataset(IterableDataset):
         else:
             self._state[1] = b
         self._consumed, self._pass_start = 0, self.start
+        self._resume_epoch = self.epoch
 
     def _plan(self, start):
         from . import _order
@@ -382,6 +393,7 @@ class PackerIterableDataset(IterableDataset):
         it), unless the position was set again meanwhile."""
         if self.start == start:
             self._state[1] = 0
+            self._resume_epoch = None
 
     def load_state_dict(self, state):
         """Continue the epoch of a state from :meth:`state_dict` (of any rank of a run with any
@@ -402,6 +414,7 @@ class PackerIterableDataset(IterableDataset):
         self._state[0] = int(state["epoch"])
         self._state[1] = pos
         self._consumed, self._pass_start = 0, pos
+        self._resume_epoch = self.epoch
 
     def _worker_batches(self, w, nw, start):
         # batches worker w already delivered when `start` batches came round-robin from nw workers
@@ -455,6 +468,7 @@ class PackerIterableDataset(IterableDataset):
                 "DataLoader must not batch them again: write DataLoader(dataset, batch_size=None, ...) "
                 "(DataLoader(dataset) defaults to batch_size=1 and DataLoader(dataset, batch_size=B) "
                 "would stack B batches)" % self.batch_size)
+        self._resume_epoch = None  # the resume position is being read: set_epoch resets it again
         return self._batches()
 
     def _batches(self):
@@ -633,9 +647,11 @@ class PackerLoader(DataLoader):
         self._consumed, self._pass_start = 0, self.dataset.start
 
     def set_epoch(self, epoch):
-        """Select the epoch (a new shuffle, the same on every rank); call before each epoch."""
+        """Select the epoch (a new shuffle, the same on every rank); call before each epoch. A
+        state loaded for this same epoch and not read yet is kept (see
+        :meth:`PackerIterableDataset.set_epoch`)."""
         self.dataset.set_epoch(epoch)
-        self._consumed, self._pass_start = 0, 0
+        self._consumed, self._pass_start = 0, self.dataset.start
 
     def set_start(self, batches_consumed):
         """Resume the current epoch after this many batches already yielded by this rank."""
@@ -659,6 +675,7 @@ class PackerLoader(DataLoader):
         dev = self.device
         blocking = dev.type != "cuda"
         self._consumed, self._pass_start = 0, self.dataset.start
+        self.dataset._resume_epoch = None
         for x in super().__iter__():
             self._consumed += 1
             if isinstance(x, dict):  # a dataset with fields: every tensor to the device

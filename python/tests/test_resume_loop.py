@@ -1,0 +1,86 @@
+"""Resuming inside the usual training loop: a state loaded before
+``for epoch in range(start_epoch, epochs): loader.set_epoch(epoch)`` continues the loaded epoch
+from its position (set_epoch of that same epoch keeps it); set_epoch of another epoch starts
+that one from its start."""
+
+import json
+
+import numpy as np
+import pytest
+
+import packer_reader
+from conftest import require_torch
+from test_order_v2 import ids, ids_dataset
+
+
+@pytest.fixture(scope="module")
+def ds97(tmp_path_factory):
+    return ids_dataset(str(tmp_path_factory.mktemp("n97")), 97)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torch_loader_set_epoch_after_load_keeps_the_position(ds97, workers):
+    require_torch()
+    from packer_reader.torch import loader
+
+    n, B = 97, 8
+    ld = loader(ds97, batch_size=B, shuffle=True, seed=5, device="cpu", num_workers=workers)
+    ld.set_epoch(3)
+    seen = []
+    for k, (x, _) in enumerate(ld):
+        seen += ids(x.numpy())
+        if k == 4:
+            break
+    state = json.loads(json.dumps(ld.state_dict()))
+    assert state["epoch"] == 3 and state["position"] == 5 * B
+
+    again = loader(ds97, batch_size=B, shuffle=True, seed=5, device="cpu", num_workers=workers)
+    again.load_state_dict(state)
+    for epoch in range(3, 5):  # the trainer's loop, started at the checkpoint's epoch
+        again.set_epoch(epoch)
+        if epoch == 3:
+            assert len(again) == -(-(n - 5 * B) // B)
+        got = [i for x, _ in again for i in ids(x.numpy())]
+        if epoch == 3:
+            seen += got
+            assert sorted(seen) == list(range(n)), "epoch 3 not read exactly once"  # one rank: no padding
+        else:
+            assert sorted(got) == list(range(n))  # epoch 4 whole
+
+
+def test_torch_dataset_set_epoch_after_load_keeps_the_position(ds97):
+    require_torch()
+    from packer_reader.torch import PackerIterableDataset
+
+    n, B = 97, 10
+    full = [ids(x.numpy()) for x, _ in PackerIterableDataset(ds97, batch_size=B, shuffle=True, seed=2, epoch=1)]
+    d = PackerIterableDataset(ds97, batch_size=B, shuffle=True, seed=2)
+    d.load_state_dict({"version": 1, "order": 2, "seed": 2, "epoch": 1, "position": 3 * B})
+    d.set_epoch(1)
+    assert [ids(x.numpy()) for x, _ in d] == full[3:]
+    d.set_epoch(1)  # the resumed pass ran out: the epoch again, whole
+    assert [ids(x.numpy()) for x, _ in d] == full
+    d.load_state_dict({"version": 1, "order": 2, "seed": 2, "epoch": 1, "position": 3 * B})
+    d.set_epoch(2)  # another epoch: from its start
+    assert sorted(i for x, _ in d for i in ids(x.numpy())) == list(range(n))
+
+
+def test_mix_loader_set_epoch_after_load_keeps_the_position(ds97, tmp_path):
+    other = ids_dataset(str(tmp_path / "n41"), 41)
+    m = packer_reader.mix([ds97, other], weights=[2, 1], seed=7, epoch_size=120)
+    ld = m.loader(8, epoch=2)
+    seen = []
+    for k, b in enumerate(ld):
+        seen += list(zip(b.sources.tolist(), b.indices.tolist()))
+        if k == 3:
+            break
+    state = json.loads(json.dumps(ld.state_dict()))
+    again = m.loader(8)
+    again.load_state_dict(state)
+    again.set_epoch(2)
+    for b in again:
+        seen += list(zip(b.sources.tolist(), b.indices.tolist()))
+    src, rec = m.at(2, np.arange(120))
+    assert sorted(seen) == sorted(zip(src.tolist(), rec.tolist()))
+    again.set_epoch(2)  # that pass ran out: the whole epoch again
+    assert sum(len(b.indices) for b in again) == 120
