@@ -123,6 +123,8 @@ type LoaderOptions struct {
 	// DefaultDepth too: Fetch × Depth requests in flight). The reads of a buffer go into
 	// their places in it whatever order they finish in, so the batches do not depend on Depth.
 	Depth int
+
+	restored restoredRun // set by Restore, checked by NewLoader
 }
 
 // Batch is one batch of records. Every slice in it is a view into the Loader's buffers and is
@@ -328,6 +330,9 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 	switch opts.Order {
 	case 0, OrderV2:
 		l.v2 = true
+		if err := opts.checkRestored(d.Len()); err != nil {
+			return nil, err
+		}
 		var err error
 		l.order, l.plan, err = EpochOrderV2(d.Len(), OrderV2Options{Shuffle: opts.Shuffle, Seed: opts.Seed, Epoch: opts.Epoch,
 			BatchSize: opts.BatchSize, Rank: oo.Rank, World: oo.World, DropLast: opts.DropLast, Start: opts.Start})
@@ -432,12 +437,14 @@ func (l *Loader) State() LoaderState {
 	st := LoaderState{Version: LoaderStateVersion, Order: OrderV1, Seed: l.opts.Seed, Epoch: l.opts.Epoch, Position: l.pos}
 	if l.v2 {
 		st.Order, st.Position = OrderV2, l.plan.StateAfter(l.nbatches)
+		st.Records, st.Shuffle = l.ds.Len(), l.opts.Shuffle
 	}
 	return st
 }
 
 // Restore sets the options to continue the epoch of a saved LoaderState: Order, Seed, Epoch
-// and Start. The batch size, shuffle and drop-last settings must be the run's own.
+// and Start. The batch size, shuffle and drop-last settings must be the run's own: NewLoader
+// refuses the options when the state's record count or shuffle setting is not the run's.
 func (o *LoaderOptions) Restore(s LoaderState) error {
 	if s.Version != LoaderStateVersion {
 		return fmt.Errorf("shard: loader state version %d, this reader knows version %d", s.Version, LoaderStateVersion)
@@ -449,6 +456,29 @@ func (o *LoaderOptions) Restore(s LoaderState) error {
 		return fmt.Errorf("shard: loader state position %d is negative", s.Position)
 	}
 	o.Order, o.Seed, o.Epoch, o.Start = OrderV2, s.Seed, s.Epoch, s.Position
+	o.restored = restoredRun{records: s.Records, shuffle: s.Shuffle}
+	return nil
+}
+
+// restoredRun is what Restore keeps of a state for NewLoader to check against the run.
+type restoredRun struct {
+	records int64 // 0: not known (a state of an earlier reader)
+	shuffle bool
+}
+
+// checkRestored refuses a restored state of a run over another number of records or with the
+// other shuffle setting.
+func (o *LoaderOptions) checkRestored(n int64) error {
+	r := o.restored
+	if r.records == 0 {
+		return nil
+	}
+	if r.records != n {
+		return fmt.Errorf("shard: the loader state is of a dataset of %d records, this one has %d: its position does not continue this dataset's epoch", r.records, n)
+	}
+	if r.shuffle != o.Shuffle {
+		return fmt.Errorf("shard: the loader state is of a run with shuffle %v, these options have shuffle %v: its position would select other records than the ones not read yet", r.shuffle, o.Shuffle)
+	}
 	return nil
 }
 

@@ -63,8 +63,9 @@ The DataLoader must be created with ``batch_size=None``: the dataset yields whol
 refused at the first batch with a message saying so, instead of stacking batches.
 
 Checkpoints: ``loader(...).state_dict()`` is ``{"version": 1, "order": 2, "seed", "epoch",
-"position"}`` (the global position: records of the epoch consumed by all ranks together), the same
-on every rank; ``load_state_dict(state)`` continues the epoch in a run with any number of ranks and
+"position", "records", "shuffle"}`` (the global position: records of the epoch consumed by all ranks
+together; the dataset's record count and the shuffle setting, checked on load), the same on every
+rank; ``load_state_dict(state)`` continues the epoch in a run with any number of ranks and
 workers, every record read exactly once. ``PackerIterableDataset`` has the same pair, exact when it
 is iterated without DataLoader workers. Without a state, ``set_epoch(e)`` and ``set_start(n)`` with
 the number of batches this rank already yielded in that epoch resume on the same ranks.
@@ -356,8 +357,8 @@ class PackerIterableDataset(IterableDataset):
 
         epoch, seed, start, k0 = self.__dict__.get("_wpass") or (self.epoch, self.seed, self.start, 0)
         return {"version": _order.STATE_VERSION, "order": 2, "seed": int(seed), "epoch": int(epoch),
-                "position": int(start), "worker": info.id, "num_workers": info.num_workers,
-                "worker_batches": int(k0 + self._consumed)}
+                "position": int(start), "records": self.count, "shuffle": bool(self.shuffle),
+                "worker": info.id, "num_workers": info.num_workers, "worker_batches": int(k0 + self._consumed)}
 
     def _load_worker_state(self, state, info):
         """load_state_dict() of a state from _worker_state, inside the worker it was taken in (the
@@ -385,7 +386,22 @@ class PackerIterableDataset(IterableDataset):
         from . import _order
 
         return {"version": _order.STATE_VERSION, "order": 2, "seed": int(self.seed), "epoch": self.epoch,
-                "position": int(self._plan(start).position_after(consumed))}
+                "position": int(self._plan(start).position_after(consumed)), "records": self.count,
+                "shuffle": bool(self.shuffle)}
+
+    def _check_run(self, state):
+        """Refuse a state saved by a run over another number of records or with the other
+        shuffle setting (ORDER.md, "Loader state and resume"); one without "records" (an earlier
+        reader's) is not checked."""
+        if "records" not in state:
+            return
+        if state["records"] != self.count:
+            raise ValueError("the loader state is of a dataset of %r records, %s has %d: its position does not "
+                             "continue this dataset's epoch" % (state["records"], self.path, self.count))
+        if bool(state.get("shuffle")) != bool(self.shuffle):
+            raise ValueError("the loader state is of a run with shuffle=%s, this one has shuffle=%s: its position "
+                             "would select other records than the ones not read yet"
+                             % (bool(state.get("shuffle")), bool(self.shuffle)))
 
     def _pass_ended(self, start):
         """A pass started at `start` ran to its end, seen in the trainer's process: the resume
@@ -405,6 +421,7 @@ class PackerIterableDataset(IterableDataset):
                              % (_order.STATE_VERSION, state))
         if self.order_version != 2:
             raise ValueError("load_state_dict() needs order_version=2")
+        self._check_run(state)
         if "worker" in state:
             return self._load_worker_state(state, get_worker_info())
         pos = int(state["position"])

@@ -84,3 +84,27 @@ def test_mix_loader_set_epoch_after_load_keeps_the_position(ds97, tmp_path):
     assert sorted(seen) == sorted(zip(src.tolist(), rec.tolist()))
     again.set_epoch(2)  # that pass ran out: the whole epoch again
     assert sum(len(b.indices) for b in again) == 120
+
+
+def test_state_of_another_dataset_or_shuffle_is_refused(ds97, tmp_path):
+    """A state carries the record count and shuffle setting of the run that saved it: loaded
+    over a dataset of another size, or with the other shuffle setting, its position would select
+    other records than the ones not read yet, so it is refused. A state without them (an
+    earlier reader's, or Go's before) still loads."""
+    require_torch()
+    from packer_reader.torch import PackerIterableDataset, loader
+
+    big = ids_dataset(str(tmp_path / "n203"), 203)
+    ld = loader(ds97, batch_size=8, shuffle=True, seed=1, device="cpu")
+    for k, _ in enumerate(ld):
+        if k == 2:
+            break
+    st = json.loads(json.dumps(ld.state_dict()))
+    assert st["records"] == 97 and st["shuffle"] is True
+    loader(ds97, batch_size=4, shuffle=True, device="cpu", world_size=3, rank=1).load_state_dict(st)
+    with pytest.raises(ValueError, match="97 records"):
+        loader(big, batch_size=8, shuffle=True, device="cpu").load_state_dict(st)
+    with pytest.raises(ValueError, match="shuffle"):
+        PackerIterableDataset(ds97, batch_size=8).load_state_dict(st)
+    old = {k: v for k, v in st.items() if k not in ("records", "shuffle")}
+    PackerIterableDataset(big, batch_size=8).load_state_dict(old)

@@ -1,0 +1,92 @@
+package shard
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestRestoreRefusesAnotherDatasetOrShuffle: a loader state carries the record count and the
+// shuffle setting of the run that saved it, and a Loader restored from it over a dataset of
+// another size, or with the other shuffle setting, is refused: its position would select
+// other records than the ones not yet read (some twice, some never). A state without them (an
+// earlier reader's) still restores.
+func TestRestoreRefusesAnotherDatasetOrShuffle(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{3}, DType: Uint8, Layout: "hwc"}}
+	small, err := OpenDataset(buildDataset(t, opts, randomRecords(opts, 97, 1), []int{50, 47}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	big, err := OpenDataset(buildDataset(t, opts, randomRecords(opts, 203, 2), []int{100, 103}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.Close()
+
+	l, err := small.NewLoader(LoaderOptions{BatchSize: 8, Shuffle: true, Seed: 3, Epoch: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if !l.Next() {
+			t.Fatal(l.Err())
+		}
+	}
+	st := l.State()
+	l.Close()
+	b, _ := json.Marshal(st)
+	var saved LoaderState
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"records":97`) || !strings.Contains(string(b), `"shuffle":true`) {
+		t.Fatalf("state %s does not carry the record count and shuffle setting", b)
+	}
+
+	for _, tc := range []struct {
+		name string
+		d    *Dataset
+		opts LoaderOptions
+		want string // "" when it must restore
+	}{
+		{"same", small, LoaderOptions{BatchSize: 5, Shuffle: true, World: 3}, ""},
+		{"another dataset", big, LoaderOptions{BatchSize: 8, Shuffle: true}, "97 records"},
+		{"unshuffled", small, LoaderOptions{BatchSize: 8}, "shuffle"},
+	} {
+		o := tc.opts
+		if err := o.Restore(saved); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		l, err := tc.d.NewLoader(o)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			} else {
+				l.Close()
+			}
+			continue
+		}
+		if err == nil {
+			l.Close()
+			t.Errorf("%s: a state of another run was restored", tc.name)
+		} else if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %q does not say %q", tc.name, err, tc.want)
+		}
+	}
+
+	// A state of an earlier reader, without the record count, restores as before.
+	var old LoaderState
+	if err := json.Unmarshal([]byte(`{"version":1,"order":2,"seed":3,"epoch":1,"position":32}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	o := LoaderOptions{BatchSize: 8}
+	if err := o.Restore(old); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := big.NewLoader(o); err != nil {
+		t.Errorf("a state without records: %v", err)
+	} else {
+		l.Close()
+	}
+}
