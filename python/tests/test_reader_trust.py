@@ -1,0 +1,47 @@
+"""Trust checks of the reading side: what a trainer reads is the dataset it asked for, or an
+error naming it."""
+
+import os
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+
+import shardwriter
+from conftest import CLASSES, SPEC, make_images, make_labels
+from packer_reader import PackerError
+
+N = 60
+
+
+def _write(d, seed):
+    imgs = make_images(N, seed=seed)
+    shardwriter.write_dataset(d, list(imgs), make_labels(N), CLASSES, SPEC, shard_size=20 * 60, block_records=7)
+    return imgs
+
+
+def _replace(live, stage):
+    os.rename(live, live + ".old")
+    os.rename(stage, live)
+    shutil.rmtree(live + ".old")
+
+
+def test_grain_source_replaced_before_a_worker_opens_it(tmp_path):
+    """A Grain worker process gets a pickled Source and opens the dataset again by path: one
+    that replaced it since (packer build --force) must not be served as the trainer's source,
+    whose length and checkpoint the sampler was made for, but refused."""
+    from packer_reader.grain import Source
+
+    live, stage = str(tmp_path / "live"), str(tmp_path / "live.partial")
+    old = _write(live, 1)
+    _write(stage, 2)
+    src = Source(live)
+    blob = pickle.dumps(src)  # as Grain hands the source to a worker process
+    _replace(live, stage)
+    worker = pickle.loads(blob)
+    with pytest.raises(PackerError, match="replaced"):
+        got = worker[3]["image"]
+        assert np.array_equal(got, old[3]), "a record of the dataset that replaced the source was served"
+    with pytest.raises(PackerError, match="replaced"):
+        worker._getitems([0, 1])
