@@ -45,3 +45,20 @@ def test_grain_source_replaced_before_a_worker_opens_it(tmp_path):
         assert np.array_equal(got, old[3]), "a record of the dataset that replaced the source was served"
     with pytest.raises(PackerError, match="replaced"):
         worker._getitems([0, 1])
+
+
+def test_start_past_the_epoch_is_refused(tmp_path):
+    """ORDER.md v2: 0 <= start <= N, and the Go reader refuses a start past the end. A start
+    past it (a position of a larger dataset, batches taken for records) silently yielded an
+    empty epoch here; it is an error naming the dataset, as in Go."""
+    import packer_reader
+
+    d = str(tmp_path / "ds")
+    _write(d, 3)
+    with packer_reader.open(d) as ds:
+        assert len(list(ds.batches(8, start=N))) == 0  # the end itself: nothing left
+        with pytest.raises(ValueError, match="ds.*start position 61 .* 60 records"):
+            list(ds.batches(8, start=N + 1))
+        with pytest.raises(ValueError, match="ds.*start position 61 .* 60 records"):
+            ds.order(start=N + 1)
+        assert ds.order(start=N).size == 0
