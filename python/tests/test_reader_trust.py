@@ -62,3 +62,29 @@ def test_start_past_the_epoch_is_refused(tmp_path):
         with pytest.raises(ValueError, match="ds.*start position 61 .* 60 records"):
             ds.order(start=N + 1)
         assert ds.order(start=N).size == 0
+
+
+@pytest.mark.parametrize("fmt", ["npy", "hdf5"])
+def test_damaged_label_column_is_refused_at_open(tmp_path, fmt):
+    """npy and HDF5 datasets carry no checksums of their own: a label changed in labels.npy (or
+    /labels) was read as the record's label. The manifest's class_counts, checked against the
+    labels at open, catch any single changed label (one class loses a record, another gains
+    one, or the label falls outside the classes)."""
+    import packer_reader
+
+    imgs, labels = make_images(N, seed=4), make_labels(N)
+    d = str(tmp_path / fmt)
+    if fmt == "npy":
+        shardwriter.write_npy_dataset(d, imgs, labels, CLASSES, SPEC)
+        p = os.path.join(d, "labels.npy")
+        b = bytearray(open(p, "rb").read())
+        b[len(b) - N * 8 + 5 * 8] ^= 1  # record 5's label, low bit
+        open(p, "wb").write(bytes(b))
+    else:
+        h5py = pytest.importorskip("h5py")
+        shardwriter.write_h5_dataset(d, imgs, labels, CLASSES, SPEC)
+        with h5py.File(os.path.join(d, "data.h5"), "r+") as f:
+            f["labels"][5] = f["labels"][5] ^ 1
+    with pytest.raises(PackerError, match="labels.*class_counts|class_counts.*labels"):
+        with packer_reader.open(d) as ds:
+            ds.labels.tolist()
