@@ -94,6 +94,17 @@ __all__ = ["loader", "PackerLoader", "PackerIterableDataset", "random_resized_cr
            "resolve_rank", "collate_detection"]
 
 
+def _epoch_i64(epoch):
+    """An epoch (u64, as Go's LoaderState.Epoch) as the signed 64-bit value the shared state
+    tensor holds; a negative, too large or non-integer epoch is refused naming it."""
+    if isinstance(epoch, bool) or not hasattr(epoch, "__index__"):
+        raise TypeError("epoch %r is not an integer" % (epoch,))
+    e = epoch.__index__()
+    if not 0 <= e < 1 << 64:
+        raise ValueError("epoch %d is outside [0, 2^64)" % e)
+    return e - (1 << 64) if e >= 1 << 63 else e
+
+
 def resolve_rank(rank=None, world_size=None):
     """(rank, world_size) of this process: the given values, else torch.distributed's when it is
     initialised, else the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun sets
@@ -210,7 +221,7 @@ class PackerIterableDataset(IterableDataset):
         # The fourth is the seed (as a signed 64-bit value): load_state_dict sets it, and it must
         # reach persistent workers too.
         s64 = self._seed0 & ((1 << 64) - 1)
-        self._state = _torch.tensor([int(epoch), 0, 0, s64 - (1 << 64) if s64 >= 1 << 63 else s64],
+        self._state = _torch.tensor([_epoch_i64(epoch), 0, 0, s64 - (1 << 64) if s64 >= 1 << 63 else s64],
                                     dtype=_torch.int64).share_memory_()
         self.verify_crc = verify_crc
         self.prefetch = prefetch
@@ -289,7 +300,7 @@ class PackerIterableDataset(IterableDataset):
 
     @property
     def epoch(self):
-        return int(self._state[0])
+        return int(self._state[0]) & ((1 << 64) - 1)
 
     @property
     def start(self):
@@ -301,11 +312,12 @@ class PackerIterableDataset(IterableDataset):
         set_start, whose pass has not started yet, is kept: the usual loop, ``load_state_dict``
         then ``for epoch in range(start_epoch, epochs): set_epoch(epoch)``, continues the
         checkpoint's epoch where it stopped instead of reading its consumed batches again."""
-        e = int(epoch)
+        e64 = _epoch_i64(epoch)
+        e = e64 & ((1 << 64) - 1)
         if self._resume_epoch is not None and e == self._resume_epoch == self.epoch:
             return
         self._resume_epoch = None
-        self._state[0] = e
+        self._state[0] = e64
         self._state[1] = 0
         self._consumed, self._pass_start = 0, 0
 
@@ -427,8 +439,9 @@ class PackerIterableDataset(IterableDataset):
         pos = int(state["position"])
         if not 0 <= pos <= self.count:
             raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
+        e64 = _epoch_i64(state["epoch"])
         self.seed = int(state["seed"])
-        self._state[0] = int(state["epoch"])
+        self._state[0] = e64
         self._state[1] = pos
         self._consumed, self._pass_start = 0, pos
         self._resume_epoch = self.epoch

@@ -108,3 +108,28 @@ def test_state_of_another_dataset_or_shuffle_is_refused(ds97, tmp_path):
         PackerIterableDataset(ds97, batch_size=8).load_state_dict(st)
     old = {k: v for k, v in st.items() if k not in ("records", "shuffle")}
     PackerIterableDataset(big, batch_size=8).load_state_dict(old)
+
+
+def test_epochs_of_the_whole_u64_range(ds97):
+    """Epochs are u64 (Go's LoaderState.Epoch): a state of epoch 2^63 + 1 (Go's) loads and reads
+    that epoch's order; a negative or fractional epoch is a ValueError/TypeError naming it,
+    never a bare overflow from the shared tensor nor another epoch's order."""
+    require_torch()
+    from packer_reader.torch import PackerIterableDataset
+
+    e = (1 << 63) + 1
+    d = PackerIterableDataset(ds97, batch_size=10, shuffle=True, seed=3)
+    d.load_state_dict({"version": 1, "order": 2, "seed": 3, "epoch": e, "position": 20})
+    assert d.epoch == e and d.state_dict()["epoch"] == e
+    with packer_reader.open(ds97) as ds:
+        want = ds.order(shuffle=True, seed=3, epoch=e, batch_size=10, start=20)
+    assert [i for x, _ in d for i in ids(x.numpy())] == want.tolist()
+    d.set_epoch((1 << 64) - 1)
+    assert d.epoch == (1 << 64) - 1
+    assert PackerIterableDataset(ds97, batch_size=10, epoch=e).epoch == e
+    with pytest.raises(ValueError, match="epoch"):
+        d.set_epoch(-1)
+    with pytest.raises(ValueError, match="epoch"):
+        d.set_epoch(1 << 64)
+    with pytest.raises(TypeError, match="epoch"):
+        d.set_epoch(1.5)
