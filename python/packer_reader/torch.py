@@ -105,6 +105,17 @@ def _epoch_i64(epoch):
     return e - (1 << 64) if e >= 1 << 63 else e
 
 
+def _state_int(state, key, hi=1 << 64):
+    """state[key] as an int in [0, hi): a float, a bool or a string (an edited or damaged
+    checkpoint) is refused naming the key, as Go's JSON decoding refuses it."""
+    v = state.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("loader state %s %r is not an integer" % (key, v))
+    if not 0 <= v < hi:
+        raise ValueError("loader state %s %d is outside [0, %d)" % (key, v, hi))
+    return v
+
+
 def resolve_rank(rank=None, world_size=None):
     """(rank, world_size) of this process: the given values, else torch.distributed's when it is
     initialised, else the ``RANK`` and ``WORLD_SIZE`` environment variables (torchrun sets
@@ -387,11 +398,11 @@ class PackerIterableDataset(IterableDataset):
             raise ValueError("the loader state of worker %d of %d cannot resume worker %d of %d: resume with "
                              "the same number of DataLoader workers" % (state["worker"], state["num_workers"],
                                                                          info.id, info.num_workers))
-        pos = int(state["position"])
+        pos = _state_int(state, "position")
         if not 0 <= pos <= self.count:
             raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
         # Kept in this worker's own copy, not in the shared state: every worker has its own.
-        self._wresume = (int(state["epoch"]), int(state["seed"]) & ((1 << 64) - 1), pos, int(state["worker_batches"]))
+        self._wresume = (_state_int(state, "epoch"), _state_int(state, "seed"), pos, int(state["worker_batches"]))
 
     def _state_after(self, consumed, start):
         """The state once `consumed` batches of a pass started at global position `start` are."""
@@ -407,7 +418,7 @@ class PackerIterableDataset(IterableDataset):
         reader's) is not checked."""
         if "records" not in state:
             return
-        if state["records"] != self.count:
+        if _state_int(state, "records") != self.count:
             raise ValueError("the loader state is of a dataset of %r records, %s has %d: its position does not "
                              "continue this dataset's epoch" % (state["records"], self.path, self.count))
         if bool(state.get("shuffle")) != bool(self.shuffle):
@@ -436,11 +447,11 @@ class PackerIterableDataset(IterableDataset):
         self._check_run(state)
         if "worker" in state:
             return self._load_worker_state(state, get_worker_info())
-        pos = int(state["position"])
+        pos = _state_int(state, "position")
         if not 0 <= pos <= self.count:
             raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
-        e64 = _epoch_i64(state["epoch"])
-        self.seed = int(state["seed"])
+        e64 = _epoch_i64(_state_int(state, "epoch"))
+        self.seed = _state_int(state, "seed")
         self._state[0] = e64
         self._state[1] = pos
         self._consumed, self._pass_start = 0, pos

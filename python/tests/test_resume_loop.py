@@ -133,3 +133,20 @@ def test_epochs_of_the_whole_u64_range(ds97):
         d.set_epoch(1 << 64)
     with pytest.raises(TypeError, match="epoch"):
         d.set_epoch(1.5)
+
+
+@pytest.mark.parametrize("key,value", [("position", 10.9), ("position", True), ("position", "10"),
+                                       ("seed", 2.5), ("seed", "3"), ("seed", -1), ("epoch", "2"), ("records", 97.0)])
+def test_damaged_state_is_refused(ds97, key, value):
+    """A state whose numbers are not integers of their range (an edited or damaged checkpoint)
+    is refused naming the key, as Go's JSON decoding and the mixture's restore refuse them,
+    instead of being rounded to another position or seed."""
+    require_torch()
+    from packer_reader.torch import PackerIterableDataset
+
+    d = PackerIterableDataset(ds97, batch_size=10, shuffle=True, seed=3)
+    st = {"version": 1, "order": 2, "seed": 3, "epoch": 0, "position": 20, "records": 97, "shuffle": True}
+    d.load_state_dict(dict(st))
+    st[key] = value
+    with pytest.raises((TypeError, ValueError), match=key):
+        d.load_state_dict(st)
