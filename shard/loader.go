@@ -483,8 +483,15 @@ func (o *LoaderOptions) checkRestored(n int64) error {
 }
 
 // Position returns the epoch position after the current batch: the Start to resume from once
-// the current batch has been processed.
-func (l *Loader) Position() int64 { return l.pos }
+// the current batch has been processed. Under v1 it is this rank's own position (ORDER.md
+// v1); under v2 it is the global position of State (records of the epoch consumed by all
+// ranks together, the same on every rank).
+func (l *Loader) Position() int64 {
+	if l.v2 {
+		return l.plan.StateAfter(l.nbatches)
+	}
+	return l.pos
+}
 
 // Locked reports whether the ring's buffers are locked in memory. It is false when Lock was not
 // asked for, when the process may not lock that much memory, or when a custom Allocator is used

@@ -90,3 +90,53 @@ func TestRestoreRefusesAnotherDatasetOrShuffle(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestPositionIsTheStartToResumeFrom: Loader.Position says it is "the Start to resume from once
+// the current batch has been processed". Under v2 (the default) Start is the global position,
+// and Position counted this rank's records from Start instead: on 2 ranks, or after a resume,
+// Start = Position re-read records. Under v2 it is the state's global position.
+func TestPositionIsTheStartToResumeFrom(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{3}, DType: Uint8, Layout: "hwc"}}
+	const n = 101
+	d, err := OpenDataset(buildDataset(t, opts, randomRecords(opts, n, 3), []int{60, 41}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	seen := make([]int, n)
+	var start int64
+	for _, steps := range []int{3, 2, -1} { // stop after 3 steps, resume, stop after 2, resume to the end
+		var pos []int64
+		for r := range 2 {
+			l, err := d.NewLoader(LoaderOptions{BatchSize: 8, Shuffle: true, Seed: 9, Rank: r, World: 2, DropLast: true, Start: start})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := 0; steps < 0 || k < steps; k++ {
+				if !l.Next() {
+					break
+				}
+				for _, x := range l.Batch().Indices {
+					seen[x]++
+				}
+			}
+			if err := l.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if p, s := l.Position(), l.State().Position; p != s {
+				t.Errorf("start %d, rank %d: Position %d, the state's position %d", start, r, p, s)
+			}
+			pos = append(pos, l.Position())
+			l.Close()
+		}
+		if pos[0] != pos[1] {
+			t.Fatalf("ranks' positions %v differ", pos)
+		}
+		start = pos[0]
+	}
+	for x, c := range seen {
+		if c > 1 {
+			t.Fatalf("record %d read %d times across the resumes", x, c)
+		}
+	}
+}
