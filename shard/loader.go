@@ -444,7 +444,9 @@ func (l *Loader) State() LoaderState {
 
 // Restore sets the options to continue the epoch of a saved LoaderState: Order, Seed, Epoch
 // and Start. The batch size, shuffle and drop-last settings must be the run's own: NewLoader
-// refuses the options when the state's record count or shuffle setting is not the run's.
+// refuses the options when the state's record count or shuffle setting is not the run's, and
+// when they are reused for another epoch with the restored Start (set Start again, 0 for a
+// whole epoch).
 func (o *LoaderOptions) Restore(s LoaderState) error {
 	if s.Version != LoaderStateVersion {
 		return fmt.Errorf("shard: loader state version %d, this reader knows version %d", s.Version, LoaderStateVersion)
@@ -456,20 +458,27 @@ func (o *LoaderOptions) Restore(s LoaderState) error {
 		return fmt.Errorf("shard: loader state position %d is negative", s.Position)
 	}
 	o.Order, o.Seed, o.Epoch, o.Start = OrderV2, s.Seed, s.Epoch, s.Position
-	o.restored = restoredRun{records: s.Records, shuffle: s.Shuffle}
+	o.restored = restoredRun{set: true, records: s.Records, shuffle: s.Shuffle, epoch: s.Epoch, start: s.Position}
 	return nil
 }
 
 // restoredRun is what Restore keeps of a state for NewLoader to check against the run.
 type restoredRun struct {
+	set     bool
 	records int64 // 0: not known (a state of an earlier reader)
 	shuffle bool
+	epoch   uint64 // the state's epoch and position: Start is that epoch's
+	start   int64
 }
 
 // checkRestored refuses a restored state of a run over another number of records or with the
-// other shuffle setting.
+// other shuffle setting, and a Start restored for one epoch used for another (options reused
+// for the next epoch without setting Start again).
 func (o *LoaderOptions) checkRestored(n int64) error {
 	r := o.restored
+	if r.set && r.start != 0 && o.Start == r.start && o.Epoch != r.epoch {
+		return fmt.Errorf("shard: Start %d was restored for epoch %d, these options read epoch %d: set Start for this epoch (0 to read it whole)", o.Start, r.epoch, o.Epoch)
+	}
 	if r.records == 0 {
 		return nil
 	}

@@ -140,3 +140,41 @@ func TestPositionIsTheStartToResumeFrom(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoredStartIsForItsEpoch: options restored from a state and then reused for the next
+// epoch (o.Epoch++ in the training loop, Start left as Restore set it) started that epoch at
+// the old position, silently skipping its first records. A Start restored for one epoch used
+// with another is refused; Start set again (0 for a whole epoch) reads it.
+func TestRestoredStartIsForItsEpoch(t *testing.T) {
+	opts := WriterOptions{Sample: SampleSpec{Shape: []int{3}, DType: Uint8, Layout: "hwc"}}
+	d, err := OpenDataset(buildDataset(t, opts, randomRecords(opts, 50, 4), []int{50}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	o := LoaderOptions{BatchSize: 4, Shuffle: true}
+	if err := o.Restore(LoaderState{Version: LoaderStateVersion, Order: OrderV2, Seed: 1, Epoch: 2, Position: 20, Records: 50, Shuffle: true}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.NewLoader(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Len() != 30 {
+		t.Errorf("restored epoch: %d records, want 30", l.Len())
+	}
+	l.Close()
+	o.Epoch++
+	if l, err := d.NewLoader(o); err == nil {
+		l.Close()
+		t.Fatalf("epoch 3 started at the position restored for epoch 2 (%d records)", l.Len())
+	} else if !strings.Contains(err.Error(), "epoch 2") {
+		t.Errorf("error %q does not name the state's epoch", err)
+	}
+	o.Start = 0
+	if l, err := d.NewLoader(o); err != nil || l.Len() != 50 {
+		t.Fatalf("epoch 3 from its start: %v", err)
+	} else {
+		l.Close()
+	}
+}
