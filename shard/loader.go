@@ -123,6 +123,8 @@ type LoaderOptions struct {
 	// DefaultDepth too: Fetch × Depth requests in flight). The reads of a buffer go into
 	// their places in it whatever order they finish in, so the batches do not depend on Depth.
 	Depth int
+
+	restored restoredRun // set by Restore, checked by NewLoader
 }
 
 // Batch is one batch of records. Every slice in it is a view into the Loader's buffers and is
@@ -328,6 +330,9 @@ func (d *Dataset) NewLoader(opts LoaderOptions) (*Loader, error) {
 	switch opts.Order {
 	case 0, OrderV2:
 		l.v2 = true
+		if err := opts.checkRestored(d.Len()); err != nil {
+			return nil, err
+		}
 		var err error
 		l.order, l.plan, err = EpochOrderV2(d.Len(), OrderV2Options{Shuffle: opts.Shuffle, Seed: opts.Seed, Epoch: opts.Epoch,
 			BatchSize: opts.BatchSize, Rank: oo.Rank, World: oo.World, DropLast: opts.DropLast, Start: opts.Start})
@@ -432,12 +437,16 @@ func (l *Loader) State() LoaderState {
 	st := LoaderState{Version: LoaderStateVersion, Order: OrderV1, Seed: l.opts.Seed, Epoch: l.opts.Epoch, Position: l.pos}
 	if l.v2 {
 		st.Order, st.Position = OrderV2, l.plan.StateAfter(l.nbatches)
+		st.Records, st.Shuffle = l.ds.Len(), l.opts.Shuffle
 	}
 	return st
 }
 
 // Restore sets the options to continue the epoch of a saved LoaderState: Order, Seed, Epoch
-// and Start. The batch size, shuffle and drop-last settings must be the run's own.
+// and Start. The batch size, shuffle and drop-last settings must be the run's own: NewLoader
+// refuses the options when the state's record count or shuffle setting is not the run's, and
+// when they are reused for another epoch with the restored Start (set Start again, 0 for a
+// whole epoch).
 func (o *LoaderOptions) Restore(s LoaderState) error {
 	if s.Version != LoaderStateVersion {
 		return fmt.Errorf("shard: loader state version %d, this reader knows version %d", s.Version, LoaderStateVersion)
@@ -449,12 +458,49 @@ func (o *LoaderOptions) Restore(s LoaderState) error {
 		return fmt.Errorf("shard: loader state position %d is negative", s.Position)
 	}
 	o.Order, o.Seed, o.Epoch, o.Start = OrderV2, s.Seed, s.Epoch, s.Position
+	o.restored = restoredRun{set: true, records: s.Records, shuffle: s.Shuffle, epoch: s.Epoch, start: s.Position}
+	return nil
+}
+
+// restoredRun is what Restore keeps of a state for NewLoader to check against the run.
+type restoredRun struct {
+	set     bool
+	records int64 // 0: not known (a state of an earlier reader)
+	shuffle bool
+	epoch   uint64 // the state's epoch and position: Start is that epoch's
+	start   int64
+}
+
+// checkRestored refuses a restored state of a run over another number of records or with the
+// other shuffle setting, and a Start restored for one epoch used for another (options reused
+// for the next epoch without setting Start again).
+func (o *LoaderOptions) checkRestored(n int64) error {
+	r := o.restored
+	if r.set && r.start != 0 && o.Start == r.start && o.Epoch != r.epoch {
+		return fmt.Errorf("shard: Start %d was restored for epoch %d, these options read epoch %d: set Start for this epoch (0 to read it whole)", o.Start, r.epoch, o.Epoch)
+	}
+	if r.records == 0 {
+		return nil
+	}
+	if r.records != n {
+		return fmt.Errorf("shard: the loader state is of a dataset of %d records, this one has %d: its position does not continue this dataset's epoch", r.records, n)
+	}
+	if r.shuffle != o.Shuffle {
+		return fmt.Errorf("shard: the loader state is of a run with shuffle %v, these options have shuffle %v: its position would select other records than the ones not read yet", r.shuffle, o.Shuffle)
+	}
 	return nil
 }
 
 // Position returns the epoch position after the current batch: the Start to resume from once
-// the current batch has been processed.
-func (l *Loader) Position() int64 { return l.pos }
+// the current batch has been processed. Under v1 it is this rank's own position (ORDER.md
+// v1); under v2 it is the global position of State (records of the epoch consumed by all
+// ranks together, the same on every rank).
+func (l *Loader) Position() int64 {
+	if l.v2 {
+		return l.plan.StateAfter(l.nbatches)
+	}
+	return l.pos
+}
 
 // Locked reports whether the ring's buffers are locked in memory. It is false when Lock was not
 // asked for, when the process may not lock that much memory, or when a custom Allocator is used

@@ -147,6 +147,9 @@ func openNpy(fsys FS, m *Manifest, opts ReaderOptions) (*Reader, error) {
 	}
 	for c, col := range cols {
 		vals, err := readNpyInt64s(fsys, col, n)
+		if err == nil && c == 0 {
+			err = checkNpyLabels(m, vals, fsName(fsys, col))
+		}
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -182,6 +185,22 @@ func openNpy(fsys FS, m *Manifest, opts ReaderOptions) (*Reader, error) {
 		r.setVerified(b)
 	}
 	return r, nil
+}
+
+// checkNpyLabels refuses labels (labels.npy's values, little-endian int64) that disagree with
+// the manifest's classes and class_counts: labels.npy has no checksum, and any single changed
+// label shows there (a class loses a record and another gains one, or it leaves the classes).
+func checkNpyLabels(m *Manifest, vals []byte, path string) error {
+	labels := make([]int64, len(vals)/8)
+	for i := range labels {
+		labels[i] = int64(le.Uint64(vals[i*8:]))
+	}
+	t := NewLabelTally(m)
+	t.Add(0, labels)
+	if faults := t.Faults(m); len(faults) > 0 {
+		return corrupt(path, 0, ErrFormat, "%s: the labels are damaged (packer verify checks their SHA-256)", strings.Join(faults, "; "))
+	}
+	return nil
 }
 
 // readNpyInt64s reads the int64 column name ([n], little-endian) whole.

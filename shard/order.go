@@ -325,4 +325,10 @@ type LoaderState struct {
 	Seed     uint64 `json:"seed"`     // shuffle seed
 	Epoch    uint64 `json:"epoch"`    // epoch number
 	Position int64  `json:"position"` // records of the epoch's global sequence consumed by all ranks together
+	// Records and Shuffle are the record count and shuffle setting of the run that saved the
+	// state: a Loader restored from it over a dataset of another size, or with the other
+	// shuffle setting, is refused (its position would select other records than the ones not
+	// read yet). Records is 0 in a state of an earlier reader, which is not checked.
+	Records int64 `json:"records"`
+	Shuffle bool  `json:"shuffle"`
 }

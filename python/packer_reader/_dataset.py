@@ -333,7 +333,14 @@ class Dataset:
                                  "global batches" % world_size)
             batch_size = max(1, self.count)
         return _order.order_indices_v2(self.count, batch_size, shuffle, seed, epoch, rank, world_size,
-                                       drop_last, min(int(start), self.count))
+                                       drop_last, self._start_v2(start))
+
+    def _start_v2(self, start):
+        """start as ORDER.md v2 allows it, 0 <= start <= N (the Go reader refuses others too)."""
+        start = int(start)
+        if not 0 <= start <= self.count:
+            raise ValueError("%s: start position %d outside the epoch's %d records" % (self.path, start, self.count))
+        return start
 
     # -- batches -------------------------------------------------------------------------
     def batches(self, batch_size, shuffle=False, seed=0, epoch=0, rank=0, world_size=1,
@@ -345,7 +352,8 @@ class Dataset:
         ``shuffle``; every rank yields the same number of batches (the last, partial global
         batch padded by repeating records, or dropped with ``drop_last``); ``start`` is the
         global position to resume from (``state_dict()["position"]``: records of the epoch
-        consumed by all ranks together); ``worker``/``num_workers`` give this reader every
+        consumed by all ranks together; at most ``len(ds)``, a larger one is refused);
+        ``worker``/``num_workers`` give this reader every
         ``num_workers``-th of the rank's batches, from batch ``worker`` (a batch never depends
         on the worker count). ``order_version=1``: ORDER.md version 1 (shard shuffle plus a
         ``buffer_size`` shuffle buffer; ``start`` is this rank's own position, records already
@@ -406,7 +414,7 @@ class Dataset:
     def _plan_v2(self, B, shuffle, seed, epoch, rank, world, drop_last, start, worker=0, num_workers=1):
         """ORDER.md v2: list of this rank's batches worker, worker+num_workers, ..., each
         ("range", first, n) or ("idx", array)."""
-        plan = _order.Plan(self.count, min(start, self.count), B, rank, world, drop_last)
+        plan = _order.Plan(self.count, self._start_v2(start), B, rank, world, drop_last)
         perm = _order.Permutation(self.count, seed, epoch) if shuffle else None
         items = []
         need = []  # batches read by index (all of a shuffled epoch), their indices computed at once

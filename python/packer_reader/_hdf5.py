@@ -8,7 +8,7 @@ import numpy as np
 from ._dataset import Dataset
 from ._errors import FormatError, PackerError
 from ._fields import Schema
-from ._manifest import MANIFEST, _check_listed_size, _entry, _join, dataset_meta_diff
+from ._manifest import MANIFEST, _check_listed_size, _entry, _join, check_label_counts, dataset_meta_diff
 
 
 def _import_h5py():
@@ -81,6 +81,7 @@ class HDF5Dataset(Dataset):
         if tuple(lab.shape) != (n,) or lab.dtype.kind != "i" or lab.dtype.itemsize != 8:
             raise FormatError(self.h5path, "/labels is %s %s, expected [%d] int64" % (list(lab.shape), lab.dtype, n))
         self.labels = np.asarray(lab[...], dtype=np.int64)
+        check_label_counts(self.manifest, self.labels, self.h5path + ":/labels")
         self.aux_names = list((self.manifest.get("label") or {}).get("aux") or [])
         cols = []
         for a in self.aux_names:

@@ -6,6 +6,8 @@ import json
 import os
 import re
 
+import numpy as np
+
 from . import _s3
 from ._errors import FormatError
 from ._shard import parse_sample_spec
@@ -191,3 +193,29 @@ def dataset_meta_diff(meta, m):
         return ["packer", "source", "transform", "classes"]
     return [k for k in ("packer", "source", "transform", "classes")
             if k not in meta or _canon(meta[k]) != _canon(m.get(k))]
+
+
+def check_label_counts(m, labels, where):
+    """Refuse a label column (of a format without checksums: npy, HDF5) that disagrees with
+    the manifest: a label outside its classes (or negative; -1 is a record without a class in
+    a dataset with fields), or counts per class other than its class_counts. Any single
+    changed label is caught: a class loses a record and another gains one."""
+    classes = m.get("classes") or []
+    bad = labels < 0
+    if classes:
+        bad |= labels >= len(classes)
+    if m.get("fields"):
+        bad &= labels != -1
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise FormatError(where, "%d labels outside the manifest's %d classes, the first at record %d (label %d): "
+                          "the labels are damaged (packer verify checks their SHA-256)"
+                          % (int(bad.sum()), len(classes), i, int(labels[i])))
+    cc = m.get("class_counts") or []
+    if classes and len(cc) == len(classes):
+        got = np.bincount(labels[labels >= 0], minlength=len(classes)).tolist()
+        if got != list(cc):
+            k = next(j for j in range(len(cc)) if got[j] != cc[j])
+            raise FormatError(where, "the labels hold %d records of class %d (%r), the manifest's class_counts say %d: "
+                              "the labels are damaged (packer verify checks their SHA-256)"
+                              % (got[k], k, classes[k], cc[k]))

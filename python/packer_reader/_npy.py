@@ -12,7 +12,7 @@ import numpy as np
 from ._errors import FormatError
 from ._fields import Schema
 from ._io import open_ro, pread_into
-from ._manifest import MANIFEST, _check_listed_size, _entry, _join, _listed
+from ._manifest import MANIFEST, _check_listed_size, _entry, _join, _listed, check_label_counts
 from ._segment import _SegmentDataset
 from ._shard import check_unchanged
 
@@ -262,6 +262,8 @@ class NpyDataset(_SegmentDataset):
             return load_npy_column(None, n, what, store.head(r, _entry(m, r).get("size")))
 
         self.labels = column("labels.npy", "labels")
+        check_label_counts(m, self.labels, store.object_url(_listed(m, "labels.npy")) if store is not None
+                           else _join(self.path, _listed(m, "labels.npy")))
         self.aux_names = list((m.get("label") or {}).get("aux") or [])
         cols = [column("aux_%s.npy" % a, "aux column " + a) for a in self.aux_names]
         self._aux = np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64)

@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from ._errors import FormatError
 from ._formats import open_dataset
 
 __all__ = ["Source"]
@@ -61,7 +62,9 @@ class Source:
 
     Thread-safe: Grain's read threads share one source, and reads release the GIL (``preadv``,
     and the CRC-32C of packer's C library). Picklable: a Grain worker process gets the path and
-    options and opens the dataset itself on its first read. ``repr(source)`` names the dataset
+    options and opens the dataset itself on its first read; a dataset that replaced the one
+    this source opened (``packer build --force``, another ``manifest_sha256``) is refused there
+    with a :class:`FormatError`, never served under this source's length. ``repr(source)`` names the dataset
     and its record count, which a Grain DataLoader checkpoint checks on restore.
 
     ``verify_crc``, ``direct``, ``cache_dir``: as :func:`packer_reader.open`."""
@@ -70,7 +73,10 @@ class Source:
         self._args = (str(path), bool(verify_crc), bool(direct), cache_dir)
         self._lock = threading.Lock()
         self._ds = None
-        self._open()  # errors (no such dataset, a damaged header) here, not on a worker's first read
+        self._pin = None
+        # errors (no such dataset, a damaged header) here, not on a worker's first read; the
+        # manifest's seal pins the dataset every process reads
+        self._pin = (self._open().manifest or {}).get("manifest_sha256")
 
     def _open(self):
         ds = self._ds
@@ -79,7 +85,14 @@ class Source:
         with self._lock:
             if self._ds is None:
                 path, verify_crc, direct, cache_dir = self._args
-                self._ds = open_dataset(path, verify_crc=verify_crc, direct=direct, cache_dir=cache_dir)
+                ds = open_dataset(path, verify_crc=verify_crc, direct=direct, cache_dir=cache_dir)
+                now = (ds.manifest or {}).get("manifest_sha256")
+                if self._pin is not None and now != self._pin:
+                    ds.close()
+                    raise FormatError(path, "the dataset was replaced since this grain Source was made "
+                                      "(manifest_sha256 %s, now %s): its records are not the ones counted; "
+                                      "make a new Source" % (self._pin, now))
+                self._ds = ds
             return self._ds
 
     @property
@@ -134,10 +147,11 @@ class Source:
             path, len(self), verify_crc, direct)
 
     def __getstate__(self):
-        return {"args": self._args}
+        return {"args": self._args, "pin": self._pin}
 
     def __setstate__(self, state):
         self._args = tuple(state["args"])
+        self._pin = state.get("pin")
         self._lock = threading.Lock()
         self._ds = None
 

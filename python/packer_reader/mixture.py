@@ -416,12 +416,15 @@ class MixLoader:
     is then the same on every rank and holds every source's cursor; ``load_state_dict(state)``,
     on any world size, makes the next pass continue that epoch from there. A pass broken off
     continues where it stopped; after a pass has run to its end the next one starts the epoch
-    from its start (call ``set_epoch`` first for the next epoch)."""
+    from its start (call ``set_epoch`` first for the next epoch). ``set_epoch`` of the epoch of a
+    state just loaded keeps its position, so the usual loop, ``load_state_dict(state)`` then
+    ``for epoch in range(start_epoch, epochs): set_epoch(epoch)``, continues that epoch."""
 
     def __init__(self, mixture, batch_size, rank=0, world_size=1, drop_last=False, epoch=0):
         self.mixture = mixture
         self.batch_size, self.rank, self.world_size = int(batch_size), int(rank), int(world_size)
         self.drop_last = bool(drop_last)
+        self._loaded = None  # the epoch of a state loaded and not read yet
         self._restart(_uint("epoch", epoch), 0)
 
     def _restart(self, epoch, start):
@@ -431,7 +434,11 @@ class MixLoader:
         self._ended = False
 
     def set_epoch(self, epoch):
-        self._restart(_uint("epoch", epoch), 0)
+        e = _uint("epoch", epoch)
+        if self._loaded is not None and e == self._loaded == self.epoch:
+            return  # the loaded state's epoch: continue it from its position
+        self._loaded = None
+        self._restart(e, 0)
 
     def __len__(self):
         """Batches of the next pass (from a loaded state's position: the rest of the epoch)."""
@@ -440,6 +447,7 @@ class MixLoader:
         return self._plan.batches() - self._handed
 
     def __iter__(self):
+        self._loaded = None
         if self._ended:
             self._restart(self.epoch, 0)
         plan = self._plan
@@ -457,6 +465,7 @@ class MixLoader:
     def load_state_dict(self, state):
         epoch, position = self.mixture.restore(state)
         self._restart(epoch, position)
+        self._loaded = epoch
 
 
 def mix(sources, weights, seed=0, epoch_size=None, replacement=True, shuffle=True, collate=None):

@@ -63,8 +63,9 @@ The DataLoader must be created with ``batch_size=None``: the dataset yields whol
 refused at the first batch with a message saying so, instead of stacking batches.
 
 Checkpoints: ``loader(...).state_dict()`` is ``{"version": 1, "order": 2, "seed", "epoch",
-"position"}`` (the global position: records of the epoch consumed by all ranks together), the same
-on every rank; ``load_state_dict(state)`` continues the epoch in a run with any number of ranks and
+"position", "records", "shuffle"}`` (the global position: records of the epoch consumed by all ranks
+together; the dataset's record count and the shuffle setting, checked on load), the same on every
+rank; ``load_state_dict(state)`` continues the epoch in a run with any number of ranks and
 workers, every record read exactly once. ``PackerIterableDataset`` has the same pair, exact when it
 is iterated without DataLoader workers. Without a state, ``set_epoch(e)`` and ``set_start(n)`` with
 the number of batches this rank already yielded in that epoch resume on the same ranks.
@@ -91,6 +92,28 @@ from ._formats import open_dataset
 
 __all__ = ["loader", "PackerLoader", "PackerIterableDataset", "random_resized_crop_flip", "split_for_worker",
            "resolve_rank", "collate_detection"]
+
+
+def _epoch_i64(epoch):
+    """An epoch (u64, as Go's LoaderState.Epoch) as the signed 64-bit value the shared state
+    tensor holds; a negative, too large or non-integer epoch is refused naming it."""
+    if isinstance(epoch, bool) or not hasattr(epoch, "__index__"):
+        raise TypeError("epoch %r is not an integer" % (epoch,))
+    e = epoch.__index__()
+    if not 0 <= e < 1 << 64:
+        raise ValueError("epoch %d is outside [0, 2^64)" % e)
+    return e - (1 << 64) if e >= 1 << 63 else e
+
+
+def _state_int(state, key, hi=1 << 64):
+    """state[key] as an int in [0, hi): a float, a bool or a string (an edited or damaged
+    checkpoint) is refused naming the key, as Go's JSON decoding refuses it."""
+    v = state.get(key)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("loader state %s %r is not an integer" % (key, v))
+    if not 0 <= v < hi:
+        raise ValueError("loader state %s %d is outside [0, %d)" % (key, v, hi))
+    return v
 
 
 def resolve_rank(rank=None, world_size=None):
@@ -181,6 +204,9 @@ class PackerIterableDataset(IterableDataset):
         self.order_version = order_version
         self._consumed = 0  # batches handed out by this process's own iterator (state_dict)
         self._pass_start = 0  # the position the pass they came from started at
+        # The epoch of a resume position given by load_state_dict or set_start and not read yet:
+        # set_epoch of that epoch keeps the position (the usual loop calls it after loading).
+        self._resume_epoch = None
         if world is not None:  # the Go API's names (LoaderOptions.World, Buffer)
             if world_size is not None and world_size != world:
                 raise TypeError("world_size=%r and world=%r given: they are the same setting, pass one"
@@ -206,7 +232,7 @@ class PackerIterableDataset(IterableDataset):
         # The fourth is the seed (as a signed 64-bit value): load_state_dict sets it, and it must
         # reach persistent workers too.
         s64 = self._seed0 & ((1 << 64) - 1)
-        self._state = _torch.tensor([int(epoch), 0, 0, s64 - (1 << 64) if s64 >= 1 << 63 else s64],
+        self._state = _torch.tensor([_epoch_i64(epoch), 0, 0, s64 - (1 << 64) if s64 >= 1 << 63 else s64],
                                     dtype=_torch.int64).share_memory_()
         self.verify_crc = verify_crc
         self.prefetch = prefetch
@@ -285,16 +311,24 @@ class PackerIterableDataset(IterableDataset):
 
     @property
     def epoch(self):
-        return int(self._state[0])
+        return int(self._state[0]) & ((1 << 64) - 1)
 
     @property
     def start(self):
         return int(self._state[1])
 
     def set_epoch(self, epoch):
-        """Select the epoch (changes the shuffle); resets the resume position to 0. Reaches
-        persistent workers too."""
-        self._state[0] = int(epoch)
+        """Select the epoch (changes the shuffle) and read it from its start. Reaches persistent
+        workers too. A resume position given for this same epoch by load_state_dict or
+        set_start, whose pass has not started yet, is kept: the usual loop, ``load_state_dict``
+        then ``for epoch in range(start_epoch, epochs): set_epoch(epoch)``, continues the
+        checkpoint's epoch where it stopped instead of reading its consumed batches again."""
+        e64 = _epoch_i64(epoch)
+        e = e64 & ((1 << 64) - 1)
+        if self._resume_epoch is not None and e == self._resume_epoch == self.epoch:
+            return
+        self._resume_epoch = None
+        self._state[0] = e64
         self._state[1] = 0
         self._consumed, self._pass_start = 0, 0
 
@@ -309,6 +343,7 @@ class PackerIterableDataset(IterableDataset):
         else:
             self._state[1] = b
         self._consumed, self._pass_start = 0, self.start
+        self._resume_epoch = self.epoch
 
     def _plan(self, start):
         from . import _order
@@ -345,8 +380,8 @@ class PackerIterableDataset(IterableDataset):
 
         epoch, seed, start, k0 = self.__dict__.get("_wpass") or (self.epoch, self.seed, self.start, 0)
         return {"version": _order.STATE_VERSION, "order": 2, "seed": int(seed), "epoch": int(epoch),
-                "position": int(start), "worker": info.id, "num_workers": info.num_workers,
-                "worker_batches": int(k0 + self._consumed)}
+                "position": int(start), "records": self.count, "shuffle": bool(self.shuffle),
+                "worker": info.id, "num_workers": info.num_workers, "worker_batches": int(k0 + self._consumed)}
 
     def _load_worker_state(self, state, info):
         """load_state_dict() of a state from _worker_state, inside the worker it was taken in (the
@@ -363,18 +398,33 @@ class PackerIterableDataset(IterableDataset):
             raise ValueError("the loader state of worker %d of %d cannot resume worker %d of %d: resume with "
                              "the same number of DataLoader workers" % (state["worker"], state["num_workers"],
                                                                          info.id, info.num_workers))
-        pos = int(state["position"])
+        pos = _state_int(state, "position")
         if not 0 <= pos <= self.count:
             raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
         # Kept in this worker's own copy, not in the shared state: every worker has its own.
-        self._wresume = (int(state["epoch"]), int(state["seed"]) & ((1 << 64) - 1), pos, int(state["worker_batches"]))
+        self._wresume = (_state_int(state, "epoch"), _state_int(state, "seed"), pos, int(state["worker_batches"]))
 
     def _state_after(self, consumed, start):
         """The state once `consumed` batches of a pass started at global position `start` are."""
         from . import _order
 
         return {"version": _order.STATE_VERSION, "order": 2, "seed": int(self.seed), "epoch": self.epoch,
-                "position": int(self._plan(start).position_after(consumed))}
+                "position": int(self._plan(start).position_after(consumed)), "records": self.count,
+                "shuffle": bool(self.shuffle)}
+
+    def _check_run(self, state):
+        """Refuse a state saved by a run over another number of records or with the other
+        shuffle setting (ORDER.md, "Loader state and resume"); one without "records" (an earlier
+        reader's) is not checked."""
+        if "records" not in state:
+            return
+        if _state_int(state, "records") != self.count:
+            raise ValueError("the loader state is of a dataset of %r records, %s has %d: its position does not "
+                             "continue this dataset's epoch" % (state["records"], self.path, self.count))
+        if bool(state.get("shuffle")) != bool(self.shuffle):
+            raise ValueError("the loader state is of a run with shuffle=%s, this one has shuffle=%s: its position "
+                             "would select other records than the ones not read yet"
+                             % (bool(state.get("shuffle")), bool(self.shuffle)))
 
     def _pass_ended(self, start):
         """A pass started at `start` ran to its end, seen in the trainer's process: the resume
@@ -382,6 +432,7 @@ class PackerIterableDataset(IterableDataset):
         it), unless the position was set again meanwhile."""
         if self.start == start:
             self._state[1] = 0
+            self._resume_epoch = None
 
     def load_state_dict(self, state):
         """Continue the epoch of a state from :meth:`state_dict` (of any rank of a run with any
@@ -393,15 +444,18 @@ class PackerIterableDataset(IterableDataset):
                              % (_order.STATE_VERSION, state))
         if self.order_version != 2:
             raise ValueError("load_state_dict() needs order_version=2")
+        self._check_run(state)
         if "worker" in state:
             return self._load_worker_state(state, get_worker_info())
-        pos = int(state["position"])
+        pos = _state_int(state, "position")
         if not 0 <= pos <= self.count:
             raise ValueError("loader state position %d is outside this dataset's %d records" % (pos, self.count))
-        self.seed = int(state["seed"])
-        self._state[0] = int(state["epoch"])
+        e64 = _epoch_i64(_state_int(state, "epoch"))
+        self.seed = _state_int(state, "seed")
+        self._state[0] = e64
         self._state[1] = pos
         self._consumed, self._pass_start = 0, pos
+        self._resume_epoch = self.epoch
 
     def _worker_batches(self, w, nw, start):
         # batches worker w already delivered when `start` batches came round-robin from nw workers
@@ -455,6 +509,7 @@ class PackerIterableDataset(IterableDataset):
                 "DataLoader must not batch them again: write DataLoader(dataset, batch_size=None, ...) "
                 "(DataLoader(dataset) defaults to batch_size=1 and DataLoader(dataset, batch_size=B) "
                 "would stack B batches)" % self.batch_size)
+        self._resume_epoch = None  # the resume position is being read: set_epoch resets it again
         return self._batches()
 
     def _batches(self):
@@ -633,9 +688,11 @@ class PackerLoader(DataLoader):
         self._consumed, self._pass_start = 0, self.dataset.start
 
     def set_epoch(self, epoch):
-        """Select the epoch (a new shuffle, the same on every rank); call before each epoch."""
+        """Select the epoch (a new shuffle, the same on every rank); call before each epoch. A
+        state loaded for this same epoch and not read yet is kept (see
+        :meth:`PackerIterableDataset.set_epoch`)."""
         self.dataset.set_epoch(epoch)
-        self._consumed, self._pass_start = 0, 0
+        self._consumed, self._pass_start = 0, self.dataset.start
 
     def set_start(self, batches_consumed):
         """Resume the current epoch after this many batches already yielded by this rank."""
@@ -659,6 +716,7 @@ class PackerLoader(DataLoader):
         dev = self.device
         blocking = dev.type != "cuda"
         self._consumed, self._pass_start = 0, self.dataset.start
+        self.dataset._resume_epoch = None
         for x in super().__iter__():
             self._consumed += 1
             if isinstance(x, dict):  # a dataset with fields: every tensor to the device

@@ -357,5 +357,6 @@ def test_go_and_python_loaders_same_order(packer, orderdump, tmp_path):
                                c.get("DropLast", False))
             for k, st in enumerate(go["states"]):
                 assert st == {"version": 1, "order": 2, "seed": c["Seed"], "epoch": c.get("Epoch", 0),
-                              "position": plan.position_after(k + 1)}, c
+                              "position": plan.position_after(k + 1), "records": len(ds),
+                              "shuffle": c["Shuffle"]}, c
     ds.close()

@@ -285,7 +285,8 @@ def test_elastic_resume(ds203, drop):
                 if k == 2:
                     break
             states.append(json.loads(json.dumps(ld.state_dict())))
-        assert states[0] == states[1] == {"version": 1, "order": 2, "seed": 11, "epoch": 2, "position": 48}
+        assert states[0] == states[1] == {"version": 1, "order": 2, "seed": 11, "epoch": 2, "position": 48,
+                                         "records": n, "shuffle": True}
         last = None
         for r in range(w2):
             ld = loader(ds203, batch_size=B, shuffle=True, device="cpu", num_workers=nw2, rank=r, world_size=w2,
@@ -317,7 +318,8 @@ def test_loaded_seed_reaches_persistent_workers(ds203):
     with packer_reader.open(ds203) as ds:
         want = ds.order(shuffle=True, seed=(1 << 64) - 5, epoch=3, batch_size=10, start=40)
     assert sum(got, []) == want.tolist()
-    assert ld.state_dict() == {"version": 1, "order": 2, "seed": (1 << 64) - 5, "epoch": 3, "position": 203}
+    assert ld.state_dict() == {"version": 1, "order": 2, "seed": (1 << 64) - 5, "epoch": 3, "position": 203,
+                               "records": 203, "shuffle": True}
 
 
 def test_dataset_state_dict_without_workers(ds203):

@@ -83,7 +83,10 @@ def test_drop_last_and_start(shards_dir, data):
         assert [len(x) for x in xs] == [50, 50, 50, 50]
         xs, _ = collect(ds.batches(16, start=37))
         assert np.array_equal(np.concatenate(xs), imgs[37:])
-        assert list(ds.batches(16, start=1000)) == []
+        assert list(ds.batches(16, start=len(ds))) == []
+        with pytest.raises(ValueError, match="start position 1000 outside"):  # ORDER.md v2: start <= N
+            list(ds.batches(16, start=1000))
+        assert list(ds.batches(16, start=1000, order_version=1)) == []  # v1: this rank's records, all read
 
 
 @pytest.mark.parametrize("version", [1, 2])
