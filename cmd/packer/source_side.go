@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -124,4 +125,41 @@ func (vs views) Open(ctx context.Context, path, etag string, size int64) (io.Rea
 
 func (vs views) OpenAt(ctx context.Context, path, etag string, size int64) (storage.Reader, error) {
 	return vs.of(path).OpenAt(ctx, path, etag, size)
+}
+
+// Stat is the answer of the first view that lists path, else the first view's.
+func (vs views) Stat(path string) (fs.FileInfo, error) {
+	st, err := vs[0].Stat(path)
+	for _, v := range vs[1:] {
+		if err == nil {
+			break
+		}
+		if s, e := v.Stat(path); e == nil {
+			st, err = s, e
+		}
+	}
+	return st, err
+}
+
+// ReadDir is the answer of the first view that lists path, else the first view's.
+func (vs views) ReadDir(path string) ([]fs.DirEntry, error) {
+	ents, err := vs[0].ReadDir(path)
+	for _, v := range vs[1:] {
+		if err == nil {
+			break
+		}
+		if e2, e := v.ReadDir(path); e == nil {
+			ents, err = e2, e
+		}
+	}
+	return ents, err
+}
+
+func (vs views) Sparse() error {
+	for _, v := range vs {
+		if err := v.Sparse(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
