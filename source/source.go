@@ -117,6 +117,11 @@ type Entry struct {
 	// COCO, pairs, frames, video, CIFAR, IDX): an s3:// source of such a kind is read from a
 	// view of its listing, each input fetched when it is read, never copied whole.
 	Streams bool
+	// Lists is set for kinds whose open and listing walk the source's folders through
+	// Options.Files where it is a Lister (source.Stat, source.ReadDir), never the file system
+	// (folder, list): their view is held in memory, with no file made per object. Another
+	// streamed kind's view is made on disk as sparse files first (storage.View.Sparse).
+	Lists bool
 }
 
 // Sniffer is how Detect recognizes one source kind. Every field is optional; Detect asks
