@@ -93,7 +93,7 @@ func (r *partRange) see(it source.Item) bool {
 	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
 	st := it.Stamp
 	if it.Path != "" && (st == nil || mine) {
-		now := StatStamp(it.Path)
+		now := source.StatStamp(r.content.files, it.Path)
 		// A file gone since the plan is a skipped input, as in any build from a plan; one
 		// that is there must be the file planned.
 		if st != nil && *st != now && now.Size >= 0 && r.changed == nil {
@@ -128,9 +128,12 @@ func StatStamp(path string) source.Stamp { return source.StatStamp(nil, path) }
 // pairs' masks), that file's stamp. It stays out of every dataset's files and manifest: it
 // changes when a source is copied without its times, which changes no record.
 type contentHash struct {
-	h   hash.Hash
-	n   int64
-	buf []byte
+	// files, when set, is the view the inputs are listed from (Options.Files): the stamps are
+	// its listing's.
+	files source.Files
+	h     hash.Hash
+	n     int64
+	buf   []byte
 }
 
 func newContentHash() contentHash { return contentHash{h: sha256.New()} }
@@ -154,7 +157,7 @@ func (c *contentHash) add(it source.Item, st *source.Stamp) {
 	}
 	if it.Side != "" {
 		// Only sources with a second file per input (pairs) add this: others keep their digest.
-		s := StatStamp(it.Side)
+		s := source.StatStamp(c.files, it.Side)
 		b = append(b, 's')
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.Size))
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.ModTime))

@@ -74,7 +74,7 @@ func openSource(o *buildOptions) (source.Source, string, error) {
 	kind := o.From
 	if kind == "" {
 		var err error
-		if kind, err = source.Detect(o.sourcePath(), sources); err != nil {
+		if kind, err = source.DetectIn(o.sourcePath(), sources, o.files); err != nil {
 			if errors.Is(err, source.ErrUnknown) {
 				return nil, "", usagef(err) // it names the path and says what to give
 			}
