@@ -184,7 +184,7 @@ func (v *view) Stat(path string) (fs.FileInfo, error) {
 	if f, ok := v.folders[c]; ok {
 		return viewInfo{name: filepath.Base(c), mod: f.mod, dir: true}, nil
 	}
-	return nil, &fs.PathError{Op: "stat", Path: path, Err: fs.ErrNotExist}
+	return nil, &fs.PathError{Op: "stat", Path: path, Err: syscall.ENOENT}
 }
 
 // ReadDir is os.ReadDir, answered from the listing below the view's folder
@@ -196,7 +196,7 @@ func (v *view) ReadDir(path string) ([]fs.DirEntry, error) {
 	}
 	f, ok := v.folders[c]
 	if !ok {
-		err := fs.ErrNotExist
+		var err error = syscall.ENOENT
 		if _, file := v.files[c]; file {
 			err = syscall.ENOTDIR
 		}
