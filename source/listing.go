@@ -39,3 +39,9 @@ func ReadDir(files Files, path string) ([]fs.DirEntry, error) {
 	}
 	return os.ReadDir(path)
 }
+
+// ListerOf is files where it is a Lister, else nil (the file system).
+func ListerOf(files Files) Lister {
+	l, _ := files.(Lister)
+	return l
+}

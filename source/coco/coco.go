@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"image"
 	"io"
-	"io/fs"
 	"math"
 	"path/filepath"
 	"sort"
@@ -119,33 +118,6 @@ type Source struct {
 
 var _ source.PlannedSource = (*Source)(nil)
 
-// checkEntry is fsentry.CheckDir (dir) or fsentry.Check, of a view's entry through files where
-// it is a source.Lister (a view held in memory, whose entries are folders and regular files:
-// only a missing one fails, as on the file system).
-func checkEntry(files source.Files, path string, dir bool) error {
-	if _, ok := files.(source.Lister); !ok {
-		if dir {
-			return fsentry.CheckDir(path)
-		}
-		return fsentry.Check(path)
-	}
-	st, err := source.Stat(files, path)
-	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return fmt.Errorf("%s: %w", pe.Op, pe.Err)
-		}
-		return err
-	}
-	if dir && !st.IsDir() {
-		return fmt.Errorf("%w: %s", fsentry.ErrNotFolder, fsentry.Kind(st.Mode()))
-	}
-	if !dir && !st.Mode().IsRegular() {
-		return fmt.Errorf("%w: %s", fsentry.ErrNotRegular, fsentry.Kind(st.Mode()))
-	}
-	return nil
-}
-
 // Open reads the annotation file's tables.
 func Open(file string, opts Options) (*Source, error) {
 	f, err := fsentry.Open(file)
@@ -157,7 +129,7 @@ func Open(file string, opts Options) (*Source, error) {
 	if s.images == "" {
 		s.images = filepath.Dir(file)
 	}
-	if err := checkEntry(opts.Files, s.images, true); err != nil {
+	if err := fsentry.CheckDirIn(source.ListerOf(opts.Files), s.images); err != nil {
 		return nil, fmt.Errorf("coco: images folder: %w", err)
 	}
 	if err := s.read(f); err != nil {
@@ -657,7 +629,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if img.reason != "" {
 		return &source.InputError{Input: it.Name, Err: errors.New(img.reason)}
 	}
-	if err := checkEntry(s.opts.Files, it.Path, false); err != nil {
+	if err := fsentry.CheckIn(source.ListerOf(s.opts.Files), it.Path); err != nil {
 		return &source.InputError{Input: it.Name, Err: err}
 	}
 	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
