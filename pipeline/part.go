@@ -108,12 +108,13 @@ func (r *partRange) see(it source.Item) bool {
 	return mine
 }
 
-// itemStamp is the stamp of the file an item is read from, or nil for an item with no file.
-func itemStamp(it source.Item) *source.Stamp {
+// itemStamp is the stamp of the file an item is read from (through files where it is set:
+// source.StatStamp), or nil for an item with no file.
+func itemStamp(files source.Files, it source.Item) *source.Stamp {
 	if it.Path == "" {
 		return nil
 	}
-	s := StatStamp(it.Path)
+	s := source.StatStamp(files, it.Path)
 	return &s
 }
 

@@ -144,7 +144,7 @@ func openPlanned(o *buildOptions) (source.Source, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("the source of the plan %s: %w", o.Source, err)
 	}
-	if src, err = pipeline.FromPlan(o.Source, h, src); err != nil {
+	if src, err = pipeline.FromPlan(o.Source, h, src, o.files); err != nil {
 		return nil, "", err
 	}
 	return src, h.Kind, nil
