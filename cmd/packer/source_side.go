@@ -13,8 +13,9 @@ import (
 
 // A coco or pairs source reads a second folder besides SRC: --images (the images a COCO
 // annotation file names) or --masks (a pairs source's masks). With an s3:// SRC, such a folder
-// given as an s3:// location is viewed as SRC is (streamSource: listed once into sparse files,
-// each object fetched when it is read), and the view's Files serve both; one given as a local
+// given as an s3:// location is viewed as SRC is (streamSource: listed once, held in memory,
+// each object fetched when it is read), and the view's Files serve both (their listings too:
+// source.Lister); one given as a local
 // folder keeps the copy of SRC (mirrorSource) and reads the folder in place, as before.
 
 // sideLocal reports whether --images or --masks names a local folder: an s3:// SRC is then
@@ -69,7 +70,7 @@ func viewSide(ctx context.Context, loc string, errw io.Writer) (string, storage.
 		return "", nil, nil, fmt.Errorf("the view of %s: %w", loc, err)
 	}
 	dir := filepath.Join(stage.Dir, sl.bucket)
-	v, err := b.View(ctx, dir, storage.ViewOptions{})
+	v, err := b.View(ctx, dir, storage.ViewOptions{InMemory: true})
 	if err != nil {
 		stage.Remove()
 		return "", nil, nil, fmt.Errorf("%s: %w", loc, err)
