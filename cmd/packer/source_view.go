@@ -72,15 +72,23 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 			return "", nil, nil, nil, fmt.Errorf("the source %s: no object %s in %s", loc, sl.list, sl.from)
 		}
 	}
+	// The view's files are made on disk, sparse, where SRC is one object (detection reads its
+	// first bytes, those of its sparse file; a source opens it as a file) or where the kind
+	// walks the local folder itself (not Entry.Lists).
+	sparse := func() error {
+		if err := v.Sparse(); err != nil {
+			cleanup()
+			return fmt.Errorf("the view of %s: %w", loc, err)
+		}
+		return nil
+	}
+	if p == v.Path() && p != dir {
+		if err := sparse(); err != nil {
+			return "", nil, nil, nil, err
+		}
+	}
 	kind := from
 	if kind == "" {
-		if p == v.Path() && p != dir {
-			// One object: detection may read its first bytes, those of its sparse file.
-			if err := v.Sparse(); err != nil {
-				cleanup()
-				return "", nil, nil, nil, fmt.Errorf("the view of %s: %w", loc, err)
-			}
-		}
 		kind, err = source.DetectIn(p, sources, files)
 		if e, ok := sourceEntry(kind); err != nil || !ok || !e.Streams {
 			cleanup()
@@ -88,10 +96,8 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 		}
 	}
 	if e, ok := sourceEntry(kind); !ok || !e.Lists {
-		// The kind walks the local folder itself: the view's files are made, sparse.
-		if err := v.Sparse(); err != nil {
-			cleanup()
-			return "", nil, nil, nil, fmt.Errorf("the view of %s: %w", loc, err)
+		if err := sparse(); err != nil {
+			return "", nil, nil, nil, err
 		}
 	}
 	// The view's root stands for the prefix (for one object, for the object's folder).
