@@ -24,8 +24,9 @@ import (
 // listed once into a view (storage.Remote.View) of a folder under $TMPDIR (removed by the
 // returned cleanup), held in memory: the view's Files answer the source's folder walks
 // (source.Lister) with each object's name, size and time, and no file is made per object for
-// the kinds that walk through them (Entry.Lists: image folders and lists); for the others the
-// view's files are made, sparse (one per object, holding no data). Each input is fetched when
+// the kinds that walk through them (Entry.Lists: every kind packer lists); for one object given
+// as SRC, or a kind without Lists, the view's files are made, sparse (one per object, holding
+// no data). Each input is fetched when
 // it is read: an image, mask or frame whole into memory, a video into a temporary file beside the
 // view (viewFiles.CreateTemp) removed once decoded, a tar, TFRecord, CIFAR or IDX file as a
 // stream, a Parquet file by ranged reads, each pinned to the ETag it was listed with. A build in
