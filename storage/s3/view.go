@@ -67,7 +67,7 @@ func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions
 	return v, nil
 }
 
-// viewFolder is a folder of a view: its time (folderTimes) and the names in it, sorted.
+// viewFolder is a folder of a view: its time (folderTree) and the names in it, sorted.
 type viewFolder struct {
 	mod   time.Time
 	names []string
