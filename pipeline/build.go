@@ -54,6 +54,11 @@ type Options struct {
 	// is enumerated (and is the build's: a part's own, not one a resume skips), so that it
 	// can start fetching the input's bytes before a worker asks for them (the s3:// sources).
 	Prefetch func(source.Item)
+	// Files, when set, is what the source reads its inputs through (source.Options.Files: the
+	// view of an s3:// source): the stamps of the inputs (size and time, for a part's and a
+	// resume's checks and digests) are then its listing's (source.StatStamp), as the view's
+	// files may not be made on disk.
+	Files source.Files
 
 	// ChecksumBlock is the checksum block byte target of shards (output.Config.ChecksumBlock,
 	// shard.WriterOptions.BlockTarget); 0 = the format's default.
@@ -246,6 +251,7 @@ func Build(ctx context.Context, opts Options) (*Summary, error) {
 				}
 			}
 			b.part = newPartRange(*opts.Part, total, opts.CutInputs)
+			b.part.content.files = opts.Files
 			if old := recordedPart(paths.out); old != nil {
 				// --force over the same part (intoOut checked its index and count).
 				if err := b.part.replacing(paths.out, old); err != nil {
@@ -565,6 +571,7 @@ func (b *builder) run(ctx context.Context) (*Summary, error) {
 		var rs *resumeSkip
 		if b.resume != nil {
 			rs = newResumeSkip(b.resume, b.opts.Inputs)
+			rs.files = b.opts.Files
 		}
 		enumerate := b.opts.Source.Enumerate
 		if pe, ok := b.opts.Source.(partEnumerator); ok && b.part != nil {

@@ -93,7 +93,7 @@ func (r *partRange) see(it source.Item) bool {
 	r.list.add(it.Name, it.Label, it.Aux, it.Extra)
 	st := it.Stamp
 	if it.Path != "" && (st == nil || mine) {
-		now := StatStamp(it.Path)
+		now := source.StatStamp(r.content.files, it.Path)
 		// A file gone since the plan is a skipped input, as in any build from a plan; one
 		// that is there must be the file planned.
 		if st != nil && *st != now && now.Size >= 0 && r.changed == nil {
@@ -108,12 +108,13 @@ func (r *partRange) see(it source.Item) bool {
 	return mine
 }
 
-// itemStamp is the stamp of the file an item is read from, or nil for an item with no file.
-func itemStamp(it source.Item) *source.Stamp {
+// itemStamp is the stamp of the file an item is read from (through files where it is set:
+// source.StatStamp), or nil for an item with no file.
+func itemStamp(files source.Files, it source.Item) *source.Stamp {
 	if it.Path == "" {
 		return nil
 	}
-	s := StatStamp(it.Path)
+	s := source.StatStamp(files, it.Path)
 	return &s
 }
 
@@ -128,9 +129,12 @@ func StatStamp(path string) source.Stamp { return source.StatStamp(nil, path) }
 // pairs' masks), that file's stamp. It stays out of every dataset's files and manifest: it
 // changes when a source is copied without its times, which changes no record.
 type contentHash struct {
-	h   hash.Hash
-	n   int64
-	buf []byte
+	// files, when set, is the view the inputs are listed from (Options.Files): the stamps are
+	// its listing's.
+	files source.Files
+	h     hash.Hash
+	n     int64
+	buf   []byte
 }
 
 func newContentHash() contentHash { return contentHash{h: sha256.New()} }
@@ -154,7 +158,7 @@ func (c *contentHash) add(it source.Item, st *source.Stamp) {
 	}
 	if it.Side != "" {
 		// Only sources with a second file per input (pairs) add this: others keep their digest.
-		s := StatStamp(it.Side)
+		s := source.StatStamp(c.files, it.Side)
 		b = append(b, 's')
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.Size))
 		b = binary.LittleEndian.AppendUint64(b, uint64(s.ModTime))

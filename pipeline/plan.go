@@ -94,8 +94,10 @@ type planItem struct {
 // WritePlan enumerates src once and writes its plan to path, atomically (a reader sees the old
 // file or the whole new one). h gives Kind, Source, Options and Items; WritePlan fills in the
 // rest and returns the header written. With Items, an item that carries bytes or a note
-// (Item.Raw, Item.Note) is refused: it cannot be replayed from a list.
-func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader) (*PlanHeader, error) {
+// (Item.Raw, Item.Note) is refused: it cannot be replayed from a list. files is what src reads
+// its inputs through (source.Options.Files), or nil: the inputs' stamps are its listing's where
+// it is set (Options.Files).
+func WritePlan(ctx context.Context, path string, src source.Source, files source.Files, h PlanHeader) (*PlanHeader, error) {
 	info := src.Info()
 	spec, err := json.Marshal(info.Spec)
 	if err != nil {
@@ -130,6 +132,7 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 		bw = bufio.NewWriterSize(io.MultiWriter(tmp, ih), 1<<20)
 	}
 	lh, ch := newListingHash(), newContentHash()
+	ch.files = files
 	var n int64
 	each := func(it source.Item) error {
 		if err := ctx.Err(); err != nil {
@@ -138,7 +141,7 @@ func WritePlan(ctx context.Context, path string, src source.Source, h PlanHeader
 		lh.add(it.Name, it.Label, it.Aux, it.Extra)
 		st := it.Stamp // an object's, from a store's listing
 		if st == nil {
-			st = itemStamp(it)
+			st = itemStamp(files, it)
 		}
 		ch.add(it, st)
 		if h.Items {
@@ -336,7 +339,7 @@ func isHexDigest(s string) bool {
 // Either way Info's Count is the plan's, so a part needs no counting pass, and a part built
 // from a plan records what a part built from the source itself records. src must describe
 // itself (kind, classes, auxiliary labels, spec) as it did when planned.
-func FromPlan(path string, h *PlanHeader, src source.Source) (source.Source, error) {
+func FromPlan(path string, h *PlanHeader, src source.Source, files source.Files) (source.Source, error) {
 	info := src.Info()
 	spec, err := json.Marshal(info.Spec)
 	if err != nil {
@@ -359,7 +362,7 @@ func FromPlan(path string, h *PlanHeader, src source.Source) (source.Source, err
 	case !bytes.Equal(spec, hspec.Bytes()):
 		return nil, differ("options", string(spec), hspec.String())
 	}
-	ps := &planSource{src: src, path: path, h: h}
+	ps := &planSource{src: src, path: path, h: h, files: files}
 	if d, ok := src.(source.DirectSource); ok {
 		return &planDirect{planSource: ps, d: d}, nil
 	}
@@ -368,9 +371,10 @@ func FromPlan(path string, h *PlanHeader, src source.Source) (source.Source, err
 
 // planSource is a Source whose listing comes from a plan (FromPlan).
 type planSource struct {
-	src  source.Source
-	path string
-	h    *PlanHeader
+	src   source.Source
+	path  string
+	h     *PlanHeader
+	files source.Files // what src reads its inputs through (FromPlan), or nil
 }
 
 // planDirect is a planSource over a DirectSource, which stays one.
@@ -480,6 +484,7 @@ func replayPlan(ctx context.Context, sc *bufio.Scanner, name string, h *PlanHead
 // enumerateChecked lists the source itself and fails when its listing is not the plan's.
 func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item) error) error {
 	lh, ch := newListingHash(), newContentHash()
+	ch.files = p.files
 	var n int64
 	changed := func(what string) error {
 		return fmt.Errorf("%w: the %s source %s no longer lists what the plan %s recorded: %s (the source changed since the plan was made; make a new plan)",
@@ -490,7 +495,7 @@ func (p *planSource) enumerateChecked(ctx context.Context, emit func(source.Item
 			return changed("more than " + humanize.Count(p.h.Count, "input"))
 		}
 		lh.add(it.Name, it.Label, it.Aux, it.Extra)
-		ch.add(it, itemStamp(it))
+		ch.add(it, itemStamp(p.files, it))
 		n++
 		return emit(it)
 	})

@@ -49,7 +49,7 @@ func TestPlanRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	src := &listSource{n: 7, aux: true, kind: "folder"}
 	path := filepath.Join(dir, "x.plan")
-	h, err := WritePlan(context.Background(), path, src, PlanHeader{Kind: "folder", Source: "/d", Items: true})
+	h, err := WritePlan(context.Background(), path, src, nil, PlanHeader{Kind: "folder", Source: "/d", Items: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestPlanRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps, err := FromPlan(path, rh, &listSource{kind: "folder"})
+	ps, err := FromPlan(path, rh, &listSource{kind: "folder"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestPlanRoundTrip(t *testing.T) {
 	if pr.content.sum() != h.Content {
 		t.Errorf("a part of the replayed plan records content %s, want the plan's %s", pr.content.sum(), h.Content)
 	}
-	if _, err := FromPlan(path, rh, &listSource{kind: "list"}); !errors.Is(err, ErrPlanSource) {
+	if _, err := FromPlan(path, rh, &listSource{kind: "list"}, nil); !errors.Is(err, ErrPlanSource) {
 		t.Errorf("FromPlan of another kind: %v, want ErrPlanSource", err)
 	}
 	if !IsPlan(path) || IsPlan(dir) || IsPlan(filepath.Join(dir, "none")) {
@@ -103,7 +103,7 @@ func FuzzPlan(f *testing.F) {
 	dir := f.TempDir()
 	for i, n := range []int{0, 1, 4} {
 		path := filepath.Join(dir, fmt.Sprintf("seed%d.plan", i))
-		if _, err := WritePlan(context.Background(), path, &listSource{n: n, aux: i == 2, kind: "folder"}, PlanHeader{Kind: "folder", Source: "/d", Items: true}); err != nil {
+		if _, err := WritePlan(context.Background(), path, &listSource{n: n, aux: i == 2, kind: "folder"}, nil, PlanHeader{Kind: "folder", Source: "/d", Items: true}); err != nil {
 			f.Fatal(err)
 		}
 		data, err := os.ReadFile(path)

@@ -334,6 +334,8 @@ type resumeSkip struct {
 	j    *journal
 	list listingHash
 	ins  []string // the build's inputs (Options.Inputs)
+	// files is Options.Files: the inputs' times are its listing's where it is set.
+	files source.Files
 	// walked: the files under the input folders were checked (readSourceModified), once, at
 	// the first covered input whose bytes the enumerator read.
 	walked bool
@@ -356,7 +358,7 @@ func (r *resumeSkip) skip(n int64, it source.Item) (bool, error) {
 	if it.Path != "" {
 		// A file that is gone changes the listing (below); one that is there must not be newer
 		// than the build whose checkpoint holds its records.
-		if st, err := os.Stat(it.Path); err == nil {
+		if st, err := source.Stat(r.files, it.Path); err == nil {
 			if err := modifiedSince(fmt.Sprintf("%s (%s)", it.Name, it.Path), st.ModTime(), r.j.Started); err != nil {
 				return true, err
 			}

@@ -42,12 +42,16 @@ const (
 // would leave files out (see detector.dir: split folders, a wrapper folder, loose images, a
 // single class folder, images mixed with videos), is refused the same way, saying what was seen
 // and which folder or --from to give.
-func Detect(p string, entries []Entry) (string, error) {
-	fi, err := os.Stat(p)
+func Detect(p string, entries []Entry) (string, error) { return DetectIn(p, entries, nil) }
+
+// DetectIn is Detect of a source read through files (Options.Files: a view of an object
+// store's listing), whose folders it lists through files where it is a Lister.
+func DetectIn(p string, entries []Entry, files Files) (string, error) {
+	fi, err := Stat(files, p)
 	if err != nil {
 		return "", fmt.Errorf("source: %w", err)
 	}
-	d := detector{entries: entries}
+	d := detector{entries: entries, files: files}
 	var kinds []string
 	if fi.IsDir() {
 		kinds, err = d.dir(p)
@@ -74,6 +78,7 @@ func Detect(p string, entries []Entry) (string, error) {
 
 type detector struct {
 	entries []Entry
+	files   Files // lists the folders where it is a Lister
 }
 
 // matched collects the kinds whose sniffer field match reports true, in table order.
@@ -173,7 +178,7 @@ func plural(n int, one, many string) string {
 //     "v1" or "001"): a folder wrapping the class folders, or splits of the same classes, fit
 //     the layout as well as classes of videos' frames.
 func (d detector) dir(dir string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := ReadDir(d.files, dir)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
 	}
@@ -294,7 +299,7 @@ type classReading struct {
 // subfolders holds; "" when none. Files that only one kind takes, of two kinds or more (images
 // and videos), are reported in mixed.
 func (d detector) classDir(dir string) (classReading, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := ReadDir(d.files, dir)
 	if err != nil {
 		return classReading{}, fmt.Errorf("source: %w", err)
 	}
@@ -346,7 +351,7 @@ func (d detector) classDir(dir string) (classReading, error) {
 	}
 	for _, sd := range subdirs {
 		vdir := filepath.Join(dir, sd)
-		ents, err := os.ReadDir(vdir)
+		ents, err := ReadDir(d.files, vdir)
 		if err != nil {
 			return classReading{}, fmt.Errorf("source: %w", err)
 		}

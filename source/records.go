@@ -67,7 +67,7 @@ func StatStamp(files Files, path string) Stamp {
 		}
 		return Stamp{Size: -1}
 	}
-	st, err := os.Stat(path)
+	st, err := Stat(files, path)
 	if err != nil {
 		return Stamp{Size: -1}
 	}

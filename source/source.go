@@ -46,10 +46,11 @@ type Options struct {
 	Images     string        // the folder holding a COCO annotation file's images (--images); "" = the file's folder
 	Masks      string        // the folder holding the masks of a pairs source (--masks)
 	// Files, when set, serves the bytes of the inputs below the source's path (and below
-	// Images and Masks): the path is then a view of an object store's listing, whose files have
-	// the objects' names, sizes and times but hold no data (cmd/packer's streamed s3://
-	// sources). Only the kinds whose Entry sets Streams read through it; their listing walks
-	// the view as it walks any folder.
+	// Images and Masks): the path is then a view of an object store's listing (cmd/packer's
+	// streamed s3:// sources), held in memory, whose files and folders a Lister Files answers
+	// for (Stat, ReadDir: the objects' names, sizes and times), or made on disk as files that
+	// hold no data. Only the kinds whose Entry sets Streams read through it; those that set
+	// Lists walk the view through Stat and ReadDir, as they walk a local folder.
 	Files Files
 }
 
@@ -117,6 +118,12 @@ type Entry struct {
 	// COCO, pairs, frames, video, CIFAR, IDX): an s3:// source of such a kind is read from a
 	// view of its listing, each input fetched when it is read, never copied whole.
 	Streams bool
+	// Lists is set for kinds whose open and listing walk the source's folders through
+	// Options.Files where it is a Lister (Stat, ReadDir, fsentry.CheckIn), never the file
+	// system itself (every kind packer lists): their view is held in memory, with no file
+	// made per object. Another streamed kind's view would be made on disk as sparse files
+	// first (storage.View.Sparse).
+	Lists bool
 }
 
 // Sniffer is how Detect recognizes one source kind. Every field is optional; Detect asks

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"time"
 )
@@ -73,8 +74,9 @@ type Remote interface {
 	// View lists the files at the backend's location once and makes the local folder dir a
 	// view of them: one file per object, of its name, size and time but holding no data (a
 	// sparse file), except the objects opts.Whole names, copied whole; the view's Open then
-	// streams an object's bytes when they are read. dir "" makes a view of no listing, whose
-	// Open reads only the objects named by URL.
+	// streams an object's bytes when they are read. With opts.InMemory the files stand in the
+	// view's Stat and ReadDir only, until its Sparse makes them. dir "" makes a view of no
+	// listing, whose Open reads only the objects named by URL.
 	View(ctx context.Context, dir string, opts ViewOptions) (View, error)
 }
 
@@ -83,6 +85,10 @@ type ViewOptions struct {
 	// Whole, if set, says which files (by slash-separated name below the location) the view
 	// holds whole: the small ones a source reads when it opens (lists, annotations).
 	Whole func(name string) bool
+	// InMemory keeps the listing in memory: no file is made in dir for an object (but those
+	// Whole names), and the view's Stat and ReadDir answer for its files and folders as the
+	// file system answers for the sparse files of a view without it.
+	InMemory bool
 }
 
 // A View is a local folder standing for the files at a store's location (Remote.View); its
@@ -102,6 +108,15 @@ type View interface {
 	// OpenAt is Open for reads at any offset: each a ranged GET (small ones through the
 	// backend's chunk cache), pinned as Open's reads are.
 	OpenAt(ctx context.Context, path, etag string, size int64) (Reader, error)
+	// Stat and ReadDir are os.Stat and os.ReadDir, answered for the paths below the view's
+	// folder from the listing (the same sizes, times and names as the view's sparse files,
+	// whether they are made or not: ViewOptions.InMemory) and for other paths by the file
+	// system. Nothing below the view's folder is a symbolic link.
+	Stat(path string) (fs.FileInfo, error)
+	ReadDir(path string) ([]fs.DirEntry, error)
+	// Sparse makes the files of a view listed in memory (ViewOptions.InMemory), for a source
+	// that walks the local folder itself; nothing for a view whose files are made.
+	Sparse() error
 }
 
 // ViewObject is what a listing says of one object.

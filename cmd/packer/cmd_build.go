@@ -709,6 +709,7 @@ func runBuildTo(ctx context.Context, o *buildOptions, out string, publish func(d
 	defer raiseProcs(2)()
 	sum, err := pipeline.Build(ctx, pipeline.Options{
 		Source:          src,
+		Files:           o.files,
 		Transform:       o.transform,
 		Output:          outEntry,
 		Part:            o.part,

@@ -180,7 +180,7 @@ func runPlan(ctx context.Context, o *buildOptions) (err error) {
 		opts["cut-inputs"] = strconv.FormatInt(o.CutInputs, 10)
 	}
 	opts["from"] = kind
-	h, err := pipeline.WritePlan(ctx, o.Out, src, pipeline.PlanHeader{Kind: kind, Source: abs, Options: opts, Items: e.Replay != nil})
+	h, err := pipeline.WritePlan(ctx, o.Out, src, o.files, pipeline.PlanHeader{Kind: kind, Source: abs, Options: opts, Items: e.Replay != nil})
 	if err != nil {
 		return fmt.Errorf("plan %s: %w", o.Out, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -12,8 +13,9 @@ import (
 
 // A coco or pairs source reads a second folder besides SRC: --images (the images a COCO
 // annotation file names) or --masks (a pairs source's masks). With an s3:// SRC, such a folder
-// given as an s3:// location is viewed as SRC is (streamSource: listed once into sparse files,
-// each object fetched when it is read), and the view's Files serve both; one given as a local
+// given as an s3:// location is viewed as SRC is (streamSource: listed once, held in memory,
+// each object fetched when it is read), and the view's Files serve both (their listings too:
+// source.Lister); one given as a local
 // folder keeps the copy of SRC (mirrorSource) and reads the folder in place, as before.
 
 // sideLocal reports whether --images or --masks names a local folder: an s3:// SRC is then
@@ -68,7 +70,7 @@ func viewSide(ctx context.Context, loc string, errw io.Writer) (string, storage.
 		return "", nil, nil, fmt.Errorf("the view of %s: %w", loc, err)
 	}
 	dir := filepath.Join(stage.Dir, sl.bucket)
-	v, err := b.View(ctx, dir, storage.ViewOptions{})
+	v, err := b.View(ctx, dir, storage.ViewOptions{InMemory: true})
 	if err != nil {
 		stage.Remove()
 		return "", nil, nil, fmt.Errorf("%s: %w", loc, err)
@@ -124,4 +126,41 @@ func (vs views) Open(ctx context.Context, path, etag string, size int64) (io.Rea
 
 func (vs views) OpenAt(ctx context.Context, path, etag string, size int64) (storage.Reader, error) {
 	return vs.of(path).OpenAt(ctx, path, etag, size)
+}
+
+// Stat is the answer of the first view that lists path, else the first view's.
+func (vs views) Stat(path string) (fs.FileInfo, error) {
+	st, err := vs[0].Stat(path)
+	for _, v := range vs[1:] {
+		if err == nil {
+			break
+		}
+		if s, e := v.Stat(path); e == nil {
+			st, err = s, e
+		}
+	}
+	return st, err
+}
+
+// ReadDir is the answer of the first view that lists path, else the first view's.
+func (vs views) ReadDir(path string) ([]fs.DirEntry, error) {
+	ents, err := vs[0].ReadDir(path)
+	for _, v := range vs[1:] {
+		if err == nil {
+			break
+		}
+		if e2, e := v.ReadDir(path); e == nil {
+			ents, err = e2, e
+		}
+	}
+	return ents, err
+}
+
+func (vs views) Sparse() error {
+	for _, v := range vs {
+		if err := v.Sparse(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -21,10 +21,13 @@ import (
 
 // streamSource makes an object-store SRC readable without a copy, for the kinds that read
 // their inputs' bytes through source.Options.Files (Entry.Streams: every kind): the prefix is
-// listed once into a view (storage.Remote.View), a local folder of one sparse file per object,
-// of its name, size and time but holding no data, under $TMPDIR and removed by the returned
-// cleanup. The source lists the view as it lists any folder, and each input is fetched when it
-// is read: an image, mask or frame whole into memory, a video into a temporary file beside the
+// listed once into a view (storage.Remote.View) of a folder under $TMPDIR (removed by the
+// returned cleanup), held in memory: the view's Files answer the source's folder walks
+// (source.Lister) with each object's name, size and time, and no file is made per object for
+// the kinds that walk through them (Entry.Lists: every kind packer lists); for one object given
+// as SRC, or a kind without Lists, the view's files are made, sparse (one per object, holding
+// no data). Each input is fetched when
+// it is read: an image, mask or frame whole into memory, a video into a temporary file beside the
 // view (viewFiles.CreateTemp) removed once decoded, a tar, TFRecord, CIFAR or IDX file as a
 // stream, a Parquet file by ranged reads, each pinned to the ETag it was listed with. A build in
 // parts thus fetches only its own share of the images, frames and videos (WebDataset, TFRecord,
@@ -56,24 +59,46 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 	}
 	cleanup := func() { stage.Remove() }
 	dir := filepath.Join(stage.Dir, sl.bucket)
-	v, err := b.View(ctx, dir, storage.ViewOptions{Whole: wholeInView})
+	v, err := b.View(ctx, dir, storage.ViewOptions{Whole: wholeInView, InMemory: true})
 	if err != nil {
 		cleanup()
 		return "", nil, nil, nil, fmt.Errorf("the source %s: %w", loc, err)
 	}
+	files := &viewFiles{v: v, tmp: stage.Dir}
 	p := v.Path()
 	if sl.list != "" {
 		p = filepath.Join(dir, sl.list)
-		if _, err := os.Stat(p); err != nil {
+		if _, err := v.Stat(p); err != nil {
 			cleanup()
 			return "", nil, nil, nil, fmt.Errorf("the source %s: no object %s in %s", loc, sl.list, sl.from)
 		}
 	}
-	if from == "" {
-		kind, err := source.Detect(p, sources)
+	// The view's files are made on disk, sparse, where SRC is one object (detection reads its
+	// first bytes, those of its sparse file; a source opens it as a file) or where the kind
+	// walks the local folder itself (not Entry.Lists).
+	sparse := func() error {
+		if err := v.Sparse(); err != nil {
+			cleanup()
+			return fmt.Errorf("the view of %s: %w", loc, err)
+		}
+		return nil
+	}
+	if p == v.Path() && p != dir {
+		if err := sparse(); err != nil {
+			return "", nil, nil, nil, err
+		}
+	}
+	kind := from
+	if kind == "" {
+		kind, err = source.DetectIn(p, sources, files)
 		if e, ok := sourceEntry(kind); err != nil || !ok || !e.Streams {
 			cleanup()
 			return "", nil, nil, nil, nil
+		}
+	}
+	if e, ok := sourceEntry(kind); !ok || !e.Lists {
+		if err := sparse(); err != nil {
+			return "", nil, nil, nil, err
 		}
 	}
 	// The view's root stands for the prefix (for one object, for the object's folder).
@@ -82,7 +107,7 @@ func streamSource(ctx context.Context, loc, from string, errw progressWriter) (s
 		root = storage.JoinLocation(sl.scheme, sl.bucket, strings.TrimSuffix(path.Dir(sl.prefix), "."))
 	}
 	rename := func(err error) error { return withURLNames(err, dir, strings.TrimSuffix(root, "/")) }
-	return p, &viewFiles{v: v, tmp: stage.Dir}, rename, cleanup, nil
+	return p, files, rename, cleanup, nil
 }
 
 // wholeInView says which objects a view holds whole: the lists a source reads when it opens
@@ -237,14 +262,25 @@ func (f *viewFiles) Open(ctx context.Context, p string, st *source.Stamp) (io.Re
 	return fetchReader{r}, n, nil
 }
 
-// Stamp is what the listing says of the object a view's file stands for (source.Stamper).
+// Stamp is what the listing says of the object a view's file stands for, or of a view's
+// folder (size 0 and its time, as StatStamp gives a local folder's) (source.Stamper).
 func (f *viewFiles) Stamp(p string) (source.Stamp, bool) {
 	o, ok := f.v.Object(p)
 	if !ok {
+		if st, err := f.v.Stat(p); err == nil && st.IsDir() {
+			return source.Stamp{ModTime: st.ModTime().UnixNano()}, true
+		}
 		return source.Stamp{}, false
 	}
 	return source.Stamp{Size: o.Size, ModTime: o.ModTime, ETag: o.ETag}, true
 }
+
+// Stat answers for the view's files and folders from its listing (source.Lister), whether
+// or not they were made on disk (storage.ViewOptions.InMemory).
+func (f *viewFiles) Stat(p string) (fs.FileInfo, error) { return f.v.Stat(p) }
+
+// ReadDir lists a folder of the view from its listing (source.Lister).
+func (f *viewFiles) ReadDir(p string) ([]fs.DirEntry, error) { return f.v.ReadDir(p) }
 
 func (f *viewFiles) OpenAt(ctx context.Context, p string, st *source.Stamp) (source.ReadAtCloser, int64, error) {
 	etag, size := "", int64(-1)

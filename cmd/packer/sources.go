@@ -74,7 +74,7 @@ func openSource(o *buildOptions) (source.Source, string, error) {
 	kind := o.From
 	if kind == "" {
 		var err error
-		if kind, err = source.Detect(o.sourcePath(), sources); err != nil {
+		if kind, err = source.DetectIn(o.sourcePath(), sources, o.files); err != nil {
 			if errors.Is(err, source.ErrUnknown) {
 				return nil, "", usagef(err) // it names the path and says what to give
 			}
@@ -144,7 +144,7 @@ func openPlanned(o *buildOptions) (source.Source, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("the source of the plan %s: %w", o.Source, err)
 	}
-	if src, err = pipeline.FromPlan(o.Source, h, src); err != nil {
+	if src, err = pipeline.FromPlan(o.Source, h, src, o.files); err != nil {
 		return nil, "", err
 	}
 	return src, h.Kind, nil

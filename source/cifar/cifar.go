@@ -159,14 +159,15 @@ func open(p, kind, split string, bufLimit, maxMember int64, files source.Files) 
 	if err != nil {
 		return nil, err
 	}
-	fi, err := os.Stat(p)
+	// A folder of a view in memory is looked at through files (source.Lister).
+	fi, err := source.Stat(files, p)
 	if err != nil {
 		return nil, fmt.Errorf("cifar: %w", err)
 	}
 	s := &Source{kind: kind, split: split, recSize: l.recSize, bufLimit: bufLimit, maxMember: maxMember, inputs: files}
 	switch {
 	case fi.IsDir():
-		dir, archive, err := findInput(p, l)
+		dir, archive, err := findInput(files, p, l)
 		if err != nil {
 			return nil, err
 		}
@@ -207,22 +208,22 @@ func open(p, kind, split string, bufLimit, maxMember int64, files source.Files) 
 
 // findInput locates the data under folder p: the files themselves, the official folder inside
 // p, or the official archive inside p.
-func findInput(p string, l layout) (dir, archive string, err error) {
-	if exists(filepath.Join(p, l.files[0])) {
+func findInput(files source.Files, p string, l layout) (dir, archive string, err error) {
+	if exists(files, filepath.Join(p, l.files[0])) {
 		return p, "", nil
 	}
-	if exists(filepath.Join(p, l.folder, l.files[0])) {
+	if exists(files, filepath.Join(p, l.folder, l.files[0])) {
 		return filepath.Join(p, l.folder), "", nil
 	}
-	if exists(filepath.Join(p, l.archiveName)) {
+	if exists(files, filepath.Join(p, l.archiveName)) {
 		return "", filepath.Join(p, l.archiveName), nil
 	}
 	return "", "", fmt.Errorf("cifar: %s: found neither %s, %s/%s nor %s",
 		p, l.files[0], l.folder, l.files[0], l.archiveName)
 }
 
-func exists(p string) bool {
-	fi, err := os.Stat(p)
+func exists(files source.Files, p string) bool {
+	fi, err := source.Stat(files, p)
 	return err == nil && fi.Mode().IsRegular()
 }
 
@@ -266,7 +267,7 @@ func (s *Source) checkSize(name string, size int64) error {
 func (s *Source) openFolder(dir string, files []string, l layout) error {
 	s.dir = dir
 	for _, name := range files {
-		fi, err := os.Stat(filepath.Join(dir, name))
+		fi, err := source.Stat(s.inputs, filepath.Join(dir, name))
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("cifar: %s: %s not found", dir, name)

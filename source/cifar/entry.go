@@ -45,5 +45,6 @@ func entry(kind string, names *regexp.Regexp, folder, archive string, recSize in
 		// Its batch files or archive are read as streams of their objects (each part reads
 		// them whole, as its listing reads every record).
 		Streams: true,
+		Lists:   true,
 	}
 }

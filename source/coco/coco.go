@@ -129,7 +129,7 @@ func Open(file string, opts Options) (*Source, error) {
 	if s.images == "" {
 		s.images = filepath.Dir(file)
 	}
-	if err := fsentry.CheckDir(s.images); err != nil {
+	if err := fsentry.CheckDirIn(source.ListerOf(opts.Files), s.images); err != nil {
 		return nil, fmt.Errorf("coco: images folder: %w", err)
 	}
 	if err := s.read(f); err != nil {
@@ -629,7 +629,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if img.reason != "" {
 		return &source.InputError{Input: it.Name, Err: errors.New(img.reason)}
 	}
-	if err := fsentry.Check(it.Path); err != nil {
+	if err := fsentry.CheckIn(source.ListerOf(s.opts.Files), it.Path); err != nil {
 		return &source.InputError{Input: it.Name, Err: err}
 	}
 	sc, _ := s.scratch.Get().(*transforms.DecodeScratch)
@@ -694,6 +694,7 @@ var Entry = source.Entry{
 		return Open(p, Options{Images: o.Images, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Files: o.Files})
 	},
 	Streams: true,
+	Lists:   true,
 }
 
 func fieldNames() string {

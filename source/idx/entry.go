@@ -26,6 +26,7 @@ var Entry = source.Entry{
 	// Its files are read as streams of their objects (each part reads them whole, as its
 	// listing reads every record's bytes).
 	Streams: true,
+	Lists:   true,
 }
 
 // isMagic reports whether b starts with a plausible IDX magic: 00 00, a known type, 1..8

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -271,7 +270,8 @@ func OpenFrom(files source.Files, path, split string, classes []string) (*Source
 	if split != "train" && split != "test" {
 		return nil, fmt.Errorf("idx: unknown split %q (want train or test)", split)
 	}
-	fi, err := os.Stat(path)
+	// A folder of a view in memory is looked at through files (source.Lister).
+	fi, err := source.Stat(files, path)
 	if err != nil {
 		return nil, fmt.Errorf("idx: %w", err)
 	}
@@ -302,7 +302,7 @@ var splitPrefixes = map[string][]string{"train": {"train"}, "test": {"t10k", "te
 
 // findSplit finds the images file of split in dir.
 func (in inputs) findSplit(dir, split string) (string, error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := source.ReadDir(in.files, dir)
 	if err != nil {
 		return "", fmt.Errorf("idx: %w", err)
 	}
@@ -459,7 +459,7 @@ func (in inputs) labelsFor(images string) (string, error) {
 	}
 	var found []string
 	for _, c := range cands {
-		if fi, err := os.Stat(filepath.Join(dir, c)); err == nil && fi.Mode().IsRegular() && !slices.Contains(found, c) {
+		if fi, err := source.Stat(in.files, filepath.Join(dir, c)); err == nil && fi.Mode().IsRegular() && !slices.Contains(found, c) {
 			found = append(found, c)
 		}
 	}

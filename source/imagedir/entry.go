@@ -24,6 +24,7 @@ var (
 			return ReplayFolder(p, classes, options(o))
 		},
 		Streams: true,
+		Lists:   true,
 	}
 	ListEntry = source.Entry{
 		Kind:    KindList,
@@ -39,6 +40,7 @@ var (
 			return OpenList(p, options(o))
 		},
 		Streams: true,
+		Lists:   true,
 	}
 )
 

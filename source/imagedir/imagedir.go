@@ -139,7 +139,7 @@ func isImageName(name string) bool {
 // It walks the tree once to count the images and to refuse, as torchvision does, a root
 // with no class folder or a class folder with no image.
 func OpenFolder(root string, opts Options) (*Source, error) {
-	dirs, err := listClasses(root)
+	dirs, err := listClasses(opts.Files, root)
 	if err != nil {
 		return nil, err
 	}
@@ -153,13 +153,13 @@ func OpenFolder(root string, opts Options) (*Source, error) {
 	s := &Source{kind: KindFolder, root: root, classes: classes, dirs: dirs, opts: opts.normalized()}
 	var empty []string
 	seen := folderSet{}
-	links, err := newLinkSet(root, dirs)
+	links, err := newLinkSet(opts.Files, root, dirs)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range dirs {
 		n := 0
-		err := walkClassDirs(context.Background(), root, c, func(rel string, st os.FileInfo) error {
+		err := walkClassDirs(context.Background(), opts.Files, root, c, func(rel string, st os.FileInfo) error {
 			if prev, ok := seen.add(rel, st); !ok {
 				return fmt.Errorf("imagedir: %s: %s is the same folder as %s (a symbolic link): its images would be packed twice; remove the link",
 					root, fsentry.Name(rel), fsentry.Name(prev))
@@ -208,9 +208,10 @@ func ReplayFolder(root string, classes []string, opts Options) (*Source, error) 
 var ErrReplay = errors.New("a source opened from a plan lists nothing: its inputs come from the plan")
 
 // listClasses returns the sorted names of root's non-hidden subfolders (symbolic links to
-// folders count, as os.scandir's is_dir() follows them).
-func listClasses(root string) ([]string, error) {
-	ents, err := os.ReadDir(root)
+// folders count, as os.scandir's is_dir() follows them), listed through files where it is a
+// source.Lister (a view in memory), as walkClassDirs lists.
+func listClasses(files source.Files, root string) ([]string, error) {
+	ents, err := source.ReadDir(files, root)
 	if err != nil {
 		return nil, fmt.Errorf("imagedir: %w", err)
 	}
@@ -246,8 +247,8 @@ func isDir(full string, e fs.DirEntry) bool {
 // c, in torchvision's order: the class's folders (found recursively, following symbolic
 // links) sorted by path, as sorted(os.walk(...)) orders them, and the files in each sorted by
 // name. A folder that is its own ancestor through a link is not entered twice.
-func walkClass(ctx context.Context, root, c string, fn func(rel string) error) error {
-	return walkClassDirs(ctx, root, c, nil, func(rel string, _ bool) error { return fn(rel) })
+func walkClass(ctx context.Context, files source.Files, root, c string, fn func(rel string) error) error {
+	return walkClassDirs(ctx, files, root, c, nil, func(rel string, _ bool) error { return fn(rel) })
 }
 
 // folderSet remembers folders by identity (os.SameFile), keyed by a cheap hint.
@@ -273,8 +274,9 @@ func (fs folderSet) add(rel string, st os.FileInfo) (string, bool) {
 
 // walkClassDirs is walkClass that also calls onDir (when not nil) with every folder it will
 // list, before any file: its slash-separated path relative to root and its FileInfo; fn is
-// also told whether the file is a symbolic link.
-func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, st os.FileInfo) error, fn func(rel string, link bool) error) error {
+// also told whether the file is a symbolic link. The folders are listed through files where it
+// is a source.Lister (a view in memory, which holds no link), else on the file system.
+func walkClassDirs(ctx context.Context, files source.Files, root, c string, onDir func(rel string, st os.FileInfo) error, fn func(rel string, link bool) error) error {
 	// Collect the folders first: os.walk's tuples are sorted by path string, which is not
 	// depth-first order ("a-b" sorts between "a" and "a/b").
 	type dir struct {
@@ -282,7 +284,7 @@ func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, s
 		chain []os.FileInfo // the folder and its ancestors, for loop detection
 	}
 	var dirs []string
-	st, err := os.Stat(filepath.Join(root, c))
+	st, err := source.Stat(files, filepath.Join(root, c))
 	if err != nil {
 		return fmt.Errorf("imagedir: %w", err)
 	}
@@ -299,7 +301,7 @@ func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, s
 			}
 		}
 		dirs = append(dirs, d.rel)
-		ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(d.rel)))
+		ents, err := source.ReadDir(files, filepath.Join(root, filepath.FromSlash(d.rel)))
 		if err != nil {
 			return fmt.Errorf("imagedir: %w", err)
 		}
@@ -311,7 +313,7 @@ func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, s
 			if !isDir(full, e) {
 				continue
 			}
-			st, err := os.Stat(full)
+			st, err := source.Stat(files, full)
 			if err != nil {
 				continue
 			}
@@ -331,11 +333,11 @@ func walkClassDirs(ctx context.Context, root, c string, onDir func(rel string, s
 	}
 	sort.Strings(dirs)
 	for _, rel := range dirs {
-		ents, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(rel)))
+		ents, err := source.ReadDir(files, filepath.Join(root, filepath.FromSlash(rel)))
 		if err != nil {
 			return fmt.Errorf("imagedir: %w", err)
 		}
-		// os.ReadDir sorts by name.
+		// os.ReadDir (and a source.Lister's) sorts by name.
 		for _, e := range ents {
 			name := e.Name()
 			if isHidden(name) || !isImageName(name) {
@@ -412,7 +414,7 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 		})
 	}
 	for label, c := range s.dirs {
-		err := walkClass(ctx, s.root, c, func(rel string) error {
+		err := walkClass(ctx, s.opts.Files, s.root, c, func(rel string) error {
 			it := source.Item{Seq: seq, Name: fsentry.Name(rel), Path: filepath.Join(s.root, filepath.FromSlash(rel)), Label: int64(label)}
 			seq++
 			return emit(it)
@@ -502,14 +504,17 @@ type linkSet struct {
 	targets        map[string][2]string
 }
 
-func newLinkSet(root string, dirs []string) (*linkSet, error) {
-	real, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return nil, fmt.Errorf("imagedir: %w", err)
+func newLinkSet(files source.Files, root string, dirs []string) (*linkSet, error) {
+	real := root // a view in memory (source.Lister) holds no link
+	if _, ok := files.(source.Lister); !ok {
+		var err error
+		if real, err = filepath.EvalSymlinks(root); err != nil {
+			return nil, fmt.Errorf("imagedir: %w", err)
+		}
 	}
 	ls := &linkSet{root: root, realRoot: real, classes: map[string]bool{}, targets: map[string][2]string{}}
 	for _, c := range dirs {
-		if st, err := os.Lstat(filepath.Join(root, c)); err == nil && st.IsDir() {
+		if st, err := source.Lstat(files, filepath.Join(root, c)); err == nil && st.IsDir() {
 			ls.classes[c] = true
 		}
 	}

@@ -27,7 +27,6 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -73,14 +72,15 @@ func Open(root string, opts Options) (*Source, error) {
 	if opts.Masks == "" {
 		return nil, errors.New("pairs: give the masks folder with --masks DIR")
 	}
-	if err := fsentry.CheckDir(root); err != nil {
+	l := source.ListerOf(opts.Files) // a view's listing in memory, or nil: the file system
+	if err := fsentry.CheckDirIn(l, root); err != nil {
 		return nil, fmt.Errorf("pairs: images folder: %w", err)
 	}
-	if err := fsentry.CheckDir(opts.Masks); err != nil {
+	if err := fsentry.CheckDirIn(l, opts.Masks); err != nil {
 		return nil, fmt.Errorf("pairs: masks folder: %w", err)
 	}
 	s := &Source{root: root, masks: opts.Masks, opts: opts}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := walkDir(l, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -107,6 +107,42 @@ func Open(root string, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("pairs: %s holds no image (%s)", root, strings.Join(imagedir.Extensions, ", "))
 	}
 	return s, nil
+}
+
+// walkDir is filepath.WalkDir, of the listing l where it is not nil (a view in memory, in
+// which every folder can be listed: no error reaches fn).
+func walkDir(l source.Lister, root string, fn fs.WalkDirFunc) error {
+	if l == nil {
+		return filepath.WalkDir(root, fn)
+	}
+	st, err := l.Stat(root)
+	if err != nil {
+		return fn(root, nil, err)
+	}
+	var walk func(p string, d fs.DirEntry) error
+	walk = func(p string, d fs.DirEntry) error {
+		if err := fn(p, d, nil); err != nil || !d.IsDir() {
+			return err
+		}
+		ents, err := l.ReadDir(p)
+		if err != nil {
+			return fn(p, d, err)
+		}
+		for _, e := range ents {
+			if err := walk(filepath.Join(p, e.Name()), e); err == filepath.SkipDir {
+				if !e.IsDir() {
+					return nil // SkipDir for a file skips the rest of its folder
+				}
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := walk(root, fs.FileInfoToDirEntry(st)); err != filepath.SkipDir && err != filepath.SkipAll {
+		return err
+	}
+	return nil
 }
 
 func isImage(name string) bool {
@@ -183,7 +219,7 @@ func (s *Source) findMask(rel string) (string, string, error) {
 	cands := s.maskCandidates(rel)
 	for _, c := range cands {
 		p := filepath.Join(s.masks, filepath.FromSlash(c))
-		if _, err := os.Lstat(p); err == nil {
+		if _, err := source.Lstat(s.opts.Files, p); err == nil {
 			return p, c, nil
 		}
 	}
@@ -197,7 +233,7 @@ func (s *Source) Decode(ctx context.Context, it source.Item, emit func(source.Cl
 	if err != nil {
 		return &source.InputError{Input: it.Name, Err: err}
 	}
-	if err := fsentry.Check(it.Path); err != nil {
+	if err := fsentry.CheckIn(source.ListerOf(s.opts.Files), it.Path); err != nil {
 		return &source.InputError{Input: it.Name, Err: err}
 	}
 	mask, err := s.readMask(ctx, maskPath)
@@ -340,4 +376,5 @@ var Entry = source.Entry{
 		return Open(p, Options{Masks: o.Masks, Decode: transforms.DecodeOptions{MaxPixels: o.MaxPixels, ExifOrient: o.ExifOrient}, Files: o.Files})
 	},
 	Streams: true,
+	Lists:   true,
 }

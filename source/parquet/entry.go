@@ -22,4 +22,5 @@ var Entry = source.Entry{
 			ImageColumn: o.ImageKey, LabelColumn: o.LabelKey, Classes: o.Classes, Fields: o.Fields, Files: o.Files})
 	},
 	Streams: true,
+	Lists:   true,
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -88,15 +87,16 @@ func Open(p string, opts Options) (*Source, error) {
 		return nil, fmt.Errorf("parquet: --classes: %w", err)
 	}
 	s := &Source{opts: opts, dec: memdecode.Decoder{Opts: opts.Decode}, labelGiven: labelGiven}
-	fi, err := os.Stat(p)
+	// A folder of a view in memory is listed through Options.Files (source.Lister).
+	fi, err := source.Stat(opts.Files, p)
 	if err != nil && strings.ContainsAny(filepath.Base(p), "*?[") && !strings.ContainsAny(filepath.Dir(p), "*?[") {
 		// A glob in the file name: its matches, sorted.
-		matches, gerr := filepath.Glob(p)
+		matches, gerr := glob(opts.Files, p)
 		if gerr != nil {
 			return nil, fmt.Errorf("parquet: %s: %w", p, gerr)
 		}
 		for _, m := range matches {
-			if st, err := os.Stat(m); err == nil && st.Mode().IsRegular() {
+			if st, err := source.Stat(opts.Files, m); err == nil && st.Mode().IsRegular() {
 				s.files = append(s.files, filepath.Base(m))
 			}
 		}
@@ -119,7 +119,7 @@ func Open(p string, opts Options) (*Source, error) {
 	if !fi.IsDir() {
 		s.root, s.files = filepath.Dir(p), []string{filepath.Base(p)}
 	} else {
-		ents, err := os.ReadDir(p)
+		ents, err := source.ReadDir(opts.Files, p)
 		if err != nil {
 			return nil, fmt.Errorf("parquet: %w", err)
 		}
@@ -168,6 +168,30 @@ func noPanic(fn func() error) (err error) {
 		}
 	}()
 	return fn()
+}
+
+// glob is filepath.Glob of a pattern in the file name only, matched against the names of a
+// view's folder through files where it is a source.Lister (sorted, as ReadDir lists them).
+func glob(files source.Files, pattern string) ([]string, error) {
+	l := source.ListerOf(files)
+	if l == nil {
+		return filepath.Glob(pattern)
+	}
+	dir, base := filepath.Split(pattern)
+	if _, err := filepath.Match(base, ""); err != nil {
+		return nil, err
+	}
+	ents, err := l.ReadDir(filepath.Clean(dir))
+	if err != nil {
+		return nil, nil // as Glob, which ignores I/O errors
+	}
+	var out []string
+	for _, e := range ents {
+		if ok, _ := filepath.Match(base, e.Name()); ok {
+			out = append(out, filepath.Join(dir, e.Name()))
+		}
+	}
+	return out, nil
 }
 
 // open opens one file of the source: from the file system, or by ranged reads through

@@ -20,4 +20,5 @@ var Entry = source.Entry{
 			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Classes: o.Classes, Files: o.Files})
 	},
 	Streams: true,
+	Lists:   true,
 }

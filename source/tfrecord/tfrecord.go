@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -95,7 +94,8 @@ func Open(p string, opts Options) (*Source, error) {
 	if err := fsentry.CheckClasses(opts.Classes); err != nil {
 		return nil, fmt.Errorf("tfrecord: --classes: %w", err)
 	}
-	fi, err := os.Stat(p)
+	// A folder of a view in memory is listed through Options.Files (source.Lister).
+	fi, err := source.Stat(opts.Files, p)
 	if err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}
@@ -104,7 +104,7 @@ func Open(p string, opts Options) (*Source, error) {
 		s.root, s.files = filepath.Dir(p), []string{filepath.Base(p)}
 		return s, nil
 	}
-	ents, err := os.ReadDir(p)
+	ents, err := source.ReadDir(opts.Files, p)
 	if err != nil {
 		return nil, fmt.Errorf("tfrecord: %w", err)
 	}

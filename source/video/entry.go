@@ -20,6 +20,7 @@ var (
 			return ReplayFrames(p, classes, framesOptions(o))
 		},
 		Streams: true,
+		Lists:   true,
 	}
 	VideoEntry = source.Entry{
 		Kind: KindVideo,
@@ -35,6 +36,7 @@ var (
 			return Replay(p, classes, videoOptions(o))
 		},
 		Streams: true,
+		Lists:   true,
 	}
 )
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -49,11 +48,11 @@ func OpenFrames(root string, opts Options) (*FramesSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	dirs, classes, err := openClasses(root)
+	dirs, classes, err := openClasses(opts.Files, root)
 	if err != nil {
 		return nil, err
 	}
-	n, err := countVideos(root, dirs, true, nil, "one folder of frame images per video")
+	n, err := countVideos(opts.Files, root, dirs, true, nil, "one folder of frame images per video")
 	if err != nil {
 		return nil, err
 	}
@@ -68,19 +67,20 @@ func ReplayFrames(root string, classes []string, opts Options) (*FramesSource, e
 	if err != nil {
 		return nil, err
 	}
-	if err := replayRoot(root, classes); err != nil {
+	if err := replayRoot(opts.Files, root, classes); err != nil {
 		return nil, err
 	}
 	return &FramesSource{root: root, classes: append([]string(nil), classes...), opts: opts, replay: true}, nil
 }
 
 // replayRoot checks what a source opened from a plan can check without listing: the root is a
-// folder and the plan's class names are valid.
-func replayRoot(root string, classes []string) error {
+// folder and the plan's class names are valid. The root is looked at through files where it
+// is a source.Lister (a view in memory), as every folder of the source.
+func replayRoot(files source.Files, root string, classes []string) error {
 	if err := fsentry.CheckClasses(classes); err != nil {
 		return fmt.Errorf("video: %s: %w", root, err)
 	}
-	if st, err := os.Stat(root); err != nil {
+	if st, err := source.Stat(files, root); err != nil {
 		return fmt.Errorf("video: %w", err)
 	} else if !st.IsDir() {
 		return fmt.Errorf("video: %s is not a folder", root)
@@ -122,7 +122,7 @@ func (s *FramesSource) Enumerate(ctx context.Context, emit func(source.Item) err
 	if s.replay {
 		return fmt.Errorf("video: %s: %w", s.root, errReplay)
 	}
-	return enumerate(ctx, s.root, s.dirs, true, nil, emit)
+	return enumerate(ctx, s.opts.Files, s.root, s.dirs, true, nil, emit)
 }
 
 // Decode lists the folder's frames, decodes them one at a time (as transforms.DecodeFile,
@@ -130,10 +130,11 @@ func (s *FramesSource) Enumerate(ctx context.Context, emit func(source.Item) err
 // ClipLen frames. Every frame must have the first frame's size.
 func (s *FramesSource) Decode(ctx context.Context, it source.Item, emit func(source.Clip) error) error {
 	bad := func(err error) error { return &source.InputError{Input: it.Name, Err: err} }
-	if err := fsentry.CheckDir(it.Path); err != nil {
+	l := source.ListerOf(s.opts.Files) // the view's listing in memory, or nil: the file system
+	if err := fsentry.CheckDirIn(l, it.Path); err != nil {
 		return bad(err)
 	}
-	names, err := listEntries(it.Path, false, imagedir.Extensions)
+	names, err := listEntries(s.opts.Files, it.Path, false, imagedir.Extensions)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -148,7 +149,7 @@ func (s *FramesSource) Decode(ctx context.Context, it source.Item, emit func(sou
 	// Check every frame before decoding any, so a video with a frame that cannot be read (a
 	// dangling symlink, a FIFO) is skipped whole rather than after some of its records.
 	for i, name := range names {
-		if err := fsentry.Check(filepath.Join(it.Path, name)); err != nil {
+		if err := fsentry.CheckIn(l, filepath.Join(it.Path, name)); err != nil {
 			return bad(fmt.Errorf("frame %d (%s): %w", i, fsentry.Name(name), err))
 		}
 	}
@@ -186,7 +187,7 @@ func (s *FramesSource) Decode(ctx context.Context, it source.Item, emit func(sou
 		}
 		fp := filepath.Join(it.Path, name)
 		name := fsentry.Name(name)
-		if err := fsentry.Check(fp); err != nil {
+		if err := fsentry.CheckIn(l, fp); err != nil {
 			s.scratch.Put(sc)
 			c.releaseAll()
 			return bad(fmt.Errorf("frame %d (%s): %w", i, name, err))

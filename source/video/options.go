@@ -157,9 +157,11 @@ func entryIs(full string, e fs.DirEntry, dir bool) bool {
 	return t.IsRegular()
 }
 
-// listClasses returns the sorted names of root's non-hidden subfolders.
-func listClasses(root string) ([]string, error) {
-	ents, err := os.ReadDir(root)
+// listClasses returns the sorted names of root's non-hidden subfolders. Here and in
+// listEntries, walk, countVideos and openClasses, folders are listed through files where it is
+// a source.Lister (an object store's view held in memory), else on the file system.
+func listClasses(files source.Files, root string) ([]string, error) {
+	ents, err := source.ReadDir(files, root)
 	if err != nil {
 		return nil, fmt.Errorf("video: %w", err)
 	}
@@ -182,8 +184,8 @@ func listClasses(root string) ([]string, error) {
 // Decode skips with its reason (fsentry.Check), never opening it. For folders (dirs): every
 // folder, and every symbolic link that does not resolve (dangling or a loop), since it may
 // have been meant as one; other files are not videos of a frames dataset and are ignored.
-func listEntries(dir string, dirs bool, exts []string) ([]string, error) {
-	ents, err := os.ReadDir(dir)
+func listEntries(files source.Files, dir string, dirs bool, exts []string) ([]string, error) {
+	ents, err := source.ReadDir(files, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -209,9 +211,9 @@ func listEntries(dir string, dirs bool, exts []string) ([]string, error) {
 
 // walk calls fn for every video (a folder when dirs, a file otherwise) of every class, in
 // order, with its class label and slash-separated path relative to root.
-func walk(root string, classes []string, dirs bool, exts []string, fn func(label int, rel string) error) error {
+func walk(files source.Files, root string, classes []string, dirs bool, exts []string, fn func(label int, rel string) error) error {
 	for label, c := range classes {
-		names, err := listEntries(filepath.Join(root, c), dirs, exts)
+		names, err := listEntries(files, filepath.Join(root, c), dirs, exts)
 		if err != nil {
 			return fmt.Errorf("video: %w", err)
 		}
@@ -225,22 +227,22 @@ func walk(root string, classes []string, dirs bool, exts []string, fn func(label
 }
 
 // countVideos counts each class's videos and refuses empty classes.
-func countVideos(root string, classes []string, dirs bool, exts []string, what string) (int64, error) {
+func countVideos(files source.Files, root string, classes []string, dirs bool, exts []string, what string) (int64, error) {
 	counts := make([]int, len(classes))
 	var total int64
 	// A folder reached twice (a class folder linking to another class, a frames video
 	// folder linking to another video folder) would pack the same videos twice.
 	seen := folderSet{}
 	for _, c := range classes {
-		if err := seen.add(root, c); err != nil {
+		if err := seen.add(files, root, c); err != nil {
 			return 0, err
 		}
 	}
-	err := walk(root, classes, dirs, exts, func(label int, rel string) error {
+	err := walk(files, root, classes, dirs, exts, func(label int, rel string) error {
 		counts[label]++
 		total++
 		if dirs {
-			return seen.add(root, rel)
+			return seen.add(files, root, rel)
 		}
 		return nil
 	})
@@ -262,8 +264,8 @@ func countVideos(root string, classes []string, dirs bool, exts []string, what s
 
 // openClasses lists root's class folders: their names on disk, and the class names the
 // manifest writes (fsentry.Name), refusing two classes with the same name.
-func openClasses(root string) (dirs, classes []string, err error) {
-	dirs, err = listClasses(root)
+func openClasses(files source.Files, root string) (dirs, classes []string, err error) {
+	dirs, err = listClasses(files, root)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -287,8 +289,8 @@ type folderSeen struct {
 
 // add records folder rel (slash-separated, relative to root) and refuses one recorded already
 // under another path. A path that does not resolve (a dangling link) is left to Decode.
-func (fs folderSet) add(root, rel string) error {
-	st, err := os.Stat(filepath.Join(root, filepath.FromSlash(rel)))
+func (fs folderSet) add(files source.Files, root, rel string) error {
+	st, err := source.Stat(files, filepath.Join(root, filepath.FromSlash(rel)))
 	if err != nil || !st.IsDir() {
 		return nil
 	}

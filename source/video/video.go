@@ -75,16 +75,16 @@ func open(root string, opts Options, classes []string) (*Source, error) {
 	}
 	var s *Source
 	if classes != nil {
-		if err := replayRoot(root, classes); err != nil {
+		if err := replayRoot(opts.Files, root, classes); err != nil {
 			return nil, err
 		}
 		s = &Source{root: root, classes: append([]string(nil), classes...), opts: opts, replay: true}
 	} else {
-		dirs, classes, err := openClasses(root)
+		dirs, classes, err := openClasses(opts.Files, root)
 		if err != nil {
 			return nil, err
 		}
-		n, err := countVideos(root, dirs, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
+		n, err := countVideos(opts.Files, root, dirs, false, VideoExtensions, "video files: "+fmt.Sprint(VideoExtensions))
 		if err != nil {
 			return nil, err
 		}
@@ -172,14 +172,14 @@ func (s *Source) Enumerate(ctx context.Context, emit func(source.Item) error) er
 	if s.replay {
 		return fmt.Errorf("video: %s: %w", s.root, errReplay)
 	}
-	return enumerate(ctx, s.root, s.dirs, false, VideoExtensions, emit)
+	return enumerate(ctx, s.opts.Files, s.root, s.dirs, false, VideoExtensions, emit)
 }
 
 // enumerate emits an item per entry walk finds (folders when dirs is set, else files with one
 // of exts), numbered in walk order.
-func enumerate(ctx context.Context, root string, classDirs []string, dirs bool, exts []string, emit func(source.Item) error) error {
+func enumerate(ctx context.Context, files source.Files, root string, classDirs []string, dirs bool, exts []string, emit func(source.Item) error) error {
 	var seq int64
-	return walk(root, classDirs, dirs, exts, func(label int, rel string) error {
+	return walk(files, root, classDirs, dirs, exts, func(label int, rel string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

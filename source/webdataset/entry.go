@@ -37,6 +37,7 @@ var Entry = source.Entry{
 			ImageKey: o.ImageKey, LabelKey: o.LabelKey, Fields: o.Fields, Files: o.Files})
 	},
 	Streams: true,
+	Lists:   true,
 }
 
 // Bounds of confirmLabelled's look into the first shard, as detection's own for archives.

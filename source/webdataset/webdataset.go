@@ -93,7 +93,8 @@ func Open(p string, opts Options) (*Source, error) {
 	if err := fsentry.CheckClasses(opts.Classes); err != nil {
 		return nil, fmt.Errorf("webdataset: --classes: %w", err)
 	}
-	fi, err := os.Stat(p)
+	// A folder of a view in memory is listed through Options.Files (source.Lister).
+	fi, err := source.Stat(opts.Files, p)
 	if err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}
@@ -145,7 +146,7 @@ func Open(p string, opts Options) (*Source, error) {
 		s.root, s.shards = filepath.Dir(p), []string{filepath.Base(p)}
 		return s, nil
 	}
-	ents, err := os.ReadDir(p)
+	ents, err := source.ReadDir(opts.Files, p)
 	if err != nil {
 		return nil, fmt.Errorf("webdataset: %w", err)
 	}

@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -21,8 +26,10 @@ import (
 // ones opts.Whole names fetched whole. The times are the listing's, cut to whole seconds, as
 // the Last-Modified a GET answers gives them: a file of the view has the stamp (size and
 // modification time) of the same object's copy by Download, so that parts read from a view
-// and from a copy record the same content digest. dir "" makes a view of no listing, which
-// opens objects by URL only.
+// and from a copy record the same content digest. With opts.InMemory only the Whole objects
+// are written: the others stand in the view's Stat and ReadDir, with the same sizes and times
+// (and folder times), until Sparse makes them. dir "" makes a view of no listing, which opens
+// objects by URL only.
 func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions) (storage.View, error) {
 	v := &view{b: b, files: map[string]storage.ViewObject{}}
 	if dir == "" {
@@ -36,7 +43,7 @@ func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions
 	if len(objs) == 0 {
 		return nil, fmt.Errorf("%s: no objects there (an empty prefix, or a missing bucket or key): %w", b.url, os.ErrNotExist)
 	}
-	v.path = dir
+	v.dir, v.path, v.whole = filepath.Clean(dir), dir, map[string]bool{}
 	if single != "" {
 		v.path = filepath.Join(dir, filepath.FromSlash(single))
 	}
@@ -47,37 +54,50 @@ func (b *Backend) View(ctx context.Context, dir string, opts storage.ViewOptions
 			if err := b.fetch(ctx, o, p); err != nil {
 				return nil, err
 			}
-		} else if err := sparseFile(p, o.Size, t); err != nil {
-			return nil, err
+			v.whole[p] = true
 		}
 		v.files[p] = storage.ViewObject{URL: b.objURL(o.Key).String(), Size: o.Size, ModTime: t.UnixNano(), ETag: o.ETag}
 	}
-	if err := folderTimes(dir, v.files); err != nil {
-		return nil, err
+	v.folders = folderTree(v.dir, v.files)
+	if !opts.InMemory {
+		if err := v.Sparse(); err != nil {
+			return nil, err
+		}
 	}
 	return v, nil
 }
 
-// folderTimes gives each folder of the view below dir (dir too) a time that stands for the
+// viewFolder is a folder of a view: its time (folderTree) and the names in it, sorted.
+type viewFolder struct {
+	mod   time.Time
+	names []string
+}
+
+// folderTree gives each folder of the view below dir (dir too) a time that stands for the
 // listing below it: the second of the latest time of the objects below it, and within that
 // second a fraction taken from a digest of their names, sizes, times and ETags. A folder
 // standing for a prefix (a frames video's folder, whose time is its input's stamp) then has
 // the same time in every view of the same listing, and another time where an object below it
 // was added, removed or replaced (a file system changes a folder's time on a removal too; the
-// latest time alone would not change when a frame other than the newest is removed).
-func folderTimes(dir string, files map[string]storage.ViewObject) error {
+// latest time alone would not change when a frame other than the newest is removed). It
+// returns the folders by path, each with the names in it.
+func folderTree(dir string, files map[string]storage.ViewObject) map[string]*viewFolder {
 	type folder struct {
 		latest int64
 		sum    uint64 // the XOR of the objects' digests: the same in any order
+		names  map[string]bool
 	}
 	folders := map[string]*folder{}
 	for p, o := range files {
+		child := p
 		for d := filepath.Dir(p); len(d) >= len(dir); d = filepath.Dir(d) {
 			f := folders[d]
 			if f == nil {
-				f = &folder{}
+				f = &folder{names: map[string]bool{}}
 				folders[d] = f
 			}
+			f.names[filepath.Base(child)] = true
+			child = d
 			f.latest = max(f.latest, o.ModTime)
 			h := fnv.New64a()
 			fmt.Fprintf(h, "%s\x00%d\x00%d\x00%s", p[len(d):], o.Size, o.ModTime, o.ETag)
@@ -87,14 +107,45 @@ func folderTimes(dir string, files map[string]storage.ViewObject) error {
 			}
 		}
 	}
+	out := make(map[string]*viewFolder, len(folders))
 	for d, f := range folders {
 		sec := time.Unix(0, f.latest).Truncate(time.Second)
-		t := sec.Add(time.Duration(f.sum % uint64(time.Second)))
-		if err := os.Chtimes(d, t, t); err != nil {
+		vf := &viewFolder{mod: sec.Add(time.Duration(f.sum % uint64(time.Second)))}
+		for n := range f.names {
+			vf.names = append(vf.names, n)
+		}
+		slices.Sort(vf.names)
+		out[d] = vf
+	}
+	return out
+}
+
+// folderTimes sets the times folderTree gives the folders of the view's files made on disk.
+func folderTimes(dir string, files map[string]storage.ViewObject) error {
+	for d, f := range folderTree(dir, files) {
+		if err := os.Chtimes(d, f.mod, f.mod); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// Sparse makes the view's files that are not made yet (storage.View.Sparse): a sparse file for
+// each object (but the Whole ones, fetched already), then each folder's time.
+func (v *view) Sparse() error {
+	v.sparse.Do(func() {
+		for p, o := range v.files {
+			if v.whole[p] {
+				continue
+			}
+			if err := sparseFile(p, o.Size, time.Unix(0, o.ModTime)); err != nil {
+				v.sparseErr = err
+				return
+			}
+		}
+		v.sparseErr = folderTimes(v.dir, v.files)
+	})
+	return v.sparseErr
 }
 
 // sparseFile creates the file p of size bytes holding no data (a hole), with time t.
@@ -116,11 +167,84 @@ func sparseFile(p string, size int64, t time.Time) error {
 	return err
 }
 
+// below reports whether path (cleaned) is the view's folder or lies below it.
+func (v *view) below(path string) bool {
+	return v.dir != "" && (path == v.dir || strings.HasPrefix(path, v.dir+string(filepath.Separator)))
+}
+
+// Stat is os.Stat, answered from the listing below the view's folder (storage.View.Stat).
+func (v *view) Stat(path string) (fs.FileInfo, error) {
+	c := filepath.Clean(path)
+	if !v.below(c) {
+		return os.Stat(path)
+	}
+	if o, ok := v.files[c]; ok {
+		return viewInfo{name: filepath.Base(c), size: o.Size, mod: time.Unix(0, o.ModTime)}, nil
+	}
+	if f, ok := v.folders[c]; ok {
+		return viewInfo{name: filepath.Base(c), mod: f.mod, dir: true}, nil
+	}
+	return nil, &fs.PathError{Op: "stat", Path: path, Err: syscall.ENOENT}
+}
+
+// ReadDir is os.ReadDir, answered from the listing below the view's folder
+// (storage.View.ReadDir): the entries sorted by name.
+func (v *view) ReadDir(path string) ([]fs.DirEntry, error) {
+	c := filepath.Clean(path)
+	if !v.below(c) {
+		return os.ReadDir(path)
+	}
+	f, ok := v.folders[c]
+	if !ok {
+		var err error = syscall.ENOENT
+		if _, file := v.files[c]; file {
+			err = syscall.ENOTDIR
+		}
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+	}
+	ents := make([]fs.DirEntry, 0, len(f.names))
+	for _, n := range f.names {
+		st, err := v.Stat(filepath.Join(c, n))
+		if err != nil {
+			return nil, err
+		}
+		ents = append(ents, fs.FileInfoToDirEntry(st))
+	}
+	return ents, nil
+}
+
+// viewInfo is the fs.FileInfo of a file or folder of a view's listing.
+type viewInfo struct {
+	name string
+	size int64
+	mod  time.Time
+	dir  bool
+}
+
+func (i viewInfo) Name() string       { return i.name }
+func (i viewInfo) Size() int64        { return i.size }
+func (i viewInfo) ModTime() time.Time { return i.mod }
+func (i viewInfo) IsDir() bool        { return i.dir }
+func (i viewInfo) Sys() any           { return nil }
+
+func (i viewInfo) Mode() fs.FileMode {
+	if i.dir {
+		return fs.ModeDir | 0o755
+	}
+	return 0o644
+}
+
 // view is the Backend's storage.View.
 type view struct {
-	b     *Backend
-	path  string
-	files map[string]storage.ViewObject // by the path of the view's file; written only by View
+	b       *Backend
+	path    string
+	dir     string                        // the view's folder, cleaned ("": a view of no listing)
+	files   map[string]storage.ViewObject // by the path of the view's file; written only by View
+	folders map[string]*viewFolder        // by path: dir and the folders below it
+	whole   map[string]bool               // the files View fetched whole
+
+	sparse    sync.Once
+	sparseErr error
 }
 
 func (v *view) Path() string { return v.path }

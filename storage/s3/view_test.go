@@ -106,3 +106,76 @@ func TestView(t *testing.T) {
 		t.Error("Open of another bucket's URL succeeded")
 	}
 }
+
+// TestViewInMemory: a view listed in memory makes no file for an object (but those Whole
+// names) and its Stat and ReadDir answer what a view made on disk holds: the same names in the
+// same order, sizes, times and folder times; Sparse then makes those files.
+func TestViewInMemory(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "mem")
+	ctx := context.Background()
+	b := s3.NewWithClient(srv.Client(""), s3.URL{Bucket: "mem", Prefix: "src"}, s3.Options{})
+	for n, d := range map[string]string{"a/1.jpg": "one", "a/b/2.jpg": "two!", "a/c.jpg": "c", "top.csv": "path,label\n", "z/9.png": "nine"} {
+		storagetest.Put(t, b, n, []byte(d))
+	}
+	whole := storage.ViewOptions{Whole: func(name string) bool { return filepath.Ext(name) == ".csv" }}
+	diskDir, memDir := filepath.Join(t.TempDir(), "disk"), filepath.Join(t.TempDir(), "mem")
+	disk, err := b.View(ctx, diskDir, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole.InMemory = true
+	mem, err := b.View(ctx, memDir, whole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	filepath.WalkDir(memDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			made = append(made, p)
+		}
+		return nil
+	})
+	if len(made) != 1 || filepath.Base(made[0]) != "top.csv" {
+		t.Fatalf("a view in memory made the files %v, want only the Whole one", made)
+	}
+	for _, rel := range []string{".", "a", "a/b", "a/1.jpg", "a/b/2.jpg", "a/c.jpg", "top.csv", "z", "z/9.png"} {
+		ds, err1 := os.Stat(filepath.Join(diskDir, rel))
+		ms, err2 := mem.Stat(filepath.Join(memDir, rel))
+		if err1 != nil || err2 != nil || ds.IsDir() != ms.IsDir() || !ds.ModTime().Equal(ms.ModTime()) || (!ds.IsDir() && ds.Size() != ms.Size()) || ds.Mode().IsRegular() != ms.Mode().IsRegular() {
+			t.Errorf("%s: Stat in memory %v (%v), on disk %v (%v)", rel, ms, err2, ds, err1)
+			continue
+		}
+		if ds.IsDir() {
+			de, _ := os.ReadDir(filepath.Join(diskDir, rel))
+			me, err := mem.ReadDir(filepath.Join(memDir, rel))
+			if err != nil || len(de) != len(me) {
+				t.Fatalf("%s: ReadDir in memory %v (%v), on disk %v", rel, me, err, de)
+			}
+			for i := range de {
+				if de[i].Name() != me[i].Name() || de[i].IsDir() != me[i].IsDir() || de[i].Type() != me[i].Type() {
+					t.Errorf("%s: entry %d in memory %v, on disk %v", rel, i, me[i], de[i])
+				}
+			}
+		}
+	}
+	if _, err := mem.Stat(filepath.Join(memDir, "a", "nope.jpg")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Stat of a name not listed: %v, want ErrNotExist", err)
+	}
+	if _, err := mem.ReadDir(filepath.Join(memDir, "a", "1.jpg")); err == nil {
+		t.Error("ReadDir of a file succeeded")
+	}
+	if err := mem.Sparse(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"a", "a/b", "a/1.jpg", "a/b/2.jpg", "z/9.png"} {
+		ds, _ := os.Stat(filepath.Join(diskDir, rel))
+		ms, err := os.Stat(filepath.Join(memDir, rel))
+		if err != nil || !ds.ModTime().Equal(ms.ModTime()) || ds.Size() != ms.Size() {
+			t.Errorf("%s: after Sparse %v (%v), want %v", rel, ms, err, ds)
+		}
+	}
+	if ds, _ := disk.Stat(filepath.Join(diskDir, "a")); ds == nil || !ds.IsDir() {
+		t.Errorf("Stat of a view made on disk: %v", ds)
+	}
+}

@@ -47,8 +47,17 @@ var (
 // opening it. The error wraps ErrDangling, ErrLoop or ErrNotRegular (its text then names the
 // kind: "not a regular file: FIFO"), or is the stat error (permission denied ...), with the
 // operation but not the path, since callers name the entry themselves.
-func Check(path string) error {
-	st, err := stat(path)
+func Check(path string) error { return CheckIn(nil, path) }
+
+// Stater is a listing that answers os.Stat for its paths: the Files of an object store's view
+// held in memory (source.Lister), whose entries are folders and regular files, no links.
+type Stater interface {
+	Stat(path string) (fs.FileInfo, error)
+}
+
+// CheckIn is Check of an entry of the listing l, or of the file system where l is nil.
+func CheckIn(l Stater, path string) error {
+	st, err := statIn(l, path)
 	if err != nil {
 		return err
 	}
@@ -60,8 +69,11 @@ func Check(path string) error {
 
 // CheckDir is Check for an entry that must be a folder; the error wraps ErrNotFolder for
 // anything else.
-func CheckDir(path string) error {
-	st, err := stat(path)
+func CheckDir(path string) error { return CheckDirIn(nil, path) }
+
+// CheckDirIn is CheckDir of an entry of the listing l, or of the file system where l is nil.
+func CheckDirIn(l Stater, path string) error {
+	st, err := statIn(l, path)
 	if err != nil {
 		return err
 	}
@@ -71,11 +83,21 @@ func CheckDir(path string) error {
 	return nil
 }
 
-// stat follows path's symbolic links and names why that fails.
-func stat(path string) (fs.FileInfo, error) {
-	st, err := os.Stat(path)
+// statIn follows path's symbolic links and names why that fails: in the listing l where it is
+// not nil (which holds no link), else on the file system.
+func statIn(l Stater, path string) (fs.FileInfo, error) {
+	var st fs.FileInfo
+	var err error
+	if l != nil {
+		st, err = l.Stat(path)
+	} else {
+		st, err = os.Stat(path)
+	}
 	if err == nil {
 		return st, nil
+	}
+	if l != nil {
+		return nil, opError(err)
 	}
 	lst, lerr := os.Lstat(path)
 	if lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
@@ -86,11 +108,16 @@ func stat(path string) (fs.FileInfo, error) {
 			return nil, fmt.Errorf("%w: its target does not exist", ErrDangling)
 		}
 	}
+	return nil, opError(err)
+}
+
+// opError is a stat error with its operation but not its path.
+func opError(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return nil, fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
 	}
-	return nil, err
+	return err
 }
 
 // Kind names a file mode's type in words: "FIFO", "character device", ...
