@@ -626,7 +626,7 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { t.done(err) }()
+	defer func() { err = t.done(err) }()
 	// A dataset the build committed locally is there only when a build was killed while it
 	// published it: built again (its shards in the bucket are not uploaded again).
 	if err := os.RemoveAll(t.dir); err != nil {

@@ -700,12 +700,17 @@ func (s *StreamStage) checkSent(ctx context.Context, files []shard.FileEntry) er
 	return first
 }
 
-// RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), and
-// the build's checkpoint, on a context of its own, and forgets them.
+// RemoveUploads deletes the build's checkpoint and then the objects Put uploaded or was
+// uploading (a build that failed), on a context of its own, and forgets them. Where the
+// checkpoint cannot be deleted as this build's (another build took the prefix over: the
+// objects under these names are the other one's now, maybe its published dataset's; or it
+// cannot be read) nothing is deleted.
 func (s *StreamStage) RemoveUploads() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s.dropCheckpoint(ctx)
+	if s.dropCheckpoint(ctx) != nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var keys []string
@@ -719,6 +724,26 @@ func (s *StreamStage) RemoveUploads() {
 	s.b.removeAll(keys)
 	s.st.Sent = map[string]sentObject{}
 	s.save()
+}
+
+// Owned is nil while this build owns the prefix (the checkpoint there is the one it last
+// wrote, or it deleted its own before the manifest), and otherwise an error matching
+// ErrTakenOver naming the owner now.
+func (s *StreamStage) Owned(ctx context.Context) error {
+	s.mu.Lock()
+	etag := s.st.CheckpointETag
+	s.mu.Unlock()
+	if etag == "" {
+		return nil
+	}
+	data, now, err := s.b.readControl(ctx, CheckpointName)
+	if err != nil {
+		return err
+	}
+	if now != etag {
+		return fmt.Errorf("%s: %w: %s", s.b.objURL(s.b.url.keyPrefix()+CheckpointName), ErrTakenOver, s.b.controlOwner(data))
+	}
+	return nil
 }
 
 // Release releases the local folder's lock and leaves it, record included, for a resumed build.
