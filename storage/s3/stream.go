@@ -578,12 +578,25 @@ func (s *StreamStage) stored(name string, fe shard.FileEntry) (match, exists boo
 	return true, true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
 }
 
+// StoredDamagedError is the error of Keep where a file of the checkpoint is missing from the
+// store or is not what was uploaded; it matches ErrStoredDamaged.
+type StoredDamagedError struct {
+	Err error
+	// Records is how many records the checkpoint's files before it hold: a resume may go on
+	// from an earlier checkpoint that holds no more (pipeline.CutJournal).
+	Records int64
+}
+
+func (e *StoredDamagedError) Error() string { return e.Err.Error() }
+func (e *StoredDamagedError) Unwrap() error { return e.Err }
+
 // Keep checks that every file of files (a resumed build's checkpoint) is in the store as it
-// was uploaded (stored), or fails matching ErrStoredDamaged naming the first that is not, and
+// was uploaded (stored), or fails with a StoredDamagedError naming the first that is not, and
 // removes the other objects of this build under the stage's generation (uploaded after the
 // checkpoint), so that the resumed build writes them anew.
 func (s *StreamStage) Keep(files []shard.FileEntry) error {
 	keep := map[string]bool{}
+	var records int64
 	for _, fe := range files {
 		name := s.st.Gen + fe.Path
 		ok, _, err := s.stored(name, fe)
@@ -591,9 +604,10 @@ func (s *StreamStage) Keep(files []shard.FileEntry) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%s: %w (the checkpoint recorded %d bytes, SHA-256 %s)", s.b.objURL(s.b.url.keyPrefix()+name), ErrStoredDamaged, fe.Size, fe.SHA256)
+			return &StoredDamagedError{Records: records, Err: fmt.Errorf("%s: %w (the checkpoint recorded %d bytes, SHA-256 %s)", s.b.objURL(s.b.url.keyPrefix()+name), ErrStoredDamaged, fe.Size, fe.SHA256)}
 		}
 		keep[name] = true
+		records += fe.Records
 	}
 	var others []string
 	err := s.b.List(s.ctx, func(fi storage.FileInfo) error {
