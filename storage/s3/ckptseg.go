@@ -151,7 +151,7 @@ func diffJSON(prev, cur []byte) jdelta {
 	if prev != nil && bytes.Equal(prev, cur) {
 		return jdelta{Kind: deltaSame}
 	}
-	if prev != nil && len(prev) > 0 && len(cur) > 0 {
+	if len(prev) > 0 && len(cur) > 0 {
 		switch {
 		case prev[0] == '{' && cur[0] == '{':
 			pm, ok1 := splitObject(prev)

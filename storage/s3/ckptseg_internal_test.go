@@ -3,6 +3,8 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -105,7 +107,7 @@ func TestCheckpointSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, _, err := b.readControl(ctx, CheckpointName)
+	data, etag, err := b.readControl(ctx, CheckpointName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +145,7 @@ func TestCheckpointSegments(t *testing.T) {
 	}
 
 	// A checkpoint of a packer before segments.
-	etag, err := b.etag(ctx, CheckpointName)
-	if err != nil {
+	if etag, err = b.etag(ctx, CheckpointName); err != nil {
 		t.Fatal(err)
 	}
 	old, err := json.Marshal(map[string]any{"owner": "x", "host": "h", "pid": 1,
@@ -174,5 +175,34 @@ func TestCheckpointSegments(t *testing.T) {
 	opts := storage.StageOptions{Staging: func() (*storage.Staging, error) { return storage.OpenStaging(filepath.Join(tmp, "d"), "stage") }}
 	if _, err := b.StreamStage(ctx, opts, true); err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "SHA-256") {
 		t.Errorf("a resume over an edited segment: %v; want a refusal naming it and its SHA-256", err)
+	}
+	// A segment of the right SHA-256 whose change does not apply.
+	bad := []byte(`{"url":"s3://seg/ds","generation":"","journal":{"k":"app","app":["MQ=="]}}`)
+	_, ref, err := encodeSegment(segment{}, segmentPrefix+"bad.json", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(bad)
+	ref.Size, ref.SHA256 = int64(len(bad)), hex.EncodeToString(sum[:])
+	if _, err := b.client.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("seg"), Key: aws.String("ds/" + ref.Name), Body: bytes.NewReader(bad)}); err != nil {
+		t.Fatal(err)
+	}
+	data, etag, err = b.readControl(ctx, CheckpointName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp = bucketCheckpoint{}
+	if err := json.Unmarshal(data, &cp); err != nil {
+		t.Fatal(err)
+	}
+	cp.Segments = []segRef{ref}
+	if data, err = json.Marshal(cp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.putControl(ctx, CheckpointName, data, etag); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.StreamStage(ctx, opts, true); err == nil || !strings.Contains(err.Error(), ref.Name) || !strings.Contains(err.Error(), "not an array") {
+		t.Errorf("a resume over a segment that does not apply: %v; want a refusal naming it", err)
 	}
 }

@@ -400,7 +400,8 @@ func (s *StreamStage) readCheckpoint(data []byte) (streamState, []byte, []string
 			return streamState{}, nil, nil, fmt.Errorf("%s: %d bytes of SHA-256 %s, the checkpoint %s recorded %d bytes of SHA-256 %s: it was edited or damaged; build again with --force (without --resume) to start over", segURL, len(raw), got, cpURL, ref.Size, ref.SHA256)
 		}
 		var seg segment
-		if err := json.Unmarshal(raw, &seg); err == nil {
+		err = json.Unmarshal(raw, &seg)
+		if err == nil {
 			journal, err = seg.apply(&st, journal)
 		}
 		if err != nil {
