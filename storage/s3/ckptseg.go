@@ -32,6 +32,13 @@ func segmentName(name string) bool {
 	return strings.HasPrefix(name, segmentPrefix) && strings.HasSuffix(name, ".json") && !strings.Contains(name, "/")
 }
 
+// sameWriter reports whether the segments a and b were written by one build (their names
+// carry its token).
+func sameWriter(a, b string) bool {
+	n := len(segmentPrefix) + 16
+	return len(a) > n && len(b) > n && a[:n] == b[:n]
+}
+
 // segRef names a segment in the checkpoint object.
 type segRef struct {
 	Name   string `json:"name"`

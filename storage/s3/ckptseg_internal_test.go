@@ -107,7 +107,7 @@ func TestCheckpointSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	data, etag, err := b.readControl(ctx, CheckpointName)
+	data, _, err := b.readControl(ctx, CheckpointName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,8 @@ func TestCheckpointSegments(t *testing.T) {
 	}
 
 	// A checkpoint of a packer before segments.
-	if etag, err = b.etag(ctx, CheckpointName); err != nil {
+	etag, err := b.etag(ctx, CheckpointName)
+	if err != nil {
 		t.Fatal(err)
 	}
 	old, err := json.Marshal(map[string]any{"owner": "x", "host": "h", "pid": 1,
@@ -205,4 +206,36 @@ func TestCheckpointSegments(t *testing.T) {
 	if _, err := b.StreamStage(ctx, opts, true); err == nil || !strings.Contains(err.Error(), ref.Name) || !strings.Contains(err.Error(), "not an array") {
 		t.Errorf("a resume over a segment that does not apply: %v; want a refusal naming it", err)
 	}
+}
+
+// TestCheckpointDropsStraySegments: a build that deletes its checkpoint (before its manifest)
+// deletes every segment under the prefix, those no checkpoint names (a merged one a killed
+// build had not deleted yet) included, so that none stays beside the dataset.
+func TestCheckpointDropsStraySegments(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "stray")
+	b := NewWithClient(srv.Client(""), URL{Bucket: "stray", Prefix: "ds"}, Options{})
+	ctx := context.Background()
+	opts := storage.StageOptions{Staging: func() (*storage.Staging, error) { return storage.OpenStaging(t.TempDir(), "stage") }}
+	s, err := b.StreamStage(ctx, opts, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release()
+	for n := range 3 {
+		if err := s.SaveCheckpoint(fmt.Appendf(nil, `{"n":%d}`, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stray := segmentPrefix + "0123456789abcdef-7.json"
+	if _, err := b.client.PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String("stray"), Key: aws.String("ds/" + stray), Body: bytes.NewReader([]byte("{}"))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.dropCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.List(ctx, func(fi storage.FileInfo) error {
+		t.Errorf("%s is left after the checkpoint was deleted", fi.Name)
+		return nil
+	})
 }

@@ -172,7 +172,9 @@ func (s *StreamStage) open(resume bool) error {
 			return ownCP
 		}
 		if segmentName(name) {
-			return ownCP && valid && slices.Contains(prev.Segments, name)
+			// The checkpoint's segments, and those its build wrote and had not deleted yet
+			// when it was killed (named with its token, as the listed ones).
+			return ownCP && valid && slices.ContainsFunc(prev.Segments, func(listed string) bool { return sameWriter(listed, name) })
 		}
 		_, ok := prev.Sent[name]
 		return ok && valid
@@ -412,7 +414,9 @@ func (s *StreamStage) readCheckpoint(data []byte) (streamState, []byte, []string
 	return st, journal, names, nil
 }
 
-// dropCheckpoint deletes the checkpoint object if this build wrote it last, then its segments.
+// dropCheckpoint deletes the checkpoint object if this build wrote it last, then every
+// checkpoint segment under the prefix: its own, those of the checkpoints it went on from, and
+// any a killed or superseded build left unnamed (no checkpoint names them now).
 func (s *StreamStage) dropCheckpoint(ctx context.Context) error {
 	s.mu.Lock()
 	etag := s.st.CheckpointETag
@@ -425,9 +429,18 @@ func (s *StreamStage) dropCheckpoint(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.st.CheckpointETag = ""
-	names := append(slices.Clone(s.st.Segments), s.oldChain...)
 	s.chain, s.cpSent, s.cpJournal, s.st.Segments, s.oldChain = nil, nil, nil, nil, nil
 	s.mu.Unlock()
+	var names []string
+	err := s.b.List(ctx, func(fi storage.FileInfo) error {
+		if segmentName(fi.Name) {
+			names = append(names, fi.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	return s.deleteSegments(ctx, names)
 }
 
