@@ -111,6 +111,11 @@ type Entry struct {
 	// removed, and the next Write continues after the last checkpointed record. nil: the
 	// format cannot resume (a resumed build starts it anew).
 	Resume func(cfg Config, state []byte) (Output, error)
+	// CutState, when set (with Resume), is a checkpoint's state cut to the files that hold
+	// exactly its first records records (an error where no file ends there): the state of the
+	// earlier checkpoint taken when those records were written, so that a resume whose kept
+	// files are damaged from some point on goes on from before it.
+	CutState func(state []byte, records int64) ([]byte, error)
 	// Open is the format's reader half: it opens the dataset of this format that fsys holds
 	// (its manifest m already read; loc is the dataset's location, for messages) for random
 	// access, as packer inspect and preview read it. nil: the format cannot be opened so.

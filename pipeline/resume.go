@@ -24,8 +24,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -93,6 +95,108 @@ type journal struct {
 	Listing      string          `json:"listing_sha256"`
 	ListingState []byte          `json:"listing_state"`
 	Output       json.RawMessage `json:"output"` // the output's state (output.Checkpointer)
+	// Marks are where the build stood at some of its checkpoints (this one the last), from
+	// which CutJournal makes an earlier checkpoint's journal.
+	Marks []mark `json:"marks,omitempty"`
+}
+
+// mark is where a build stood at a checkpoint: the journal's members then, its lists
+// (Skipped, the output's files) by their length.
+type mark struct {
+	Inputs       int64            `json:"inputs"`
+	Drop         int64            `json:"drop"`
+	Next         string           `json:"next,omitempty"`
+	Packed       int64            `json:"packed"`
+	Records      int64            `json:"records"`
+	Bytes        int64            `json:"bytes"`
+	Counts       []int64          `json:"counts"`
+	Skipped      int              `json:"skipped"`
+	Reasons      map[string]int   `json:"reasons"`
+	BoxesDropped map[string]int64 `json:"boxes_dropped,omitempty"`
+	Listing      string           `json:"listing_sha256"`
+	ListingState []byte           `json:"listing_state"`
+}
+
+// maxMarks bounds the marks a journal keeps: the last half of them are the last checkpoints',
+// the older ones thinned out (addMark), so that the journal stays about as small as it was.
+const maxMarks = 16
+
+// mark is the journal's mark, with the listing digest l.
+func (j *journal) mark(l *listingHash) (mark, error) {
+	state, err := l.h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return mark{}, err
+	}
+	return mark{Inputs: j.Inputs, Drop: j.Drop, Next: j.Next, Packed: j.Packed, Records: j.Records, Bytes: j.Bytes,
+		Counts: slices.Clone(j.Counts), Skipped: len(j.Skipped), Reasons: maps.Clone(j.Reasons), BoxesDropped: maps.Clone(j.BoxesDropped),
+		Listing: l.sum(), ListingState: state}, nil
+}
+
+// addMark appends m to marks and, past maxMarks, drops every other one of the older half but
+// the first, so that the older marks thin out as they age (about exponentially), and the list
+// changes other than by an append only once in a few checkpoints (the bucket checkpoint's
+// segments hold appends for less).
+func addMark(marks []mark, m mark) []mark {
+	marks = append(slices.Clone(marks), m)
+	if len(marks) <= maxMarks {
+		return marks
+	}
+	older := len(marks) - maxMarks/2
+	out := marks[:1]
+	for i := 1; i < older; i++ {
+		if i%2 == 0 {
+			out = append(out, marks[i])
+		}
+	}
+	return append(out, marks[older:]...)
+}
+
+// CutJournal makes the journal of the interrupted build in the staging folder staging that of
+// its latest checkpoint (a mark) which holds at most its first records records, and which the
+// output's CutState can cut its state to: a resume whose kept files are damaged from record
+// records on (the object store's, s3.ErrStoredDamaged) goes on from there, rather than from
+// the beginning. It returns what the cut journal keeps; nil where no mark keeps any record (or
+// the output cannot cut its state): the caller starts over.
+func CutJournal(staging string, entry output.Entry, records int64) (*ResumeInfo, error) {
+	p := filepath.Join(staging, JournalName)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	body, err := checkJournalSeal(p, data)
+	if err != nil {
+		return nil, err
+	}
+	var j journal
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&j); err != nil {
+		return nil, fmt.Errorf("%w: its journal %s is damaged: %v (build without --resume to start over)", ErrResume, p, err)
+	}
+	k := -1
+	for i, m := range j.Marks {
+		if m.Records > 0 && m.Records <= records && m.Skipped <= len(j.Skipped) {
+			k = i
+		}
+	}
+	if k < 0 || entry.CutState == nil {
+		return nil, nil
+	}
+	m := j.Marks[k]
+	out, err := entry.CutState(j.Output, m.Records)
+	if err != nil {
+		return nil, nil
+	}
+	j.Inputs, j.Drop, j.Next, j.Packed, j.Records, j.Bytes = m.Inputs, m.Drop, m.Next, m.Packed, m.Records, m.Bytes
+	j.Counts, j.Skipped, j.Reasons, j.BoxesDropped = m.Counts, j.Skipped[:m.Skipped], m.Reasons, m.BoxesDropped
+	j.Listing, j.ListingState, j.Output, j.Marks = m.Listing, m.ListingState, out, j.Marks[:k+1]
+	if data, err = json.Marshal(j); err != nil {
+		return nil, err
+	}
+	if err := fileutil.WriteFileAtomic(p, sealJournal(data)); err != nil {
+		return nil, err
+	}
+	return &ResumeInfo{Inputs: m.Inputs, Records: m.Records}, nil
 }
 
 // journalOptions are what decides a build's bytes, as the journal records them, and where the

@@ -285,3 +285,35 @@ func TestResumeSkipReadSourceModified(t *testing.T) {
 		t.Fatalf("a checkpoint that covers no input: %v", err)
 	}
 }
+
+// TestAddMark: a journal keeps at most maxMarks marks, the last half of them the last
+// checkpoints', the older ones thinned out but the first one kept, in order, and the list
+// changes other than by an append at most once in 4 checkpoints.
+func TestAddMark(t *testing.T) {
+	var marks []mark
+	thinned := 0
+	for n := int64(1); n <= 1000; n++ {
+		prev := marks
+		marks = addMark(marks, mark{Records: n})
+		if len(marks) > maxMarks {
+			t.Fatalf("%d marks after %d checkpoints; want at most %d", len(marks), n, maxMarks)
+		}
+		if len(marks) != len(prev)+1 {
+			thinned++
+		}
+	}
+	if thinned > 1000/4 {
+		t.Errorf("the marks were thinned at %d of 1000 checkpoints; want at most 1 in 4", thinned)
+	}
+	for i := range marks {
+		if i > 0 && marks[i].Records <= marks[i-1].Records {
+			t.Fatalf("marks out of order: %v", marks)
+		}
+		if k := len(marks) - 1 - i; k < maxMarks/2 && marks[i].Records != 1000-int64(k) {
+			t.Fatalf("mark %d is of record %d; want the last %d checkpoints kept: %v", i, marks[i].Records, maxMarks/2, marks)
+		}
+	}
+	if marks[0].Records != 1 {
+		t.Errorf("the first mark is of record %d; want the first checkpoint's kept", marks[0].Records)
+	}
+}

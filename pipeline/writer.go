@@ -88,6 +88,7 @@ type recordWriter struct {
 	curName string
 	list    listingHash // digest of the inputs done, for the journal
 	closed  bool        // Close was called: abort leaves the output alone
+	marks   []mark      // where the build stood at its last checkpoints (the journal's marks)
 }
 
 // newRecordWriter returns the writer of b's build: empty, or a resumed build's at its
@@ -116,6 +117,7 @@ func newRecordWriter(b *builder) (*recordWriter, error) {
 		return nil, err
 	}
 	w.sum.Resumed = &ResumeInfo{Inputs: j.Inputs, Records: j.Records}
+	w.marks = j.Marks
 	return w, nil
 }
 
@@ -302,6 +304,12 @@ func (w *recordWriter) checkpoint(state []byte) error {
 	if j.Options, err = b.journalOptions(); err != nil {
 		return err
 	}
+	m, err := j.mark(&w.list)
+	if err != nil {
+		return err
+	}
+	w.marks = addMark(w.marks, m)
+	j.Marks = w.marks
 	if err := j.write(b.staging, &w.list); err != nil {
 		return err
 	}

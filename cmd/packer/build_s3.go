@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/packer-dev/packer/internal/humanize"
 	"github.com/packer-dev/packer/internal/progress"
@@ -185,8 +186,11 @@ func openStreamTarget(ctx context.Context, out string, force, resume bool, part 
 // the checkpoint in the bucket); an interrupted build's checkpoint
 // (pipeline.CheckpointKeptError), or a refused resume's, is kept with its uploads for --resume,
 // the local folder's lock released. A build that another one took over (s3.ErrTakenOver)
-// deletes nothing in the bucket: the objects there are the other build's now.
-func (t *streamTarget) done(err error) {
+// deletes nothing in the bucket: the objects there are the other build's now. A build that
+// failed otherwise checks first that it still owns the prefix (a resume elsewhere may have
+// taken it over while it ran, and published): if not, it deletes nothing either, and its
+// error says who owns the prefix. done returns the build's error.
+func (t *streamTarget) done(err error) error {
 	var kept *pipeline.CheckpointKeptError
 	switch {
 	case err == nil || errors.Is(err, s3.ErrTakenOver):
@@ -194,11 +198,18 @@ func (t *streamTarget) done(err error) {
 	case errors.As(err, &kept) || errors.Is(err, pipeline.ErrResume):
 		t.stage.Release()
 	default:
-		if !errors.Is(err, s3.ErrFilesKept) { // their manifest may be in place
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if oerr := t.stage.Owned(ctx); errors.Is(oerr, s3.ErrTakenOver) {
+			err = fmt.Errorf("%w (nothing of this build's was deleted: %w)", err, oerr)
+		} else if !errors.Is(err, s3.ErrFilesKept) && !errors.Is(err, s3.ErrDatasetExists) {
+			// Not where this build's manifest may be in place, nor where another build's
+			// (published while this one ran, maybe with the objects this one uploaded).
 			t.stage.RemoveUploads()
 		}
 		t.stage.Discard()
 	}
+	return err
 }
 
 // stagingPatterns name the local staging folders of the object-store commands in $TMPDIR: a

@@ -626,7 +626,7 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() { t.done(err) }()
+	defer func() { err = t.done(err) }()
 	// A dataset the build committed locally is there only when a build was killed while it
 	// published it: built again (its shards in the bucket are not uploaded again).
 	if err := os.RemoveAll(t.dir); err != nil {
@@ -644,10 +644,24 @@ func runStreamBuild(ctx context.Context, o *buildOptions) (err error) {
 	}
 	o.store, o.uploadBusy, o.saveCheckpoint = t.store, t.stage.Busy, t.stage.SaveCheckpoint
 	err = runBuildTo(ctx, o, t.dir, t.publish)
-	if o.Resume && errors.Is(err, s3.ErrStoredDamaged) {
-		fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
-		if rerr := os.Remove(filepath.Join(t.dir+pipeline.StagingSuffix, pipeline.JournalName)); rerr != nil {
-			return errors.Join(err, rerr)
+	var damaged *s3.StoredDamagedError
+	if o.Resume && errors.As(err, &damaged) {
+		staging := t.dir + pipeline.StagingSuffix
+		entry, eerr := outputFor(shard.FormatShards) // a streamed build writes shards
+		if eerr != nil {
+			return errors.Join(err, eerr)
+		}
+		kept, cerr := pipeline.CutJournal(staging, entry, damaged.Records)
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if kept != nil {
+			fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build goes on from its checkpoint before that shard (%d inputs, %d records kept); the shards from there are built and uploaded again\n", err, kept.Inputs, kept.Records)
+		} else {
+			fmt.Fprintf(o.IO.Err, "packer: %v\npacker: the build starts over; the shards the store holds intact are not uploaded again\n", err)
+			if rerr := os.Remove(filepath.Join(staging, pipeline.JournalName)); rerr != nil {
+				return errors.Join(err, rerr)
+			}
 		}
 		err = runBuildTo(ctx, o, t.dir, t.publish)
 	}

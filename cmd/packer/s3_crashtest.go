@@ -45,3 +45,27 @@ func init() {
 		}
 	}
 }
+
+// Only in the crash-test binary: with PACKER_TEST_S3_PAUSE_AFTER=N and PACKER_TEST_S3_GO_ON=FILE,
+// a build to object storage pauses once N shards are uploaded, saying so on stderr, until FILE
+// exists, and then goes on, so that a test can run another build of the same OUT meanwhile.
+func init() {
+	n, err := strconv.Atoi(os.Getenv("PACKER_TEST_S3_PAUSE_AFTER"))
+	goOn := os.Getenv("PACKER_TEST_S3_GO_ON")
+	if err != nil || n < 1 || goOn == "" {
+		return
+	}
+	var stored atomic.Int64
+	s3ShardStoredHook = func(name string) {
+		if stored.Add(1) != int64(n) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "packer-test: paused after %d shards uploaded\n", n)
+		for {
+			if _, err := os.Stat(goOn); err == nil {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

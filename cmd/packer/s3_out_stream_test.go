@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage/s3"
 	"github.com/packer-dev/packer/storage/s3/s3test"
 )
@@ -88,6 +90,21 @@ func TestS3StreamedBuild(t *testing.T) {
 	mustRun(t, "verify", "s3://stream/ds")
 }
 
+// checkResumedAt checks that a resumed build (its summary sum) went on from after the shard
+// first, a local file (the inputs before it were not decoded again): the fashion-mnist build of
+// streamArgs packs one record per input.
+func checkResumedAt(t *testing.T, sum buildSummary, first string) {
+	t.Helper()
+	r, err := shard.Open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n := int64(r.Len()); sum.Resumed == nil || sum.Resumed.Inputs != n || sum.Resumed.Records != n {
+		t.Errorf("the resume took over %+v; want the %d inputs and records of the shard before the damaged one", sum.Resumed, n)
+	}
+}
+
 // killedStreamBuild runs a build of streamArgs into s3://bucket/ds in the crash-test binary bin,
 // stops it once 5 shards are uploaded, and kills it (SIGKILL). It returns the build's arguments.
 func killedStreamBuild(t *testing.T, bin, bucket string) []string {
@@ -141,8 +158,9 @@ func (c *putCounter) count(path string) int {
 // kept is resumed by the same build with --resume: the shards of the checkpoint are checked in
 // the bucket (size and ETag against the record of the uploads) and kept, not uploaded again,
 // and the dataset is the bytes of an uninterrupted build. When a kept shard's object is gone
-// from the bucket, the resume says so and starts over, uploading again only what the bucket
-// lacks: the same bytes again.
+// from the bucket (shard-00001.pks), the resume says so and goes on from the checkpoint
+// before it: the inputs of shard-00000.pks are not decoded again nor is it uploaded again, and
+// the dataset is the same bytes again.
 func TestS3StreamedResume(t *testing.T) {
 	srv := s3Setup(t, "resume")
 	srv.Bucket(t, "damaged")
@@ -172,17 +190,22 @@ func TestS3StreamedResume(t *testing.T) {
 		t.Errorf("the resumed build's objects differ from the uninterrupted build's files (%d objects, %d files)", len(got), len(want))
 	}
 
-	// A kept shard removed from the bucket: the build starts over.
+	// A kept shard removed from the bucket: the build goes on from before it.
 	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
 	args = killedStreamBuild(t, bin, "damaged")
 	if _, err := srv.Client("").DeleteObject(context.Background(), &awss3.DeleteObjectInput{Bucket: aws.String("damaged"), Key: aws.String("ds/shard-00001.pks")}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
-	_, errs, code := run(t, append(args, "--resume")...)
-	if code != 0 || !strings.Contains(errs, "shard-00001.pks") || !strings.Contains(errs, "starts over") {
-		t.Errorf("the resume over a missing shard: exit %d, stderr %q; want it to start over naming the shard", code, errs)
+	stdout, errs, code := run(t, append(args, "--resume", "--json")...)
+	if code != 0 || !strings.Contains(errs, "shard-00001.pks") || !strings.Contains(errs, "goes on from its checkpoint before that shard") {
+		t.Errorf("the resume over a missing shard: exit %d, stderr %q; want it to go on from before the shard, naming it", code, errs)
 	}
+	var sum buildSummary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatalf("the resume's summary: %v\n%s", err, stdout)
+	}
+	checkResumedAt(t, sum, filepath.Join(local, "shard-00000.pks"))
 	if n, m := counter.count("/damaged/ds/shard-00000.pks"), counter.count("/damaged/ds/shard-00001.pks"); n != 0 || m == 0 {
 		t.Errorf("PUTs of shard-00000.pks (intact) %d, of shard-00001.pks (removed) %d; want none and some", n, m)
 	}

@@ -41,8 +41,9 @@ func resumeElsewhere(t *testing.T, tmp, out string, args []string) (buildSummary
 // pod, a requeued job on another node), is resumed with --resume from the bucket's checkpoint:
 // the kept shards are checked in the bucket and not uploaded again, fewer inputs are decoded
 // than a fresh build decodes, and the dataset is the bytes of an uninterrupted build, with no
-// checkpoint left beside it. A kept shard overwritten in the bucket makes the resumed build
-// start over (the same bytes again, the damaged shard uploaded anew). A second build of the
+// checkpoint left beside it. A kept shard overwritten in the bucket makes the resumed build go
+// on from the checkpoint before it (the same bytes again, the damaged shard uploaded anew, the
+// inputs before it not decoded again). A second build of the
 // prefix while the first's checkpoint is there is refused, naming it.
 func TestS3ResumeOnAnotherMachine(t *testing.T) {
 	srv := s3Setup(t, "elsewhere")
@@ -94,7 +95,8 @@ func TestS3ResumeOnAnotherMachine(t *testing.T) {
 	}
 	mustRun(t, "verify", "s3://elsewhere/ds")
 
-	// A kept shard overwritten in the bucket: the build starts over, to the same bytes.
+	// A kept shard overwritten in the bucket: the build goes on from before it, to the same
+	// bytes.
 	t.Setenv("AWS_ENDPOINT_URL", srv.Endpoint)
 	args = killedStreamBuild(t, bin, "overwritten")
 	if _, err := srv.Client("").PutObject(context.Background(), &awss3.PutObjectInput{
@@ -104,9 +106,10 @@ func TestS3ResumeOnAnotherMachine(t *testing.T) {
 	}
 	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
 	sum, errs = resumeElsewhere(t, tmp, "s3://overwritten/ds", args)
-	if !strings.Contains(errs, "shard-00001.pks") || !strings.Contains(errs, "starts over") || sum.Resumed != nil {
-		t.Errorf("the resume over an overwritten shard: resumed %+v, stderr %q; want it to start over naming the shard", sum.Resumed, errs)
+	if !strings.Contains(errs, "shard-00001.pks") || !strings.Contains(errs, "goes on from its checkpoint before that shard") {
+		t.Errorf("the resume over an overwritten shard: resumed %+v, stderr %q; want it to go on from before the shard, naming it", sum.Resumed, errs)
 	}
+	checkResumedAt(t, sum, filepath.Join(local, "shard-00000.pks"))
 	if n, m := counter.count("/overwritten/ds/shard-00000.pks"), counter.count("/overwritten/ds/shard-00001.pks"); n != 0 || m == 0 {
 		t.Errorf("PUTs of shard-00000.pks (intact) %d, of shard-00001.pks (overwritten) %d; want none and some", n, m)
 	}

@@ -23,11 +23,12 @@ import (
 // Entry is the output format entry of --format shards, for the command's table of formats.
 // verify checks shard files itself (header, index, footer and checksums), so Check is nil.
 var Entry = output.Entry{
-	Name:    shard.FormatShards,
-	New:     New,
-	Version: Version,
-	Resume:  Resume,
-	Open:    output.OpenShardDataset,
+	Name:     shard.FormatShards,
+	New:      New,
+	Version:  Version,
+	Resume:   Resume,
+	CutState: CutState,
+	Open:     output.OpenShardDataset,
 	// A shard holds every kind of field (FORMAT.md, "Fields"): only what every format checks
 	// (Entry.CheckFields) is refused.
 	FieldCheck: func(shard.Field) error { return nil },
@@ -288,6 +289,27 @@ func (o *shardOutput) SetCheckpoint(every time.Duration, fn func(state []byte) e
 // resumeState is what a checkpoint records: the shards complete, synced and renamed.
 type resumeState struct {
 	Files []shard.FileEntry `json:"files"`
+}
+
+// CutState is the checkpoint state state cut to the shards that hold its first records
+// records (output.Entry.CutState).
+func CutState(state []byte, records int64) ([]byte, error) {
+	var st resumeState
+	if err := json.Unmarshal(state, &st); err != nil {
+		return nil, fmt.Errorf("resume: the checkpoint's shard list: %w", err)
+	}
+	var n int64
+	for k, fe := range st.Files {
+		if n == records {
+			st.Files = st.Files[:k]
+			return json.Marshal(st)
+		}
+		n += fe.Records
+	}
+	if n != records {
+		return nil, fmt.Errorf("resume: no shard of the checkpoint ends at record %d", records)
+	}
+	return json.Marshal(st)
 }
 
 // checkpointNow waits until every finished shard is hashed, written and committed and the

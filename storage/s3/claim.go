@@ -37,7 +37,9 @@ const CheckpointName = ".packer-checkpoint.json"
 const ClaimName = ".packer-claim.json"
 
 // controlObject reports whether name (relative to the prefix) is a control object.
-func controlObject(name string) bool { return name == CheckpointName || name == ClaimName }
+func controlObject(name string) bool {
+	return name == CheckpointName || name == ClaimName || segmentName(name)
+}
 
 // maxControlSize bounds a control object read back: a checkpoint holds a journal (bounded as a
 // manifest) and the record of the uploads (about as large).

@@ -2,6 +2,8 @@ package s3
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +64,16 @@ type StreamStage struct {
 	owner   owner  // this build, as its checkpoint object names it
 	journal []byte // the journal of the bucket's checkpoint, where it is newer than the local one (TakenJournal)
 
+	// The checkpoint in the bucket as this build last wrote it (under mu): its segments, and
+	// the record and journal they make, from which the next segment is the change; seq numbers
+	// the segments this build writes; oldChain are the segments of the checkpoint the build
+	// went on from, deleted once it has written its own.
+	chain     []chainSeg
+	cpSent    map[string]sentObject
+	cpJournal []byte
+	seq       int
+	oldChain  []string
+
 	busy      int           // Puts running (under mu)
 	busySince time.Time     // when busy last went from 0 to 1
 	busyTotal time.Duration // the time with a Put running, before busySince
@@ -79,13 +92,18 @@ type streamState struct {
 	// CheckpointETag is the ETag of the checkpoint object (CheckpointName) as this build last
 	// wrote it ("": it has not written one yet), the condition of its next write.
 	CheckpointETag string `json:"checkpoint_etag,omitempty"`
+	// Segments are the segment objects that checkpoint names (ckptseg.go), in order.
+	Segments []string `json:"checkpoint_segments,omitempty"`
 }
 
-// bucketCheckpoint is what the checkpoint object holds.
+// bucketCheckpoint is what the checkpoint object holds: its owner and its segments
+// (ckptseg.go). A packer before segments wrote the record of the uploads and the journal in
+// the object itself (State, Journal), which a resume still reads.
 type bucketCheckpoint struct {
 	owner
-	State   streamState `json:"uploads"`
-	Journal []byte      `json:"journal,omitempty"` // the build's resume journal, sealed
+	Segments []segRef     `json:"segments,omitempty"`
+	State    *streamState `json:"uploads,omitempty"`
+	Journal  []byte       `json:"journal,omitempty"` // the build's resume journal, sealed
 }
 
 type sentObject struct {
@@ -153,6 +171,11 @@ func (s *StreamStage) open(resume bool) error {
 		if name == CheckpointName {
 			return ownCP
 		}
+		if segmentName(name) {
+			// The checkpoint's segments, and those its build wrote and had not deleted yet
+			// when it was killed (named with its token, as the listed ones).
+			return ownCP && valid && slices.ContainsFunc(prev.Segments, func(listed string) bool { return sameWriter(listed, name) })
+		}
 		_, ok := prev.Sent[name]
 		return ok && valid
 	}}
@@ -172,6 +195,9 @@ func (s *StreamStage) open(resume bool) error {
 			return fmt.Errorf("%s: the dataset there was replaced or removed since the interrupted build started; build again without --resume", b.url)
 		}
 		s.st = prev
+		if ownCP {
+			s.oldChain = slices.Clone(prev.Segments)
+		}
 	} else {
 		if resume {
 			// No record (another machine's build, or none): the objects there are checked by
@@ -229,18 +255,21 @@ func (s *StreamStage) takeCheckpoint() (streamState, bool, string, error) {
 	if err != nil || data == nil {
 		return streamState{}, false, etag, err
 	}
-	var cp bucketCheckpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
-		return streamState{}, false, "", fmt.Errorf("%s: %w; build again with --force (without --resume) to start over", s.b.objURL(s.b.url.keyPrefix()+CheckpointName), err)
+	st, journal, names, err := s.readCheckpoint(data)
+	if err != nil {
+		return streamState{}, false, "", err
 	}
 	if err := s.empty(); err != nil {
 		return streamState{}, false, "", err
 	}
-	if cp.State.URL != s.b.url.String() {
+	// The segments of the checkpoint taken over go once this build has written its own.
+	s.oldChain = names
+	if st.URL != s.b.url.String() {
 		return streamState{}, false, etag, nil // not this OUT's: taken over, but not gone on from
 	}
-	s.journal = cp.Journal
-	return cp.State, true, etag, nil
+	s.journal = journal
+	st.CheckpointETag, st.Segments = "", nil
+	return st, true, etag, nil
 }
 
 // TakenJournal is the resume journal of the checkpoint a resumed build took from the bucket
@@ -260,30 +289,134 @@ func (s *StreamStage) SaveCheckpoint(journal []byte) error {
 	return s.save()
 }
 
-// writeCheckpoint writes the checkpoint object (journal and the record of the uploads) on
-// the condition s.st.CheckpointETag, and records its new ETag.
+// writeCheckpoint writes the checkpoint (ckptseg.go): a segment object with what changed since
+// the last checkpoint (merged with the last segments while their levels are equal), then the
+// checkpoint object naming the segments, on the condition s.st.CheckpointETag; it records the
+// new ETag, and deletes the segments the new one replaces (and, at a build's first checkpoint,
+// those of the checkpoint it went on from).
 func (s *StreamStage) writeCheckpoint(journal []byte) error {
 	s.mu.Lock()
 	st := s.st
 	st.Sent = maps.Clone(s.st.Sent)
+	chain, cpSent, cpJournal := s.chain, s.cpSent, s.cpJournal
+	s.seq++
+	name := fmt.Sprintf("%s%s-%d.json", segmentPrefix, s.owner.Token[:16], s.seq)
 	s.mu.Unlock()
-	match := st.CheckpointETag
-	st.CheckpointETag = ""
-	data, err := json.Marshal(bucketCheckpoint{owner: s.owner, State: st, Journal: journal})
+	seg := newSegment(cpSent, cpJournal, st, journal)
+	level := 0
+	var gone []string
+	for n := len(chain); n > 0 && chain[n-1].ref.Level == level; n = len(chain) {
+		var err error
+		if seg, err = composeSegments(chain[n-1].seg, seg); err != nil {
+			return fmt.Errorf("%s: merge the checkpoint's segments: %w", s.b.url, err)
+		}
+		gone = append(gone, chain[n-1].ref.Name)
+		chain, level = chain[:n-1], level+1
+	}
+	data, ref, err := encodeSegment(seg, name, level)
 	if err != nil {
 		return err
 	}
-	etag, err := s.b.putControl(s.ctx, CheckpointName, data, match)
+	if _, err := s.b.putControl(s.ctx, name, data, ""); err != nil {
+		return fmt.Errorf("%s: keep the build's checkpoint: %w", s.b.url, err)
+	}
+	chain = append(slices.Clone(chain), chainSeg{ref: ref, seg: seg})
+	refs := make([]segRef, len(chain))
+	for i, c := range chain {
+		refs[i] = c.ref
+	}
+	data, err = json.Marshal(bucketCheckpoint{owner: s.owner, Segments: refs})
 	if err != nil {
+		return err
+	}
+	etag, err := s.b.putControl(s.ctx, CheckpointName, data, st.CheckpointETag)
+	if err != nil {
+		// The segment is this build's, and no checkpoint names it.
+		s.b.removeAll([]string{s.b.url.keyPrefix() + name})
 		return fmt.Errorf("%s: keep the build's checkpoint: %w", s.b.url, err)
 	}
 	s.mu.Lock()
 	s.st.CheckpointETag = etag
+	s.chain, s.cpSent, s.cpJournal = chain, st.Sent, journal
+	s.st.Segments = make([]string, len(chain))
+	for i, c := range chain {
+		s.st.Segments[i] = c.ref.Name
+	}
+	gone = append(gone, s.oldChain...)
+	s.oldChain = nil
 	s.mu.Unlock()
+	return s.deleteSegments(s.ctx, gone)
+}
+
+// chainSeg is a segment of the build's checkpoint, as written.
+type chainSeg struct {
+	ref segRef
+	seg segment
+}
+
+// deleteSegments deletes the segment objects names.
+func (s *StreamStage) deleteSegments(ctx context.Context, names []string) error {
+	keys := make([]string, len(names))
+	for i, n := range names {
+		keys[i] = s.b.url.keyPrefix() + n
+	}
+	if err := s.b.deleteKeys(ctx, keys); err != nil {
+		return fmt.Errorf("%s: delete the checkpoint's old segments: %w", s.b.url, err)
+	}
 	return nil
 }
 
-// dropCheckpoint deletes the checkpoint object if this build wrote it last.
+// readCheckpoint is the record of the uploads and the journal that the checkpoint object data
+// names: in its segments (each read back and checked against its size and SHA-256, then
+// applied in order), or, in a checkpoint written by a packer before segments, in the object
+// itself. It also returns the segments' names.
+func (s *StreamStage) readCheckpoint(data []byte) (streamState, []byte, []string, error) {
+	cpURL := s.b.objURL(s.b.url.keyPrefix() + CheckpointName)
+	var cp bucketCheckpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return streamState{}, nil, nil, fmt.Errorf("%s: %w; build again with --force (without --resume) to start over", cpURL, err)
+	}
+	if cp.Segments == nil {
+		if cp.State == nil {
+			return streamState{}, nil, nil, fmt.Errorf("%s: it names no segments and holds no record of the uploads: not a checkpoint packer wrote; build again with --force (without --resume) to start over", cpURL)
+		}
+		return *cp.State, cp.Journal, nil, nil
+	}
+	var st streamState
+	var journal []byte
+	var names []string
+	for _, ref := range cp.Segments {
+		if !segmentName(ref.Name) {
+			return streamState{}, nil, nil, fmt.Errorf("%s: it names %q, not a checkpoint segment; build again with --force (without --resume) to start over", cpURL, ref.Name)
+		}
+		segURL := s.b.objURL(s.b.url.keyPrefix() + ref.Name)
+		raw, _, err := s.b.readControl(s.ctx, ref.Name)
+		if err != nil {
+			return streamState{}, nil, nil, err
+		}
+		if raw == nil {
+			return streamState{}, nil, nil, fmt.Errorf("%s: the checkpoint %s names it, and it is gone (the build that wrote it checkpointed again meanwhile?); try again, or build again with --force (without --resume) to start over", segURL, cpURL)
+		}
+		sum := sha256.Sum256(raw)
+		if got := hex.EncodeToString(sum[:]); int64(len(raw)) != ref.Size || got != ref.SHA256 {
+			return streamState{}, nil, nil, fmt.Errorf("%s: %d bytes of SHA-256 %s, the checkpoint %s recorded %d bytes of SHA-256 %s: it was edited or damaged; build again with --force (without --resume) to start over", segURL, len(raw), got, cpURL, ref.Size, ref.SHA256)
+		}
+		var seg segment
+		err = json.Unmarshal(raw, &seg)
+		if err == nil {
+			journal, err = seg.apply(&st, journal)
+		}
+		if err != nil {
+			return streamState{}, nil, nil, fmt.Errorf("%s: %w; build again with --force (without --resume) to start over", segURL, err)
+		}
+		names = append(names, ref.Name)
+	}
+	return st, journal, names, nil
+}
+
+// dropCheckpoint deletes the checkpoint object if this build wrote it last, then every
+// checkpoint segment under the prefix: its own, those of the checkpoints it went on from, and
+// any a killed or superseded build left unnamed (no checkpoint names them now).
 func (s *StreamStage) dropCheckpoint(ctx context.Context) error {
 	s.mu.Lock()
 	etag := s.st.CheckpointETag
@@ -296,8 +429,19 @@ func (s *StreamStage) dropCheckpoint(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.st.CheckpointETag = ""
+	s.chain, s.cpSent, s.cpJournal, s.st.Segments, s.oldChain = nil, nil, nil, nil, nil
 	s.mu.Unlock()
-	return nil
+	var names []string
+	err := s.b.List(ctx, func(fi storage.FileInfo) error {
+		if segmentName(fi.Name) {
+			names = append(names, fi.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.deleteSegments(ctx, names)
 }
 
 // empty removes everything in the stage's folder but its lock.
@@ -448,12 +592,25 @@ func (s *StreamStage) stored(name string, fe shard.FileEntry) (match, exists boo
 	return true, true, s.record(name, sentObject{Size: fe.Size, SHA256: fe.SHA256, ETag: etag})
 }
 
+// StoredDamagedError is the error of Keep where a file of the checkpoint is missing from the
+// store or is not what was uploaded; it matches ErrStoredDamaged.
+type StoredDamagedError struct {
+	Err error
+	// Records is how many records the checkpoint's files before it hold: a resume may go on
+	// from an earlier checkpoint that holds no more (pipeline.CutJournal).
+	Records int64
+}
+
+func (e *StoredDamagedError) Error() string { return e.Err.Error() }
+func (e *StoredDamagedError) Unwrap() error { return e.Err }
+
 // Keep checks that every file of files (a resumed build's checkpoint) is in the store as it
-// was uploaded (stored), or fails matching ErrStoredDamaged naming the first that is not, and
+// was uploaded (stored), or fails with a StoredDamagedError naming the first that is not, and
 // removes the other objects of this build under the stage's generation (uploaded after the
 // checkpoint), so that the resumed build writes them anew.
 func (s *StreamStage) Keep(files []shard.FileEntry) error {
 	keep := map[string]bool{}
+	var records int64
 	for _, fe := range files {
 		name := s.st.Gen + fe.Path
 		ok, _, err := s.stored(name, fe)
@@ -461,9 +618,10 @@ func (s *StreamStage) Keep(files []shard.FileEntry) error {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%s: %w (the checkpoint recorded %d bytes, SHA-256 %s)", s.b.objURL(s.b.url.keyPrefix()+name), ErrStoredDamaged, fe.Size, fe.SHA256)
+			return &StoredDamagedError{Records: records, Err: fmt.Errorf("%s: %w (the checkpoint recorded %d bytes, SHA-256 %s)", s.b.objURL(s.b.url.keyPrefix()+name), ErrStoredDamaged, fe.Size, fe.SHA256)}
 		}
 		keep[name] = true
+		records += fe.Records
 	}
 	var others []string
 	err := s.b.List(s.ctx, func(fi storage.FileInfo) error {
@@ -570,12 +728,17 @@ func (s *StreamStage) checkSent(ctx context.Context, files []shard.FileEntry) er
 	return first
 }
 
-// RemoveUploads deletes the objects Put uploaded or was uploading (a build that failed), and
-// the build's checkpoint, on a context of its own, and forgets them.
+// RemoveUploads deletes the build's checkpoint and then the objects Put uploaded or was
+// uploading (a build that failed), on a context of its own, and forgets them. Where the
+// checkpoint cannot be deleted as this build's (another build took the prefix over: the
+// objects under these names are the other one's now, maybe its published dataset's; or it
+// cannot be read) nothing is deleted.
 func (s *StreamStage) RemoveUploads() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s.dropCheckpoint(ctx)
+	if s.dropCheckpoint(ctx) != nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var keys []string
@@ -589,6 +752,26 @@ func (s *StreamStage) RemoveUploads() {
 	s.b.removeAll(keys)
 	s.st.Sent = map[string]sentObject{}
 	s.save()
+}
+
+// Owned is nil while this build owns the prefix (the checkpoint there is the one it last
+// wrote, or it deleted its own before the manifest), and otherwise an error matching
+// ErrTakenOver naming the owner now.
+func (s *StreamStage) Owned(ctx context.Context) error {
+	s.mu.Lock()
+	etag := s.st.CheckpointETag
+	s.mu.Unlock()
+	if etag == "" {
+		return nil
+	}
+	data, now, err := s.b.readControl(ctx, CheckpointName)
+	if err != nil {
+		return err
+	}
+	if now != etag {
+		return fmt.Errorf("%s: %w: %s", s.b.objURL(s.b.url.keyPrefix()+CheckpointName), ErrTakenOver, s.b.controlOwner(data))
+	}
+	return nil
 }
 
 // Release releases the local folder's lock and leaves it, record included, for a resumed build.
