@@ -259,9 +259,9 @@ func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, pro
 	return m, copies, sum, nil
 }
 
-// cutCheckParallel is the number of parts CheckCutParts checks at once: in a bucket each
-// check is a few small requests (a HEAD and ranged GETs of each shard's header, index and
-// footer), whose round trips are what it waits for.
+// cutCheckParallel is the number of parts CheckCutParts checks, and ReadPartsFS reads the
+// manifests of, at once: in a bucket each is a few small requests (a HEAD and ranged GETs of
+// each shard's header, index and footer), whose round trips are what it waits for.
 const cutCheckParallel = 8
 
 // checkCutFSs opens each part k of parts in fss[k] and checks it (checkCutDataset),
