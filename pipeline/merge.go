@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/packer-dev/packer/internal/humanize"
@@ -94,9 +95,23 @@ func ReadPartsFS(dirs []string, fss []shard.FS, formats []string) (*Parts, error
 		dir string
 		m   *shard.Manifest
 	}
+	// The manifests are read several at once (in a bucket, a request each), checked in order.
+	ms, errs := make([]*shard.Manifest, len(dirs)), make([]error, len(dirs))
+	sem := make(chan struct{}, cutCheckParallel)
+	var wg sync.WaitGroup
+	for i := range dirs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ms[i], errs[i] = shard.ReadManifestFormats(fss[i], formats)
+		}()
+	}
+	wg.Wait()
 	parts := make([]part, 0, len(dirs))
 	for i, d := range dirs {
-		m, err := shard.ReadManifestFormats(fss[i], formats)
+		m, err := ms[i], errs[i]
 		if err != nil {
 			return nil, fmt.Errorf("part %s: %w", d, err)
 		}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
 	"syscall"
 
 	"github.com/packer-dev/packer/internal/fileutil"
@@ -234,19 +235,14 @@ func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, pro
 		return nil, nil, nil, fmt.Errorf("%w: %d inputs skipped over all parts, more than --max-errors %d", ErrTooManyErrors, skipped, info.MaxErrors)
 	}
 	c := newCutMerge(parts, shardName)
+	bytes, errs := checkCutFSs(parts, fss)
 	var copies []CutCopy
-	for k, d := range parts.Dirs {
+	for k := range parts.Dirs {
 		pm := parts.Manifests[k]
-		ds, err := shard.OpenDatasetFS(fss[k], shard.ReaderOptions{})
-		if err != nil {
-			return nil, nil, nil, &PartError{Dir: d, Faults: []string{err.Error()}}
+		if errs[k] != nil {
+			return nil, nil, nil, errs[k]
 		}
-		bytes, err := checkCutDataset(ds, d, pm)
-		ds.Close()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		if _, err := c.add(k, bytes); err != nil {
+		if _, err := c.add(k, bytes[k]); err != nil {
 			return nil, nil, nil, err
 		}
 		for _, fe := range pm.Files {
@@ -261,6 +257,36 @@ func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, pro
 		return nil, nil, nil, err
 	}
 	return m, copies, sum, nil
+}
+
+// cutCheckParallel is the number of parts CheckCutParts checks, and ReadPartsFS reads the
+// manifests of, at once: in a bucket each is a few small requests (a HEAD and ranged GETs of
+// each shard's header, index and footer), whose round trips are what it waits for.
+const cutCheckParallel = 8
+
+// checkCutFSs opens each part k of parts in fss[k] and checks it (checkCutDataset),
+// cutCheckParallel parts at once: bytes[k] is part k's record bytes, errs[k] its fault.
+func checkCutFSs(parts *Parts, fss []shard.FS) (bytes []int64, errs []error) {
+	bytes, errs = make([]int64, len(parts.Dirs)), make([]error, len(parts.Dirs))
+	sem := make(chan struct{}, cutCheckParallel)
+	var wg sync.WaitGroup
+	for k, d := range parts.Dirs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			ds, err := shard.OpenDatasetFS(fss[k], shard.ReaderOptions{})
+			if err != nil {
+				errs[k] = &PartError{Dir: d, Faults: []string{err.Error()}}
+				return
+			}
+			defer ds.Close()
+			bytes[k], errs[k] = checkCutDataset(ds, d, parts.Manifests[k])
+		}()
+	}
+	wg.Wait()
+	return bytes, errs
 }
 
 // cutString names a shard's chunk and piece.

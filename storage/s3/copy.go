@@ -28,6 +28,11 @@ import (
 // is copied in parts (UploadPartCopy).
 const MaxCopySize = 5 << 30
 
+// copyParallel is the number of objects CopyPublish copies at once. A copy moves no bytes
+// through this machine: what bounds it is the store, which serves many such requests at once,
+// so more are in flight than the Parallel uploads that each send bytes from here.
+const copyParallel = 16
+
 // PinnedFS reads the objects below a backend's prefix for a check that must not read more than
 // it asks for (shard.OpenDatasetFS of a part: headers, indexes, footers): every read is one
 // exact ranged GET (no chunk cache), pinned to the ETag the object had when it was opened, and
@@ -160,7 +165,7 @@ func (b *Backend) CopyPublish(ctx context.Context, m *shard.Manifest, manifest [
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(srcs))
-	sem := make(chan struct{}, b.opts.Parallel)
+	sem := make(chan struct{}, copyParallel)
 	var wg sync.WaitGroup
 	for i, fe := range m.Files {
 		select {
@@ -306,9 +311,9 @@ func partsCount(etag string) int {
 	return k
 }
 
-// copyParts copies src to key in parts (UploadPartCopy, each pinned to src.ETag), in the parts
-// the source was uploaded in where it was (their size read with a HEAD of its first part),
-// else of threshold bytes, and completes the upload with a conditional write; it returns the
+// copyParts copies src to key in parts (copyPartsOf: UploadPartCopy, each pinned to src.ETag,
+// several at once), in the parts the source was uploaded in where it was (their size read with
+// a HEAD of its first part), else of threshold bytes, and completes the upload with a conditional write; it returns the
 // copy's ETag. On failure the upload is aborted.
 func (b *Backend) copyParts(ctx context.Context, src CopySource, key string, threshold int64) (string, error) {
 	partSize := threshold
@@ -337,21 +342,9 @@ func (b *Backend) copyParts(ctx context.Context, src CopySource, key string, thr
 			b.client.AbortMultipartUpload(actx, &awss3.AbortMultipartUploadInput{Bucket: aws.String(b.url.Bucket), Key: aws.String(key), UploadId: up.UploadId})
 		}
 	}()
-	var parts []types.CompletedPart
-	for off, n := int64(0), int32(1); off < src.Size; off, n = off+partSize, n+1 {
-		end := min(off+partSize, src.Size) - 1
-		out, err := b.client.UploadPartCopy(ctx, &awss3.UploadPartCopyInput{
-			Bucket: aws.String(b.url.Bucket), Key: aws.String(key), UploadId: up.UploadId, PartNumber: aws.Int32(n),
-			CopySource: aws.String(copySource(src)), CopySourceIfMatch: aws.String(src.ETag),
-			CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, end)),
-		})
-		if err != nil {
-			return "", b.copyErr("UploadPartCopy", src, key, err)
-		}
-		if out.CopyPartResult == nil {
-			return "", fmt.Errorf("copy %s to %s: part %d: the store answered no ETag", src.From.objURL(copyKey(src)), b.objURL(key), n)
-		}
-		parts = append(parts, types.CompletedPart{PartNumber: aws.Int32(n), ETag: out.CopyPartResult.ETag})
+	parts, err := b.copyPartsOf(ctx, src, key, up.UploadId, partSize)
+	if err != nil {
+		return "", err
 	}
 	out, err := b.client.CompleteMultipartUpload(ctx, &awss3.CompleteMultipartUploadInput{
 		Bucket: aws.String(b.url.Bucket), Key: aws.String(key), UploadId: up.UploadId,
@@ -373,6 +366,59 @@ func (b *Backend) copyParts(ctx context.Context, src CopySource, key string, thr
 		return got, fmt.Errorf("%s: the copy completed with ETag %s, its parts make %s", b.objURL(key), got, want)
 	}
 	return aws.ToString(out.ETag), nil
+}
+
+// copyPartsOf copies the parts of src, of partSize bytes each, into the multipart upload id at
+// key (UploadPartCopy, each pinned to src.ETag), Parallel of them at once, and returns them in
+// order for its completion. The first part that fails stops the others (none is started after
+// it) and is the error.
+func (b *Backend) copyPartsOf(ctx context.Context, src CopySource, key string, id *string, partSize int64) ([]types.CompletedPart, error) {
+	n := int((src.Size + partSize - 1) / partSize)
+	parts := make([]types.CompletedPart, n)
+	errs := make([]error, n)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, b.opts.Parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			num, off := int32(i+1), int64(i)*partSize
+			out, err := b.client.UploadPartCopy(ctx, &awss3.UploadPartCopyInput{
+				Bucket: aws.String(b.url.Bucket), Key: aws.String(key), UploadId: id, PartNumber: aws.Int32(num),
+				CopySource: aws.String(copySource(src)), CopySourceIfMatch: aws.String(src.ETag),
+				CopySourceRange: aws.String(fmt.Sprintf("bytes=%d-%d", off, min(off+partSize, src.Size)-1)),
+			})
+			switch {
+			case err != nil:
+				errs[i] = b.copyErr("UploadPartCopy", src, key, err)
+			case out.CopyPartResult == nil:
+				errs[i] = fmt.Errorf("copy %s to %s: part %d: the store answered no ETag", src.From.objURL(copyKey(src)), b.objURL(key), num)
+			default:
+				parts[i] = types.CompletedPart{PartNumber: aws.Int32(num), ETag: out.CopyPartResult.ETag}
+				return
+			}
+			cancel()
+		}(i)
+	}
+	wg.Wait()
+	if err := firstErr(errs); err != nil {
+		return nil, err
+	}
+	// A cancelled ctx may have stopped the loop before every part was started.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return parts, nil
 }
 
 // partsETag is the ETag of an object completed from parts with these ETags (each the MD5 of

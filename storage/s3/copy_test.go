@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -115,5 +117,76 @@ func TestCopyPublishParts(t *testing.T) {
 	}
 	if len(left) != 0 {
 		t.Errorf("the refused publish left %v", left)
+	}
+}
+
+// TestCopyPublishFailsMidway: CopyPublish copies several objects, each in its parts, at once;
+// one part of one object fails on every try (a 500 each time): the publish fails naming that
+// object, after the other copies were started, and leaves nothing at the prefix (no copy, no
+// claim, no manifest).
+func TestCopyPublishFailsMidway(t *testing.T) {
+	var mu sync.Mutex
+	var copied []string
+	const failing = "/copies/out/shard-00001.pks"
+	plan := func(r *http.Request, _, _ int) s3test.Fault {
+		if r.Method != http.MethodPut || r.Header.Get("X-Amz-Copy-Source") == "" {
+			return s3test.None
+		}
+		part := r.URL.Query().Get("partNumber")
+		if r.URL.Path == failing && part == "2" {
+			return s3test.Status500
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		copied = append(copied, r.URL.Path+" "+part)
+		return s3test.None
+	}
+	src, _ := faultyBackend(t, "copies", plan)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	m := &shard.Manifest{Format: shard.FormatShards, Classes: []string{}, ClassCounts: []int64{}, Files: []shard.FileEntry{}, Skipped: []shard.Skipped{}}
+	var srcs []s3.CopySource
+	pinned := src.PinnedFS(ctx)
+	for i := range 4 {
+		name := fmt.Sprintf("shard-%05d.pks", i)
+		d := make([]byte, 6<<20) // two parts of the backend's 5 MiB
+		for j := range d {
+			d[j] = byte(rng.Uint32())
+		}
+		storagetest.Put(t, src, name, d)
+		sum := sha256.Sum256(d)
+		fe := shard.FileEntry{Path: name, Size: int64(len(d)), SHA256: hex.EncodeToString(sum[:])}
+		m.Files = append(m.Files, fe)
+		f, err := pinned.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		srcs = append(srcs, s3.CopySource{From: src, Name: name, ETag: pinned.ETag(name), Size: fe.Size, SHA256: fe.SHA256})
+	}
+	manifest, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := s3.NewWithClient(src.Client(), s3.URL{Bucket: "copies", Prefix: "out"}, s3.Options{})
+	err = out.CopyPublish(ctx, m, manifest, srcs, s3.CopyOptions{})
+	if err == nil {
+		t.Fatal("a copy whose part failed on every try was published")
+	}
+	if !strings.Contains(err.Error(), "shard-00001.pks") {
+		t.Errorf("error %q does not name the object that failed", err)
+	}
+	mu.Lock()
+	n := len(copied)
+	mu.Unlock()
+	if n < 2 {
+		t.Errorf("copy requests that went through: %d; want the others copied in parallel with the failing one", n)
+	}
+	var left []string
+	if err := out.List(ctx, func(fi storage.FileInfo) error { left = append(left, fi.Name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("the failed publish left %v", left)
 	}
 }
