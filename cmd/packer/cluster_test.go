@@ -3,10 +3,51 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
+
+// TestSlurmSubmitKnowsThePlanFlags: scripts/slurm/submit.sh picks the flags it gives packer plan
+// out of the build flags by two lists of names (the flags plan takes, and those of them that take
+// no value); they are packer plan's flags, so that a flag added to plan reaches the plan, and a
+// boolean is not taken to swallow the next word.
+func TestSlurmSubmitKnowsThePlanFlags(t *testing.T) {
+	data, err := os.ReadFile("../../scripts/slurm/submit.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(name string) []string {
+		m := regexp.MustCompile(`(?s)\n\s*` + name + `="([^"]*)"`).FindSubmatch(data)
+		if m == nil {
+			t.Fatalf("submit.sh has no %s list", name)
+		}
+		f := strings.Fields(string(m[1]))
+		slices.Sort(f)
+		return f
+	}
+	var flags, bools []string
+	newPlanCommand(&iostreams{}, nil).Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "out" || f.Name == "force" || f.Name == "help" {
+			return
+		}
+		flags = append(flags, f.Name)
+		if f.Value.Type() == "bool" {
+			bools = append(bools, f.Name)
+		}
+	})
+	slices.Sort(flags)
+	slices.Sort(bools)
+	if got := list("plan_flags"); !slices.Equal(got, flags) {
+		t.Errorf("submit.sh's plan_flags are %v; packer plan takes %v", got, flags)
+	}
+	if got := list("plan_bools"); !slices.Equal(got, bools) {
+		t.Errorf("submit.sh's plan_bools are %v; packer plan's boolean flags are %v", got, bools)
+	}
+}
 
 // TestClusterSlurmPrintsTheRepositoryFiles: `packer cluster slurm FILE` prints each script of
 // scripts/slurm byte for byte, `-o DIR` writes all of them, executable, and refuses to replace
