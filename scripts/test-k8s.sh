@@ -16,8 +16,9 @@
 #      temporary folder, runtime runc) loads the image and runs the containers of the rendered
 #      Jobs as Kubernetes would: each part's pod with the Job's args and env, $(JOB_COMPLETION_INDEX)
 #      expanded to its index, as user 65532, read-only root file system, no capabilities, the
-#      source folder mounted read-only at /data, the output folder at /out, a tmpfs at /tmp;
-#      then the merge Job's container, then packer verify. The parts are cut as the Job cuts
+#      source folder mounted read-only at /data, the output folder at /out, a tmpfs at /tmp:
+#      first the plan Job's container (packer plan into /out/ds.plan, K resolved there), then
+#      the parts', which build from that plan, then the merge Job's container, then packer verify. The parts are cut as the Job cuts
 #      them (--cut-inputs auto), so the merged dataset must be byte-identical to a one-machine
 #      build of the host's binary with --cut-inputs auto, and each of its shards a part's file
 #      (the same inode: merged by link, not rewritten). Skipped, saying why, when
@@ -72,11 +73,11 @@ export PACKER_IMAGE="registry.example/packer@$a" PACKER_NAME=ds PACKER_PARTS=3 \
   PACKER_CPU=1 PACKER_MEMORY=512Mi PACKER_BUILD_ARGS="--resize 20 --crop 16 --shard-size 4KiB"
 m=$tmp/manifests
 mkdir "$m"
-for w in pvc parts merge; do bash scripts/k8s/render.sh "$w" >"$m/$w.yaml" 2>"$tmp/render.log" || { cat "$tmp/render.log" >&2; exit 1; }; done
+for w in pvc plan parts merge; do bash scripts/k8s/render.sh "$w" >"$m/$w.yaml" 2>"$tmp/render.log" || { cat "$tmp/render.log" >&2; exit 1; }; done
 # What the binary prints (packer cluster k8s, the templates embedded in it: what a pip or binary
 # user has) is these manifests, byte for byte, for the same values as flags; and with the
 # optional values left to their defaults.
-for w in pvc parts merge; do
+for w in pvc plan parts merge; do
   "$tmp/packer" cluster k8s "$w" --name "$PACKER_NAME" --image "$PACKER_IMAGE" --parts "$PACKER_PARTS" \
     --src-claim "$PACKER_SRC_CLAIM" --src "$PACKER_SRC" --storage-class "$PACKER_STORAGE_CLASS" \
     --out-size "$PACKER_OUT_SIZE" --cpu "$PACKER_CPU" --memory "$PACKER_MEMORY" --build-args "$PACKER_BUILD_ARGS" >"$tmp/printed-$w.yaml"
@@ -93,7 +94,7 @@ if ! "$venv/bin/kubernetes-validate" --version >/dev/null 2>&1; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: "kubernetes-validate==1.37.0"
 fi
 for k in 1.29 1.37; do
-  "$venv/bin/kubernetes-validate" --strict --quiet -k "$k" "$m/pvc.yaml" "$m/parts.yaml" "$m/merge.yaml" ||
+  "$venv/bin/kubernetes-validate" --strict --quiet -k "$k" "$m/pvc.yaml" "$m/plan.yaml" "$m/parts.yaml" "$m/merge.yaml" ||
     { echo "test-k8s: FAILED: the manifests do not validate against Kubernetes $k" >&2; exit 1; }
 done
 /usr/bin/python3 scripts/k8s/check.py "$m"/*.yaml
@@ -169,6 +170,9 @@ run_pod() {
     "${flags[@]}" "$image" "${args[@]}" >"$log" 2>&1 ||
     { cat "$log" >&2; echo "test-k8s: FAILED: podman run ${flags[*]} ${args[*]}" >&2; exit 1; }
 }
+run_pod "$tmp/plan.log" "$m/plan.yaml" 0
+grep -q '"cut-inputs":"5"' "$tmp/out/ds.plan" || { echo "test-k8s: FAILED: the plan Job's plan does not record --cut-inputs 5" >&2; exit 1; }
+echo "test-k8s: ds-plan: $(head -1 "$tmp/plan.log")"
 for i in 0 1 2; do
   run_pod "$tmp/part-$i.log" "$m/parts.yaml" "$i"
   echo "test-k8s: pod $i of ds-parts: $(tail -1 "$tmp/part-$i.log")"

@@ -5,15 +5,19 @@
 # temporary folder), and, with scripts/slurm/submit.sh as `packer cluster slurm -o` writes it, builds Debian's Fashion-MNIST test split
 # as 4 parts and merges it twice, the parts cut as the scripts cut them by default
 # (--cut-inputs auto) and merged by hard links:
-#   1. a 4-task array plus the dependent merge job; the merged dataset is compared byte for byte
-#      with a one-machine build with --cut-inputs auto, and every shard of it is checked to be a
-#      part's file (the same inode: linked, not rewritten);
-#   2. the documented retry: a 4-task array in which task 2 is killed (SIGKILL at its first
-#      rename, injected by strace), so the merge job never runs; a resubmission of index 1 with
-#      another part count (sbatch --array=1, PACKER_PARTS=3) is refused and leaves every part as
-#      it was; the resubmission of index 2 alone (PACKER_ARRAY=2 submit.sh: sbatch --array=2)
-#      builds part 2 of 4, leaves parts 0, 1 and 3 as they were, and its merge job writes the
-#      one-machine build's bytes.
+#   1. without a plan (PACKER_PLAN=0: every task lists the source itself): a 4-task array plus
+#      the dependent merge job; the merged dataset is compared byte for byte with a one-machine
+#      build with --cut-inputs auto, and every shard of it is checked to be a part's file (the
+#      same inode: linked, not rewritten);
+#   2. the default, from a plan, and the documented retry: submit.sh makes OUT.parts/plan
+#      (packer plan, --cut-inputs auto resolved there) and submits a 4-task array building from
+#      it, in which task 2 is killed (SIGKILL at its first rename, injected by strace), so the
+#      merge job never runs; a resubmission of index 1 with another part count (sbatch
+#      --array=1, PACKER_PARTS=3) is refused and leaves every part as it was; the resubmission of
+#      index 2 alone (PACKER_ARRAY=2 submit.sh: sbatch --array=2) reuses the plan (the same
+#      bytes, packer plan not run again), builds part 2 of 4 from it, leaves parts 0, 1 and 3 as
+#      they were, and its merge job writes the one-machine build's bytes. Every packer command
+#      of this run is logged: one plan, and every build's source is the plan.
 # It stops every daemon it started.
 #
 #   bash scripts/test-slurm.sh            # needs root (apt, daemons); about 30 s
@@ -145,8 +149,9 @@ args=(--split test --resize 20 --crop 16 --shard-size 256KiB)
 bin/packer build "$src" -o "$d/work/ref" "${args[@]}" --cut-inputs auto 2>"$d/work/ref.err" >/dev/null
 grep -q 'K = 1024 ' "$d/work/ref.err" || fail "--cut-inputs auto did not resolve to 1024: $(cat "$d/work/ref.err")"
 grep -q '"cut_inputs": 1024' "$d/work/ref/manifest.json" || fail "the reference records no cut_inputs 1024"
-PACKER="$repo/bin/packer" bash "$slurm/submit.sh" "$src" "$d/work/out" 4 "${args[@]}"
+PACKER="$repo/bin/packer" PACKER_PLAN=0 bash "$slurm/submit.sh" "$src" "$d/work/out" 4 "${args[@]}"
 wait_jobs
+[ ! -e "$d/work/out.parts/plan" ] || fail "PACKER_PLAN=0 made a plan"
 # Judge by packer's own manifests, not by Slurm's memory of the jobs.
 for p in 0 1 2 3; do
   [ -f "$d/work/out.parts/part-$p/manifest.json" ] || fail "part $p has no manifest"
@@ -155,22 +160,32 @@ done
 diff -r "$d/work/ref" "$d/work/out" || fail "the merged dataset differs from the one-machine build"
 linked "$d/work/out" "$d/work/out.parts"
 bin/packer verify "$d/work/out" >/dev/null || fail "verify of the merged dataset"
-echo "test-slurm: ok: 4 array tasks (--cut-inputs auto) + 1 dependent merge job; OUT byte-identical to the one-machine build with --cut-inputs auto and linked to the parts' files ($(ls "$d/work/out" | tr '\n' ' '))"
+echo "test-slurm: ok: without a plan, 4 array tasks (--cut-inputs auto) + 1 dependent merge job; OUT byte-identical to the one-machine build with --cut-inputs auto and linked to the parts' files ($(ls "$d/work/out" | tr '\n' ' '))"
 
-# 2. A task killed part-way, then the retry recipe of docs/cluster.md. The packer of task 2 is
-# SIGKILLed at its first rename (before it can publish anything); the other tasks are plain.
+# 2. From a plan (submit.sh's default), a task killed part-way, then the retry recipe of
+# docs/cluster.md. The packer of task 2 is SIGKILLed at its first rename (before it can publish
+# anything); the other tasks are plain. Every packer command is logged to $d/commands, one a line.
 renames=$(for s in rename renameat renameat2; do strace -qq -o /dev/null -e trace="$s" true 2>/dev/null && echo "$s"; done | paste -sd, -)
 [ -n "$renames" ] || fail "strace knows no rename syscall"
+cat > "$d/logged" <<LOGGED
+#!/usr/bin/env bash
+echo "\$*" >>"$d/commands"
+exec "$repo/bin/packer" "\$@"
+LOGGED
 cat > "$d/killer" <<KILLER
 #!/usr/bin/env bash
+echo "\$*" >>"$d/commands"
 if [ "\${SLURM_ARRAY_TASK_ID:-}" = 2 ]; then
   exec strace -f -qq -o /dev/null -e inject=$renames:signal=KILL:when=1 "$repo/bin/packer" "\$@"
 fi
 exec "$repo/bin/packer" "\$@"
 KILLER
-chmod +x "$d/killer"
+chmod +x "$d/killer" "$d/logged"
 out="$d/work/retry"
 PACKER="$d/killer" bash "$slurm/submit.sh" "$src" "$out" 4 "${args[@]}" >/dev/null
+[ -f "$out.parts/plan" ] || fail "submit.sh made no plan $out.parts/plan"
+grep -q '"cut-inputs":"1024"' "$out.parts/plan" || fail "the plan does not record --cut-inputs 1024: $(head -c 400 "$out.parts/plan")"
+plan_sum=$(sha256sum <"$out.parts/plan")
 wait_jobs
 for p in 0 1 3; do
   [ -f "$out.parts/part-$p/manifest.json" ] || fail "part $p has no manifest"
@@ -181,14 +196,16 @@ before=$(sums "$out.parts"/part-[013])
 # A resubmission with another part count (here by hand, as docs/cluster.md shows) is refused
 # by packer, naming both parts, and changes nothing.
 sbatch --parsable --chdir="$out.parts" --array=1 --output="$out.parts/wrong-count-%a.out" \
-  --export=ALL,PACKER="$repo/bin/packer",PACKER_SRC="$src",PACKER_PARTS_DIR="$out.parts",PACKER_PARTS=3,PACKER_ARGS="${args[*]}" \
+  --export=ALL,PACKER="$d/logged",PACKER_SRC="$out.parts/plan",PACKER_PARTS_DIR="$out.parts",PACKER_PARTS=3,PACKER_ARGS="${args[*]}" \
   "$slurm/build-parts.sbatch" >/dev/null
 wait_jobs
 grep -q "holds part 1/4 .*this build is part 1/3: a part is replaced only by a build of the same part" "$out.parts/wrong-count-1.out" ||
   fail "the resubmission with another count was not refused as such: $(cat "$out.parts/wrong-count-1.out")"
 [ "$(sums "$out.parts"/part-[013])" = "$before" ] || fail "the refused resubmission changed a finished part"
 # The retry: the same command with the failed index alone (sbatch --array=2), then the merge.
-PACKER="$repo/bin/packer" PACKER_ARRAY=2 bash "$slurm/submit.sh" "$src" "$out" 4 "${args[@]}" >/dev/null
+PACKER="$d/logged" PACKER_ARRAY=2 bash "$slurm/submit.sh" "$src" "$out" 4 "${args[@]}" 2>"$d/retry.err" >/dev/null
+grep -q "reusing the plan $out.parts/plan" "$d/retry.err" || fail "the retry did not say it reuses the plan: $(cat "$d/retry.err")"
+[ "$(sha256sum <"$out.parts/plan")" = "$plan_sum" ] || fail "the retry changed the plan"
 wait_jobs
 [ -f "$out.parts/part-2/manifest.json" ] || fail "the retry of task 2 wrote no part 2"
 grep -q '"index": 2,' "$out.parts/part-2/manifest.json" && grep -q '"count": 4,' "$out.parts/part-2/manifest.json" ||
@@ -197,4 +214,9 @@ grep -q '"index": 2,' "$out.parts/part-2/manifest.json" && grep -q '"count": 4,'
 [ -f "$out/manifest.json" ] || fail "the merge job after the retry wrote no dataset"
 diff -r "$d/work/ref" "$out" || fail "the dataset merged after the retry differs from the one-machine build"
 linked "$out" "$out.parts"
-echo "test-slurm: ok: task 2 of 4 killed, the merge held back; a resubmission of index 1 as a part of 3 refused with every part unchanged; index 2 resubmitted alone rebuilt part 2/4 only, and the merge is byte-identical to the one-machine build"
+# One listing: packer plan ran once (the first submit.sh, not the retry), and every part's build,
+# the killed one and the retries included, read the plan, not the source.
+[ "$(grep -c '^plan ' "$d/commands")" = 1 ] || fail "packer plan ran other than once: $(cat "$d/commands")"
+[ "$(grep -c '^build ' "$d/commands")" = 6 ] || fail "not the 6 builds (4 tasks, 2 retries): $(cat "$d/commands")"
+grep '^build ' "$d/commands" | grep -v "^build $out.parts/plan " && fail "a part was built from the source, not the plan"
+echo "test-slurm: ok: from a plan (made once, reused by the retry), task 2 of 4 killed, the merge held back; a resubmission of index 1 as a part of 3 refused with every part unchanged; index 2 resubmitted alone rebuilt part 2/4 only, and the merge is byte-identical to the one-machine build"

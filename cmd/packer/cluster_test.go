@@ -3,10 +3,57 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
+
+// TestScriptsKnowThePlanFlags: scripts/slurm/submit.sh and scripts/k8s/render.sh pick the flags
+// they give packer plan out of the build flags by two lists of names (the flags plan takes, and
+// those of them that take no value); they are packer plan's flags, so that a flag added to plan
+// reaches the plan, and a boolean is not taken to swallow the next word.
+func TestScriptsKnowThePlanFlags(t *testing.T) {
+	for _, script := range []string{"../../scripts/slurm/submit.sh", "../../scripts/k8s/render.sh"} {
+		checkPlanFlagLists(t, script)
+	}
+}
+
+func checkPlanFlagLists(t *testing.T, script string) {
+	data, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func(name string) []string {
+		m := regexp.MustCompile(`(?s)\n\s*` + name + `="([^"]*)"`).FindSubmatch(data)
+		if m == nil {
+			t.Fatalf("%s has no %s list", script, name)
+		}
+		f := strings.Fields(string(m[1]))
+		slices.Sort(f)
+		return f
+	}
+	var flags, bools []string
+	newPlanCommand(&iostreams{}, nil).Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name == "out" || f.Name == "force" || f.Name == "help" {
+			return
+		}
+		flags = append(flags, f.Name)
+		if f.Value.Type() == "bool" {
+			bools = append(bools, f.Name)
+		}
+	})
+	slices.Sort(flags)
+	slices.Sort(bools)
+	if got := list("plan_flags"); !slices.Equal(got, flags) {
+		t.Errorf("%s: plan_flags are %v; packer plan takes %v", script, got, flags)
+	}
+	if got := list("plan_bools"); !slices.Equal(got, bools) {
+		t.Errorf("%s: plan_bools are %v; packer plan's boolean flags are %v", script, got, bools)
+	}
+}
 
 // TestClusterSlurmPrintsTheRepositoryFiles: `packer cluster slurm FILE` prints each script of
 // scripts/slurm byte for byte, `-o DIR` writes all of them, executable, and refuses to replace
@@ -73,12 +120,21 @@ func TestClusterSlurmPrintsTheRepositoryFiles(t *testing.T) {
 // the same values, byte for byte, and runs those manifests.)
 func TestClusterK8sRenders(t *testing.T) {
 	base := []string{"cluster", "k8s", "--name", "ds", "--image", "reg.example/packer@sha256:00", "--parts", "3"}
-	parts := mustRun(t, append(base, "parts", "--src", "/data/train", "--src-claim", "source", "--build-args", "--resize 20  --crop 16")...)
+	parts := mustRun(t, append(base, "parts", "--src-claim", "source", "--build-args", "--resize 20  --crop 16")...)
 	for _, want := range []string{"completions: 3\n", "parallelism: 3\n", "value: \"3\"\n", "name: ds-parts\n",
-		`args: [build, "/data/train", -o, /out/ds.parts/part-$(JOB_COMPLETION_INDEX), --part, auto, --force, --resume, --cut-inputs, auto, "--resize", "20", "--crop", "16"]`,
+		`args: [build, /out/ds.plan, -o, /out/ds.parts/part-$(JOB_COMPLETION_INDEX), --part, auto, --force, --resume, --cut-inputs, auto, "--resize", "20", "--crop", "16"]`,
 		"claimName: source, readOnly: true", "claimName: packer-out}", "backoffLimitPerIndex: 2\n"} {
 		if !strings.Contains(parts, want) {
 			t.Errorf("parts manifest lacks %q:\n%s", want, parts)
+		}
+	}
+	// The plan Job takes, of the build args, the flags packer plan takes, each with its value.
+	plan := mustRun(t, "cluster", "k8s", "plan", "--name", "ds", "--image", "reg.example/packer@sha256:00", "--src", "/data/train", "--src-claim", "source",
+		"--build-args", "--workers 2 --from folder --fast --resize=20 --format shards --crop 16 --exif-orient --shuffle --seed 7 --force")
+	for _, want := range []string{"name: ds-plan\n", "claimName: source, readOnly: true",
+		`args: [plan, "/data/train", -o, /out/ds.plan, --cut-inputs, auto, "--from", "folder", "--fast", "--resize=20", "--crop", "16", "--exif-orient", "--shuffle", "--seed", "7"]`} {
+		if !strings.Contains(plan, want) {
+			t.Errorf("plan manifest lacks %q:\n%s", want, plan)
 		}
 	}
 	merge := mustRun(t, append(base, "merge", "--merge-memory", "2Gi")...)
@@ -86,7 +142,7 @@ func TestClusterK8sRenders(t *testing.T) {
 		t.Errorf("merge manifest does not name the 3 parts or the memory:\n%s", merge)
 	}
 	pvc := mustRun(t, "cluster", "k8s", "pvc", "--name", "ds", "--storage-class", "nfs", "--out-size", "5Gi")
-	for _, m := range []string{parts, merge, pvc} {
+	for _, m := range []string{plan, parts, merge, pvc} {
 		if strings.Contains(m, "@") && k8sPlaceholder.MatchString(m) {
 			t.Errorf("a placeholder is left:\n%s", m)
 		}
@@ -96,11 +152,12 @@ func TestClusterK8sRenders(t *testing.T) {
 		want string
 	}{
 		{[]string{"parts", "--src", "/data/x", "--src-claim", "s", "--parts", "0"}, "--parts 0: want a positive number"},
-		{[]string{"parts", "--src", "/elsewhere", "--src-claim", "s"}, "--src /elsewhere: want a path under /data"},
+		{[]string{"plan", "--src", "/elsewhere", "--src-claim", "s"}, "--src /elsewhere: want a path under /data"},
+		{[]string{"plan", "--src-claim", "s"}, "set --src"},
 		{[]string{"parts", "--src", "/data/x"}, "set --src-claim"},
 		{[]string{"parts", "--src", "/data/x", "--src-claim", "s", "--build-args", `--classes "a b"`}, "quotes, backslashes"},
 		{[]string{"merge", "--cpu", "1&2"}, "--cpu 1&2"},
-		{[]string{"job"}, "want pvc, parts or merge"},
+		{[]string{"job"}, "want pvc, plan, parts or merge"},
 	} {
 		_, errs, code := run(t, append(base, c.args...)...)
 		if code != exitUsage || !strings.Contains(errs, c.want) {

@@ -148,25 +148,30 @@ type k8sValues struct {
 }
 
 // k8sTemplates maps render.sh's WHAT to its template.
-var k8sTemplates = map[string]string{"pvc": "output-pvc.yaml", "parts": "parts-job.yaml", "merge": "merge-job.yaml"}
+var k8sTemplates = map[string]string{"pvc": "output-pvc.yaml", "plan": "plan-job.yaml", "parts": "parts-job.yaml", "merge": "merge-job.yaml"}
 
 func newClusterK8sCommand(io *iostreams) *cobra.Command {
 	var v k8sValues
 	cmd := &cobra.Command{
-		Use:   "k8s pvc|parts|merge [flags]",
+		Use:   "k8s pvc|plan|parts|merge [flags]",
 		Short: "Print a Kubernetes manifest of a build in parts",
 		Long: `K8s prints one Kubernetes manifest of a build in parts, for kubectl apply -f -, filled in from
 the flags exactly as scripts/k8s/render.sh fills it from its PACKER_* variables (--parts is
 PACKER_PARTS, --src-claim PACKER_SRC_CLAIM, and so on): the same values give the same bytes.
 
   pvc     the output volume (ReadWriteMany): --name, --storage-class, --out-size
-  parts   the Indexed Job of the parts: --name, --image, --parts, --src (under /data),
+  plan    the Job that lists the source once into /out/NAME.plan (packer plan, with those of
+          --build-args that plan takes): --name, --image, --src (under /data), --src-claim
+  parts   the Indexed Job of the parts, built from /out/NAME.plan: --name, --image, --parts,
           --src-claim; the part count goes into both the Job's completions and PACKER_PARTS
   merge   the merge Job: --name, --image, --parts
 
   packer cluster k8s pvc --name in224 --storage-class nfs-client --out-size 200Gi | kubectl apply -f -
-  packer cluster k8s parts --name in224 --image registry.example/packer@sha256:... --parts 64 \
+  packer cluster k8s plan --name in224 --image registry.example/packer@sha256:... \
       --src /data/train --src-claim imagenet --build-args "--resize 256 --crop 224" | kubectl apply -f -
+  kubectl wait --for=condition=complete --timeout=24h job/in224-plan
+  packer cluster k8s parts --name in224 --image registry.example/packer@sha256:... --parts 64 \
+      --src-claim imagenet --build-args "--resize 256 --crop 224" | kubectl apply -f -
   kubectl wait --for=condition=complete --timeout=24h job/in224-parts
   packer cluster k8s merge --name in224 --image registry.example/packer@sha256:... --parts 64 | kubectl apply -f -
 
@@ -185,17 +190,17 @@ See docs/cluster.md.
 	}
 	f := cmd.Flags()
 	f.StringVar(&v.name, "name", "", "the dataset's name: Job names, /out/NAME (PACKER_NAME)")
-	f.StringVar(&v.image, "image", "", "parts, merge: the image, best by digest: registry/packer@sha256:... (PACKER_IMAGE)")
+	f.StringVar(&v.image, "image", "", "plan, parts, merge: the image, best by digest: registry/packer@sha256:... (PACKER_IMAGE)")
 	f.StringVar(&v.parts, "parts", "", "parts, merge: the number of parts (PACKER_PARTS)")
-	f.StringVar(&v.src, "src", "", "parts: the source's path in the pod, under /data (PACKER_SRC)")
-	f.StringVar(&v.srcClaim, "src-claim", "", "parts: the claim of the source's volume, mounted read-only at /data (PACKER_SRC_CLAIM)")
-	f.StringVar(&v.buildArgs, "build-args", "", `parts: packer build flags, split on spaces, as "--resize 256 --crop 224" (PACKER_BUILD_ARGS)`)
+	f.StringVar(&v.src, "src", "", "plan: the source's path in the pod, under /data (PACKER_SRC)")
+	f.StringVar(&v.srcClaim, "src-claim", "", "plan, parts: the claim of the source's volume, mounted read-only at /data (PACKER_SRC_CLAIM)")
+	f.StringVar(&v.buildArgs, "build-args", "", `plan, parts: packer build flags, split on spaces, as "--resize 256 --crop 224"; the plan takes those packer plan takes (PACKER_BUILD_ARGS)`)
 	f.StringVar(&v.storageClass, "storage-class", "", "pvc: a storage class whose volumes are ReadWriteMany (PACKER_STORAGE_CLASS)")
 	f.StringVar(&v.outSize, "out-size", "", "pvc: the output volume's size: about the dataset, twice for parts merged by rewriting (PACKER_OUT_SIZE)")
 	f.StringVar(&v.outClaim, "out-claim", "packer-out", "the output volume's claim (PACKER_OUT_CLAIM)")
 	f.StringVar(&v.parallelism, "parallelism", "", "parts: pods at once (default: --parts) (PACKER_PARALLELISM)")
-	f.StringVar(&v.cpu, "cpu", "4", "parts, merge: CPUs of a pod (PACKER_CPU)")
-	f.StringVar(&v.memory, "memory", "8Gi", "parts: memory of a part's pod (PACKER_MEMORY)")
+	f.StringVar(&v.cpu, "cpu", "4", "plan, parts: CPUs of a pod (PACKER_CPU)")
+	f.StringVar(&v.memory, "memory", "8Gi", "plan, parts: memory of the plan's pod and of a part's (PACKER_MEMORY)")
 	f.StringVar(&v.mergeMemory, "merge-memory", "1Gi", "merge: memory of the merge's pod (PACKER_MERGE_MEMORY)")
 	f.StringVar(&v.retries, "retries", "2", "retries of each part, and of the merge (PACKER_RETRIES)")
 	return cmd
@@ -213,7 +218,7 @@ var k8sPlaceholder = regexp.MustCompile(`@[A-Z_]+@`)
 func renderK8s(what string, v k8sValues) ([]byte, error) {
 	tmpl, ok := k8sTemplates[what]
 	if !ok {
-		return nil, fmt.Errorf("%q: want pvc, parts or merge", what)
+		return nil, fmt.Errorf("%q: want pvc, plan, parts or merge", what)
 	}
 	word := func(flag, val string) (string, error) {
 		if k8sWordUnsafe.MatchString(val) {
@@ -237,19 +242,21 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 	name := check(need("name", v.name, "the dataset's name: Job names, /out/NAME"))
 	outClaim := check(word("out-claim", v.outClaim))
 	retries := check(word("retries", v.retries))
-	var class, size, image, parts, parallelism, cpu, memory, mergeMemory, src, srcClaim, buildArgs, mergeParts string
+	var class, size, image, parts, parallelism, cpu, memory, mergeMemory, src, srcClaim, buildArgs, planArgs, mergeParts string
 	if what == "pvc" {
 		class = check(need("storage-class", v.storageClass, "a storage class whose volumes are ReadWriteMany"))
 		size = check(need("out-size", v.outSize, "the output volume's size: parts plus the merged dataset: about the dataset, its parts linked into it (--cut-inputs), twice without"))
 	} else {
 		image = check(need("image", v.image, "the image, best by digest: registry/packer@sha256:..."))
-		parts = check(need("parts", v.parts, "the number of parts"))
-		if err == nil && !k8sCount.MatchString(parts) {
-			err = fmt.Errorf("--parts %s: want a positive number", parts)
-		}
-		parallelism = parts
-		if v.parallelism != "" {
-			parallelism = check(word("parallelism", v.parallelism))
+		if what != "plan" {
+			parts = check(need("parts", v.parts, "the number of parts"))
+			if err == nil && !k8sCount.MatchString(parts) {
+				err = fmt.Errorf("--parts %s: want a positive number", parts)
+			}
+			parallelism = parts
+			if v.parallelism != "" {
+				parallelism = check(word("parallelism", v.parallelism))
+			}
 		}
 		cpu = check(word("cpu", v.cpu))
 		memory = check(word("memory", v.memory))
@@ -266,14 +273,26 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 	}
 	last := n - 1
 	switch what {
-	case "parts":
-		src = check(need("src", v.src, "the source's path in the pod (a folder, a file or a plan): under /data, where --src-claim is mounted"))
-		srcClaim = check(need("src-claim", v.srcClaim, "the claim of the source's volume"))
-		if err == nil && src != "/data" && !strings.HasPrefix(src, "/data/") {
-			err = fmt.Errorf("--src %s: want a path under /data", src)
+	case "plan", "parts":
+		if what == "plan" {
+			src = check(need("src", v.src, "the source's path in the pod (a folder or a file): under /data, where --src-claim is mounted"))
+			if err == nil && src != "/data" && !strings.HasPrefix(src, "/data/") {
+				err = fmt.Errorf("--src %s: want a path under /data", src)
+			}
 		}
+		srcClaim = check(need("src-claim", v.srcClaim, "the claim of the source's volume"))
+		var ws []string
 		for _, w := range strings.Fields(v.buildArgs) {
-			buildArgs += ", \"" + check(word("build-args", w)) + "\""
+			ws = append(ws, check(word("build-args", w)))
+		}
+		if what == "plan" {
+			ws = planArgsOf(ws)
+		}
+		for _, w := range ws {
+			buildArgs += ", \"" + w + "\""
+		}
+		if what == "plan" {
+			planArgs, buildArgs = buildArgs, ""
 		}
 	case "merge":
 		var b strings.Builder
@@ -296,7 +315,7 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 		{"@PARALLELISM@", parallelism}, {"@RETRIES@", retries},
 		{"@CPU@", cpu}, {"@MEMORY@", memory}, {"@MERGE_MEMORY@", mergeMemory},
 		{"@SRC@", src}, {"@SRC_CLAIM@", srcClaim},
-		{"@BUILD_ARGS@", buildArgs}, {"@MERGE_PARTS@", mergeParts},
+		{"@BUILD_ARGS@", buildArgs}, {"@PLAN_ARGS@", planArgs}, {"@MERGE_PARTS@", mergeParts},
 	} {
 		out = strings.ReplaceAll(out, r[0], r[1])
 	}
@@ -304,4 +323,29 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 		return nil, fmt.Errorf("internal error: %s: %s left unfilled", tmpl, left)
 	}
 	return []byte(out), nil
+}
+
+// planArgsOf picks out of build flags, one word each, those packer plan takes, each with its
+// value (the next word, unless given as --flag=value or the flag takes none), as render.sh and
+// scripts/slurm/submit.sh do.
+func planArgsOf(args []string) []string {
+	flags := newPlanCommand(&iostreams{}, nil).Flags()
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") {
+			continue
+		}
+		name, _, inline := strings.Cut(a[2:], "=")
+		f := flags.Lookup(name)
+		if f == nil || name == "out" || name == "force" {
+			continue
+		}
+		out = append(out, a)
+		if !inline && f.Value.Type() != "bool" && i+1 < len(args) {
+			out = append(out, args[i+1])
+			i++
+		}
+	}
+	return out
 }

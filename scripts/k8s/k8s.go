@@ -5,8 +5,8 @@ package k8s
 
 import "embed"
 
-// Templates are output-pvc.yaml, parts-job.yaml and merge-job.yaml, byte for byte as in this
+// Templates are output-pvc.yaml, plan-job.yaml, parts-job.yaml and merge-job.yaml, byte for byte as in this
 // folder, with render.sh's @NAME@ placeholders.
 //
-//go:embed output-pvc.yaml parts-job.yaml merge-job.yaml
+//go:embed output-pvc.yaml plan-job.yaml parts-job.yaml merge-job.yaml
 var Templates embed.FS

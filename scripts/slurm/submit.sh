@@ -10,24 +10,61 @@
 # The parts are built with --cut-inputs auto (PACKER_CUT_INPUTS=K or 0 to change it; see
 # build-parts.sbatch) and merged by hard links.
 #
+# Before submitting, this script lists SRC once, here on the submitting node: packer plan SRC -o
+# OUT.parts/plan with the flags among the build flags that a plan records (source options,
+# --shuffle --seed, and --cut-inputs with the flags it is resolved from), and the array builds
+# from OUT.parts/plan: each part opens only its own inputs (a WebDataset, TFRecord or Parquet part
+# without a plan reads every file of the source; an s3:// part lists the whole prefix). A source
+# packer cannot list fails here, before anything is submitted. PACKER_PLAN=0 submits without a
+# plan: every part lists SRC itself.
+#
 # To retry parts that failed, run the same command with PACKER_ARRAY set to their indices
 # (PACKER_ARRAY=3,17 scripts/slurm/submit.sh SRC OUT N [flags]): it submits only those tasks,
-# still as parts of N, and the merge after them.
+# still as parts of N, and the merge after them. An existing OUT.parts/plan is reused, never made
+# again (a new plan of a source changed since would make the retried parts unmergeable with the
+# others); remove it, and every part, to start over from a new listing.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 SRC OUT N [packer build flags...]" >&2
   exit 2
 fi
-src=$(realpath "$1"); out=$(realpath -m "$2"); n=$3; shift 3
+case "$1" in s3://*) src=$1 ;; *) src=$(realpath "$1") ;; esac
+out=$(realpath -m "$2"); n=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
 parts="$out.parts"
 mkdir -p "$parts"
 array=${PACKER_ARRAY:-0-$((n - 1))}
-export PACKER_SRC="$src" PACKER_PARTS_DIR="$parts" PACKER_OUT="$out" PACKER_PARTS="$n" PACKER_ARGS="$*"
 export PACKER="${PACKER:-$(command -v packer || echo packer)}"
+build_args=("$@")
+if [ "${PACKER_PLAN:-1}" != 0 ]; then
+  plan="$parts/plan"
+  if [ -e "$plan" ]; then
+    echo "submit: reusing the plan $plan (made before: remove it, and every part, to list $src again)" >&2
+  else
+    # The build flags packer plan takes (packer plan --help; a test keeps these lists equal to
+    # packer's), and those of them that take no value.
+    plan_flags=" from split classes image-column label-column image-key label-key fields images masks
+      exif-orient max-pixels clip-len clip-stride short fps decode-timeout shuffle seed
+      cut-inputs shard-size resize size max-size crop filter layout dtype mean std fast "
+    plan_bools=" exif-orient shuffle fast "
+    plan_args=()
+    while [ $# -gt 0 ]; do
+      a=$1; shift
+      case "$a" in --*=*) name=${a%%=*} ;; --*) name=$a ;; *) continue ;; esac
+      name=${name#--}
+      case "$plan_flags" in *" $name "*) ;; *) continue ;; esac
+      plan_args+=("$a")
+      case "$a$plan_bools" in --*=* | *" $name "*) ;; *) [ $# -eq 0 ] || { plan_args+=("$1"); shift; } ;; esac
+    done
+    # --cut-inputs is decided here, once, and recorded in the plan; one in the flags wins.
+    "$PACKER" plan "$src" -o "$plan" --cut-inputs "${PACKER_CUT_INPUTS:-auto}" ${plan_args[@]+"${plan_args[@]}"}
+  fi
+  src=$plan
+fi
+export PACKER_SRC="$src" PACKER_PARTS_DIR="$parts" PACKER_OUT="$out" PACKER_PARTS="$n" PACKER_ARGS="${build_args[*]}"
 # shellcheck disable=SC2086
 job=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --array="$array" --export=ALL "$here/build-parts.sbatch")
 job=${job%%;*}
 # shellcheck disable=SC2086
 merge=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --dependency="afterok:$job" --kill-on-invalid-dep=yes --export=ALL "$here/merge.sbatch")
-echo "parts: job $job (array $array of $n parts), merge: job ${merge%%;*}"
+echo "parts: job $job (array $array of $n parts${plan:+, from the plan $plan}), merge: job ${merge%%;*}"
