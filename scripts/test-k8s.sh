@@ -10,8 +10,10 @@
 #      templates embedded in the binary) must print the same bytes; the output must pass
 #      kubernetes-validate --strict (PyPI; it carries the Kubernetes JSON schemas, so it runs
 #      offline) for Kubernetes 1.29 and 1.37, and scripts/k8s/check.py (completions equal to
-#      PACKER_PARTS, read-only source, ReadWriteMany output). A misspelled field and a count that
-#      disagrees with completions must each be refused.
+#      PACKER_PARTS, read-only source, ReadWriteMany output); so must the parts Job rendered
+#      without a plan (PACKER_PLAN=0, packer cluster k8s parts --no-plan: the pods read the
+#      source). A misspelled field and a count that disagrees with completions must each be
+#      refused.
 #   3. The pods in a container runtime: podman (Debian's, rootful, its own storage under a
 #      temporary folder, runtime runc) loads the image and runs the containers of the rendered
 #      Jobs as Kubernetes would: each part's pod with the Job's args and env, $(JOB_COMPLETION_INDEX)
@@ -87,6 +89,12 @@ for w in pvc plan parts merge; do
     --src-claim "$PACKER_SRC_CLAIM" --src "$PACKER_SRC" --storage-class "$PACKER_STORAGE_CLASS" --out-size "$PACKER_OUT_SIZE" |
     cmp - "$tmp/defaults-$w.yaml" || { echo "test-k8s: FAILED: packer cluster k8s $w with defaults differs from render.sh" >&2; exit 1; }
 done
+# The parts Job without a plan (PACKER_PLAN=0): built from the source, the same from both.
+PACKER_PLAN=0 bash scripts/k8s/render.sh parts >"$tmp/parts-noplan.yaml" 2>"$tmp/render.log" || { cat "$tmp/render.log" >&2; exit 1; }
+"$tmp/packer" cluster k8s parts --no-plan --name "$PACKER_NAME" --image "$PACKER_IMAGE" --parts "$PACKER_PARTS" \
+  --src-claim "$PACKER_SRC_CLAIM" --src "$PACKER_SRC" --cpu "$PACKER_CPU" --memory "$PACKER_MEMORY" --build-args "$PACKER_BUILD_ARGS" |
+  cmp - "$tmp/parts-noplan.yaml" || { echo "test-k8s: FAILED: packer cluster k8s parts --no-plan differs from PACKER_PLAN=0 render.sh parts" >&2; exit 1; }
+grep -q "args: \[build, \"$PACKER_SRC\", -o," "$tmp/parts-noplan.yaml" || { echo "test-k8s: FAILED: the parts Job without a plan does not build from $PACKER_SRC" >&2; exit 1; }
 venv=${XDG_CACHE_HOME:-$HOME/.cache}/packer/k8s-validate-venv-1
 if ! "$venv/bin/kubernetes-validate" --version >/dev/null 2>&1; then
   rm -rf "$venv"
@@ -94,10 +102,11 @@ if ! "$venv/bin/kubernetes-validate" --version >/dev/null 2>&1; then
   "$venv/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: "kubernetes-validate==1.37.0"
 fi
 for k in 1.29 1.37; do
-  "$venv/bin/kubernetes-validate" --strict --quiet -k "$k" "$m/pvc.yaml" "$m/plan.yaml" "$m/parts.yaml" "$m/merge.yaml" ||
+  "$venv/bin/kubernetes-validate" --strict --quiet -k "$k" "$m/pvc.yaml" "$m/plan.yaml" "$m/parts.yaml" "$m/merge.yaml" "$tmp/parts-noplan.yaml" ||
     { echo "test-k8s: FAILED: the manifests do not validate against Kubernetes $k" >&2; exit 1; }
 done
 /usr/bin/python3 scripts/k8s/check.py "$m"/*.yaml
+/usr/bin/python3 scripts/k8s/check.py "$tmp/parts-noplan.yaml" "$m/merge.yaml"
 sed 's/readOnly: true}/readOnly: true, readonly: true}/' "$m/parts.yaml" >"$tmp/bad-field.yaml"
 if "$venv/bin/kubernetes-validate" --strict --quiet -k 1.37 "$tmp/bad-field.yaml" >/dev/null 2>&1; then
   echo "test-k8s: FAILED: the validator passed a misspelled field" >&2; exit 1
@@ -106,7 +115,7 @@ sed 's/^  completions: 3$/  completions: 4/' "$m/parts.yaml" >"$tmp/bad-count.ya
 if /usr/bin/python3 scripts/k8s/check.py "$tmp/bad-count.yaml" >/dev/null 2>&1 || cmp -s "$m/parts.yaml" "$tmp/bad-count.yaml"; then
   echo "test-k8s: FAILED: check.py passed completions 4 with PACKER_PARTS 3" >&2; exit 1
 fi
-echo "test-k8s: manifests valid for Kubernetes 1.29 and 1.37 (strict), part count checked"
+echo "test-k8s: manifests valid for Kubernetes 1.29 and 1.37 (strict), with a plan and without, part count checked"
 
 # 3. The Jobs' containers in podman.
 if [ "${PACKER_K8S_SKIP_RUN:-}" = 1 ]; then

@@ -137,6 +137,15 @@ func TestClusterK8sRenders(t *testing.T) {
 			t.Errorf("plan manifest lacks %q:\n%s", want, plan)
 		}
 	}
+	// --no-plan (render.sh's PACKER_PLAN=0): the parts read the source, each pod listing it, and
+	// there is no plan Job.
+	noPlan := mustRun(t, append(base, "parts", "--no-plan", "--src", "/data/train", "--src-claim", "source", "--build-args", "--resize 20 --crop 16")...)
+	if want := `args: [build, "/data/train", -o, /out/ds.parts/part-$(JOB_COMPLETION_INDEX), --part, auto, --force, --resume, --cut-inputs, auto, "--resize", "20", "--crop", "16"]`; !strings.Contains(noPlan, want) || strings.Contains(noPlan, "build, /out/ds.plan") {
+		t.Errorf("parts manifest with --no-plan lacks %q:\n%s", want, noPlan)
+	}
+	if strings.Replace(noPlan, `"/data/train"`, "/out/ds.plan", 2) != parts {
+		t.Errorf("parts manifest with --no-plan differs from the planned one other than in its source:\n%s", noPlan)
+	}
 	merge := mustRun(t, append(base, "merge", "--merge-memory", "2Gi")...)
 	if !strings.Contains(merge, "/out/ds.parts/part-0, /out/ds.parts/part-1, /out/ds.parts/part-2]") || !strings.Contains(merge, "2Gi") {
 		t.Errorf("merge manifest does not name the 3 parts or the memory:\n%s", merge)
@@ -154,6 +163,9 @@ func TestClusterK8sRenders(t *testing.T) {
 		{[]string{"parts", "--src", "/data/x", "--src-claim", "s", "--parts", "0"}, "--parts 0: want a positive number"},
 		{[]string{"plan", "--src", "/elsewhere", "--src-claim", "s"}, "--src /elsewhere: want a path under /data"},
 		{[]string{"plan", "--src-claim", "s"}, "set --src"},
+		{[]string{"parts", "--no-plan", "--src-claim", "s"}, "set --src"},
+		{[]string{"parts", "--no-plan", "--src", "/elsewhere", "--src-claim", "s"}, "--src /elsewhere: want a path under /data"},
+		{[]string{"plan", "--no-plan", "--src", "/data/x", "--src-claim", "s"}, "--no-plan: there is no plan Job"},
 		{[]string{"parts", "--src", "/data/x"}, "set --src-claim"},
 		{[]string{"parts", "--src", "/data/x", "--src-claim", "s", "--build-args", `--classes "a b"`}, "quotes, backslashes"},
 		{[]string{"merge", "--cpu", "1&2"}, "--cpu 1&2"},

@@ -145,6 +145,7 @@ func writeSlurm(io *iostreams, dir string, force bool) error {
 type k8sValues struct {
 	name, outClaim, storageClass, outSize, image, parts, parallelism, retries string
 	cpu, memory, mergeMemory, src, srcClaim, buildArgs                        string
+	noPlan                                                                    bool // PACKER_PLAN=0: the parts read the source, no plan Job
 }
 
 // k8sTemplates maps render.sh's WHAT to its template.
@@ -163,7 +164,8 @@ PACKER_PARTS, --src-claim PACKER_SRC_CLAIM, and so on): the same values give the
   plan    the Job that lists the source once into /out/NAME.plan (packer plan, with those of
           --build-args that plan takes): --name, --image, --src (under /data), --src-claim
   parts   the Indexed Job of the parts, built from /out/NAME.plan: --name, --image, --parts,
-          --src-claim; the part count goes into both the Job's completions and PACKER_PARTS
+          --src-claim; the part count goes into both the Job's completions and PACKER_PARTS;
+          with --no-plan built from --src itself (each pod lists it), and no plan Job
   merge   the merge Job: --name, --image, --parts
 
   packer cluster k8s pvc --name in224 --storage-class nfs-client --out-size 200Gi | kubectl apply -f -
@@ -192,7 +194,8 @@ See docs/cluster.md.
 	f.StringVar(&v.name, "name", "", "the dataset's name: Job names, /out/NAME (PACKER_NAME)")
 	f.StringVar(&v.image, "image", "", "plan, parts, merge: the image, best by digest: registry/packer@sha256:... (PACKER_IMAGE)")
 	f.StringVar(&v.parts, "parts", "", "parts, merge: the number of parts (PACKER_PARTS)")
-	f.StringVar(&v.src, "src", "", "plan: the source's path in the pod, under /data (PACKER_SRC)")
+	f.StringVar(&v.src, "src", "", "plan, and parts with --no-plan: the source's path in the pod, under /data (PACKER_SRC)")
+	f.BoolVar(&v.noPlan, "no-plan", false, "parts: build from --src itself, each pod listing it, not from the plan Job's plan; plan is refused (PACKER_PLAN=0)")
 	f.StringVar(&v.srcClaim, "src-claim", "", "plan, parts: the claim of the source's volume, mounted read-only at /data (PACKER_SRC_CLAIM)")
 	f.StringVar(&v.buildArgs, "build-args", "", `plan, parts: packer build flags, split on spaces, as "--resize 256 --crop 224"; the plan takes those packer plan takes (PACKER_BUILD_ARGS)`)
 	f.StringVar(&v.storageClass, "storage-class", "", "pvc: a storage class whose volumes are ReadWriteMany (PACKER_STORAGE_CLASS)")
@@ -272,9 +275,13 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 		}
 	}
 	last := n - 1
+	if v.noPlan && what == "plan" {
+		return nil, errors.New("--no-plan: there is no plan Job (the parts Job lists --src itself)")
+	}
+	noPlan := v.noPlan && what == "parts"
 	switch what {
 	case "plan", "parts":
-		if what == "plan" {
+		if what == "plan" || noPlan {
 			src = check(need("src", v.src, "the source's path in the pod (a folder or a file): under /data, where --src-claim is mounted"))
 			if err == nil && src != "/data" && !strings.HasPrefix(src, "/data/") {
 				err = fmt.Errorf("--src %s: want a path under /data", src)
@@ -304,6 +311,11 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The parts build from the plan the plan Job wrote, or with --no-plan from the source.
+	partsSrc := "/out/" + name + ".plan"
+	if noPlan {
+		partsSrc = "\"" + src + "\""
+	}
 	data, err := fs.ReadFile(k8s.Templates, tmpl)
 	if err != nil {
 		return nil, err
@@ -314,7 +326,7 @@ func renderK8s(what string, v k8sValues) ([]byte, error) {
 		{"@IMAGE@", image}, {"@PARTS@", parts}, {"@LAST@", strconv.Itoa(last)},
 		{"@PARALLELISM@", parallelism}, {"@RETRIES@", retries},
 		{"@CPU@", cpu}, {"@MEMORY@", memory}, {"@MERGE_MEMORY@", mergeMemory},
-		{"@SRC@", src}, {"@SRC_CLAIM@", srcClaim},
+		{"@SRC@", src}, {"@SRC_CLAIM@", srcClaim}, {"@PARTS_SRC@", partsSrc},
 		{"@BUILD_ARGS@", buildArgs}, {"@PLAN_ARGS@", planArgs}, {"@MERGE_PARTS@", mergeParts},
 	} {
 		out = strings.ReplaceAll(out, r[0], r[1])

@@ -212,8 +212,9 @@ func (o *buildOptions) planCut(src source.Source) error {
 }
 
 // usePlanCut makes a build from the plan h take the plan's --cut-inputs K, if it records one:
-// the same K given, auto or nothing is that K; another K is refused, naming both. A build of
-// another format than shards does not take it.
+// the same K given, auto or nothing is that K; another K, or 0 given explicitly (no cut), is
+// refused, naming both, as a source flag that disagrees with the plan is. A build of another
+// format than shards does not take it.
 func (o *buildOptions) usePlanCut(h *pipeline.PlanHeader, src string) error {
 	v, ok := h.Options["cut-inputs"]
 	if !ok || o.Format != shard.FormatShards {
@@ -225,7 +226,7 @@ func (o *buildOptions) usePlanCut(h *pipeline.PlanHeader, src string) error {
 	if err != nil || k <= 0 {
 		return fmt.Errorf("%w: %s: --cut-inputs %q", pipeline.ErrPlan, src, v)
 	}
-	if !o.cutAuto && o.CutInputs != 0 && o.CutInputs != k {
+	if !o.cutAuto && o.flags.Lookup("cut-inputs").Changed && o.CutInputs != k {
 		return usagef(fmt.Errorf("--cut-inputs %d disagrees with the plan %s, made with --cut-inputs %d (every part of a plan is cut at the same K: leave the flag out, give auto or %d, or make a new plan)", o.CutInputs, src, k, k))
 	}
 	if o.cutAuto {

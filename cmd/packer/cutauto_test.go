@@ -121,11 +121,18 @@ func TestPlanRecordsCutInputs(t *testing.T) {
 	if m, err := shard.ReadManifest(npy); err != nil || m.Part == nil || m.Part.CutInputs != 0 {
 		t.Errorf("an npy part of the plan: %v, want no cut_inputs", err)
 	}
-	_, errs, code := run(t, append([]string{"build", plan, "-o", filepath.Join(root, "other"), "--part", "0/3", "--cut-inputs", "3"}, args...)...)
-	if code != 2 || !strings.Contains(errs, "--cut-inputs 3") || !strings.Contains(errs, "--cut-inputs 2") {
-		t.Errorf("a part of the plan with another K: exit %d, want 2 naming both: %s", code, errs)
+	// Another K, or an explicit 0 (no cut), disagrees with the plan's K: refused, naming both.
+	for _, k := range []string{"3", "0"} {
+		other := filepath.Join(root, "other"+k)
+		_, errs, code := run(t, append([]string{"build", plan, "-o", other, "--part", "0/3", "--cut-inputs", k}, args...)...)
+		if code != 2 || !strings.Contains(errs, "--cut-inputs "+k+" disagrees") || !strings.Contains(errs, "--cut-inputs 2") {
+			t.Errorf("a part of the plan with --cut-inputs %s: exit %d, want 2 naming both: %s", k, code, errs)
+		}
+		if _, err := os.Stat(other); err == nil {
+			t.Errorf("the refused part with --cut-inputs %s left %s", k, other)
+		}
 	}
-	_, errs, code = run(t, "plan", src, "-o", filepath.Join(root, "crop.plan"), "--classes", "x,y,z", "--crop", "6")
+	_, errs, code := run(t, "plan", src, "-o", filepath.Join(root, "crop.plan"), "--classes", "x,y,z", "--crop", "6")
 	if code != 2 || !strings.Contains(errs, "--crop is for --cut-inputs auto") {
 		t.Errorf("plan --crop without --cut-inputs auto: exit %d: %s", code, errs)
 	}

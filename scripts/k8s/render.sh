@@ -19,6 +19,8 @@
 # Optional: PACKER_OUT_CLAIM (default packer-out), PACKER_PARALLELISM (default PACKER_PARTS),
 # PACKER_CPU (default 4), PACKER_MEMORY (default 8Gi), PACKER_MERGE_MEMORY (default 1Gi),
 # PACKER_RETRIES (default 2: retries of each part, and of the merge).
+# PACKER_PLAN=0 renders the parts Job without a plan: each pod lists PACKER_SRC itself (set it
+# for parts then), and there is no plan Job (render.sh plan is refused).
 # The part count is written once here into both the Job's completions and the pods'
 # PACKER_PARTS; the output is checked with check.py (they agree, nothing left unfilled) before
 # it is printed. Manifests changed afterwards (kustomize, an editor) can be checked the same way:
@@ -67,10 +69,18 @@ pvc)
   merge_memory=$(opt PACKER_MERGE_MEMORY 1Gi)
   ;;
 esac
-if [ "$what" = plan ]; then
+noplan=
+if [ "${PACKER_PLAN:-1}" = 0 ]; then
+  [ "$what" != plan ] || { echo "render: PACKER_PLAN=0: there is no plan Job (the parts Job lists PACKER_SRC itself)" >&2; exit 2; }
+  [ "$what" != parts ] || noplan=1
+fi
+if [ "$what" = plan ] || [ -n "$noplan" ]; then
   src=$(need PACKER_SRC "the source's path in the pod (a folder or a file): under /data, where PACKER_SRC_CLAIM is mounted")
   case "$src" in /data | /data/*) ;; *) echo "render: PACKER_SRC=$src: want a path under /data" >&2; exit 2 ;; esac
 fi
+# The parts build from the plan the plan Job wrote, or with PACKER_PLAN=0 from the source.
+parts_src=/out/$name.plan
+[ -z "$noplan" ] || parts_src="\"$src\""
 if [ "$what" = plan ] || [ "$what" = parts ]; then
   src_claim=$(need PACKER_SRC_CLAIM "the claim of the source's volume")
   # The plan Job takes the build args that packer plan takes (a test keeps these lists equal to
@@ -104,7 +114,7 @@ sed -e "s|@NAME@|$name|g" -e "s|@OUT_CLAIM@|$out_claim|g" \
   -e "s|@IMAGE@|${image:-}|g" -e "s|@PARTS@|${parts:-}|g" -e "s|@LAST@|$((${parts:-1} - 1))|g" \
   -e "s|@PARALLELISM@|${parallelism:-}|g" -e "s|@RETRIES@|$retries|g" \
   -e "s|@CPU@|${cpu:-}|g" -e "s|@MEMORY@|${memory:-}|g" -e "s|@MERGE_MEMORY@|${merge_memory:-}|g" \
-  -e "s|@SRC@|${src:-}|g" -e "s|@SRC_CLAIM@|${src_claim:-}|g" \
+  -e "s|@SRC@|${src:-}|g" -e "s|@SRC_CLAIM@|${src_claim:-}|g" -e "s|@PARTS_SRC@|$parts_src|g" \
   -e "s|@BUILD_ARGS@|${build_args:-}|g" -e "s|@PLAN_ARGS@|${plan_args:-}|g" -e "s|@MERGE_PARTS@|$merge_parts|g" \
   "$here/$tmpl" >"$out"
 python3 "$here/check.py" "$out" >&2

@@ -18,6 +18,11 @@
 # packer cannot list fails here, before anything is submitted. PACKER_PLAN=0 submits without a
 # plan: every part lists SRC itself.
 #
+# OUT may be s3://bucket/prefix: the parts then go to s3://bucket/prefix.parts/part-I (built and
+# merged in the store, docs/storage.md), and PACKER_PLAN_DIR must name a folder on a shared file
+# system for the plan (PACKER_PLAN_DIR/plan) and the jobs' logs; it is refused without one. For
+# a local OUT, PACKER_PLAN_DIR is optional (default OUT.parts: the plan is OUT.parts/plan).
+#
 # To retry parts that failed, run the same command with PACKER_ARRAY set to their indices
 # (PACKER_ARRAY=3,17 scripts/slurm/submit.sh SRC OUT N [flags]): it submits only those tasks,
 # still as parts of N, and the merge after them. An existing OUT.parts/plan is reused, never made
@@ -29,15 +34,34 @@ if [ $# -lt 3 ]; then
   exit 2
 fi
 case "$1" in s3://*) src=$1 ;; *) src=$(realpath "$1") ;; esac
-out=$(realpath -m "$2"); n=$3; shift 3
+out=$2; n=$3; shift 3
 here=$(cd "$(dirname "$0")" && pwd)
-parts="$out.parts"
-mkdir -p "$parts"
+case "$out" in
+s3://*)
+  # The parts go into the bucket beside OUT; the plan and the jobs' logs need a folder that
+  # every node reads, which a bucket is not.
+  out=${out%/}
+  parts="$out.parts"
+  if [ -z "${PACKER_PLAN_DIR:-}" ]; then
+    echo "submit: OUT $out is in a bucket (the parts go to $parts/part-I): set PACKER_PLAN_DIR to a folder on a shared file system, for the plan and the jobs' logs" >&2
+    exit 2
+  fi
+  plandir=$(realpath -m "$PACKER_PLAN_DIR")
+  ;;
+*)
+  out=$(realpath -m "$out")
+  parts="$out.parts"
+  mkdir -p "$parts"
+  plandir=$parts
+  [ -z "${PACKER_PLAN_DIR:-}" ] || plandir=$(realpath -m "$PACKER_PLAN_DIR")
+  ;;
+esac
+mkdir -p "$plandir"
 array=${PACKER_ARRAY:-0-$((n - 1))}
 export PACKER="${PACKER:-$(command -v packer || echo packer)}"
 build_args=("$@")
 if [ "${PACKER_PLAN:-1}" != 0 ]; then
-  plan="$parts/plan"
+  plan="$plandir/plan"
   if [ -e "$plan" ]; then
     echo "submit: reusing the plan $plan (made before: remove it, and every part, to list $src again)" >&2
   else
@@ -63,8 +87,8 @@ if [ "${PACKER_PLAN:-1}" != 0 ]; then
 fi
 export PACKER_SRC="$src" PACKER_PARTS_DIR="$parts" PACKER_OUT="$out" PACKER_PARTS="$n" PACKER_ARGS="${build_args[*]}"
 # shellcheck disable=SC2086
-job=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --array="$array" --export=ALL "$here/build-parts.sbatch")
+job=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$plandir" --array="$array" --export=ALL "$here/build-parts.sbatch")
 job=${job%%;*}
 # shellcheck disable=SC2086
-merge=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$parts" --dependency="afterok:$job" --kill-on-invalid-dep=yes --export=ALL "$here/merge.sbatch")
+merge=$(sbatch --parsable ${SBATCH_OPTS:-} --chdir="$plandir" --dependency="afterok:$job" --kill-on-invalid-dep=yes --export=ALL "$here/merge.sbatch")
 echo "parts: job $job (array $array of $n parts${plan:+, from the plan $plan}), merge: job ${merge%%;*}"
