@@ -76,3 +76,48 @@ func fileEntry(t *testing.T, dir string, i int, data string) shard.FileEntry {
 	sum := sha256.Sum256([]byte(data))
 	return shard.FileEntry{Path: name, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), Records: 1}
 }
+
+// TestPutAfterTakenOver: a resumed build that lost OUT to another resume neither deletes nor
+// overwrites an object the new owner uploaded under a name it writes too (with other bytes:
+// a source changed between the two): it fails matching ErrTakenOver, and the new owner's
+// object stays.
+func TestPutAfterTakenOver(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Bucket(t, "put")
+	b := NewWithClient(srv.Client(""), URL{Bucket: "put", Prefix: "ds"}, Options{})
+	ctx := context.Background()
+	tmp := t.TempDir()
+	open := func(dir string, resume bool) *StreamStage {
+		t.Helper()
+		opts := storage.StageOptions{Staging: func() (*storage.Staging, error) { return storage.OpenStaging(filepath.Join(tmp, dir), "stage") }}
+		s, err := b.StreamStage(ctx, opts, resume)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Release)
+		return s
+	}
+	a := open("a", false)
+	if err := a.SaveCheckpoint([]byte(`{"files":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := open("first", true)
+	second := open("second", true)
+	dir := t.TempDir()
+	fe := fileEntry(t, dir, 0, "the new owner's shard")
+	if err := second.Put(dir, fe); err != nil {
+		t.Fatal(err)
+	}
+	etag, err := b.etag(ctx, fe.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	other := fileEntry(t, dir, 0, "the old owner's other shard")
+	if err := first.Put(dir, other); !errors.Is(err, ErrTakenOver) {
+		t.Errorf("Put of a build that lost OUT over the new owner's object: %v; want ErrTakenOver", err)
+	}
+	if now, err := b.etag(ctx, fe.Path); err != nil || now != etag {
+		t.Errorf("the new owner's %s after the old owner's Put: ETag %s, %v; want %s", fe.Path, now, err, etag)
+	}
+}

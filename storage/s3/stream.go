@@ -512,6 +512,10 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		// This build's object under the name, not the file, is removed first; where there is
 		// none, no request is spent on it.
 		if mine && exists {
+			// Unless another build has taken OUT over: the object is then its upload.
+			if err := s.Owned(s.ctx); err != nil {
+				return err
+			}
 			if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
