@@ -22,7 +22,8 @@
 # (PACKER_ARRAY=3,17 scripts/slurm/submit.sh SRC OUT N [flags]): it submits only those tasks,
 # still as parts of N, and the merge after them. An existing OUT.parts/plan is reused, never made
 # again (a new plan of a source changed since would make the retried parts unmergeable with the
-# others); remove it, and every part, to start over from a new listing.
+# others); remove it, and every part, to start over from a new listing. A plan that lists another
+# source than SRC is refused (exit 2, nothing submitted): OUT would be that source's dataset.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 SRC OUT N [packer build flags...]" >&2
