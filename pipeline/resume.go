@@ -175,7 +175,13 @@ func CutJournal(staging string, entry output.Entry, records int64) (*ResumeInfo,
 	}
 	k := -1
 	for i, m := range j.Marks {
-		if m.Records > 0 && m.Records <= records && m.Skipped <= len(j.Skipped) {
+		// A mark is where the build stood at one of its checkpoints: never past where the
+		// journal stands (a journal sealed again after an edit may say otherwise).
+		if m.Records < 0 || m.Records > j.Records || m.Inputs < 0 || m.Inputs > j.Inputs || m.Skipped < 0 || m.Skipped > len(j.Skipped) {
+			return nil, fmt.Errorf("%w: its journal %s holds a checkpoint mark (%d inputs, %d records, %d skipped) past where the journal stands (%d inputs, %d records, %d skipped): it was edited (build without --resume to start over)",
+				ErrResume, p, m.Inputs, m.Records, m.Skipped, j.Inputs, j.Records, len(j.Skipped))
+		}
+		if m.Records > 0 && m.Records <= records {
 			k = i
 		}
 	}

@@ -70,7 +70,13 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 		total += m.Count
 	}
 	bar := progress.New(o.IO.Err, "checking parts", "records", total)
-	m, copies, sum, err := pipeline.CheckCutParts(parts, fss, shards.ShardName, func(records, _ int64) { bar.Set(records) })
+	// CheckCutParts reads part k of parts.Dirs through its k-th FS: that part's, in index
+	// order, not the one given k-th.
+	byIndex := make([]shard.FS, len(parts.Dirs))
+	for k, d := range parts.Dirs {
+		byIndex[k] = fss[index(d)]
+	}
+	m, copies, sum, err := pipeline.CheckCutParts(parts, byIndex, shards.ShardName, func(records, _ int64) { bar.Set(records) })
 	bar.Finish()
 	var pe *pipeline.PartError
 	if errors.As(err, &pe) {

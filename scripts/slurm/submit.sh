@@ -27,7 +27,8 @@
 # (PACKER_ARRAY=3,17 scripts/slurm/submit.sh SRC OUT N [flags]): it submits only those tasks,
 # still as parts of N, and the merge after them. An existing OUT.parts/plan is reused, never made
 # again (a new plan of a source changed since would make the retried parts unmergeable with the
-# others); remove it, and every part, to start over from a new listing.
+# others); remove it, and every part, to start over from a new listing. A plan that lists another
+# source than SRC is refused (exit 2, nothing submitted): OUT would be that source's dataset.
 set -euo pipefail
 if [ $# -lt 3 ]; then
   echo "usage: $0 SRC OUT N [packer build flags...]" >&2
@@ -63,6 +64,16 @@ build_args=("$@")
 if [ "${PACKER_PLAN:-1}" != 0 ]; then
   plan="$plandir/plan"
   if [ -e "$plan" ]; then
+    # Only a plan of this SRC: one of another source would build and merge that one into OUT.
+    # Its header (line 1) names the source as JSON, as packer writes it: SRC is written so too.
+    planned=$(head -n 1 "$plan" | sed -n 's/^{"packer_plan":[0-9]*,"packer":"[^"]*","kind":"[^"]*","source":"\(\([^"\\]\|\\.\)*\)".*/\1/p')
+    want=${src//'\'/'\\'}; want=${want//'"'/'\"'}
+    want=${want//'&'/'\u0026'}; want=${want//'<'/'\u003c'}; want=${want//'>'/'\u003e'}
+    if [ "${planned%/}" != "${want%/}" ]; then
+      shown=${planned//'\u0026'/'&'}; shown=${shown//'\u003c'/'<'}; shown=${shown//'\u003e'/'>'}; shown=${shown//'\"'/'"'}; shown=${shown//'\\'/'\'}
+      echo "submit: the plan $plan lists the source $shown, not $src: remove it, and every part, to build $src; give the plan's source to retry its parts" >&2
+      exit 2
+    fi
     echo "submit: reusing the plan $plan (made before: remove it, and every part, to list $src again)" >&2
   else
     # The build flags packer plan takes (packer plan --help; a test keeps these lists equal to

@@ -512,6 +512,10 @@ func (s *StreamStage) Put(dir string, fe shard.FileEntry) error {
 		// This build's object under the name, not the file, is removed first; where there is
 		// none, no request is spent on it.
 		if mine && exists {
+			// Unless another build has taken OUT over: the object is then its upload.
+			if err := s.Owned(s.ctx); err != nil {
+				return err
+			}
 			if err := s.b.Remove(s.ctx, name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
@@ -607,7 +611,8 @@ func (e *StoredDamagedError) Unwrap() error { return e.Err }
 // Keep checks that every file of files (a resumed build's checkpoint) is in the store as it
 // was uploaded (stored), or fails with a StoredDamagedError naming the first that is not, and
 // removes the other objects of this build under the stage's generation (uploaded after the
-// checkpoint), so that the resumed build writes them anew.
+// checkpoint), so that the resumed build writes them anew; where another build has taken OUT
+// over meanwhile, it deletes nothing and fails matching ErrTakenOver.
 func (s *StreamStage) Keep(files []shard.FileEntry) error {
 	keep := map[string]bool{}
 	var records int64
@@ -622,6 +627,11 @@ func (s *StreamStage) Keep(files []shard.FileEntry) error {
 		}
 		keep[name] = true
 		records += fe.Records
+	}
+	// Reading the kept files back takes a while: a resume elsewhere may have taken OUT over
+	// meanwhile, and the objects past the checkpoint are then its uploads, not to be deleted.
+	if err := s.Owned(s.ctx); err != nil {
+		return err
 	}
 	var others []string
 	err := s.b.List(s.ctx, func(fi storage.FileInfo) error {
