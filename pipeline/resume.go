@@ -159,19 +159,9 @@ func addMark(marks []mark, m mark) []mark {
 // the output cannot cut its state): the caller starts over.
 func CutJournal(staging string, entry output.Entry, records int64) (*ResumeInfo, error) {
 	p := filepath.Join(staging, JournalName)
-	data, err := os.ReadFile(p)
+	j, err := readJournal(p)
 	if err != nil {
 		return nil, err
-	}
-	body, err := checkJournalSeal(p, data)
-	if err != nil {
-		return nil, err
-	}
-	var j journal
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&j); err != nil {
-		return nil, fmt.Errorf("%w: its journal %s is damaged: %v (build without --resume to start over)", ErrResume, p, err)
 	}
 	k := -1
 	for i, m := range j.Marks {
@@ -196,7 +186,8 @@ func CutJournal(staging string, entry output.Entry, records int64) (*ResumeInfo,
 	j.Inputs, j.Drop, j.Next, j.Packed, j.Records, j.Bytes = m.Inputs, m.Drop, m.Next, m.Packed, m.Records, m.Bytes
 	j.Counts, j.Skipped, j.Reasons, j.BoxesDropped = m.Counts, j.Skipped[:m.Skipped], m.Reasons, m.BoxesDropped
 	j.Listing, j.ListingState, j.Output, j.Marks = m.Listing, m.ListingState, out, j.Marks[:k+1]
-	if data, err = json.Marshal(j); err != nil {
+	data, err := json.Marshal(j)
+	if err != nil {
 		return nil, err
 	}
 	if err := fileutil.WriteFileAtomic(p, sealJournal(data)); err != nil {
@@ -298,15 +289,10 @@ func checkJournalSeal(p string, data []byte) ([]byte, error) {
 	return body, nil
 }
 
-// loadJournal reads the journal of an interrupted build in dir, checks its checksum, and checks
-// that this build is the same build: packer version, every option that decides the bytes and
-// where the source lies. nil, nil: no journal.
-func (b *builder) loadJournal(dir string) (*journal, error) {
-	p := filepath.Join(dir, JournalName)
+// readJournal reads the journal at p: a regular file of at most maxJournalSize bytes whose
+// checksum holds, decoded strictly. A missing journal is an error matching os.ErrNotExist.
+func readJournal(p string) (*journal, error) {
 	st, err := os.Lstat(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +315,21 @@ func (b *builder) loadJournal(dir string) (*journal, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
 		return nil, fmt.Errorf("%w: its journal %s is damaged: %v (build without --resume to start over)", ErrResume, p, err)
+	}
+	return &j, nil
+}
+
+// loadJournal reads the journal of an interrupted build in dir, checks its checksum, and checks
+// that this build is the same build: packer version, every option that decides the bytes and
+// where the source lies. nil, nil: no journal.
+func (b *builder) loadJournal(dir string) (*journal, error) {
+	p := filepath.Join(dir, JournalName)
+	j, err := readJournal(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	if j.Packer != Version {
 		return nil, fmt.Errorf("%w: it was made by packer %s, this is packer %s (build without --resume to start over)", ErrResume, j.Packer, Version)
@@ -371,7 +372,7 @@ func (b *builder) loadJournal(dir string) (*journal, error) {
 	if j.Reasons == nil {
 		j.Reasons = map[string]int{}
 	}
-	return &j, nil
+	return j, nil
 }
 
 func orNone(v json.RawMessage) string {
