@@ -27,6 +27,11 @@
 #   SET imagenet (default): N ImageNet-like JPEGs (default 2000; scripts/make_photos.sh: mostly
 #       500 px on the longer side, about 16 KB each), built with --resize 128 --crop 112: the
 #       store's cost per object is large against the decoding's.
+#   PACKER_BENCH_PIN=1 pins the server (all its threads) to CPU 1 and every packer run and plain
+#       client to CPU 0 (taskset), local-to-local included: the store then does its work on a core
+#       of its own, as a real store does on machines of its own, and each mode's client side gets
+#       one core. Without it everything shares the machine's cores, the store included.
+#
 #   SET 1080p: N 1920x1080 JPEGs (default 300) with film grain (GRAIN=16, entropy nearer a camera
 #       photo's), built with --resize 224 --crop 224 as a training set would be.
 #
@@ -48,8 +53,13 @@ trap 'bash scripts/s3-server.sh stop >/dev/null 2>&1 || true; rm -rf "$work"' EX
 eval "$(bash scripts/s3-server.sh start "$work/root" 2>/dev/null)"
 bash scripts/s3-server.sh bucket bench >/dev/null
 SERVER_PID=$(cat "$PACKER_S3_SERVER/pid")
+PIN=()
+if [ "${PACKER_BENCH_PIN:-0}" = 1 ]; then
+  taskset -a -p -c 1 "$SERVER_PID" >/dev/null
+  PIN=(taskset -c 0)
+fi
 TCK=$(getconf CLK_TCK)
-echo "commit $(git rev-parse --short HEAD); load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; server: $(basename "$(dirname "$(bash scripts/s3-server.sh path)")") (keep-alive ${VGW_KEEP_ALIVE:-true}), same machine"
+echo "commit $(git rev-parse --short HEAD); load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; server: $(basename "$(dirname "$(bash scripts/s3-server.sh path)")") (keep-alive ${VGW_KEEP_ALIVE:-true}), same machine$([ ${#PIN[@]} -gt 0 ] && echo ', pinned to CPU 1; packer and the plain clients pinned to CPU 0')"
 
 # PACKER_BENCH_PHOTOS=DIR takes the photos from DIR/$SET (made before by make_photos.sh with the
 # same N and grain) instead of making them again.
@@ -66,7 +76,7 @@ N=$(find "$src" -name '*.jpg' | wc -l)
 # s3py SCRIPT ARGS...: runs a boto3 client of the server.
 s3py() {
   local code=$1; shift
-  $PY - "$@" <<PYEOF
+  "${PIN[@]}" $PY - "$@" <<PYEOF
 import os, sys, time, boto3
 from botocore.config import Config
 from concurrent.futures import ThreadPoolExecutor
@@ -112,7 +122,7 @@ parts() {
     mkdir -p "$tmp"
     watch "$tmp" "$work/hw" &
     t0=$(date +%s.%N)
-    TMPDIR=$tmp /usr/bin/time -f "%U %S" -o "$work/cpu" "$bin" build "$from" -o "$to$i" --part "$i/3" "${ARGS[@]}" >/dev/null 2>"$work/err" || { cat "$work/err"; exit 1; }
+    TMPDIR=$tmp /usr/bin/time -f "%U %S" -o "$work/cpu" "${PIN[@]}" "$bin" build "$from" -o "$to$i" --part "$i/3" "${ARGS[@]}" >/dev/null 2>"$work/err" || { cat "$work/err"; exit 1; }
     t1=$(date +%s.%N)
     touch "$work/hw.stop"; wait
     hw=$(cat "$work/hw"); rm -f "$work/hw" "$work/hw.stop"
