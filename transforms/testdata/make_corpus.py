@@ -127,6 +127,12 @@ def main():
     assert good.endswith(b"\xff\xd9")
     save("missing-eoi.jpg", good[:-2])
     save("early-eoi.jpg", good[: len(good) * 2 // 3] + b"\xff\xd9")
+    # A marker libjpeg does not know (0xFF6C) in the middle of the scan data: libjpeg warns
+    # (premature end of data segment) and fills the rest of the image, then fails when it reads
+    # on to EOI; Pillow raises "broken data stream".
+    sos = good.find(b"\xff\xda")
+    mid = sos + (len(good) - sos) // 2
+    save("bad-marker-in-scan.jpg", good[:mid] + b"\xff\x6c" + good[mid:])
     save("empty.jpg", b"")
     save("text.jpg", b"this is not a JPEG file\n")
     huge = bytearray(enc(photo(8, 8), "JPEG"))
