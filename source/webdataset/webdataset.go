@@ -348,7 +348,7 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			return s.emitBad(seq, where, fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 		}
 		members++
-		if h.Typeflag != tar.TypeReg {
+		if !isFile(h) {
 			continue
 		}
 		key, ext := splitKey(h.Name)
@@ -405,6 +405,14 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			cur.label, cur.hasLabel = data, true
 		}
 	}
+}
+
+// isFile reports whether a tar member holds a file's data, as Python's tarfile (and so
+// webdataset's reader) counts them: a regular file (archive/tar reports old-style ones as
+// TypeReg), a GNU sparse file (GNU tar --sparse; archive/tar reads it whole, holes as zeros)
+// or a contiguous file.
+func isFile(h *tar.Header) bool {
+	return h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeGNUSparse || h.Typeflag == tar.TypeCont
 }
 
 // splitKey splits a member name into its sample key and the extension after the key's dot.
