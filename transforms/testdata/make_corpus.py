@@ -213,6 +213,17 @@ def main():
     save("lossless.webp", enc(base, "WEBP", lossless=True))
     save("lossy.webp", enc(base, "WEBP", quality=80))
     save("lossy-alpha.webp", enc(rgba, "WEBP", quality=80))
+    # Damaged WebP containers, each refused by libwebp's demuxer (which Pillow opens WebP files
+    # with: "could not create decoder object"): the RIFF header says more bytes than the file
+    # holds (its EXIF chunk cut off), a chunk runs past the RIFF data's end, bytes inside the
+    # RIFF data that are no chunk. Bytes after the RIFF data are ignored.
+    ex = Image.Exif()
+    ex[0x010E] = "packer " * 30
+    save("webp-exif-cut.webp", enc(base, "WEBP", quality=80, exif=ex.tobytes())[:-40])
+    lossy = enc(base, "WEBP", quality=80)
+    save("webp-chunk-past-riff.webp", lossy[:4] + struct.pack("<I", len(lossy) - 8 - 2) + lossy[8:])
+    save("webp-leftover.webp", lossy[:4] + struct.pack("<I", len(lossy) - 8 + 4) + lossy[8:] + b"abcd")
+    save("webp-trailing.webp", lossy + b"trailing")
     save("anim.gif", enc(pal, "GIF", save_all=True, append_images=[pal16.convert("RGB").convert("P")], duration=50))
     save("grey.ppm", enc(base.convert("L"), "PPM"))
     save("rgba.bmp", enc(rgba, "BMP"))
