@@ -322,7 +322,8 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 		r = zr
 	}
 	shardName := fsentry.Name(name)
-	tr := tar.NewReader(r)
+	tail := &tailReader{r: r}
+	tr := tar.NewReader(tail)
 	var cur *sample
 	members := 0
 	flush := func() error {
@@ -338,6 +339,11 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			return err
 		}
 		h, err := tr.Next()
+		if err == io.EOF && !tail.zeroBlock() {
+			// archive/tar ends the archive where the data ends between two members, as Python's
+			// tarfile does; a tar ends with zero blocks, so this one was cut off there.
+			err = errors.New("the tar file ends with no end-of-archive blocks: it was cut off here")
+		}
 		if err == io.EOF {
 			return flush()
 		}
@@ -405,6 +411,34 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			cur.label, cur.hasLabel = data, true
 		}
 	}
+}
+
+// tailReader passes r's bytes on and keeps the last tarBlock of them.
+type tailReader struct {
+	r    io.Reader
+	n    int64
+	last [tarBlock]byte
+}
+
+const tarBlock = 512
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	b := p[:n]
+	if len(b) >= tarBlock {
+		copy(t.last[:], b[len(b)-tarBlock:])
+	} else {
+		copy(t.last[:], t.last[len(b):])
+		copy(t.last[tarBlock-len(b):], b)
+	}
+	t.n += int64(n)
+	return n, err
+}
+
+// zeroBlock reports whether the last block read was a block of zeros: where archive/tar returns
+// io.EOF, the end-of-archive block it stopped at, not the end of the data after a member.
+func (t *tailReader) zeroBlock() bool {
+	return t.n >= tarBlock && t.last == [tarBlock]byte{}
 }
 
 // isFile reports whether a tar member holds a file's data, as Python's tarfile (and so
