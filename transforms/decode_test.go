@@ -230,7 +230,7 @@ func orOK(s string) string {
 // TestDecodeExifOrient checks ExifOrient against ImageOps.exif_transpose, and that the
 // default ignores the tag.
 func TestDecodeExifOrient(t *testing.T) {
-	files := []string{"exif-rotate6.jpg", "exif-rotate3.png", "baseline-420.jpg"}
+	files := []string{"exif-rotate6.jpg", "exif-rotate3.png", "baseline-420.jpg", "exif-count2.jpg", "exif-count3.jpg"}
 	var jobs []pillowDecodeJob
 	for _, f := range files {
 		jobs = append(jobs, pillowDecodeJob{Path: filepath.Join("testdata", "corpus", f), Exif: true})

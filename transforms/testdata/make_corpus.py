@@ -117,6 +117,16 @@ def main():
     ex = Image.Exif()
     ex[0x0112] = 6
     save("exif-rotate6.jpg", enc(photo(40, 24, seed=3), "JPEG", exif=ex.tobytes()))
+    # The Orientation entry with a count of 2 (SHORTs 6 and 1, held inline in the entry):
+    r6 = enc(photo(40, 24, seed=3), "JPEG", exif=ex.tobytes())
+    entry = b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00"
+    assert r6.count(entry) == 1
+    # Pillow warns and takes the first value: rotated as exif-rotate6.jpg.
+    save("exif-count2.jpg", r6.replace(entry, b"\x01\x12\x00\x03\x00\x00\x00\x02\x00\x06\x00\x01"))
+    # A count of 3: 6 bytes do not fit in the entry, whose value field is then their offset
+    # (0x60000, past the EXIF data): Pillow skips the tag ("Possibly corrupt EXIF data") and
+    # leaves the image as it is.
+    save("exif-count3.jpg", r6.replace(entry, b"\x01\x12\x00\x03\x00\x00\x00\x03\x00\x06\x00\x00"))
     ex = Image.Exif()
     ex[0x0112] = 3
     save("exif-rotate3.png", enc(photo(20, 12, seed=4), "PNG", exif=ex.tobytes()))
