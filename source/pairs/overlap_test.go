@@ -91,7 +91,11 @@ func TestMasksInsideImages(t *testing.T) {
 	writePNG(t, filepath.Join(dir, "sub", "b.png"), 5, 3, false)
 	writePNG(t, filepath.Join(dir, "masks", "a.png"), 6, 4, true)
 	writePNG(t, filepath.Join(dir, "masks", "sub", "b.png"), 5, 3, true)
-	for _, masks := range []string{filepath.Join(dir, "masks"), filepath.Join(dir, ".", "masks") + "/"} {
+	link := filepath.Join(t.TempDir(), "masks-link")
+	if err := os.Symlink(filepath.Join(dir, "masks"), link); err != nil {
+		t.Fatal(err)
+	}
+	for _, masks := range []string{filepath.Join(dir, "masks"), filepath.Join(dir, ".", "masks") + "/", link} {
 		s, err := Open(dir, Options{Masks: masks})
 		if err != nil {
 			t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -91,7 +92,7 @@ func Open(root string, opts Options) (*Source, error) {
 			return nil
 		}
 		// The masks folder inside the images folder holds masks, not images.
-		if p != root && d.IsDir() && s.samePath(p, s.masks) {
+		if p != root && d.IsDir() && (s.samePath(p, s.masks) || l == nil && sameDir(p, s.masks)) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !isImage(d.Name()) {
@@ -229,6 +230,13 @@ func (s *Source) samePath(a, b string) bool {
 		}
 	}
 	return filepath.Clean(a) == filepath.Clean(b)
+}
+
+// sameDir reports whether the folders a and b on the file system are one (a link to it, say).
+func sameDir(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
 }
 
 // findMask returns the mask file of the image rel (relative to root), or the candidates it
