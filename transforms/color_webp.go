@@ -103,10 +103,32 @@ func webpYCbCrToRGB(m *image.YCbCr, s *DecodeScratch) Image {
 }
 
 // webpCheck refuses animated WebP files, which golang.org/x/image/webp cannot decode (Pillow
-// would give the first frame).
+// would give the first frame), and a RIFF container that libwebp's demuxer (through which
+// Pillow opens WebP files) refuses while golang.org/x/image/webp reads the image chunk alone:
+// a RIFF size past the end of the file (a file cut off after its image data, in its metadata),
+// a chunk running past the RIFF data's end, bytes in the RIFF data that are no whole chunk.
+// Bytes after the RIFF data are ignored, as libwebp ignores them.
 func webpCheck(data []byte) error {
 	if len(data) >= 21 && string(data[12:16]) == "VP8X" && binary.LittleEndian.Uint32(data[16:20]) >= 10 && data[20]&0x02 != 0 {
 		return fmt.Errorf("%w: animated webp", ErrUnsupported)
+	}
+	if len(data) < 12 {
+		return fmt.Errorf("%w: webp: file is truncated", ErrTruncated)
+	}
+	end := uint64(binary.LittleEndian.Uint32(data[4:8])) + 8
+	if end > uint64(len(data)) {
+		return fmt.Errorf("%w: webp: file is truncated (its RIFF header says %d bytes, the file holds %d)", ErrTruncated, end, len(data))
+	}
+	for at := uint64(12); at < end; {
+		if end-at < 8 {
+			return fmt.Errorf("%w: webp: %d bytes at offset %d are no chunk", ErrCorrupt, end-at, at)
+		}
+		size := uint64(binary.LittleEndian.Uint32(data[at+4 : at+8]))
+		next := at + 8 + size + size&1
+		if next > end {
+			return fmt.Errorf("%w: webp: chunk %q at offset %d runs past the end of the RIFF data (%d bytes)", ErrCorrupt, data[at:at+4], at, end)
+		}
+		at = next
 	}
 	return nil
 }

@@ -116,14 +116,18 @@ func pillowDecode(t testing.TB, jobs []pillowDecodeJob) []pillowDecodeResult {
 // corpusExpect lists the files packer refuses, with the error kind. Every other corpus file
 // must decode byte-identical to Pillow. Pillow's verdict for each is in the comment.
 var corpusExpect = map[string]error{
-	"truncated.jpg":        ErrTruncated,   // Pillow: OSError image file is truncated
-	"missing-eoi.jpg":      ErrTruncated,   // Pillow: OSError image file is truncated
-	"empty.jpg":            ErrEmpty,       // Pillow: UnidentifiedImageError
-	"text.jpg":             ErrUnsupported, // Pillow: UnidentifiedImageError
-	"huge-60000x60000.jpg": ErrTooLarge,    // Pillow: DecompressionBombError
-	"truncated.png":        ErrTruncated,   // Pillow: OSError image file is truncated
-	"bad-zlib.png":         ErrCorrupt,     // Pillow: OSError broken data stream
-	"bad-crc-ihdr.png":     ErrCorrupt,     // Pillow: UnidentifiedImageError (bad header checksum)
+	"truncated.jpg":             ErrTruncated,   // Pillow: OSError image file is truncated
+	"missing-eoi.jpg":           ErrTruncated,   // Pillow: OSError image file is truncated
+	"empty.jpg":                 ErrEmpty,       // Pillow: UnidentifiedImageError
+	"text.jpg":                  ErrUnsupported, // Pillow: UnidentifiedImageError
+	"huge-60000x60000.jpg":      ErrTooLarge,    // Pillow: DecompressionBombError
+	"truncated.png":             ErrTruncated,   // Pillow: OSError image file is truncated
+	"bad-zlib.png":              ErrCorrupt,     // Pillow: OSError broken data stream
+	"bad-crc-ihdr.png":          ErrCorrupt,     // Pillow: UnidentifiedImageError (bad header checksum)
+	"bad-marker-in-scan.jpg":    ErrCorrupt,     // Pillow: OSError broken data stream
+	"webp-exif-cut.webp":        ErrTruncated,   // Pillow: OSError could not create decoder object
+	"webp-chunk-past-riff.webp": ErrCorrupt,     // Pillow: OSError could not create decoder object
+	"webp-leftover.webp":        ErrCorrupt,     // Pillow: OSError could not create decoder object
 }
 
 // corpusDeliberate lists files Pillow opens and packer refuses, deliberately (docs/fidelity.md):
@@ -226,7 +230,7 @@ func orOK(s string) string {
 // TestDecodeExifOrient checks ExifOrient against ImageOps.exif_transpose, and that the
 // default ignores the tag.
 func TestDecodeExifOrient(t *testing.T) {
-	files := []string{"exif-rotate6.jpg", "exif-rotate3.png", "baseline-420.jpg"}
+	files := []string{"exif-rotate6.jpg", "exif-rotate3.png", "baseline-420.jpg", "exif-count2.jpg", "exif-count3.jpg"}
 	var jobs []pillowDecodeJob
 	for _, f := range files {
 		jobs = append(jobs, pillowDecodeJob{Path: filepath.Join("testdata", "corpus", f), Exif: true})

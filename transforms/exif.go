@@ -3,6 +3,7 @@ package transforms
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 )
 
 // EXIF orientation, read with bounded parsing of the container and the TIFF structure
@@ -132,14 +133,41 @@ func ExifOrientation(t []byte) int {
 			continue
 		}
 		typ, count := bo.Uint16(t[e+2:]), bo.Uint32(t[e+4:])
-		var v int
-		switch {
-		case typ == 3 && count >= 1: // SHORT
-			v = int(bo.Uint16(t[e+8:]))
-		case typ == 4 && count >= 1: // LONG
-			v = int(bo.Uint32(t[e+8:]))
-		default:
+		// The integer types and FLOAT, whose value Pillow's ImageOps.exif_transpose takes when it
+		// equals 1..8 (BYTE, ASCII and UNDEFINED values come out as bytes or text, which it
+		// does not).
+		size := map[uint16]uint64{3: 2, 4: 4, 6: 1, 8: 2, 9: 4, 11: 4}[typ]
+		if size == 0 || count < 1 {
 			return 1
+		}
+		// The first of count values, as Pillow takes it: in the entry when they fit in its 4
+		// bytes, else at the offset the entry holds; values past the end of the data are no
+		// tag (Pillow skips it).
+		at := uint64(e + 8)
+		if size*uint64(count) > 4 {
+			at = uint64(bo.Uint32(t[e+8:]))
+			if at+size*uint64(count) > uint64(len(t)) {
+				return 1
+			}
+		}
+		var v int
+		switch typ {
+		case 3:
+			v = int(bo.Uint16(t[at:]))
+		case 4:
+			v = int(bo.Uint32(t[at:]))
+		case 6:
+			v = int(int8(t[at]))
+		case 8:
+			v = int(int16(bo.Uint16(t[at:])))
+		case 9:
+			v = int(int32(bo.Uint32(t[at:])))
+		case 11:
+			f := math.Float32frombits(bo.Uint32(t[at:]))
+			if f != float32(int(f)) {
+				return 1
+			}
+			v = int(f)
 		}
 		if v < 1 || v > 8 {
 			return 1

@@ -127,9 +127,13 @@ static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 	err.pub.output_message = pk_output_message;
 	err.msg[0] = 0;
 	err.too_many_scans = 0;
+	// finishing is set once every scanline is out and jpeg_finish_decompress reads on to EOI:
+	// a libjpeg error from there is damage (a marker libjpeg cannot read where the scan data
+	// broke off), not truncation.
+	volatile int finishing = 0;
 	if (setjmp(err.jb)) {
 		strncpy(info->msg, err.msg, sizeof info->msg - 1);
-		info->truncated = src.eof;
+		info->truncated = finishing ? 0 : src.eof;
 		jpeg_destroy_decompress(&d);
 		return err.too_many_scans ? 5 : 1;
 	}
@@ -230,8 +234,15 @@ static int pk_jpeg_decode(const unsigned char *data, size_t len, int denom,
 	}
 	info->truncated |= src.eof;
 	info->warnings = (int)err.pub.num_warnings;
-	// Like Pillow, stop once every scanline is out: a missing EOI after complete scan data
-	// is not an error. jpeg_abort discards the rest.
+	// Once every scanline is out, read on to EOI as Pillow does (jpeg_finish_decompress): scan
+	// data that broke off at a marker libjpeg cannot read was only warned about while the rows
+	// were decoded (the rest of the image filled in), and fails here, as it fails Pillow
+	// ("broken data stream"). The data ending there instead is not an error: the source's fake
+	// EOI ends the read, as for a missing EOI after complete scan data.
+	if (!info->truncated && d.output_scanline == d.output_height) {
+		finishing = 1;
+		jpeg_finish_decompress(&d);
+	}
 	jpeg_destroy_decompress(&d);
 	if (!info->truncated && d.output_scanline < y1) info->truncated = 1;
 	return info->truncated ? 4 : 0;

@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import tokenize
 
 import numpy as np
 
@@ -73,12 +74,17 @@ def _parse_npy_header(f):
     ValueError when it is not a supported .npy header."""
     fmt = np.lib.format
     major, minor = fmt.read_magic(f)
-    if (major, minor) == (1, 0):
-        shape, fortran, dtype = fmt.read_array_header_1_0(f)
-    elif major in (2, 3):
-        shape, fortran, dtype = fmt.read_array_header_2_0(f)
-    else:
-        raise ValueError("unsupported npy version %d.%d" % (major, minor))
+    try:
+        if (major, minor) == (1, 0):
+            shape, fortran, dtype = fmt.read_array_header_1_0(f)
+        elif major in (2, 3):
+            shape, fortran, dtype = fmt.read_array_header_2_0(f)
+        else:
+            raise ValueError("unsupported npy version %d.%d" % (major, minor))
+    except (SyntaxError, tokenize.TokenError) as e:
+        # numpy tokenizes and evaluates the header dict: a damaged one fails there, not with
+        # the ValueError of its other checks.
+        raise ValueError("header does not parse: %s" % e) from e
     return tuple(shape), dtype, fortran, f.tell()
 
 

@@ -94,6 +94,25 @@ def test_npy_truncated(npy_dir, tmp_path):
     assert kinds == ["sha256", "size", "size"], kinds  # manifest size and hash, header-implied size
 
 
+@pytest.mark.parametrize("name", ["images.npy", "labels.npy"])
+@pytest.mark.parametrize("damage", [(10, b"X"), (10, b"\xff"), (11, b"("), (30, b"]")])
+def test_npy_damaged_header(npy_dir, tmp_path, name, damage):
+    # A byte of the header dict damaged: numpy's parser raises tokenize.TokenError or
+    # SyntaxError, not ValueError; open and verify must still name the file (a FormatError).
+    import shutil
+
+    d = str(tmp_path / "hdr")
+    shutil.copytree(npy_dir, d)
+    at, byte = damage
+    with open(os.path.join(d, name), "r+b") as f:
+        f.seek(at)
+        f.write(byte)
+    with pytest.raises(packer_reader.FormatError, match=name):
+        packer_reader.open(d)
+    rep = packer_reader.verify(d)
+    assert not rep.ok and any(f.path.endswith(name) for f in rep.faults), rep
+
+
 def test_hdf5_damaged(h5_dir, tmp_path):
     import shutil
 

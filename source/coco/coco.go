@@ -29,6 +29,7 @@ import (
 	"image"
 	"io"
 	"math"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -287,10 +288,12 @@ func (s *Source) readImage(dec *json.Decoder, t *tables) error {
 	if filepath.IsAbs(*im.FileName) || strings.HasPrefix(name, "../") || strings.Contains(name, "/../") || name == ".." {
 		return s.formatErr("image %d: file_name %q leaves the images folder", *im.ID, *im.FileName)
 	}
-	if t.seen[name] {
+	// One file however spelt ("a.jpg", "./a.jpg", "s//a.jpg").
+	key := path.Clean(name)
+	if t.seen[key] {
 		return s.formatErr("image %d: file_name %q is named by another image too", *im.ID, name)
 	}
-	t.seen[name] = true
+	t.seen[key] = true
 	t.images[*im.ID] = &imageEntry{id: *im.ID, file: name, w: im.Width, h: im.Height}
 	return nil
 }

@@ -221,6 +221,10 @@ func TestCOCOMalformed(t *testing.T) {
 		"trailing data": `{"images": []} {}`,
 		"images type":   `{"images": {"id": 1}}`,
 		"category id":   `{"categories": [{"name": "x"}]}`,
+		// One file named by two images (its annotations would be packed twice), however spelt.
+		"same file":    `{"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "a.jpg"}]}`,
+		"same file ./": `{"images": [{"id": 1, "file_name": "a.jpg"}, {"id": 2, "file_name": "./a.jpg"}]}`,
+		"same file //": `{"images": [{"id": 1, "file_name": "s/a.jpg"}, {"id": 2, "file_name": "s//a.jpg"}]}`,
 	}
 	for name, text := range cases {
 		p := filepath.Join(t.TempDir(), "ann.json")

@@ -27,6 +27,7 @@ import (
 	"image/png"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,10 @@ func Open(root string, opts Options) (*Source, error) {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		// The masks folder inside the images folder holds masks, not images.
+		if p != root && d.IsDir() && (s.samePath(p, s.masks) || l == nil && sameDir(p, s.masks)) {
+			return filepath.SkipDir
 		}
 		if d.IsDir() || !isImage(d.Name()) {
 			return nil
@@ -213,17 +218,44 @@ func (s *Source) maskCandidates(rel string) []string {
 	return c
 }
 
+// samePath reports whether the paths a and b name one entry: the same path once cleaned (and,
+// on the file system, made absolute).
+func (s *Source) samePath(a, b string) bool {
+	if s.opts.Files == nil {
+		var errA, errB error
+		a, errA = filepath.Abs(a)
+		b, errB = filepath.Abs(b)
+		if errA != nil || errB != nil {
+			return false
+		}
+	}
+	return filepath.Clean(a) == filepath.Clean(b)
+}
+
+// sameDir reports whether the folders a and b on the file system are one (a link to it, say).
+func sameDir(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
 // findMask returns the mask file of the image rel (relative to root), or the candidates it
-// looked for.
+// looked for. The image file itself is never its mask (masks and images in one folder).
 func (s *Source) findMask(rel string) (string, string, error) {
 	cands := s.maskCandidates(rel)
+	img := filepath.Join(s.root, filepath.FromSlash(rel))
+	self := ""
 	for _, c := range cands {
 		p := filepath.Join(s.masks, filepath.FromSlash(c))
+		if s.samePath(p, img) {
+			self = fmt.Sprintf(" (%s is the image itself)", c)
+			continue
+		}
 		if _, err := source.Lstat(s.opts.Files, p); err == nil {
 			return p, c, nil
 		}
 	}
-	return "", "", fmt.Errorf("no mask: none of %s in the masks folder", strings.Join(cands, ", "))
+	return "", "", fmt.Errorf("no mask: none of %s in the masks folder%s", strings.Join(cands, ", "), self)
 }
 
 // Decode decodes one image and its mask.

@@ -38,7 +38,10 @@
 // more than MaxSampleMembers members, or whose image does not decode is skipped with the reason (or fails the build, --on-error fail). A shard that cannot
 // be read to its end (truncated, a damaged header) keeps the samples read before the damage;
 // the rest of that shard is one skipped input, "SHARD (after member N)", with the reason, and
-// the build goes on with the next shard. Nothing from a tar is ever written to disk, so member
+// the build goes on with the next shard. A plain tar cut off between two members (its data
+// ends where a member header would start, with no end-of-archive blocks: a copy stopped at a
+// multiple of 512 bytes) is such a shard too, the sample being read when it ends included, and
+// so is an empty file; archive/tar, like Python's tarfile, would read either as complete. Nothing from a tar is ever written to disk, so member
 // names cannot place files anywhere.
 //
 // Images are decoded from the member's bytes by transforms.DecodeBytes, the decoder image

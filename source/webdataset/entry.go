@@ -77,7 +77,7 @@ func confirmLabelled(dir string) error {
 		if err != nil {
 			break
 		}
-		if h.Typeflag != tar.TypeReg {
+		if !isFile(h) {
 			continue
 		}
 		k, ext := splitKey(path.Clean(h.Name))

@@ -322,7 +322,8 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 		r = zr
 	}
 	shardName := fsentry.Name(name)
-	tr := tar.NewReader(r)
+	tail := &tailReader{r: r}
+	tr := tar.NewReader(tail)
 	var cur *sample
 	members := 0
 	flush := func() error {
@@ -338,6 +339,11 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			return err
 		}
 		h, err := tr.Next()
+		if err == io.EOF && !tail.zeroBlock() {
+			// archive/tar ends the archive where the data ends between two members, as Python's
+			// tarfile does; a tar ends with zero blocks, so this one was cut off there.
+			err = errors.New("the tar file ends with no end-of-archive blocks: it was cut off here")
+		}
 		if err == io.EOF {
 			return flush()
 		}
@@ -348,7 +354,7 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			return s.emitBad(seq, where, fmt.Errorf("%w: %w", ErrTruncated, err), emit)
 		}
 		members++
-		if h.Typeflag != tar.TypeReg {
+		if !isFile(h) {
 			continue
 		}
 		key, ext := splitKey(h.Name)
@@ -405,6 +411,42 @@ func (s *Source) enumerateShard(ctx context.Context, name string, st *source.Sta
 			cur.label, cur.hasLabel = data, true
 		}
 	}
+}
+
+// tailReader passes r's bytes on and keeps the last tarBlock of them.
+type tailReader struct {
+	r    io.Reader
+	n    int64
+	last [tarBlock]byte
+}
+
+const tarBlock = 512
+
+func (t *tailReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	b := p[:n]
+	if len(b) >= tarBlock {
+		copy(t.last[:], b[len(b)-tarBlock:])
+	} else {
+		copy(t.last[:], t.last[len(b):])
+		copy(t.last[tarBlock-len(b):], b)
+	}
+	t.n += int64(n)
+	return n, err
+}
+
+// zeroBlock reports whether the last block read was a block of zeros: where archive/tar returns
+// io.EOF, the end-of-archive block it stopped at, not the end of the data after a member.
+func (t *tailReader) zeroBlock() bool {
+	return t.n >= tarBlock && t.last == [tarBlock]byte{}
+}
+
+// isFile reports whether a tar member holds a file's data, as Python's tarfile (and so
+// webdataset's reader) counts them: a regular file (archive/tar reports old-style ones as
+// TypeReg), a GNU sparse file (GNU tar --sparse; archive/tar reads it whole, holes as zeros)
+// or a contiguous file.
+func isFile(h *tar.Header) bool {
+	return h.Typeflag == tar.TypeReg || h.Typeflag == tar.TypeGNUSparse || h.Typeflag == tar.TypeCont
 }
 
 // splitKey splits a member name into its sample key and the extension after the key's dot.

@@ -117,6 +117,16 @@ def main():
     ex = Image.Exif()
     ex[0x0112] = 6
     save("exif-rotate6.jpg", enc(photo(40, 24, seed=3), "JPEG", exif=ex.tobytes()))
+    # The Orientation entry with a count of 2 (SHORTs 6 and 1, held inline in the entry):
+    r6 = enc(photo(40, 24, seed=3), "JPEG", exif=ex.tobytes())
+    entry = b"\x01\x12\x00\x03\x00\x00\x00\x01\x00\x06\x00\x00"
+    assert r6.count(entry) == 1
+    # Pillow warns and takes the first value: rotated as exif-rotate6.jpg.
+    save("exif-count2.jpg", r6.replace(entry, b"\x01\x12\x00\x03\x00\x00\x00\x02\x00\x06\x00\x01"))
+    # A count of 3: 6 bytes do not fit in the entry, whose value field is then their offset
+    # (0x60000, past the EXIF data): Pillow skips the tag ("Possibly corrupt EXIF data") and
+    # leaves the image as it is.
+    save("exif-count3.jpg", r6.replace(entry, b"\x01\x12\x00\x03\x00\x00\x00\x03\x00\x06\x00\x00"))
     ex = Image.Exif()
     ex[0x0112] = 3
     save("exif-rotate3.png", enc(photo(20, 12, seed=4), "PNG", exif=ex.tobytes()))
@@ -127,6 +137,12 @@ def main():
     assert good.endswith(b"\xff\xd9")
     save("missing-eoi.jpg", good[:-2])
     save("early-eoi.jpg", good[: len(good) * 2 // 3] + b"\xff\xd9")
+    # A marker libjpeg does not know (0xFF6C) in the middle of the scan data: libjpeg warns
+    # (premature end of data segment) and fills the rest of the image, then fails when it reads
+    # on to EOI; Pillow raises "broken data stream".
+    sos = good.find(b"\xff\xda")
+    mid = sos + (len(good) - sos) // 2
+    save("bad-marker-in-scan.jpg", good[:mid] + b"\xff\x6c" + good[mid:])
     save("empty.jpg", b"")
     save("text.jpg", b"this is not a JPEG file\n")
     huge = bytearray(enc(photo(8, 8), "JPEG"))
@@ -207,6 +223,17 @@ def main():
     save("lossless.webp", enc(base, "WEBP", lossless=True))
     save("lossy.webp", enc(base, "WEBP", quality=80))
     save("lossy-alpha.webp", enc(rgba, "WEBP", quality=80))
+    # Damaged WebP containers, each refused by libwebp's demuxer (which Pillow opens WebP files
+    # with: "could not create decoder object"): the RIFF header says more bytes than the file
+    # holds (its EXIF chunk cut off), a chunk runs past the RIFF data's end, bytes inside the
+    # RIFF data that are no chunk. Bytes after the RIFF data are ignored.
+    ex = Image.Exif()
+    ex[0x010E] = "packer " * 30
+    save("webp-exif-cut.webp", enc(base, "WEBP", quality=80, exif=ex.tobytes())[:-40])
+    lossy = enc(base, "WEBP", quality=80)
+    save("webp-chunk-past-riff.webp", lossy[:4] + struct.pack("<I", len(lossy) - 8 - 2) + lossy[8:])
+    save("webp-leftover.webp", lossy[:4] + struct.pack("<I", len(lossy) - 8 + 4) + lossy[8:] + b"abcd")
+    save("webp-trailing.webp", lossy + b"trailing")
     save("anim.gif", enc(pal, "GIF", save_all=True, append_images=[pal16.convert("RGB").convert("P")], duration=50))
     save("grey.ppm", enc(base.convert("L"), "PPM"))
     save("rgba.bmp", enc(rgba, "BMP"))
