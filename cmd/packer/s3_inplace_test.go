@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -171,4 +172,60 @@ func TestS3InPlaceRefused(t *testing.T) {
 func srvDelete(srv *s3test.Server, bucket, key string) error {
 	_, err := srv.Client("").DeleteObject(context.Background(), &awss3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
 	return err
+}
+
+// TestS3InPlaceRaces: two runs of one part started at once (a retried task while the first
+// still runs): their conditional writes keep them apart, a loser deletes only what it wrote, so
+// the parts then merge byte-identical to the one-machine build; two merges started at once:
+// exactly one publishes, the other fails cleanly, no shard is ever deleted.
+func TestS3InPlaceRaces(t *testing.T) {
+	srv := s3Setup(t, "iprace")
+	watch := &deleteWatch{}
+	px := s3test.StartFaultProxy(t, srv, watch.plan)
+	t.Setenv("AWS_ENDPOINT_URL", px.Endpoint)
+	local := filepath.Join(t.TempDir(), "local")
+	mustRun(t, append([]string{"build", fmnist, "-o", local}, inPlaceArgs...)...)
+	want := localFiles(t, local)
+	race := func(args ...string) (codes [2]int, errs [2]string) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range codes {
+			wg.Go(func() {
+				<-start
+				_, errs[i], codes[i] = run(t, args...)
+			})
+		}
+		close(start)
+		wg.Wait()
+		return codes, errs
+	}
+	for round := range 2 {
+		out := fmt.Sprintf("s3://iprace/r%d", round)
+		at := s3.URL{Bucket: "iprace", Prefix: fmt.Sprintf("r%d", round)}
+		codes, errs := race(append([]string{"build", fmnist, "-o", out, "--part", "1/3", "--in-place"}, inPlaceArgs...)...)
+		t.Logf("round %d: parts 1/3 raced: exits %v", round, codes)
+		if codes[0] == 0 && codes[1] == 0 {
+			t.Fatalf("round %d: both runs of part 1 succeeded:\n%s\n%s", round, errs[0], errs[1])
+		}
+		if codes[0] != 0 && codes[1] != 0 {
+			mustRun(t, append([]string{"build", fmnist, "-o", out, "--part", "1/3", "--in-place", "--force"}, inPlaceArgs...)...)
+		}
+		for _, p := range []string{"0/3", "2/3"} {
+			mustRun(t, append([]string{"build", fmnist, "-o", out, "--part", p, "--in-place"}, inPlaceArgs...)...)
+		}
+		watch.take()
+		codes, errs = race("merge", "--in-place", "-o", out)
+		if (codes[0] == 0) == (codes[1] == 0) {
+			t.Fatalf("round %d: merges raced: exits %v, want exactly one success:\n%s\n%s", round, codes, errs[0], errs[1])
+		}
+		for _, d := range watch.take() {
+			if strings.Contains(d, "/shard-") {
+				t.Errorf("round %d: the merges deleted %s", round, d)
+			}
+		}
+		if got := objects(t, srv, at); !mapsEqualBytes(got, want) {
+			t.Errorf("round %d: the merged objects differ from the one-machine build's: %v", round, slices.Sorted(maps.Keys(got)))
+		}
+		mustRun(t, "verify", out)
+	}
 }

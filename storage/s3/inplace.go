@@ -8,11 +8,13 @@ package s3
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/packer-dev/packer/shard"
 	"github.com/packer-dev/packer/storage"
@@ -93,8 +95,31 @@ func (b *Backend) PutInPlacePart(ctx context.Context, p InPlacePart) (err error)
 			return err
 		}
 	}
+	// The part's claim: of two runs of it at once, the second fails here, having written
+	// nothing.
+	o, err := newOwner()
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	claim := p.RecordDir + PartClaimName
+	etag, err := b.putControl(ctx, claim, data, "")
+	if err != nil {
+		return fmt.Errorf("%s: another run of this part is writing there: %w", b.url, err)
+	}
 	var written []string
 	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if derr := b.dropControl(cctx, claim, etag); err == nil {
+			err = derr
+		} else if errors.Is(derr, ErrTakenOver) {
+			err = fmt.Errorf("%w; nothing was deleted: %w", err, derr)
+			return
+		}
 		if err != nil {
 			b.removeAll(written)
 		}
@@ -103,6 +128,11 @@ func (b *Backend) PutInPlacePart(ctx context.Context, p InPlacePart) (err error)
 		w, err := b.upload(ctx, p.Dir, fe, p.Names[i], PublishOptions{}, func(int64) {})
 		if err != nil {
 			return err
+		}
+		if w.etag == "" {
+			// Its write was refused and the object there read back as this file: it may be
+			// another run's, so it is not deleted on failure.
+			continue
 		}
 		written = append(written, w.key)
 		if !b.verified(ctx, w) {
@@ -114,6 +144,9 @@ func (b *Backend) PutInPlacePart(ctx context.Context, p InPlacePart) (err error)
 	if err := b.otherControl(ctx, ClaimName); err != nil {
 		return fmt.Errorf("%s: a merge is writing there: %w", b.url, err)
 	}
+	if _, now, err := b.readControl(ctx, claim); err != nil || now != etag {
+		return cmpOr(err, fmt.Errorf("%s: %w: the claim of this part was removed or replaced (a run with --force?)", b.objURL(b.url.keyPrefix()+claim), ErrTakenOver))
+	}
 	w, err := b.CreateObject(ctx, p.RecordDir+shard.ManifestName, true)
 	if err != nil {
 		return err
@@ -124,6 +157,17 @@ func (b *Backend) PutInPlacePart(ctx context.Context, p InPlacePart) (err error)
 		return fmt.Errorf("%s: write the part's record: %w", b.url, err)
 	}
 	return nil
+}
+
+// PartClaimName is the object below a part's record sub-prefix that a run of the part writes
+// first and removes last (If-None-Match: one run of a part at a time).
+const PartClaimName = "claim.json"
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
 }
 
 func boolInt(v bool) int {
@@ -228,6 +272,9 @@ func (b *Backend) PublishInPlace(ctx context.Context, m *shard.Manifest, manifes
 	}
 	var parts []string
 	if err := b.scanInPlace(ctx, true, func(name string) error {
+		if strings.HasSuffix(name, "/"+PartClaimName) {
+			return fmt.Errorf("%s: %w: %s: a part is being built there, or was interrupted (build it again with --force)", b.url, ErrInPlace, name)
+		}
 		if strings.HasPrefix(name, PartsPrefix) {
 			parts = append(parts, b.url.keyPrefix()+name)
 			return nil
