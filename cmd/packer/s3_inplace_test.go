@@ -28,8 +28,8 @@ func buildInPlace(t *testing.T, out, part string, extra ...string) (string, stri
 
 // TestS3InPlaceMerge: three parts built in place into the dataset's prefix merge by writing the
 // manifest only (no copy, no GET of record data), byte-identical to the one-machine build; a
-// merge with a part missing publishes nothing; a part of another N is refused before it writes
-// anything; a part built again without --force is refused, with --force it replaces only its
+// merge with a part missing publishes nothing; a part of another N or other options is refused
+// before it writes anything; a part built again without --force is refused, with --force it replaces only its
 // own objects; a second merge finds the dataset and is refused.
 func TestS3InPlaceMerge(t *testing.T) {
 	srv := s3Setup(t, "ipm")
@@ -56,6 +56,14 @@ func TestS3InPlaceMerge(t *testing.T) {
 	_, errs, code = buildInPlace(t, out, "1/4")
 	if code != exitUsage || !strings.Contains(errs, "part count") {
 		t.Errorf("a part of another N: exit %d, want %d naming the part count:\n%s", code, exitUsage, errs)
+	}
+	if got := objects(t, srv, at); !mapsEqualBytes(got, before) {
+		t.Errorf("the refused part changed the prefix: %v", slices.Sorted(maps.Keys(got)))
+	}
+	// A part of other options: refused before it writes anything too.
+	_, errs, code = buildInPlace(t, out, "1/3", "--max-errors", "3")
+	if code != exitUsage || !strings.Contains(errs, "merge options") {
+		t.Errorf("a part of other options: exit %d, want %d naming them:\n%s", code, exitUsage, errs)
 	}
 	if got := objects(t, srv, at); !mapsEqualBytes(got, before) {
 		t.Errorf("the refused part changed the prefix: %v", slices.Sorted(maps.Keys(got)))
