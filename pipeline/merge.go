@@ -625,3 +625,10 @@ func (c *partCopy) emit(i, j int, data []byte) {
 	c.sum.Bytes += int64(len(data))
 	c.next = j
 }
+
+// SameBuild checks that part b (named db) belongs to the build of part a (named da), as the
+// merge checks its parts: the check a part built in place makes of the part records already
+// at its OUT before it writes anything.
+func SameBuild(a *shard.Manifest, da string, b *shard.Manifest, db string) error {
+	return sameBuild(a, da, b, db)
+}

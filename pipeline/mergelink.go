@@ -176,44 +176,50 @@ func checkLinkPart(dir string, m *shard.Manifest) (int64, error) {
 		return 0, &PartError{Dir: dir, Faults: []string{err.Error()}}
 	}
 	defer ds.Close()
-	return checkCutDataset(ds, dir, m)
+	data, _, err := checkCutDataset(ds, dir, m)
+	return data, err
 }
 
-// checkCutDataset is checkLinkPart of the part dir opened as ds.
-func checkCutDataset(ds *shard.Dataset, dir string, m *shard.Manifest) (int64, error) {
+// checkCutDataset is checkLinkPart of the part dir opened as ds; it also returns each shard's
+// chunk and piece.
+func checkCutDataset(ds *shard.Dataset, dir string, m *shard.Manifest) (int64, []shard.ShardCut, error) {
 	// The shards checked must be the ones m lists, whose entries the merged manifest takes: a
 	// part whose manifest changed since it was read (another build's files now) is refused.
 	if !reflect.DeepEqual(ds.Manifest().Files, m.Files) {
-		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its %s changed while the merge read it (another build of the part?)", shard.ManifestName)}}
+		return 0, nil, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its %s changed while the merge read it (another build of the part?)", shard.ManifestName)}}
 	}
 	if ds.NumShards() != len(m.Files) {
-		return 0, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its manifest lists %d files, %d of them shards", len(m.Files), ds.NumShards())}}
+		return 0, nil, &PartError{Dir: dir, Faults: []string{fmt.Sprintf("its manifest lists %d files, %d of them shards", len(m.Files), ds.NumShards())}}
 	}
 	lo, hi := m.Part.FirstInput, m.Part.FirstInput+m.Inputs
 	k := m.CutInputs
 	if k <= 0 || lo%k != 0 && lo != m.Part.TotalInputs {
-		return 0, fmt.Errorf("%w: %s starts at input %d, not a multiple of --cut-inputs %d", ErrCutParts, dir, lo, k)
+		return 0, nil, fmt.Errorf("%w: %s starts at input %d, not a multiple of --cut-inputs %d", ErrCutParts, dir, lo, k)
 	}
 	var data int64
+	var cuts []shard.ShardCut
 	for s := range ds.NumShards() {
 		r, err := ds.Shard(s)
 		if err != nil {
-			return 0, &PartError{Dir: dir, Faults: []string{err.Error()}}
+			return 0, nil, &PartError{Dir: dir, Faults: []string{err.Error()}}
 		}
 		c := r.Cut()
 		if c == nil || c.Chunk*k < lo || c.Chunk*k >= hi {
-			return 0, fmt.Errorf("%w: %s: %s is of %s, the part holds inputs [%d, %d) (--cut-inputs %d)", ErrCutParts, dir, m.Files[s].Path, cutString(c), lo, hi, k)
+			return 0, nil, fmt.Errorf("%w: %s: %s is of %s, the part holds inputs [%d, %d) (--cut-inputs %d)", ErrCutParts, dir, m.Files[s].Path, cutString(c), lo, hi, k)
 		}
 		data += r.DataSize()
+		cuts = append(cuts, *c)
 	}
-	return data, nil
+	return data, cuts, nil
 }
 
 // CutCopy is a file of the dataset merged from parts built with a cut rule (CheckCutParts):
-// the file Source of the part Part (an index into Parts.Dirs) is the merged manifest's Files[i].
+// the file Source of the part Part (an index into Parts.Dirs) is the merged manifest's Files[i];
+// Cut is its chunk and piece, as its header says.
 type CutCopy struct {
 	Part   int
 	Source shard.FileEntry
+	Cut    shard.ShardCut
 }
 
 // CheckCutParts checks parts built with a cut rule that are read through fss (fss[k] holds the
@@ -235,7 +241,7 @@ func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, pro
 		return nil, nil, nil, fmt.Errorf("%w: %d inputs skipped over all parts, more than --max-errors %d", ErrTooManyErrors, skipped, info.MaxErrors)
 	}
 	c := newCutMerge(parts, shardName)
-	bytes, errs := checkCutFSs(parts, fss)
+	bytes, cuts, errs := checkCutFSs(parts, fss)
 	var copies []CutCopy
 	for k := range parts.Dirs {
 		pm := parts.Manifests[k]
@@ -245,8 +251,8 @@ func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, pro
 		if _, err := c.add(k, bytes[k]); err != nil {
 			return nil, nil, nil, err
 		}
-		for _, fe := range pm.Files {
-			copies = append(copies, CutCopy{Part: k, Source: fe})
+		for i, fe := range pm.Files {
+			copies = append(copies, CutCopy{Part: k, Source: fe, Cut: cuts[k][i]})
 		}
 		if progress != nil {
 			progress(c.sum.Records, c.total)
@@ -265,9 +271,10 @@ func CheckCutParts(parts *Parts, fss []shard.FS, shardName func(int) string, pro
 const cutCheckParallel = 8
 
 // checkCutFSs opens each part k of parts in fss[k] and checks it (checkCutDataset),
-// cutCheckParallel parts at once: bytes[k] is part k's record bytes, errs[k] its fault.
-func checkCutFSs(parts *Parts, fss []shard.FS) (bytes []int64, errs []error) {
-	bytes, errs = make([]int64, len(parts.Dirs)), make([]error, len(parts.Dirs))
+// cutCheckParallel parts at once: bytes[k] is part k's record bytes, cuts[k] its shards' chunks
+// and pieces, errs[k] its fault.
+func checkCutFSs(parts *Parts, fss []shard.FS) (bytes []int64, cuts [][]shard.ShardCut, errs []error) {
+	bytes, cuts, errs = make([]int64, len(parts.Dirs)), make([][]shard.ShardCut, len(parts.Dirs)), make([]error, len(parts.Dirs))
 	sem := make(chan struct{}, cutCheckParallel)
 	var wg sync.WaitGroup
 	for k, d := range parts.Dirs {
@@ -282,11 +289,11 @@ func checkCutFSs(parts *Parts, fss []shard.FS) (bytes []int64, errs []error) {
 				return
 			}
 			defer ds.Close()
-			bytes[k], errs[k] = checkCutDataset(ds, d, parts.Manifests[k])
+			bytes[k], cuts[k], errs[k] = checkCutDataset(ds, d, parts.Manifests[k])
 		}()
 	}
 	wg.Wait()
-	return bytes, errs
+	return bytes, cuts, errs
 }
 
 // cutString names a shard's chunk and piece.

@@ -9,7 +9,10 @@
 # packer (every shard copied inside the store), (b) by the packer of BASE (default: main's
 # merge base with HEAD, built in a temporary worktree: the copy merge before this branch), and
 # (c) by the packer of OLD (default e55b0c5, the last one before the merge by copy), which
-# copies the parts to local disk, merges there and uploads the result. Reports the slowest part
+# copies the parts to local disk, merges there and uploads the result, and (d) by this packer in
+# place: the same P parts built with --in-place into the dataset's prefix (their shards under
+# their final names), then merge --in-place, which checks them there and writes only the
+# manifest (each run builds its parts anew: a merge consumes their records). Reports the slowest part
 # build, each merge's time (best of R runs, default 3, the three interleaved) and whether each
 # merged dataset is byte-identical to the one-machine local build (the stored objects compared
 # file by file), and the floors: the same shards copied by one CopyObject each, 16 at once,
@@ -59,8 +62,14 @@ done
 printf 'part builds to the bucket: slowest %.2fs, all %.2fs\n' "$slow" "$sum"
 ps=(); for i in $(seq 0 $((parts - 1))); do ps+=("s3://parts/p$i"); done
 best() { echo "x = $1; if (x < $2) x else $2" | bc -l; }
-t_after=999999; t_before=999999; t_old=999999; t_floor=999999
+t_after=999999; t_before=999999; t_old=999999; t_floor=999999; t_inplace=999999; slow_ip=0
 for r in $(seq 1 "$runs"); do
+  for i in $(seq 0 $((parts - 1))); do
+    t0=$(now); bin/packer build "$src" -o "s3://out/inplace$r" --part "$i/$parts" --cut-inputs "$cut" --in-place >/dev/null; t1=$(now)
+    s=$(secs "$t0" "$t1"); slow_ip=$(echo "if ($s > $slow_ip) $s else $slow_ip" | bc -l)
+  done
+  t0=$(now); bin/packer merge --in-place -o "s3://out/inplace$r" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }; t1=$(now)
+  t_inplace=$(best "$(secs "$t0" "$t1")" "$t_inplace")
   for mode in after before old; do
     case $mode in after) bin=bin/packer ;; before) bin="$work/packer-base" ;; old) bin="$work/packer-old" ;; esac
     t0=$(now); "$bin" merge -o "s3://out/$mode$r" "${ps[@]}" >/dev/null 2>"$work/err" || { cat "$work/err" >&2; exit 1; }; t1=$(now)
@@ -68,7 +77,8 @@ for r in $(seq 1 "$runs"); do
   done
   t_floor=$(best "$("$work/copyfloor" "out/floor$r" "${ps[@]#s3://}")" "$t_floor")
 done
-for mode in after before old; do
+printf 'part builds in place (--in-place): slowest %.2fs\n' "$slow_ip"
+for mode in after before old inplace; do
   # The server's posix backend keeps each object as a plain file of the bucket's folder: the
   # stored bytes, compared file by file with the one-machine build.
   same=yes
@@ -84,3 +94,4 @@ printf 'floor: the %s shards copied by one CopyObject each, 16 at once, no check
 sync; t0=$(now); cp -r "$work/root/parts" "$work/cp"; sync; t1=$(now)
 printf 'cp -r of the parts'"'"' objects on the server'"'"'s disk: %.2fs\n' "$(secs "$t0" "$t1")"
 printf 'after/old %.1f%%; after/before %.1f%%; after/floor %.2f\n' "$(echo "100 * $t_after / $t_old" | bc -l)" "$(echo "100 * $t_after / $t_before" | bc -l)" "$(echo "$t_after / $t_floor" | bc -l)"
+printf 'inplace/old %.1f%%; inplace/after (copy merge) %.1f%%; inplace/floor %.2f\n' "$(echo "100 * $t_inplace / $t_old" | bc -l)" "$(echo "100 * $t_inplace / $t_after" | bc -l)" "$(echo "$t_inplace / $t_floor" | bc -l)"

@@ -86,6 +86,9 @@ type buildOptions struct {
 	Part   string // --part I/N or auto
 	Parts  int    // --parts N, with --part auto (or PACKER_PARTS): the part count
 	Resume bool   // --resume: go on from an interrupted build's last checkpoint
+	// InPlace: --in-place, the part's shards written under their final names below the
+	// dataset's s3:// prefix OUT, for merge --in-place (inplace.go)
+	InPlace bool
 
 	CheckpointEvery time.Duration // --checkpoint-every
 
@@ -260,6 +263,7 @@ func (o *buildOptions) addFlags(f *pflag.FlagSet) {
 	f.BoolVarP(&o.Verbose, "verbose", "v", false, "say more in the summary (why --device auto chose the CPU)")
 	f.BoolVar(&o.JSON, "json", false, "print the final summary as JSON on stdout (progress still goes to stderr)")
 	f.StringVar(&o.Part, "part", "", "build only part I of N (I/N, from 0; or auto in a Slurm array or Kubernetes Indexed Job), for packer merge")
+	f.BoolVar(&o.InPlace, "in-place", false, "with --part and --cut-inputs, an s3:// OUT naming the dataset's prefix: write the part's shards there under their final names (one shard per chunk), its part record under OUT/.packer-parts/, for packer merge --in-place, which writes only the manifest (docs/cluster.md)")
 	f.IntVar(&o.Parts, "parts", 0, "with --part auto: the number of parts (or PACKER_PARTS; one of them is required: the array task id is only the index)")
 	f.DurationVar(&o.CheckpointEvery, "checkpoint-every", 10*time.Second, "the least time between two checkpoints of the build (taken when a shard is complete; 0: at every shard): at most about this much work is redone by --resume after an interruption")
 	f.BoolVar(&o.Shuffle, "shuffle", false, "write the records in a seeded permutation of the inputs instead of source order (recorded in the manifest's source as \"shuffle\": {\"seed\": S}; not for webdataset, tfrecord or parquet sources)")
@@ -278,6 +282,7 @@ func (o *buildOptions) validate() error {
 		o.validateTransform, // --resize, --size, --max-size, --crop, --filter, --layout, --dtype, --mean, --std, --fast
 		o.validateShardSize, // --shard-size, --checksum-block
 		o.validateInputs,    // --classes, --on-error, --short
+		o.validateInPlace,   // --in-place
 	} {
 		if err := check(); err != nil {
 			return err
@@ -600,6 +605,9 @@ func runBuild(ctx context.Context, o *buildOptions) (err error) {
 		defer cleanup()
 		o.srcPath, o.files = p, files
 		defer func() { err = rename(err) }()
+	}
+	if o.InPlace {
+		return runInPlaceBuild(ctx, o)
 	}
 	if remote(o.Out) && (o.part != nil || o.Format == shard.FormatShards) {
 		return runStreamBuild(ctx, o)

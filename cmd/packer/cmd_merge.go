@@ -29,6 +29,7 @@ type mergeOptions struct {
 
 	VerifyParts bool // --verify-parts: read every byte of parts built with --cut-inputs before linking them
 	RemoveParts bool // --remove-parts: remove the part folders once OUT is published
+	InPlace     bool // --in-place: merge the parts built in place below the s3:// OUT (inplace.go)
 }
 
 func newMergeCommand(io *iostreams, runF func(context.Context, *mergeOptions) error) *cobra.Command {
@@ -70,14 +71,20 @@ docs/cluster.md and docs/storage.md.
   packer build ~/imagenet/train -o parts/p0 --part 0/4 --resize 256 --crop 224
   ...
   packer merge -o in224 parts/p0 parts/p1 parts/p2 parts/p3`,
-		Args: argsUsage(cobra.MinimumNArgs(1)),
+		Args: argsUsage(cobra.ArbitraryArgs),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Parts = args
 			if opts.Out == "" {
 				return usagef(errors.New("--out (-o) is required"))
 			}
+			if len(args) == 0 && !opts.InPlace {
+				return usagef(errors.New("requires at least 1 arg(s), only received 0 (or --in-place)"))
+			}
 			if runF != nil {
 				return runF(c.Context(), opts)
+			}
+			if opts.InPlace {
+				return mergeInPlace(c.Context(), opts)
 			}
 			return runMerge(c.Context(), opts)
 		},
@@ -87,6 +94,7 @@ docs/cluster.md and docs/storage.md.
 	cmd.Flags().IntVar(&opts.Workers, "workers", 2, "ignored: a part is verified as it is read, one file at a time, in order")
 	_ = cmd.Flags().MarkHidden("workers")
 	cmd.Flags().BoolVar(&opts.VerifyParts, "verify-parts", false, "parts built with --cut-inputs: read and check every byte of every part, as packer verify does, before linking or copying its shards (parts without it are always read whole)")
+	cmd.Flags().BoolVar(&opts.InPlace, "in-place", false, "merge the parts built with build --in-place below the s3:// OUT, giving no parts: check them where they are and write only the manifest, copying nothing")
 	cmd.Flags().BoolVar(&opts.RemoveParts, "remove-parts", false, "remove the parts once OUT is published (parts in object storage: only where they were merged there by server-side copy)")
 	return cmd
 }

@@ -60,7 +60,7 @@ func mergeByCopy(ctx context.Context, o *mergeOptions) (handled bool, err error)
 	if o.VerifyParts {
 		for _, d := range parts.Dirs {
 			k := index(d)
-			if err := verifyBucketPart(ctx, o, pinnedBackend{backs[k], pinned[k]}, d); err != nil {
+			if err := verifyBucketPart(ctx, o, pinnedBackend{backs[k], pinned[k]}, d, true); err != nil {
 				return true, err
 			}
 		}
@@ -177,9 +177,11 @@ func (p pinnedBackend) Open(_ context.Context, name string) (storage.Reader, err
 }
 
 // verifyBucketPart reads and checks every byte of the part d in b where it is, as packer verify
-// does (merge --verify-parts): a damaged part is errCorrupt, its faults printed.
-func verifyBucketPart(ctx context.Context, o *mergeOptions, b storage.Backend, d string) error {
-	rep, err := verify.Backend(ctx, b, d, verify.Options{Workers: 4, Strict: true}, nil)
+// does (merge --verify-parts): a damaged part is errCorrupt, its faults printed. strict: files
+// the part's manifest does not list are faults (not for a part built in place, among the
+// others' shards).
+func verifyBucketPart(ctx context.Context, o *mergeOptions, b storage.Backend, d string, strict bool) error {
+	rep, err := verify.Backend(ctx, b, d, verify.Options{Workers: 4, Strict: strict}, nil)
 	if err != nil {
 		return fmt.Errorf("verify part %s: %w", d, err)
 	}
