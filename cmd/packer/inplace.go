@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/packer-dev/packer/internal/humanize"
@@ -18,7 +19,6 @@ import (
 	"github.com/packer-dev/packer/output/shards"
 	"github.com/packer-dev/packer/pipeline"
 	"github.com/packer-dev/packer/shard"
-	"github.com/packer-dev/packer/storage"
 	"github.com/packer-dev/packer/storage/s3"
 )
 
@@ -193,9 +193,9 @@ func mergeInPlace(ctx context.Context, o *mergeOptions) error {
 	}
 	byIndex := make([]shard.FS, len(parts.Dirs))
 	for k, d := range parts.Dirs {
-		byIndex[k] = fss[indexOf(dirs, d)]
+		byIndex[k] = fss[slices.Index(dirs, d)]
 		if o.VerifyParts {
-			if err := verifyBucketPart(ctx, o, inPlaceBackend{b, byIndex[k].(s3.InPlaceFS)}, d, false); err != nil {
+			if err := verifyBucketPart(ctx, o, pinnedBackend{b, byIndex[k]}, d, false); err != nil {
 				return err
 			}
 		}
@@ -245,24 +245,4 @@ func mergeInPlace(ctx context.Context, o *mergeOptions) error {
 		fmt.Fprintf(o.IO.Out, "skipped %s (listed in %s/manifest.json)\n", humanize.Count(sum.Skipped, "input"), o.Out)
 	}
 	return nil
-}
-
-func indexOf(dirs []string, d string) int {
-	for i, x := range dirs {
-		if x == d {
-			return i
-		}
-	}
-	return -1
-}
-
-// inPlaceBackend is OUT's backend read as the part whose record fs names (merge --in-place
-// --verify-parts): every file through the pinned reads the merge checks.
-type inPlaceBackend struct {
-	*s3.Backend
-	fs s3.InPlaceFS
-}
-
-func (p inPlaceBackend) Open(_ context.Context, name string) (storage.Reader, error) {
-	return p.fs.Open(name)
 }

@@ -163,13 +163,14 @@ func openCopyStores(ctx context.Context, o *mergeOptions) (out *s3.Backend, back
 	return out, backs, pinned, nil
 }
 
-// pinnedBackend is a part's backend whose files are read through the PinnedFS the merge checks
-// and copies them through: each pinned to the ETag it had when first opened, so that the files
-// --verify-parts reads are the versions the merge checks and copies (one changed in between
-// fails the merge, s3.ErrChanged).
+// pinnedBackend is a part's backend whose files are read through the pinned view the merge
+// checks (and copies) them through (an s3.PinnedFS, or for a part built in place the
+// s3.InPlaceFS over OUT's): each pinned to the ETag it had when first opened, so that the
+// files --verify-parts reads are the versions the merge checks and copies (one changed in
+// between fails the merge, s3.ErrChanged).
 type pinnedBackend struct {
 	*s3.Backend
-	pinned *s3.PinnedFS
+	pinned shard.FS
 }
 
 func (p pinnedBackend) Open(_ context.Context, name string) (storage.Reader, error) {
